@@ -1,0 +1,82 @@
+// Status and Result<T>: errors as values at module boundaries (no exception crosses a module, a
+// libuv callback or a libcurl callback).
+//
+// A Status is either OK or a failure carrying a human-readable message and, when the failure came
+// from a system call, its errno. Result<T> holds either a T or a failed Status. Both are plain
+// values: copyable, movable, and safe to hand between threads like any other value.
+#ifndef VOLUMEMANAGER_BASE_STATUS_H_
+#define VOLUMEMANAGER_BASE_STATUS_H_
+
+#include <cassert>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace base {
+
+class [[nodiscard]] Status {
+ public:
+  // OK.
+  Status() = default;
+
+  static Status OK() { return Status(); }
+  // A failure. `sys_errno` is the errno of the system call that failed, or 0.
+  static Status Error(std::string message, int sys_errno = 0) {
+    Status s;
+    s.failed_ = true;
+    s.message_ = std::move(message);
+    s.sys_errno_ = sys_errno;
+    return s;
+  }
+
+  bool ok() const { return !failed_; }
+  // Empty for OK.
+  const std::string& message() const { return message_; }
+  // The errno of a failed system call, 0 otherwise.
+  int sys_errno() const { return sys_errno_; }
+
+  // The same failure with "<context>: " in front of the message; OK stays OK.
+  Status WithContext(std::string_view context) const {
+    if (ok()) return *this;
+    return Error(std::string(context) + ": " + message_, sys_errno_);
+  }
+
+  // Marks a status as deliberately ignored.
+  void IgnoreError() const {}
+
+ private:
+  bool failed_ = false;
+  std::string message_;
+  int sys_errno_ = 0;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  // `status` must be a failure.
+  Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    assert(!std::get<Status>(v_).ok());
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  // OK when a value is held.
+  Status status() const { return ok() ? Status::OK() : std::get<Status>(v_); }
+
+  // Precondition: ok().
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace base
+
+#endif  // VOLUMEMANAGER_BASE_STATUS_H_
