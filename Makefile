@@ -36,13 +36,13 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 
 # All tests; the last line is ctest's summary.
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-label-summary -j $(JOBS)
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: deps
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DVM_SANITIZE=address,undefined
 	cmake --build $(ASAN_DIR) -j $(JOBS)
-	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L unit
+	ctest --test-dir $(ASAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L unit
 
 bench: build
 	@for b in $(BUILD_DIR)/bin/bench_*; do echo "== $$b"; "$$b" || exit 1; done
