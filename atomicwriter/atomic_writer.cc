@@ -1,5 +1,6 @@
 #include "atomicwriter/atomic_writer.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -131,68 +132,50 @@ int OpenBeneath(Filesystem& fs, int dirfd, const std::string& rel, int flags) {
   return fs.OpenAt(at, parts.back(), flags | O_NOFOLLOW, 0);
 }
 
-// Removes `name` in `dirfd` and, for a directory, everything below it, never following a symlink.
-// A missing entry is not an error.
+// Removes `name` in `dirfd` and, for a directory, everything below it, never following a symlink
+// (unlink removes a link itself; only real directories are opened, with O_NOFOLLOW). A missing
+// entry is not an error.
 Status RemoveAllAt(Filesystem& fs, int dirfd, const std::string& name, const std::string& shown) {
-  struct stat st {};
-  if (fs.FstatAt(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    if (errno == ENOENT) return Status::OK();
-    return ErrnoError("lstat", shown, errno);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ScopedFd fd(&fs, fs.OpenAt(dirfd, name, kDirOpenFlags, 0));
-    if (!fd.valid()) {
-      // Replaced by something else since the lstat: remove whatever it is now.
-      if (errno != ENOTDIR && errno != ELOOP) return ErrnoError("open", shown, errno);
-    } else {
-      std::vector<std::string> children;
-      if (fs.ReadDir(fd.get(), &children) != 0) return ErrnoError("read dir", shown, errno);
-      for (const std::string& child : children) {
-        Status s = RemoveAllAt(fs, fd.get(), child, shown + "/" + child);
-        if (!s.ok()) return s;
-      }
-      fd.Reset();
-      if (fs.UnlinkAt(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::OK();
-      return ErrnoError("remove", shown, errno);
-    }
-  }
   if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return Status::OK();
+  if (errno != EISDIR) return ErrnoError("remove", shown, errno);
+  ScopedFd fd(&fs, fs.OpenAt(dirfd, name, kDirOpenFlags, 0));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return Status::OK();
+    return ErrnoError("open", shown, errno);
+  }
+  std::vector<DirEntry> children;
+  if (fs.ReadDir(fd.get(), &children) != 0) return ErrnoError("read dir", shown, errno);
+  for (const DirEntry& child : children) {
+    Status s = RemoveAllAt(fs, fd.get(), child.name, shown + "/" + child.name);
+    if (!s.ok()) return s;
+  }
+  fd.Reset();
+  if (fs.UnlinkAt(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::OK();
   return ErrnoError("remove", shown, errno);
 }
 
-// Collects every path below the open directory `dirfd` (files, links and directories), relative
-// to it, descending only into real directories.
-Status WalkTree(Filesystem& fs, int dirfd, const std::string& prefix, const std::string& shown,
-                std::set<std::string>* out) {
-  std::vector<std::string> names;
-  if (fs.ReadDir(dirfd, &names) != 0) return ErrnoError("read dir", shown, errno);
-  for (const std::string& name : names) {
-    const std::string rel = prefix.empty() ? name : prefix + "/" + name;
-    out->insert(rel);
-    struct stat st {};
-    if (fs.FstatAt(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return ErrnoError("lstat", shown + "/" + name, errno);
-    }
-    if (!S_ISDIR(st.st_mode)) continue;
-    ScopedFd sub(&fs, fs.OpenAt(dirfd, name, kDirOpenFlags, 0));
-    if (!sub.valid()) return ErrnoError("open", shown + "/" + name, errno);
-    Status s = WalkTree(fs, sub.get(), rel, shown + "/" + name, out);
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
+// The entry's type, asking lstat when readdir did not say.
+unsigned char EntryType(Filesystem& fs, int dirfd, const DirEntry& e) {
+  if (e.type != DT_UNKNOWN) return e.type;
+  struct stat st {};
+  if (fs.FstatAt(dirfd, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
+  if (S_ISDIR(st.st_mode)) return DT_DIR;
+  if (S_ISREG(st.st_mode)) return DT_REG;
+  if (S_ISLNK(st.st_mode)) return DT_LNK;
+  return DT_UNKNOWN;
 }
 
-// True when `rel` below `dirfd` is a regular file (not a symlink) holding exactly `data`.
-// Anything unreadable counts as different: the write then replaces it.
-bool SameContent(Filesystem& fs, int dirfd, const std::string& rel, const std::string& data) {
-  ScopedFd fd(&fs, OpenBeneath(fs, dirfd, rel, O_RDONLY));
+// True when `name` in `dirfd` (already seen as a regular file) still is one, reached without
+// following a symlink, and holds exactly `data`. One open and one read: a regular file returns
+// everything up to end of file in one read, so a read of size+1 returning size bytes proves the
+// length. Anything unreadable counts as different: the write then replaces it.
+bool SameContent(Filesystem& fs, int dirfd, const std::string& name, const std::string& data) {
+  ScopedFd fd(&fs, fs.OpenAt(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0));
   if (!fd.valid()) return false;
-  struct stat st {};
-  if (fs.FstatAt(fd.get(), "", &st, AT_EMPTY_PATH) != 0) return false;
-  if (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != data.size()) return false;
-  std::string got;
-  if (fs.ReadAll(fd.get(), &got) != 0) return false;
-  return got == data;
+  std::string got(data.size() + 1, '\0');
+  const ssize_t n = fs.Read(fd.get(), got.data(), got.size());
+  return n == static_cast<ssize_t>(data.size()) &&
+         std::memcmp(got.data(), data.data(), data.size()) == 0;
 }
 
 struct CleanFile {
@@ -255,7 +238,14 @@ class WriteOperation {
     Result<std::vector<CleanFile>> files = CleanPayload(payload);
     if (!files.ok()) return files.status();
     files_ = std::move(files).value();
-    for (const CleanFile& f : files_) first_components_.insert(FirstComponent(f.path));
+    for (const CleanFile& f : files_) {
+      first_components_.insert(FirstComponent(f.path));
+      by_path_[f.path] = f.file;
+      for (size_t slash = f.path.find('/'); slash != std::string::npos;
+           slash = f.path.find('/', slash + 1)) {
+        dirs_.insert(f.path.substr(0, slash));
+      }
+    }
 
     Status s = LocateCurrentVersion();
     if (!s.ok()) return s;
@@ -308,26 +298,38 @@ class WriteOperation {
   }
 
   // A new version is needed when a payload file is missing or differs in bytes, or when the live
-  // version holds anything the payload does not (spec §2 steps 3-4). Modes are not compared.
+  // version holds anything the payload does not (spec §2 steps 3-4). Modes are not compared. One
+  // walk of the live version, stopping at the first difference.
   Result<bool> NeedsNewVersion() {
-    std::set<std::string> existing;
-    Status s = WalkTree(fs_, old_fd_.get(), "", old_ts_, &existing);
-    if (!s.ok()) return s;
-    std::set<std::string> keep;
-    for (const CleanFile& f : files_) {
-      for (size_t slash = f.path.find('/'); slash != std::string::npos;
-           slash = f.path.find('/', slash + 1)) {
-        keep.insert(f.path.substr(0, slash));
+    size_t matched = 0;
+    Result<bool> same = SameTree(old_fd_.get(), "", old_ts_, &matched);
+    if (!same.ok()) return same.status();
+    return !*same || matched != files_.size();
+  }
+
+  Result<bool> SameTree(int dirfd, const std::string& prefix, const std::string& shown,
+                        size_t* matched) {
+    std::vector<DirEntry> entries;
+    if (fs_.ReadDir(dirfd, &entries) != 0) return ErrnoError("read dir", shown, errno);
+    for (const DirEntry& e : entries) {
+      const std::string rel = prefix.empty() ? e.name : prefix + "/" + e.name;
+      const unsigned char type = EntryType(fs_, dirfd, e);
+      if (type == DT_DIR) {
+        if (dirs_.count(rel) == 0) return false;
+        ScopedFd sub(&fs_, fs_.OpenAt(dirfd, e.name, kDirOpenFlags, 0));
+        if (!sub.valid()) return false;
+        Result<bool> same = SameTree(sub.get(), rel, shown + "/" + e.name, matched);
+        if (!same.ok() || !*same) return same;
+        continue;
       }
-      keep.insert(f.path);
+      auto it = by_path_.find(rel);
+      if (it == by_path_.end() || type != DT_REG ||
+          !SameContent(fs_, dirfd, e.name, it->second->data)) {
+        return false;
+      }
+      ++*matched;
     }
-    for (const std::string& path : existing) {
-      if (keep.count(path) == 0) return true;
-    }
-    for (const CleanFile& f : files_) {
-      if (!SameContent(fs_, old_fd_.get(), f.path, f.file->data)) return true;
-    }
-    return false;
+    return true;
   }
 
   Result<std::string> PublishNewVersion(const PermissionCallback& set_permissions) {
@@ -400,25 +402,40 @@ class WriteOperation {
     ScopedFd root(&fs_, fs_.OpenAt(dir_fd_, ts_dir, kDirOpenFlags, 0));
     if (!root.valid()) return ErrnoError("open", ts_dir, errno);
     std::set<std::string> dirs_made;
+    // Files come sorted by path, so siblings are consecutive: keep the last parent dir open.
+    std::string parent_rel;
+    ScopedFd parent(&fs_, -1);
     for (const CleanFile& f : files_) {
-      const std::vector<std::string> parts = SplitCleanPath(f.path);
-      ScopedFd parent(&fs_, -1);
-      int at = root.get();
-      std::string rel;
-      for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        rel = rel.empty() ? parts[i] : rel + "/" + parts[i];
-        if (dirs_made.insert(rel).second && fs_.MkdirAt(at, parts[i], kNestedDirMode) != 0 &&
-            errno != EEXIST) {
-          return ErrnoError("mkdir", ts_dir + "/" + rel, errno);
+      const size_t last_slash = f.path.rfind('/');
+      const std::string dir_rel =
+          last_slash == std::string::npos ? "" : f.path.substr(0, last_slash);
+      if (!dir_rel.empty() && (dir_rel != parent_rel || !parent.valid())) {
+        parent.Reset();
+        const std::vector<std::string> parts = SplitCleanPath(dir_rel);
+        ScopedFd cur(&fs_, -1);
+        int at = root.get();
+        std::string rel;
+        for (const std::string& part : parts) {
+          rel = rel.empty() ? part : rel + "/" + part;
+          if (dirs_made.insert(rel).second && fs_.MkdirAt(at, part, kNestedDirMode) != 0 &&
+              errno != EEXIST) {
+            return ErrnoError("mkdir", ts_dir + "/" + rel, errno);
+          }
+          ScopedFd next(&fs_, fs_.OpenAt(at, part, kDirOpenFlags, 0));
+          if (!next.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
+          cur = std::move(next);
+          at = cur.get();
         }
-        ScopedFd next(&fs_, fs_.OpenAt(at, parts[i], kDirOpenFlags, 0));
-        if (!next.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
-        parent = std::move(next);
-        at = parent.get();
+        parent = std::move(cur);
+        parent_rel = dir_rel;
       }
-      Status s = WriteFile(at, parts.back(), *f.file, ts_dir + "/" + f.path);
+      const int at = dir_rel.empty() ? root.get() : parent.get();
+      const std::string name =
+          last_slash == std::string::npos ? f.path : f.path.substr(last_slash + 1);
+      Status s = WriteFile(at, name, *f.file, ts_dir + "/" + f.path);
       if (!s.ok()) return s;
     }
+    parent.Reset();
     if (options_.durable) {
       // Directory entries become durable with their directory: sync every dir of the new tree.
       for (const std::string& rel : dirs_made) {
@@ -468,10 +485,11 @@ class WriteOperation {
   // payload no longer has, every timestamp dir but the live one, and a stale ..data_tmp. Entries
   // the writer did not make are left alone. Continues past failures and reports the last one.
   Status RemoveStaleEntries(const std::string& live_ts) {
-    std::vector<std::string> names;
-    if (fs_.ReadDir(dir_fd_, &names) != 0) return ErrnoError("read dir", ".", errno);
+    std::vector<DirEntry> entries;
+    if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
     Status last;
-    for (const std::string& name : names) {
+    for (const DirEntry& e : entries) {
+      const std::string& name = e.name;
       if (name.starts_with("..")) {
         if (name == kDataDirTmpName || (IsTimestampDirName(name) && name != live_ts)) {
           Status s = RemoveAllAt(fs_, dir_fd_, name, name);
@@ -480,6 +498,7 @@ class WriteOperation {
         continue;
       }
       if (first_components_.count(name) != 0) continue;
+      if (e.type != DT_LNK && e.type != DT_UNKNOWN) continue;  // not a link: not ours
       std::string target;
       if (fs_.ReadlinkAt(dir_fd_, name, &target) != 0) {
         if (errno != EINVAL && errno != ENOENT) last = ErrnoError("readlink", name, errno);
@@ -497,6 +516,8 @@ class WriteOperation {
   const int dir_fd_;
   const Options& options_;
   std::vector<CleanFile> files_;
+  std::map<std::string, const FileProjection*> by_path_;  // cleaned path -> file
+  std::set<std::string> dirs_;                            // every ancestor dir of a file
   std::set<std::string> first_components_;
   std::string old_ts_;
   ScopedFd old_fd_{&fs_, -1};

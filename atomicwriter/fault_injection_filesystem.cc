@@ -46,9 +46,9 @@ ssize_t FaultInjectionFilesystem::WriteAll(int fd, const void* buf, size_t n) {
   return base_->WriteAll(fd, buf, n);
 }
 
-int FaultInjectionFilesystem::ReadAll(int fd, std::string* out) {
+ssize_t FaultInjectionFilesystem::Read(int fd, void* buf, size_t n) {
   if (ShouldFail("read")) return -1;
-  return base_->ReadAll(fd, out);
+  return base_->Read(fd, buf, n);
 }
 
 int FaultInjectionFilesystem::Fsync(int fd) {
@@ -111,9 +111,9 @@ int FaultInjectionFilesystem::UnlinkAt(int dirfd, const std::string& path, int f
   return base_->UnlinkAt(dirfd, path, flags);
 }
 
-int FaultInjectionFilesystem::ReadDir(int dirfd, std::vector<std::string>* names) {
+int FaultInjectionFilesystem::ReadDir(int dirfd, std::vector<DirEntry>* entries) {
   if (ShouldFail("readdir")) return -1;
-  return base_->ReadDir(dirfd, names);
+  return base_->ReadDir(dirfd, entries);
 }
 
 }  // namespace atomicwriter

@@ -29,7 +29,7 @@ class FaultInjectionFilesystem final : public Filesystem {
   int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override;
   int Close(int fd) override;
   ssize_t WriteAll(int fd, const void* buf, size_t n) override;
-  int ReadAll(int fd, std::string* out) override;
+  ssize_t Read(int fd, void* buf, size_t n) override;
   int Fsync(int fd) override;
   int Fchmod(int fd, mode_t mode) override;
   int Fchown(int fd, uid_t uid, gid_t gid) override;
@@ -42,7 +42,7 @@ class FaultInjectionFilesystem final : public Filesystem {
   int RenameAt(int olddirfd, const std::string& oldpath, int newdirfd,
                const std::string& newpath) override;
   int UnlinkAt(int dirfd, const std::string& path, int flags) override;
-  int ReadDir(int dirfd, std::vector<std::string>* names) override;
+  int ReadDir(int dirfd, std::vector<DirEntry>* entries) override;
 
  private:
   // Counts the call; true (with errno set) when this call must fail.

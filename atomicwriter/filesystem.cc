@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <string_view>
 
 namespace atomicwriter {
 namespace {
@@ -31,17 +32,10 @@ class Posix final : public Filesystem {
     return static_cast<ssize_t>(done);
   }
 
-  int ReadAll(int fd, std::string* out) override {
-    out->clear();
-    char buf[64 * 1024];
+  ssize_t Read(int fd, void* buf, size_t n) override {
     for (;;) {
-      ssize_t r = ::read(fd, buf, sizeof(buf));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return -1;
-      }
-      if (r == 0) return 0;
-      out->append(buf, static_cast<size_t>(r));
+      ssize_t r = ::read(fd, buf, n);
+      if (r >= 0 || errno != EINTR) return r;
     }
   }
 
@@ -78,29 +72,26 @@ class Posix final : public Filesystem {
     return ::unlinkat(dirfd, path.c_str(), flags);
   }
 
-  int ReadDir(int dirfd, std::vector<std::string>* names) override {
-    names->clear();
-    // fdopendir takes ownership of its descriptor and shares the offset, so list through a fresh
-    // descriptor of the same directory.
-    int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    DIR* dir = ::fdopendir(fd);
-    if (dir == nullptr) {
-      int saved = errno;
-      ::close(fd);
-      errno = saved;
-      return -1;
+  int ReadDir(int dirfd, std::vector<DirEntry>* entries) override {
+    entries->clear();
+    // getdents64 on the descriptor itself: no second descriptor, no fdopendir bookkeeping.
+    if (::lseek(dirfd, 0, SEEK_SET) < 0) return -1;
+    alignas(struct dirent64) char buf[32 * 1024];
+    for (;;) {
+      const ssize_t n = ::getdents64(dirfd, buf, sizeof(buf));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return -1;
+      }
+      if (n == 0) return 0;
+      for (ssize_t off = 0; off < n;) {
+        const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+        off += e->d_reclen;
+        const std::string_view name = e->d_name;
+        if (name == "." || name == "..") continue;
+        entries->push_back(DirEntry{std::string(name), e->d_type});
+      }
     }
-    errno = 0;
-    while (struct dirent* e = ::readdir(dir)) {
-      std::string name = e->d_name;
-      if (name != "." && name != "..") names->push_back(std::move(name));
-      errno = 0;
-    }
-    int saved = errno;
-    ::closedir(dir);
-    errno = saved;
-    return saved == 0 ? 0 : -1;
   }
 };
 

@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
       {"b) 10 files x 1 KiB", 10, 1024, false, false},
       {"c) 100 files x 10 KiB, nested", 100, 10240, true, false},
       {"d) no-change write of (c)", 100, 10240, true, true},
+      {"e) no-change write of (b)", 10, 1024, false, true},
   };
   const struct {
     const char* name;
