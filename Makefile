@@ -12,7 +12,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies (Debian package names).
 DEB_PACKAGES := cmake g++ make pkg-config libboost-filesystem-dev libuv1-dev nlohmann-json3-dev \
                 libspdlog-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcurl4-openssl-dev \
-                libcli11-dev
+                libcli11-dev libssl-dev
 
 .PHONY: deps build test test-asan bench format clean
 
