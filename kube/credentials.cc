@@ -141,9 +141,9 @@ base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
     if (!root.IsMap()) return base::Status::Error("kubeconfig " + file + ": not a mapping");
     std::string dir = fs::absolute(fs::path(file)).parent_path().string();
     if (merged.current_context.empty()) merged.current_context = Scalar(root, "current-context");
-    for (auto [field, target] : {std::pair{"clusters", &merged.clusters},
-                                 std::pair{"users", &merged.users},
-                                 std::pair{"contexts", &merged.contexts}}) {
+    for (auto [field, target] :
+         {std::pair{"clusters", &merged.clusters}, std::pair{"users", &merged.users},
+          std::pair{"contexts", &merged.contexts}}) {
       base::Status s = MergeNamedList(root[field], field, dir, *target);
       if (!s.ok()) return s.WithContext("kubeconfig " + file);
     }
@@ -203,8 +203,8 @@ base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
   if (user_name.empty()) return creds;  // anonymous
   auto user_it = merged.users.find(user_name);
   if (user_it == merged.users.end()) {
-    return base::Status::Error("kubeconfig: context \"" + context_name + "\": user \"" +
-                               user_name + "\" not found");
+    return base::Status::Error("kubeconfig: context \"" + context_name + "\": user \"" + user_name +
+                               "\" not found");
   }
   const YAML::Node& user = user_it->second.body;
   const std::string& user_dir = user_it->second.dir;
@@ -216,14 +216,13 @@ base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
     const char* key;
     const char* what;
   };
-  for (const Unsupported& u : {Unsupported{"exec", "exec credential plugins"},
-                               Unsupported{"auth-provider", "auth providers"},
-                               Unsupported{"username", "basic authentication"},
-                               Unsupported{"password", "basic authentication"},
-                               Unsupported{"as", "impersonation"},
-                               Unsupported{"as-groups", "impersonation"},
-                               Unsupported{"as-uid", "impersonation"},
-                               Unsupported{"as-user-extra", "impersonation"}}) {
+  for (const Unsupported& u :
+       {Unsupported{"exec", "exec credential plugins"},
+        Unsupported{"auth-provider", "auth providers"},
+        Unsupported{"username", "basic authentication"},
+        Unsupported{"password", "basic authentication"}, Unsupported{"as", "impersonation"},
+        Unsupported{"as-groups", "impersonation"}, Unsupported{"as-uid", "impersonation"},
+        Unsupported{"as-user-extra", "impersonation"}}) {
     if (user && user[u.key]) {
       return base::Status::Error("kubeconfig: " + user_what + ": " + u.what +
                                  " are not supported (use a token, tokenFile or client "

@@ -61,9 +61,8 @@ base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
 
 // In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account directory's token, ca.crt and
 // namespace (POD_NAMESPACE wins; fallback "default").
-base::Result<Credentials> LoadInCluster(const EnvironmentLookup& env,
-                                        const std::string& service_account_dir =
-                                            kServiceAccountDir);
+base::Result<Credentials> LoadInCluster(
+    const EnvironmentLookup& env, const std::string& service_account_dir = kServiceAccountDir);
 
 // The daemon's choice: `kubeconfig_flag` if set, else $KUBECONFIG, else in-cluster when
 // KUBERNETES_SERVICE_HOST is set, else ~/.kube/config.

@@ -100,8 +100,9 @@ TEST(LoadKubeconfigTest, Table) {
          EXPECT_EQ(c.token_file, dir.path() + "/pki/token");
          EXPECT_TRUE(c.tls.insecure_skip_tls_verify);
        }},
-      {"insecure together with a CA", "    server: https://h:1\n    insecure-skip-tls-verify: "
-                                      "true\n    certificate-authority: pki/ca.crt\n",
+      {"insecure together with a CA",
+       "    server: https://h:1\n    insecure-skip-tls-verify: "
+       "true\n    certificate-authority: pki/ca.crt\n",
        "    token: abc\n", "insecure-skip-tls-verify together", nullptr},
       {"exec plugin", "    server: https://h:1\n",
        "    exec:\n      command: aws\n      apiVersion: client.authentication.k8s.io/v1\n",
@@ -138,8 +139,9 @@ TEST(LoadKubeconfigTest, Table) {
 
 TEST(LoadKubeconfigTest, FirstFileDefiningAKeyWins) {
   TempDir dir;
-  std::string first = dir.Write("a", "current-context: two\nclusters:\n- name: c1\n  cluster: "
-                                     "{server: 'https://first:1'}\n");
+  std::string first = dir.Write("a",
+                                "current-context: two\nclusters:\n- name: c1\n  cluster: "
+                                "{server: 'https://first:1'}\n");
   std::string second = dir.Write(
       "b", "current-context: one\n" + std::string("contexts:\n- name: two\n  context: {cluster: "
                                                   "c1, user: u1}\nclusters:\n- name: c1\n  "
@@ -154,9 +156,9 @@ TEST(LoadKubeconfigTest, FirstFileDefiningAKeyWins) {
 
 TEST(LoadKubeconfigTest, ContextOverrideAndMissingContext) {
   TempDir dir;
-  std::string path = dir.Write(
-      "config", Kubeconfig("    server: https://h:1\n", "    token: abc\n",
-                           "- name: other\n  context: {cluster: c1, user: nobody}\n"));
+  std::string path =
+      dir.Write("config", Kubeconfig("    server: https://h:1\n", "    token: abc\n",
+                                     "- name: other\n  context: {cluster: c1, user: nobody}\n"));
   auto missing_user = LoadKubeconfig({path}, "other");
   ASSERT_FALSE(missing_user.ok());
   EXPECT_THAT(missing_user.status().message(), HasSubstr("user \"nobody\" not found"));
@@ -176,15 +178,23 @@ TEST(LoadInClusterTest, ReadsServiceAccountFiles) {
     std::string server, ns, error;
   };
   const std::vector<Case> cases = {
-      {"IPv4", {{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}},
-       "https://10.0.0.1:443", "vm-system", ""},
+      {"IPv4",
+       {{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}},
+       "https://10.0.0.1:443",
+       "vm-system",
+       ""},
       {"IPv6 is bracketed",
        {{"KUBERNETES_SERVICE_HOST", "fd00::1"}, {"KUBERNETES_SERVICE_PORT", "443"}},
-       "https://[fd00::1]:443", "vm-system", ""},
+       "https://[fd00::1]:443",
+       "vm-system",
+       ""},
       {"POD_NAMESPACE wins",
-       {{"KUBERNETES_SERVICE_HOST", "h"}, {"KUBERNETES_SERVICE_PORT", "1"},
+       {{"KUBERNETES_SERVICE_HOST", "h"},
+        {"KUBERNETES_SERVICE_PORT", "1"},
         {"POD_NAMESPACE", "mine"}},
-       "https://h:1", "mine", ""},
+       "https://h:1",
+       "mine",
+       ""},
       {"port missing", {{"KUBERNETES_SERVICE_HOST", "h"}}, "", "", "must both be set"},
   };
   for (const Case& c : cases) {
@@ -206,7 +216,8 @@ TEST(LoadInClusterTest, ReadsServiceAccountFiles) {
 
 TEST(ResolveCredentialsTest, FlagThenKubeconfigEnvThenInCluster) {
   TempDir dir;
-  std::string flag = dir.Write("flag", Kubeconfig("    server: https://flag:1\n", "    token: a\n"));
+  std::string flag =
+      dir.Write("flag", Kubeconfig("    server: https://flag:1\n", "    token: a\n"));
   std::string env_file =
       dir.Write("env", Kubeconfig("    server: https://env:1\n", "    token: a\n"));
   auto env = Env({{"KUBECONFIG", dir.path() + "/absent:" + env_file},
@@ -214,8 +225,8 @@ TEST(ResolveCredentialsTest, FlagThenKubeconfigEnvThenInCluster) {
                   {"KUBERNETES_SERVICE_PORT", "443"}});
   EXPECT_EQ(ResolveCredentials(flag, env)->server, "https://flag:1");
   EXPECT_EQ(ResolveCredentials("", env)->server, "https://env:1");
-  auto in_cluster = ResolveCredentials("", Env({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
-                                                {"KUBERNETES_SERVICE_PORT", "443"}}));
+  auto in_cluster = ResolveCredentials(
+      "", Env({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}}));
   // No service-account files on a build machine: the in-cluster loader was chosen and says why.
   ASSERT_FALSE(in_cluster.ok());
   EXPECT_THAT(in_cluster.status().message(), HasSubstr("in-cluster"));

@@ -726,6 +726,11 @@ class ApiServer:
             store.remove_watcher(watcher)
             if not gone.done():
                 gone.cancel()
+                # Wait for the cancellation, or the next request's read finds the reader busy.
+                try:
+                    await gone
+                except asyncio.CancelledError:
+                    pass
 
     def bookmark(self, res, rev, initial_end=False):
         metadata = {"resourceVersion": str(rev), "creationTimestamp": None}
