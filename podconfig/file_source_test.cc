@@ -8,17 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "podconfig/loop_test_util.h"
+#include "tests/support/test_loop.h"
 
 namespace podconfig {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using testing::ReplaceFile;
-using testing::TempDir;
-using testing::TestLoop;
-using testing::WriteFile;
+using vmtest::ReplaceFile;
+using vmtest::TempDir;
+using vmtest::TestLoop;
+using vmtest::WriteFile;
 
 std::string PodYaml(const std::string& name, const std::string& label = "v1") {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +

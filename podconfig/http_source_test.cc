@@ -15,14 +15,14 @@
 #include <thread>
 #include <vector>
 
-#include "podconfig/loop_test_util.h"
+#include "tests/support/test_loop.h"
 
 namespace podconfig {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using testing::TestLoop;
+using vmtest::TestLoop;
 
 // A minimal HTTP/1.0 server on 127.0.0.1: answers every request with the configured status and
 // body, after an optional delay, and closes the connection.

@@ -1,6 +1,8 @@
-// Test support: a libuv loop that runs until a condition holds, and temporary directories.
-#ifndef VOLUMEMANAGER_PODCONFIG_LOOP_TEST_UTIL_H_
-#define VOLUMEMANAGER_PODCONFIG_LOOP_TEST_UTIL_H_
+// Test support shared by unit tests of loop-thread modules (podconfig/, cache/, ...): a libuv
+// loop that runs until a condition holds, temporary directories, and file writes as editors do
+// them.
+#ifndef VOLUMEMANAGER_TESTS_SUPPORT_TEST_LOOP_H_
+#define VOLUMEMANAGER_TESTS_SUPPORT_TEST_LOOP_H_
 
 #include <stdlib.h>
 #include <uv.h>
@@ -11,7 +13,7 @@
 #include <functional>
 #include <string>
 
-namespace podconfig::testing {
+namespace vmtest {
 
 class TestLoop {
  public:
@@ -73,6 +75,6 @@ inline void ReplaceFile(const std::string& path, const std::string& bytes) {
   std::filesystem::rename(path + ".tmp~", path);
 }
 
-}  // namespace podconfig::testing
+}  // namespace vmtest
 
-#endif  // VOLUMEMANAGER_PODCONFIG_LOOP_TEST_UTIL_H_
+#endif  // VOLUMEMANAGER_TESTS_SUPPORT_TEST_LOOP_H_
