@@ -4,11 +4,6 @@
 
 namespace plugins {
 
-std::string ObjectRef::ToString() const {
-  return std::string(kind == ObjectKind::kConfigMap ? "configmap " : "secret ") + namespace_ + "/" +
-         name;
-}
-
 std::string VolumePlugin::EscapedName() const { return EscapePluginName(Name()); }
 
 std::string EscapePluginName(std::string_view name) {

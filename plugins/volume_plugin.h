@@ -2,7 +2,7 @@
 // one kind of volume (shared/spec/kubelet-volume-behavior.md §4). The volume manager asks the
 // registry (plugin_registry.h) for the plugin of each pod volume, subscribes to the objects it
 // references, and on every mount or remount calls BuildPayload and hands the result to the
-// atomic writer (with OwnershipPassFor(pod) as the permission callback, ownership_pass.h).
+// atomic writer (with OwnershipPassFor(pod, ...) as the permission callback, ownership_pass.h).
 //
 // A plugin never touches the network or the disk: objects come through the VolumeHost, which
 // the caller fills. Plugins are stateless and const, so one instance serves every volume from
@@ -14,7 +14,6 @@
 #ifndef VOLUMEMANAGER_PLUGINS_VOLUME_PLUGIN_H_
 #define VOLUMEMANAGER_PLUGINS_VOLUME_PLUGIN_H_
 
-#include <compare>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,24 +22,15 @@
 #include "atomicwriter/atomic_writer.h"
 #include "base/status.h"
 #include "kube/config_map.h"
+#include "kube/object_ref.h"
 #include "kube/pod.h"
 #include "kube/secret.h"
 
 namespace plugins {
 
-enum class ObjectKind { kConfigMap, kSecret };
-
-// An API object a volume's content comes from. Objects live in the pod's namespace.
-struct ObjectRef {
-  ObjectKind kind;
-  std::string namespace_;
-  std::string name;
-
-  // "configmap shop/app-config", "secret shop/web-tls": for logs.
-  std::string ToString() const;
-
-  auto operator<=>(const ObjectRef&) const = default;
-};
+// Plugins name the objects they read with kube::ObjectRef (shared with cache/ and the manager).
+using kube::ObjectKind;
+using kube::ObjectRef;
 
 // The objects a plugin may read. Implementations: the object caches (cache/), a fake in tests.
 class ObjectLookup {
@@ -110,6 +100,11 @@ class VolumePlugin {
   // Whether the content depends on the pod object itself (downward API fields): remount the
   // volume when the pod's labels, annotations or resources change.
   virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
+
+  // A volume spec rebuilt from the volume's name alone, for reconstruction from disk after a
+  // restart (spec §6.6): the object names are unknown, so configMap, downwardAPI and projected
+  // get empty sources and secret uses the volume name as the secret name, as upstream.
+  virtual kube::Volume ConstructVolume(const std::string& volume_name) const = 0;
 
   // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).
   virtual base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod,

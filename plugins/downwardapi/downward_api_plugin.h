@@ -28,6 +28,9 @@ class DownwardAPIPlugin : public VolumePlugin {
     return {};
   }
   bool DependsOnPod(const kube::Volume&) const override { return true; }
+  kube::Volume ConstructVolume(const std::string& volume_name) const override {
+    return {volume_name, kube::DownwardAPIVolumeSource{}};
+  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };
