@@ -41,18 +41,6 @@ base::Status ParseAllocatable(const std::string& text, std::map<std::string, std
 
 }  // namespace
 
-const char* StrategyName(ChangeDetectionStrategy s) {
-  switch (s) {
-    case ChangeDetectionStrategy::kGet:
-      return "Get";
-    case ChangeDetectionStrategy::kCache:
-      return "Cache";
-    case ChangeDetectionStrategy::kWatch:
-      return "Watch";
-  }
-  return "?";
-}
-
 base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& environment,
                                            const std::string& hostname) {
@@ -116,15 +104,9 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   if (cfg.sync_frequency.count() == 0) {
     return base::Status::Error("--sync-frequency: must be greater than 0");
   }
-  if (strategy == "Get") {
-    cfg.strategy = ChangeDetectionStrategy::kGet;
-  } else if (strategy == "Cache") {
-    cfg.strategy = ChangeDetectionStrategy::kCache;
-  } else if (strategy == "Watch") {
-    cfg.strategy = ChangeDetectionStrategy::kWatch;
-  } else {
-    return base::Status::Error("unknown configmap and secret manager mode: " + strategy);
-  }
+  auto parsed_strategy = cache::ParseChangeDetectionStrategy(strategy);
+  if (!parsed_strategy.ok()) return parsed_strategy.status();
+  cfg.strategy = *parsed_strategy;
   if (log_format == "text") {
     cfg.log_format = LogFormat::kText;
   } else if (log_format == "json") {

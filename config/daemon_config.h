@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/change_detection_strategy.h"
 
 namespace config {
 
-enum class ChangeDetectionStrategy { kGet, kCache, kWatch };
 enum class LogFormat { kText, kJson };
 
 struct DaemonConfig {
@@ -24,7 +24,7 @@ struct DaemonConfig {
   std::string manifest_url;
   std::string object_manifest_path;
   std::chrono::nanoseconds sync_frequency = std::chrono::minutes(1);
-  ChangeDetectionStrategy strategy = ChangeDetectionStrategy::kWatch;
+  cache::ChangeDetectionStrategy strategy = cache::ChangeDetectionStrategy::kWatch;
   std::chrono::nanoseconds object_cache_ttl = std::chrono::minutes(1);
   // Node allocatable for the downward API ("cpu", "memory", "ephemeral-storage" -> quantity
   // text); --node-allocatable overrides, missing entries come from the machine.
@@ -43,8 +43,6 @@ struct ParsedFlags {
 base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& environment,
                                            const std::string& hostname);
-
-const char* StrategyName(ChangeDetectionStrategy s);
 
 }  // namespace config
 

@@ -17,7 +17,7 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
   EXPECT_EQ(c.root_dir, "/var/lib/kubelet");
   EXPECT_EQ(c.node_name, "my-host");
   EXPECT_EQ(c.sync_frequency, std::chrono::minutes(1));
-  EXPECT_EQ(c.strategy, ChangeDetectionStrategy::kWatch);
+  EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kWatch);
   EXPECT_EQ(c.log_format, LogFormat::kText);
   EXPECT_FALSE(c.fsync);
 
@@ -41,7 +41,7 @@ TEST(DaemonConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c.root_dir, "/tmp/root");
   EXPECT_EQ(c.object_manifest_path, "o");
   EXPECT_EQ(c.sync_frequency, std::chrono::seconds(90));
-  EXPECT_EQ(c.strategy, ChangeDetectionStrategy::kCache);
+  EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kCache);
   EXPECT_EQ(c.object_cache_ttl, std::chrono::milliseconds(500));
   EXPECT_EQ(c.log_format, LogFormat::kJson);
   EXPECT_EQ(c.verbosity, 3);
