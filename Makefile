@@ -14,9 +14,16 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies (Debian package names).
 DEB_PACKAGES := cmake g++ make pkg-config libboost-filesystem-dev libuv1-dev nlohmann-json3-dev \
                 libspdlog-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcurl4-openssl-dev \
-                libcli11-dev clang libfuzzer-14-dev
+                libcli11-dev libssl-dev openssl python3 python3-pytest python3-kubernetes \
+                python3-yaml clang libfuzzer-14-dev
+# kubectl for the test API server's fidelity proof. A kubectl already on PATH (e.g. the Google
+# Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
+DEB_PACKAGES += $(if $(shell command -v kubectl),,kubernetes-client)
 
-.PHONY: deps build test test-asan fuzz bench format clean
+RUN_DIR ?= $(CURDIR)/run
+VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
+
+.PHONY: deps build run test test-asan fuzz bench format clean
 
 # Installs whatever is missing; `apt-get update` runs once, and only when something is missing.
 deps:
@@ -35,6 +42,22 @@ $(BUILD_DIR)/CMakeCache.txt: | deps
 
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The standalone demo: the daemon on examples/, volumes under run/root. Ctrl-C stops it.
+run: build
+	@mkdir -p $(RUN_DIR)/root
+	@echo
+	@echo "volumemanager, standalone, on examples/ (Ctrl-C to stop)"
+	@echo "  edit   examples/objects/app-config.yaml  (ConfigMap app-config)"
+	@echo "         examples/objects/web-tls.yaml     (Secret web-tls)"
+	@echo "         examples/pods/web.yaml            (the pod: labels feed its downwardAPI volume)"
+	@echo "  watch  $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
+	@echo "         $(VOLUME_ROOT)/kubernetes.io~projected/bundle/"
+	@echo "         $(VOLUME_ROOT)/kubernetes.io~downward-api/podinfo/labels"
+	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
+	@echo
+	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --node-name demo-node \
+	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
 
 # All tests; the last line is ctest's summary.
 test: build
