@@ -6,6 +6,9 @@ add_library(kube_client
   ${CMAKE_CURRENT_LIST_DIR}/backoff.cc
   ${CMAKE_CURRENT_LIST_DIR}/credentials.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/object_store.cc
+  ${CMAKE_CURRENT_LIST_DIR}/reflector.cc
+  ${CMAKE_CURRENT_LIST_DIR}/watch_decoder.cc
   ${CMAKE_CURRENT_LIST_DIR}/token_source.cc
 )
 target_include_directories(kube_client PUBLIC ${PROJECT_SOURCE_DIR})
@@ -18,3 +21,5 @@ vm_add_test(kube_credentials_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/credentials_
 vm_add_test(kube_api_error_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_error_test.cc
             LIBS kube_client)
 vm_add_test(kube_backoff_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/backoff_test.cc LIBS kube_client)
+vm_add_test(kube_watch_decoder_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/watch_decoder_test.cc
+            LIBS kube_client)
