@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <fstream>
@@ -88,11 +89,27 @@ std::string DefaultUserAgent() {
   return std::string("volumemanager/") + VM_VERSION + " (linux/" + Arch() + ")";
 }
 
+// One uv_poll per socket, from the first time libcurl wants it polled until libcurl closes it.
+// libcurl's CURL_POLL_REMOVE only stops polling (the socket may go back to the connection cache
+// and be polled again); the handle is closed, and only then the socket, from libcurl's
+// close-socket callback. Closing the fd before libuv has closed its handle would let the number
+// be reused by a new connection whose epoll registration libuv's late close then deletes.
 struct HttpClient::SocketContext {
   uv_poll_t poll;
   int fd;
   HttpClient* client;
 };
+
+namespace {
+void CloseSocketContext(uv_poll_t* poll) {
+  uv_poll_stop(poll);
+  uv_close(reinterpret_cast<uv_handle_t*>(poll), [](uv_handle_t* h) {
+    auto* ctx = static_cast<HttpClient::SocketContext*>(h->data);
+    close(ctx->fd);
+    delete ctx;
+  });
+}
+}  // namespace
 
 struct HttpClient::Transfer {
   HttpClient* client = nullptr;
@@ -105,6 +122,7 @@ struct HttpClient::Transfer {
   StreamCallbacks stream;
   HttpResponse response;
   bool headers_delivered = false;
+  long status_line_code = 0;  // from the last status line seen
   bool buffer_body = true;
   bool cancelled = false;
   bool added = false;
@@ -123,6 +141,7 @@ struct HttpClient::Transfer {
     headers_delivered = true;
     long code = 0;
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code == 0) code = status_line_code;
     response.status = code;
     buffer_body = !request.stream || code < 200 || code >= 300;
     if (!stream.on_headers || cancelled) return true;
@@ -192,11 +211,7 @@ HttpClient::~HttpClient() {
   }
   transfers_.clear();
   if (multi_ != nullptr) curl_multi_cleanup(Multi(multi_));
-  for (auto& [fd, ctx] : sockets_) {
-    uv_poll_stop(&ctx->poll);
-    uv_close(reinterpret_cast<uv_handle_t*>(&ctx->poll),
-             [](uv_handle_t* h) { delete static_cast<SocketContext*>(h->data); });
-  }
+  for (auto& [fd, ctx] : sockets_) CloseSocketContext(&ctx->poll);
   sockets_.clear();
   if (timer_ != nullptr) {
     uv_timer_stop(timer_);
@@ -301,6 +316,8 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   // Never send "Expect: 100-continue": the API server answers at once.
   headers = curl_slist_append(headers, "Expect:");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpClient::OnHeader);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
@@ -411,14 +428,12 @@ void HttpClient::ProcessMessages() {
 int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* userp, void* socketp) {
   auto* self = static_cast<HttpClient*>(userp);
   auto* ctx = static_cast<SocketContext*>(socketp);
+  if (ctx == nullptr) {
+    auto it = self->sockets_.find(fd);
+    if (it != self->sockets_.end()) ctx = it->second;
+  }
   if (what == CURL_POLL_REMOVE) {
-    if (ctx != nullptr) {
-      uv_poll_stop(&ctx->poll);
-      self->sockets_.erase(fd);
-      curl_multi_assign(Multi(self->multi_), fd, nullptr);
-      uv_close(reinterpret_cast<uv_handle_t*>(&ctx->poll),
-               [](uv_handle_t* h) { delete static_cast<SocketContext*>(h->data); });
-    }
+    if (ctx != nullptr) uv_poll_stop(&ctx->poll);
     return 0;
   }
   if (ctx == nullptr) {
@@ -477,6 +492,16 @@ void HttpClient::OnUvTimer(uv_timer_t* handle) {
   self->ProcessMessages();
 }
 
+int HttpClient::OnCloseSocket(void* clientp, int fd) {
+  auto* self = static_cast<HttpClient*>(clientp);
+  auto it = self->sockets_.find(fd);
+  if (it == self->sockets_.end()) return close(fd);
+  SocketContext* ctx = it->second;
+  self->sockets_.erase(it);
+  CloseSocketContext(&ctx->poll);  // closes the fd once libuv is done with it
+  return 0;
+}
+
 size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) {
   auto* t = static_cast<Transfer*>(userp);
   size_t n = size * count;
@@ -484,6 +509,16 @@ size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) 
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   if (line.rfind("HTTP/", 0) == 0) {
     t->response.headers.clear();  // a new response (after 100 Continue)
+    size_t space = line.find(' ');
+    t->status_line_code = space == std::string_view::npos
+                              ? 0
+                              : std::atol(std::string(line.substr(space + 1, 3)).c_str());
+    return n;
+  }
+  if (line.empty()) {
+    // End of a header block: announce a final response now, not at its first body byte (a
+    // watch may stay silent for minutes).
+    if (t->status_line_code >= 200 && !t->cancelled && !t->DeliverHeaders()) return 0;
     return n;
   }
   size_t colon = line.find(':');

@@ -105,11 +105,10 @@ class HttpClient {
   const Credentials& credentials() const { return credentials_; }
   uv_loop_t* loop() const { return loop_; }
 
-  struct Transfer;  // one request in flight (internal)
+  struct Transfer;       // one request in flight (internal)
+  struct SocketContext;  // one polled socket (internal)
 
  private:
-  struct SocketContext;
-
   HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptions options);
   base::Status Init();
   void RefreshCa();
@@ -121,6 +120,7 @@ class HttpClient {
   static int OnTimer(void* multi, long timeout_ms, void* userp);
   static void OnPoll(uv_poll_t* handle, int status, int events);
   static void OnUvTimer(uv_timer_t* handle);
+  static int OnCloseSocket(void* clientp, int fd);
   static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
   static size_t OnWrite(char* data, size_t size, size_t count, void* userp);
 

@@ -4,6 +4,8 @@ A rule matches requests by verb (get, list, watch, create, update, patch, delete
 namespace and path prefix (each optional) and applies `times` times (-1: until cleared); the first
 matching rule with uses left wins. What it does, any combination:
 
+  has_param      only requests carrying this query parameter (e.g. "continue")
+  compact        compact the history first (forces 410 for older RVs and continue tokens)
   delay          seconds to wait before answering
   status         answer this HTTP code instead; `body` is "status" (a Status, default), "text"
                  (text/plain, as the inflight limiter), "html" (as a proxy) or "empty";
@@ -26,6 +28,8 @@ class FaultRule:
         self.resource = spec.get("resource")
         self.namespace = spec.get("namespace")
         self.path = spec.get("path")
+        self.has_param = spec.get("has_param")
+        self.compact = bool(spec.get("compact"))
         self.times = int(spec.get("times", 1))
         self.delay = float(spec.get("delay", 0))
         self.status = spec.get("status")
@@ -36,8 +40,10 @@ class FaultRule:
         self.watch = spec.get("watch") or {}
         self.spec = spec
 
-    def matches(self, verb, resource, namespace, path):
+    def matches(self, verb, resource, namespace, path, query):
         if self.times == 0:
+            return False
+        if self.has_param and self.has_param not in query:
             return False
         if self.verb and self.verb != verb:
             return False
@@ -60,10 +66,10 @@ class FaultTable:
     def clear(self):
         self.rules.clear()
 
-    def take(self, verb, resource, namespace, path):
+    def take(self, verb, resource, namespace, path, query):
         """The rule to apply to this request (its use counted), or None."""
         for rule in self.rules:
-            if rule.matches(verb, resource, namespace, path):
+            if rule.matches(verb, resource, namespace, path, query):
                 if rule.times > 0:
                     rule.times -= 1
                 return rule

@@ -450,8 +450,13 @@ class ApiServer:
         auth_name = name if name else field_selector.exact_name()
         self.authorize(request.user, verb, res, namespace, auth_name)
 
-        fault = self.faults.take(verb, res.name, namespace, path)
+        fault = self.faults.take(verb, res.name, namespace, path, request.query)
         if fault is not None:
+            if fault.compact:
+                # As if another resource had been written and then compacted: everything up to
+                # now, including the current revision, is gone.
+                self.store.revision += 1
+                self.store.compact()
             if fault.delay:
                 await asyncio.sleep(fault.delay)
             if fault.status:
