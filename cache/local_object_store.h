@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -112,11 +113,19 @@ class LocalObjectStore : public ObjectManager {
   struct Watcher;  // the libuv handles; outlives the store until they are closed
 
   Clock::time_point Now() const;
-  // Lists the directory and reads again every file that is new, whose stat changed, that is
-  // named in `force`, or every file when `force_all`; then updates the served objects and, when
-  // `notify`, calls the change handler for referenced objects that changed.
-  void Rescan(const std::set<std::string>& force, bool force_all, bool notify);
-  void ReadFile(const std::string& name, const FileStamp& stamp, ManifestFile* file);
+  enum class ScanScope {
+    kNamed,    // only the files in `force` (an fs event named them)
+    kStatAll,  // list the directory; read files that are new, in `force` or whose stat changed
+    kReadAll,  // list the directory and read every file
+  };
+  // Reads files again as `scope` says, then, if any file's objects changed, updates the served
+  // objects and, when `notify`, calls the change handler for referenced objects that changed.
+  void Rescan(const std::set<std::string>& force, ScanScope scope, bool notify);
+  // The stamp of a regular file in the directory; nullopt with *gone when it no longer exists
+  // (or is not a regular file), nullopt alone when stat failed otherwise.
+  std::optional<FileStamp> StatFile(const std::string& name, bool* gone) const;
+  // Reads one file again; true when its objects were replaced.
+  bool ReadFile(const std::string& name, const FileStamp& stamp, ManifestFile* file);
   void RebuildView(bool notify);
   // Cache / Get: brings `ref` up to date before a get.
   void Refresh(const kube::ObjectRef& ref);

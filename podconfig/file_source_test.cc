@@ -150,6 +150,17 @@ TEST_F(FileSourceTest, DotfilesAndTemporaryNamesCauseNoDelivery) {
   EXPECT_THAT(Names(), ElementsAre("a-node-1"));
 }
 
+TEST_F(FileSourceTest, RelistWithoutChangesDeliversNothingAndCatchesMissedChanges) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start(std::chrono::milliseconds(10));
+  loop_.RunFor(std::chrono::milliseconds(100));
+  EXPECT_EQ(deliveries_, 1);
+  // A change made while the loop does not run still arrives (by event or relist).
+  WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return deliveries_ == 2; }));
+  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v2");
+}
+
 TEST_F(FileSourceTest, MissingDirectoryIsSeenEmptyThenPickedUpByTheRelist) {
   std::filesystem::remove(dir_.path());
   Start(std::chrono::milliseconds(20));
