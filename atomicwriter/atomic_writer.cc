@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "atomicwriter/remove_tree.h"
+
 namespace atomicwriter {
 namespace {
 
@@ -132,26 +134,8 @@ int OpenBeneath(Filesystem& fs, int dirfd, const std::string& rel, int flags) {
   return fs.OpenAt(at, parts.back(), flags | O_NOFOLLOW, 0);
 }
 
-// Removes `name` in `dirfd` and, for a directory, everything below it, never following a symlink
-// (unlink removes a link itself; only real directories are opened, with O_NOFOLLOW). A missing
-// entry is not an error.
 Status RemoveAllAt(Filesystem& fs, int dirfd, const std::string& name, const std::string& shown) {
-  if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return Status::OK();
-  if (errno != EISDIR) return ErrnoError("remove", shown, errno);
-  ScopedFd fd(&fs, fs.OpenAt(dirfd, name, kDirOpenFlags, 0));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return Status::OK();
-    return ErrnoError("open", shown, errno);
-  }
-  std::vector<DirEntry> children;
-  if (fs.ReadDir(fd.get(), &children) != 0) return ErrnoError("read dir", shown, errno);
-  for (const DirEntry& child : children) {
-    Status s = RemoveAllAt(fs, fd.get(), child.name, shown + "/" + child.name);
-    if (!s.ok()) return s;
-  }
-  fd.Reset();
-  if (fs.UnlinkAt(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::OK();
-  return ErrnoError("remove", shown, errno);
+  return RemoveTreeAt(fs, dirfd, name, shown);
 }
 
 // The entry's type, asking lstat when readdir did not say.

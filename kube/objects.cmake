@@ -20,7 +20,9 @@ vm_add_test(kube_objects_test
           ${CMAKE_CURRENT_LIST_DIR}/yaml_to_json_test.cc
   LIBS kube_objects)
 
-# The libFuzzer target for the manifest decoder: only in the clang fuzz build (make fuzz).
+# The libFuzzer target for the manifest decoder: only in the clang fuzz build (make fuzz), which
+# compiles everything with -fsanitize=fuzzer-no-link so the decoder's code is instrumented.
+option(VM_FUZZ "Build the libFuzzer targets (clang only)" OFF)
 if(VM_FUZZ)
   add_executable(manifest_decoder_fuzzer ${CMAKE_CURRENT_LIST_DIR}/manifest_decoder_fuzzer.cc)
   target_compile_options(manifest_decoder_fuzzer PRIVATE -fsanitize=fuzzer)

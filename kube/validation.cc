@@ -384,6 +384,12 @@ std::vector<std::string> ValidateConfigKey(const std::string& key) {
   return msgs;
 }
 
+std::vector<std::string> ValidateQualifiedName(const std::string& key) {
+  std::vector<std::string> msgs;
+  IsQualifiedName(key, &msgs);
+  return msgs;
+}
+
 std::vector<std::string> ValidateLocalPath(const std::string& path) {
   std::vector<std::string> msgs;
   if (!path.empty() && path[0] == '/') msgs.push_back("must be a relative path");

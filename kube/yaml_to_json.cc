@@ -1,5 +1,6 @@
 #include "kube/yaml_to_json.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -7,7 +8,9 @@
 #include <cstdlib>
 #include <exception>
 #include <limits>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -108,111 +111,206 @@ bool ParseGoFloat(const std::string& s, json* out) {
   return true;
 }
 
-class Converter {
- public:
-  json Convert(const YAML::Node& node, int depth) {
-    if (depth > kMaxDepth) {
-      throw ConvertError{"nesting deeper than " + std::to_string(kMaxDepth) + " levels",
-                         node.Mark()};
-    }
-    if (++nodes_ > kMaxNodes) {
-      throw ConvertError{
-          "more than " + std::to_string(kMaxNodes) + " nodes (after alias expansion)", node.Mark()};
-    }
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return nullptr;
-      case YAML::NodeType::Scalar:
-        return Scalar(node);
-      case YAML::NodeType::Sequence: {
-        json arr = json::array();
-        for (const YAML::Node& item : node) arr.push_back(Convert(item, depth + 1));
-        return arr;
-      }
-      case YAML::NodeType::Map: {
-        json obj = json::object();
-        json merged = json::object();
-        for (const auto& kv : node) {
-          if (!kv.first.IsScalar()) {
-            throw ConvertError{"mapping keys must be strings", kv.first.Mark()};
-          }
-          const std::string& key = kv.first.Scalar();
-          Budget(key.size(), kv.first.Mark());
-          if (key == "<<" && kv.first.Tag() == "?") {
-            Merge(kv.second, depth, &merged);
-            continue;
-          }
-          obj[key] = Convert(kv.second, depth + 1);
-        }
-        // Keys of the mapping itself win over merged ones.
-        for (auto& [k, v] : merged.items()) {
-          if (!obj.contains(k)) obj[k] = std::move(v);
-        }
-        return obj;
-      }
-    }
-    return nullptr;
+// Resolves a scalar's tag and text to its JSON value, as go-yaml v2 does.
+json ResolveScalar(const std::string& tag, const std::string& s, const YAML::Mark& mark) {
+  if (tag == "!" || tag == kTagStr) return s;
+  if (tag != "?" && tag != kTagInt && tag != kTagFloat && tag != kTagBool && tag != kTagNull) {
+    return s;  // a local or unknown tag: keep the text
   }
+  if (OneOf(s, {"", "~", "null", "Null", "NULL"})) return nullptr;
+  if (OneOf(s, {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"})) {
+    return true;
+  }
+  if (OneOf(s, {"n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"})) {
+    return false;
+  }
+  if (OneOf(s, {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
+                ".nan", ".NaN", ".NAN"})) {
+    throw ConvertError{"infinity and NaN have no JSON form", mark};
+  }
+  if (!s.empty() && (s[0] == '+' || s[0] == '-' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) {
+    std::string plain;
+    plain.reserve(s.size());
+    for (char c : s) {
+      if (c != '_') plain.push_back(c);
+    }
+    json v;
+    if (ParseGoInt(plain, &v) || ParseGoFloat(plain, &v)) return v;
+  }
+  return s;
+}
+
+// Builds JSON values straight from the parser's events (no intermediate YAML::Node tree), with
+// an explicit stack, so nesting and alias expansion are bounded here and not by recursion.
+class JsonBuilder : public YAML::EventHandler {
+ public:
+  std::vector<json> TakeDocuments() { return std::move(docs_); }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    // yaml-cpp 0.7 loops forever on a document that starts with a token it cannot place (a
+    // stray ','): it reports an empty document without consuming anything. Two documents
+    // starting at the same place mean no progress.
+    if (started_ && mark.pos == last_doc_pos_) throw ConvertError{"unexpected token", mark};
+    started_ = true;
+    last_doc_pos_ = mark.pos;
+    root_ = nullptr;
+  }
+
+  void OnDocumentEnd() override {
+    if (!root_.is_null()) docs_.push_back(std::move(root_));
+    root_ = nullptr;
+  }
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (ExpectingKey()) return SetKey("null", false, mark);
+    Count(1, 0, mark);
+    Emit(nullptr, anchor, 1, 0, mark);
+  }
+
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    auto it = anchors_.find(anchor);
+    if (it == anchors_.end()) throw ConvertError{"alias to a node that is not complete", mark};
+    if (ExpectingKey()) {
+      if (!it->second.value.is_string()) throw ConvertError{"mapping keys must be strings", mark};
+      return SetKey(it->second.value.get<std::string>(), false, mark);
+    }
+    Count(it->second.nodes, it->second.bytes, mark);
+    Emit(it->second.value, 0, it->second.nodes, it->second.bytes, mark);
+  }
+
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    if (ExpectingKey()) {
+      Count(1, value.size(), mark);
+      if (anchor != 0) anchors_[anchor] = {json(value), 1, value.size()};
+      return SetKey(value, value == "<<" && tag == "?", mark);
+    }
+    Count(1, value.size(), mark);
+    Emit(ResolveScalar(tag, value, mark), anchor, 1, value.size(), mark);
+  }
+
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(false, anchor, mark);
+  }
+  void OnSequenceEnd() override { Close(); }
+
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(true, anchor, mark);
+  }
+  void OnMapEnd() override { Close(); }
 
  private:
-  void Merge(const YAML::Node& value, int depth, json* merged) {
-    auto merge_one = [&](const YAML::Node& m) {
-      if (!m.IsMap()) throw ConvertError{"merge value must be a mapping", m.Mark()};
-      json part = Convert(m, depth + 1);
-      for (auto& [k, v] : part.items()) {
-        if (!merged->contains(k)) (*merged)[k] = std::move(v);
-      }
-    };
-    if (value.IsSequence()) {
-      for (const YAML::Node& m : value) merge_one(m);
-    } else {
-      merge_one(value);
-    }
+  struct Frame {
+    bool is_map = false;
+    json value;
+    bool have_key = false;
+    std::string key;
+    bool key_is_merge = false;
+    json merged = json::object();  // merge-key entries; the map's own keys win over them
+    YAML::anchor_t anchor = 0;
+    size_t nodes_at_start = 0;
+    size_t bytes_at_start = 0;
+    YAML::Mark mark;
+  };
+  struct Anchored {
+    json value;
+    size_t nodes = 0;
+    size_t bytes = 0;
+  };
+
+  bool ExpectingKey() const {
+    return !stack_.empty() && stack_.back().is_map && !stack_.back().have_key;
   }
 
-  void Budget(size_t bytes, const YAML::Mark& mark) {
-    scalar_bytes_ += bytes;
-    if (scalar_bytes_ > kMaxScalarBytes) {
+  void SetKey(std::string key, bool merge, const YAML::Mark&) {
+    Frame& f = stack_.back();
+    f.key = std::move(key);
+    f.key_is_merge = merge;
+    f.have_key = true;
+  }
+
+  void Count(size_t nodes, size_t bytes, const YAML::Mark& mark) {
+    nodes_ += nodes;
+    bytes_ += bytes;
+    if (nodes_ > kMaxNodes) {
+      throw ConvertError{
+          "more than " + std::to_string(kMaxNodes) + " nodes (after alias expansion)", mark};
+    }
+    if (bytes_ > kMaxScalarBytes) {
       throw ConvertError{"more than " + std::to_string(kMaxScalarBytes) +
                              " bytes of scalars (after alias expansion)",
                          mark};
     }
   }
 
-  json Scalar(const YAML::Node& node) {
-    const std::string& s = node.Scalar();
-    Budget(s.size(), node.Mark());
-    const std::string& tag = node.Tag();
-    if (tag == "!" || tag == kTagStr) return s;
-    if (tag != "?" && tag != kTagInt && tag != kTagFloat && tag != kTagBool && tag != kTagNull) {
-      return s;  // a local or unknown tag: keep the text
+  void Open(bool is_map, YAML::anchor_t anchor, const YAML::Mark& mark) {
+    if (ExpectingKey()) throw ConvertError{"mapping keys must be strings", mark};
+    if (stack_.size() >= static_cast<size_t>(kMaxDepth)) {
+      throw ConvertError{"nesting deeper than " + std::to_string(kMaxDepth) + " levels", mark};
     }
-    if (OneOf(s, {"", "~", "null", "Null", "NULL"})) return nullptr;
-    if (OneOf(s, {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "true", "True", "TRUE"})) {
-      return true;
-    }
-    if (OneOf(s, {"n", "N", "no", "No", "NO", "off", "Off", "OFF", "false", "False", "FALSE"})) {
-      return false;
-    }
-    if (OneOf(s, {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
-                  ".nan", ".NaN", ".NAN"})) {
-      throw ConvertError{"infinity and NaN have no JSON form", node.Mark()};
-    }
-    if (!s.empty() && (s[0] == '+' || s[0] == '-' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) {
-      std::string plain;
-      plain.reserve(s.size());
-      for (char c : s) {
-        if (c != '_') plain.push_back(c);
-      }
-      json v;
-      if (ParseGoInt(plain, &v) || ParseGoFloat(plain, &v)) return v;
-    }
-    return s;
+    Count(1, 0, mark);
+    Frame f;
+    f.is_map = is_map;
+    f.value = is_map ? json::object() : json::array();
+    f.anchor = anchor;
+    f.nodes_at_start = nodes_ - 1;
+    f.bytes_at_start = bytes_;
+    f.mark = mark;
+    stack_.push_back(std::move(f));
   }
 
+  void Close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    if (f.is_map) {
+      for (auto& [k, v] : f.merged.items()) {
+        if (!f.value.contains(k)) f.value[k] = std::move(v);
+      }
+    }
+    Emit(std::move(f.value), f.anchor, nodes_ - f.nodes_at_start, bytes_ - f.bytes_at_start,
+         f.mark);
+  }
+
+  // Places a complete value into its parent (or as the document's root).
+  void Emit(json value, YAML::anchor_t anchor, size_t nodes, size_t bytes, const YAML::Mark& mark) {
+    if (anchor != 0) anchors_[anchor] = {value, nodes, bytes};
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return;
+    }
+    Frame& parent = stack_.back();
+    if (!parent.is_map) {
+      parent.value.push_back(std::move(value));
+      return;
+    }
+    parent.have_key = false;
+    if (!parent.key_is_merge) {
+      parent.value[parent.key] = std::move(value);  // a repeated key: last wins, as in JSON
+      return;
+    }
+    auto merge_one = [&](json& m) {
+      if (!m.is_object()) throw ConvertError{"merge value must be a mapping", mark};
+      for (auto& [k, v] : m.items()) {
+        if (!parent.merged.contains(k)) parent.merged[k] = std::move(v);
+      }
+    };
+    if (value.is_array()) {
+      for (json& m : value) merge_one(m);
+    } else {
+      merge_one(value);
+    }
+  }
+
+  std::vector<Frame> stack_;
+  std::map<YAML::anchor_t, Anchored> anchors_;
+  std::vector<json> docs_;
+  json root_;
+  bool started_ = false;
+  int last_doc_pos_ = 0;
   size_t nodes_ = 0;
-  size_t scalar_bytes_ = 0;
+  size_t bytes_ = 0;
 };
 
 std::string Where(const YAML::Mark& mark) {
@@ -224,13 +322,11 @@ std::string Where(const YAML::Mark& mark) {
 }  // namespace
 
 base::Result<std::vector<json>> YamlToJson(std::string_view yaml) {
-  std::vector<json> out;
+  JsonBuilder builder;
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-    for (const YAML::Node& doc : docs) {
-      if (doc.IsNull() || !doc.IsDefined()) continue;
-      Converter converter;
-      out.push_back(converter.Convert(doc, 0));
+    std::istringstream in{std::string(yaml)};
+    YAML::Parser parser(in);
+    while (parser.HandleNextDocument(builder)) {
     }
   } catch (const ConvertError& e) {
     return base::Status::Error("invalid YAML: " + Where(e.mark) + e.message);
@@ -239,7 +335,7 @@ base::Result<std::vector<json>> YamlToJson(std::string_view yaml) {
   } catch (const std::exception& e) {
     return base::Status::Error(std::string("invalid YAML: ") + e.what());
   }
-  return out;
+  return builder.TakeDocuments();
 }
 
 int JsonNestingDepth(std::string_view text) {

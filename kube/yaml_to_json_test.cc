@@ -87,6 +87,10 @@ TEST(YamlToJsonTest, HostileInputFailsCleanly) {
       {"undefined_alias", "a: *nope\n", "invalid YAML"},
       {"complex_key", "? [a, b]\n: c\n", "mapping keys must be strings"},
       {"infinity", "a: .inf\n", "infinity"},
+      // yaml-cpp 0.7 alone loops forever on these (found by the fuzzer).
+      {"stray_comma", ",{\"a\":1}", "invalid YAML: line 1, column 1: unexpected token"},
+      {"stray_comma_later_document", "a: 1\n---\n, x\n", "invalid YAML: line 3"},
+      {"recursive_alias", "a: &x [1, *x]\n", "alias to a node that is not complete"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -94,6 +98,12 @@ TEST(YamlToJsonTest, HostileInputFailsCleanly) {
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(c.error), std::string::npos) << r.status().message();
   }
+}
+
+TEST(YamlToJsonTest, AliasesAsKeysAndValues) {
+  auto r = YamlToJson("k: &k name\nv: &v {a: [1, 2]}\nuse:\n  *k : *v\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0]["use"], json::parse(R"({"name":{"a":[1,2]}})"));
 }
 
 TEST(YamlToJsonTest, JsonNestingDepthIgnoresStrings) {

@@ -1,0 +1,20 @@
+# kube_client: credentials, the HTTP client over libcurl + libuv, API Status errors, the reflector
+# and preflight. Generic objects (nlohmann::json); the typed model lives in kube_objects.
+add_library(kube_client
+  ${CMAKE_CURRENT_LIST_DIR}/api_client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/api_error.cc
+  ${CMAKE_CURRENT_LIST_DIR}/backoff.cc
+  ${CMAKE_CURRENT_LIST_DIR}/credentials.cc
+  ${CMAKE_CURRENT_LIST_DIR}/http_client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/token_source.cc
+)
+target_include_directories(kube_client PUBLIC ${PROJECT_SOURCE_DIR})
+target_compile_definitions(kube_client PRIVATE VM_VERSION="${PROJECT_VERSION}")
+target_link_libraries(kube_client PUBLIC base nlohmann_json::nlohmann_json spdlog::spdlog
+                      CURL::libcurl PkgConfig::LIBUV PRIVATE yaml-cpp::yaml-cpp)
+
+vm_add_test(kube_credentials_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/credentials_test.cc
+            LIBS kube_client)
+vm_add_test(kube_api_error_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_error_test.cc
+            LIBS kube_client)
+vm_add_test(kube_backoff_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/backoff_test.cc LIBS kube_client)

@@ -1,0 +1,183 @@
+"""Starts kube-test-apiserver for a test and talks to it (API and admin endpoint).
+
+Usage:
+    with TestApiServer() as server:
+        code, body = server.request("GET", "/api/v1/namespaces/default/configmaps")
+        server.admin("POST", "faults", {"verb": "list", "status": 500})
+"""
+
+import json
+import os
+import socket
+import ssl
+import subprocess
+import tempfile
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER = os.path.join(HERE, "kube-test-apiserver")
+
+
+class TestApiServer:
+    __test__ = False  # not a pytest test class
+    def __init__(self, token="test-token", path_prefix=""):
+        self.token = token
+        self.path_prefix = path_prefix
+        self.dir = None
+        self.proc = None
+
+    def __enter__(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="kube-test-apiserver-")
+        self.kubeconfig = os.path.join(self.dir.name, "kubeconfig")
+        cmd = ["/usr/bin/python3", SERVER, "--listen", "127.0.0.1:0", "--kubeconfig-out",
+               self.kubeconfig, "--token", self.token, "--exit-on-stdin-close"]
+        if self.path_prefix:
+            cmd += ["--path-prefix", self.path_prefix]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("ready "):
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.url = line.split(" ", 1)[1]
+        parts = urllib.parse.urlsplit(self.url)
+        self.host, self.port = parts.hostname, parts.port
+        self.pki = self.kubeconfig + ".pki"
+        self.ca_file = os.path.join(self.pki, "ca.crt")
+        self.ssl_context = ssl.create_default_context(cafile=self.ca_file)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.dir.cleanup()
+
+    def connect(self, client_cert=False):
+        context = self.ssl_context
+        if client_cert:
+            context = ssl.create_default_context(cafile=self.ca_file)
+            context.load_cert_chain(os.path.join(self.pki, "client.crt"),
+                                    os.path.join(self.pki, "client.key"))
+        raw = socket.create_connection((self.host, self.port), timeout=10)
+        return context.wrap_socket(raw, server_hostname=self.host)
+
+    def raw_request(self, method, path, body=None, token=None, headers=None, client_cert=False):
+        """Sends one request on a new connection; returns (status, headers, body bytes) with the
+        body exactly as sent (chunk framing removed for non-watch responses)."""
+        sock = self.connect(client_cert)
+        try:
+            send_headers = {"Host": f"{self.host}:{self.port}", "Connection": "close",
+                            "Accept": "application/json"}
+            if token is None:
+                token = self.token
+            if token:
+                send_headers["Authorization"] = f"Bearer {token}"
+            data = b""
+            if body is not None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                send_headers.setdefault("Content-Type", "application/json")
+            send_headers.update(headers or {})
+            send_headers["Content-Length"] = str(len(data))
+            head = f"{method} {self.path_prefix}{path} HTTP/1.1\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in send_headers.items()) + "\r\n"
+            sock.sendall(head.encode() + data)
+            response = b""
+            while True:
+                try:
+                    piece = sock.recv(65536)
+                except (ConnectionResetError, ssl.SSLError):
+                    break
+                if not piece:
+                    break
+                response += piece
+        finally:
+            sock.close()
+        head, _, rest = response.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        resp_headers = {}
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            resp_headers[key.strip().lower()] = value.strip()
+        if resp_headers.get("transfer-encoding") == "chunked":
+            rest = dechunk(rest)[0]
+        return status, resp_headers, rest
+
+    def request(self, method, path, body=None, **kwargs):
+        """(status, decoded JSON body or text)."""
+        status, headers, data = self.raw_request(method, path, body, **kwargs)
+        if headers.get("content-encoding") == "gzip":
+            import gzip
+            data = gzip.decompress(data)
+        try:
+            return status, json.loads(data)
+        except ValueError:
+            return status, data.decode("utf-8", "replace")
+
+    def admin(self, method, command, body=None):
+        status, data = self.request(method, f"/_admin/{command}", body)
+        if status != 200:
+            raise RuntimeError(f"admin {command}: {status} {data}")
+        return data
+
+    def watch_events(self, path, **kwargs):
+        """Runs a watch to its end; returns (status, list of decoded events, chunk sizes, complete)
+        where complete says whether the stream ended with the terminating chunk."""
+        status, headers, data = self.raw_request_stream(method="GET", path=path, **kwargs)
+        body, chunks, complete = dechunk(data)
+        events = [json.loads(line) for line in body.split(b"\n") if line.strip()]
+        return status, events, chunks, complete
+
+    def raw_request_stream(self, method, path, token=None):
+        sock = self.connect()
+        try:
+            head = (f"{method} {self.path_prefix}{path} HTTP/1.1\r\nHost: {self.host}\r\n"
+                    f"Authorization: Bearer {token or self.token}\r\nConnection: close\r\n\r\n")
+            sock.sendall(head.encode())
+            response = b""
+            while True:
+                try:
+                    piece = sock.recv(65536)
+                except (ConnectionResetError, ssl.SSLError, socket.timeout):
+                    break
+                if not piece:
+                    break
+                response += piece
+        finally:
+            sock.close()
+        head, _, rest = response.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        return int(lines[0].split(" ")[1]), headers, rest
+
+
+def dechunk(data):
+    """(body, list of chunk sizes, whether the terminating chunk arrived)."""
+    body, sizes = b"", []
+    while data:
+        line, sep, rest = data.partition(b"\r\n")
+        if not sep:
+            return body, sizes, False
+        size = int(line.split(b";")[0], 16)
+        if size == 0:
+            return body, sizes, True
+        chunk = rest[:size]
+        body += chunk
+        sizes.append(len(chunk))
+        if len(chunk) < size:
+            return body, sizes, False
+        data = rest[size + 2:]
+    return body, sizes, False
+
+
+def configmap(name, data=None, namespace="default", **extra):
+    obj = {"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": namespace}, "data": data or {}}
+    obj.update(extra)
+    return obj

@@ -1,0 +1,70 @@
+"""Fault injection rules, set by tests through the admin endpoint (`POST /_admin/faults`).
+
+A rule matches requests by verb (get, list, watch, create, update, patch, delete), resource,
+namespace and path prefix (each optional) and applies `times` times (-1: until cleared); the first
+matching rule with uses left wins. What it does, any combination:
+
+  delay          seconds to wait before answering
+  status         answer this HTTP code instead; `body` is "status" (a Status, default), "text"
+                 (text/plain, as the inflight limiter), "html" (as a proxy) or "empty";
+                 `retry_after` adds Retry-After (and details.retryAfterSeconds)
+  watch          for watches only, a dict:
+                   close_after_events N  end the stream after N events
+                   close_after_bytes N   cut the stream after N bytes of events (mid-event)
+                   abort                 end by resetting the connection, not by the last chunk
+                   stall                 send headers, then nothing until dropped
+                   end_immediately       send headers, then end with no events
+                   inject                [{"after": N, "kind": K, ...}] with K one of
+                                         invalid_json, unknown_type, wrong_kind, non_object,
+                                         oversized (with "size"), error (with "code", "reason")
+"""
+
+
+class FaultRule:
+    def __init__(self, spec):
+        self.verb = spec.get("verb")
+        self.resource = spec.get("resource")
+        self.namespace = spec.get("namespace")
+        self.path = spec.get("path")
+        self.times = int(spec.get("times", 1))
+        self.delay = float(spec.get("delay", 0))
+        self.status = spec.get("status")
+        self.body = spec.get("body", "status")
+        self.reason = spec.get("reason")
+        self.message = spec.get("message")
+        self.retry_after = spec.get("retry_after")
+        self.watch = spec.get("watch") or {}
+        self.spec = spec
+
+    def matches(self, verb, resource, namespace, path):
+        if self.times == 0:
+            return False
+        if self.verb and self.verb != verb:
+            return False
+        if self.resource and self.resource != resource:
+            return False
+        if self.namespace and self.namespace != namespace:
+            return False
+        if self.path and not path.startswith(self.path):
+            return False
+        return True
+
+
+class FaultTable:
+    def __init__(self):
+        self.rules = []
+
+    def add(self, spec):
+        self.rules.append(FaultRule(spec))
+
+    def clear(self):
+        self.rules.clear()
+
+    def take(self, verb, resource, namespace, path):
+        """The rule to apply to this request (its use counted), or None."""
+        for rule in self.rules:
+            if rule.matches(verb, resource, namespace, path):
+                if rule.times > 0:
+                    rule.times -= 1
+                return rule
+        return None

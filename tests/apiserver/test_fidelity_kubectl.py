@@ -1,0 +1,136 @@
+"""Fidelity proof: kubectl (Debian kubernetes-client, or $KUBECTL) against the test server.
+
+Manifests go through `create -f`/`replace -f`, which send JSON with every kubectl version; the
+built-in generators of kubectl >= 1.32 (`kubectl create configmap`) send protobuf, which the test
+server answers with 415 like any server without protobuf. `--validate=false` because the server
+publishes no OpenAPI document.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from harness import TestApiServer
+
+KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
+
+
+@pytest.fixture
+def kubectl(tmp_path):
+    assert KUBECTL, "kubectl not found: install the Debian package kubernetes-client"
+    with TestApiServer() as server:
+        env = dict(os.environ, KUBECONFIG=server.kubeconfig, HOME=str(tmp_path))
+
+        def run(*args, stdin=None, check=True):
+            result = subprocess.run([KUBECTL, *args], env=env, input=stdin, text=True,
+                                    capture_output=True, timeout=60)
+            if check:
+                assert result.returncode == 0, result.stderr
+            return result
+
+        run.env = env
+        run.server = server
+        yield run
+
+
+def manifest(kind, name, **fields):
+    api_version = "coordination.k8s.io/v1" if kind == "Lease" else "v1"
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+    obj.update(fields)
+    return json.dumps(obj)
+
+
+def test_version_reaches_server(kubectl):
+    out = kubectl("version", "-o", "json").stdout
+    assert json.loads(out)["serverVersion"]["gitVersion"] == "v1.36.3"
+
+
+@pytest.mark.parametrize("kind,resource,first,second", [
+    ("ConfigMap", "configmaps", {"data": {"a": "1"}}, {"data": {"a": "2"}}),
+    ("Secret", "secrets", {"data": {"k": "MQ=="}}, {"data": {"k": "Mg=="}}),
+])
+def test_create_get_list_replace_delete(kubectl, kind, resource, first, second):
+    out = kubectl("create", "--validate=false", "-f", "-", "-o", "json",
+                  stdin=manifest(kind, "obj", **first)).stdout
+    created = json.loads(out)
+    assert created["metadata"]["uid"]
+    got = json.loads(kubectl("get", resource, "obj", "-o", "json").stdout)
+    assert {k: got[k] for k in first} == first
+    listed = json.loads(kubectl("get", resource, "-o", "json").stdout)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["obj"]
+    got.update(second)
+    kubectl("replace", "--validate=false", "-f", "-", stdin=json.dumps(got))
+    again = json.loads(kubectl("get", resource, "obj", "-o", "json").stdout)
+    assert {k: again[k] for k in second} == second
+    assert int(again["metadata"]["resourceVersion"]) > int(got["metadata"]["resourceVersion"])
+    kubectl("delete", resource, "obj")
+    missing = kubectl("get", resource, "obj", check=False)
+    assert missing.returncode == 1 and "NotFound" in missing.stderr
+
+
+def test_watch_receives_changes_in_order(kubectl):
+    proc = subprocess.Popen([KUBECTL, "get", "configmaps", "--watch", "--output-watch-events",
+                             "-o", "json"], env=kubectl.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        server = kubectl.server
+        deadline = time.monotonic() + 20
+        while server.admin("GET", "state")["watches"] == 0:
+            assert time.monotonic() < deadline, "kubectl never started its watch"
+            time.sleep(0.05)
+        kubectl("create", "--validate=false", "-f", "-", stdin=manifest("ConfigMap", "a",
+                                                                          data={"k": "1"}))
+        kubectl("create", "--validate=false", "-f", "-", stdin=manifest("ConfigMap", "b"))
+        obj = json.loads(kubectl("get", "configmap", "a", "-o", "json").stdout)
+        obj["data"]["k"] = "2"
+        kubectl("replace", "--validate=false", "-f", "-", stdin=json.dumps(obj))
+        kubectl("delete", "configmap", "b")
+        decoder = json.JSONDecoder()
+        buffer, events = "", []
+        while len(events) < 4:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            buffer += line
+            try:
+                event, end = decoder.raw_decode(buffer.strip())
+            except ValueError:
+                continue
+            events.append(event)
+            buffer = ""
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs)
+
+
+def test_lease_replace_with_stale_resource_version_conflicts(kubectl):
+    lease = json.loads(kubectl("create", "--validate=false", "-f", "-", "-o", "json",
+                               stdin=manifest("Lease", "volumemanager-node-1", spec={
+                                   "holderIdentity": "a", "leaseDurationSeconds": 15})).stdout)
+    lease["spec"]["holderIdentity"] = "b"
+    kubectl("replace", "--validate=false", "-f", "-", stdin=json.dumps(lease))
+    lease["spec"]["holderIdentity"] = "c"  # still carries the first resourceVersion
+    stale = kubectl("replace", "--validate=false", "-f", "-", stdin=json.dumps(lease),
+                    check=False)
+    assert stale.returncode == 1
+    assert "Conflict" in stale.stderr and "the object has been modified" in stale.stderr
+    now = json.loads(kubectl("get", "leases", "volumemanager-node-1", "-o", "json").stdout)
+    assert now["spec"]["holderIdentity"] == "b"
+
+
+def test_get_pods_by_node_field_selector(kubectl):
+    for name, node in (("web-0", "node-1"), ("web-1", "node-2"), ("web-2", "node-1")):
+        kubectl("create", "--validate=false", "-n", "shop", "-f", "-", stdin=manifest(
+            "Pod", name, spec={"nodeName": node, "containers": [{"name": "a", "image": "b"}]}))
+    out = kubectl("get", "pods", "--all-namespaces", "--field-selector", "spec.nodeName=node-1",
+                  "-o", "name").stdout
+    assert out.split() == ["pod/web-0", "pod/web-2"]
+    bad = kubectl("get", "pods", "--field-selector", "spec.color=red", check=False)
+    assert bad.returncode == 1 and "field label not supported" in bad.stderr

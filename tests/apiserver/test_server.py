@@ -1,0 +1,490 @@
+"""kube-test-apiserver against the checklist of spec §8, over raw HTTPS so every byte is seen."""
+
+import base64
+import json
+import time
+
+import pytest
+
+from harness import TestApiServer, configmap
+
+CM = "/api/v1/namespaces/default/configmaps"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+
+
+@pytest.fixture
+def server():
+    with TestApiServer() as s:
+        yield s
+
+
+def create_cm(server, name, data=None, namespace="default"):
+    code, body = server.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                                configmap(name, data or {"a": "1"}, namespace))
+    assert code == 201, body
+    return body
+
+
+# ---- storage ------------------------------------------------------------------------------------
+
+def test_create_sets_uid_timestamp_and_increasing_revisions(server):
+    first = create_cm(server, "one")
+    second = create_cm(server, "two")
+    assert len(first["metadata"]["uid"]) == 36
+    assert first["metadata"]["creationTimestamp"].endswith("Z")
+    assert int(second["metadata"]["resourceVersion"]) == int(first["metadata"]["resourceVersion"]) + 1
+
+
+def test_noop_update_keeps_resource_version(server):
+    obj = create_cm(server, "same")
+    code, again = server.request("PUT", f"{CM}/same", obj)
+    assert code == 200
+    assert again["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+    obj["data"]["a"] = "2"
+    code, changed = server.request("PUT", f"{CM}/same", obj)
+    assert int(changed["metadata"]["resourceVersion"]) > int(obj["metadata"]["resourceVersion"])
+
+
+def test_defaults_secret_type_and_pod_volume_modes(server):
+    code, secret = server.request("POST", "/api/v1/namespaces/default/secrets", {
+        "metadata": {"name": "s"}, "stringData": {"k": "v"}})
+    assert code == 201 and secret["type"] == "Opaque"
+    assert secret["data"] == {"k": base64.b64encode(b"v").decode()}
+    assert "stringData" not in secret
+    code, pod = server.request("POST", "/api/v1/namespaces/default/pods", {
+        "metadata": {"name": "p"}, "spec": {"nodeName": "node-1", "containers": [], "volumes": [
+            {"name": "c", "configMap": {"name": "x"}},
+            {"name": "d", "downwardAPI": {"items": [{"path": "n", "fieldRef": {
+                "fieldPath": "metadata.name"}}]}}]}})
+    assert code == 201
+    assert pod["spec"]["volumes"][0]["configMap"]["defaultMode"] == 420
+    assert pod["spec"]["volumes"][1]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] == "v1"
+
+
+@pytest.mark.parametrize("name,body,code,reason", [
+    ("bad key", configmap("k", {"bad/key": "x"}), 422, "Invalid"),
+    ("data over 1 MiB", configmap("big", {"a": "x" * (1 << 20)}), 422, "Invalid"),
+    ("bad base64", {"metadata": {"name": "b"}, "binaryData": {"a": "!!"}}, 400, "BadRequest"),
+    ("bad name", configmap("Upper_Case"), 422, "Invalid"),
+])
+def test_create_validation(server, name, body, code, reason):
+    status, reply = server.request("POST", CM, body)
+    assert (status, reply["reason"], reply["code"]) == (code, reason, code), name
+
+
+def test_body_over_3_mib_is_413(server):
+    status, reply = server.request("POST", CM, configmap("huge", {"a": "x" * (3 << 20)}))
+    assert status == 413 and reply["reason"] == "RequestEntityTooLarge"
+
+
+def test_immutable_configmap_rejects_data_change(server):
+    obj = server.request("POST", CM, configmap("frozen", {"a": "1"}, immutable=True))[1]
+    obj["data"]["a"] = "2"
+    status, reply = server.request("PUT", f"{CM}/frozen", obj)
+    assert status == 422 and reply["reason"] == "Invalid"
+
+
+# ---- errors and auth ----------------------------------------------------------------------------
+
+def test_not_found_and_already_exists_status_bodies(server):
+    status, reply = server.request("GET", f"{CM}/nope")
+    assert status == 404
+    assert reply == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": 'configmaps "nope" not found', "reason": "NotFound",
+                     "details": {"name": "nope", "kind": "configmaps"}, "code": 404}
+    create_cm(server, "dup")
+    status, reply = server.request("POST", CM, configmap("dup"))
+    assert (status, reply["reason"]) == (409, "AlreadyExists")
+
+
+def test_bad_token_is_401_and_unknown_path_404(server):
+    status, reply = server.request("GET", CM, token="wrong")
+    assert (status, reply["reason"]) == (401, "Unauthorized")
+    status, reply = server.request("GET", "/api/v1/namespaces/default/widgets")
+    assert (status, reply["reason"]) == (404, "NotFound")
+
+
+def test_client_certificate_authenticates(server):
+    server.admin("POST", "acl", {"user": "cert-user", "rules": [
+        {"verbs": ["get", "list"], "resources": ["configmaps"]}]})
+    status, _ = server.request("GET", CM, token="", client_cert=True)
+    assert status == 200
+    status, reply = server.request("GET", "/api/v1/namespaces/default/secrets", token="",
+                                   client_cert=True)
+    assert status == 403
+    assert reply["message"] == ('secrets is forbidden: User "cert-user" cannot list resource '
+                                '"secrets" in API group "" in the namespace "default"')
+
+
+def test_acl_resource_names_allow_single_object_list(server):
+    server.admin("POST", "tokens", {"token": "limited", "user": "system:serviceaccount:vm:vm"})
+    server.admin("POST", "acl", {"user": "system:serviceaccount:vm:vm", "rules": [
+        {"verbs": ["get", "list", "watch"], "resources": ["secrets"], "names": ["web-tls"]}]})
+    path = "/api/v1/namespaces/shop/secrets"
+    assert server.request("GET", f"{path}?fieldSelector=metadata.name%3Dweb-tls",
+                          token="limited")[0] == 200
+    status, reply = server.request("GET", f"{path}/other", token="limited")
+    assert status == 403
+    assert reply["message"] == ('secrets "other" is forbidden: User "system:serviceaccount:vm:vm" '
+                                'cannot get resource "secrets" in API group "" in the namespace '
+                                '"shop"')
+
+
+def test_token_rotation(server):
+    new = server.admin("POST", "rotate-token", {"token": "rotated"})["token"]
+    assert new == "rotated"
+    assert server.request("GET", CM)[0] == 401
+    assert server.request("GET", CM, token="rotated")[0] == 200
+
+
+def test_discovery_documents(server):
+    assert server.request("GET", "/version")[1]["minor"] == "36"
+    assert server.request("GET", "/api")[1]["versions"] == ["v1"]
+    groups = server.request("GET", "/apis")[1]["groups"]
+    assert groups[0]["name"] == "coordination.k8s.io"
+    leases = server.request("GET", "/apis/coordination.k8s.io/v1")[1]
+    assert leases["resources"][0]["name"] == "leases"
+    core = {r["name"] for r in server.request("GET", "/api/v1")[1]["resources"]}
+    assert {"pods", "configmaps", "secrets", "events"} <= core
+
+
+def test_path_prefix():
+    with TestApiServer(path_prefix="/k8s/cluster") as s:
+        assert s.url.endswith("/k8s/cluster")
+        assert s.request("GET", "/version")[0] == 200
+
+
+# ---- reads --------------------------------------------------------------------------------------
+
+def test_list_rv_is_current_revision_and_items_lack_kind(server):
+    create_cm(server, "a")
+    last = create_cm(server, "b")
+    code, reply = server.request("GET", CM)
+    assert reply["kind"] == "ConfigMapList"
+    assert reply["metadata"]["resourceVersion"] == last["metadata"]["resourceVersion"]
+    assert all("kind" not in item and "apiVersion" not in item for item in reply["items"])
+
+
+@pytest.mark.parametrize("selector,expected", [
+    ("spec.nodeName=node-1", ["a"]),
+    ("spec.nodeName==node-1", ["a"]),
+    ("spec.nodeName!=node-1", ["b"]),
+    ("spec.nodeName=node-2,metadata.name=b", ["b"]),
+    ("spec.nodeName=node-2,metadata.name=a", []),
+])
+def test_pod_field_selectors(server, selector, expected):
+    for name, node in (("a", "node-1"), ("b", "node-2")):
+        server.request("POST", "/api/v1/namespaces/default/pods",
+                       {"metadata": {"name": name}, "spec": {"nodeName": node}})
+    code, reply = server.request("GET", f"/api/v1/pods?fieldSelector={selector}")
+    assert code == 200
+    assert [i["metadata"]["name"] for i in reply["items"]] == expected
+
+
+@pytest.mark.parametrize("selector", ["spec.nodeName=x", "nosuchthing", "data.a=1"])
+def test_bad_field_selectors_are_400(server, selector):
+    status, reply = server.request("GET", f"{CM}?fieldSelector={selector}")
+    assert (status, reply["reason"]) == (400, "BadRequest")
+
+
+@pytest.mark.parametrize("query,code", [
+    ("resourceVersionMatch=NotOlderThan", 422),
+    ("resourceVersionMatch=Exact&resourceVersion=0", 422),
+    ("resourceVersion=abc", 400),
+    ("continue=abc&resourceVersion=105", 400),
+])
+def test_resource_version_table_errors(server, query, code):
+    assert server.request("GET", f"{CM}?{query}")[0] == code
+
+
+def test_paging_is_consistent_and_expired_token_410(server):
+    for i in range(5):
+        create_cm(server, f"cm-{i}")
+    code, page = server.request("GET", f"{CM}?limit=2")
+    assert len(page["items"]) == 2 and page["metadata"]["remainingItemCount"] == 3
+    snapshot_rv = page["metadata"]["resourceVersion"]
+    create_cm(server, "cm-9")  # after the snapshot: must not appear in later pages
+    names = [i["metadata"]["name"] for i in page["items"]]
+    token = page["metadata"]["continue"]
+    while token:
+        code, page = server.request("GET", f"{CM}?limit=2&continue={token}")
+        assert page["metadata"]["resourceVersion"] == snapshot_rv
+        names += [i["metadata"]["name"] for i in page["items"]]
+        token = page["metadata"].get("continue")
+    assert names == [f"cm-{i}" for i in range(5)]
+    code, page = server.request("GET", f"{CM}?limit=2")
+    create_cm(server, "cm-10")
+    server.admin("POST", "compact")
+    status, reply = server.request("GET", f"{CM}?limit=2&continue={page['metadata']['continue']}")
+    assert (status, reply["reason"]) == (410, "Expired")
+    assert reply["metadata"]["continue"]
+
+
+def test_exact_list_at_past_revision(server):
+    first = create_cm(server, "x", {"a": "1"})
+    rv = first["metadata"]["resourceVersion"]
+    first["data"]["a"] = "2"
+    server.request("PUT", f"{CM}/x", first)
+    code, reply = server.request("GET", f"{CM}?resourceVersion={rv}&resourceVersionMatch=Exact")
+    assert code == 200 and reply["items"][0]["data"] == {"a": "1"}
+    server.admin("POST", "compact")
+    status, reply = server.request("GET", f"{CM}?resourceVersion={rv}&limit=10")
+    assert (status, reply["reason"]) == (410, "Expired")
+
+
+def test_too_large_resource_version_is_504_with_retry_after(server):
+    server.admin("POST", "settings", {"too_large_wait": 0.1})
+    status, headers, body = server.raw_request("GET", f"{CM}?resourceVersion=999999")
+    reply = json.loads(body)
+    assert status == 504 and headers["retry-after"] == "1"
+    assert reply["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+def test_large_lists_are_gzipped_when_asked(server):
+    for i in range(3):
+        create_cm(server, f"big-{i}", {"a": "y" * 60000})
+    status, headers, body = server.raw_request("GET", CM, headers={"Accept-Encoding": "gzip"})
+    assert headers.get("content-encoding") == "gzip"
+    status, headers, body = server.raw_request("GET", CM)
+    assert "content-encoding" not in headers
+
+
+# ---- watches ------------------------------------------------------------------------------------
+
+def test_watch_from_rv_replays_history_then_times_out_cleanly(server):
+    start = create_cm(server, "w", {"a": "1"})
+    start["data"]["a"] = "2"
+    server.request("PUT", f"{CM}/w", start)
+    server.request("DELETE", f"{CM}/w")
+    status, events, _, complete = server.watch_events(
+        f"{CM}?watch=true&resourceVersion={start['metadata']['resourceVersion']}&timeoutSeconds=1")
+    assert status == 200 and complete
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs) and rvs[0] > int(start["metadata"]["resourceVersion"])
+
+
+def test_watch_without_rv_sends_synthetic_added(server):
+    create_cm(server, "one")
+    create_cm(server, "two")
+    status, events, _, _ = server.watch_events(f"{CM}?watch=1&timeoutSeconds=1")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "one"), ("ADDED", "two")]
+    assert events[0]["object"]["kind"] == "ConfigMap"
+
+
+def test_watch_selector_transitions(server):
+    pod = {"metadata": {"name": "p"}, "spec": {}}
+    code, created = server.request("POST", "/api/v1/namespaces/default/pods", pod)
+    rv = created["metadata"]["resourceVersion"]
+    created["metadata"]["labels"] = {"on": "yes"}
+    code, modified = server.request("PUT", "/api/v1/namespaces/default/pods/p", created)
+    modified["metadata"]["labels"] = {"on": "no"}
+    code, last = server.request("PUT", "/api/v1/namespaces/default/pods/p", modified)
+    status, events, _, _ = server.watch_events(
+        f"/api/v1/pods?watch=true&labelSelector=on%3Dyes&resourceVersion={rv}&timeoutSeconds=1")
+    assert [e["type"] for e in events] == ["ADDED", "DELETED"]
+    assert events[1]["object"]["metadata"]["labels"] == {"on": "yes"}
+    assert events[1]["object"]["metadata"]["resourceVersion"] == last["metadata"]["resourceVersion"]
+
+
+def test_watch_bookmarks_only_when_asked(server):
+    server.admin("POST", "settings", {"bookmark_period": 0.3})
+    rv = create_cm(server, "b")["metadata"]["resourceVersion"]
+    _, events, _, _ = server.watch_events(f"{CM}?watch=true&resourceVersion={rv}&timeoutSeconds=1")
+    assert events == []
+    _, events, _, _ = server.watch_events(
+        f"{CM}?watch=true&resourceVersion={rv}&timeoutSeconds=1&allowWatchBookmarks=true")
+    assert events and all(e["type"] == "BOOKMARK" for e in events)
+    assert events[0]["object"]["metadata"]["resourceVersion"] == rv
+
+
+def test_send_initial_events_ends_with_annotated_bookmark(server):
+    create_cm(server, "i")
+    _, events, _, _ = server.watch_events(
+        f"{CM}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+        "&allowWatchBookmarks=true&timeoutSeconds=1")
+    # With a 1 s timeout the "2 s before the end" bookmark may follow at once.
+    assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+@pytest.mark.parametrize("mode,expect_status", [("event", 200), ("status", 410)])
+def test_watch_from_compacted_rv_is_410(server, mode, expect_status):
+    rv = create_cm(server, "c")["metadata"]["resourceVersion"]
+    create_cm(server, "d")
+    server.admin("POST", "compact")
+    server.admin("POST", "settings", {"expired_watch_mode": mode})
+    status, events, _, _ = server.watch_events(f"{CM}?watch=true&resourceVersion={rv}")
+    assert status == expect_status
+    if mode == "event":
+        assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
+        assert events[0]["object"]["reason"] == "Expired"
+
+
+def test_history_window_by_count(server):
+    server.admin("POST", "settings", {"history_max_events": 2})
+    rv = create_cm(server, "h0")["metadata"]["resourceVersion"]
+    for i in range(1, 4):
+        create_cm(server, f"h{i}")
+    _, events, _, _ = server.watch_events(f"{CM}?watch=true&resourceVersion={rv}")
+    assert events[0]["type"] == "ERROR"
+
+
+@pytest.mark.parametrize("mode,check", [
+    ("split", lambda sizes: max(sizes) <= 7 and len(sizes) > 2),
+    ("batch", lambda sizes: len(sizes) == 1),
+    ("event", lambda sizes: len(sizes) == 2),
+])
+def test_chunk_modes(server, mode, check):
+    server.admin("POST", "settings", {"chunk_mode": mode, "chunk_size": 7})
+    create_cm(server, "x1")
+    create_cm(server, "x2")
+    _, events, sizes, complete = server.watch_events(f"{CM}?watch=true&timeoutSeconds=1")
+    assert len(events) == 2 and complete and check(sizes), sizes
+
+
+# ---- faults -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fault,code,content_type,retry_after", [
+    ({"status": 429, "body": "text", "retry_after": 1}, 429, "text/plain", "1"),
+    ({"status": 500}, 500, "application/json", None),
+    ({"status": 503, "retry_after": 2}, 503, "application/json", "2"),
+    ({"status": 502, "body": "html"}, 502, "text/html", None),
+])
+def test_status_faults_then_recovery(server, fault, code, content_type, retry_after):
+    server.admin("POST", "faults", dict(fault, verb="list", times=1))
+    status, headers, _ = server.raw_request("GET", CM)
+    assert status == code and headers["content-type"].startswith(content_type)
+    assert headers.get("retry-after") == retry_after
+    assert server.raw_request("GET", CM)[0] == 200
+
+
+def test_delay_fault(server):
+    server.admin("POST", "faults", {"verb": "get", "delay": 0.5})
+    start = time.monotonic()
+    server.request("GET", f"{CM}/x")
+    assert time.monotonic() - start >= 0.5
+
+
+def test_watch_cut_mid_event(server):
+    create_cm(server, "m")
+    server.admin("POST", "faults", {"verb": "watch", "watch": {"close_after_bytes": 30}})
+    _, _, data = server.raw_request_stream("GET", f"{CM}?watch=true")
+    from harness import dechunk
+    body, _, complete = dechunk(data)
+    assert len(body) == 30 and not complete
+
+
+@pytest.mark.parametrize("kind,check", [
+    ("invalid_json", lambda line: line.startswith(b'{"type":"MODIFIED","object":{"metadata":]')),
+    ("unknown_type", lambda line: json.loads(line)["type"] == "SURPRISE"),
+    ("wrong_kind", lambda line: json.loads(line)["object"]["kind"] == "Banana"),
+    ("oversized", lambda line: len(line) > 2000),
+    ("error", lambda line: json.loads(line)["object"]["code"] == 500),
+])
+def test_watch_injections(server, kind, check):
+    create_cm(server, "a")
+    server.admin("POST", "faults", {"verb": "watch", "watch": {"inject": [
+        {"after": 1, "kind": kind, "size": 3000, "code": 500}]}})
+    _, _, data = server.raw_request_stream("GET", f"{CM}?watch=true&timeoutSeconds=1")
+    from harness import dechunk
+    lines = dechunk(data)[0].split(b"\n")
+    assert json.loads(lines[0])["type"] == "ADDED"
+    assert check(lines[1])
+
+
+def test_drop_watches_ends_streams(server):
+    import threading
+    result = {}
+
+    def watch():
+        result["value"] = server.watch_events(f"{CM}?watch=true&timeoutSeconds=30")
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while server.admin("GET", "state")["watches"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    start = time.monotonic()
+    server.admin("POST", "drop-watches")
+    thread.join(10)
+    assert time.monotonic() - start < 5 and result["value"][3]  # complete, clean end
+
+
+def test_stalled_watch_sends_headers_then_nothing(server):
+    create_cm(server, "s")
+    server.admin("POST", "faults", {"verb": "watch", "watch": {"stall": True}})
+    sock = server.connect()
+    sock.settimeout(1.0)
+    sock.sendall(f"GET {CM}?watch=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                 f"{server.token}\r\n\r\n".encode())
+    head = sock.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200")
+    with pytest.raises(TimeoutError):
+        while True:
+            extra = sock.recv(4096)
+            assert not extra.split(b"\r\n\r\n", 1)[-1].strip(), extra
+    sock.close()
+
+
+def test_watch_end_immediately(server):
+    server.admin("POST", "faults", {"verb": "watch", "watch": {"end_immediately": True}})
+    status, events, _, complete = server.watch_events(f"{CM}?watch=true&timeoutSeconds=30")
+    assert status == 200 and events == [] and complete
+
+
+# ---- writes -------------------------------------------------------------------------------------
+
+def lease(name, rv=None, holder="a"):
+    obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": name}, "spec": {"holderIdentity": holder,
+                                                "leaseDurationSeconds": 15}}
+    if rv:
+        obj["metadata"]["resourceVersion"] = rv
+    return obj
+
+
+def test_lease_conflict_and_missing_rv(server):
+    code, created = server.request("POST", LEASES, lease("l"))
+    assert code == 201
+    rv = created["metadata"]["resourceVersion"]
+    assert server.request("PUT", f"{LEASES}/l", lease("l", rv, "b"))[0] == 200
+    status, reply = server.request("PUT", f"{LEASES}/l", lease("l", rv, "c"))
+    assert (status, reply["reason"]) == (409, "Conflict")
+    assert reply["details"] == {"name": "l", "group": "coordination.k8s.io", "kind": "leases"}
+    assert reply["message"].startswith(
+        'Operation cannot be fulfilled on leases.coordination.k8s.io "l": the object has been '
+        "modified")
+    status, reply = server.request("PUT", f"{LEASES}/l", lease("l"))
+    assert (status, reply["reason"]) == (422, "Invalid")
+    status, reply = server.request("POST", LEASES, lease("l"))
+    assert (status, reply["reason"]) == (409, "AlreadyExists")
+
+
+def test_event_patch_media_types_and_namespace_check(server):
+    event = {"metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "namespace": "default",
+                                                           "name": "p"},
+             "reason": "FailedMount", "type": "Warning", "message": "m", "count": 1}
+    assert server.request("POST", "/api/v1/namespaces/default/events", event)[0] == 201
+    path = "/api/v1/namespaces/default/events/e1"
+    for media in ("application/strategic-merge-patch+json", "application/merge-patch+json"):
+        status, reply = server.request("PATCH", path, {"count": 3},
+                                       headers={"Content-Type": media})
+        assert status == 200 and reply["count"] == 3
+    status, _ = server.request("PATCH", path, [{"op": "replace"}],
+                               headers={"Content-Type": "application/json"})
+    assert status == 415
+    event["metadata"]["name"] = "e2"
+    event["involvedObject"]["namespace"] = "other"
+    assert server.request("POST", "/api/v1/namespaces/default/events", event)[0] == 422
+
+
+def test_pod_graceful_delete(server):
+    server.request("POST", "/api/v1/namespaces/default/pods",
+                   {"metadata": {"name": "g"}, "spec": {"nodeName": "node-1"}})
+    status, pod = server.request("DELETE", "/api/v1/namespaces/default/pods/g")
+    assert status == 200 and pod["metadata"]["deletionTimestamp"]
+    assert server.request("GET", "/api/v1/namespaces/default/pods/g")[0] == 200
+    status, _ = server.request("DELETE", "/api/v1/namespaces/default/pods/g?gracePeriodSeconds=0")
+    assert server.request("GET", "/api/v1/namespaces/default/pods/g")[0] == 404
