@@ -77,6 +77,7 @@ struct LocalObjectStore::Watcher {
   ino_t ino = 0;
   std::set<std::string> pending;  // file names events named since the last read
   bool pending_all = false;       // an event named no file, or the directory itself
+  bool pending_stat = false;      // a "..name" entry changed: files may be symlinks through it
   bool in_burst = false;
   Clock::time_point burst_start;
 
@@ -143,6 +144,10 @@ struct LocalObjectStore::Watcher {
       pending_all = true;
     } else if (IsManifestName(filename)) {
       pending.insert(filename);
+    } else if (std::string_view(filename).starts_with("..")) {
+      // The directory is itself a projected volume (files are links through "..data"): the
+      // "..data" swap changes every file without an event naming one.
+      pending_stat = true;
     } else {
       return;  // an editor's swap file, a temporary name, ...
     }
@@ -165,8 +170,11 @@ struct LocalObjectStore::Watcher {
           std::set<std::string> names = std::move(w->pending);
           w->pending.clear();
           const bool all = w->pending_all;
-          w->pending_all = false;
-          w->store->Rescan(names, all ? ScanScope::kReadAll : ScanScope::kNamed, true);
+          const ScanScope scope = all               ? ScanScope::kReadAll
+                                  : w->pending_stat ? ScanScope::kStatAll
+                                                    : ScanScope::kNamed;
+          w->pending_all = w->pending_stat = false;
+          w->store->Rescan(names, scope, true);
           if (!w->watching || all) w->Arm();
         },
         static_cast<uint64_t>(delay.count()), 0);

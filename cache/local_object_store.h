@@ -16,9 +16,11 @@
 // Strategies (--config-map-and-secret-change-detection-strategy):
 //   * Watch: libuv fs events on the directory; events are coalesced (a read happens 2 ms after
 //     the last event of a burst, at most 10 ms after its first) and every file an event names is
-//     read again; a relist (stat of every file, default every 20 s) catches anything missed and
-//     re-arms the watch. Each change calls the change handler at once for every referenced
-//     object it created, changed or deleted. Gets are served from memory.
+//     read again (an event on a "..name" entry, as when the directory is itself a projected
+//     volume whose "..data" link was swapped, makes every file's stat be compared); a relist
+//     (stat of every file, default every 20 s) catches anything missed and re-arms the watch. Each
+//     change calls the change handler at once for every referenced object it created, changed or
+//     deleted. Gets are served from memory.
 //   * Cache: a get reads the object's file again when the last read is older than the TTL
 //     (--object-cache-ttl), or when the object was newly referenced by a pod since (the
 //     kubelet's invalidation on new references).

@@ -235,8 +235,10 @@ void FileSource::Impl::OnEvent(const char* filename, int status) {
     uv_fs_event_stop(&fs_event);
     watching = false;
   } else if (filename != nullptr && !IsManifestName(filename) &&
-             filename != BaseName(watched_dir)) {
-    return;  // an editor's swap file, a temporary name, ...
+             filename != BaseName(watched_dir) && !std::string_view(filename).starts_with("..")) {
+    // An editor's swap file, a temporary name, ... ("..data" and its kin are let through: the
+    // directory may be a projected volume whose files are links through them.)
+    return;
   }
   force_read = true;
   if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&debounce_timer))) {
