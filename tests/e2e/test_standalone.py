@@ -1,12 +1,15 @@
 """The daemon, end to end, in standalone mode: the upstream e2e behaviours for configMap, secret,
 projected and downwardAPI volumes, updates, deletion, restarts, crashes and bad input."""
 import base64
+import json
 import os
 import signal
 import stat
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from conftest import BIN, NODE, configmap, dot_entries, pod, secret, visible_files, wait_for
 
@@ -295,3 +298,30 @@ def test_bad_flags_exit_2_with_a_message(tmp_path):
     assert r.returncode == 0 and "--config-map-and-secret-change-detection-strategy" in r.stdout
     r = subprocess.run([BIN, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("volumemanager ")
+
+
+@pytest.mark.parametrize("strategy", ["Get", "Cache"])
+def test_get_and_cache_strategies_refresh_at_the_periodic_resync(env, strategy):
+    """Without change events, the per-pod resync (--sync-frequency) is the propagation bound."""
+    env.put_object(configmap("cfg", {"k": "v1"}))
+    env.put_pod(pod("p", [cm_volume("v", "cfg")], uid="u1"))
+    env.start("--config-map-and-secret-change-detection-strategy", strategy,
+              "--object-cache-ttl", "0s", "--sync-frequency", "500ms")
+    d = env.volume_dir("u1", CM, "v")
+    wait_for(lambda: visible_files(d) == {"k": b"v1"})
+    env.put_object(configmap("cfg", {"k": "v2"}))
+    wait_for(lambda: visible_files(d) == {"k": b"v2"}, timeout=10, what="the resync")
+
+
+def test_json_log_format_writes_one_object_per_line(env):
+    env.put_object(configmap("cfg", {"k": "v"}))
+    env.put_pod(pod("p", [cm_volume("v", "cfg", items=[{"key": "missing", "path": "x"}])],
+                    uid="u1"))
+    env.start("--log-format", "json")
+    wait_for(lambda: "FailedMount" in env.log(), what="a FailedMount line")
+    env.stop()
+    lines = [l for l in env.log().splitlines() if l.strip()]
+    records = [json.loads(l) for l in lines]
+    failed = [r for r in records if "FailedMount" in r["msg"]]
+    assert failed and failed[0]["level"] == "warning"
+    assert 'volume "v"' in failed[0]["msg"]
