@@ -131,6 +131,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   request->set_permissions = plugins::OwnershipPassFor(
       *desired.pod, "volume \"" + key.volume_name + "\" of pod \"" + PodName(*desired.pod) + "\"");
   request->durable = options_.durable;
+  request->tmpfs = options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
   auto result =
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;

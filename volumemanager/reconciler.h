@@ -30,6 +30,7 @@ namespace volumemanager {
 struct ReconcilerOptions {
   std::string root_dir;
   bool durable = false;  // fsync writes (off by default, like the kubelet)
+  bool tmpfs = true;     // memory-medium volumes on tmpfs, as the kubelet
   kube::ResourceList node_allocatable;
 };
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, NODE, configmap, dot_entries, pod, secret, visible_files, wait_for
+from conftest import (BIN, NODE, configmap, dot_entries, mounts_under, pod, secret,
+                      visible_files, wait_for)
 
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
@@ -132,6 +133,21 @@ def test_secret_string_data_and_mode(env):
     wait_for(lambda: visible_files(d) == {"password": b"hunter2", "blob": b"\x00\x01"})
     assert mode_of(d / "password") == 0o400
     assert "hunter2" not in env.log()  # secret values never reach the log
+    if str(d) in mounts_under(d):
+        # On tmpfs, as the kubelet does: the bytes never reach the node's disk.
+        assert mode_of(d) == 0o1777
+    else:
+        assert "cannot mount tmpfs" in env.log()  # unprivileged: said, not silent
+
+
+def test_no_tmpfs_keeps_secrets_in_a_plain_directory(env):
+    env.put_object(secret("s", string_data={"k": "v"}))
+    env.put_pod(pod("p", [{"name": "v", "secret": {"secretName": "s"}}], uid="u1"))
+    env.start("--no-tmpfs")
+    d = env.volume_dir("u1", SECRET, "v")
+    wait_for(lambda: visible_files(d) == {"k": b"v"})
+    assert mounts_under(d) == []
+    assert mode_of(d) == 0o777
 
 
 def test_downward_api_fields(env):
