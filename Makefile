@@ -88,5 +88,10 @@ bench: build
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
+# Also removes the demo's volumes; the daemon leaves its tmpfs volumes mounted when it stops (as
+# the kubelet does, so running containers keep them), so unmount those first.
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
+	@awk -v d="$(RUN_DIR)/" 'index($$2, d) == 1 {print $$2}' /proc/self/mounts | sort -r | \
+	  xargs -r $(SUDO) umount -l
+	rm -rf $(RUN_DIR)
