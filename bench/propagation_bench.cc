@@ -10,10 +10,11 @@
 // 1,000 pods x 3 volumes mounted, the daemon's RSS and CPU over --idle-seconds.
 //
 // Usage: bench_propagation [--changes N] [--idle-seconds S] [--daemon PATH] [--quick]
-//                          [--idle-only]
+//                          [--idle-only] [--sync-frequency D (repeatable; default 1m and 5m)]
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -211,6 +212,25 @@ class SwapWatcher {
   std::map<int, size_t> wd_to_index_;
 };
 
+// The daemon leaves tmpfs volumes mounted when it stops (as the kubelet): unmount them, then
+// remove the work dir.
+void RemoveWorkDir(const fs::path& work) {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string line;
+  std::vector<std::string> targets;
+  const std::string prefix = work.string() + "/";
+  while (std::getline(mounts, line)) {
+    std::istringstream fields(line);
+    std::string source, target;
+    fields >> source >> target;
+    if (target.rfind(prefix, 0) == 0) targets.push_back(target);
+  }
+  std::sort(targets.rbegin(), targets.rend());
+  for (const std::string& t : targets) umount2(t.c_str(), MNT_DETACH);
+  std::error_code ec;
+  fs::remove_all(work, ec);
+}
+
 fs::path MakeWorkDir() {
   char tmpl[] = "/tmp/bench-propagation-XXXXXX";
   fs::path d = mkdtemp(tmpl);
@@ -272,11 +292,11 @@ Result RunScenario(const std::string& bin, const std::string& name, int pods, bo
     usleep(50000);  // let the daemon settle; changes are independent samples
   }
   d.Stop();
-  fs::remove_all(work);
+  RemoveWorkDir(work);
   return r;
 }
 
-void Idle(const std::string& bin, int pods, int seconds) {
+void Idle(const std::string& bin, int pods, int seconds, const std::string& sync_frequency) {
   fs::path work = MakeWorkDir();
   WriteAtomically(work / "objects" / "shared.yaml",
                   ConfigMapYaml("shared-cm", "v0") + "---\n" + SecretYaml("shared-secret"));
@@ -289,7 +309,7 @@ void Idle(const std::string& bin, int pods, int seconds) {
   Daemon d;
   d.dir = work;
   const auto t0 = Clock::now();
-  d.Start(bin);
+  d.Start(bin, {"--sync-frequency", sync_frequency});
   if (!WaitContent(dirs, "v0", std::chrono::seconds(300))) {
     std::fprintf(stderr, "idle: initial mount timed out\n");
     std::exit(1);
@@ -316,11 +336,12 @@ void Idle(const std::string& bin, int pods, int seconds) {
   const double wall = std::chrono::duration<double>(Clock::now() - w0).count();
   const double cpu = d.CpuSeconds() - cpu0;
   std::printf(
-      "| idle, %d pods x 3 volumes | first mount of all %d volumes: %.1f s | RSS %.1f MiB "
-      "(max over %d s) | CPU %.3f %% of a core |\n",
-      pods, pods * 3, mount_s, max_rss / 1024.0, seconds, 100.0 * cpu / wall);
+      "| idle, %d pods x 3 volumes, --sync-frequency %s | first mount of all %d volumes: %.1f s "
+      "| RSS %.1f MiB, of which anonymous %.1f MiB (max over %d s) | CPU %.3f %% of a core |\n",
+      pods, sync_frequency.c_str(), pods * 3, mount_s, max_rss / 1024.0, max_anon / 1024.0, seconds,
+      100.0 * cpu / wall);
   d.Stop();
-  fs::remove_all(work);
+  RemoveWorkDir(work);
 }
 
 }  // namespace
@@ -331,6 +352,8 @@ int main(int argc, char** argv) {
   std::string bin = (fs::read_symlink("/proc/self/exe").parent_path() / "volumemanager").string();
   bool quick = false;
   bool idle_only = false;
+  std::vector<std::string> sync_frequencies = {"1m", "5m"};
+  bool custom_sync = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--changes" && i + 1 < argc) changes = std::atoi(argv[++i]);
@@ -338,6 +361,11 @@ int main(int argc, char** argv) {
     if (a == "--daemon" && i + 1 < argc) bin = argv[++i];
     if (a == "--quick") quick = true;
     if (a == "--idle-only") idle_only = true;
+    if (a == "--sync-frequency" && i + 1 < argc) {
+      if (!custom_sync) sync_frequencies.clear();
+      custom_sync = true;
+      sync_frequencies.push_back(argv[++i]);
+    }
   }
   if (quick) {
     changes = 10;
@@ -364,6 +392,6 @@ int main(int argc, char** argv) {
                 Percentile(r.last_ms, 99));
     std::fflush(stdout);
   }
-  Idle(bin, 1000, idle_seconds);
+  for (const std::string& sync : sync_frequencies) Idle(bin, 1000, idle_seconds, sync);
   return 0;
 }
