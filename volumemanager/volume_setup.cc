@@ -108,24 +108,30 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   const std::string volumes = PodVolumesDir(loc.root_dir, loc.pod_uid);
   const std::string plugin = volumes + "/" + loc.plugin_dir;
   const std::string dir = loc.dir();
-  for (const std::string* p : {&pods, &pod, &volumes, &plugin}) {
-    base::Status s = MakeDir(*p, kPodDirMode, &created);
+  // The common case, a remount or resync of a live volume, needs no directory work at all: one
+  // lstat, and the writer's own reads.
+  struct stat st {};
+  const bool existed = ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (!existed) {
+    for (const std::string* p : {&pods, &pod, &volumes, &plugin}) {
+      base::Status s = MakeDir(*p, kPodDirMode, &created);
+      if (!s.ok()) {
+        Undo(created, dir);
+        return s;
+      }
+    }
+    const size_t before = created.size();
+    base::Status s = MakeDir(dir, kVolumeDirMode, &created);
+    if (s.ok() && created.size() > before && ::chmod(dir.c_str(), kVolumeDirMode) != 0) {
+      s = ErrnoError("chmod", dir, errno);
+    }
     if (!s.ok()) {
       Undo(created, dir);
       return s;
     }
   }
-  const size_t before = created.size();
-  base::Status s = MakeDir(dir, kVolumeDirMode, &created);
-  if (s.ok() && created.size() > before && ::chmod(dir.c_str(), kVolumeDirMode) != 0) {
-    s = ErrnoError("chmod", dir, errno);
-  }
-  if (!s.ok()) {
-    Undo(created, dir);
-    return s;
-  }
   // A new volume dir, or one left empty (e.g. its tmpfs vanished with a reboot), gets its tmpfs.
-  if (request.tmpfs && !IsMountPoint(dir) && IsEmptyDir(dir)) {
+  if (request.tmpfs && (!existed || (IsEmptyDir(dir) && !IsMountPoint(dir)))) {
     auto mounted = MountTmpfs(dir);
     if (!mounted.ok()) {
       Undo(created, dir);
