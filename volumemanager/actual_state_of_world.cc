@@ -60,6 +60,14 @@ void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& e
   if (it != volumes_.end()) it->second.last_error = error;
 }
 
+void ActualStateOfWorld::SetVerified(const VolumeKey& key, const std::string& digest,
+                                     SteadyTime when) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  it->second.payload_digest = digest;
+  it->second.verified_at = when;
+}
+
 void ActualStateOfWorld::Remove(const VolumeKey& key) {
   if (volumes_.erase(key) != 0) changed_.insert(key);
 }

@@ -33,6 +33,8 @@ struct MountedVolume {
   std::string ts_dir;                               // the published version's dir name
   std::chrono::system_clock::time_point last_sync;  // last successful write or verification
   std::string last_error;                           // of the last failed attempt, "" after success
+  std::string payload_digest;  // PayloadDigest of the content last written or verified on disk
+  std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
 };
 
 class ActualStateOfWorld {
@@ -52,6 +54,8 @@ class ActualStateOfWorld {
   // Drops what MarkRemountRequired remembered for a volume that is no longer desired.
   void ForgetRequests(const VolumeKey& key) { early_requests_.erase(key); }
   void SetLastError(const VolumeKey& key, const std::string& error);
+  // After a write or verification on disk of content with `digest`.
+  void SetVerified(const VolumeKey& key, const std::string& digest, SteadyTime when);
   void Remove(const VolumeKey& key);
 
   const MountedVolume* Find(const VolumeKey& key) const;

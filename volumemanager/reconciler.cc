@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "plugins/ownership_pass.h"
+#include "volumemanager/payload_digest.h"
 #include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
@@ -124,6 +125,17 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
     return false;  // retried once the backoff allows
   }
 
+  std::string digest = PayloadDigest(*payload);
+  if (mounted != nullptr && !mounted->uncertain && mounted->payload_digest == digest &&
+      now - mounted->verified_at < options_.disk_verify_interval) {
+    // The same bytes as on disk, checked recently: nothing to write, nothing to read.
+    const MountedVolume same = *mounted;
+    asw_->MarkMounted(key, same.plugin_dir, same.dir, same.ts_dir, std::chrono::system_clock::now(),
+                      now);
+    ++stats_.remounts_unchanged;
+    return true;
+  }
+
   auto request = std::make_shared<SetUpRequest>();
   request->location = VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                                      key.volume_name};
@@ -143,12 +155,14 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         *result = SetUpVolume(*request);
         return result->status();
       },
-      [this, key, first_mount, plugin_dir, dir, result, started_at = now](const base::Status& s) {
+      [this, key, first_mount, plugin_dir, dir, result, digest = std::move(digest),
+       started_at = now](const base::Status& s) {
         const DesiredVolume* d = dsw_->Find(key);
         if (s.ok()) {
           const bool published = (*result)->published;
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
+          asw_->SetVerified(key, digest, std::chrono::steady_clock::now());
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
           if (first_mount) {

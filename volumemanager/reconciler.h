@@ -31,6 +31,10 @@ struct ReconcilerOptions {
   std::string root_dir;
   bool durable = false;  // fsync writes (off by default, like the kubelet)
   bool tmpfs = true;     // memory-medium volumes on tmpfs, as the kubelet
+  // A remount whose rebuilt payload equals the content last written is served without touching
+  // the disk, unless the disk was last read longer ago than this; then the writer verifies it
+  // (and repairs links or debris). Keeps the periodic resync cheap.
+  std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
   kube::ResourceList node_allocatable;
 };
 
@@ -39,6 +43,7 @@ struct ReconcilerStats {
   long mounts_ok = 0;
   long mounts_failed = 0;
   long versions_published = 0;
+  long remounts_unchanged = 0;  // served from the payload digest, no disk access
   long teardowns_ok = 0;
   long teardowns_failed = 0;
 };

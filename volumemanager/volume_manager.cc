@@ -18,6 +18,19 @@ struct VolumeManager::ScanWork {
   ScanResult result;
 };
 
+namespace {
+
+ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
+  ReconcilerOptions r;
+  r.root_dir = o.root_dir;
+  r.durable = o.durable;
+  r.tmpfs = o.tmpfs;
+  r.node_allocatable = o.node_allocatable;
+  return r;
+}
+
+}  // namespace
+
 VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
                              cache::ObjectManager* objects, const plugins::PluginRegistry* registry,
                              std::function<bool()> all_sources_seen)
@@ -27,9 +40,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop),
       populator_(registry, &dsw_, &asw_, objects),
-      reconciler_(ReconcilerOptions{options_.root_dir, options_.durable, options_.tmpfs,
-                                    options_.node_allocatable},
-                  &dsw_, &asw_, &executor_, objects) {
+      reconciler_(ToReconcilerOptions(options_), &dsw_, &asw_, &executor_, objects) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
       MaybeFinishStop();

@@ -183,6 +183,22 @@ TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
   EXPECT_EQ(manager_->stats().versions_published, 4);
 }
 
+TEST_F(VolumeManagerTest, AChangeThatLeavesThePayloadAloneTouchesNoDisk) {
+  objects_.Put("default", "app", {{"level", "info"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 1; }));
+  const std::string ts = manager_->actual().Find(VolumeKey{"u1", "cfg"})->ts_dir;
+  objects_.Put("default", "app", {{"level", "info"}});  // e.g. a label edit on the ConfigMap
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().remounts_unchanged == 1; }));
+  EXPECT_EQ(manager_->stats().mounts_ok, 1);  // no operation ran
+  const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
+  EXPECT_FALSE(m->remount_required);
+  EXPECT_EQ(m->ts_dir, ts);
+  objects_.Put("default", "app", {{"level", "warn"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"level", "warn"}}; }));
+}
+
 TEST_F(VolumeManagerTest, UnmountedVolumesAreIgnored) {
   objects_.Put("default", "app", {{"k", "v"}});
   StartManager();
