@@ -111,10 +111,14 @@ void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
   populator_.Apply(update, now);
   for (const kube::Pod& pod : update.pods) {
     const std::string& uid = pod.metadata.uid;
+    auto entry = resync_entry_.find(uid);
     if (populator_.FindPod(uid) == nullptr) {
-      next_resync_.erase(uid);
-    } else if (next_resync_.count(uid) == 0) {
-      next_resync_[uid] = now + JitteredSyncPeriod();
+      if (entry != resync_entry_.end()) {
+        resync_queue_.erase(entry->second);
+        resync_entry_.erase(entry);
+      }
+    } else if (entry == resync_entry_.end()) {
+      resync_entry_[uid] = resync_queue_.emplace(now + JitteredSyncPeriod(), uid);
     }
   }
   SchedulePassSoon();
@@ -157,9 +161,10 @@ void VolumeManager::RunPass() {
 }
 
 void VolumeManager::ResyncDuePods(SteadyTime now) {
-  for (auto& [uid, due] : next_resync_) {
-    if (now < due) continue;
-    due = now + JitteredSyncPeriod();
+  while (!resync_queue_.empty() && resync_queue_.begin()->first <= now) {
+    const std::string uid = resync_queue_.begin()->second;
+    resync_queue_.erase(resync_queue_.begin());
+    resync_entry_[uid] = resync_queue_.emplace(now + JitteredSyncPeriod(), uid);
     for (const VolumeKey& key : asw_.VolumesOfPod(uid)) {
       if (dsw_.Find(key) != nullptr) asw_.MarkRemountRequired(key, now);
     }

@@ -95,7 +95,10 @@ class VolumeManager {
   bool reconstructed_ = false;
   bool orphans_cleaned_ = false;
   std::vector<std::string> scanned_pod_uids_;
-  std::map<std::string, SteadyTime> next_resync_;
+  // Periodic resync schedule: due time -> pod UID, and each pod's entry in it. A pass looks only
+  // at the front, so an idle tick costs one comparison whatever the number of pods.
+  std::multimap<SteadyTime, std::string> resync_queue_;
+  std::map<std::string, std::multimap<SteadyTime, std::string>::iterator> resync_entry_;
   std::mt19937 rng_{std::random_device{}()};
 
   bool scan_in_flight_ = false;
