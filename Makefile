@@ -5,6 +5,8 @@ SHELL := /bin/bash
 
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
+FUZZ_DIR   ?= build-fuzz
+FUZZ_SECONDS ?= 60
 BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= $(shell nproc)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -12,12 +14,16 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and test dependencies (Debian package names).
 DEB_PACKAGES := cmake g++ make pkg-config libboost-filesystem-dev libuv1-dev nlohmann-json3-dev \
                 libspdlog-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcurl4-openssl-dev \
-                libcli11-dev openssl python3-pytest python3-kubernetes python3-yaml
+                libcli11-dev libssl-dev openssl python3 python3-pytest python3-kubernetes \
+                python3-yaml clang libfuzzer-14-dev
 # kubectl for the test API server's fidelity proof. A kubectl already on PATH (e.g. the Google
 # Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
 DEB_PACKAGES += $(if $(shell command -v kubectl),,kubernetes-client)
 
-.PHONY: deps build test test-asan bench format clean
+RUN_DIR ?= $(CURDIR)/run
+VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
+
+.PHONY: deps build run test test-asan fuzz bench format clean
 
 # Installs whatever is missing; `apt-get update` runs once, and only when something is missing.
 deps:
@@ -37,6 +43,22 @@ $(BUILD_DIR)/CMakeCache.txt: | deps
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The standalone demo: the daemon on examples/, volumes under run/root. Ctrl-C stops it.
+run: build
+	@mkdir -p $(RUN_DIR)/root
+	@echo
+	@echo "volumemanager, standalone, on examples/ (Ctrl-C to stop)"
+	@echo "  edit   examples/objects/app-config.yaml  (ConfigMap app-config)"
+	@echo "         examples/objects/web-tls.yaml     (Secret web-tls)"
+	@echo "         examples/pods/web.yaml            (the pod: labels feed its downwardAPI volume)"
+	@echo "  watch  $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
+	@echo "         $(VOLUME_ROOT)/kubernetes.io~projected/bundle/"
+	@echo "         $(VOLUME_ROOT)/kubernetes.io~downward-api/podinfo/labels"
+	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
+	@echo
+	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --node-name demo-node \
+	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
+
 # All tests; the last line is ctest's summary.
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-label-summary -j $(JOBS)
@@ -47,6 +69,18 @@ test-asan: deps
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L unit
 
+# The manifest decoder under libFuzzer (clang, ASan+UBSan) for FUZZ_SECONDS, from the committed
+# seed corpus (kube/testdata/fuzz_corpus); new inputs go to $(FUZZ_DIR)/corpus, crashes to
+# $(FUZZ_DIR)/artifacts.
+fuzz: deps
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DVM_FUZZ=ON -DVM_WERROR=OFF -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target manifest_decoder_fuzzer
+	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
+	$(FUZZ_DIR)/bin/manifest_decoder_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	  -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/ \
+	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
+
 bench: build
 	@for b in $(BUILD_DIR)/bin/bench_*; do echo "== $$b"; "$$b" || exit 1; done
 
@@ -54,4 +88,4 @@ format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -34,15 +34,16 @@
 #include <string>
 
 #include "atomicwriter/filesystem.h"
+#include "atomicwriter/path_validation.h"
 #include "base/status.h"
 
 namespace atomicwriter {
 
 // One file of a payload.
 struct FileProjection {
-  std::string data;                // the bytes, verbatim
-  mode_t mode = 0644;              // applied exactly (chmod after create; umask is irrelevant)
-  std::optional<uid_t> fs_user;    // when set, the file's owner uid (group unchanged)
+  std::string data;              // the bytes, verbatim
+  mode_t mode = 0644;            // applied exactly (chmod after create; umask is irrelevant)
+  std::optional<uid_t> fs_user;  // when set, the file's owner uid (group unchanged)
 
   bool operator==(const FileProjection&) const = default;
 };
@@ -76,11 +77,9 @@ struct WriteResult {
 
 class AtomicWriter {
  public:
-  // Opens `target_dir`, which must exist and be a directory (not a symlink). `log_context` names
-  // the volume in error messages (e.g. `volume "config" of pod "default/web-0"`).
+  // Opens `target_dir`, which must exist and be a directory (not a symlink). Nothing is created.
   static base::Result<std::unique_ptr<AtomicWriter>> Open(const std::string& target_dir,
-                                                           std::string log_context,
-                                                           Options options = {});
+                                                          Options options = {});
   ~AtomicWriter();
   AtomicWriter(const AtomicWriter&) = delete;
   AtomicWriter& operator=(const AtomicWriter&) = delete;
@@ -92,22 +91,13 @@ class AtomicWriter {
   const std::string& target_dir() const { return target_dir_; }
 
  private:
-  AtomicWriter(std::string target_dir, int dir_fd, std::string log_context, Options options);
+  AtomicWriter(std::string target_dir, int dir_fd, Options options);
 
   std::string target_dir_;
   int dir_fd_;
-  std::string log_context_;
   Options options_;
   Filesystem* fs_;
 };
-
-// The writer's path rules (spec §3), checked in the spec's order on the raw path. The error
-// message is the spec's text, e.g. `invalid path: must not contain '..': foo/../bar`.
-base::Status ValidatePath(const std::string& path);
-
-// Lexical cleaning of a valid relative path: `foo////bar` -> `foo/bar`, `./bar` -> `bar`,
-// trailing `/` dropped.
-std::string CleanPath(const std::string& path);
 
 // The names the writer reserves in a volume dir.
 inline constexpr char kDataDirName[] = "..data";

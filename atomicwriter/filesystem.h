@@ -9,6 +9,7 @@
 #ifndef VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_H_
 #define VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_H_
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -16,6 +17,13 @@
 #include <vector>
 
 namespace atomicwriter {
+
+// One directory entry as readdir reports it.
+struct DirEntry {
+  std::string name;
+  // DT_REG, DT_DIR, DT_LNK, ... or DT_UNKNOWN when the filesystem does not say (then lstat).
+  unsigned char type = 0;
+};
 
 class Filesystem {
  public:
@@ -25,8 +33,8 @@ class Filesystem {
   virtual int Close(int fd) = 0;
   // Writes all `n` bytes (looping over short writes); -1 on the first failure.
   virtual ssize_t WriteAll(int fd, const void* buf, size_t n) = 0;
-  // Reads the whole remaining content of `fd` into `out`; -1 on failure.
-  virtual int ReadAll(int fd, std::string* out) = 0;
+  // One read(2): up to `n` bytes; 0 at end of file.
+  virtual ssize_t Read(int fd, void* buf, size_t n) = 0;
   virtual int Fsync(int fd) = 0;
   virtual int Fchmod(int fd, mode_t mode) = 0;
   virtual int Fchown(int fd, uid_t uid, gid_t gid) = 0;
@@ -40,9 +48,9 @@ class Filesystem {
   virtual int RenameAt(int olddirfd, const std::string& oldpath, int newdirfd,
                        const std::string& newpath) = 0;
   virtual int UnlinkAt(int dirfd, const std::string& path, int flags) = 0;
-  // Lists the names in the open directory `dirfd` (without "." and ".."); does not move `dirfd`'s
-  // own offset.
-  virtual int ReadDir(int dirfd, std::vector<std::string>* names) = 0;
+  // Lists the entries of the open directory `dirfd` (without "." and ".."), reading from its
+  // start: the descriptor's offset is rewound first and left at the end.
+  virtual int ReadDir(int dirfd, std::vector<DirEntry>* entries) = 0;
 };
 
 // The real system calls. A process-wide singleton; never deleted.

@@ -428,6 +428,34 @@ TEST_F(ReflectorTest, RetryAfterOnListRepeatsTheSameRequestWithoutRelisting) {
   EXPECT_EQ(Requests(false).size(), 4u);
 }
 
+TEST_F(ReflectorTest, TooLargeResourceVersionThatKeepsFailingRelistsFromTheLatest) {
+  // 1 attempt + 10 Retry-After repeats of the list at RV "0", then a list without an RV.
+  server_.Admin("POST", "faults",
+                {{"verb", "list"},
+                 {"status", 504},
+                 {"reason", "Timeout"},
+                 {"cause", "ResourceVersionTooLarge"},
+                 {"retry_after", 0},
+                 {"times", 11}});
+  Create("big");
+  StartReflector(FastOptions());
+  auto lists = Requests(false);
+  ASSERT_EQ(lists.size(), 12u);
+  EXPECT_EQ(lists[10]["query"]["resourceVersion"], "0");
+  EXPECT_FALSE(lists[11]["query"].contains("resourceVersion"));
+  EXPECT_EQ(reflector_->store().size(), 1u);
+}
+
+TEST_F(ReflectorTest, UnreachableServerKeepsTheStoreAndBacksOff) {
+  Create("kept");
+  StartReflector(FastOptions());
+  server_.Stop();
+  runner_.RunFor(std::chrono::milliseconds(1500));
+  EXPECT_GE(reflector_->stats().backoff_waits, 2);
+  ASSERT_NE(reflector_->store().Get("default/kept"), nullptr);
+  EXPECT_EQ(deliveries_.size(), 1u);  // only the first add: nothing was deleted
+}
+
 TEST_F(ReflectorTest, RotatedTokenIsPickedUpAfter401OnRewatch) {
   std::string token_file = server_.dir() + "/token";
   std::ofstream(token_file) << "test-token";

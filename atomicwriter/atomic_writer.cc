@@ -1,0 +1,518 @@
+#include "atomicwriter/atomic_writer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "atomicwriter/remove_tree.h"
+
+namespace atomicwriter {
+namespace {
+
+using base::Result;
+using base::Status;
+
+constexpr int kDirOpenFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+constexpr mode_t kTimestampDirMode = 0755;
+constexpr mode_t kNestedDirMode = 0777;  // as the kubelet requests; the umask applies
+constexpr int kMaxNameAttempts = 100;
+
+Status ErrnoError(std::string_view op, std::string_view path, int err) {
+  std::string msg(op);
+  msg += ' ';
+  msg += path;
+  msg += ": ";
+  msg += std::strerror(err);
+  return Status::Error(std::move(msg), err);
+}
+
+// An owned descriptor, closed through the Filesystem interface.
+class ScopedFd {
+ public:
+  ScopedFd(Filesystem* fs, int fd) : fs_(fs), fd_(fd) {}
+  ~ScopedFd() { Reset(); }
+  ScopedFd(ScopedFd&& o) noexcept : fs_(o.fs_), fd_(std::exchange(o.fd_, -1)) {}
+  ScopedFd& operator=(ScopedFd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fs_ = o.fs_;
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void Reset() {
+    if (fd_ >= 0) fs_->Close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  Filesystem* fs_;
+  int fd_;
+};
+
+std::vector<std::string> SplitCleanPath(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) {
+      parts.push_back(path.substr(start));
+      return parts;
+    }
+    parts.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+}
+
+std::string FirstComponent(const std::string& clean_path) {
+  return clean_path.substr(0, clean_path.find('/'));
+}
+
+bool AllDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+// `..YYYY_MM_DD_HH_MM_SS.<digits>`: the only names the writer ever gives a version dir (and the
+// only ones it adopts as the live version or removes as debris).
+bool IsTimestampDirName(std::string_view name) {
+  static constexpr std::string_view kShape = "..dddd_dd_dd_dd_dd_dd.";
+  if (name.size() <= kShape.size()) return false;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const char want = kShape[i];
+    const char got = name[i];
+    if (want == 'd' ? (got < '0' || got > '9') : got != want) return false;
+  }
+  return AllDigits(name.substr(kShape.size()));
+}
+
+std::string TimestampDirName(std::chrono::system_clock::time_point now, uint32_t suffix) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "..%Y_%m_%d_%H_%M_%S.", &tm);
+  return std::string(buf) + std::to_string(suffix);
+}
+
+uint32_t RandomSuffix() {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  return static_cast<uint32_t>(rng());
+}
+
+// Opens `rel` (a cleaned relative path) beneath `dirfd` without following a symlink at any
+// component: intermediate components must be real directories, and the last one is opened with
+// `flags | O_NOFOLLOW`.
+int OpenBeneath(Filesystem& fs, int dirfd, const std::string& rel, int flags) {
+  const std::vector<std::string> parts = SplitCleanPath(rel);
+  ScopedFd cur(&fs, -1);
+  int at = dirfd;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    ScopedFd next(&fs, fs.OpenAt(at, parts[i], kDirOpenFlags, 0));
+    if (!next.valid()) return -1;
+    cur = std::move(next);
+    at = cur.get();
+  }
+  return fs.OpenAt(at, parts.back(), flags | O_NOFOLLOW, 0);
+}
+
+Status RemoveAllAt(Filesystem& fs, int dirfd, const std::string& name, const std::string& shown) {
+  return RemoveTreeAt(fs, dirfd, name, shown);
+}
+
+// The entry's type, asking lstat when readdir did not say.
+unsigned char EntryType(Filesystem& fs, int dirfd, const DirEntry& e) {
+  if (e.type != DT_UNKNOWN) return e.type;
+  struct stat st {};
+  if (fs.FstatAt(dirfd, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
+  if (S_ISDIR(st.st_mode)) return DT_DIR;
+  if (S_ISREG(st.st_mode)) return DT_REG;
+  if (S_ISLNK(st.st_mode)) return DT_LNK;
+  return DT_UNKNOWN;
+}
+
+// True when `name` in `dirfd` (already seen as a regular file) still is one, reached without
+// following a symlink, and holds exactly `data`. One open and one read: a regular file returns
+// everything up to end of file in one read, so a read of size+1 returning size bytes proves the
+// length. Anything unreadable counts as different: the write then replaces it.
+bool SameContent(Filesystem& fs, int dirfd, const std::string& name, const std::string& data) {
+  ScopedFd fd(&fs, fs.OpenAt(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0));
+  if (!fd.valid()) return false;
+  std::string got(data.size() + 1, '\0');
+  const ssize_t n = fs.Read(fd.get(), got.data(), got.size());
+  return n == static_cast<ssize_t>(data.size()) &&
+         std::memcmp(got.data(), data.data(), data.size()) == 0;
+}
+
+struct CleanFile {
+  std::string path;  // cleaned
+  const FileProjection* file;
+};
+
+// Validates and cleans the payload; rejects paths that clean to nothing and a path that would
+// have to be both a file and a directory.
+Result<std::vector<CleanFile>> CleanPayload(const Payload& payload) {
+  std::map<std::string, const FileProjection*> by_path;
+  for (const auto& [raw, file] : payload) {
+    Status s = ValidatePath(raw);
+    if (!s.ok()) return s;
+    std::string clean = CleanPath(raw);
+    if (clean.empty()) return Status::Error("invalid path: names no file: " + raw);
+    by_path[std::move(clean)] = &file;
+  }
+  std::vector<CleanFile> files;
+  for (const auto& [path, file] : by_path) {
+    for (size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      const std::string parent = path.substr(0, slash);
+      if (by_path.count(parent) != 0) {
+        return Status::Error("invalid payload: \"" + parent + "\" is both a file and a directory");
+      }
+    }
+    files.push_back({path, file});
+  }
+  return files;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<AtomicWriter>> AtomicWriter::Open(const std::string& target_dir,
+                                                         Options options) {
+  Filesystem* fs = options.fs != nullptr ? options.fs : PosixFilesystem();
+  int fd = fs->OpenAt(AT_FDCWD, target_dir, kDirOpenFlags, 0);
+  if (fd < 0) return ErrnoError("Error creating atomic writer: open", target_dir, errno);
+  return std::unique_ptr<AtomicWriter>(new AtomicWriter(target_dir, fd, std::move(options)));
+}
+
+AtomicWriter::AtomicWriter(std::string target_dir, int dir_fd, Options options)
+    : target_dir_(std::move(target_dir)),
+      dir_fd_(dir_fd),
+      options_(std::move(options)),
+      fs_(options_.fs != nullptr ? options_.fs : PosixFilesystem()) {}
+
+AtomicWriter::~AtomicWriter() { fs_->Close(dir_fd_); }
+
+namespace {
+
+// One Write call. Names used in messages are relative to the volume dir.
+class WriteOperation {
+ public:
+  WriteOperation(Filesystem& fs, int dir_fd, const Options& options)
+      : fs_(fs), dir_fd_(dir_fd), options_(options) {}
+
+  Result<WriteResult> Run(const Payload& payload, const PermissionCallback& set_permissions) {
+    Result<std::vector<CleanFile>> files = CleanPayload(payload);
+    if (!files.ok()) return files.status();
+    files_ = std::move(files).value();
+    for (const CleanFile& f : files_) {
+      first_components_.insert(FirstComponent(f.path));
+      by_path_[f.path] = f.file;
+      for (size_t slash = f.path.find('/'); slash != std::string::npos;
+           slash = f.path.find('/', slash + 1)) {
+        dirs_.insert(f.path.substr(0, slash));
+      }
+    }
+
+    Status s = LocateCurrentVersion();
+    if (!s.ok()) return s;
+
+    bool changed = !old_fd_.valid();
+    if (!changed) {
+      Result<bool> needs = NeedsNewVersion();
+      if (!needs.ok()) return needs.status();
+      changed = *needs;
+    }
+
+    WriteResult result;
+    if (!changed) {
+      // Same content: keep the live version and only repair what a crash may have left.
+      s = LinkTopLevelNames(nullptr);
+      if (!s.ok()) return s;
+      result.ts_dir = old_ts_;
+    } else {
+      Result<std::string> published = PublishNewVersion(set_permissions);
+      if (!published.ok()) return published.status();
+      result.published = true;
+      result.ts_dir = std::move(published).value();
+    }
+    old_fd_.Reset();
+    s = RemoveStaleEntries(result.ts_dir);
+    if (!s.ok()) return s;
+    return result;
+  }
+
+ private:
+  // Reads ..data. Only a link to a real directory with a timestamp name counts as the live
+  // version; a ..data that is not a symlink is debris and is removed.
+  Status LocateCurrentVersion() {
+    std::string target;
+    if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &target) != 0) {
+      if (errno == ENOENT) return Status::OK();
+      if (errno == EINVAL) return RemoveAllAt(fs_, dir_fd_, kDataDirName, kDataDirName);
+      return ErrnoError("readlink", kDataDirName, errno);
+    }
+    if (!IsTimestampDirName(target)) return Status::OK();
+    ScopedFd fd(&fs_, fs_.OpenAt(dir_fd_, target, kDirOpenFlags, 0));
+    if (!fd.valid()) {
+      // Dangling, or not a real directory (never followed): there is no old version to keep.
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) return Status::OK();
+      return ErrnoError("open", target, errno);
+    }
+    old_ts_ = target;
+    old_fd_ = std::move(fd);
+    return Status::OK();
+  }
+
+  // A new version is needed when a payload file is missing or differs in bytes, or when the live
+  // version holds anything the payload does not (spec §2 steps 3-4). Modes are not compared. One
+  // walk of the live version, stopping at the first difference.
+  Result<bool> NeedsNewVersion() {
+    size_t matched = 0;
+    Result<bool> same = SameTree(old_fd_.get(), "", old_ts_, &matched);
+    if (!same.ok()) return same.status();
+    return !*same || matched != files_.size();
+  }
+
+  Result<bool> SameTree(int dirfd, const std::string& prefix, const std::string& shown,
+                        size_t* matched) {
+    std::vector<DirEntry> entries;
+    if (fs_.ReadDir(dirfd, &entries) != 0) return ErrnoError("read dir", shown, errno);
+    for (const DirEntry& e : entries) {
+      const std::string rel = prefix.empty() ? e.name : prefix + "/" + e.name;
+      const unsigned char type = EntryType(fs_, dirfd, e);
+      if (type == DT_DIR) {
+        if (dirs_.count(rel) == 0) return false;
+        ScopedFd sub(&fs_, fs_.OpenAt(dirfd, e.name, kDirOpenFlags, 0));
+        if (!sub.valid()) return false;
+        Result<bool> same = SameTree(sub.get(), rel, shown + "/" + e.name, matched);
+        if (!same.ok() || !*same) return same;
+        continue;
+      }
+      auto it = by_path_.find(rel);
+      if (it == by_path_.end() || type != DT_REG ||
+          !SameContent(fs_, dirfd, e.name, it->second->data)) {
+        return false;
+      }
+      ++*matched;
+    }
+    return true;
+  }
+
+  Result<std::string> PublishNewVersion(const PermissionCallback& set_permissions) {
+    Result<std::string> ts = CreateTimestampDir();
+    if (!ts.ok()) return ts.status();
+    const std::string& ts_dir = *ts;
+
+    std::vector<std::string> created_links;
+    auto abandon = [&](Status failure) -> Result<std::string> {
+      // Nothing was published: put the volume back exactly as it was.
+      for (const std::string& link : created_links) fs_.UnlinkAt(dir_fd_, link, 0);
+      RemoveAllAt(fs_, dir_fd_, ts_dir, ts_dir).IgnoreError();
+      return failure;
+    };
+
+    Status s = WriteFiles(ts_dir);
+    if (!s.ok()) return abandon(s);
+    if (set_permissions) {
+      s = set_permissions(fs_, dir_fd_, ts_dir);
+      if (!s.ok()) return abandon(s);
+    }
+    // New top-level names are linked before the swap, so the moment ..data moves every file of
+    // the new version is reachable. Until then they dangle, as a removed name does.
+    s = LinkTopLevelNames(&created_links);
+    if (!s.ok()) return abandon(s);
+
+    s = RemoveAllAt(fs_, dir_fd_, kDataDirTmpName, kDataDirTmpName);
+    if (!s.ok()) return abandon(s);
+    if (fs_.SymlinkAt(ts_dir, dir_fd_, kDataDirTmpName) != 0) {
+      return abandon(ErrnoError("symlink", kDataDirTmpName, errno));
+    }
+    if (fs_.RenameAt(dir_fd_, kDataDirTmpName, dir_fd_, kDataDirName) != 0) {
+      Status failure =
+          ErrnoError("rename " + std::string(kDataDirTmpName) + " to", kDataDirName, errno);
+      fs_.UnlinkAt(dir_fd_, kDataDirTmpName, 0);
+      return abandon(failure);
+    }
+    // Published. From here on a failure leaves the new version live and complete.
+    if (options_.durable && fs_.Fsync(dir_fd_) != 0) return ErrnoError("fsync", ".", errno);
+    return ts_dir;
+  }
+
+  Result<std::string> CreateTimestampDir() {
+    const auto now = options_.now ? options_.now() : std::chrono::system_clock::now();
+    for (int attempt = 0; attempt < kMaxNameAttempts; ++attempt) {
+      std::string name = TimestampDirName(now, RandomSuffix());
+      if (fs_.MkdirAt(dir_fd_, name, kTimestampDirMode) != 0) {
+        if (errno == EEXIST) continue;
+        return ErrnoError("mkdir", name, errno);
+      }
+      ScopedFd fd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
+      Status s;
+      if (!fd.valid()) {
+        s = ErrnoError("open", name, errno);
+      } else if (fs_.Fchmod(fd.get(), kTimestampDirMode) != 0) {
+        s = ErrnoError("chmod", name, errno);
+      }
+      if (!s.ok()) {
+        fd.Reset();
+        RemoveAllAt(fs_, dir_fd_, name, name).IgnoreError();
+        return s;
+      }
+      return name;
+    }
+    return Status::Error("mkdir: no free timestamp dir name after " +
+                         std::to_string(kMaxNameAttempts) + " attempts");
+  }
+
+  Status WriteFiles(const std::string& ts_dir) {
+    ScopedFd root(&fs_, fs_.OpenAt(dir_fd_, ts_dir, kDirOpenFlags, 0));
+    if (!root.valid()) return ErrnoError("open", ts_dir, errno);
+    std::set<std::string> dirs_made;
+    // Files come sorted by path, so siblings are consecutive: keep the last parent dir open.
+    std::string parent_rel;
+    ScopedFd parent(&fs_, -1);
+    for (const CleanFile& f : files_) {
+      const size_t last_slash = f.path.rfind('/');
+      const std::string dir_rel =
+          last_slash == std::string::npos ? "" : f.path.substr(0, last_slash);
+      if (!dir_rel.empty() && (dir_rel != parent_rel || !parent.valid())) {
+        parent.Reset();
+        const std::vector<std::string> parts = SplitCleanPath(dir_rel);
+        ScopedFd cur(&fs_, -1);
+        int at = root.get();
+        std::string rel;
+        for (const std::string& part : parts) {
+          rel = rel.empty() ? part : rel + "/" + part;
+          if (dirs_made.insert(rel).second && fs_.MkdirAt(at, part, kNestedDirMode) != 0 &&
+              errno != EEXIST) {
+            return ErrnoError("mkdir", ts_dir + "/" + rel, errno);
+          }
+          ScopedFd next(&fs_, fs_.OpenAt(at, part, kDirOpenFlags, 0));
+          if (!next.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
+          cur = std::move(next);
+          at = cur.get();
+        }
+        parent = std::move(cur);
+        parent_rel = dir_rel;
+      }
+      const int at = dir_rel.empty() ? root.get() : parent.get();
+      const std::string name =
+          last_slash == std::string::npos ? f.path : f.path.substr(last_slash + 1);
+      Status s = WriteFile(at, name, *f.file, ts_dir + "/" + f.path);
+      if (!s.ok()) return s;
+    }
+    parent.Reset();
+    if (options_.durable) {
+      // Directory entries become durable with their directory: sync every dir of the new tree.
+      for (const std::string& rel : dirs_made) {
+        ScopedFd d(&fs_, OpenBeneath(fs_, root.get(), rel, kDirOpenFlags));
+        if (!d.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
+        if (fs_.Fsync(d.get()) != 0) return ErrnoError("fsync", ts_dir + "/" + rel, errno);
+      }
+      if (fs_.Fsync(root.get()) != 0) return ErrnoError("fsync", ts_dir, errno);
+    }
+    return Status::OK();
+  }
+
+  Status WriteFile(int dirfd, const std::string& name, const FileProjection& file,
+                   const std::string& shown) {
+    const mode_t mode = file.mode & 07777;
+    ScopedFd fd(&fs_, fs_.OpenAt(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
+    if (!fd.valid()) return ErrnoError("create", shown, errno);
+    if (fs_.WriteAll(fd.get(), file.data.data(), file.data.size()) < 0) {
+      return ErrnoError("write", shown, errno);
+    }
+    if (fs_.Fchmod(fd.get(), mode) != 0) return ErrnoError("chmod", shown, errno);
+    if (file.fs_user && fs_.Fchown(fd.get(), *file.fs_user, static_cast<gid_t>(-1)) != 0) {
+      return ErrnoError("chown", shown, errno);
+    }
+    if (options_.durable && fs_.Fsync(fd.get()) != 0) return ErrnoError("fsync", shown, errno);
+    // A close error can be the first report of a failed write-back: the file is not trusted.
+    if (fs_.Close(fd.release()) != 0) return ErrnoError("close", shown, errno);
+    return Status::OK();
+  }
+
+  // Gives every first path component a `<name> -> ..data/<name>` link unless something already
+  // stands under that name (a link, or a nested volume's mount point): spec §2 step 10.
+  Status LinkTopLevelNames(std::vector<std::string>* created) {
+    for (const std::string& name : first_components_) {
+      struct stat st {};
+      if (fs_.FstatAt(dir_fd_, name, &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+      if (errno != ENOENT) return ErrnoError("lstat", name, errno);
+      if (fs_.SymlinkAt(std::string(kDataDirName) + "/" + name, dir_fd_, name) != 0) {
+        return ErrnoError("symlink", name, errno);
+      }
+      if (created != nullptr) created->push_back(name);
+    }
+    return Status::OK();
+  }
+
+  // After the live version is settled: removes the writer's own top-level links for names the
+  // payload no longer has, every timestamp dir but the live one, and a stale ..data_tmp. Entries
+  // the writer did not make are left alone. Continues past failures and reports the last one.
+  Status RemoveStaleEntries(const std::string& live_ts) {
+    std::vector<DirEntry> entries;
+    if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
+    Status last;
+    for (const DirEntry& e : entries) {
+      const std::string& name = e.name;
+      if (name.starts_with("..")) {
+        if (name == kDataDirTmpName || (IsTimestampDirName(name) && name != live_ts)) {
+          Status s = RemoveAllAt(fs_, dir_fd_, name, name);
+          if (!s.ok()) last = s;
+        }
+        continue;
+      }
+      if (first_components_.count(name) != 0) continue;
+      if (e.type != DT_LNK && e.type != DT_UNKNOWN) continue;  // not a link: not ours
+      std::string target;
+      if (fs_.ReadlinkAt(dir_fd_, name, &target) != 0) {
+        if (errno != EINVAL && errno != ENOENT) last = ErrnoError("readlink", name, errno);
+        continue;  // not a link: not ours
+      }
+      if (target != std::string(kDataDirName) + "/" + name) continue;
+      if (fs_.UnlinkAt(dir_fd_, name, 0) != 0 && errno != ENOENT) {
+        last = ErrnoError("remove", name, errno);
+      }
+    }
+    return last;
+  }
+
+  Filesystem& fs_;
+  const int dir_fd_;
+  const Options& options_;
+  std::vector<CleanFile> files_;
+  std::map<std::string, const FileProjection*> by_path_;  // cleaned path -> file
+  std::set<std::string> dirs_;                            // every ancestor dir of a file
+  std::set<std::string> first_components_;
+  std::string old_ts_;
+  ScopedFd old_fd_{&fs_, -1};
+};
+
+}  // namespace
+
+Result<WriteResult> AtomicWriter::Write(const Payload& payload,
+                                        const PermissionCallback& set_permissions) {
+  WriteOperation op(*fs_, dir_fd_, options_);
+  return op.Run(payload, set_permissions);
+}
+
+}  // namespace atomicwriter

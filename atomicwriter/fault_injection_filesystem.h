@@ -1,0 +1,62 @@
+// FaultInjectionFilesystem: a Filesystem that forwards to another one and can make the k-th call
+// (counting every method) fail with a chosen errno, for fault-injection tests of anything that
+// writes through atomicwriter::Filesystem. A failed Close still releases the descriptor, as on
+// Linux; any other failed call does nothing. Thread-safe.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_FAULT_INJECTION_FILESYSTEM_H_
+#define VOLUMEMANAGER_ATOMICWRITER_FAULT_INJECTION_FILESYSTEM_H_
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "atomicwriter/filesystem.h"
+
+namespace atomicwriter {
+
+class FaultInjectionFilesystem final : public Filesystem {
+ public:
+  explicit FaultInjectionFilesystem(Filesystem* base) : base_(base) {}
+
+  // Makes the k-th call from now (1-based) fail with `err`, once; k = 0 disarms. Resets the count.
+  void FailCall(int k, int err);
+  // Calls made since the last FailCall (or construction).
+  int calls() const { return calls_.load(); }
+  // The method name of the call that was failed, or "" if none was.
+  std::string failed_call() const;
+  // Counts of selected methods since construction.
+  int fsync_calls() const { return fsyncs_.load(); }
+
+  int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override;
+  int Close(int fd) override;
+  ssize_t WriteAll(int fd, const void* buf, size_t n) override;
+  ssize_t Read(int fd, void* buf, size_t n) override;
+  int Fsync(int fd) override;
+  int Fchmod(int fd, mode_t mode) override;
+  int Fchown(int fd, uid_t uid, gid_t gid) override;
+  int FchmodAt(int dirfd, const std::string& path, mode_t mode, int flags) override;
+  int FchownAt(int dirfd, const std::string& path, uid_t uid, gid_t gid, int flags) override;
+  int FstatAt(int dirfd, const std::string& path, struct stat* st, int flags) override;
+  int MkdirAt(int dirfd, const std::string& path, mode_t mode) override;
+  int SymlinkAt(const std::string& target, int dirfd, const std::string& linkpath) override;
+  int ReadlinkAt(int dirfd, const std::string& path, std::string* out) override;
+  int RenameAt(int olddirfd, const std::string& oldpath, int newdirfd,
+               const std::string& newpath) override;
+  int UnlinkAt(int dirfd, const std::string& path, int flags) override;
+  int ReadDir(int dirfd, std::vector<DirEntry>* entries) override;
+
+ private:
+  // Counts the call; true (with errno set) when this call must fail.
+  bool ShouldFail(const char* method);
+
+  Filesystem* base_;
+  std::atomic<int> calls_{0};
+  std::atomic<int> fail_at_{0};
+  std::atomic<int> err_{0};
+  std::atomic<int> fsyncs_{0};
+  mutable std::mutex mu_;
+  std::string failed_call_;
+};
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_FAULT_INJECTION_FILESYSTEM_H_

@@ -1,0 +1,24 @@
+// The atomic writer's rules for payload paths (shared/spec/kubelet-volume-behavior.md §3), and
+// the lexical cleaning applied to a valid path. These are the writer's last line of defence; the
+// API-style rules for keys and item paths (stricter) live with the volume plugins.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_PATH_VALIDATION_H_
+#define VOLUMEMANAGER_ATOMICWRITER_PATH_VALIDATION_H_
+
+#include <string>
+
+#include "base/status.h"
+
+namespace atomicwriter {
+
+// Checks a raw payload path, rule by rule in the spec's order, and fails with the first failing
+// rule's text, e.g. `invalid path: must not contain '..': foo/../bar`. Lengths are in bytes.
+base::Status ValidatePath(const std::string& path);
+
+// Lexical cleaning of a relative path that passed ValidatePath: empty and "." elements are
+// dropped (`foo////bar` -> `foo/bar`, `./bar` -> `bar`, `bar/` -> `bar`). A path that cleans to
+// nothing (".") returns "".
+std::string CleanPath(const std::string& path);
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_PATH_VALIDATION_H_

@@ -1,0 +1,60 @@
+#include "atomicwriter/remove_tree.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace atomicwriter {
+namespace {
+
+base::Status ErrnoError(const char* op, const std::string& path, int err) {
+  return base::Status::Error(std::string(op) + " " + path + ": " + std::strerror(err), err);
+}
+
+}  // namespace
+
+base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
+                          const std::string& shown) {
+  if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return base::Status::OK();
+  if (errno != EISDIR) return ErrnoError("remove", shown, errno);
+  const int fd = fs.OpenAt(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+  if (fd < 0) {
+    if (errno == ENOENT) return base::Status::OK();
+    return ErrnoError("open", shown, errno);
+  }
+  std::vector<DirEntry> children;
+  base::Status s;
+  if (fs.ReadDir(fd, &children) != 0) s = ErrnoError("read dir", shown, errno);
+  for (size_t i = 0; s.ok() && i < children.size(); ++i) {
+    s = RemoveTreeAt(fs, fd, children[i].name, shown + "/" + children[i].name);
+  }
+  fs.Close(fd);
+  if (!s.ok()) return s;
+  if (fs.UnlinkAt(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return base::Status::OK();
+  return ErrnoError("remove", shown, errno);
+}
+
+base::Status RemoveTree(const std::string& path, Filesystem* fs) {
+  if (fs == nullptr) fs = PosixFilesystem();
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const size_t slash = trimmed.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : trimmed.substr(0, slash));
+  const std::string name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return base::Status::Error("remove " + path + ": not a removable path");
+  }
+  const int dirfd = fs->OpenAt(AT_FDCWD, parent, O_RDONLY | O_DIRECTORY, 0);
+  if (dirfd < 0) {
+    if (errno == ENOENT) return base::Status::OK();
+    return ErrnoError("open", parent, errno);
+  }
+  base::Status s = RemoveTreeAt(*fs, dirfd, name, trimmed);
+  fs->Close(dirfd);
+  return s;
+}
+
+}  // namespace atomicwriter

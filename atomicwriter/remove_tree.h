@@ -1,0 +1,26 @@
+// Recursive removal that never follows a symlink: a link is unlinked itself, only real
+// directories are opened (O_NOFOLLOW, relative to their parent's descriptor). Used by the writer
+// for debris and by volume teardown, so that a hostile link inside a volume cannot make either
+// delete anything outside it.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_REMOVE_TREE_H_
+#define VOLUMEMANAGER_ATOMICWRITER_REMOVE_TREE_H_
+
+#include <string>
+
+#include "atomicwriter/filesystem.h"
+#include "base/status.h"
+
+namespace atomicwriter {
+
+// Removes `name` in the open directory `dirfd` and, for a directory, everything below it. A
+// missing entry is not an error. `shown` names the entry in error messages.
+base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
+                          const std::string& shown);
+
+// The same for a path: its parent is opened (the parent path itself is trusted), then the last
+// component is removed with RemoveTreeAt. `fs` nullptr means PosixFilesystem().
+base::Status RemoveTree(const std::string& path, Filesystem* fs = nullptr);
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_REMOVE_TREE_H_

@@ -1,0 +1,83 @@
+// Shared fixture for the atomic writer's tests: a fresh temporary dir holding an empty volume dir.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_
+#define VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/volume_inspector.h"
+
+namespace atomicwriter {
+
+// path -> bytes, all with one mode.
+inline Payload MakePayload(std::initializer_list<std::pair<std::string, std::string>> files,
+                           mode_t mode = 0644) {
+  Payload p;
+  for (const auto& [path, data] : files) p[path] = FileProjection{data, mode, std::nullopt};
+  return p;
+}
+
+class WriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/atomicwriter-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    vol_ = root_ + "/vol";
+    ASSERT_EQ(::mkdir(vol_.c_str(), 0777), 0);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+
+  std::unique_ptr<AtomicWriter> OpenWriter(Options options = {}) {
+    auto w = AtomicWriter::Open(vol_, std::move(options));
+    EXPECT_TRUE(w.ok()) << w.status().message();
+    return w.ok() ? std::move(w).value() : nullptr;
+  }
+
+  // The name ..data links to, or "" when there is none.
+  std::string LiveTsDir() const {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(std::filesystem::path(vol_) / "..data", ec);
+    return ec ? "" : target.string();
+  }
+
+  // Names in the volume dir that start with "..", other than ..data.
+  std::set<std::string> DotDotEntries() const {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(vol_)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("..") && name != "..data") out.insert(name);
+    }
+    return out;
+  }
+
+  // Every path below the live version's dir (files and dirs), relative to it.
+  std::set<std::string> LiveTree() const {
+    std::set<std::string> out;
+    const std::filesystem::path live = std::filesystem::path(vol_) / LiveTsDir();
+    for (const auto& e : std::filesystem::recursive_directory_iterator(live)) {
+      out.insert(std::filesystem::relative(e.path(), live).string());
+    }
+    return out;
+  }
+
+  std::string root_;
+  std::string vol_;
+};
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_

@@ -1,0 +1,354 @@
+#include "cache/local_object_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_loop.h"
+
+namespace cache {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using vmtest::ReplaceFile;
+using vmtest::TempDir;
+using vmtest::TestLoop;
+using vmtest::WriteFile;
+
+std::string ConfigMapYaml(const std::string& name, const std::string& value,
+                          const std::string& ns = "default") {
+  return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + ", namespace: " + ns +
+         "}\ndata: {key: \"" + value + "\"}\n";
+}
+
+std::string SecretYaml(const std::string& name, const std::string& value) {
+  return "apiVersion: v1\nkind: Secret\nmetadata: {name: " + name + "}\nstringData: {password: \"" +
+         value + "\"}\n";
+}
+
+kube::ObjectRef Cm(const std::string& name, const std::string& ns = "default") {
+  return {kube::ObjectKind::kConfigMap, ns, name};
+}
+kube::ObjectRef Sec(const std::string& name) {
+  return {kube::ObjectKind::kSecret, "default", name};
+}
+
+class LocalObjectStoreTest : public ::testing::Test {
+ protected:
+  void Start(ChangeDetectionStrategy strategy = ChangeDetectionStrategy::kWatch,
+             std::chrono::milliseconds relist = std::chrono::hours(1)) {
+    LocalObjectStoreOptions options;
+    options.dir = dir_.path();
+    options.strategy = strategy;
+    options.relist_interval = relist;
+    options.cache_ttl = std::chrono::minutes(1);
+    options.clock = [this] { return now_; };
+    ASSERT_TRUE(store_.Start(loop_.get(), options).ok());
+    store_.SetChangeHandler([this](const kube::ObjectRef& ref) { changes_.push_back(ref); });
+  }
+
+  // The value of key "key" in ConfigMap `name`, "<none>" when absent, "<error>" on failure.
+  std::string Value(const std::string& name, const std::string& ns = "default") {
+    auto cm = store_.GetConfigMap(ns, name);
+    if (!cm.ok()) return "<error>";
+    if (*cm == nullptr) return "<none>";
+    auto it = (*cm)->data.find("key");
+    return it == (*cm)->data.end() ? "<no key>" : it->second;
+  }
+
+  TestLoop loop_;
+  TempDir dir_;
+  LocalObjectStore store_;
+  std::vector<kube::ObjectRef> changes_;
+  std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::now();
+};
+
+TEST_F(LocalObjectStoreTest, ServesObjectsFromMultiDocumentAndListFiles) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1") + "---\n" + SecretYaml("s", "pw") +
+                                     "---\n" + ConfigMapYaml("two", "2", "shop"));
+  WriteFile(dir_.File("b.json"),
+            R"({"apiVersion":"v1","kind":"List","items":[
+                {"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"three"},
+                 "data":{"key":"3"}}]})");
+  WriteFile(dir_.File(".hidden.yaml"), ConfigMapYaml("hidden", "h"));
+  WriteFile(dir_.File("notes.txt"), ConfigMapYaml("txt", "t"));
+  Start();
+  EXPECT_EQ(store_.ObjectCount(), 4u);
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two", "shop"), Cm("three"), Sec("s"), Cm("hidden"),
+                               Cm("txt"), Cm("missing")});
+  EXPECT_EQ(Value("one"), "1");
+  EXPECT_EQ(Value("two", "shop"), "2");
+  EXPECT_EQ(Value("three"), "3");
+  EXPECT_EQ(Value("hidden"), "<none>");
+  EXPECT_EQ(Value("txt"), "<none>");
+  EXPECT_EQ(Value("missing"), "<none>");
+  auto secret = store_.GetSecret("default", "s");
+  ASSERT_TRUE(secret.ok());
+  ASSERT_NE(*secret, nullptr);
+  EXPECT_EQ((*secret)->data.at("password"), "pw");
+  EXPECT_EQ((*secret)->type, "Opaque") << "API defaulting applies";
+}
+
+TEST_F(LocalObjectStoreTest, GetOfAnUnregisteredObjectFailsWithTheKubeletsText) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start();
+  auto cm = store_.GetConfigMap("default", "one");
+  ASSERT_FALSE(cm.ok());
+  EXPECT_EQ(cm.status().message(), "object \"default\"/\"one\" not registered");
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "1");
+  EXPECT_FALSE(store_.GetSecret("default", "one").ok()) << "kind is part of the reference";
+  store_.RegisterPod("pod-2", {Cm("one")});
+  store_.UnregisterPod("pod-1");
+  EXPECT_EQ(Value("one"), "1") << "pod-2 still references it";
+  store_.RegisterPod("pod-2", {});
+  EXPECT_EQ(Value("one"), "<error>");
+}
+
+TEST_F(LocalObjectStoreTest, WatchNotifiesReferencedObjectsAtOnce) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("other", "o"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2") + "---\n" + ConfigMapYaml("other", "p"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("one"))) << "the unreferenced one is not reported";
+  EXPECT_EQ(Value("one"), "2");
+}
+
+TEST_F(LocalObjectStoreTest, WatchFollowsCreateRenameIntoPlaceAndDelete) {
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});
+  EXPECT_EQ(Value("one"), "<none>");
+
+  WriteFile(dir_.File("one.yaml"), ConfigMapYaml("one", "1"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return changes_.size() == 1; }));
+  EXPECT_EQ(Value("one"), "1");
+
+  ReplaceFile(dir_.File("one.yaml"), ConfigMapYaml("one", "1b"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return changes_.size() == 2; }));
+  EXPECT_EQ(Value("one"), "1b");
+
+  ReplaceFile(dir_.File("two.yaml"), ConfigMapYaml("two", "2"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return changes_.size() == 3; }));
+  EXPECT_EQ(Value("two"), "2");
+
+  std::filesystem::remove(dir_.File("one.yaml"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return changes_.size() == 4; }));
+  EXPECT_EQ(Value("one"), "<none>");
+  EXPECT_THAT(changes_, ElementsAre(Cm("one"), Cm("one"), Cm("two"), Cm("one")));
+}
+
+TEST_F(LocalObjectStoreTest, IdenticalRewriteChangesNothing) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  ReplaceFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  // The same object written differently is the same object too.
+  WriteFile(dir_.File("a.yaml"), "# comment\n" + ConfigMapYaml("one", "1"));
+  const uint64_t reads = store_.FileReads();
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.FileReads() > reads; }));
+  loop_.RunFor(std::chrono::milliseconds(50));
+  EXPECT_THAT(changes_, IsEmpty());
+}
+
+TEST_F(LocalObjectStoreTest, BurstsOfEventsAreCoalesced) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "0"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  const uint64_t reads = store_.FileReads();
+  for (int i = 1; i <= 50; ++i)
+    WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", std::to_string(i)));
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("one") == "50"; }));
+  loop_.RunFor(std::chrono::milliseconds(50));
+  EXPECT_LE(store_.FileReads() - reads, 3u);
+  EXPECT_LE(changes_.size(), 3u);
+}
+
+TEST_F(LocalObjectStoreTest, InvalidFileKeepsItsLastObjectsAndOthersStayServed) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("two", "2"));
+  WriteFile(dir_.File("c.yaml"), "kind: ConfigMap\nmetadata: {name: Bad_Name}\n");
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});
+  EXPECT_EQ(store_.ObjectCount(), 2u);
+
+  WriteFile(dir_.File("a.yaml"), "kind: ConfigMap\nmetadata: {name: one\n");  // broken YAML
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("two", "2b"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return changes_.size() == 1; }));
+  EXPECT_EQ(Value("one"), "1") << "as last read";
+  EXPECT_EQ(Value("two"), "2b");
+
+  WriteFile(dir_.File("a.yaml"), "");  // truncated: as last read as well
+  loop_.RunFor(std::chrono::milliseconds(50));
+  EXPECT_EQ(Value("one"), "1");
+
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "fixed"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("one") == "fixed"; }));
+}
+
+TEST_F(LocalObjectStoreTest, FirstFileInNameOrderWins) {
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("one", "from-b"));
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "from-a"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "from-a");
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("one", "from-b2"));
+  const uint64_t reads = store_.FileReads();
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.FileReads() > reads; }));
+  EXPECT_THAT(changes_, IsEmpty()) << "the shadowed definition changed nothing served";
+  std::filesystem::remove(dir_.File("a.yaml"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_EQ(Value("one"), "from-b2");
+}
+
+TEST_F(LocalObjectStoreTest, PodsInTheObjectDirectoryAreIgnored) {
+  WriteFile(dir_.File("a.yaml"),
+            "kind: Pod\nmetadata: {name: p}\n---\n" + ConfigMapYaml("one", "1"));
+  Start();
+  EXPECT_EQ(store_.ObjectCount(), 1u);
+}
+
+TEST_F(LocalObjectStoreTest, MissingDirectoryHoldsNothingUntilTheRelistFindsIt) {
+  std::filesystem::remove(dir_.path());
+  Start(ChangeDetectionStrategy::kWatch, std::chrono::milliseconds(20));
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "<none>");
+  std::filesystem::create_directory(dir_.path());
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_EQ(Value("one"), "1");
+  // Re-armed: the next change arrives by event as well as by relist.
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("one") == "2"; }));
+}
+
+TEST_F(LocalObjectStoreTest, NoNotificationAfterUnregisterOrStop) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  store_.UnregisterPod("pod-1");
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2"));
+  const uint64_t reads = store_.FileReads();
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.FileReads() > reads; }));
+  EXPECT_THAT(changes_, IsEmpty());
+
+  store_.RegisterPod("pod-1", {Cm("one")});
+  store_.Stop();
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "3"));
+  loop_.RunFor(std::chrono::milliseconds(50));
+  EXPECT_THAT(changes_, IsEmpty());
+  EXPECT_EQ(Value("one"), "2") << "gets still served after Stop";
+}
+
+TEST_F(LocalObjectStoreTest, CacheRereadsAfterTheTtlOrOnANewReference) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start(ChangeDetectionStrategy::kCache);
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "1");  // newly referenced: read
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2"));
+  loop_.RunFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(Value("one"), "1") << "fresh within the TTL";
+  now_ += std::chrono::seconds(59);
+  EXPECT_EQ(Value("one"), "1");
+  now_ += std::chrono::seconds(1);
+  EXPECT_EQ(Value("one"), "2") << "older than the TTL: read again";
+
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "3"));
+  store_.RegisterPod("pod-1", {Cm("one")});  // re-registration: nothing new, no invalidation
+  EXPECT_EQ(Value("one"), "2");
+  store_.RegisterPod("pod-2", {Cm("one")});  // the kubelet invalidates on a new pod's reference
+  EXPECT_EQ(Value("one"), "3");
+  EXPECT_THAT(changes_, IsEmpty()) << "Cache never notifies";
+}
+
+TEST_F(LocalObjectStoreTest, CacheSeesNewObjectsAfterTheTtl) {
+  Start(ChangeDetectionStrategy::kCache);
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "<none>");
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  EXPECT_EQ(Value("one"), "<none>");
+  now_ += std::chrono::minutes(1);
+  EXPECT_EQ(Value("one"), "1");
+}
+
+TEST_F(LocalObjectStoreTest, GetRereadsOnEveryGet) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start(ChangeDetectionStrategy::kGet);
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});
+  EXPECT_EQ(Value("one"), "1");
+  // Same size, and possibly the same mtime tick: the object's own file is read regardless.
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2"));
+  EXPECT_EQ(Value("one"), "2");
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("two", "x"));
+  EXPECT_EQ(Value("two"), "x");
+  std::filesystem::remove(dir_.File("a.yaml"));
+  EXPECT_EQ(Value("one"), "<none>");
+  loop_.RunFor(std::chrono::milliseconds(20));
+  EXPECT_THAT(changes_, IsEmpty()) << "Get never notifies";
+}
+
+TEST_F(LocalObjectStoreTest, UnreadableDirectoryFailsGetsUnderGetOnly) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start(ChangeDetectionStrategy::kGet);
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "1");
+  // The path now names a regular file: listing fails (ENOTDIR), which is not "no objects".
+  std::filesystem::remove_all(dir_.path());
+  WriteFile(dir_.path(), "not a directory");
+  auto cm = store_.GetConfigMap("default", "one");
+  ASSERT_FALSE(cm.ok());
+  EXPECT_THAT(cm.status().message(), HasSubstr("failed to read object manifests in"));
+  std::filesystem::remove(dir_.path());
+}
+
+TEST_F(LocalObjectStoreTest, UnreadableDirectoryKeepsServingUnderWatch) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  Start(ChangeDetectionStrategy::kWatch, std::chrono::milliseconds(10));
+  store_.RegisterPod("pod-1", {Cm("one")});
+  std::filesystem::remove_all(dir_.path());
+  WriteFile(dir_.path(), "not a directory");
+  loop_.RunFor(std::chrono::milliseconds(50));
+  std::filesystem::remove(dir_.path());
+  EXPECT_EQ(Value("one"), "1");
+  EXPECT_THAT(changes_, IsEmpty());
+}
+
+TEST_F(LocalObjectStoreTest, SecretValuesNeverReachTheLog) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_level(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+
+  WriteFile(dir_.File("a.yaml"), SecretYaml("s", "hunter2-one"));
+  WriteFile(dir_.File("b.yaml"), SecretYaml("s", "hunter2-two"));  // a duplicate, logged
+  WriteFile(dir_.File("c.yaml"),
+            "kind: Secret\nmetadata: {name: Bad_}\nstringData: {k: hunter2-three}\n");
+  WriteFile(dir_.File("d.yaml"),
+            "kind: Secret\nmetadata: {name: d}\ndata: {k: \"hunter2-four\"}\n");
+  Start();
+  store_.RegisterPod("pod-1", {Sec("s")});
+  WriteFile(dir_.File("a.yaml"), SecretYaml("s", "hunter2-five"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  store_.Stop();
+  spdlog::set_default_logger(previous);
+
+  EXPECT_THAT(log.str(), HasSubstr("secret default/s updated"));
+  EXPECT_THAT(log.str(), HasSubstr("c.yaml"));
+  EXPECT_THAT(log.str(), HasSubstr("d.yaml"));
+  EXPECT_THAT(log.str(), Not(HasSubstr("hunter2"))) << log.str();
+}
+
+}  // namespace
+}  // namespace cache

@@ -1,0 +1,133 @@
+#include "config/daemon_config.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <sstream>
+
+#include "base/version.h"
+#include "config/go_duration.h"
+
+namespace config {
+namespace {
+
+base::Status ParseDurationFlag(const std::string& flag, const std::string& text,
+                               std::chrono::nanoseconds* out) {
+  auto d = ParseGoDuration(text);
+  if (!d.ok()) return d.status().WithContext(flag);
+  *out = *d;
+  return base::Status::OK();
+}
+
+base::Status ParseAllocatable(const std::string& text, std::map<std::string, std::string>* out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      return base::Status::Error("--node-allocatable: \"" + item +
+                                 "\" is not name=quantity (e.g. cpu=4,memory=8Gi)");
+    }
+    const std::string name = item.substr(0, eq);
+    if (name != "cpu" && name != "memory" && name != "ephemeral-storage" &&
+        !name.starts_with("hugepages-")) {
+      return base::Status::Error("--node-allocatable: unknown resource \"" + name +
+                                 "\" (cpu, memory, ephemeral-storage, hugepages-<size>)");
+    }
+    (*out)[name] = item.substr(eq + 1);
+  }
+  return base::Status::OK();
+}
+
+}  // namespace
+
+base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
+                                           const std::map<std::string, std::string>& environment,
+                                           const std::string& hostname) {
+  DaemonConfig cfg;
+  std::string sync_frequency = "1m";
+  std::string object_cache_ttl = "1m";
+  std::string strategy = "Watch";
+  std::string log_format = "text";
+  std::string allocatable;
+
+  CLI::App app{
+      "volumemanager: projects ConfigMaps and Secrets (and projected and downwardAPI volumes) into "
+      "pod volume directories, byte for byte as the kubelet does, and keeps them current.",
+      "volumemanager"};
+  app.set_version_flag("--version", std::string("volumemanager ") + base::kVersion);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--root-dir", cfg.root_dir, "Directory holding pods/<uid>/volumes");
+  app.add_option("--node-name", cfg.node_name,
+                 "This node's name (default: $NODE_NAME, else the host name)");
+  app.add_option("--pod-manifest-path", cfg.pod_manifest_path,
+                 "Directory of Pod manifests, one per file (standalone pod source)");
+  app.add_option("--manifest-url", cfg.manifest_url,
+                 "URL of a Pod or PodList, polled every 20s (pod source)");
+  app.add_option("--object-manifest-path", cfg.object_manifest_path,
+                 "Directory of ConfigMap and Secret manifests (standalone object source)");
+  app.add_option("--sync-frequency", sync_frequency,
+                 "Periodic resync of every pod's volumes (Go duration: 500ms, 10s, 1m)");
+  app.add_option("--config-map-and-secret-change-detection-strategy", strategy,
+                 "Get (read on every mount), Cache (re-read after --object-cache-ttl) or Watch "
+                 "(react to every change at once)");
+  app.add_option("--object-cache-ttl", object_cache_ttl,
+                 "How long the Cache strategy keeps an object (Go duration)");
+  app.add_option("--node-allocatable", allocatable,
+                 "Downward API values for unset container limits, e.g. cpu=4,memory=8Gi "
+                 "(default: the machine's)");
+  app.add_flag("--fsync", cfg.fsync,
+               "fsync files and directories before and after each volume update");
+  app.add_option("--log-format", log_format, "text or json");
+  app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
+      ->check(CLI::Range(0, 10));
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return ParsedFlags{std::nullopt, app.help()};
+  } catch (const CLI::CallForAllHelp&) {
+    return ParsedFlags{std::nullopt, app.help("", CLI::AppFormatMode::All)};
+  } catch (const CLI::CallForVersion&) {
+    return ParsedFlags{std::nullopt, std::string("volumemanager ") + base::kVersion + "\n"};
+  } catch (const CLI::ParseError& e) {
+    return base::Status::Error(std::string(e.what()) + " (see --help)");
+  }
+
+  for (auto [flag, text, out] :
+       {std::tuple{"--sync-frequency", &sync_frequency, &cfg.sync_frequency},
+        std::tuple{"--object-cache-ttl", &object_cache_ttl, &cfg.object_cache_ttl}}) {
+    base::Status s = ParseDurationFlag(flag, *text, out);
+    if (!s.ok()) return s;
+  }
+  if (cfg.sync_frequency.count() == 0) {
+    return base::Status::Error("--sync-frequency: must be greater than 0");
+  }
+  auto parsed_strategy = cache::ParseChangeDetectionStrategy(strategy);
+  if (!parsed_strategy.ok()) return parsed_strategy.status();
+  cfg.strategy = *parsed_strategy;
+  if (log_format == "text") {
+    cfg.log_format = LogFormat::kText;
+  } else if (log_format == "json") {
+    cfg.log_format = LogFormat::kJson;
+  } else {
+    return base::Status::Error("--log-format: \"" + log_format + "\" is not text or json");
+  }
+  if (base::Status s = ParseAllocatable(allocatable, &cfg.node_allocatable); !s.ok()) return s;
+  if (cfg.node_name.empty()) {
+    auto it = environment.find("NODE_NAME");
+    cfg.node_name = it != environment.end() && !it->second.empty() ? it->second : hostname;
+  }
+  std::transform(cfg.node_name.begin(), cfg.node_name.end(), cfg.node_name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (cfg.root_dir.empty()) return base::Status::Error("--root-dir: must not be empty");
+  while (cfg.root_dir.size() > 1 && cfg.root_dir.back() == '/') cfg.root_dir.pop_back();
+  if (cfg.pod_manifest_path.empty() && cfg.manifest_url.empty()) {
+    return base::Status::Error(
+        "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL");
+  }
+  return ParsedFlags{cfg, ""};
+}
+
+}  // namespace config

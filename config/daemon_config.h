@@ -1,0 +1,49 @@
+// DaemonConfig: the daemon's configuration from its kubelet-style command line, validated.
+// ParseDaemonFlags never exits or prints: it returns the config, a request for help/version
+// text, or an error message for the caller to print (exit code 2).
+#ifndef VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
+#define VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/change_detection_strategy.h"
+
+namespace config {
+
+enum class LogFormat { kText, kJson };
+
+struct DaemonConfig {
+  std::string root_dir = "/var/lib/kubelet";
+  std::string node_name;  // --node-name, else $NODE_NAME, else the host name
+  std::string pod_manifest_path;
+  std::string manifest_url;
+  std::string object_manifest_path;
+  std::chrono::nanoseconds sync_frequency = std::chrono::minutes(1);
+  cache::ChangeDetectionStrategy strategy = cache::ChangeDetectionStrategy::kWatch;
+  std::chrono::nanoseconds object_cache_ttl = std::chrono::minutes(1);
+  // Node allocatable for the downward API ("cpu", "memory", "ephemeral-storage" -> quantity
+  // text); --node-allocatable overrides, missing entries come from the machine.
+  std::map<std::string, std::string> node_allocatable;
+  bool fsync = false;
+  LogFormat log_format = LogFormat::kText;
+  int verbosity = 0;
+};
+
+struct ParsedFlags {
+  std::optional<DaemonConfig> config;  // set when the daemon should run
+  std::string output;                  // help or version text to print (exit 0) when no config
+};
+
+// `environment` stands in for getenv (NODE_NAME) and `hostname` for the host name, for tests.
+base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
+                                           const std::map<std::string, std::string>& environment,
+                                           const std::string& hostname);
+
+}  // namespace config
+
+#endif  // VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_

@@ -1,0 +1,93 @@
+#include "config/daemon_config.h"
+
+#include <gtest/gtest.h>
+
+namespace config {
+namespace {
+
+base::Result<ParsedFlags> Parse(std::vector<std::string> args,
+                                std::map<std::string, std::string> env = {}) {
+  return ParseDaemonFlags(args, env, "My-Host");
+}
+
+TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
+  auto r = Parse({"--pod-manifest-path", "/etc/pods"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const DaemonConfig& c = *r->config;
+  EXPECT_EQ(c.root_dir, "/var/lib/kubelet");
+  EXPECT_EQ(c.node_name, "my-host");
+  EXPECT_EQ(c.sync_frequency, std::chrono::minutes(1));
+  EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kWatch);
+  EXPECT_EQ(c.log_format, LogFormat::kText);
+  EXPECT_FALSE(c.fsync);
+
+  auto env = Parse({"--manifest-url", "http://127.0.0.1/pods"}, {{"NODE_NAME", "node-7"}});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->config->node_name, "node-7");
+  auto flag = Parse({"--manifest-url", "u", "--node-name", "n1"}, {{"NODE_NAME", "node-7"}});
+  ASSERT_TRUE(flag.ok());
+  EXPECT_EQ(flag->config->node_name, "n1");
+}
+
+TEST(DaemonConfigTest, ParsesEveryFlag) {
+  auto r = Parse({"--root-dir=/tmp/root/", "--pod-manifest-path", "p", "--object-manifest-path",
+                  "o", "--sync-frequency", "1m30s",
+                  "--config-map-and-secret-change-detection-"
+                  "strategy",
+                  "Cache", "--object-cache-ttl", "500ms", "--log-format", "json", "-v", "3",
+                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const DaemonConfig& c = *r->config;
+  EXPECT_EQ(c.root_dir, "/tmp/root");
+  EXPECT_EQ(c.object_manifest_path, "o");
+  EXPECT_EQ(c.sync_frequency, std::chrono::seconds(90));
+  EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kCache);
+  EXPECT_EQ(c.object_cache_ttl, std::chrono::milliseconds(500));
+  EXPECT_EQ(c.log_format, LogFormat::kJson);
+  EXPECT_EQ(c.verbosity, 3);
+  EXPECT_TRUE(c.fsync);
+  EXPECT_EQ(c.node_allocatable.at("cpu"), "4");
+  EXPECT_EQ(c.node_allocatable.at("memory"), "8Gi");
+}
+
+TEST(DaemonConfigTest, BadInputIsAClearError) {
+  const struct {
+    std::vector<std::string> args;
+    const char* error;
+  } cases[] = {
+      {{"--pod-manifest-path", "p", "--sync-frequency", "10"},
+       "--sync-frequency: invalid duration \"10\": missing unit"},
+      {{"--pod-manifest-path", "p", "--sync-frequency", "0s"},
+       "--sync-frequency: must be greater than 0"},
+      {{"--pod-manifest-path", "p", "--config-map-and-secret-change-detection-strategy", "Poll"},
+       "unknown configmap and secret manager mode: Poll"},
+      {{"--pod-manifest-path", "p", "--log-format", "xml"},
+       "--log-format: \"xml\" is not text or json"},
+      {{}, "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL"},
+      {{"--pod-manifest-path", "p", "--node-allocatable", "gpu=1"},
+       "--node-allocatable: unknown resource \"gpu\" (cpu, memory, ephemeral-storage, "
+       "hugepages-<size>)"},
+  };
+  for (const auto& c : cases) {
+    auto r = Parse(c.args);
+    ASSERT_FALSE(r.ok()) << c.error;
+    EXPECT_EQ(r.status().message(), c.error);
+  }
+  auto unknown = Parse({"--pod-manifest-path", "p", "--no-such-flag"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("--no-such-flag"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("(see --help)"), std::string::npos);
+}
+
+TEST(DaemonConfigTest, HelpAndVersionAreOutputNotConfig) {
+  auto help = Parse({"--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_FALSE(help->config.has_value());
+  EXPECT_NE(help->output.find("--sync-frequency"), std::string::npos);
+  auto version = Parse({"--version"});
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(version->output.rfind("volumemanager ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace config

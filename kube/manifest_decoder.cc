@@ -1,0 +1,130 @@
+#include "kube/manifest_decoder.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+#include "kube/defaults.h"
+#include "kube/object_decoder.h"
+#include "kube/validation.h"
+#include "kube/yaml_to_json.h"
+
+namespace kube {
+namespace {
+
+using nlohmann::json;
+
+bool LooksLikeJson(std::string_view bytes) {
+  for (char c : bytes) {
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+    return c == '{';
+  }
+  return false;
+}
+
+// Decodes, defaults and validates one object of a known kind.
+template <typename T>
+base::Status AddObject(base::Result<T> decoded, std::vector<ManifestObject>* out) {
+  if (!decoded.ok()) return decoded.status();
+  T object = std::move(decoded).value();
+  ApplyDefaults(&object);
+  if (base::Status s = Validate(object); !s.ok()) return s;
+  out->push_back(std::move(object));
+  return base::Status::OK();
+}
+
+base::Status AddDocument(const json& doc, bool in_list, std::vector<ManifestObject>* out);
+
+base::Status AddItems(const json& doc, std::vector<ManifestObject>* out, const char* item_kind) {
+  auto items = doc.find("items");
+  if (items == doc.end() || items->is_null()) return base::Status::OK();
+  if (!items->is_array()) return base::Status::Error("items: expected array");
+  for (size_t i = 0; i < items->size(); ++i) {
+    json item = (*items)[i];
+    // Items of typed lists carry no kind; give them their list's.
+    if (item_kind != nullptr && item.is_object() && !item.contains("kind"))
+      item["kind"] = item_kind;
+    base::Status s = AddDocument(item, true, out);
+    if (!s.ok()) return s.WithContext("items[" + std::to_string(i) + "]");
+  }
+  return base::Status::OK();
+}
+
+base::Status AddDocument(const json& doc, bool in_list, std::vector<ManifestObject>* out) {
+  if (!doc.is_object()) return base::Status::Error("expected an object with a kind");
+  auto kind_it = doc.find("kind");
+  if (kind_it == doc.end() || !kind_it->is_string()) {
+    return base::Status::Error("kind: Required value");
+  }
+  const std::string kind = kind_it->get<std::string>();
+  if (kind == "Pod") return AddObject(DecodePod(doc), out);
+  if (kind == "ConfigMap") return AddObject(DecodeConfigMap(doc), out);
+  if (kind == "Secret") return AddObject(DecodeSecret(doc), out);
+  if (!in_list) {
+    if (kind == "PodList") return AddItems(doc, out, "Pod");
+    if (kind == "ConfigMapList") return AddItems(doc, out, "ConfigMap");
+    if (kind == "SecretList") return AddItems(doc, out, "Secret");
+    if (kind == "List") return AddItems(doc, out, nullptr);
+  }
+  return base::Status::Error("kind: Unsupported value: \"" + kind +
+                             "\": supported values: \"Pod\", \"ConfigMap\", \"Secret\" and their "
+                             "lists");
+}
+
+}  // namespace
+
+const char* KindOf(const ManifestObject& object) {
+  switch (object.index()) {
+    case 0:
+      return "Pod";
+    case 1:
+      return "ConfigMap";
+    default:
+      return "Secret";
+  }
+}
+
+const ObjectMeta& MetadataOf(const ManifestObject& object) {
+  return std::visit([](const auto& o) -> const ObjectMeta& { return o.metadata; }, object);
+}
+
+base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
+                                                         std::string_view source) {
+  const std::string prefix = std::string(source) + ": ";
+  std::vector<json> docs;
+  if (LooksLikeJson(bytes)) {
+    if (JsonNestingDepth(bytes) > kMaxDepth) {
+      return base::Status::Error(prefix + "invalid JSON: nesting deeper than " +
+                                 std::to_string(kMaxDepth) + " levels");
+    }
+    json doc = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      // nlohmann's own message quotes the input, which may be a Secret: report the place only.
+      try {
+        json ignored = json::parse(bytes);
+        (void)ignored;
+      } catch (const json::parse_error& e) {
+        return base::Status::Error(prefix + "invalid JSON at byte " + std::to_string(e.byte));
+      } catch (const std::exception&) {
+      }
+      return base::Status::Error(prefix + "invalid JSON");
+    }
+    docs.push_back(std::move(doc));
+  } else {
+    auto parsed = YamlToJson(bytes);
+    if (!parsed.ok()) return parsed.status().WithContext(source);
+    docs = std::move(parsed).value();
+  }
+
+  std::vector<ManifestObject> out;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    base::Status s = AddDocument(docs[i], false, &out);
+    if (!s.ok()) {
+      if (docs.size() > 1) s = s.WithContext("document " + std::to_string(i + 1));
+      return s.WithContext(source);
+    }
+  }
+  return out;
+}
+
+}  // namespace kube

@@ -1,0 +1,149 @@
+#include "kube/manifest_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <variant>
+
+namespace kube {
+namespace {
+
+constexpr char kPodYaml[] = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: web-0
+spec:
+  containers:
+  - name: app
+    resources:
+      limits: {cpu: 500m, memory: 64Mi}
+    volumeMounts:
+    - {name: cfg, mountPath: /etc/app}
+  volumes:
+  - name: cfg
+    configMap:
+      name: app-config
+      items:
+      - {key: app.yaml, path: conf/app.yaml, mode: 0400}
+  - name: info
+    downwardAPI:
+      items:
+      - path: labels
+        fieldRef: {fieldPath: metadata.labels}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config}
+data:
+  app.yaml: |
+    port: 8080
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: shop}
+stringData:
+  password: s3cret
+)";
+
+TEST(ManifestDecoderTest, YamlStreamIsDecodedAndDefaulted) {
+  auto objects = DecodeManifest(kPodYaml, "web.yaml");
+  ASSERT_TRUE(objects.ok()) << objects.status().message();
+  ASSERT_EQ(objects->size(), 3u);
+
+  const Pod& pod = std::get<Pod>((*objects)[0]);
+  EXPECT_EQ(pod.metadata.namespace_, "default");
+  const auto& cm = std::get<ConfigMapVolumeSource>(pod.spec.volumes[0].source);
+  EXPECT_EQ(cm.default_mode, 0644);
+  EXPECT_EQ(cm.items[0].mode, 0400);  // YAML 1.1 octal, as kubectl reads it
+  const auto& dapi = std::get<DownwardAPIVolumeSource>(pod.spec.volumes[1].source);
+  EXPECT_EQ(dapi.default_mode, 0644);
+  EXPECT_EQ(dapi.items[0].field_ref->api_version, "v1");
+  // Requests default to limits.
+  EXPECT_EQ(pod.spec.containers[0].resources.requests.at("memory").Value(), 64 << 20);
+
+  const ConfigMap& config = std::get<ConfigMap>((*objects)[1]);
+  EXPECT_EQ(config.data.at("app.yaml"), "port: 8080\n");
+  EXPECT_STREQ(KindOf((*objects)[1]), "ConfigMap");
+  EXPECT_EQ(MetadataOf((*objects)[1]).namespace_, "default");
+
+  const Secret& secret = std::get<Secret>((*objects)[2]);
+  EXPECT_EQ(secret.data.at("password"), "s3cret");
+  EXPECT_EQ(secret.type, "Opaque");
+  EXPECT_EQ(secret.metadata.namespace_, "shop");
+}
+
+TEST(ManifestDecoderTest, JsonAndListsAreAccepted) {
+  auto objects = DecodeManifest(
+      R"( {"apiVersion":"v1","kind":"List","items":[
+            {"kind":"ConfigMap","metadata":{"name":"a"}},
+            {"kind":"SecretList","items":[]} ]})",
+      "list.json");
+  // A List may not nest another list.
+  ASSERT_FALSE(objects.ok());
+  EXPECT_EQ(objects.status().message(),
+            "list.json: items[1]: kind: Unsupported value: \"SecretList\": supported values: "
+            "\"Pod\", \"ConfigMap\", \"Secret\" and their lists");
+
+  auto typed = DecodeManifest(
+      R"({"kind":"ConfigMapList","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]})",
+      "cms.json");
+  ASSERT_TRUE(typed.ok()) << typed.status().message();
+  ASSERT_EQ(typed->size(), 2u);
+  EXPECT_EQ(MetadataOf((*typed)[1]).name, "b");
+}
+
+TEST(ManifestDecoderTest, ErrorsNameSourceDocumentObjectAndField) {
+  std::string huge_value(10u << 20, 'x');
+  std::string huge =
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  k: " + huge_value + "\n";
+  std::string deep_json = std::string(100000, '[');
+  std::string deep_object = "{\"a\":" + std::string(1000, '[') + std::string(1000, ']') + "}";
+  const struct {
+    const char* name;
+    std::string input;
+    const char* error;
+  } cases[] = {
+      {"wrong_type_second_document",
+       "kind: ConfigMap\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: web-0}\nspec:\n"
+       "  volumes:\n  - {name: a, emptyDir: {}}\n  - {name: b, emptyDir: {}}\n"
+       "  - name: c\n    configMap:\n      name: x\n      items: [{key: k, path: p, mode: rw}]\n",
+       "m.yaml: document 2: pods/web-0: spec.volumes[2].configMap.items[0].mode: expected integer"},
+      {"malformed_json", "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"x\"",
+       "m.yaml: invalid JSON at byte"},
+      {"malformed_yaml", "kind: Pod\nmetadata: {name: [x}\n", "m.yaml: invalid YAML"},
+      {"missing_kind", "metadata: {name: x}\n", "m.yaml: kind: Required value"},
+      {"unsupported_kind", "kind: Deployment\n", "m.yaml: kind: Unsupported value: \"Deployment\""},
+      {"scalar_document", "just text\n", "m.yaml: expected an object with a kind"},
+      {"invalid_base64", "kind: Secret\nmetadata: {name: s}\ndata: {k: '%%%'}\n",
+       "m.yaml: secrets/s: data[k]: illegal base64 data at input byte 0"},
+      {"number_for_string", "kind: ConfigMap\nmetadata: {name: c}\ndata: {port: 8080}\n",
+       "m.yaml: configmaps/c: data[port]: expected string"},
+      {"huge_value", huge,
+       "m.yaml: configmaps/big: data: Too long: must have at most 1048576 bytes"},
+      {"deep_json", deep_json, "m.yaml: invalid YAML"},
+      {"deep_json_object", deep_object, "m.yaml: invalid JSON: nesting deeper than 512 levels"},
+      {"validation", "kind: ConfigMap\nmetadata: {name: c}\ndata: {..bad: x}\n",
+       "m.yaml: configmaps/c: data[..bad]: Invalid value: \"..bad\": must not start with '..'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = DecodeManifest(c.input, "m.yaml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message().rfind(c.error, 0), 0u) << r.status().message().substr(0, 300);
+  }
+}
+
+TEST(ManifestDecoderTest, SecretValuesNeverAppearInErrors) {
+  auto r = DecodeManifest(
+      "kind: Secret\nmetadata: {name: s}\nstringData: {password: topsecretvalue}\n"
+      "data: {other: 'topsecretvalue'}\n",
+      "s.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find("topsecretvalue"), std::string::npos);
+  auto j = DecodeManifest(R"({"kind":"Secret","data":{"k":"topsecretvalue"} x})", "s.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().message().find("topsecretvalue"), std::string::npos) << j.status().message();
+}
+
+}  // namespace
+}  // namespace kube

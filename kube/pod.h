@@ -1,0 +1,102 @@
+// Pod and PodList (core/v1): the metadata, the volumes, the containers' mounts and resources and
+// the security context fields that decide file ownership. Plain values.
+#ifndef VOLUMEMANAGER_KUBE_POD_H_
+#define VOLUMEMANAGER_KUBE_POD_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kube/object_meta.h"
+#include "kube/quantity.h"
+#include "kube/volume.h"
+
+namespace kube {
+
+struct VolumeMount {
+  std::string name;
+  std::string mount_path;
+  std::string sub_path;
+  bool read_only = false;
+
+  bool operator==(const VolumeMount&) const = default;
+};
+
+// Resource name ("cpu", "memory", "ephemeral-storage", "hugepages-2Mi", ...) -> quantity.
+using ResourceList = std::map<std::string, Quantity>;
+
+struct ResourceRequirements {
+  ResourceList limits;
+  ResourceList requests;
+
+  bool operator==(const ResourceRequirements&) const = default;
+};
+
+struct ContainerSecurityContext {
+  std::optional<int64_t> run_as_user;
+
+  bool operator==(const ContainerSecurityContext&) const = default;
+};
+
+struct Container {
+  std::string name;
+  std::vector<VolumeMount> volume_mounts;
+  ResourceRequirements resources;
+  std::optional<ContainerSecurityContext> security_context;
+
+  bool operator==(const Container&) const = default;
+};
+
+struct PodSecurityContext {
+  std::optional<int64_t> fs_group;
+  std::optional<int64_t> run_as_user;
+  std::string fs_group_change_policy;  // "OnRootMismatch", "Always" or empty
+
+  bool operator==(const PodSecurityContext&) const = default;
+};
+
+struct PodSpec {
+  std::string node_name;
+  std::string service_account_name;
+  std::vector<Volume> volumes;
+  std::vector<Container> init_containers;
+  std::vector<Container> containers;
+  std::optional<PodSecurityContext> security_context;
+
+  bool operator==(const PodSpec&) const = default;
+};
+
+struct PodStatus {
+  std::string phase;  // Pending, Running, Succeeded, Failed, Unknown; unknown values kept raw
+
+  bool operator==(const PodStatus&) const = default;
+};
+
+struct Pod {
+  ObjectMeta metadata;
+  PodSpec spec;
+  PodStatus status;
+
+  // The volume named `name`, or nullptr.
+  const Volume* FindVolume(const std::string& name) const {
+    for (const Volume& v : spec.volumes) {
+      if (v.name == name) return &v;
+    }
+    return nullptr;
+  }
+
+  bool operator==(const Pod&) const = default;
+};
+
+struct PodList {
+  ListMeta metadata;
+  std::vector<Pod> items;
+
+  bool operator==(const PodList&) const = default;
+};
+
+}  // namespace kube
+
+#endif  // VOLUMEMANAGER_KUBE_POD_H_

@@ -1,0 +1,192 @@
+#include "kube/validation.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kube/defaults.h"
+#include "kube/object_decoder.h"
+
+namespace kube {
+namespace {
+
+using nlohmann::json;
+
+Pod PodWithVolumes(const std::string& volumes_json) {
+  auto pod = DecodePod(
+      json::parse(R"({"metadata":{"name":"web-0"},"spec":{"volumes":)" + volumes_json + "}}"));
+  EXPECT_TRUE(pod.ok()) << pod.status().message();
+  ApplyDefaults(&*pod);
+  return *pod;
+}
+
+TEST(ValidationTest, ConfigKeys) {
+  const struct {
+    const char* key;
+    bool valid;
+  } cases[] = {
+      {"app.properties", true}, {"KEY_NAME", true}, {"key-name", true}, {".dotfile", true},
+      {"a..b", true},           {"", false},        {".", false},       {"..", false},
+      {"..data", false},        {"a/b", false},     {"a b", false},     {"ключ", false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    EXPECT_EQ(ValidateConfigKey(c.key).empty(), c.valid);
+  }
+  EXPECT_FALSE(ValidateConfigKey(std::string(254, 'a')).empty());
+  EXPECT_TRUE(ValidateConfigKey(std::string(253, 'a')).empty());
+}
+
+TEST(ValidationTest, LocalPaths) {
+  const struct {
+    const char* path;
+    const char* first_error;  // nullptr when valid
+  } cases[] = {
+      {"i/am/well/behaved.txt", nullptr},
+      {"foo////bar", nullptr},
+      {"./bar", nullptr},
+      {"a/..b", nullptr},
+      {".dotfile", nullptr},
+      {"/dev/null", "must be a relative path"},
+      {"..", "must not contain '..'"},
+      {"hello/../etc/somethingbad", "must not contain '..'"},
+      {"..sneaky.txt", "must not start with '..'"},
+      {"...", "must not start with '..'"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.path);
+    auto errs = ValidateLocalPath(c.path);
+    if (c.first_error == nullptr) {
+      EXPECT_TRUE(errs.empty());
+    } else {
+      ASSERT_FALSE(errs.empty());
+      EXPECT_EQ(errs[0], c.first_error);
+    }
+  }
+}
+
+TEST(ValidationTest, PodVolumes) {
+  const struct {
+    const char* name;
+    const char* volumes;
+    const char* error;  // nullptr when valid
+  } cases[] = {
+      {"valid_configmap",
+       R"([{"name":"cfg","configMap":{"name":"c","items":[{"key":"k","path":"a/b"}]}}])", nullptr},
+      {"item_path_dotdot",
+       R"([{"name":"cfg","configMap":{"name":"c","items":[{"key":"k","path":"../x"}]}}])",
+       "pods/web-0: spec.volumes[0].configMap.items[0].path: Invalid value: \"../x\": must not "
+       "contain '..'"},
+      {"item_path_absolute",
+       R"([{"name":"cfg","secret":{"secretName":"s","items":[{"key":"k","path":"/etc/x"}]}}])",
+       "pods/web-0: spec.volumes[0].secret.items[0].path: Invalid value: \"/etc/x\": must be a "
+       "relative path"},
+      {"item_key_missing", R"([{"name":"cfg","configMap":{"name":"c","items":[{"path":"p"}]}}])",
+       "pods/web-0: spec.volumes[0].configMap.items[0].key: Required value"},
+      {"mode_too_big", R"([{"name":"cfg","configMap":{"name":"c","defaultMode":512}}])",
+       "pods/web-0: spec.volumes[0].configMap.defaultMode: Invalid value: 512: must be a number "
+       "between 0 and 0777 (octal), both inclusive"},
+      {"negative_item_mode",
+       R"([{"name":"cfg","configMap":{"name":"c","items":[{"key":"k","path":"p","mode":-1}]}}])",
+       "pods/web-0: spec.volumes[0].configMap.items[0].mode: Invalid value: -1: must be a number"},
+      {"configmap_name_missing", R"([{"name":"cfg","configMap":{}}])",
+       "pods/web-0: spec.volumes[0].configMap.name: Required value"},
+      {"secret_name_missing", R"([{"name":"cfg","secret":{}}])",
+       "pods/web-0: spec.volumes[0].secret.secretName: Required value"},
+      {"volume_name_invalid", R"([{"name":"Cfg","emptyDir":{}}])",
+       "pods/web-0: spec.volumes[0].name: Invalid value: \"Cfg\": a lowercase RFC 1123 label"},
+      {"volume_name_duplicate", R"([{"name":"a"},{"name":"a"}])",
+       "pods/web-0: spec.volumes[1].name: Duplicate value: \"a\""},
+      {"downward_path_reserved",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"..data","fieldRef":{"fieldPath":"metadata.name"}}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"..data\": must not "
+       "start with '..'"},
+      {"downward_unsupported_field",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"p","fieldRef":{"fieldPath":"spec.nodeName"}}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value: "
+       "\"spec.nodeName\""},
+      {"downward_bad_subscript",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"p","fieldRef":{"fieldPath":"metadata.labels['-x']"}}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Invalid value"},
+      {"downward_valid_subscript",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"p","fieldRef":{"fieldPath":"metadata.annotations['example.com/Key']"}}]}}])",
+       nullptr},
+      {"downward_neither", R"([{"name":"d","downwardAPI":{"items":[{"path":"p"}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0]: Required value: one of fieldRef and "
+       "resourceFieldRef is required"},
+      {"resource_no_container",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"p","resourceFieldRef":{"resource":"limits.cpu"}}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0].resourceFieldRef.containerName: Required "
+       "value"},
+      {"resource_bad_divisor",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"p","resourceFieldRef":{"containerName":"c","resource":"limits.cpu","divisor":"1Mi"}}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0].resourceFieldRef.divisor: Invalid value: "
+       "\"1Mi\": only divisor's values 1m and 1"},
+      {"resource_unknown",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":"p","resourceFieldRef":{"containerName":"c","resource":"limits.gpu"}}]}}])",
+       "pods/web-0: spec.volumes[0].downwardAPI.items[0].resourceFieldRef.resource: Unsupported "
+       "value: \"limits.gpu\""},
+      {"projected_duplicate_paths",
+       R"([{"name":"p","projected":{"sources":[{"configMap":{"name":"a","items":[{"key":"k","path":"x"}]}},{"secret":{"name":"b","items":[{"key":"k","path":"x"}]}}]}}])",
+       "pods/web-0: spec.volumes[0].projected.sources[1].secret.items[0].path: Invalid value: "
+       "\"x\": conflicting duplicate paths"},
+      {"projected_empty_source", R"([{"name":"p","projected":{"sources":[{}]}}])",
+       "pods/web-0: spec.volumes[0].projected.sources[0]: Required value: must specify exactly one "
+       "projection source"},
+      {"token_too_short",
+       R"([{"name":"p","projected":{"sources":[{"serviceAccountToken":{"path":"t","expirationSeconds":60}}]}}])",
+       "pods/web-0: spec.volumes[0].projected.sources[0].serviceAccountToken.expirationSeconds: "
+       "Invalid value: 60: may not specify a duration less than 10 minutes"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    base::Status s = Validate(PodWithVolumes(c.volumes));
+    if (c.error == nullptr) {
+      EXPECT_TRUE(s.ok()) << s.message();
+    } else {
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.message().rfind(c.error, 0), 0u) << s.message();
+    }
+  }
+}
+
+TEST(ValidationTest, ReportsEveryFailureAndMountsOfMissingVolumes) {
+  auto pod = DecodePod(json::parse(
+      R"({"metadata":{"name":"Web"},"spec":{"containers":[{"name":"c","volumeMounts":[{"name":"gone","mountPath":"/x"}]}]}})"));
+  ASSERT_TRUE(pod.ok());
+  base::Status s = Validate(*pod);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("metadata.name: Invalid value: \"Web\""), std::string::npos);
+  EXPECT_NE(s.message().find("; spec.containers[0].volumeMounts[0].name: Not found: \"gone\""),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(ValidationTest, ConfigMapAndSecretData) {
+  ConfigMap cm;
+  cm.metadata.name = "c";
+  cm.data["a"] = "x";
+  cm.binary_data["a"] = "y";
+  EXPECT_EQ(Validate(cm).message(),
+            "configmaps/c: data[a]: Invalid value: \"a\": duplicate of key present in binaryData");
+  cm.binary_data.clear();
+  cm.data["a"] = std::string(kMaxObjectDataBytes, 'x');
+  EXPECT_TRUE(Validate(cm).ok());
+  cm.data["b"] = "x";
+  EXPECT_EQ(Validate(cm).message(),
+            "configmaps/c: data: Too long: must have at most 1048576 bytes");
+
+  Secret secret;
+  secret.metadata.name = "s";
+  secret.data["bad key"] = "hidden-value";
+  base::Status s = Validate(secret);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().rfind("secrets/s: data[bad key]: Invalid value: \"bad key\": a valid "
+                              "config key must consist of alphanumeric characters",
+                              0),
+            0u);
+  EXPECT_EQ(s.message().find("hidden-value"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kube

@@ -1,0 +1,167 @@
+#include "plugins/projected/projected_plugin.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <variant>
+
+#include "plugins/aggregate_error.h"
+#include "plugins/configmap/configmap_plugin.h"
+#include "plugins/downwardapi/downward_api_plugin.h"
+#include "plugins/secret/secret_plugin.h"
+
+namespace plugins {
+namespace {
+
+void Merge(atomicwriter::Payload&& from, atomicwriter::Payload* into) {
+  for (auto& [path, file] : from) (*into)[path] = std::move(file);
+}
+
+}  // namespace
+
+std::optional<int64_t> EffectiveRunAsUser(const kube::Pod& pod) {
+  std::optional<int64_t> pod_user;
+  if (pod.spec.security_context) pod_user = pod.spec.security_context->run_as_user;
+  std::optional<int64_t> user;
+  bool any = false;
+  for (const auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
+    for (const kube::Container& c : *list) {
+      std::optional<int64_t> effective = pod_user;
+      if (c.security_context && c.security_context->run_as_user) {
+        effective = c.security_context->run_as_user;
+      }
+      if (!effective || (any && user != effective)) return std::nullopt;
+      user = effective;
+      any = true;
+    }
+  }
+  return user;
+}
+
+bool ProjectedPlugin::Supports(const kube::Volume& volume) const {
+  return std::holds_alternative<kube::ProjectedVolumeSource>(volume.source);
+}
+
+std::vector<ObjectRef> ProjectedPlugin::ReferencedObjects(const kube::Pod& pod,
+                                                          const kube::Volume& volume) const {
+  const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
+  std::vector<ObjectRef> refs;
+  auto add = [&](ObjectKind kind, const std::string& name) {
+    ObjectRef ref{kind, pod.metadata.namespace_, name};
+    if (std::find(refs.begin(), refs.end(), ref) == refs.end()) refs.push_back(std::move(ref));
+  };
+  for (const kube::VolumeProjection& s : src.sources) {
+    if (s.config_map) add(ObjectKind::kConfigMap, s.config_map->name);
+    if (s.secret) add(ObjectKind::kSecret, s.secret->name);
+  }
+  return refs;
+}
+
+bool ProjectedPlugin::DependsOnPod(const kube::Volume& volume) const {
+  const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
+  return std::any_of(src.sources.begin(), src.sources.end(),
+                     [](const kube::VolumeProjection& s) { return s.downward_api.has_value(); });
+}
+
+base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Pod& pod,
+                                                                  const kube::Volume& volume,
+                                                                  const VolumeHost& host) const {
+  const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
+  if (!src.default_mode) {
+    return base::Status::Error("no defaultMode used, not even the default value for it");
+  }
+  const std::string& ns = pod.metadata.namespace_;
+  const std::optional<int64_t> fs_user = EffectiveRunAsUser(pod);
+  const bool has_fs_group = pod.spec.security_context && pod.spec.security_context->fs_group;
+  // Token and bundle files: 0600 when someone other than root must read them through fsUser or
+  // fsGroup (the ownership pass then makes it 0640).
+  const mode_t credential_mode =
+      (fs_user || has_fs_group) ? 0600 : static_cast<mode_t>(*src.default_mode);
+  std::optional<uid_t> credential_owner;
+  if (fs_user) credential_owner = static_cast<uid_t>(*fs_user);
+
+  atomicwriter::Payload payload;
+  std::vector<base::Status> errors;
+  for (const kube::VolumeProjection& s : src.sources) {
+    if (s.config_map) {
+      const bool optional = s.config_map->optional.value_or(false);
+      auto cm = GetConfigMapOrEmpty(host, ns, s.config_map->name, optional);
+      if (!cm.ok()) {
+        errors.push_back(cm.status());
+        continue;
+      }
+      auto part = MakeConfigMapPayload(s.config_map->items, **cm, src.default_mode, optional);
+      if (!part.ok()) {
+        errors.push_back(part.status());
+        continue;
+      }
+      Merge(std::move(part).value(), &payload);
+    } else if (s.secret) {
+      const bool optional = s.secret->optional.value_or(false);
+      auto secret = GetSecretOrEmpty(host, ns, s.secret->name, optional);
+      if (!secret.ok()) {
+        errors.push_back(secret.status());
+        continue;
+      }
+      auto part = MakeSecretPayload(s.secret->items, **secret, src.default_mode, optional);
+      if (!part.ok()) {
+        errors.push_back(part.status());
+        continue;
+      }
+      Merge(std::move(part).value(), &payload);
+    } else if (s.downward_api) {
+      auto part = CollectDownwardAPIData(s.downward_api->items, pod, host.node_allocatable,
+                                         src.default_mode);
+      if (!part.ok()) {
+        errors.push_back(part.status());
+        continue;
+      }
+      Merge(std::move(part).value(), &payload);
+    } else if (s.service_account_token) {
+      const auto& t = *s.service_account_token;
+      if (host.tokens == nullptr) {
+        errors.push_back(base::Status::Error(
+            "serviceAccountToken source (path \"" + t.path +
+            "\"): no token source configured; service account tokens need an API server"));
+        continue;
+      }
+      auto token = host.tokens->GetToken(pod, t);
+      if (!token.ok()) {
+        errors.push_back(token.status());
+        continue;
+      }
+      payload[t.path] = {std::move(token).value(), credential_mode, credential_owner};
+    } else if (s.cluster_trust_bundle) {
+      const auto& b = *s.cluster_trust_bundle;
+      if (!b.name && !b.signer_name) {
+        errors.push_back(base::Status::Error(
+            "ClusterTrustBundle projection requires either name or signerName to be set"));
+        continue;
+      }
+      if (host.trust_bundles == nullptr) {
+        errors.push_back(base::Status::Error(
+            "clusterTrustBundle source (path \"" + b.path +
+            "\"): no trust bundle source configured; cluster trust bundles need an API server"));
+        continue;
+      }
+      auto bundle = host.trust_bundles->GetTrustBundle(b);
+      if (!bundle.ok()) {
+        errors.push_back(bundle.status());
+        continue;
+      }
+      payload[b.path] = {std::move(bundle).value(), credential_mode, credential_owner};
+    } else {
+      errors.push_back(base::Status::Error(
+          "projected source " + (s.unsupported_kind.empty() ? "with no kind" : s.unsupported_kind) +
+          " is not supported"));
+    }
+  }
+  if (base::Status s = AggregateError(errors); !s.ok()) {
+    spdlog::debug(fmt::runtime("Error preparing data for projected volume {} for pod {}/{}: {}"),
+                  volume.name, ns, pod.metadata.name, s.message());
+    return s;
+  }
+  return payload;
+}
+
+}  // namespace plugins

@@ -1,0 +1,42 @@
+// ProjectedPlugin ("kubernetes.io/projected"): one volume built from several sources, in list
+// order, into one payload; a later source overwrites an earlier one at the same path (spec §4.5).
+// configMap / secret sources follow their plugins' rules with their own `optional` and the
+// volume's defaultMode; downwardAPI follows §4.4. serviceAccountToken and clusterTrustBundle
+// content comes from the host's token / bundle sources (an error naming the source when none is
+// configured); their files are 0600 when the pod has an fsGroup or a single effective runAsUser
+// (that uid then owns them), else defaultMode. A failing source does not stop the others; all
+// errors are reported together ("[err1, err2]") and the volume fails. Medium: tmpfs.
+#ifndef VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_
+#define VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_
+
+#include <optional>
+#include <vector>
+
+#include "plugins/volume_plugin.h"
+
+namespace plugins {
+
+class ProjectedPlugin : public VolumePlugin {
+ public:
+  static constexpr char kName[] = "kubernetes.io/projected";
+
+  std::string_view Name() const override { return kName; }
+  Medium medium() const override { return Medium::kMemory; }
+  bool Supports(const kube::Volume& volume) const override;
+  std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
+                                           const kube::Volume& volume) const override;
+  bool DependsOnPod(const kube::Volume& volume) const override;
+  kube::Volume ConstructVolume(const std::string& volume_name) const override {
+    return {volume_name, kube::ProjectedVolumeSource{}};
+  }
+  base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
+                                                   const VolumeHost& host) const override;
+};
+
+// The uid every container of the pod runs as (container runAsUser over the pod's), or nullopt
+// when some container sets none or they differ (upstream fsUserFrom).
+std::optional<int64_t> EffectiveRunAsUser(const kube::Pod& pod);
+
+}  // namespace plugins
+
+#endif  // VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_

@@ -1,0 +1,125 @@
+// VolumePlugin: turns (pod, volume, objects) into the exact payload the kubelet would write for
+// one kind of volume (shared/spec/kubelet-volume-behavior.md §4). The volume manager asks the
+// registry (plugin_registry.h) for the plugin of each pod volume, subscribes to the objects it
+// references, and on every mount or remount calls BuildPayload and hands the result to the
+// atomic writer (with OwnershipPassFor(pod, ...) as the permission callback, ownership_pass.h).
+//
+// A plugin never touches the network or the disk: objects come through the VolumeHost, which
+// the caller fills. Plugins are stateless and const, so one instance serves every volume from
+// any thread, provided the host's interfaces are safe to call from that thread.
+//
+// Errors are the kubelet's texts, naming the object (`configmap "app-cfg" not found`,
+// `configmap references non-existent config key: k`); the caller prefixes
+// `MountVolume.SetUp failed for volume "<vol>" : `. They never contain object data.
+#ifndef VOLUMEMANAGER_PLUGINS_VOLUME_PLUGIN_H_
+#define VOLUMEMANAGER_PLUGINS_VOLUME_PLUGIN_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atomicwriter/atomic_writer.h"
+#include "base/status.h"
+#include "kube/config_map.h"
+#include "kube/object_ref.h"
+#include "kube/pod.h"
+#include "kube/secret.h"
+
+namespace plugins {
+
+// Plugins name the objects they read with kube::ObjectRef (shared with cache/ and the manager).
+using kube::ObjectKind;
+using kube::ObjectRef;
+
+// The objects a plugin may read. Implementations: the object caches (cache/), a fake in tests.
+class ObjectLookup {
+ public:
+  virtual ~ObjectLookup() = default;
+  // The object, nullptr when it does not exist (the plugin then applies `optional`), or an error
+  // (not registered, sync timeout, forbidden, ...) whose message the plugin passes on unchanged.
+  virtual base::Result<std::shared_ptr<const kube::ConfigMap>> GetConfigMap(
+      const std::string& namespace_, const std::string& name) = 0;
+  virtual base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string& namespace_,
+                                                                      const std::string& name) = 0;
+};
+
+// Service account tokens for projected serviceAccountToken sources (the TokenRequest API).
+class ServiceAccountTokenSource {
+ public:
+  virtual ~ServiceAccountTokenSource() = default;
+  // A token for the pod's service account, bound to the pod, with the projection's audience
+  // (none: the server's default audiences) and expiry.
+  virtual base::Result<std::string> GetToken(
+      const kube::Pod& pod, const kube::ServiceAccountTokenProjection& projection) = 0;
+};
+
+// PEM bundles for projected clusterTrustBundle sources.
+class ClusterTrustBundleSource {
+ public:
+  virtual ~ClusterTrustBundleSource() = default;
+  // The bundle by name, or all bundles of the signer matching the selector merged (PEM blocks
+  // normalised and deduplicated). Missing or no match: an empty bundle when the projection is
+  // optional, else an error.
+  virtual base::Result<std::string> GetTrustBundle(
+      const kube::ClusterTrustBundleProjection& projection) = 0;
+};
+
+// What a plugin may read besides the pod. Pointers are not owned and may be null: a null
+// `objects` fails configMap and secret content, a null token or bundle source fails those
+// projected sources with an error naming the source.
+struct VolumeHost {
+  ObjectLookup* objects = nullptr;
+  // Node allocatable ("cpu", "memory", "ephemeral-storage"), from configuration: the downward
+  // API's value for a container limit that is unset.
+  kube::ResourceList node_allocatable;
+  ServiceAccountTokenSource* tokens = nullptr;
+  ClusterTrustBundleSource* trust_bundles = nullptr;
+};
+
+// Where the volume's bytes live: configMap on the node's disk, the others on tmpfs (§1.1).
+enum class Medium { kDisk, kMemory };
+
+class VolumePlugin {
+ public:
+  virtual ~VolumePlugin() = default;
+
+  // "kubernetes.io/configmap".
+  virtual std::string_view Name() const = 0;
+  // "kubernetes.io~configmap": the plugin's directory under <pod>/volumes/.
+  std::string EscapedName() const;
+  virtual Medium medium() const = 0;
+
+  virtual bool Supports(const kube::Volume& volume) const = 0;
+
+  // The objects the volume's content comes from (deduplicated, in first-use order): remount the
+  // volume when one of them changes. Precondition: Supports(volume).
+  virtual std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
+                                                   const kube::Volume& volume) const = 0;
+
+  // Whether the content depends on the pod object itself (downward API fields): remount the
+  // volume when the pod's labels, annotations or resources change.
+  virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
+
+  // A volume spec rebuilt from the volume's name alone, for reconstruction from disk after a
+  // restart (spec §6.6): the object names are unknown, so configMap, downwardAPI and projected
+  // get empty sources and secret uses the volume name as the secret name, as upstream.
+  virtual kube::Volume ConstructVolume(const std::string& volume_name) const = 0;
+
+  // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).
+  virtual base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod,
+                                                           const kube::Volume& volume,
+                                                           const VolumeHost& host) const = 0;
+};
+
+// "kubernetes.io/configmap" -> "kubernetes.io~configmap", and back.
+std::string EscapePluginName(std::string_view name);
+std::string UnescapePluginName(std::string_view escaped);
+
+// The kubelet's unique volume name: "<plugin name>/<pod uid>-<volume name>".
+std::string UniqueVolumeName(const VolumePlugin& plugin, const std::string& pod_uid,
+                             const std::string& volume_name);
+
+}  // namespace plugins
+
+#endif  // VOLUMEMANAGER_PLUGINS_VOLUME_PLUGIN_H_

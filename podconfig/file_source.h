@@ -1,0 +1,65 @@
+// FileSource: the static-pod source over --pod-manifest-path, as the kubelet's file source.
+//
+// The path is a directory (every regular file in it, not recursing, whose name ends in .yaml,
+// .yml or .json and does not start with '.') or a single manifest file. Each file holds one Pod
+// (static_pod.h: deterministic UID, "<name>-<node>" name, namespace "default"). After Start, and
+// after every change, the sink receives the complete current set of pods, in file-name order.
+//
+// Change detection: libuv fs events on the directory (inotify), coalesced over `debounce`, plus a
+// full relist every `relist_interval` (the kubelet's 20 s file check frequency) as a safety net
+// that also re-arms the watch when the directory was missing or replaced. A file is decoded again
+// only when its bytes changed.
+//
+// Failures: a file that cannot be read, decoded or validated is logged once per distinct content
+// (file, object, field; never a value) and contributes no pod; the other files' pods stay. A
+// missing path counts as "seen, no pods" (as with the kubelet) and is retried at each relist.
+//
+// Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread; the
+// sink runs there, inside the loop. Reading and decoding run synchronously on the loop thread: a
+// pod directory is small and changes rarely.
+#ifndef VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_
+#define VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kube/pod.h"
+
+namespace podconfig {
+
+struct FileSourceOptions {
+  std::string path;  // --pod-manifest-path
+  std::string node_name;
+  std::chrono::milliseconds relist_interval{20'000};
+  std::chrono::milliseconds debounce{2};
+};
+
+class FileSource {
+ public:
+  using Sink = std::function<void(std::vector<kube::Pod>)>;
+
+  FileSource() = default;
+  ~FileSource();
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  // Reads the path once (delivering the first state to `sink` before returning), then watches.
+  // Fails only on bad options (empty path or node name) or a libuv error.
+  base::Status Start(uv_loop_t* loop, FileSourceOptions options, Sink sink);
+  // Stops watching; no sink call happens after it returns. Idempotent. The loop must run on for
+  // the libuv handles to close and their memory to be released.
+  void Stop();
+
+ private:
+  struct Impl;
+  Impl* impl_ = nullptr;  // freed by the last handle-close callback after Stop
+};
+
+}  // namespace podconfig
+
+#endif  // VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_

@@ -1,0 +1,196 @@
+#include "podconfig/file_source.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_loop.h"
+
+namespace podconfig {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using vmtest::ReplaceFile;
+using vmtest::TempDir;
+using vmtest::TestLoop;
+using vmtest::WriteFile;
+
+std::string PodYaml(const std::string& name, const std::string& label = "v1") {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\n  labels: {version: " + label +
+         "}\nspec:\n  volumes:\n  - name: config\n    configMap: {name: app}\n";
+}
+
+class FileSourceTest : public ::testing::Test {
+ protected:
+  void Start(std::chrono::milliseconds relist = std::chrono::hours(1)) {
+    FileSourceOptions options;
+    options.path = dir_.path();
+    options.node_name = "node-1";
+    options.relist_interval = relist;
+    base::Status s = source_.Start(loop_.get(), options, [this](std::vector<kube::Pod> pods) {
+      ++deliveries_;
+      last_ = std::move(pods);
+    });
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    for (const auto& p : last_.value_or(std::vector<kube::Pod>{})) names.push_back(p.metadata.name);
+    return names;
+  }
+
+  std::string UidOf(const std::string& name) const {
+    for (const auto& p : *last_) {
+      if (p.metadata.name == name) return p.metadata.uid;
+    }
+    return "";
+  }
+
+  // Runs the loop until the delivered pod names are `want`.
+  bool WaitForNames(std::vector<std::string> want) {
+    return loop_.RunUntil([&] { return last_.has_value() && Names() == want; });
+  }
+
+  TestLoop loop_;
+  TempDir dir_;
+  FileSource source_;
+  int deliveries_ = 0;
+  std::optional<std::vector<kube::Pod>> last_;
+};
+
+TEST_F(FileSourceTest, FirstStateListsManifestsInNameOrderAndIgnoresOtherEntries) {
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  WriteFile(dir_.File("a.json"), R"({"kind":"Pod","metadata":{"name":"a"}})");
+  WriteFile(dir_.File("c.yml"), PodYaml("c"));
+  WriteFile(dir_.File(".hidden.yaml"), PodYaml("hidden"));
+  WriteFile(dir_.File("notes.txt"), PodYaml("txt"));
+  WriteFile(dir_.File("d.yaml.swp"), PodYaml("swp"));
+  std::filesystem::create_directory(dir_.File("sub.yaml"));
+  WriteFile(dir_.File("sub.yaml/e.yaml"), PodYaml("e"));
+  Start();
+  ASSERT_EQ(deliveries_, 1) << "the first state is delivered by Start";
+  EXPECT_THAT(Names(), ElementsAre("a-node-1", "b-node-1", "c-node-1"));
+}
+
+TEST_F(FileSourceTest, EmptyDirectoryIsSeenWithNoPods) {
+  Start();
+  ASSERT_TRUE(last_.has_value());
+  EXPECT_THAT(*last_, IsEmpty());
+}
+
+TEST_F(FileSourceTest, AddEditRenameIntoPlaceAndDeleteAreFollowed) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start();
+  ASSERT_THAT(Names(), ElementsAre("a-node-1"));
+  const std::string uid_a = UidOf("a-node-1");
+
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  ASSERT_TRUE(WaitForNames({"a-node-1", "b-node-1"}));
+
+  WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));  // in-place edit
+  ASSERT_TRUE(loop_.RunUntil([&] { return UidOf("a-node-1") != uid_a; }));
+  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v2");
+  const std::string uid_a2 = UidOf("a-node-1");
+  EXPECT_FALSE(uid_a2.empty());
+
+  ReplaceFile(dir_.File("a.yaml"), PodYaml("a", "v3"));  // editor-style rename over it
+  ASSERT_TRUE(loop_.RunUntil([&] { return UidOf("a-node-1") != uid_a2; }));
+  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v3");
+
+  ReplaceFile(dir_.File("c.yaml"), PodYaml("c"));  // rename of a new file into place
+  ASSERT_TRUE(WaitForNames({"a-node-1", "b-node-1", "c-node-1"}));
+
+  std::filesystem::remove(dir_.File("b.yaml"));
+  ASSERT_TRUE(WaitForNames({"a-node-1", "c-node-1"}));
+}
+
+TEST_F(FileSourceTest, SameContentKeepsItsUidAcrossRestarts) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start();
+  const std::string uid = UidOf("a-node-1");
+  source_.Stop();
+  FileSource again;
+  std::string uid_again;
+  FileSourceOptions options{dir_.path(), "node-1"};
+  ASSERT_TRUE(again
+                  .Start(loop_.get(), options,
+                         [&](std::vector<kube::Pod> pods) { uid_again = pods.at(0).metadata.uid; })
+                  .ok());
+  EXPECT_EQ(uid_again, uid);
+}
+
+TEST_F(FileSourceTest, InvalidFileIsSkippedAndOthersStay) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  WriteFile(dir_.File("bad.yaml"), "kind: Pod\nmetadata: {name: Not_Valid}\n");
+  Start();
+  EXPECT_THAT(Names(), ElementsAre("a-node-1"));
+
+  WriteFile(dir_.File("bad.yaml"), PodYaml("bad"));  // fixed
+  ASSERT_TRUE(WaitForNames({"a-node-1", "bad-node-1"}));
+
+  WriteFile(dir_.File("a.yaml"), "kind: Pod\nspec: [\n");  // broken
+  ASSERT_TRUE(WaitForNames({"bad-node-1"}));
+}
+
+TEST_F(FileSourceTest, DotfilesAndTemporaryNamesCauseNoDelivery) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start();
+  const int before = deliveries_;
+  WriteFile(dir_.File(".a.yaml.swp"), "junk");
+  WriteFile(dir_.File("a.yaml~"), "junk");
+  loop_.RunFor(std::chrono::milliseconds(100));
+  EXPECT_EQ(deliveries_, before);
+  EXPECT_THAT(Names(), ElementsAre("a-node-1"));
+}
+
+TEST_F(FileSourceTest, MissingDirectoryIsSeenEmptyThenPickedUpByTheRelist) {
+  std::filesystem::remove(dir_.path());
+  Start(std::chrono::milliseconds(20));
+  ASSERT_TRUE(last_.has_value());
+  EXPECT_THAT(*last_, IsEmpty());
+  std::filesystem::create_directory(dir_.path());
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  ASSERT_TRUE(WaitForNames({"a-node-1"}));
+  // The relist also armed the watch: the next change arrives by event.
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  ASSERT_TRUE(WaitForNames({"a-node-1", "b-node-1"}));
+}
+
+TEST_F(FileSourceTest, SingleFilePath) {
+  WriteFile(dir_.File("only.yaml"), PodYaml("only"));
+  WriteFile(dir_.File("other.yaml"), PodYaml("other"));
+  FileSourceOptions options{dir_.File("only.yaml"), "node-1"};
+  ASSERT_TRUE(source_
+                  .Start(loop_.get(), options,
+                         [this](std::vector<kube::Pod> pods) { last_ = std::move(pods); })
+                  .ok());
+  EXPECT_THAT(Names(), ElementsAre("only-node-1"));
+  ReplaceFile(dir_.File("only.yaml"), PodYaml("renamed"));
+  ASSERT_TRUE(WaitForNames({"renamed-node-1"}));
+}
+
+TEST_F(FileSourceTest, NoDeliveryAfterStop) {
+  Start();
+  source_.Stop();
+  const int before = deliveries_;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  loop_.RunFor(std::chrono::milliseconds(100));
+  EXPECT_EQ(deliveries_, before);
+}
+
+TEST(FileSourceOptionsTest, RejectsEmptyPathAndNodeName) {
+  TestLoop loop;
+  FileSource source;
+  EXPECT_FALSE(source.Start(loop.get(), {"", "n"}, [](std::vector<kube::Pod>) {}).ok());
+  EXPECT_FALSE(source.Start(loop.get(), {"/tmp", ""}, [](std::vector<kube::Pod>) {}).ok());
+}
+
+}  // namespace
+}  // namespace podconfig

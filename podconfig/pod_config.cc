@@ -1,0 +1,136 @@
+#include "podconfig/pod_config.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace podconfig {
+namespace {
+
+// Annotations PodConfig itself sets: never a reason for an update.
+bool IsLocalAnnotation(const std::string& key) { return key == kConfigSourceAnnotation; }
+
+bool AnnotationsEqual(const std::map<std::string, std::string>& a,
+                      const std::map<std::string, std::string>& b) {
+  auto skip_local = [](auto it, auto end) {
+    while (it != end && IsLocalAnnotation(it->first)) ++it;
+    return it;
+  };
+  auto ia = skip_local(a.begin(), a.end());
+  auto ib = skip_local(b.begin(), b.end());
+  while (ia != a.end() && ib != b.end()) {
+    if (*ia != *ib) return false;
+    ia = skip_local(++ia, a.end());
+    ib = skip_local(++ib, b.end());
+  }
+  return ia == a.end() && ib == b.end();
+}
+
+// The kubelet's podsDifferSemantically, plus name and namespace (which an API pod cannot change,
+// but a static pod with an explicit UID can).
+bool DifferSemantically(const kube::Pod& existing, const kube::Pod& ref) {
+  const kube::ObjectMeta& a = existing.metadata;
+  const kube::ObjectMeta& b = ref.metadata;
+  return existing.spec != ref.spec || a.name != b.name || a.namespace_ != b.namespace_ ||
+         a.labels != b.labels || !AnnotationsEqual(a.annotations, b.annotations) ||
+         a.deletion_timestamp != b.deletion_timestamp ||
+         a.deletion_grace_period_seconds != b.deletion_grace_period_seconds;
+}
+
+}  // namespace
+
+const char* PodOpName(PodOp op) {
+  switch (op) {
+    case PodOp::kAdd:
+      return "ADD";
+    case PodOp::kUpdate:
+      return "UPDATE";
+    case PodOp::kDelete:
+      return "DELETE";
+    case PodOp::kRemove:
+      return "REMOVE";
+    case PodOp::kReconcile:
+      return "RECONCILE";
+  }
+  return "UNKNOWN";
+}
+
+PodConfig::PodConfig(std::function<void(const PodUpdate&)> on_update)
+    : on_update_(std::move(on_update)) {}
+
+PodConfig::Sink PodConfig::RegisterSource(const std::string& source) {
+  sources_.insert(source);
+  pods_by_source_[source];
+  return [this, source](std::vector<kube::Pod> pods) { Set(source, std::move(pods)); };
+}
+
+bool PodConfig::AllSourcesSeen() const { return seen_.size() == sources_.size(); }
+
+bool PodConfig::SourceSeen(const std::string& source) const { return seen_.count(source) > 0; }
+
+const std::map<std::string, kube::Pod>& PodConfig::PodsOf(const std::string& source) const {
+  static const std::map<std::string, kube::Pod> kNone;
+  auto it = pods_by_source_.find(source);
+  return it == pods_by_source_.end() ? kNone : it->second;
+}
+
+void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
+  const bool first_set = seen_.insert(source).second;
+  std::map<std::string, kube::Pod> old_pods = std::move(pods_by_source_[source]);
+  std::map<std::string, kube::Pod> new_pods;
+  PodUpdate adds{PodOp::kAdd, {}, source};
+  PodUpdate updates{PodOp::kUpdate, {}, source};
+  PodUpdate deletes{PodOp::kDelete, {}, source};
+  PodUpdate removes{PodOp::kRemove, {}, source};
+  PodUpdate reconciles{PodOp::kReconcile, {}, source};
+
+  std::set<std::string> full_names;
+  for (kube::Pod& pod : pods) {
+    const std::string full_name = pod.metadata.namespace_ + "/" + pod.metadata.name;
+    if (pod.metadata.uid.empty()) {
+      spdlog::warn("pod {} from source {} has no metadata.uid; ignoring it", full_name, source);
+      continue;
+    }
+    if (!full_names.insert(full_name).second) {
+      spdlog::warn("pod {} (UID {}) from source {}: duplicate pod full name; ignoring it",
+                   full_name, pod.metadata.uid, source);
+      continue;
+    }
+    if (new_pods.count(pod.metadata.uid)) {
+      spdlog::warn("pod {} from source {}: duplicate UID {}; ignoring it", full_name, source,
+                   pod.metadata.uid);
+      continue;
+    }
+    pod.metadata.annotations[kConfigSourceAnnotation] = source;
+    const std::string uid = pod.metadata.uid;
+    auto old = old_pods.find(uid);
+    if (old == old_pods.end()) {
+      adds.pods.push_back(pod);
+    } else if (DifferSemantically(old->second, pod)) {
+      (pod.metadata.deletion_timestamp ? deletes : updates).pods.push_back(pod);
+    } else if (old->second.status != pod.status) {
+      reconciles.pods.push_back(pod);
+    }
+    new_pods.emplace(uid, std::move(pod));
+  }
+  for (auto& [uid, pod] : old_pods) {
+    if (!new_pods.count(uid)) removes.pods.push_back(std::move(pod));
+  }
+  pods_by_source_[source] = std::move(new_pods);
+
+  for (PodUpdate* u : {&removes, &adds, &updates, &deletes}) {
+    if (u->pods.empty()) continue;
+    for (const kube::Pod& pod : u->pods) {
+      spdlog::debug("pod {}/{} (UID {}) from source {}: {}", pod.metadata.namespace_,
+                    pod.metadata.name, pod.metadata.uid, source, PodOpName(u->op));
+    }
+    on_update_(*u);
+  }
+  if (first_set && adds.pods.empty() && updates.pods.empty() && deletes.pods.empty()) {
+    on_update_(adds);  // empty ADD: "this source is ready"
+  }
+  if (!reconciles.pods.empty()) on_update_(reconciles);
+  if (first_set) spdlog::info("pod source {} delivered its first state", source);
+}
+
+}  // namespace podconfig

@@ -1,0 +1,209 @@
+#include "podconfig/pod_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace podconfig {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+kube::Pod MakePod(const std::string& uid, const std::string& name,
+                  std::function<void(kube::Pod*)> mutate = nullptr) {
+  kube::Pod pod;
+  pod.metadata.uid = uid;
+  pod.metadata.name = name;
+  pod.metadata.namespace_ = "default";
+  pod.spec.node_name = "node-1";
+  kube::Volume v;
+  v.name = "config";
+  pod.spec.volumes.push_back(v);
+  pod.status.phase = "Running";
+  if (mutate) mutate(&pod);
+  return pod;
+}
+
+// One update as the tests compare it: operation and the UIDs in order.
+struct Seen {
+  PodOp op;
+  std::vector<std::string> uids;
+  bool operator==(const Seen&) const = default;
+};
+
+void PrintTo(const Seen& s, std::ostream* os) {
+  *os << PodOpName(s.op) << "[";
+  for (const auto& u : s.uids) *os << u << " ";
+  *os << "]";
+}
+
+struct MergeCase {
+  const char* name;
+  std::optional<std::vector<kube::Pod>> before;  // the source's earlier state, if any
+  std::vector<kube::Pod> after;
+  std::vector<Seen> want;  // updates caused by `after`
+};
+
+void PrintTo(const MergeCase& c, std::ostream* os) { *os << c.name; }
+
+class MergeTest : public ::testing::TestWithParam<MergeCase> {};
+
+TEST_P(MergeTest, EmitsTheKubeletsUpdates) {
+  const MergeCase& c = GetParam();
+  std::vector<Seen> seen;
+  PodConfig config([&](const PodUpdate& u) {
+    EXPECT_EQ(u.source, "file");
+    Seen s{u.op, {}};
+    for (const auto& p : u.pods) s.uids.push_back(p.metadata.uid);
+    seen.push_back(s);
+  });
+  auto sink = config.RegisterSource("file");
+  if (c.before) sink(*c.before);
+  seen.clear();
+  sink(c.after);
+  EXPECT_EQ(seen, c.want);
+}
+
+std::vector<MergeCase> MergeCases() {
+  auto a = [](auto... m) { return MakePod("uid-a", "a", m...); };
+  auto b = [](auto... m) { return MakePod("uid-b", "b", m...); };
+  auto c = [](auto... m) { return MakePod("uid-c", "c", m...); };
+  using P = std::vector<kube::Pod>;
+  return {
+      {"first_empty_delivery_is_an_empty_add", std::nullopt, {}, {{PodOp::kAdd, {}}}},
+      {"first_delivery_adds_pods", std::nullopt, {a(), b()}, {{PodOp::kAdd, {"uid-a", "uid-b"}}}},
+      {"unchanged_emits_nothing", P{a(), b()}, {a(), b()}, {}},
+      {"new_uid_is_an_add", P{a()}, {a(), b()}, {{PodOp::kAdd, {"uid-b"}}}},
+      {"missing_uid_is_a_remove", P{a(), b()}, {b()}, {{PodOp::kRemove, {"uid-a"}}}},
+      {"empty_delivery_removes_all", P{a(), b()}, {}, {{PodOp::kRemove, {"uid-a", "uid-b"}}}},
+      {"spec_change_is_an_update",
+       P{a()},
+       {a([](kube::Pod* p) { p->spec.volumes[0].name = "other"; })},
+       {{PodOp::kUpdate, {"uid-a"}}}},
+      {"label_change_is_an_update",
+       P{a()},
+       {a([](kube::Pod* p) { p->metadata.labels["k"] = "v"; })},
+       {{PodOp::kUpdate, {"uid-a"}}}},
+      {"annotation_change_is_an_update",
+       P{a()},
+       {a([](kube::Pod* p) { p->metadata.annotations["k"] = "v"; })},
+       {{PodOp::kUpdate, {"uid-a"}}}},
+      {"grace_period_change_is_an_update",
+       P{a()},
+       {a([](kube::Pod* p) { p->metadata.deletion_grace_period_seconds = 30; })},
+       {{PodOp::kUpdate, {"uid-a"}}}},
+      {"deletion_timestamp_set_is_a_delete",
+       P{a()},
+       {a([](kube::Pod* p) { p->metadata.deletion_timestamp = "2024-01-01T00:00:00Z"; })},
+       {{PodOp::kDelete, {"uid-a"}}}},
+      {"deletion_timestamp_unchanged_emits_nothing",
+       P{a([](kube::Pod* p) { p->metadata.deletion_timestamp = "2024-01-01T00:00:00Z"; })},
+       {a([](kube::Pod* p) { p->metadata.deletion_timestamp = "2024-01-01T00:00:00Z"; })},
+       {}},
+      {"status_only_change_is_a_reconcile",
+       P{a()},
+       {a([](kube::Pod* p) { p->status.phase = "Succeeded"; })},
+       {{PodOp::kReconcile, {"uid-a"}}}},
+      {"resource_version_only_change_emits_nothing",
+       P{a()},
+       {a([](kube::Pod* p) { p->metadata.resource_version = "42"; })},
+       {}},
+      {"spec_and_status_change_is_one_update",
+       P{a()},
+       {a([](kube::Pod* p) {
+         p->spec.node_name = "node-2";
+         p->status.phase = "Failed";
+       })},
+       {{PodOp::kUpdate, {"uid-a"}}}},
+      {"duplicate_full_name_keeps_the_first",
+       P{},
+       {a(), MakePod("uid-a2", "a"), b()},
+       {{PodOp::kAdd, {"uid-a", "uid-b"}}}},
+      {"same_name_other_namespace_is_no_duplicate",
+       P{},
+       {a(), MakePod("uid-a2", "a", [](kube::Pod* p) { p->metadata.namespace_ = "shop"; })},
+       {{PodOp::kAdd, {"uid-a", "uid-a2"}}}},
+      {"duplicate_uid_keeps_the_first",
+       P{},
+       {a(), MakePod("uid-a", "z")},
+       {{PodOp::kAdd, {"uid-a"}}}},
+      {"pod_without_uid_is_dropped", P{}, {MakePod("", "x"), a()}, {{PodOp::kAdd, {"uid-a"}}}},
+      {"all_kinds_in_kubelet_order",
+       P{a(), b(), c(), MakePod("uid-d", "d")},
+       {b([](kube::Pod* p) { p->metadata.labels["x"] = "y"; }),
+        c([](kube::Pod* p) { p->metadata.deletion_timestamp = "2024-01-01T00:00:00Z"; }),
+        MakePod("uid-d", "d", [](kube::Pod* p) { p->status.phase = "Failed"; }),
+        MakePod("uid-e", "e")},
+       {{PodOp::kRemove, {"uid-a"}},
+        {PodOp::kAdd, {"uid-e"}},
+        {PodOp::kUpdate, {"uid-b"}},
+        {PodOp::kDelete, {"uid-c"}},
+        {PodOp::kReconcile, {"uid-d"}}}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MergeTest, ::testing::ValuesIn(MergeCases()),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+TEST(PodConfigTest, AllSourcesSeenAfterEachDeliveredOnce) {
+  PodConfig config([](const PodUpdate&) {});
+  EXPECT_TRUE(config.AllSourcesSeen());
+  auto file = config.RegisterSource("file");
+  auto http = config.RegisterSource("http");
+  EXPECT_FALSE(config.AllSourcesSeen());
+  file({MakePod("u1", "a")});
+  EXPECT_TRUE(config.SourceSeen("file"));
+  EXPECT_FALSE(config.AllSourcesSeen());
+  http({});
+  EXPECT_TRUE(config.AllSourcesSeen());
+}
+
+TEST(PodConfigTest, SourcesAreIndependent) {
+  std::vector<std::pair<std::string, Seen>> seen;
+  PodConfig config([&](const PodUpdate& u) {
+    Seen s{u.op, {}};
+    for (const auto& p : u.pods) s.uids.push_back(p.metadata.uid);
+    seen.emplace_back(u.source, s);
+  });
+  auto file = config.RegisterSource("file");
+  auto http = config.RegisterSource("http");
+  file({MakePod("u1", "a")});
+  http({MakePod("u2", "b")});
+  file({});  // removes u1 only
+  EXPECT_THAT(seen, ElementsAre(std::pair<std::string, Seen>{"file", {PodOp::kAdd, {"u1"}}},
+                                std::pair<std::string, Seen>{"http", {PodOp::kAdd, {"u2"}}},
+                                std::pair<std::string, Seen>{"file", {PodOp::kRemove, {"u1"}}}));
+  EXPECT_THAT(config.PodsOf("file"), IsEmpty());
+  EXPECT_EQ(config.PodsOf("http").size(), 1u);
+}
+
+TEST(PodConfigTest, AnnotatesPodsWithTheirSource) {
+  std::vector<kube::Pod> added;
+  PodConfig config([&](const PodUpdate& u) {
+    if (u.op == PodOp::kAdd) added = u.pods;
+  });
+  config.RegisterSource("api")({MakePod("u1", "a")});
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0].metadata.annotations.at(kConfigSourceAnnotation), "api");
+}
+
+TEST(PodConfigTest, UpdateCarriesTheNewPod) {
+  std::vector<PodUpdate> seen;
+  PodConfig config([&](const PodUpdate& u) { seen.push_back(u); });
+  auto sink = config.RegisterSource("file");
+  sink({MakePod("u1", "a")});
+  sink({MakePod("u1", "a", [](kube::Pod* p) { p->metadata.labels["tier"] = "web"; })});
+  ASSERT_EQ(seen.size(), 2u);
+  ASSERT_EQ(seen[1].op, PodOp::kUpdate);
+  EXPECT_EQ(seen[1].pods.at(0).metadata.labels.at("tier"), "web");
+  EXPECT_EQ(config.PodsOf("file").at("u1").metadata.labels.at("tier"), "web");
+}
+
+}  // namespace
+}  // namespace podconfig

@@ -1,0 +1,158 @@
+"""Fixtures for end-to-end tests of the volumemanager binary in standalone mode.
+
+Each test gets fresh pod, object and root directories and a helper that starts the real binary
+(VOLUMEMANAGER_BIN) on them, waits for conditions on disk and stops it.
+"""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+BIN = os.environ.get("VOLUMEMANAGER_BIN", "build/bin/volumemanager")
+NODE = "e2e-node"
+
+
+def wait_for(predicate, timeout=10.0, what="condition"):
+    """Polls `predicate` every 10 ms until it is truthy; fails the test after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def visible_files(volume_dir):
+    """What a container sees: every regular file reached through non-'..' entries, by path."""
+    out = {}
+    root = Path(volume_dir)
+    if not root.is_dir():
+        return out
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(".."):
+            continue
+        stack = [entry]
+        while stack:
+            p = stack.pop()
+            try:
+                if p.is_dir():
+                    stack.extend(p.iterdir())
+                elif p.is_file():
+                    out[str(p.relative_to(root))] = p.read_bytes()
+            except FileNotFoundError:
+                pass
+    return out
+
+
+def dot_entries(volume_dir):
+    return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
+
+
+class Env:
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.pods = tmp / "pods"
+        self.objects = tmp / "objects"
+        self.root = tmp / "root"
+        for d in (self.pods, self.objects, self.root):
+            d.mkdir()
+        self.proc = None
+        self.log_path = tmp / "daemon.log"
+        self._log = None
+
+    # --- manifests -------------------------------------------------------------------------
+    def write_yaml(self, directory: Path, name: str, obj):
+        """Writes like an editor does: a temp file renamed into place."""
+        tmp = directory / f".{name}.tmp"
+        tmp.write_text(yaml.safe_dump_all(obj) if isinstance(obj, list) else yaml.safe_dump(obj))
+        os.replace(tmp, directory / name)
+
+    def put_pod(self, pod, name=None):
+        self.write_yaml(self.pods, name or f"{pod['metadata']['name']}.yaml", pod)
+
+    def put_object(self, obj, name=None):
+        self.write_yaml(self.objects, name or f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml", obj)
+
+    def volume_dir(self, uid, plugin, volume):
+        return self.root / "pods" / uid / "volumes" / plugin / volume
+
+    # --- daemon ----------------------------------------------------------------------------
+    def start(self, *extra):
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [BIN, "--root-dir", str(self.root), "--node-name", NODE,
+             "--pod-manifest-path", str(self.pods), "--object-manifest-path", str(self.objects),
+             "-v", "1", *extra],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        return self.proc
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc is None:
+            return None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._log.close()
+        self.proc = None
+        return rc
+
+    def log(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(tmp_path)
+    yield e
+    if e.proc is not None:
+        e.stop(signal.SIGKILL)
+
+
+def pod(name, volumes, mounts=None, uid=None, labels=None, annotations=None, resources=None):
+    """A Pod manifest whose one container mounts every volume (or `mounts`)."""
+    mounts = mounts if mounts is not None else [v["name"] for v in volumes]
+    meta = {"name": name}
+    if uid:
+        meta["uid"] = uid
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    container = {"name": "app", "image": "busybox",
+                 "volumeMounts": [{"name": m, "mountPath": f"/mnt/{m}"} for m in mounts]}
+    if resources:
+        container["resources"] = resources
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"containers": [container], "volumes": volumes}}
+
+
+def configmap(name, data=None, binary=None, namespace=None):
+    meta = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data or {}}
+    if binary:
+        obj["binaryData"] = binary
+    return obj
+
+
+def secret(name, string_data=None, data=None):
+    obj = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}
+    if string_data:
+        obj["stringData"] = string_data
+    if data:
+        obj["data"] = data
+    return obj

@@ -1,0 +1,72 @@
+#include "volumemanager/actual_state_of_world.h"
+
+namespace volumemanager {
+
+void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& plugin_dir,
+                                     const std::string& dir, const std::string& ts_dir,
+                                     std::chrono::system_clock::time_point when,
+                                     SteadyTime op_started) {
+  MountedVolume& v = volumes_[key];
+  v.key = key;
+  v.plugin_dir = plugin_dir;
+  v.dir = dir;
+  v.uncertain = false;
+  if (v.last_remount_request && *v.last_remount_request > op_started) {
+    // A change arrived after the operation read its objects: it is not served yet.
+    v.remount_required = true;
+    v.remount_requested_at = v.last_remount_request;
+  } else {
+    v.remount_required = false;
+    v.remount_requested_at.reset();
+    v.last_remount_request.reset();
+  }
+  v.ts_dir = ts_dir;
+  v.last_sync = when;
+  v.last_error.clear();
+}
+
+void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& plugin_dir,
+                                      const std::string& dir) {
+  MountedVolume& v = volumes_[key];
+  v.key = key;
+  v.plugin_dir = plugin_dir;
+  v.dir = dir;
+  v.uncertain = true;
+}
+
+bool ActualStateOfWorld::MarkRemountRequired(const VolumeKey& key, SteadyTime when) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return false;
+  it->second.remount_required = true;
+  if (!it->second.remount_requested_at) it->second.remount_requested_at = when;
+  it->second.last_remount_request = when;
+  return true;
+}
+
+void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& error) {
+  auto it = volumes_.find(key);
+  if (it != volumes_.end()) it->second.last_error = error;
+}
+
+void ActualStateOfWorld::Remove(const VolumeKey& key) { volumes_.erase(key); }
+
+const MountedVolume* ActualStateOfWorld::Find(const VolumeKey& key) const {
+  auto it = volumes_.find(key);
+  return it == volumes_.end() ? nullptr : &it->second;
+}
+
+std::vector<VolumeKey> ActualStateOfWorld::VolumesOfPod(const std::string& pod_uid) const {
+  std::vector<VolumeKey> out;
+  for (auto it = volumes_.lower_bound(VolumeKey{pod_uid, ""});
+       it != volumes_.end() && it->first.pod_uid == pod_uid; ++it) {
+    out.push_back(it->first);
+  }
+  return out;
+}
+
+bool ActualStateOfWorld::HasPod(const std::string& pod_uid) const {
+  auto it = volumes_.lower_bound(VolumeKey{pod_uid, ""});
+  return it != volumes_.end() && it->first.pod_uid == pod_uid;
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,63 @@
+// ActualStateOfWorld: every volume dir the daemon has set up (or found on disk at start), what
+// is published in it, and whether it must be rewritten.
+//
+// A volume is "uncertain" when found by the start-up scan (content unknown: the next mount
+// verifies and repairs it without a new version when the bytes match). "remount required" is
+// set by an object change, a pod change that the content depends on, or the periodic resync;
+// `remount_requested_at` keeps the earliest unserved request, for the propagation latency.
+//
+// Loop-thread only.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_ACTUAL_STATE_OF_WORLD_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_ACTUAL_STATE_OF_WORLD_H_
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "volumemanager/volume_key.h"
+
+namespace volumemanager {
+
+struct MountedVolume {
+  VolumeKey key;
+  std::string plugin_dir;  // escaped plugin name, e.g. "kubernetes.io~configmap"
+  std::string dir;         // the volume dir
+  bool uncertain = false;
+  bool remount_required = false;
+  std::optional<std::chrono::steady_clock::time_point> remount_requested_at;  // earliest unserved
+  std::optional<std::chrono::steady_clock::time_point> last_remount_request;
+  std::string ts_dir;                               // the published version's dir name
+  std::chrono::system_clock::time_point last_sync;  // last successful write or verification
+  std::string last_error;                           // of the last failed attempt, "" after success
+};
+
+class ActualStateOfWorld {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // A successful mount or remount of an operation that started at `op_started`: certain, and no
+  // remount pending unless one was requested after the operation had read its objects.
+  void MarkMounted(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
+                   const std::string& ts_dir, std::chrono::system_clock::time_point when,
+                   SteadyTime op_started);
+  // Found on disk at start.
+  void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir);
+  // Returns false when the volume is not mounted.
+  bool MarkRemountRequired(const VolumeKey& key, SteadyTime when);
+  void SetLastError(const VolumeKey& key, const std::string& error);
+  void Remove(const VolumeKey& key);
+
+  const MountedVolume* Find(const VolumeKey& key) const;
+  std::vector<VolumeKey> VolumesOfPod(const std::string& pod_uid) const;
+  bool HasPod(const std::string& pod_uid) const;
+  const std::map<VolumeKey, MountedVolume>& volumes() const { return volumes_; }
+
+ private:
+  std::map<VolumeKey, MountedVolume> volumes_;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_ACTUAL_STATE_OF_WORLD_H_

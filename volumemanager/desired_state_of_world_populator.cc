@@ -1,0 +1,124 @@
+#include "volumemanager/desired_state_of_world_populator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+#include <vector>
+
+#include "volumemanager/volume_paths.h"
+
+namespace volumemanager {
+namespace {
+
+std::string PodName(const kube::Pod& pod) {
+  return pod.metadata.namespace_ + "/" + pod.metadata.name;
+}
+
+std::set<std::string> MountedVolumeNames(const kube::Pod& pod) {
+  std::set<std::string> names;
+  for (const auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
+    for (const kube::Container& c : *list) {
+      for (const kube::VolumeMount& m : c.volume_mounts) names.insert(m.name);
+    }
+  }
+  return names;
+}
+
+// The parts of a pod a volume's content can depend on (downward API): identity, labels,
+// annotations and the spec (resources). Status-only changes do not count.
+bool ContentInputsEqual(const kube::Pod& a, const kube::Pod& b) {
+  return a.metadata.name == b.metadata.name && a.metadata.namespace_ == b.metadata.namespace_ &&
+         a.metadata.uid == b.metadata.uid && a.metadata.labels == b.metadata.labels &&
+         a.metadata.annotations == b.metadata.annotations && a.spec == b.spec;
+}
+
+}  // namespace
+
+void DesiredStateOfWorldPopulator::Apply(const podconfig::PodUpdate& update, SteadyTime now) {
+  for (const kube::Pod& pod : update.pods) {
+    switch (update.op) {
+      case podconfig::PodOp::kAdd:
+      case podconfig::PodOp::kUpdate:
+      case podconfig::PodOp::kReconcile:
+        SetPod(pod, now);
+        break;
+      case podconfig::PodOp::kDelete:
+        // Terminating: the containers still run and keep their volumes, which are no longer
+        // refreshed (spec §6.3).
+        if (terminating_.insert(pod.metadata.uid).second) {
+          spdlog::info("pod \"{}\" (UID: \"{}\") is terminating: its volumes stay, not refreshed",
+                       PodName(pod), pod.metadata.uid);
+        }
+        pods_[pod.metadata.uid] = std::make_shared<const kube::Pod>(pod);
+        break;
+      case podconfig::PodOp::kRemove:
+        RemovePod(pod.metadata.uid);
+        break;
+    }
+  }
+}
+
+std::shared_ptr<const kube::Pod> DesiredStateOfWorldPopulator::FindPod(
+    const std::string& uid) const {
+  auto it = pods_.find(uid);
+  return it == pods_.end() ? nullptr : it->second;
+}
+
+void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime now) {
+  const std::string& uid = pod_in.metadata.uid;
+  if (base::Status s = CheckPathComponent(uid, "pod UID"); !s.ok()) {
+    spdlog::error("pod \"{}\": {}; its volumes are not set up", PodName(pod_in), s.message());
+    return;
+  }
+  auto pod = std::make_shared<const kube::Pod>(pod_in);
+  std::shared_ptr<const kube::Pod> old = FindPod(uid);
+  pods_[uid] = pod;
+  if (pod->metadata.deletion_timestamp) terminating_.insert(uid);
+  const bool inputs_changed = old == nullptr || !ContentInputsEqual(*old, *pod);
+
+  const std::set<std::string> mounted = MountedVolumeNames(*pod);
+  std::set<std::string> wanted;
+  std::vector<kube::ObjectRef> all_objects;
+  for (const kube::Volume& volume : pod->spec.volumes) {
+    if (mounted.count(volume.name) == 0) continue;
+    const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
+    if (plugin == nullptr) continue;
+    if (base::Status s = CheckPathComponent(volume.name, "volume name"); !s.ok()) {
+      spdlog::error("pod \"{}\" (UID: \"{}\"): {}; volume not set up", PodName(*pod), uid,
+                    s.message());
+      continue;
+    }
+    VolumeKey key{uid, volume.name};
+    wanted.insert(volume.name);
+    DesiredVolume desired;
+    desired.key = key;
+    desired.pod = pod;
+    desired.spec = &volume;
+    desired.plugin = plugin;
+    desired.objects = plugin->ReferencedObjects(*pod, volume);
+    desired.unique_name = plugins::UniqueVolumeName(*plugin, uid, volume.name);
+    all_objects.insert(all_objects.end(), desired.objects.begin(), desired.objects.end());
+
+    const DesiredVolume* previous = dsw_->Find(key);
+    const bool spec_changed = previous == nullptr || previous->plugin != plugin ||
+                              previous->objects != desired.objects ||
+                              !(previous->volume() == volume);
+    if (previous != nullptr && (spec_changed || (inputs_changed && plugin->DependsOnPod(volume)))) {
+      asw_->MarkRemountRequired(key, now);
+    }
+    dsw_->Set(std::move(desired));
+  }
+  for (const VolumeKey& key : dsw_->VolumesOfPod(uid)) {
+    if (wanted.count(key.volume_name) == 0) dsw_->Remove(key);
+  }
+  objects_->RegisterPod(uid, all_objects);
+}
+
+void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
+  for (const VolumeKey& key : dsw_->VolumesOfPod(uid)) dsw_->Remove(key);
+  objects_->UnregisterPod(uid);
+  pods_.erase(uid);
+  terminating_.erase(uid);
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,59 @@
+// DesiredStateOfWorldPopulator: turns the merged stream of pod updates (podconfig) into desired
+// volumes (spec §6.2), event-driven rather than on a 100 ms loop.
+//
+// Only volumes some container or init container mounts are desired (an unmounted volume is
+// ignored, as the kubelet does), and only kinds a plugin supports (emptyDir and others belong to
+// someone else). For each pod it registers the objects its volumes read with the object manager,
+// so their changes are noticed. A pod change the content depends on (downward API fields) marks
+// those mounted volumes for remount. A terminating pod (DELETE) keeps its volumes but is no longer
+// refreshed; a removed pod (REMOVE) leaves the desired state.
+//
+// Loop-thread only.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_DESIRED_STATE_OF_WORLD_POPULATOR_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_DESIRED_STATE_OF_WORLD_POPULATOR_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "cache/object_manager.h"
+#include "kube/pod.h"
+#include "plugins/plugin_registry.h"
+#include "podconfig/pod_update.h"
+#include "volumemanager/actual_state_of_world.h"
+#include "volumemanager/desired_state_of_world.h"
+
+namespace volumemanager {
+
+class DesiredStateOfWorldPopulator {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  DesiredStateOfWorldPopulator(const plugins::PluginRegistry* registry, DesiredStateOfWorld* dsw,
+                               ActualStateOfWorld* asw, cache::ObjectManager* objects)
+      : registry_(registry), dsw_(dsw), asw_(asw), objects_(objects) {}
+
+  void Apply(const podconfig::PodUpdate& update, SteadyTime now);
+
+  // The newest object of a known pod, or nullptr.
+  std::shared_ptr<const kube::Pod> FindPod(const std::string& uid) const;
+  bool IsTerminating(const std::string& uid) const { return terminating_.count(uid) != 0; }
+  const std::map<std::string, std::shared_ptr<const kube::Pod>>& pods() const { return pods_; }
+
+ private:
+  void SetPod(const kube::Pod& pod, SteadyTime now);
+  void RemovePod(const std::string& uid);
+
+  const plugins::PluginRegistry* registry_;
+  DesiredStateOfWorld* dsw_;
+  ActualStateOfWorld* asw_;
+  cache::ObjectManager* objects_;
+  std::map<std::string, std::shared_ptr<const kube::Pod>> pods_;
+  std::set<std::string> terminating_;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_DESIRED_STATE_OF_WORLD_POPULATOR_H_

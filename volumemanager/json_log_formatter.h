@@ -1,0 +1,21 @@
+// JsonLogFormatter: spdlog formatter for --log-format=json. Each record becomes one line holding a
+// JSON object {"ts": RFC 3339 UTC with microseconds, "level", "msg"}, with the message escaped
+// so that any text (quotes, control characters, invalid UTF-8) yields valid JSON.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
+
+#include <spdlog/formatter.h>
+
+#include <memory>
+
+namespace volumemanager {
+
+class JsonLogFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override;
+  std::unique_ptr<spdlog::formatter> clone() const override;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_

@@ -1,0 +1,65 @@
+// OperationExecutor: runs volume operations (mount, remount, teardown) with at most one in flight
+// per volume, the filesystem work on the libuv thread pool, and per-volume exponential backoff
+// after failures (spec §6.5). A failing volume never blocks another.
+//
+// Loop-thread only: Run, RecordFailure and the queries must be called on the loop thread, and
+// `done` callbacks run there. `work` runs on a pool thread and must not touch loop-owned state.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_OPERATION_EXECUTOR_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_OPERATION_EXECUTOR_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+
+#include "base/status.h"
+#include "volumemanager/exponential_backoff.h"
+#include "volumemanager/volume_key.h"
+
+namespace volumemanager {
+
+class OperationExecutor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit OperationExecutor(uv_loop_t* loop) : loop_(loop) {}
+  OperationExecutor(const OperationExecutor&) = delete;
+  OperationExecutor& operator=(const OperationExecutor&) = delete;
+
+  // True when an operation for `key` may start now: none in flight and no backoff pending.
+  bool CanStart(const VolumeKey& key, Clock::time_point now) const;
+
+  // Starts `work` on the thread pool unless CanStart is false (then returns false and does
+  // nothing). `done` gets work's status on the loop thread, after the backoff was updated: reset
+  // on success, grown on failure.
+  bool Run(const VolumeKey& key, std::function<base::Status()> work,
+           std::function<void(const base::Status&)> done);
+
+  // Records a failure that happened before any work was queued (e.g. building the payload), so
+  // the volume backs off like any failed operation. Returns the delay before the next attempt.
+  std::chrono::milliseconds RecordFailure(const VolumeKey& key, Clock::time_point now);
+
+  // Backoff state of `key`, for messages: when it may retry and the current delay.
+  const ExponentialBackoff* Backoff(const VolumeKey& key) const;
+
+  // Forgets a volume's backoff (its pod is gone).
+  void Forget(const VolumeKey& key);
+
+  int in_flight() const { return in_flight_count_; }
+
+ private:
+  struct Entry {
+    bool in_flight = false;
+    ExponentialBackoff backoff;
+  };
+  struct Request;
+
+  uv_loop_t* loop_;
+  std::map<VolumeKey, Entry> entries_;
+  int in_flight_count_ = 0;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_OPERATION_EXECUTOR_H_

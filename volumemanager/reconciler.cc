@@ -1,0 +1,187 @@
+#include "volumemanager/reconciler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <utility>
+
+#include "plugins/ownership_pass.h"
+#include "volumemanager/volume_setup.h"
+
+namespace volumemanager {
+
+// The plugins read objects through the object manager.
+class Reconciler::ObjectLookupAdapter final : public plugins::ObjectLookup {
+ public:
+  explicit ObjectLookupAdapter(cache::ObjectManager* objects) : objects_(objects) {}
+  base::Result<std::shared_ptr<const kube::ConfigMap>> GetConfigMap(
+      const std::string& ns, const std::string& name) override {
+    return objects_->GetConfigMap(ns, name);
+  }
+  base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string& ns,
+                                                              const std::string& name) override {
+    return objects_->GetSecret(ns, name);
+  }
+
+ private:
+  cache::ObjectManager* objects_;
+};
+
+namespace {
+
+std::string PodName(const kube::Pod& pod) {
+  return pod.metadata.namespace_ + "/" + pod.metadata.name;
+}
+
+std::string FormatTime(std::chrono::system_clock::time_point t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string FormatDelay(std::chrono::milliseconds d) {
+  if (d.count() < 1000) return std::to_string(d.count()) + "ms";
+  const long ms = d.count();
+  if (ms % 1000 == 0 && ms < 60000) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms / 60000) + "m" + std::to_string((ms % 60000) / 1000) + "s";
+}
+
+}  // namespace
+
+Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
+                       OperationExecutor* executor, cache::ObjectManager* objects)
+    : options_(std::move(options)),
+      dsw_(dsw),
+      asw_(asw),
+      executor_(executor),
+      lookup_(std::make_unique<ObjectLookupAdapter>(objects)) {}
+
+Reconciler::~Reconciler() = default;
+
+void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
+                           const std::function<bool(const std::string&)>& is_terminating) {
+  if (ready_to_unmount) {
+    std::vector<const MountedVolume*> unwanted;
+    for (const auto& [key, mounted] : asw_->volumes()) {
+      if (dsw_->Find(key) == nullptr) unwanted.push_back(&mounted);
+    }
+    for (const MountedVolume* m : unwanted) StartTearDown(*m, now);
+  }
+  for (const auto& [key, desired] : dsw_->volumes()) {
+    const MountedVolume* mounted = asw_->Find(key);
+    const bool needed = mounted == nullptr || mounted->uncertain ||
+                        (mounted->remount_required && !is_terminating(key.pod_uid));
+    if (!needed || !executor_->CanStart(key, now)) continue;
+    StartMount(desired, mounted, now);
+  }
+}
+
+void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& error) {
+  const ExponentialBackoff* backoff = executor_->Backoff(desired.key);
+  std::string retry;
+  if (backoff != nullptr) {
+    const auto wait = backoff->delay();
+    retry = "; no retries permitted until " + FormatTime(std::chrono::system_clock::now() + wait) +
+            " (durationBeforeRetry " + FormatDelay(wait) + ")";
+  }
+  spdlog::warn(
+      "FailedMount: MountVolume.SetUp failed for volume \"{}\" (UniqueName: \"{}\") pod \"{}\" "
+      "(UID: \"{}\"): {}{}",
+      desired.key.volume_name, desired.unique_name, PodName(*desired.pod), desired.key.pod_uid,
+      error, retry);
+}
+
+void Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
+                            SteadyTime now) {
+  const VolumeKey key = desired.key;
+  const bool first_mount = mounted == nullptr;
+  plugins::VolumeHost host;
+  host.objects = lookup_.get();
+  host.node_allocatable = options_.node_allocatable;
+  auto payload = desired.plugin->BuildPayload(*desired.pod, desired.volume(), host);
+  if (!payload.ok()) {
+    executor_->RecordFailure(key, now);
+    ++stats_.mounts_failed;
+    asw_->SetLastError(key, payload.status().message());
+    LogFailure(desired, payload.status().message());
+    return;
+  }
+
+  auto request = std::make_shared<SetUpRequest>();
+  request->location = VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
+                                     key.volume_name};
+  request->payload = std::move(payload).value();
+  request->set_permissions = plugins::OwnershipPassFor(
+      *desired.pod, "volume \"" + key.volume_name + "\" of pod \"" + PodName(*desired.pod) + "\"");
+  request->durable = options_.durable;
+  auto result =
+      std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
+  const std::string plugin_dir = request->location.plugin_dir;
+  const std::string dir = request->location.dir();
+
+  const bool started = executor_->Run(
+      key,
+      [request, result] {
+        *result = SetUpVolume(*request);
+        return result->status();
+      },
+      [this, key, first_mount, plugin_dir, dir, result, started_at = now](const base::Status& s) {
+        const DesiredVolume* d = dsw_->Find(key);
+        if (s.ok()) {
+          const bool published = (*result)->published;
+          asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
+                            std::chrono::system_clock::now(), started_at);
+          ++stats_.mounts_ok;
+          if (published) ++stats_.versions_published;
+          if (first_mount) {
+            spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({})",
+                         key.volume_name, key.pod_uid, (*result)->ts_dir);
+          } else if (published) {
+            spdlog::debug("volume \"{}\" of pod UID \"{}\" updated ({})", key.volume_name,
+                          key.pod_uid, (*result)->ts_dir);
+          }
+        } else {
+          ++stats_.mounts_failed;
+          asw_->SetLastError(key, s.message());
+          if (d != nullptr) {
+            LogFailure(*d, s.message());
+          } else {
+            spdlog::warn("FailedMount: volume \"{}\" of pod UID \"{}\": {}", key.volume_name,
+                         key.pod_uid, s.message());
+          }
+        }
+        if (on_done_) on_done_(key);
+      });
+  if (!started) {
+    spdlog::error("volume \"{}\" of pod UID \"{}\": could not queue the mount operation",
+                  key.volume_name, key.pod_uid);
+  }
+}
+
+void Reconciler::StartTearDown(const MountedVolume& mounted, SteadyTime now) {
+  const VolumeKey key = mounted.key;
+  if (!executor_->CanStart(key, now)) return;
+  VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir, key.volume_name};
+  executor_->Run(
+      key, [loc] { return TearDownVolume(loc); },
+      [this, key, dir = loc.dir()](const base::Status& s) {
+        if (s.ok()) {
+          // A pod that came back while the teardown ran is mounted again by the next pass.
+          asw_->Remove(key);
+          executor_->Forget(key);
+          ++stats_.teardowns_ok;
+          spdlog::info("UnmountVolume.TearDown succeeded for volume \"{}\" pod UID \"{}\" ({})",
+                       key.volume_name, key.pod_uid, dir);
+        } else {
+          ++stats_.teardowns_failed;
+          spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",
+                       key.volume_name, key.pod_uid, s.message());
+        }
+        if (on_done_) on_done_(key);
+      });
+}
+
+}  // namespace volumemanager

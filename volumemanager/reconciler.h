@@ -1,0 +1,80 @@
+// Reconciler: one pass compares desired and actual state and starts the operations that close
+// the gap (spec §6.4): tear down volumes no pod wants (only once every pod source has delivered
+// its first state and the start-up scan is done), mount desired volumes that are missing or
+// uncertain, and remount those marked for it. Payloads are built on the loop thread from the
+// object caches; the writes run on the thread pool through the OperationExecutor.
+//
+// Failures are logged once per attempt as FailedMount with the pod, the volume, the unique
+// volume name, the error text of spec §7 and the backoff; a failed remount keeps the last good
+// content, a failed first mount leaves no directory.
+//
+// Loop-thread only.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cache/object_manager.h"
+#include "kube/pod.h"
+#include "plugins/plugin_registry.h"
+#include "volumemanager/actual_state_of_world.h"
+#include "volumemanager/desired_state_of_world.h"
+#include "volumemanager/operation_executor.h"
+
+namespace volumemanager {
+
+struct ReconcilerOptions {
+  std::string root_dir;
+  bool durable = false;  // fsync writes (off by default, like the kubelet)
+  kube::ResourceList node_allocatable;
+};
+
+// Counters a reconciler keeps, for logs, tests and metrics.
+struct ReconcilerStats {
+  long mounts_ok = 0;
+  long mounts_failed = 0;
+  long versions_published = 0;
+  long teardowns_ok = 0;
+  long teardowns_failed = 0;
+};
+
+class Reconciler {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
+             OperationExecutor* executor, cache::ObjectManager* objects);
+  ~Reconciler();
+
+  // One pass. `ready_to_unmount`: every pod source seen and the start-up scan done.
+  // `is_terminating(uid)`: the pod's volumes must not be refreshed.
+  void Reconcile(SteadyTime now, bool ready_to_unmount,
+                 const std::function<bool(const std::string&)>& is_terminating);
+
+  // Called (loop thread) after an operation on `key` finished and state was updated.
+  void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
+
+  const ReconcilerStats& stats() const { return stats_; }
+
+ private:
+  class ObjectLookupAdapter;
+
+  void StartMount(const DesiredVolume& desired, const MountedVolume* mounted, SteadyTime now);
+  void StartTearDown(const MountedVolume& mounted, SteadyTime now);
+  void LogFailure(const DesiredVolume& desired, const std::string& error);
+
+  ReconcilerOptions options_;
+  DesiredStateOfWorld* dsw_;
+  ActualStateOfWorld* asw_;
+  OperationExecutor* executor_;
+  std::unique_ptr<ObjectLookupAdapter> lookup_;
+  std::function<void(const VolumeKey&)> on_done_;
+  ReconcilerStats stats_;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_

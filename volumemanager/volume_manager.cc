@@ -1,0 +1,206 @@
+#include "volumemanager/volume_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <utility>
+
+#include "volumemanager/volume_paths.h"
+#include "volumemanager/volume_setup.h"
+
+namespace volumemanager {
+
+struct VolumeManager::ScanWork {
+  uv_work_t req;
+  VolumeManager* self;
+  std::string root_dir;
+  std::set<std::string> plugin_dirs;
+  ScanResult result;
+};
+
+VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
+                             cache::ObjectManager* objects, const plugins::PluginRegistry* registry,
+                             std::function<bool()> all_sources_seen)
+    : loop_(loop),
+      options_(std::move(options)),
+      registry_(registry),
+      all_sources_seen_(std::move(all_sources_seen)),
+      executor_(loop),
+      populator_(registry, &dsw_, &asw_, objects),
+      reconciler_(ReconcilerOptions{options_.root_dir, options_.durable, options_.node_allocatable},
+                  &dsw_, &asw_, &executor_, objects) {
+  reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
+    if (stopping_) {
+      MaybeFinishStop();
+      return;
+    }
+    // A change that arrived while the write ran is served right away, not at the next tick.
+    const MountedVolume* m = asw_.Find(key);
+    if (m != nullptr && m->remount_required) SchedulePassSoon();
+  });
+}
+
+VolumeManager::~VolumeManager() {
+  // Stop() must have completed: the timers are closed and freed by then.
+}
+
+void VolumeManager::Start() {
+  tick_ = new uv_timer_t;
+  soon_ = new uv_timer_t;
+  for (uv_timer_t* t : {tick_, soon_}) {
+    uv_timer_init(loop_, t);
+    t->data = this;
+    ++open_handles_;
+  }
+  const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
+  uv_timer_start(
+      tick_, [](uv_timer_t* t) { static_cast<VolumeManager*>(t->data)->RunPass(); }, period,
+      period);
+
+  auto* work = new ScanWork;
+  work->req.data = work;
+  work->self = this;
+  work->root_dir = options_.root_dir;
+  for (const auto& plugin : registry_->plugins()) work->plugin_dirs.insert(plugin->EscapedName());
+  scan_in_flight_ = true;
+  uv_queue_work(
+      loop_, &work->req,
+      [](uv_work_t* req) {
+        auto* w = static_cast<ScanWork*>(req->data);
+        w->result = ScanPodVolumes(w->root_dir, w->plugin_dirs);
+      },
+      [](uv_work_t* req, int) {
+        std::unique_ptr<ScanWork> w(static_cast<ScanWork*>(req->data));
+        w->self->OnScanDone(std::move(w->result));
+      });
+}
+
+void VolumeManager::OnScanDone(ScanResult result) {
+  scan_in_flight_ = false;
+  if (stopping_) {
+    MaybeFinishStop();
+    return;
+  }
+  for (const FoundVolume& v : result.volumes) {
+    VolumeKey key{v.pod_uid, v.volume_name};
+    if (asw_.Find(key) != nullptr) continue;
+    asw_.AddUncertain(key, v.plugin_dir,
+                      VolumeDir(options_.root_dir, v.pod_uid, v.plugin_dir, v.volume_name));
+  }
+  scanned_pod_uids_ = std::move(result.pod_uids);
+  reconstructed_ = true;
+  spdlog::info("reconstructed {} volume(s) in {} pod dir(s) under {}", result.volumes.size(),
+               scanned_pod_uids_.size(), options_.root_dir);
+  SchedulePassSoon();
+}
+
+void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  populator_.Apply(update, now);
+  for (const kube::Pod& pod : update.pods) {
+    const std::string& uid = pod.metadata.uid;
+    if (populator_.FindPod(uid) == nullptr) {
+      next_resync_.erase(uid);
+    } else if (next_resync_.count(uid) == 0) {
+      next_resync_[uid] = now + JitteredSyncPeriod();
+    }
+  }
+  SchedulePassSoon();
+}
+
+void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  int marked = 0;
+  for (const VolumeKey& key : dsw_.VolumesReading(object)) {
+    if (asw_.MarkRemountRequired(key, now)) ++marked;
+  }
+  spdlog::debug("{} changed: {} volume(s) marked for remount", object.ToString(), marked);
+  if (marked > 0) SchedulePassSoon();
+}
+
+void VolumeManager::SchedulePassSoon() {
+  if (stopping_ || soon_ == nullptr || soon_pending_) return;
+  soon_pending_ = true;
+  uv_timer_start(
+      soon_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<VolumeManager*>(t->data);
+        self->soon_pending_ = false;
+        self->RunPass();
+      },
+      0, 0);
+}
+
+void VolumeManager::RunPass() {
+  if (stopping_ || !reconstructed_) return;
+  const SteadyTime now = std::chrono::steady_clock::now();
+  ResyncDuePods(now);
+  const bool ready = all_sources_seen_();
+  reconciler_.Reconcile(now, ready,
+                        [this](const std::string& uid) { return populator_.IsTerminating(uid); });
+  if (ready && !orphans_cleaned_) {
+    orphans_cleaned_ = true;
+    CleanUpOrphanPodDirs();
+  }
+}
+
+void VolumeManager::ResyncDuePods(SteadyTime now) {
+  for (auto& [uid, due] : next_resync_) {
+    if (now < due) continue;
+    due = now + JitteredSyncPeriod();
+    for (const VolumeKey& key : asw_.VolumesOfPod(uid)) {
+      if (dsw_.Find(key) != nullptr) asw_.MarkRemountRequired(key, now);
+    }
+  }
+}
+
+void VolumeManager::CleanUpOrphanPodDirs() {
+  for (const std::string& uid : scanned_pod_uids_) {
+    if (populator_.FindPod(uid) != nullptr || asw_.HasPod(uid)) continue;
+    // Keyed apart from every volume of the pod (volume names are never empty).
+    executor_.Run(
+        VolumeKey{uid, ""},
+        [root = options_.root_dir, uid] {
+          RemoveEmptyPodDirs(root, uid);
+          return base::Status::OK();
+        },
+        [this](const base::Status&) {
+          if (stopping_) MaybeFinishStop();
+        });
+  }
+  scanned_pod_uids_.clear();
+}
+
+std::chrono::milliseconds VolumeManager::JitteredSyncPeriod() {
+  std::uniform_real_distribution<double> jitter(1.0, 1.5);
+  return std::chrono::milliseconds(
+      static_cast<long>(static_cast<double>(options_.sync_frequency.count()) * jitter(rng_)));
+}
+
+void VolumeManager::Stop(std::function<void()> done) {
+  stopping_ = true;
+  stop_done_ = std::move(done);
+  if (tick_ != nullptr) uv_timer_stop(tick_);
+  if (soon_ != nullptr) uv_timer_stop(soon_);
+  MaybeFinishStop();
+}
+
+void VolumeManager::MaybeFinishStop() {
+  if (!stopping_ || executor_.in_flight() > 0 || scan_in_flight_) return;
+  if (tick_ == nullptr) {
+    if (stop_done_) std::exchange(stop_done_, nullptr)();
+    return;
+  }
+  for (uv_timer_t* t : {tick_, soon_}) {
+    uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) {
+      auto* self = static_cast<VolumeManager*>(h->data);
+      delete reinterpret_cast<uv_timer_t*>(h);
+      if (--self->open_handles_ == 0 && self->stop_done_) {
+        std::exchange(self->stop_done_, nullptr)();
+      }
+    });
+  }
+  tick_ = soon_ = nullptr;
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,108 @@
+// VolumeManager: the daemon's core, wiring pod updates and object changes to the desired state,
+// the reconciler and the operations (shared DESIGN.md "The shape in one picture").
+//
+//  * Start: scans the root dir on the thread pool (reconstruction, spec §6.6), then runs a
+//    reconciler pass every 100 ms.
+//  * OnPodUpdate: the populator updates the desired state; new pods get their next periodic
+//    resync at sync_frequency x (1 + U[0, 0.5)).
+//  * OnObjectChanged: every mounted volume reading the object is marked for remount and a
+//    reconciler pass is scheduled at once (not at the next pod sync as in the kubelet).
+//  * Orphans: undesired volumes are torn down, and empty pod dirs removed, only after every pod
+//    source has delivered its first state (`all_sources_seen`).
+//  * Stop: no new operations; `done` runs once in-flight writes have finished.
+//
+// Loop-thread only; the object manager and the registry must outlive it.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_MANAGER_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_MANAGER_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "cache/object_manager.h"
+#include "kube/object_ref.h"
+#include "plugins/plugin_registry.h"
+#include "podconfig/pod_update.h"
+#include "volumemanager/actual_state_of_world.h"
+#include "volumemanager/desired_state_of_world.h"
+#include "volumemanager/desired_state_of_world_populator.h"
+#include "volumemanager/operation_executor.h"
+#include "volumemanager/reconciler.h"
+#include "volumemanager/reconstruct.h"
+
+namespace volumemanager {
+
+struct VolumeManagerOptions {
+  std::string root_dir = "/var/lib/kubelet";
+  std::chrono::milliseconds sync_frequency{60000};
+  std::chrono::milliseconds reconcile_period{100};
+  bool durable = false;
+  kube::ResourceList node_allocatable;
+};
+
+class VolumeManager {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  VolumeManager(uv_loop_t* loop, VolumeManagerOptions options, cache::ObjectManager* objects,
+                const plugins::PluginRegistry* registry, std::function<bool()> all_sources_seen);
+  ~VolumeManager();
+  VolumeManager(const VolumeManager&) = delete;
+  VolumeManager& operator=(const VolumeManager&) = delete;
+
+  void Start();
+  void OnPodUpdate(const podconfig::PodUpdate& update);
+  void OnObjectChanged(const kube::ObjectRef& object);
+  // Stops timers and new work; `done` runs on the loop thread once nothing is in flight and the
+  // manager's handles are closed.
+  void Stop(std::function<void()> done);
+
+  const DesiredStateOfWorld& desired() const { return dsw_; }
+  const ActualStateOfWorld& actual() const { return asw_; }
+  const ReconcilerStats& stats() const { return reconciler_.stats(); }
+  bool reconstructed() const { return reconstructed_; }
+
+ private:
+  struct ScanWork;
+
+  void OnScanDone(ScanResult result);
+  void RunPass();
+  void SchedulePassSoon();
+  void ResyncDuePods(SteadyTime now);
+  void CleanUpOrphanPodDirs();
+  std::chrono::milliseconds JitteredSyncPeriod();
+  void MaybeFinishStop();
+
+  uv_loop_t* loop_;
+  VolumeManagerOptions options_;
+  const plugins::PluginRegistry* registry_;
+  std::function<bool()> all_sources_seen_;
+  DesiredStateOfWorld dsw_;
+  ActualStateOfWorld asw_;
+  OperationExecutor executor_;
+  DesiredStateOfWorldPopulator populator_;
+  Reconciler reconciler_;
+
+  uv_timer_t* tick_ = nullptr;  // the periodic pass
+  uv_timer_t* soon_ = nullptr;  // an extra pass right away, coalesced
+  bool soon_pending_ = false;
+  bool reconstructed_ = false;
+  bool orphans_cleaned_ = false;
+  std::vector<std::string> scanned_pod_uids_;
+  std::map<std::string, SteadyTime> next_resync_;
+  std::mt19937 rng_{std::random_device{}()};
+
+  bool scan_in_flight_ = false;
+  bool stopping_ = false;
+  int open_handles_ = 0;
+  std::function<void()> stop_done_;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_MANAGER_H_

@@ -1,0 +1,280 @@
+// The volume manager on a real libuv loop and a temporary root dir, with the real plugins and a
+// fake object manager.
+#include "volumemanager/volume_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "atomicwriter/volume_inspector.h"
+#include "volumemanager/volume_paths.h"
+#include "volumemanager/volume_setup.h"
+
+namespace volumemanager {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeObjects final : public cache::ObjectManager {
+ public:
+  void RegisterPod(const std::string& uid, const std::vector<kube::ObjectRef>& refs) override {
+    registered[uid] = refs;
+  }
+  void UnregisterPod(const std::string& uid) override { registered.erase(uid); }
+  base::Result<std::shared_ptr<const kube::ConfigMap>> GetConfigMap(
+      const std::string& ns, const std::string& name) override {
+    ++gets;
+    auto it = config_maps.find(ns + "/" + name);
+    if (it == config_maps.end()) return std::shared_ptr<const kube::ConfigMap>();
+    return std::make_shared<const kube::ConfigMap>(it->second);
+  }
+  base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string&,
+                                                              const std::string&) override {
+    return std::shared_ptr<const kube::Secret>();
+  }
+  void SetChangeHandler(std::function<void(const kube::ObjectRef&)> h) override {
+    handler = std::move(h);
+  }
+
+  void Put(const std::string& ns, const std::string& name,
+           std::map<std::string, std::string> data) {
+    kube::ConfigMap cm;
+    cm.metadata.namespace_ = ns;
+    cm.metadata.name = name;
+    cm.data = std::move(data);
+    config_maps[ns + "/" + name] = cm;
+    if (handler) handler(kube::ObjectRef{kube::ObjectKind::kConfigMap, ns, name});
+  }
+  void Delete(const std::string& ns, const std::string& name) {
+    config_maps.erase(ns + "/" + name);
+    if (handler) handler(kube::ObjectRef{kube::ObjectKind::kConfigMap, ns, name});
+  }
+
+  std::map<std::string, kube::ConfigMap> config_maps;
+  std::map<std::string, std::vector<kube::ObjectRef>> registered;
+  std::function<void(const kube::ObjectRef&)> handler;
+  int gets = 0;
+};
+
+kube::Pod MakePod(const std::string& uid, const std::string& cm, bool optional = false,
+                  bool mounted = true) {
+  kube::Pod pod;
+  pod.metadata.name = "web-" + uid;
+  pod.metadata.namespace_ = "default";
+  pod.metadata.uid = uid;
+  kube::Volume v;
+  v.name = "cfg";
+  kube::ConfigMapVolumeSource src;
+  src.name = cm;
+  src.default_mode = 0644;
+  src.optional = optional;
+  v.source = src;
+  pod.spec.volumes.push_back(v);
+  kube::Volume scratch;
+  scratch.name = "scratch";  // an emptyDir: not ours
+  pod.spec.volumes.push_back(scratch);
+  kube::Container c;
+  c.name = "app";
+  if (mounted) c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
+  c.volume_mounts.push_back(kube::VolumeMount{"scratch", "/tmp", "", false});
+  pod.spec.containers.push_back(c);
+  return pod;
+}
+
+class VolumeManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/volume-manager-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    uv_loop_init(&loop_);
+    registry_ = plugins::PluginRegistry::NewDefault();
+  }
+  void TearDown() override {
+    if (manager_) {
+      bool stopped = false;
+      manager_->Stop([&] { stopped = true; });
+      RunUntil([&] { return stopped; });
+      EXPECT_TRUE(stopped);
+      manager_.reset();
+    }
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0);
+    fs::remove_all(root_);
+  }
+
+  void StartManager() {
+    VolumeManagerOptions o;
+    o.root_dir = root_;
+    o.sync_frequency = std::chrono::hours(1);
+    manager_ = std::make_unique<VolumeManager>(&loop_, o, &objects_, registry_.get(),
+                                               [this] { return sources_seen_; });
+    objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
+    manager_->Start();
+  }
+
+  // Runs the loop until `done` holds or 5 s pass.
+  bool RunUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    uv_timer_t keepalive;
+    uv_timer_init(&loop_, &keepalive);
+    uv_timer_start(
+        &keepalive, [](uv_timer_t*) {}, 5, 5);
+    bool ok = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) {
+        ok = true;
+        break;
+      }
+      uv_run(&loop_, UV_RUN_ONCE);
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&keepalive), nullptr);
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    return ok;
+  }
+
+  void Send(podconfig::PodOp op, std::vector<kube::Pod> pods) {
+    manager_->OnPodUpdate(podconfig::PodUpdate{op, std::move(pods), "file"});
+  }
+
+  std::string Dir(const std::string& uid, const std::string& vol = "cfg") const {
+    return VolumeDir(root_, uid, "kubernetes.io~configmap", vol);
+  }
+  std::map<std::string, std::string> Content(const std::string& uid) const {
+    return atomicwriter::VisibleContent(Dir(uid));
+  }
+
+  std::string root_;
+  uv_loop_t loop_;
+  std::unique_ptr<plugins::PluginRegistry> registry_;
+  FakeObjects objects_;
+  bool sources_seen_ = true;
+  std::unique_ptr<VolumeManager> manager_;
+};
+
+using Files = std::map<std::string, std::string>;
+
+TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
+  objects_.Put("default", "app", {{"level", "info"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app"), MakePod("u2", "app")});
+  ASSERT_TRUE(RunUntil([&] {
+    return Content("u1") == Files{{"level", "info"}} && Content("u2") == Files{{"level", "info"}};
+  }));
+  // Only the configMap volume: emptyDir is not ours.
+  EXPECT_FALSE(fs::exists(root_ + "/pods/u1/volumes/kubernetes.io~empty-dir"));
+  EXPECT_EQ(objects_.registered["u1"].size(), 1u);
+
+  objects_.Put("default", "app", {{"level", "debug"}});
+  ASSERT_TRUE(RunUntil([&] {
+    return Content("u1") == Files{{"level", "debug"}} && Content("u2") == Files{{"level", "debug"}};
+  }));
+  EXPECT_EQ(manager_->stats().versions_published, 4);
+}
+
+TEST_F(VolumeManagerTest, UnmountedVolumesAreIgnored) {
+  objects_.Put("default", "app", {{"k", "v"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app", false, /*mounted=*/false)});
+  RunUntil([] { return false; });  // let passes run
+  EXPECT_FALSE(fs::exists(Dir("u1")));
+  EXPECT_TRUE(manager_->desired().volumes().empty());
+}
+
+TEST_F(VolumeManagerTest, MissingObjectFailsUntilItAppears) {
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "late")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed > 0; }));
+  EXPECT_FALSE(fs::exists(Dir("u1")));  // a failed first mount leaves no directory
+  objects_.Put("default", "late", {{"k", "v"}});
+  // Backoff (500 ms after the first failure) delays the retry, then it mounts.
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
+}
+
+TEST_F(VolumeManagerTest, OptionalMissingObjectMountsAnEmptyVolume) {
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "absent", /*optional=*/true)});
+  ASSERT_TRUE(RunUntil([&] { return fs::exists(Dir("u1") + "/..data"); }));
+  EXPECT_TRUE(Content("u1").empty());
+}
+
+TEST_F(VolumeManagerTest, DeletedObjectKeepsTheLastGoodContent) {
+  objects_.Put("default", "app", {{"k", "v1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  objects_.Delete("default", "app");
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed > 0; }));
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
+  const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
+  ASSERT_NE(m, nullptr);
+  EXPECT_NE(m->last_error.find("not found"), std::string::npos) << m->last_error;
+}
+
+TEST_F(VolumeManagerTest, RemovedPodIsTornDownOnlyAfterAllSourcesAreSeen) {
+  objects_.Put("default", "app", {{"k", "v"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return fs::exists(Dir("u1")); }));
+  sources_seen_ = false;
+  Send(podconfig::PodOp::kRemove, {MakePod("u1", "app")});
+  RunUntil([] { return false; });
+  EXPECT_TRUE(fs::exists(Dir("u1")));
+  EXPECT_EQ(objects_.registered.count("u1"), 0u);
+  sources_seen_ = true;
+  ASSERT_TRUE(RunUntil([&] { return !fs::exists(root_ + "/pods/u1"); }));
+}
+
+TEST_F(VolumeManagerTest, RestartVerifiesWithoutRewritingAndRemovesOrphans) {
+  objects_.Put("default", "app", {{"k", "v"}});
+  // What an earlier run left: a current volume of a pod that still exists, and one of a pod
+  // deleted while the daemon was down.
+  atomicwriter::Payload p;
+  p["k"] = atomicwriter::FileProjection{"v", 0644, std::nullopt};
+  auto kept = SetUpVolume(SetUpRequest{
+      VolumeLocation{root_, "u1", "kubernetes.io~configmap", "cfg"}, p, nullptr, false});
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE(
+      SetUpVolume(SetUpRequest{VolumeLocation{root_, "gone", "kubernetes.io~configmap", "cfg"}, p,
+                               nullptr, false})
+          .ok());
+  sources_seen_ = false;
+  StartManager();
+  ASSERT_TRUE(RunUntil([&] { return manager_->reconstructed(); }));
+  RunUntil([] { return false; });
+  EXPECT_TRUE(fs::exists(Dir("gone")));  // sources not seen yet: nothing is torn down
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  sources_seen_ = true;
+  ASSERT_TRUE(RunUntil([&] { return !fs::exists(root_ + "/pods/gone"); }));
+  ASSERT_TRUE(RunUntil([&] {
+    const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
+    return m != nullptr && !m->uncertain;
+  }));
+  EXPECT_EQ(manager_->actual().Find(VolumeKey{"u1", "cfg"})->ts_dir, kept->ts_dir);
+  EXPECT_EQ(manager_->stats().versions_published, 0);
+}
+
+TEST_F(VolumeManagerTest, StopWaitsForInFlightWrites) {
+  objects_.Put("default", "app", {{"k", "v"}});
+  StartManager();
+  std::vector<kube::Pod> pods;
+  for (int i = 0; i < 50; ++i) pods.push_back(MakePod("p" + std::to_string(i), "app"));
+  Send(podconfig::PodOp::kAdd, pods);
+  bool stopped = false;
+  RunUntil([&] { return manager_->stats().mounts_ok > 0; });
+  manager_->Stop([&] { stopped = true; });
+  ASSERT_TRUE(RunUntil([&] { return stopped; }));
+  // Every volume that exists is complete.
+  for (int i = 0; i < 50; ++i) {
+    const std::string uid = "p" + std::to_string(i);
+    if (fs::exists(Dir(uid) + "/..data")) {
+      EXPECT_EQ(Content(uid), (Files{{"k", "v"}})) << uid;
+    }
+  }
+  manager_.reset();
+}
+
+}  // namespace
+}  // namespace volumemanager

@@ -1,0 +1,116 @@
+#include "volumemanager/volume_setup.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "atomicwriter/remove_tree.h"
+#include "volumemanager/volume_paths.h"
+
+namespace volumemanager {
+namespace {
+
+constexpr mode_t kPodDirMode = 0750;
+constexpr mode_t kVolumeDirMode = 0777;
+
+base::Status ErrnoError(const char* op, const std::string& path, int err) {
+  return base::Status::Error(std::string(op) + " " + path + ": " + std::strerror(err), err);
+}
+
+// mkdir that records what it created, so a failed first mount can undo exactly that.
+base::Status MakeDir(const std::string& path, mode_t mode, std::vector<std::string>* created) {
+  if (::mkdir(path.c_str(), mode) == 0) {
+    created->push_back(path);
+    return base::Status::OK();
+  }
+  if (errno != EEXIST) return ErrnoError("mkdir", path, errno);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoError("lstat", path, errno);
+  if (!S_ISDIR(st.st_mode)) return base::Status::Error(path + " exists and is not a directory");
+  return base::Status::OK();
+}
+
+// Removes what a failed first mount created: the volume dir with its content, the parent dirs
+// only while empty (another volume of the same pod may be mounting into them right now).
+void Undo(const std::vector<std::string>& created, const std::string& volume_dir) {
+  for (auto it = created.rbegin(); it != created.rend(); ++it) {
+    if (*it == volume_dir) {
+      atomicwriter::RemoveTree(*it).IgnoreError();
+    } else {
+      ::rmdir(it->c_str());
+    }
+  }
+}
+
+}  // namespace
+
+std::string VolumeLocation::dir() const {
+  return VolumeDir(root_dir, pod_uid, plugin_dir, volume_name);
+}
+
+base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {
+  const VolumeLocation& loc = request.location;
+  for (auto [value, what] :
+       {std::pair{&loc.pod_uid, "pod UID"}, std::pair{&loc.plugin_dir, "plugin dir"},
+        std::pair{&loc.volume_name, "volume name"}}) {
+    base::Status s = CheckPathComponent(*value, what);
+    if (!s.ok()) return s;
+  }
+  std::vector<std::string> created;
+  const std::string pods = PodsDir(loc.root_dir);
+  const std::string pod = PodDir(loc.root_dir, loc.pod_uid);
+  const std::string volumes = PodVolumesDir(loc.root_dir, loc.pod_uid);
+  const std::string plugin = volumes + "/" + loc.plugin_dir;
+  const std::string dir = loc.dir();
+  for (const std::string* p : {&pods, &pod, &volumes, &plugin}) {
+    base::Status s = MakeDir(*p, kPodDirMode, &created);
+    if (!s.ok()) {
+      Undo(created, dir);
+      return s;
+    }
+  }
+  const size_t before = created.size();
+  base::Status s = MakeDir(dir, kVolumeDirMode, &created);
+  if (s.ok() && created.size() > before && ::chmod(dir.c_str(), kVolumeDirMode) != 0) {
+    s = ErrnoError("chmod", dir, errno);
+  }
+  if (!s.ok()) {
+    Undo(created, dir);
+    return s;
+  }
+
+  atomicwriter::Options options;
+  options.durable = request.durable;
+  auto writer = atomicwriter::AtomicWriter::Open(dir, options);
+  if (!writer.ok()) {
+    Undo(created, dir);
+    return writer.status();
+  }
+  auto result = (*writer)->Write(request.payload, request.set_permissions);
+  if (!result.ok()) Undo(created, dir);
+  return result;
+}
+
+base::Status TearDownVolume(const VolumeLocation& location) {
+  base::Status s = atomicwriter::RemoveTree(location.dir());
+  if (!s.ok()) return s;
+  RemoveEmptyPodDirs(location.root_dir, location.pod_uid);
+  return base::Status::OK();
+}
+
+void RemoveEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid) {
+  if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
+  const std::string volumes = PodVolumesDir(root_dir, pod_uid);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(volumes, ec)) {
+    if (e.is_directory(ec) && !e.is_symlink(ec)) ::rmdir(e.path().c_str());
+  }
+  ::rmdir(volumes.c_str());
+  ::rmdir(PodDir(root_dir, pod_uid).c_str());
+}
+
+}  // namespace volumemanager
