@@ -150,7 +150,7 @@ Result Run(int watches, int events) {
   while (Clock::now() < settle) uv_run(&loop, UV_RUN_ONCE);
   r.sync_seconds = std::chrono::duration<double>(Clock::now() - sync_start).count();
   r.rss_per_object_kib = static_cast<double>(RssKiB() - rss_before) / watches;
-  r.connections = (*http)->stats().connections_opened;
+  r.connections = static_cast<long>((*http)->stats().open_connections);
 
   std::atomic<bool> producer_ok{true};
   auto start = Clock::now();

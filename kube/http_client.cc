@@ -559,7 +559,7 @@ size_t HttpClient::OnWrite(char* data, size_t size, size_t count, void* userp) {
 }
 
 HttpClient::Stats HttpClient::stats() const {
-  return Stats{connections_opened_, transfers_.size()};
+  return Stats{connections_opened_, sockets_.size(), transfers_.size()};
 }
 
 }  // namespace kube

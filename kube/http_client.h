@@ -82,8 +82,10 @@ class HttpClient {
   using RequestId = std::uint64_t;
 
   struct Stats {
-    // Connections libcurl opened so far (new TCP+TLS connections, not reuses).
+    // Connections opened by requests that have finished (new TCP+TLS connections, not reuses).
     long connections_opened = 0;
+    // Sockets open now (in use by requests or idle in libcurl's connection cache).
+    size_t open_connections = 0;
     size_t requests_in_flight = 0;
   };
 
