@@ -62,6 +62,8 @@ struct HttpRequest {
 
 struct HttpResponse {
   long status = 0;
+  // 2 for HTTP/2, 1 for HTTP/1.x, 0 when unknown.
+  int http_major = 0;
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;                            // empty for streamed requests
 };
