@@ -446,6 +446,25 @@ TEST_F(ReflectorTest, TooLargeResourceVersionThatKeepsFailingRelistsFromTheLates
   EXPECT_EQ(reflector_->store().size(), 1u);
 }
 
+TEST_F(ReflectorTest, ForbiddenListBacksOffUntilRbacAllowsIt) {
+  Create("later");
+  server_.Admin(
+      "POST", "acl",
+      {{"user", "test-admin"}, {"rules", {{{"verbs", {"get"}}, {"resources", {"configmaps"}}}}}});
+  auto http = HttpClient::Create(runner_.loop(), creds_);
+  ASSERT_TRUE(http.ok());
+  http_ = std::move(*http);
+  api_ = std::make_unique<ApiClient>(http_.get());
+  reflector_ = std::make_unique<Reflector>(api_.get(), FastOptions(), ReflectorHandlers{});
+  reflector_->Start();
+  runner_.RunFor(std::chrono::milliseconds(600));
+  EXPECT_FALSE(reflector_->synced());
+  EXPECT_GE(reflector_->stats().list_failures, 2);
+  server_.Admin("POST", "acl", {{"user", "test-admin"}, {"rules", nullptr}});
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->synced(); }));
+  EXPECT_EQ(reflector_->store().size(), 1u);
+}
+
 TEST_F(ReflectorTest, UnreachableServerKeepsTheStoreAndBacksOff) {
   Create("kept");
   StartReflector(FastOptions());
