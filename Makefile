@@ -79,6 +79,7 @@ fuzz: deps
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
 	$(FUZZ_DIR)/bin/manifest_decoder_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/ \
+	  -dict=kube/testdata/manifest.dict \
 	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
 
 bench: build
@@ -87,5 +88,10 @@ bench: build
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
+# Also removes the demo's volumes; the daemon leaves its tmpfs volumes mounted when it stops (as
+# the kubelet does, so running containers keep them), so unmount those first.
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
+	@awk -v d="$(RUN_DIR)/" 'index($$2, d) == 1 {print $$2}' /proc/self/mounts | sort -r | \
+	  xargs -r $(SUDO) umount -l
+	rm -rf $(RUN_DIR)

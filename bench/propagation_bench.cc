@@ -10,6 +10,7 @@
 // 1,000 pods x 3 volumes mounted, the daemon's RSS and CPU over --idle-seconds.
 //
 // Usage: bench_propagation [--changes N] [--idle-seconds S] [--daemon PATH] [--quick]
+//                          [--idle-only]
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -117,11 +118,12 @@ struct Daemon {
     waitpid(pid, &status, 0);
     pid = -1;
   }
-  long RssKiB() const {
+  // A field of /proc/<pid>/status in KiB ("VmRSS", "RssAnon"), -1 if missing.
+  long StatusKiB(const std::string& field) const {
     std::ifstream in("/proc/" + std::to_string(pid) + "/status");
     std::string line;
     while (std::getline(in, line)) {
-      if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+      if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
     }
     return -1;
   }
@@ -305,9 +307,11 @@ void Idle(const std::string& bin, int pods, int seconds) {
   const double cpu0 = d.CpuSeconds();
   const auto w0 = Clock::now();
   long max_rss = 0;
+  long max_anon = 0;
   for (int s = 0; s < seconds; ++s) {
     sleep(1);
-    max_rss = std::max(max_rss, d.RssKiB());
+    max_rss = std::max(max_rss, d.StatusKiB("VmRSS"));
+    max_anon = std::max(max_anon, d.StatusKiB("RssAnon"));
   }
   const double wall = std::chrono::duration<double>(Clock::now() - w0).count();
   const double cpu = d.CpuSeconds() - cpu0;
@@ -326,12 +330,14 @@ int main(int argc, char** argv) {
   int idle_seconds = 60;
   std::string bin = (fs::read_symlink("/proc/self/exe").parent_path() / "volumemanager").string();
   bool quick = false;
+  bool idle_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--changes" && i + 1 < argc) changes = std::atoi(argv[++i]);
     if (a == "--idle-seconds" && i + 1 < argc) idle_seconds = std::atoi(argv[++i]);
     if (a == "--daemon" && i + 1 < argc) bin = argv[++i];
     if (a == "--quick") quick = true;
+    if (a == "--idle-only") idle_only = true;
   }
   if (quick) {
     changes = 10;
@@ -351,6 +357,7 @@ int main(int argc, char** argv) {
       {"1,000 pods, 1 ConfigMap each (one changed)", 1000, false},
   };
   for (const auto& s : scenarios) {
+    if (idle_only) break;
     Result r = RunScenario(bin, s.name, s.pods, s.shared, changes);
     std::printf("| %s | %d | %.1f / %.1f | %.1f / %.1f |\n", r.name.c_str(), r.changes,
                 Percentile(r.first_ms, 50), Percentile(r.first_ms, 99), Percentile(r.last_ms, 50),

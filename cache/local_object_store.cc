@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <utility>
 
 #include "kube/manifest_decoder.h"
@@ -75,6 +77,7 @@ struct LocalObjectStore::Watcher {
   ino_t ino = 0;
   std::set<std::string> pending;  // file names events named since the last read
   bool pending_all = false;       // an event named no file, or the directory itself
+  bool pending_stat = false;      // a "..name" entry changed: files may be symlinks through it
   bool in_burst = false;
   Clock::time_point burst_start;
 
@@ -95,7 +98,7 @@ struct LocalObjectStore::Watcher {
         &relist_timer,
         [](uv_timer_t* t) {
           Watcher* w = From(t);
-          w->store->Rescan({}, false, true);
+          w->store->Rescan({}, ScanScope::kStatAll, true);
           w->Arm();
         },
         every, every);
@@ -141,6 +144,10 @@ struct LocalObjectStore::Watcher {
       pending_all = true;
     } else if (IsManifestName(filename)) {
       pending.insert(filename);
+    } else if (std::string_view(filename).starts_with("..")) {
+      // The directory is itself a projected volume (files are links through "..data"): the
+      // "..data" swap changes every file without an event naming one.
+      pending_stat = true;
     } else {
       return;  // an editor's swap file, a temporary name, ...
     }
@@ -163,8 +170,11 @@ struct LocalObjectStore::Watcher {
           std::set<std::string> names = std::move(w->pending);
           w->pending.clear();
           const bool all = w->pending_all;
-          w->pending_all = false;
-          w->store->Rescan(names, all, true);
+          const ScanScope scope = all               ? ScanScope::kReadAll
+                                  : w->pending_stat ? ScanScope::kStatAll
+                                                    : ScanScope::kNamed;
+          w->pending_all = w->pending_stat = false;
+          w->store->Rescan(names, scope, true);
           if (!w->watching || all) w->Arm();
         },
         static_cast<uint64_t>(delay.count()), 0);
@@ -196,7 +206,7 @@ base::Status LocalObjectStore::Start(uv_loop_t* loop, LocalObjectStoreOptions op
   if (options.dir.empty()) return base::Status::Error("object store: empty object manifest path");
   options_ = std::move(options);
   started_ = true;
-  Rescan({}, true, false);
+  Rescan({}, ScanScope::kReadAll, false);
   if (options_.strategy == ChangeDetectionStrategy::kWatch) {
     watcher_ = new Watcher;
     watcher_->Init(this, loop);
@@ -212,7 +222,51 @@ void LocalObjectStore::Stop() {
   watcher_ = nullptr;
 }
 
-void LocalObjectStore::Rescan(const std::set<std::string>& force, bool force_all, bool notify) {
+std::optional<LocalObjectStore::FileStamp> LocalObjectStore::StatFile(const std::string& name,
+                                                                      bool* gone) const {
+  const std::string path = options_.dir + "/" + name;
+  struct stat st;
+  *gone = false;
+  if (stat(path.c_str(), &st) != 0) {
+    *gone = errno == ENOENT || errno == ENOTDIR;  // other failures: keep what was read
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *gone = true;
+    return std::nullopt;
+  }
+  return FileStamp{st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
+                   st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
+}
+
+void LocalObjectStore::Rescan(const std::set<std::string>& force, ScanScope scope, bool notify) {
+  bool changed = false;  // some file's objects were replaced, or a file with objects went away
+  auto drop = [&](std::map<std::string, ManifestFile>::iterator it) {
+    if (!it->second.objects.empty()) {
+      spdlog::info("object manifest {}/{} removed: its {} objects are gone", options_.dir,
+                   it->first, it->second.objects.size());
+      changed = true;
+    }
+    files_.erase(it);
+  };
+
+  if (scope == ScanScope::kNamed) {
+    // Events name the files that changed: no listing, no stat of the others.
+    for (const std::string& name : force) {
+      bool gone = false;
+      std::optional<FileStamp> stamp = StatFile(name, &gone);
+      auto it = files_.find(name);
+      if (!stamp) {
+        if (gone && it != files_.end()) drop(it);
+        continue;
+      }
+      if (it == files_.end()) it = files_.emplace(name, ManifestFile{}).first;
+      changed |= ReadFile(name, *stamp, &it->second);
+    }
+    if (changed) RebuildView(notify);
+    return;
+  }
+
   last_scan_ = Now();
   std::set<std::string> names;
   DIR* d = opendir(options_.dir.c_str());
@@ -237,38 +291,30 @@ void LocalObjectStore::Rescan(const std::set<std::string>& force, bool force_all
   }
   dir_error_.clear();
 
-  std::map<std::string, ManifestFile> next;
+  for (auto it = files_.begin(); it != files_.end();) {
+    auto next = std::next(it);
+    if (!names.count(it->first)) drop(it);
+    it = next;
+  }
   for (const std::string& name : names) {
-    const std::string path = options_.dir + "/" + name;
-    auto old = files_.find(name);
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-      // Gone since the listing: dropped. Any other failure: keep what was read.
-      if (errno != ENOENT && old != files_.end()) next.emplace(name, std::move(old->second));
+    bool gone = false;
+    std::optional<FileStamp> stamp = StatFile(name, &gone);
+    auto it = files_.find(name);
+    if (!stamp) {
+      if (gone && it != files_.end()) drop(it);
       continue;
     }
-    if (!S_ISREG(st.st_mode)) continue;
-    const FileStamp stamp{st.st_ino, st.st_size,
-                          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-                          st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
-    ManifestFile file;
-    if (old != files_.end()) file = std::move(old->second);
-    if (!file.read || force_all || force.count(name) || !(file.stamp == stamp)) {
-      ReadFile(name, stamp, &file);
-    }
-    next.emplace(name, std::move(file));
-  }
-  for (const auto& [name, file] : files_) {
-    if (!next.count(name) && !file.objects.empty()) {
-      spdlog::info("object manifest {}/{} removed: its {} objects are gone", options_.dir, name,
-                   file.objects.size());
+    if (it == files_.end()) it = files_.emplace(name, ManifestFile{}).first;
+    ManifestFile& file = it->second;
+    if (!file.read || scope == ScanScope::kReadAll || force.count(name) ||
+        !(file.stamp == *stamp)) {
+      changed |= ReadFile(name, *stamp, &file);
     }
   }
-  files_ = std::move(next);
-  RebuildView(notify);
+  if (changed) RebuildView(notify);
 }
 
-void LocalObjectStore::ReadFile(const std::string& name, const FileStamp& stamp,
+bool LocalObjectStore::ReadFile(const std::string& name, const FileStamp& stamp,
                                 ManifestFile* file) {
   const std::string path = options_.dir + "/" + name;
   ++file_reads_;
@@ -278,9 +324,9 @@ void LocalObjectStore::ReadFile(const std::string& name, const FileStamp& stamp,
   if (!bytes.ok()) {
     spdlog::error("object manifest {}: {}; keeping its {} objects as last read", path,
                   bytes.status().message(), file->objects.size());
-    return;
+    return false;
   }
-  if (file->read && *bytes == file->bytes) return;
+  if (file->read && *bytes == file->bytes) return false;
   const bool first_read = !file->read;
   file->read = true;
   file->bytes = std::move(bytes).value();
@@ -289,13 +335,13 @@ void LocalObjectStore::ReadFile(const std::string& name, const FileStamp& stamp,
         "object manifest {} is empty; keeping its {} objects until it has content or "
         "is deleted",
         path, file->objects.size());
-    return;
+    return false;
   }
   base::Result<std::vector<kube::ManifestObject>> decoded = kube::DecodeManifest(file->bytes, path);
   if (!decoded.ok()) {
     spdlog::error("invalid object manifest, keeping its {} objects as last read: {}",
                   file->objects.size(), decoded.status().message());
-    return;
+    return false;
   }
   std::vector<std::pair<kube::ObjectRef, Object>> objects;
   for (kube::ManifestObject& object : *decoded) {
@@ -313,7 +359,9 @@ void LocalObjectStore::ReadFile(const std::string& name, const FileStamp& stamp,
     }
   }
   spdlog::debug("object manifest {}: {} objects", path, objects.size());
+  const bool changed = !file->objects.empty() || !objects.empty();
   file->objects = std::move(objects);
+  return changed;
 }
 
 void LocalObjectStore::RebuildView(bool notify) {
@@ -372,7 +420,7 @@ void LocalObjectStore::Refresh(const kube::ObjectRef& ref) {
         it != view_.end() ? files_.at(it->second.file).read_at : last_scan_;
     stale = read_at + options_.cache_ttl <= Now();
   }
-  if (stale) Rescan(force, false, false);
+  if (stale) Rescan(force, ScanScope::kStatAll, false);
 }
 
 base::Result<const LocalObjectStore::Object*> LocalObjectStore::Lookup(const kube::ObjectRef& ref) {

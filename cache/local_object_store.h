@@ -16,9 +16,11 @@
 // Strategies (--config-map-and-secret-change-detection-strategy):
 //   * Watch: libuv fs events on the directory; events are coalesced (a read happens 2 ms after
 //     the last event of a burst, at most 10 ms after its first) and every file an event names is
-//     read again; a relist (stat of every file, default every 20 s) catches anything missed and
-//     re-arms the watch. Each change calls the change handler at once for every referenced
-//     object it created, changed or deleted. Gets are served from memory.
+//     read again (an event on a "..name" entry, as when the directory is itself a projected
+//     volume whose "..data" link was swapped, makes every file's stat be compared); a relist
+//     (stat of every file, default every 20 s) catches anything missed and re-arms the watch. Each
+//     change calls the change handler at once for every referenced object it created, changed or
+//     deleted. Gets are served from memory.
 //   * Cache: a get reads the object's file again when the last read is older than the TTL
 //     (--object-cache-ttl), or when the object was newly referenced by a pod since (the
 //     kubelet's invalidation on new references).
@@ -38,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -112,11 +115,19 @@ class LocalObjectStore : public ObjectManager {
   struct Watcher;  // the libuv handles; outlives the store until they are closed
 
   Clock::time_point Now() const;
-  // Lists the directory and reads again every file that is new, whose stat changed, that is
-  // named in `force`, or every file when `force_all`; then updates the served objects and, when
-  // `notify`, calls the change handler for referenced objects that changed.
-  void Rescan(const std::set<std::string>& force, bool force_all, bool notify);
-  void ReadFile(const std::string& name, const FileStamp& stamp, ManifestFile* file);
+  enum class ScanScope {
+    kNamed,    // only the files in `force` (an fs event named them)
+    kStatAll,  // list the directory; read files that are new, in `force` or whose stat changed
+    kReadAll,  // list the directory and read every file
+  };
+  // Reads files again as `scope` says, then, if any file's objects changed, updates the served
+  // objects and, when `notify`, calls the change handler for referenced objects that changed.
+  void Rescan(const std::set<std::string>& force, ScanScope scope, bool notify);
+  // The stamp of a regular file in the directory; nullopt with *gone when it no longer exists
+  // (or is not a regular file), nullopt alone when stat failed otherwise.
+  std::optional<FileStamp> StatFile(const std::string& name, bool* gone) const;
+  // Reads one file again; true when its objects were replaced.
+  bool ReadFile(const std::string& name, const FileStamp& stamp, ManifestFile* file);
   void RebuildView(bool notify);
   // Cache / Get: brings `ref` up to date before a get.
   void Refresh(const kube::ObjectRef& ref);

@@ -147,6 +147,26 @@ TEST_F(LocalObjectStoreTest, WatchFollowsCreateRenameIntoPlaceAndDelete) {
   EXPECT_THAT(changes_, ElementsAre(Cm("one"), Cm("one"), Cm("two"), Cm("one")));
 }
 
+// The directory may itself be a projected volume (the daemon's objects from a ConfigMap volume):
+// files are links through "..data", and an update swaps "..data" alone.
+TEST_F(LocalObjectStoreTest, WatchFollowsADataSymlinkSwap) {
+  namespace fs = std::filesystem;
+  fs::create_directory(dir_.File("..v1"));
+  WriteFile(dir_.File("..v1/cm.yaml"), ConfigMapYaml("one", "1"));
+  fs::create_directory_symlink("..v1", dir_.File("..data"));
+  fs::create_symlink("..data/cm.yaml", dir_.File("cm.yaml"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "1");
+
+  fs::create_directory(dir_.File("..v2"));
+  WriteFile(dir_.File("..v2/cm.yaml"), ConfigMapYaml("one", "2"));
+  fs::create_directory_symlink("..v2", dir_.File("..data_tmp"));
+  fs::rename(dir_.File("..data_tmp"), dir_.File("..data"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_EQ(Value("one"), "2");
+}
+
 TEST_F(LocalObjectStoreTest, IdenticalRewriteChangesNothing) {
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
   Start();

@@ -78,6 +78,10 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                  "(default: the machine's)");
   app.add_flag("--fsync", cfg.fsync,
                "fsync files and directories before and after each volume update");
+  bool no_tmpfs = false;
+  app.add_flag("--no-tmpfs", no_tmpfs,
+               "Keep secret, downwardAPI and projected volumes on the node's disk instead of a "
+               "tmpfs (the kubelet always uses tmpfs)");
   app.add_option("--log-format", log_format, "text or json");
   app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
       ->check(CLI::Range(0, 10));
@@ -104,6 +108,7 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   if (cfg.sync_frequency.count() == 0) {
     return base::Status::Error("--sync-frequency: must be greater than 0");
   }
+  cfg.tmpfs = !no_tmpfs;
   auto parsed_strategy = cache::ParseChangeDetectionStrategy(strategy);
   if (!parsed_strategy.ok()) return parsed_strategy.status();
   cfg.strategy = *parsed_strategy;

@@ -30,6 +30,7 @@ struct DaemonConfig {
   // text); --node-allocatable overrides, missing entries come from the machine.
   std::map<std::string, std::string> node_allocatable;
   bool fsync = false;
+  bool tmpfs = true;  // --no-tmpfs turns it off
   LogFormat log_format = LogFormat::kText;
   int verbosity = 0;
 };

@@ -20,6 +20,7 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
   EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kWatch);
   EXPECT_EQ(c.log_format, LogFormat::kText);
   EXPECT_FALSE(c.fsync);
+  EXPECT_TRUE(c.tmpfs);
 
   auto env = Parse({"--manifest-url", "http://127.0.0.1/pods"}, {{"NODE_NAME", "node-7"}});
   ASSERT_TRUE(env.ok());
@@ -35,7 +36,7 @@ TEST(DaemonConfigTest, ParsesEveryFlag) {
                   "--config-map-and-secret-change-detection-"
                   "strategy",
                   "Cache", "--object-cache-ttl", "500ms", "--log-format", "json", "-v", "3",
-                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi"});
+                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi", "--no-tmpfs"});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/tmp/root");
@@ -46,6 +47,7 @@ TEST(DaemonConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(c.log_format, LogFormat::kJson);
   EXPECT_EQ(c.verbosity, 3);
   EXPECT_TRUE(c.fsync);
+  EXPECT_FALSE(c.tmpfs);
   EXPECT_EQ(c.node_allocatable.at("cpu"), "4");
   EXPECT_EQ(c.node_allocatable.at("memory"), "8Gi");
 }

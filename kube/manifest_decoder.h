@@ -5,6 +5,8 @@
 //
 // Accepted documents: kind Pod, ConfigMap, Secret, their List kinds, and v1 "List" whose items
 // carry their own kind. Anything else fails the file: a manifest directory holds what it should.
+// A file whose first non-blank character is '{' is one JSON value (use a List for several, as the
+// kubelet's static-pod reader expects); anything else is a YAML stream, one object per document.
 //
 // Errors name the source, the document (in a multi-document stream), the object and the field:
 //   /etc/vm/pods/web.yaml: document 2: pods/web-0: spec.volumes[2].configMap.items[0].mode:

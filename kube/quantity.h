@@ -7,6 +7,8 @@
 //
 // As upstream, the value is rounded away from zero to the next nano (10^-9) unit and its magnitude
 // is capped at 2^63-1; leading zeros, "1." and "-" are accepted, an unknown suffix is not.
+// (Upstream's int64 fast path leaves a few short spellings such as "12E" uncapped, and its Value()
+// then overflows; here every value beyond the cap saturates.)
 // Value() and MilliValue() round up (towards +infinity) like Quantity.Value() / MilliValue().
 //
 // A Quantity is an immutable value type.

@@ -58,6 +58,49 @@ TEST(QuantityTest, ParsesAsKubernetes) {
   }
 }
 
+// Exact values (in nanos) of inputs upstream's own parser tests cover, including its rounding.
+TEST(QuantityTest, ExactValuesInNanos) {
+  constexpr Int128 kUnit = 1'000'000'000;
+  const struct {
+    const char* text;
+    Int128 nanos;
+  } cases[] = {
+      {"0n", 0},
+      {"0Ki", 0},
+      {"5n", 5},
+      {"4u", 4'000},
+      {"3m", 3'000'000},
+      {"50k", 50'000 * kUnit},
+      {"3Ei", Int128{3} * (Int128{1} << 60) * kUnit},
+      {"100.035k", 100'035 * kUnit},
+      {"0.0005k", 500'000'000},
+      {"0.5e-2", 5'000'000},
+      {"1.3E+6", 1'300'000 * kUnit},
+      {"10.035M", 10'035'000 * kUnit},
+      {"6.987654321G", Int128{6'987'654'321} * kUnit},
+      {"3.001n", 4},
+      {"1.1E-9", 2},
+      {"0.0000000005", 1},
+      {"0.9n", 1},
+      {"0.00000012345", 124},
+      {"0.00000012354", 124},
+      {"100.035Ki", Int128{102'435'840'000'000}},
+      {"0.5Mi", 524'288 * kUnit},
+      {"0.05Gi", Int128{53'687'091'200'000'000}},
+      {"0.025Ti", Int128{27'487'790'694} * kUnit + 400'000'000},
+      {"0.000000000001Ki", 2},
+      {".0001k", 100'000'000},
+      {"1.G", 1'000'000'000 * kUnit},
+      {"-3.001n", -4},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    auto q = Quantity::Parse(c.text);
+    ASSERT_TRUE(q.ok()) << q.status().message();
+    EXPECT_TRUE(q->nanos() == c.nanos) << static_cast<double>(q->nanos());
+  }
+}
+
 TEST(QuantityTest, EqualValuesCompareEqual) {
   EXPECT_EQ(*Quantity::Parse("1k"), *Quantity::Parse("1000"));
   EXPECT_EQ(*Quantity::Parse("1Ki"), *Quantity::Parse("1024"));

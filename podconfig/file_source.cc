@@ -101,6 +101,7 @@ struct FileSource::Impl {
   std::string watched_dir;
   bool force_read = false;  // an fs event came: read every file, whatever its stamp
   bool missing_logged = false;
+  bool delivered = false;                // the sink has the state of `entries`
   std::map<std::string, Entry> entries;  // file path -> last read
 
   static Impl* From(void* handle) {
@@ -124,6 +125,7 @@ void FileSource::Impl::Scan(bool force) {
     if (!missing_logged) spdlog::warn("pod manifest path {} does not exist; no static pods", path);
     missing_logged = true;
     entries.clear();
+    delivered = false;  // delivered below, and again at each relist until the path appears
     sink({});
     return;
   }
@@ -153,6 +155,7 @@ void FileSource::Impl::Scan(bool force) {
 
   std::map<std::string, Entry> next;
   std::vector<kube::Pod> pods;
+  bool changed = false;  // some file decoded anew
   for (const std::string& file : files) {
     struct stat fst;
     if (stat(file.c_str(), &fst) != 0) continue;  // vanished since the listing
@@ -175,6 +178,7 @@ void FileSource::Impl::Scan(bool force) {
       if (old != entries.end() && old->second.bytes == entry.bytes) {
         entry.pod = std::move(old->second.pod);
       } else {
+        changed = true;
         base::Result<kube::Pod> pod = DecodeStaticPodFile(entry.bytes, file, options.node_name);
         if (pod.ok()) {
           entry.pod = std::move(pod).value();
@@ -188,8 +192,14 @@ void FileSource::Impl::Scan(bool force) {
     if (entry.pod) pods.push_back(*entry.pod);
     next.emplace(file, std::move(entry));
   }
+  // The relist usually finds nothing new: then the sink, which holds this state, is spared.
+  changed = changed || !delivered || next.size() != entries.size() ||
+            !std::equal(next.begin(), next.end(), entries.begin(),
+                        [](const auto& a, const auto& b) { return a.first == b.first; });
   entries = std::move(next);
   Watch(dir);
+  if (!changed) return;
+  delivered = true;
   sink(std::move(pods));
 }
 
@@ -225,8 +235,10 @@ void FileSource::Impl::OnEvent(const char* filename, int status) {
     uv_fs_event_stop(&fs_event);
     watching = false;
   } else if (filename != nullptr && !IsManifestName(filename) &&
-             filename != BaseName(watched_dir)) {
-    return;  // an editor's swap file, a temporary name, ...
+             filename != BaseName(watched_dir) && !std::string_view(filename).starts_with("..")) {
+    // An editor's swap file, a temporary name, ... ("..data" and its kin are let through: the
+    // directory may be a projected volume whose files are links through them.)
+    return;
   }
   force_read = true;
   if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&debounce_timer))) {

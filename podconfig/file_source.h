@@ -7,8 +7,9 @@
 //
 // Change detection: libuv fs events on the directory (inotify), coalesced over `debounce`, plus a
 // full relist every `relist_interval` (the kubelet's 20 s file check frequency) as a safety net
-// that also re-arms the watch when the directory was missing or replaced. A file is decoded again
-// only when its bytes changed.
+// that also re-arms the watch when the directory was missing or replaced. Events on "..name"
+// entries count too, so a directory that is itself a projected volume (files linked through a
+// swapped "..data") is followed. A file is decoded again only when its bytes changed.
 //
 // Failures: a file that cannot be read, decoded or validated is logged once per distinct content
 // (file, object, field; never a value) and contributes no pod; the other files' pods stay. A

@@ -126,6 +126,21 @@ TEST_F(FileSourceTest, SameContentKeepsItsUidAcrossRestarts) {
   EXPECT_EQ(uid_again, uid);
 }
 
+TEST_F(FileSourceTest, FollowsADataSymlinkSwap) {
+  namespace fs = std::filesystem;
+  fs::create_directory(dir_.File("..v1"));
+  WriteFile(dir_.File("..v1/a.yaml"), PodYaml("a"));
+  fs::create_directory_symlink("..v1", dir_.File("..data"));
+  fs::create_symlink("..data/a.yaml", dir_.File("a.yaml"));
+  Start();
+  ASSERT_THAT(Names(), ElementsAre("a-node-1"));
+  fs::create_directory(dir_.File("..v2"));
+  WriteFile(dir_.File("..v2/a.yaml"), PodYaml("a", "v2"));
+  fs::create_directory_symlink("..v2", dir_.File("..data_tmp"));
+  fs::rename(dir_.File("..data_tmp"), dir_.File("..data"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return last_->at(0).metadata.labels.at("version") == "v2"; }));
+}
+
 TEST_F(FileSourceTest, InvalidFileIsSkippedAndOthersStay) {
   WriteFile(dir_.File("a.yaml"), PodYaml("a"));
   WriteFile(dir_.File("bad.yaml"), "kind: Pod\nmetadata: {name: Not_Valid}\n");
@@ -148,6 +163,17 @@ TEST_F(FileSourceTest, DotfilesAndTemporaryNamesCauseNoDelivery) {
   loop_.RunFor(std::chrono::milliseconds(100));
   EXPECT_EQ(deliveries_, before);
   EXPECT_THAT(Names(), ElementsAre("a-node-1"));
+}
+
+TEST_F(FileSourceTest, RelistWithoutChangesDeliversNothingAndCatchesMissedChanges) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start(std::chrono::milliseconds(10));
+  loop_.RunFor(std::chrono::milliseconds(100));
+  EXPECT_EQ(deliveries_, 1);
+  // A change made while the loop does not run still arrives (by event or relist).
+  WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return deliveries_ == 2; }));
+  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v2");
 }
 
 TEST_F(FileSourceTest, MissingDirectoryIsSeenEmptyThenPickedUpByTheRelist) {

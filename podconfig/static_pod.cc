@@ -25,11 +25,16 @@ base::Result<std::vector<json>> PodJsonValues(std::string_view bytes) {
   if (!docs.ok()) return docs.status();
   std::vector<json> pods;
   for (json& doc : *docs) {
-    auto items = doc.is_object() ? doc.find("items") : doc.end();
+    auto kind = doc.is_object() ? doc.find("kind") : doc.end();
+    const bool is_list = kind != doc.end() && kind->is_string() &&
+                         kind->get_ref<const std::string&>().ends_with("List");
+    if (!is_list) {
+      pods.push_back(std::move(doc));
+      continue;
+    }
+    auto items = doc.find("items");
     if (items != doc.end() && items->is_array()) {
       for (json& item : *items) pods.push_back(std::move(item));
-    } else {
-      pods.push_back(std::move(doc));
     }
   }
   return pods;

@@ -132,6 +132,15 @@ TEST(StaticPodTest, UrlPodListGivesEveryPodItsOwnUid) {
   EXPECT_NE(from_file->metadata.uid, (*pods)[0].metadata.uid);
 }
 
+TEST(StaticPodTest, UrlEmptyListsHaveNoPods) {
+  for (const char* body :
+       {R"({"kind":"PodList","items":[]})", R"({"kind":"PodList","items":null})", "kind: List\n"}) {
+    auto pods = DecodeStaticPodsFromUrl(body, "http://127.0.0.1/pods", "n1");
+    ASSERT_TRUE(pods.ok()) << body << ": " << pods.status().message();
+    EXPECT_TRUE(pods->empty()) << body;
+  }
+}
+
 TEST(StaticPodTest, UrlRejectsOtherKinds) {
   auto pods = DecodeStaticPodsFromUrl("kind: Secret\nmetadata: {name: s}\nstringData: {k: hush}\n",
                                       "http://127.0.0.1/pods", "n1");

@@ -6,11 +6,18 @@ void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& pl
                                      const std::string& dir, const std::string& ts_dir,
                                      std::chrono::system_clock::time_point when,
                                      SteadyTime op_started) {
+  changed_.insert(key);
   MountedVolume& v = volumes_[key];
   v.key = key;
   v.plugin_dir = plugin_dir;
   v.dir = dir;
   v.uncertain = false;
+  if (auto early = early_requests_.find(key); early != early_requests_.end()) {
+    if (!v.last_remount_request || *v.last_remount_request < early->second) {
+      v.last_remount_request = early->second;
+    }
+    early_requests_.erase(early);
+  }
   if (v.last_remount_request && *v.last_remount_request > op_started) {
     // A change arrived after the operation read its objects: it is not served yet.
     v.remount_required = true;
@@ -27,6 +34,7 @@ void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& pl
 
 void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& plugin_dir,
                                       const std::string& dir) {
+  changed_.insert(key);
   MountedVolume& v = volumes_[key];
   v.key = key;
   v.plugin_dir = plugin_dir;
@@ -36,7 +44,11 @@ void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& p
 
 bool ActualStateOfWorld::MarkRemountRequired(const VolumeKey& key, SteadyTime when) {
   auto it = volumes_.find(key);
-  if (it == volumes_.end()) return false;
+  if (it == volumes_.end()) {
+    early_requests_[key] = when;
+    return false;
+  }
+  changed_.insert(key);
   it->second.remount_required = true;
   if (!it->second.remount_requested_at) it->second.remount_requested_at = when;
   it->second.last_remount_request = when;
@@ -48,7 +60,9 @@ void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& e
   if (it != volumes_.end()) it->second.last_error = error;
 }
 
-void ActualStateOfWorld::Remove(const VolumeKey& key) { volumes_.erase(key); }
+void ActualStateOfWorld::Remove(const VolumeKey& key) {
+  if (volumes_.erase(key) != 0) changed_.insert(key);
+}
 
 const MountedVolume* ActualStateOfWorld::Find(const VolumeKey& key) const {
   auto it = volumes_.find(key);

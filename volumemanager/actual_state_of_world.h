@@ -13,7 +13,9 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "volumemanager/volume_key.h"
@@ -44,8 +46,11 @@ class ActualStateOfWorld {
                    SteadyTime op_started);
   // Found on disk at start.
   void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir);
-  // Returns false when the volume is not mounted.
+  // Returns false when the volume is not mounted yet; the request is then remembered, so that a
+  // first mount already in flight (which read its inputs before `when`) is followed by a remount.
   bool MarkRemountRequired(const VolumeKey& key, SteadyTime when);
+  // Drops what MarkRemountRequired remembered for a volume that is no longer desired.
+  void ForgetRequests(const VolumeKey& key) { early_requests_.erase(key); }
   void SetLastError(const VolumeKey& key, const std::string& error);
   void Remove(const VolumeKey& key);
 
@@ -54,8 +59,13 @@ class ActualStateOfWorld {
   bool HasPod(const std::string& pod_uid) const;
   const std::map<VolumeKey, MountedVolume>& volumes() const { return volumes_; }
 
+  // The keys whose state changed since the last call (for the reconciler).
+  std::set<VolumeKey> TakeChanged() { return std::exchange(changed_, {}); }
+
  private:
   std::map<VolumeKey, MountedVolume> volumes_;
+  std::map<VolumeKey, SteadyTime> early_requests_;  // requests for volumes not mounted yet
+  std::set<VolumeKey> changed_;
 };
 
 }  // namespace volumemanager

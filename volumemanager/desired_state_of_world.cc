@@ -6,6 +6,7 @@ namespace volumemanager {
 
 void DesiredStateOfWorld::Set(DesiredVolume volume) {
   Remove(volume.key);
+  changed_.insert(volume.key);
   for (const kube::ObjectRef& ref : volume.objects) readers_[ref].insert(volume.key);
   VolumeKey key = volume.key;
   volumes_.emplace(std::move(key), std::move(volume));
@@ -14,6 +15,7 @@ void DesiredStateOfWorld::Set(DesiredVolume volume) {
 void DesiredStateOfWorld::Remove(const VolumeKey& key) {
   auto it = volumes_.find(key);
   if (it == volumes_.end()) return;
+  changed_.insert(key);
   for (const kube::ObjectRef& ref : it->second.objects) {
     auto r = readers_.find(ref);
     if (r == readers_.end()) continue;

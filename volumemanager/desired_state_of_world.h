@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kube/object_ref.h"
@@ -42,8 +43,13 @@ class DesiredStateOfWorld {
   std::vector<VolumeKey> VolumesReading(const kube::ObjectRef& object) const;
   const std::map<VolumeKey, DesiredVolume>& volumes() const { return volumes_; }
 
+  // The keys added, replaced or removed since the last call (the reconciler looks only at
+  // these, so an idle pass costs nothing).
+  std::set<VolumeKey> TakeChanged() { return std::exchange(changed_, {}); }
+
  private:
   std::map<VolumeKey, DesiredVolume> volumes_;
+  std::set<VolumeKey> changed_;
   std::map<kube::ObjectRef, std::set<VolumeKey>> readers_;
 };
 

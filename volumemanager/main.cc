@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
   vm_options.sync_frequency =
       std::chrono::duration_cast<std::chrono::milliseconds>(cfg.sync_frequency);
   vm_options.durable = cfg.fsync;
+  vm_options.tmpfs = cfg.tmpfs;
   vm_options.node_allocatable = *allocatable;
   d.pods = std::make_unique<podconfig::PodConfig>(
       [&d](const podconfig::PodUpdate& u) { d.manager->OnPodUpdate(u); });

@@ -63,20 +63,34 @@ Reconciler::~Reconciler() = default;
 
 void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
                            const std::function<bool(const std::string&)>& is_terminating) {
-  if (ready_to_unmount) {
-    std::vector<const MountedVolume*> unwanted;
-    for (const auto& [key, mounted] : asw_->volumes()) {
-      if (dsw_->Find(key) == nullptr) unwanted.push_back(&mounted);
+  pending_.merge(dsw_->TakeChanged());
+  pending_.merge(asw_->TakeChanged());
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (Evaluate(*it, now, ready_to_unmount, is_terminating)) {
+      it = pending_.erase(it);
+    } else {
+      ++it;
     }
-    for (const MountedVolume* m : unwanted) StartTearDown(*m, now);
   }
-  for (const auto& [key, desired] : dsw_->volumes()) {
-    const MountedVolume* mounted = asw_->Find(key);
-    const bool needed = mounted == nullptr || mounted->uncertain ||
-                        (mounted->remount_required && !is_terminating(key.pod_uid));
-    if (!needed || !executor_->CanStart(key, now)) continue;
-    StartMount(desired, mounted, now);
+}
+
+bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_unmount,
+                          const std::function<bool(const std::string&)>& is_terminating) {
+  const DesiredVolume* desired = dsw_->Find(key);
+  const MountedVolume* mounted = asw_->Find(key);
+  if (desired == nullptr) {
+    if (mounted == nullptr) {
+      asw_->ForgetRequests(key);
+      return true;
+    }
+    if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
+    return StartTearDown(*mounted);  // its completion puts the key back
   }
+  const bool needed = mounted == nullptr || mounted->uncertain ||
+                      (mounted->remount_required && !is_terminating(key.pod_uid));
+  if (!needed) return true;
+  if (!executor_->CanStart(key, now)) return false;
+  return StartMount(*desired, mounted, now);
 }
 
 void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& error) {
@@ -94,7 +108,7 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
       error, retry);
 }
 
-void Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
+bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
                             SteadyTime now) {
   const VolumeKey key = desired.key;
   const bool first_mount = mounted == nullptr;
@@ -107,7 +121,7 @@ void Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
     ++stats_.mounts_failed;
     asw_->SetLastError(key, payload.status().message());
     LogFailure(desired, payload.status().message());
-    return;
+    return false;  // retried once the backoff allows
   }
 
   auto request = std::make_shared<SetUpRequest>();
@@ -117,6 +131,7 @@ void Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   request->set_permissions = plugins::OwnershipPassFor(
       *desired.pod, "volume \"" + key.volume_name + "\" of pod \"" + PodName(*desired.pod) + "\"");
   request->durable = options_.durable;
+  request->tmpfs = options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
   auto result =
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;
@@ -153,19 +168,20 @@ void Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                          key.pod_uid, s.message());
           }
         }
+        pending_.insert(key);  // look again: a failure retries, a success may have more to do
         if (on_done_) on_done_(key);
       });
   if (!started) {
     spdlog::error("volume \"{}\" of pod UID \"{}\": could not queue the mount operation",
                   key.volume_name, key.pod_uid);
   }
+  return started;
 }
 
-void Reconciler::StartTearDown(const MountedVolume& mounted, SteadyTime now) {
+bool Reconciler::StartTearDown(const MountedVolume& mounted) {
   const VolumeKey key = mounted.key;
-  if (!executor_->CanStart(key, now)) return;
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir, key.volume_name};
-  executor_->Run(
+  return executor_->Run(
       key, [loc] { return TearDownVolume(loc); },
       [this, key, dir = loc.dir()](const base::Status& s) {
         if (s.ok()) {
@@ -180,6 +196,7 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, SteadyTime now) {
           spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",
                        key.volume_name, key.pod_uid, s.message());
         }
+        pending_.insert(key);
         if (on_done_) on_done_(key);
       });
 }

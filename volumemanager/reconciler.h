@@ -15,6 +15,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "cache/object_manager.h"
@@ -29,6 +30,7 @@ namespace volumemanager {
 struct ReconcilerOptions {
   std::string root_dir;
   bool durable = false;  // fsync writes (off by default, like the kubelet)
+  bool tmpfs = true;     // memory-medium volumes on tmpfs, as the kubelet
   kube::ResourceList node_allocatable;
 };
 
@@ -49,7 +51,10 @@ class Reconciler {
              OperationExecutor* executor, cache::ObjectManager* objects);
   ~Reconciler();
 
-  // One pass. `ready_to_unmount`: every pod source seen and the start-up scan done.
+  // One pass over the volumes that may need an operation: those whose desired or actual state
+  // changed since the last pass, those waiting out a backoff, those whose operation finished,
+  // and undesired volumes waiting for `ready_to_unmount`. An idle pass does nothing.
+  // `ready_to_unmount`: every pod source seen and the start-up scan done.
   // `is_terminating(uid)`: the pod's volumes must not be refreshed.
   void Reconcile(SteadyTime now, bool ready_to_unmount,
                  const std::function<bool(const std::string&)>& is_terminating);
@@ -62,8 +67,13 @@ class Reconciler {
  private:
   class ObjectLookupAdapter;
 
-  void StartMount(const DesiredVolume& desired, const MountedVolume* mounted, SteadyTime now);
-  void StartTearDown(const MountedVolume& mounted, SteadyTime now);
+  // Starts what `key` needs; false when it must be looked at again in a later pass.
+  bool Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_unmount,
+                const std::function<bool(const std::string&)>& is_terminating);
+  // Both return true when the operation was queued (its completion puts the key back), false
+  // when the key must be looked at again in a later pass.
+  bool StartMount(const DesiredVolume& desired, const MountedVolume* mounted, SteadyTime now);
+  bool StartTearDown(const MountedVolume& mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
 
   ReconcilerOptions options_;
@@ -73,6 +83,7 @@ class Reconciler {
   std::unique_ptr<ObjectLookupAdapter> lookup_;
   std::function<void(const VolumeKey&)> on_done_;
   ReconcilerStats stats_;
+  std::set<VolumeKey> pending_;
 };
 
 }  // namespace volumemanager

@@ -27,7 +27,8 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop),
       populator_(registry, &dsw_, &asw_, objects),
-      reconciler_(ReconcilerOptions{options_.root_dir, options_.durable, options_.node_allocatable},
+      reconciler_(ReconcilerOptions{options_.root_dir, options_.durable, options_.tmpfs,
+                                    options_.node_allocatable},
                   &dsw_, &asw_, &executor_, objects) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {

@@ -42,6 +42,7 @@ struct VolumeManagerOptions {
   std::chrono::milliseconds sync_frequency{60000};
   std::chrono::milliseconds reconcile_period{100};
   bool durable = false;
+  bool tmpfs = true;  // secret, downwardAPI and projected volumes on tmpfs
   kube::ResourceList node_allocatable;
 };
 

@@ -1,8 +1,12 @@
 #include "volumemanager/volume_setup.h"
 
+#include <dirent.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -34,11 +38,49 @@ base::Status MakeDir(const std::string& path, mode_t mode, std::vector<std::stri
   return base::Status::OK();
 }
 
+bool IsEmptyDir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return false;
+  bool empty = true;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
+}
+
+base::Status Unmount(const std::string& dir) {
+  if (::umount2(dir.c_str(), 0) == 0) return base::Status::OK();
+  // Busy (a reader holds a file open): detach now, the kernel frees it when the last user goes.
+  if (errno == EBUSY && ::umount2(dir.c_str(), MNT_DETACH) == 0) return base::Status::OK();
+  return ErrnoError("unmount", dir, errno);
+}
+
+// Mounts a tmpfs on `dir` (no options, as the kubelet: the root shows mode 1777). Returns
+// whether it mounted; an unprivileged process gets a plain directory and one warning.
+base::Result<bool> MountTmpfs(const std::string& dir) {
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, nullptr) == 0) return true;
+  if (errno != EPERM && errno != EACCES) return ErrnoError("mount tmpfs on", dir, errno);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    spdlog::warn(
+        "cannot mount tmpfs ({}): secret, downwardAPI and projected volumes are written to the "
+        "node's disk; run privileged (CAP_SYS_ADMIN) or pass --no-tmpfs to silence this",
+        std::strerror(errno));
+  }
+  return false;
+}
+
 // Removes what a failed first mount created: the volume dir with its content, the parent dirs
 // only while empty (another volume of the same pod may be mounting into them right now).
 void Undo(const std::vector<std::string>& created, const std::string& volume_dir) {
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     if (*it == volume_dir) {
+      if (IsMountPoint(*it)) Unmount(*it).IgnoreError();
       atomicwriter::RemoveTree(*it).IgnoreError();
     } else {
       ::rmdir(it->c_str());
@@ -82,6 +124,14 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
     Undo(created, dir);
     return s;
   }
+  // A new volume dir, or one left empty (e.g. its tmpfs vanished with a reboot), gets its tmpfs.
+  if (request.tmpfs && !IsMountPoint(dir) && IsEmptyDir(dir)) {
+    auto mounted = MountTmpfs(dir);
+    if (!mounted.ok()) {
+      Undo(created, dir);
+      return mounted.status();
+    }
+  }
 
   atomicwriter::Options options;
   options.durable = request.durable;
@@ -95,8 +145,22 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   return result;
 }
 
+bool IsMountPoint(const std::string& dir) {
+  struct stat st {};
+  struct stat parent {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if (::stat((dir + "/..").c_str(), &parent) != 0) return false;
+  return st.st_dev != parent.st_dev || st.st_ino == parent.st_ino;
+}
+
 base::Status TearDownVolume(const VolumeLocation& location) {
-  base::Status s = atomicwriter::RemoveTree(location.dir());
+  const std::string dir = location.dir();
+  if (IsMountPoint(dir)) {
+    // The content goes with the tmpfs; nothing of it is read or followed.
+    base::Status u = Unmount(dir);
+    if (!u.ok()) return u;
+  }
+  base::Status s = atomicwriter::RemoveTree(dir);
   if (!s.ok()) return s;
   RemoveEmptyPodDirs(location.root_dir, location.pod_uid);
   return base::Status::OK();

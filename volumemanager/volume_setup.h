@@ -7,8 +7,13 @@
 // removes what this call created, so no directory is left; a failure on remount leaves the
 // published content as it was (upstream issue 113242).
 //
-// TearDownVolume removes the volume dir without following any symlink inside it, then the
-// directories above it that became empty (plugin dir, volumes dir, pod dir).
+// Memory-medium volumes (secret, downwardAPI, projected; `tmpfs` set) get a tmpfs mounted on a
+// new or empty volume dir, as the kubelet does, so their bytes never reach the node's disk. Where
+// mounting is not permitted (an unprivileged run) the volume stays a plain directory and a
+// warning is logged once per process.
+//
+// TearDownVolume unmounts a tmpfs volume dir, removes it without following any symlink inside,
+// then the directories above it that became empty (plugin dir, volumes dir, pod dir).
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_SETUP_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_SETUP_H_
 
@@ -33,7 +38,11 @@ struct SetUpRequest {
   atomicwriter::Payload payload;
   atomicwriter::PermissionCallback set_permissions;  // may be null
   bool durable = false;
+  bool tmpfs = false;  // mount a tmpfs on the volume dir (memory medium)
 };
+
+// True when `dir` is a mount point (another filesystem than its parent's).
+bool IsMountPoint(const std::string& dir);
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request);
 

@@ -1,6 +1,7 @@
 #include "volumemanager/volume_setup.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -100,6 +101,49 @@ TEST_F(VolumeSetupTest, TearDownKeepsOtherFilesInThePodDir) {
   ASSERT_TRUE(TearDownVolume(Loc()).ok());
   EXPECT_TRUE(fs::exists(root_ + "/pods/uid-1/etc-hosts"));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1/volumes"));
+}
+
+// Whether this process may mount (root with CAP_SYS_ADMIN, outside a restricted sandbox).
+bool CanMountTmpfs(const std::string& scratch) {
+  fs::create_directories(scratch);
+  if (::mount("tmpfs", scratch.c_str(), "tmpfs", 0, nullptr) != 0) return false;
+  ::umount2(scratch.c_str(), 0);
+  return true;
+}
+
+TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
+  const bool can_mount = CanMountTmpfs(root_ + "/probe");
+  SetUpRequest req{Loc("uid-1", "secret"), Payload("s3cr3t"), nullptr, false};
+  req.tmpfs = true;
+  auto r = SetUpVolume(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string dir = Loc("uid-1", "secret").dir();
+  // Without the privilege to mount, the volume is still written (a warning is logged).
+  EXPECT_EQ(IsMountPoint(dir), can_mount);
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (std::map<std::string, std::string>{{"key", "s3cr3t"}}));
+  if (can_mount) {
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 01777u);  // the tmpfs root, as the kubelet shows it
+  }
+  // A remount writes into the same tmpfs.
+  req.payload = Payload("rotated");
+  ASSERT_TRUE(SetUpVolume(req).ok());
+  EXPECT_EQ(IsMountPoint(dir), can_mount);
+  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "secret")).ok());
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
+}
+
+TEST_F(VolumeSetupTest, FailedFirstMountOnTmpfsLeavesNothingMounted) {
+  atomicwriter::Payload bad;
+  bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
+  SetUpRequest req{Loc(), bad, nullptr, false};
+  req.tmpfs = true;
+  ASSERT_FALSE(SetUpVolume(req).ok());
+  EXPECT_FALSE(fs::exists(Loc().dir()));
+  EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
 TEST_F(VolumeSetupTest, ScanFindsKnownPluginVolumesOnly) {

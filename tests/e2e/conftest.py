@@ -113,12 +113,28 @@ class Env:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
+def mounts_under(path):
+    """Mount points at or below `path` (from /proc/self/mounts), deepest first."""
+    prefix = str(path)
+    found = []
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            target = line.split()[1].replace("\\040", " ")
+            if target == prefix or target.startswith(prefix + "/"):
+                found.append(target)
+    return sorted(found, key=len, reverse=True)
+
+
 @pytest.fixture
 def env(tmp_path):
     e = Env(tmp_path)
     yield e
     if e.proc is not None:
         e.stop(signal.SIGKILL)
+    # Volumes of a daemon killed mid-test stay mounted, as after a crash; unmount them so the
+    # temporary dir can go.
+    for m in mounts_under(tmp_path):
+        subprocess.run(["umount", "-l", m], check=False)
 
 
 def pod(name, volumes, mounts=None, uid=None, labels=None, annotations=None, resources=None):

@@ -1,6 +1,7 @@
 """The daemon, end to end, in standalone mode: the upstream e2e behaviours for configMap, secret,
 projected and downwardAPI volumes, updates, deletion, restarts, crashes and bad input."""
 import base64
+import json
 import os
 import signal
 import stat
@@ -8,7 +9,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import BIN, NODE, configmap, dot_entries, pod, secret, visible_files, wait_for
+import pytest
+
+from conftest import (BIN, NODE, configmap, dot_entries, mounts_under, pod, secret,
+                      visible_files, wait_for)
 
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
@@ -129,6 +133,21 @@ def test_secret_string_data_and_mode(env):
     wait_for(lambda: visible_files(d) == {"password": b"hunter2", "blob": b"\x00\x01"})
     assert mode_of(d / "password") == 0o400
     assert "hunter2" not in env.log()  # secret values never reach the log
+    if str(d) in mounts_under(d):
+        # On tmpfs, as the kubelet does: the bytes never reach the node's disk.
+        assert mode_of(d) == 0o1777
+    else:
+        assert "cannot mount tmpfs" in env.log()  # unprivileged: said, not silent
+
+
+def test_no_tmpfs_keeps_secrets_in_a_plain_directory(env):
+    env.put_object(secret("s", string_data={"k": "v"}))
+    env.put_pod(pod("p", [{"name": "v", "secret": {"secretName": "s"}}], uid="u1"))
+    env.start("--no-tmpfs")
+    d = env.volume_dir("u1", SECRET, "v")
+    wait_for(lambda: visible_files(d) == {"k": b"v"})
+    assert mounts_under(d) == []
+    assert mode_of(d) == 0o777
 
 
 def test_downward_api_fields(env):
@@ -295,3 +314,30 @@ def test_bad_flags_exit_2_with_a_message(tmp_path):
     assert r.returncode == 0 and "--config-map-and-secret-change-detection-strategy" in r.stdout
     r = subprocess.run([BIN, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("volumemanager ")
+
+
+@pytest.mark.parametrize("strategy", ["Get", "Cache"])
+def test_get_and_cache_strategies_refresh_at_the_periodic_resync(env, strategy):
+    """Without change events, the per-pod resync (--sync-frequency) is the propagation bound."""
+    env.put_object(configmap("cfg", {"k": "v1"}))
+    env.put_pod(pod("p", [cm_volume("v", "cfg")], uid="u1"))
+    env.start("--config-map-and-secret-change-detection-strategy", strategy,
+              "--object-cache-ttl", "0s", "--sync-frequency", "500ms")
+    d = env.volume_dir("u1", CM, "v")
+    wait_for(lambda: visible_files(d) == {"k": b"v1"})
+    env.put_object(configmap("cfg", {"k": "v2"}))
+    wait_for(lambda: visible_files(d) == {"k": b"v2"}, timeout=10, what="the resync")
+
+
+def test_json_log_format_writes_one_object_per_line(env):
+    env.put_object(configmap("cfg", {"k": "v"}))
+    env.put_pod(pod("p", [cm_volume("v", "cfg", items=[{"key": "missing", "path": "x"}])],
+                    uid="u1"))
+    env.start("--log-format", "json")
+    wait_for(lambda: "FailedMount" in env.log(), what="a FailedMount line")
+    env.stop()
+    lines = [l for l in env.log().splitlines() if l.strip()]
+    records = [json.loads(l) for l in lines]
+    failed = [r for r in records if "FailedMount" in r["msg"]]
+    assert failed and failed[0]["level"] == "warning"
+    assert 'volume "v"' in failed[0]["msg"]

@@ -1,0 +1,58 @@
+#include "volumemanager/actual_state_of_world.h"
+
+#include <gtest/gtest.h>
+
+namespace volumemanager {
+namespace {
+
+using std::chrono::milliseconds;
+using Steady = std::chrono::steady_clock;
+
+TEST(ActualStateOfWorldTest, RemountRequestsDuringAnOperationAreKept) {
+  const VolumeKey key{"uid", "cfg"};
+  const auto t0 = Steady::now();
+  const auto wall = std::chrono::system_clock::now();
+  const struct {
+    const char* name;
+    bool mounted_before;      // a remount (true) or a first mount (false) is in flight
+    bool request;             // a change request arrives
+    milliseconds request_at;  // relative to the operation's start
+    bool remount_after;       // still required once the operation is recorded
+  } cases[] = {
+      {"remount, change before the op read its inputs", true, true, milliseconds(-5), false},
+      {"remount, change while the op ran", true, true, milliseconds(5), true},
+      {"first mount, change while the op ran", false, true, milliseconds(5), true},
+      {"first mount, change before the op", false, true, milliseconds(-5), false},
+      {"first mount, no change", false, false, milliseconds(0), false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    ActualStateOfWorld asw;
+    if (c.mounted_before) asw.MarkMounted(key, "p", "/d", "..v1", wall, t0 - milliseconds(100));
+    const auto op_started = t0;
+    if (c.request) {
+      EXPECT_EQ(asw.MarkRemountRequired(key, op_started + c.request_at), c.mounted_before);
+    }
+    asw.MarkMounted(key, "p", "/d", "..v2", wall, op_started);
+    ASSERT_NE(asw.Find(key), nullptr);
+    EXPECT_EQ(asw.Find(key)->remount_required, c.remount_after);
+    EXPECT_FALSE(asw.Find(key)->uncertain);
+    EXPECT_EQ(asw.TakeChanged(), std::set<VolumeKey>{key});
+  }
+}
+
+TEST(ActualStateOfWorldTest, UncertainVolumesAndPods) {
+  ActualStateOfWorld asw;
+  asw.AddUncertain(VolumeKey{"a", "x"}, "kubernetes.io~secret", "/r/pods/a/volumes/s/x");
+  asw.AddUncertain(VolumeKey{"a", "y"}, "kubernetes.io~secret", "/r/pods/a/volumes/s/y");
+  asw.AddUncertain(VolumeKey{"ab", "z"}, "kubernetes.io~secret", "/r/pods/ab/volumes/s/z");
+  EXPECT_TRUE(asw.Find(VolumeKey{"a", "x"})->uncertain);
+  EXPECT_EQ(asw.VolumesOfPod("a").size(), 2u);
+  EXPECT_TRUE(asw.HasPod("ab"));
+  EXPECT_FALSE(asw.HasPod("b"));
+  asw.Remove(VolumeKey{"ab", "z"});
+  EXPECT_FALSE(asw.HasPod("ab"));
+}
+
+}  // namespace
+}  // namespace volumemanager
