@@ -15,7 +15,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEB_PACKAGES := cmake g++ make pkg-config libboost-filesystem-dev libuv1-dev nlohmann-json3-dev \
                 libspdlog-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcurl4-openssl-dev \
                 libcli11-dev libssl-dev openssl python3 python3-pytest python3-kubernetes \
-                python3-yaml clang libfuzzer-14-dev
+                python3-yaml clang libfuzzer-14-dev nghttp2-server
 # kubectl for the test API server's fidelity proof. A kubectl already on PATH (e.g. the Google
 # Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
 DEB_PACKAGES += $(if $(shell command -v kubectl),,kubernetes-client)

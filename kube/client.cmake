@@ -31,3 +31,5 @@ vm_add_test(kube_api_error_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/api_error_test
 vm_add_test(kube_backoff_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/backoff_test.cc LIBS kube_client)
 vm_add_test(kube_watch_decoder_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/watch_decoder_test.cc
             LIBS kube_client)
+vm_add_test(kube_object_store_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/object_store_test.cc
+            LIBS kube_client)

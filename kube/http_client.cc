@@ -143,6 +143,9 @@ struct HttpClient::Transfer {
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
     if (code == 0) code = status_line_code;
     response.status = code;
+    long version = 0;
+    curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
+    response.http_major = version == CURL_HTTP_VERSION_2_0 ? 2 : version != 0 ? 1 : 0;
     buffer_body = !request.stream || code < 200 || code >= 300;
     if (!stream.on_headers || cancelled) return true;
     try {
@@ -559,7 +562,7 @@ size_t HttpClient::OnWrite(char* data, size_t size, size_t count, void* userp) {
 }
 
 HttpClient::Stats HttpClient::stats() const {
-  return Stats{connections_opened_, transfers_.size()};
+  return Stats{connections_opened_, sockets_.size(), transfers_.size()};
 }
 
 }  // namespace kube

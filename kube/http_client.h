@@ -62,6 +62,8 @@ struct HttpRequest {
 
 struct HttpResponse {
   long status = 0;
+  // 2 for HTTP/2, 1 for HTTP/1.x, 0 when unknown.
+  int http_major = 0;
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;                            // empty for streamed requests
 };
@@ -82,8 +84,10 @@ class HttpClient {
   using RequestId = std::uint64_t;
 
   struct Stats {
-    // Connections libcurl opened so far (new TCP+TLS connections, not reuses).
+    // Connections opened by requests that have finished (new TCP+TLS connections, not reuses).
     long connections_opened = 0;
+    // Sockets open now (in use by requests or idle in libcurl's connection cache).
+    size_t open_connections = 0;
     size_t requests_in_flight = 0;
   };
 

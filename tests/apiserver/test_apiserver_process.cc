@@ -17,7 +17,13 @@ extern char** environ;
 namespace kube_testing {
 
 TestApiServerProcess::~TestApiServerProcess() {
+  Stop();
+  if (!dir_.empty()) std::filesystem::remove_all(dir_);
+}
+
+void TestApiServerProcess::Stop() {
   if (stdin_fd_ >= 0) close(stdin_fd_);
+  stdin_fd_ = -1;
   if (pid_ > 0) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     int status = 0;
@@ -29,8 +35,8 @@ TestApiServerProcess::~TestApiServerProcess() {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    pid_ = -1;
   }
-  if (!dir_.empty()) std::filesystem::remove_all(dir_);
 }
 
 base::Status TestApiServerProcess::Start(const std::string& token,

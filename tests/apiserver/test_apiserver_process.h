@@ -32,6 +32,8 @@ class TestApiServerProcess {
 
   base::Status Start(const std::string& token = "test-token",
                      const std::vector<std::string>& extra_args = {});
+  // Stops the server now (its port then refuses connections).
+  void Stop();
 
   const std::string& url() const { return url_; }
   const std::string& kubeconfig() const { return kubeconfig_; }

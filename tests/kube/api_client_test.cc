@@ -328,6 +328,19 @@ TEST_F(ApiClientTest, CaFileIsReloadedWhenItChanges) {
   EXPECT_TRUE(Get("/version").ok());
 }
 
+TEST_F(ApiClientTest, RequestTimeoutIsATransportError) {
+  HttpClientOptions options;
+  options.request_timeout = std::chrono::milliseconds(300);
+  Connect(ServerCredentials(), options);
+  server_.Admin("POST", "faults", {{"verb", "create"}, {"delay", 2}});
+  auto start = std::chrono::steady_clock::now();
+  ApiResult result = Call([&](ApiCallback cb) { api_->Create(kCms, ConfigMap("slow", "v"), cb); });
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.error->IsTransport());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(CountRequests("POST", kCms), 1);  // a write is not retried blindly
+}
+
 TEST(ApiClientPrefixTest, ServerUrlPathPrefixIsKept) {
   TestApiServerProcess server;
   ASSERT_TRUE(server.Start("t", {"--path-prefix", "/k8s/east"}).ok());

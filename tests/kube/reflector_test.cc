@@ -428,6 +428,53 @@ TEST_F(ReflectorTest, RetryAfterOnListRepeatsTheSameRequestWithoutRelisting) {
   EXPECT_EQ(Requests(false).size(), 4u);
 }
 
+TEST_F(ReflectorTest, TooLargeResourceVersionThatKeepsFailingRelistsFromTheLatest) {
+  // 1 attempt + 10 Retry-After repeats of the list at RV "0", then a list without an RV.
+  server_.Admin("POST", "faults",
+                {{"verb", "list"},
+                 {"status", 504},
+                 {"reason", "Timeout"},
+                 {"cause", "ResourceVersionTooLarge"},
+                 {"retry_after", 0},
+                 {"times", 11}});
+  Create("big");
+  StartReflector(FastOptions());
+  auto lists = Requests(false);
+  ASSERT_EQ(lists.size(), 12u);
+  EXPECT_EQ(lists[10]["query"]["resourceVersion"], "0");
+  EXPECT_FALSE(lists[11]["query"].contains("resourceVersion"));
+  EXPECT_EQ(reflector_->store().size(), 1u);
+}
+
+TEST_F(ReflectorTest, ForbiddenListBacksOffUntilRbacAllowsIt) {
+  Create("later");
+  server_.Admin(
+      "POST", "acl",
+      {{"user", "test-admin"}, {"rules", {{{"verbs", {"get"}}, {"resources", {"configmaps"}}}}}});
+  auto http = HttpClient::Create(runner_.loop(), creds_);
+  ASSERT_TRUE(http.ok());
+  http_ = std::move(*http);
+  api_ = std::make_unique<ApiClient>(http_.get());
+  reflector_ = std::make_unique<Reflector>(api_.get(), FastOptions(), ReflectorHandlers{});
+  reflector_->Start();
+  runner_.RunFor(std::chrono::milliseconds(600));
+  EXPECT_FALSE(reflector_->synced());
+  EXPECT_GE(reflector_->stats().list_failures, 2);
+  server_.Admin("POST", "acl", {{"user", "test-admin"}, {"rules", nullptr}});
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->synced(); }));
+  EXPECT_EQ(reflector_->store().size(), 1u);
+}
+
+TEST_F(ReflectorTest, UnreachableServerKeepsTheStoreAndBacksOff) {
+  Create("kept");
+  StartReflector(FastOptions());
+  server_.Stop();
+  runner_.RunFor(std::chrono::milliseconds(1500));
+  EXPECT_GE(reflector_->stats().backoff_waits, 2);
+  ASSERT_NE(reflector_->store().Get("default/kept"), nullptr);
+  EXPECT_EQ(deliveries_.size(), 1u);  // only the first add: nothing was deleted
+}
+
 TEST_F(ReflectorTest, RotatedTokenIsPickedUpAfter401OnRewatch) {
   std::string token_file = server_.dir() + "/token";
   std::ofstream(token_file) << "test-token";

@@ -9,7 +9,8 @@ matching rule with uses left wins. What it does, any combination:
   delay          seconds to wait before answering
   status         answer this HTTP code instead; `body` is "status" (a Status, default), "text"
                  (text/plain, as the inflight limiter), "html" (as a proxy) or "empty";
-                 `retry_after` adds Retry-After (and details.retryAfterSeconds)
+                 `retry_after` adds Retry-After (and details.retryAfterSeconds); `cause`
+                 adds details.causes[0].reason (e.g. ResourceVersionTooLarge)
   watch          for watches only, a dict:
                    close_after_events N  end the stream after N events
                    close_after_bytes N   cut the stream after N bytes of events (mid-event)

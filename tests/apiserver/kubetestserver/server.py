@@ -507,6 +507,8 @@ class ApiServer:
             details["name"] = name
         if fault.retry_after is not None:
             details["retryAfterSeconds"] = int(fault.retry_after)
+        if fault.spec.get("cause"):
+            details["causes"] = [{"reason": fault.spec["cause"], "message": fault.spec["cause"]}]
         raise st.ApiError(code, fault.message or f"injected failure {code}", fault.reason,
                           details, headers)
 

@@ -56,6 +56,10 @@ class Watcher:
         self.min_rev = min_rev
         self.queue = asyncio.Queue()
         self.seen_rev = min_rev
+        # A watch pinned to one name (metadata.name=<x>, the kubelet's per-object watches) only
+        # needs to see changes to that name: the store indexes it so a change costs O(matching
+        # watches), not O(all watches).
+        self.pinned_name = field_selector.exact_name()
 
     def matches(self, obj):
         if obj is None:
@@ -100,6 +104,8 @@ class Store:
         self.objects = {name: {} for name in RESOURCES}
         self.history = collections.deque()
         self.watchers = set()
+        self.pinned = {}  # (resource, name) -> set of watchers pinned to that name
+        self.unpinned = {}  # resource -> set of the other watchers
         self.max_history_events = 100000
         self.max_history_age = 300.0
 
@@ -124,7 +130,9 @@ class Store:
             self.objects[resource][key] = cur
         self.history.append(change)
         self.trim_history()
-        for watcher in list(self.watchers):
+        for watcher in list(self.unpinned.get(resource, ())):
+            watcher.offer(change)
+        for watcher in list(self.pinned.get((resource, key[1]), ())):
             watcher.offer(change)
         return change
 
@@ -244,15 +252,23 @@ class Store:
 
     # ---- watchers ----------------------------------------------------------------------------
 
+    def _index(self, watcher):
+        if watcher.pinned_name is not None:
+            return self.pinned.setdefault((watcher.resource, watcher.pinned_name), set())
+        return self.unpinned.setdefault(watcher.resource, set())
+
     def add_watcher(self, watcher):
         self.watchers.add(watcher)
+        self._index(watcher).add(watcher)
 
     def remove_watcher(self, watcher):
         self.watchers.discard(watcher)
+        self._index(watcher).discard(watcher)
 
     def drop_watchers(self, abort=False):
         for watcher in list(self.watchers):
             watcher.close(abort)
+            self._index(watcher).discard(watcher)
         self.watchers.clear()
 
 

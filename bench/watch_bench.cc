@@ -1,0 +1,215 @@
+// bench_watch: events per second and delivery latency through the Reflector over loopback TLS,
+// for 1 and for 2,000 single-object watches (metadata.name=<x>, the kubelet's per-object shape),
+// with the connections used and the RSS per watched object.
+//
+// A producer thread PATCHes the watched ConfigMaps through one keep-alive connection, stamping
+// each change with the steady-clock time it was sent; the loop thread's Reflector handlers take
+// the difference on arrival. The API server is tests/apiserver/kube-test-apiserver (Python), so
+// the numbers bound the whole path from the HTTP write to our handler, server included; the
+// server is the slower side (see BENCHMARKS.md). `--quick` runs fewer events.
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/api_client.h"
+#include "kube/credentials.h"
+#include "kube/http_client.h"
+#include "kube/reflector.h"
+#include "tests/apiserver/test_apiserver_process.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long RssKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
+
+long long NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+size_t Discard(char*, size_t size, size_t count, void*) { return size * count; }
+
+// PATCHes ConfigMaps on one keep-alive connection from its own thread.
+class Producer {
+ public:
+  Producer(const kube_testing::TestApiServerProcess& server) : server_(server) {
+    curl_ = curl_easy_init();
+    headers_ = curl_slist_append(nullptr, "Content-Type: application/merge-patch+json");
+    headers_ = curl_slist_append(headers_, ("Authorization: Bearer " + server.token()).c_str());
+    ca_ = server.ca_file();
+    curl_easy_setopt(curl_, CURLOPT_CAINFO, ca_.c_str());
+    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);
+    curl_easy_setopt(curl_, CURLOPT_CUSTOMREQUEST, "PATCH");
+    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &Discard);
+  }
+  ~Producer() {
+    curl_slist_free_all(headers_);
+    curl_easy_cleanup(curl_);
+  }
+  bool Patch(const std::string& name, long long stamp) {
+    std::string url = server_.url() + "/api/v1/namespaces/bench/configmaps/" + name;
+    std::string body = "{\"data\":{\"t\":\"" + std::to_string(stamp) + "\"}}";
+    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, body.c_str());
+    long code = 0;
+    if (curl_easy_perform(curl_) != CURLE_OK) return false;
+    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &code);
+    return code == 200;
+  }
+
+ private:
+  const kube_testing::TestApiServerProcess& server_;
+  CURL* curl_;
+  curl_slist* headers_;
+  std::string ca_;
+};
+
+struct Result {
+  int watches = 0;
+  int events = 0;
+  double seconds = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  long connections = 0;
+  double rss_per_object_kib = 0;
+  double sync_seconds = 0;
+};
+
+Result Run(int watches, int events) {
+  Result r;
+  r.watches = watches;
+  kube_testing::TestApiServerProcess server;
+  if (!server.Start("bench-token").ok()) {
+    std::fprintf(stderr, "cannot start kube-test-apiserver\n");
+    std::exit(1);
+  }
+  server.Admin("POST", "settings", {{"history_max_events", 1000000}});
+  for (int i = 0; i < watches; ++i) {
+    server.Api("POST", "/api/v1/namespaces/bench/configmaps",
+               {{"metadata", {{"name", "cm-" + std::to_string(i)}}}, {"data", {{"t", "0"}}}});
+  }
+  auto creds = kube::LoadKubeconfig({server.kubeconfig()});
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto http = kube::HttpClient::Create(&loop, *creds);
+  kube::ApiClient api(http->get());
+
+  std::vector<double> latencies_ms;
+  latencies_ms.reserve(static_cast<size_t>(events));
+  std::atomic<int> received{0};
+  long rss_before = RssKiB();
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors;
+  auto sync_start = Clock::now();
+  for (int i = 0; i < watches; ++i) {
+    kube::ReflectorOptions options;
+    options.path = "/api/v1/namespaces/bench/configmaps";
+    options.field_selector = "metadata.name=cm-" + std::to_string(i);
+    options.kind = "ConfigMap";
+    options.description = "bench cm-" + std::to_string(i);
+    options.min_watch_timeout = std::chrono::seconds(1800);
+    options.max_watch_timeout = std::chrono::seconds(3600);
+    kube::ReflectorHandlers handlers;
+    handlers.on_update = [&](const nlohmann::json&, const nlohmann::json& now) {
+      long long sent = std::atoll(now["data"].value("t", std::string("0")).c_str());
+      latencies_ms.push_back(static_cast<double>(NowNs() - sent) / 1e6);
+      received.fetch_add(1, std::memory_order_relaxed);
+    };
+    reflectors.push_back(std::make_unique<kube::Reflector>(&api, options, handlers));
+    reflectors.back()->Start();
+  }
+  auto all_synced = [&] {
+    return std::all_of(reflectors.begin(), reflectors.end(),
+                       [](const auto& ref) { return ref->synced(); });
+  };
+  while (!all_synced()) uv_run(&loop, UV_RUN_ONCE);
+  // Let every watch request reach the server before producing.
+  auto settle = Clock::now() + std::chrono::milliseconds(500);
+  uv_timer_t tick;
+  uv_timer_init(&loop, &tick);
+  uv_timer_start(
+      &tick, [](uv_timer_t*) {}, 5, 5);
+  while (Clock::now() < settle) uv_run(&loop, UV_RUN_ONCE);
+  r.sync_seconds = std::chrono::duration<double>(Clock::now() - sync_start).count();
+  r.rss_per_object_kib = static_cast<double>(RssKiB() - rss_before) / watches;
+  r.connections = static_cast<long>((*http)->stats().open_connections);
+
+  std::atomic<bool> producer_ok{true};
+  auto start = Clock::now();
+  std::thread producer([&] {
+    Producer p(server);
+    for (int i = 0; i < events; ++i) {
+      if (!p.Patch("cm-" + std::to_string(i % watches), NowNs())) producer_ok = false;
+    }
+  });
+  auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (received.load() < events && Clock::now() < deadline) uv_run(&loop, UV_RUN_ONCE);
+  auto end = Clock::now();
+  producer.join();
+  r.events = received.load();
+  r.seconds = std::chrono::duration<double>(end - start).count();
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  if (!latencies_ms.empty()) {
+    r.p50_ms = latencies_ms[latencies_ms.size() / 2];
+    r.p99_ms = latencies_ms[std::min(latencies_ms.size() - 1, latencies_ms.size() * 99 / 100)];
+    r.max_ms = latencies_ms.back();
+  }
+  if (!producer_ok) std::fprintf(stderr, "warning: some PATCH requests failed\n");
+
+  reflectors.clear();
+  uv_timer_stop(&tick);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
+  http->reset();
+  uv_run(&loop, UV_RUN_NOWAIT);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  uv_loop_close(&loop);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  // 2,000 watches over HTTP/1.1 are 2,000 sockets here and 2,000 in the server.
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  spdlog::set_level(spdlog::level::warn);
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+
+  std::printf(
+      "| watches | events | events/s | p50 ms | p99 ms | max ms | connections | "
+      "RSS/object KiB | list+watch set-up s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int watches : {1, 2000}) {
+    int events = quick ? 500 : 4000;
+    Result r = Run(watches, events);
+    std::printf("| %d | %d | %.0f | %.2f | %.2f | %.2f | %ld | %.1f | %.2f |\n", r.watches,
+                r.events, r.events / r.seconds, r.p50_ms, r.p99_ms, r.max_ms, r.connections,
+                r.rss_per_object_kib, r.sync_seconds);
+    std::fflush(stdout);
+    if (r.events < events) {
+      std::fprintf(stderr, "lost events: %d of %d delivered\n", r.events, events);
+      return 1;
+    }
+  }
+  return 0;
+}
