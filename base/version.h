@@ -4,7 +4,8 @@
 
 namespace base {
 
-inline constexpr char kVersion[] = "0.1.0";
+// From project(VERSION) in the top-level CMakeLists.txt, through the `base` target.
+inline constexpr char kVersion[] = VM_VERSION;
 
 }  // namespace base
 

@@ -13,16 +13,8 @@ add_library(kube_client
   ${CMAKE_CURRENT_LIST_DIR}/token_source.cc
 )
 target_include_directories(kube_client PUBLIC ${PROJECT_SOURCE_DIR})
-target_compile_definitions(kube_client PRIVATE VM_VERSION="${PROJECT_VERSION}")
 target_link_libraries(kube_client PUBLIC base nlohmann_json::nlohmann_json spdlog::spdlog
                       CURL::libcurl PkgConfig::LIBUV PRIVATE yaml-cpp::yaml-cpp)
-
-# `volumemanager preflight` until the daemon binary exists (the lead wires the subcommand).
-add_executable(volumemanager-preflight ${CMAKE_CURRENT_LIST_DIR}/preflight_main.cc)
-target_link_libraries(volumemanager-preflight PRIVATE kube_client CLI11::CLI11)
-# GCC 12 reports a false -Wnull-dereference inside CLI11's inlined std::string code.
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/preflight_main.cc
-                            PROPERTIES COMPILE_OPTIONS -Wno-null-dereference)
 
 vm_add_test(kube_credentials_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/credentials_test.cc
             LIBS kube_client)

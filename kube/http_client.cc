@@ -11,9 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#ifndef VM_VERSION
-#define VM_VERSION "0.0.0"
-#endif
+#include "base/version.h"
 
 namespace kube {
 namespace {
@@ -86,7 +84,7 @@ curl_blob Blob(const std::string& s) {
 }  // namespace
 
 std::string DefaultUserAgent() {
-  return std::string("volumemanager/") + VM_VERSION + " (linux/" + Arch() + ")";
+  return std::string("volumemanager/") + base::kVersion + " (linux/" + Arch() + ")";
 }
 
 // One uv_poll per socket, from the first time libcurl wants it polled until libcurl closes it.

@@ -28,6 +28,7 @@
 #include "podconfig/http_source.h"
 #include "podconfig/pod_config.h"
 #include "volumemanager/json_log_formatter.h"
+#include "volumemanager/preflight_command.h"
 #include "volumemanager/volume_manager.h"
 
 extern char** environ;
@@ -131,6 +132,9 @@ struct Daemon {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "preflight") {
+    return volumemanager::RunPreflightCommand(std::vector<std::string>(argv + 2, argv + argc));
+  }
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;

@@ -1,5 +1,5 @@
-// volumemanager-preflight: the `volumemanager preflight` subcommand as a stand-alone binary until
-// the daemon's main exists. Prints one line per check; exit 0 when all pass, 1 otherwise.
+#include "volumemanager/preflight_command.h"
+
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,8 +8,11 @@
 #include "kube/credentials.h"
 #include "kube/preflight.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"Checks that volumemanager can reach and use the API server from this node."};
+namespace volumemanager {
+
+int RunPreflightCommand(const std::vector<std::string>& args) {
+  CLI::App app{"Checks that volumemanager can reach and use the API server from this node.",
+               "volumemanager preflight"};
   std::string kubeconfig;
   std::string context;
   kube::PreflightOptions options;
@@ -20,7 +23,16 @@ int main(int argc, char** argv) {
   app.add_option("--namespace", options.namespace_name,
                  "namespace of the daemon's Leases and of the ConfigMaps/Secrets to read "
                  "(default: the credentials' namespace)");
-  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "volumemanager preflight: %s (see --help)\n", e.what());
+    return 2;
+  }
   spdlog::set_level(spdlog::level::warn);
 
   auto credentials = kube::ResolveCredentials(kubeconfig, kube::ProcessEnvironment(), context);
@@ -35,3 +47,5 @@ int main(int argc, char** argv) {
   }
   return all_ok ? 0 : 1;
 }
+
+}  // namespace volumemanager

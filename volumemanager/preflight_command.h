@@ -1,0 +1,18 @@
+// `volumemanager preflight`: the checks a user runs when the DaemonSet will not start: API server
+// reachable with TLS verified, credentials accepted, pods of this node listable and watchable,
+// ConfigMaps and Secrets readable, Leases writable; a 403 names the missing RBAC rule. One line
+// per check on stdout; the exit code is 0 when all pass, 1 otherwise, 2 for bad flags.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace volumemanager {
+
+// `args` are the words after "preflight".
+int RunPreflightCommand(const std::vector<std::string>& args);
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
