@@ -1,16 +1,7 @@
 #include "cache/local_object_store.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <iterator>
-#include <optional>
 #include <utility>
 
 #include "kube/manifest_decoder.h"
@@ -18,180 +9,12 @@
 namespace cache {
 namespace {
 
-// As the pod sources: the kubelet's limit on one manifest.
-constexpr size_t kMaxManifestBytes = 10 << 20;
-
-bool IsManifestName(std::string_view name) {
-  if (name.empty() || name[0] == '.') return false;
-  return name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json");
-}
-
-base::Result<std::string> ReadWholeFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return base::Status::Error(std::string("open: ") + strerror(errno), errno);
-  std::string bytes;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return base::Status::Error(std::string("read: ") + strerror(err), err);
-    }
-    if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
-    if (bytes.size() > kMaxManifestBytes) {
-      close(fd);
-      return base::Status::Error("larger than the " + std::to_string(kMaxManifestBytes) +
-                                 "-byte manifest limit");
-    }
-  }
-  close(fd);
-  return bytes;
-}
-
-std::string BaseName(const std::string& path) {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  size_t slash = p.find_last_of('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
 template <typename T>
 bool SameObject(const std::shared_ptr<const T>& a, const std::shared_ptr<const T>& b) {
   return a == b || (a && b && *a == *b);
 }
 
 }  // namespace
-
-struct LocalObjectStore::Watcher {
-  LocalObjectStore* store = nullptr;  // null once the store stopped
-  uv_loop_t* loop = nullptr;
-  uv_fs_event_t fs_event{};
-  uv_timer_t debounce_timer{};
-  uv_timer_t relist_timer{};
-  int open_handles = 0;
-  bool watching = false;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  std::set<std::string> pending;  // file names events named since the last read
-  bool pending_all = false;       // an event named no file, or the directory itself
-  bool pending_stat = false;      // a "..name" entry changed: files may be symlinks through it
-  bool in_burst = false;
-  Clock::time_point burst_start;
-
-  static Watcher* From(void* handle) {
-    return static_cast<Watcher*>(static_cast<uv_handle_t*>(handle)->data);
-  }
-
-  void Init(LocalObjectStore* s, uv_loop_t* l) {
-    store = s;
-    loop = l;
-    uv_fs_event_init(loop, &fs_event);
-    uv_timer_init(loop, &debounce_timer);
-    uv_timer_init(loop, &relist_timer);
-    fs_event.data = debounce_timer.data = relist_timer.data = this;
-    open_handles = 3;
-    const auto every = static_cast<uint64_t>(store->options_.relist_interval.count());
-    uv_timer_start(
-        &relist_timer,
-        [](uv_timer_t* t) {
-          Watcher* w = From(t);
-          w->store->Rescan({}, ScanScope::kStatAll, true);
-          w->Arm();
-        },
-        every, every);
-    Arm();
-  }
-
-  // Watches the directory; again when it was missing or replaced.
-  void Arm() {
-    const std::string& dir = store->options_.dir;
-    struct stat st;
-    if (stat(dir.c_str(), &st) != 0) {
-      if (watching) uv_fs_event_stop(&fs_event);
-      watching = false;
-      return;
-    }
-    if (watching && st.st_dev == dev && st.st_ino == ino) return;
-    if (watching) uv_fs_event_stop(&fs_event);
-    watching = false;
-    int rc = uv_fs_event_start(
-        &fs_event,
-        [](uv_fs_event_t* h, const char* filename, int, int status) {
-          From(h)->OnEvent(filename, status);
-        },
-        dir.c_str(), 0);
-    if (rc != 0) {
-      spdlog::warn("object manifest path {}: cannot watch: {}; relying on the periodic relist", dir,
-                   uv_strerror(rc));
-      return;
-    }
-    watching = true;
-    dev = st.st_dev;
-    ino = st.st_ino;
-  }
-
-  void OnEvent(const char* filename, int status) {
-    if (status < 0) {
-      spdlog::warn("object manifest path {}: watch failed: {}", store->options_.dir,
-                   uv_strerror(status));
-      uv_fs_event_stop(&fs_event);
-      watching = false;
-      pending_all = true;
-    } else if (filename == nullptr || filename == BaseName(store->options_.dir)) {
-      pending_all = true;
-    } else if (IsManifestName(filename)) {
-      pending.insert(filename);
-    } else if (std::string_view(filename).starts_with("..")) {
-      // The directory is itself a projected volume (files are links through "..data"): the
-      // "..data" swap changes every file without an event naming one.
-      pending_stat = true;
-    } else {
-      return;  // an editor's swap file, a temporary name, ...
-    }
-    // Trailing-edge coalescing: read once the burst has been quiet for `debounce`, and never
-    // later than `max_debounce` after it began.
-    const Clock::time_point now = Clock::now();
-    if (!in_burst) {
-      in_burst = true;
-      burst_start = now;
-    }
-    auto delay = store->options_.debounce;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        burst_start + store->options_.max_debounce - now);
-    delay = std::max(std::chrono::milliseconds(0), std::min(delay, left));
-    uv_timer_start(
-        &debounce_timer,
-        [](uv_timer_t* t) {
-          Watcher* w = From(t);
-          w->in_burst = false;
-          std::set<std::string> names = std::move(w->pending);
-          w->pending.clear();
-          const bool all = w->pending_all;
-          const ScanScope scope = all               ? ScanScope::kReadAll
-                                  : w->pending_stat ? ScanScope::kStatAll
-                                                    : ScanScope::kNamed;
-          w->pending_all = w->pending_stat = false;
-          w->store->Rescan(names, scope, true);
-          if (!w->watching || all) w->Arm();
-        },
-        static_cast<uint64_t>(delay.count()), 0);
-  }
-
-  void Close() {
-    store = nullptr;
-    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&fs_event),
-                           reinterpret_cast<uv_handle_t*>(&debounce_timer),
-                           reinterpret_cast<uv_handle_t*>(&relist_timer)}) {
-      uv_close(h, [](uv_handle_t* handle) {
-        Watcher* w = From(handle);
-        if (--w->open_handles == 0) delete w;
-      });
-    }
-  }
-};
 
 LocalObjectStore::LocalObjectStore() = default;
 
@@ -206,138 +29,83 @@ base::Status LocalObjectStore::Start(uv_loop_t* loop, LocalObjectStoreOptions op
   if (options.dir.empty()) return base::Status::Error("object store: empty object manifest path");
   options_ = std::move(options);
   started_ = true;
-  Rescan({}, ScanScope::kReadAll, false);
+  dir_ = kube::ManifestDir({options_.dir});
+  Rescan(kube::ManifestScanScope::kReadAll, {}, false);
   if (options_.strategy == ChangeDetectionStrategy::kWatch) {
-    watcher_ = new Watcher;
-    watcher_->Init(this, loop);
+    kube::ManifestDirWatcherOptions watch;
+    watch.path = options_.dir;
+    watch.what = "object manifest path";
+    watch.relist_interval = options_.relist_interval;
+    watch.debounce = options_.debounce;
+    watch.max_debounce = options_.max_debounce;
+    base::Status s =
+        watcher_.Start(loop, std::move(watch),
+                       [this](kube::ManifestScanScope scope, const std::set<std::string>& named) {
+                         Rescan(scope, named, true);
+                       });
+    if (!s.ok()) return s;
   }
   spdlog::info("object store: {} objects from {} files in {} (strategy {})", view_.size(),
                files_.size(), options_.dir, ChangeDetectionStrategyName(options_.strategy));
   return base::Status::OK();
 }
 
-void LocalObjectStore::Stop() {
-  if (watcher_ == nullptr) return;
-  watcher_->Close();
-  watcher_ = nullptr;
-}
+void LocalObjectStore::Stop() { watcher_.Stop(); }
 
-std::optional<LocalObjectStore::FileStamp> LocalObjectStore::StatFile(const std::string& name,
-                                                                      bool* gone) const {
-  const std::string path = options_.dir + "/" + name;
-  struct stat st;
-  *gone = false;
-  if (stat(path.c_str(), &st) != 0) {
-    *gone = errno == ENOENT || errno == ENOTDIR;  // other failures: keep what was read
-    return std::nullopt;
+void LocalObjectStore::Rescan(kube::ManifestScanScope scope, const std::set<std::string>& force,
+                              bool notify) {
+  using Listing = kube::ManifestDirScan::Listing;
+  if (scope != kube::ManifestScanScope::kNamed) last_scan_ = Now();
+  const kube::ManifestDirScan scan = dir_.Scan(scope, force);
+  if (scan.listing == Listing::kFailed) {
+    if (dir_error_ != scan.error) {
+      spdlog::error("object manifest path {}: {}; keeping the objects last read", options_.dir,
+                    scan.error);
+    }
+    dir_error_ = scan.error;
+    return;
   }
-  if (!S_ISREG(st.st_mode)) {
-    *gone = true;
-    return std::nullopt;
+  if (scan.listing == Listing::kMissing && dir_error_.empty() && !files_.empty()) {
+    spdlog::warn("object manifest path {} does not exist; no objects", options_.dir);
   }
-  return FileStamp{st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec,
-                   st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
-}
+  if (scan.listing != Listing::kNotListed) dir_error_.clear();
 
-void LocalObjectStore::Rescan(const std::set<std::string>& force, ScanScope scope, bool notify) {
   bool changed = false;  // some file's objects were replaced, or a file with objects went away
-  auto drop = [&](std::map<std::string, ManifestFile>::iterator it) {
+  for (const std::string& name : scan.removed) {
+    auto it = files_.find(name);
+    if (it == files_.end()) continue;
     if (!it->second.objects.empty()) {
-      spdlog::info("object manifest {}/{} removed: its {} objects are gone", options_.dir,
-                   it->first, it->second.objects.size());
+      spdlog::info("object manifest {}/{} removed: its {} objects are gone", options_.dir, name,
+                   it->second.objects.size());
       changed = true;
     }
     files_.erase(it);
-  };
-
-  if (scope == ScanScope::kNamed) {
-    // Events name the files that changed: no listing, no stat of the others.
-    for (const std::string& name : force) {
-      bool gone = false;
-      std::optional<FileStamp> stamp = StatFile(name, &gone);
-      auto it = files_.find(name);
-      if (!stamp) {
-        if (gone && it != files_.end()) drop(it);
-        continue;
-      }
-      if (it == files_.end()) it = files_.emplace(name, ManifestFile{}).first;
-      changed |= ReadFile(name, *stamp, &it->second);
-    }
-    if (changed) RebuildView(notify);
-    return;
   }
-
-  last_scan_ = Now();
-  std::set<std::string> names;
-  DIR* d = opendir(options_.dir.c_str());
-  if (d == nullptr) {
-    if (errno != ENOENT) {
-      const std::string err = strerror(errno);
-      if (dir_error_ != err) {
-        spdlog::error("object manifest path {}: {}; keeping the objects last read", options_.dir,
-                      err);
-      }
-      dir_error_ = err;
-      return;
-    }
-    if (dir_error_.empty() && !files_.empty()) {
-      spdlog::warn("object manifest path {} does not exist; no objects", options_.dir);
-    }
-  } else {
-    while (struct dirent* e = readdir(d)) {
-      if (IsManifestName(e->d_name)) names.insert(e->d_name);
-    }
-    closedir(d);
-  }
-  dir_error_.clear();
-
-  for (auto it = files_.begin(); it != files_.end();) {
-    auto next = std::next(it);
-    if (!names.count(it->first)) drop(it);
-    it = next;
-  }
-  for (const std::string& name : names) {
-    bool gone = false;
-    std::optional<FileStamp> stamp = StatFile(name, &gone);
-    auto it = files_.find(name);
-    if (!stamp) {
-      if (gone && it != files_.end()) drop(it);
-      continue;
-    }
-    if (it == files_.end()) it = files_.emplace(name, ManifestFile{}).first;
-    ManifestFile& file = it->second;
-    if (!file.read || scope == ScanScope::kReadAll || force.count(name) ||
-        !(file.stamp == *stamp)) {
-      changed |= ReadFile(name, *stamp, &file);
-    }
+  for (const kube::ManifestFileRead& read : scan.reads) {
+    changed |= TakeRead(read, &files_[read.name]);
   }
   if (changed) RebuildView(notify);
 }
 
-bool LocalObjectStore::ReadFile(const std::string& name, const FileStamp& stamp,
-                                ManifestFile* file) {
-  const std::string path = options_.dir + "/" + name;
-  ++file_reads_;
-  file->stamp = stamp;
+bool LocalObjectStore::TakeRead(const kube::ManifestFileRead& read, ManifestFile* file) {
+  const std::string path = dir_.PathOf(read.name);
   file->read_at = Now();
-  base::Result<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) {
+  if (!read.status.ok()) {
     spdlog::error("object manifest {}: {}; keeping its {} objects as last read", path,
-                  bytes.status().message(), file->objects.size());
+                  read.status.message(), file->objects.size());
     return false;
   }
-  if (file->read && *bytes == file->bytes) return false;
+  if (!read.bytes) return false;  // the same bytes as last read
   const bool first_read = !file->read;
   file->read = true;
-  file->bytes = std::move(bytes).value();
-  if (file->bytes.empty() && !first_read && !file->objects.empty()) {
+  if (read.bytes->empty() && !first_read && !file->objects.empty()) {
     spdlog::warn(
         "object manifest {} is empty; keeping its {} objects until it has content or "
         "is deleted",
         path, file->objects.size());
     return false;
   }
-  base::Result<std::vector<kube::ManifestObject>> decoded = kube::DecodeManifest(file->bytes, path);
+  base::Result<std::vector<kube::ManifestObject>> decoded = kube::DecodeManifest(*read.bytes, path);
   if (!decoded.ok()) {
     spdlog::error("invalid object manifest, keeping its {} objects as last read: {}",
                   file->objects.size(), decoded.status().message());
@@ -420,7 +188,7 @@ void LocalObjectStore::Refresh(const kube::ObjectRef& ref) {
         it != view_.end() ? files_.at(it->second.file).read_at : last_scan_;
     stale = read_at + options_.cache_ttl <= Now();
   }
-  if (stale) Rescan(force, ScanScope::kStatAll, false);
+  if (stale) Rescan(kube::ManifestScanScope::kStatAll, force, false);
 }
 
 base::Result<const LocalObjectStore::Object*> LocalObjectStore::Lookup(const kube::ObjectRef& ref) {

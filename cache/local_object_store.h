@@ -14,13 +14,13 @@
 //   * Pods in the directory are ignored (they belong in --pod-manifest-path).
 //
 // Strategies (--config-map-and-secret-change-detection-strategy):
-//   * Watch: libuv fs events on the directory; events are coalesced (a read happens 2 ms after
-//     the last event of a burst, at most 10 ms after its first) and every file an event names is
-//     read again (an event on a "..name" entry, as when the directory is itself a projected
-//     volume whose "..data" link was swapped, makes every file's stat be compared); a relist
-//     (stat of every file, default every 20 s) catches anything missed and re-arms the watch. Each
-//     change calls the change handler at once for every referenced object it created, changed or
-//     deleted. Gets are served from memory.
+//   * Watch (kube/manifest_dir_watcher.h): libuv fs events on the directory; events are
+//     coalesced (a read happens 2 ms after the last event of a burst, at most 10 ms after its
+//     first) and every file an event names is read again (an event on a "..name" entry, as when the
+//     directory is itself a projected volume whose "..data" link was swapped, makes every file's
+//     stat be compared); a relist (stat of every file, default every 20 s) catches anything missed
+//     and re-arms the watch. Each change calls the change handler at once for every referenced
+//     object it created, changed or deleted. Gets are served from memory.
 //   * Cache: a get reads the object's file again when the last read is older than the TTL
 //     (--object-cache-ttl), or when the object was newly referenced by a pod since (the
 //     kubelet's invalidation on new references).
@@ -49,6 +49,8 @@
 #include "base/status.h"
 #include "cache/change_detection_strategy.h"
 #include "cache/object_manager.h"
+#include "kube/manifest_dir.h"
+#include "kube/manifest_dir_watcher.h"
 
 namespace cache {
 
@@ -87,47 +89,29 @@ class LocalObjectStore : public ObjectManager {
 
   // Observability and tests: the number of objects served, and of full file reads so far.
   size_t ObjectCount() const { return view_.size(); }
-  uint64_t FileReads() const { return file_reads_; }
+  uint64_t FileReads() const { return dir_.reads(); }
 
  private:
   using Clock = std::chrono::steady_clock;
   using Object =
       std::variant<std::shared_ptr<const kube::ConfigMap>, std::shared_ptr<const kube::Secret>>;
 
-  struct FileStamp {
-    uint64_t ino = 0;
-    int64_t size = 0;
-    int64_t mtime_ns = 0;
-    int64_t ctime_ns = 0;
-    bool operator==(const FileStamp&) const = default;
-  };
   struct ManifestFile {
-    FileStamp stamp;
-    std::string bytes;  // as last read (also when it failed to decode)
     std::vector<std::pair<kube::ObjectRef, Object>> objects;  // as last decoded well
     Clock::time_point read_at;
-    bool read = false;  // read at least once
+    bool read = false;  // read well at least once
   };
   struct Served {
     Object object;
     std::string file;
   };
-  struct Watcher;  // the libuv handles; outlives the store until they are closed
-
   Clock::time_point Now() const;
-  enum class ScanScope {
-    kNamed,    // only the files in `force` (an fs event named them)
-    kStatAll,  // list the directory; read files that are new, in `force` or whose stat changed
-    kReadAll,  // list the directory and read every file
-  };
-  // Reads files again as `scope` says, then, if any file's objects changed, updates the served
-  // objects and, when `notify`, calls the change handler for referenced objects that changed.
-  void Rescan(const std::set<std::string>& force, ScanScope scope, bool notify);
-  // The stamp of a regular file in the directory; nullopt with *gone when it no longer exists
-  // (or is not a regular file), nullopt alone when stat failed otherwise.
-  std::optional<FileStamp> StatFile(const std::string& name, bool* gone) const;
-  // Reads one file again; true when its objects were replaced.
-  bool ReadFile(const std::string& name, const FileStamp& stamp, ManifestFile* file);
+  // Reads files again as `scope` says (`force`: file names to read whatever their stamp), then,
+  // if any file's objects changed, updates the served objects and, when `notify`, calls the
+  // change handler for referenced objects that changed.
+  void Rescan(kube::ManifestScanScope scope, const std::set<std::string>& force, bool notify);
+  // Takes in one file's new read; true when its objects were replaced.
+  bool TakeRead(const kube::ManifestFileRead& read, ManifestFile* file);
   void RebuildView(bool notify);
   // Cache / Get: brings `ref` up to date before a get.
   void Refresh(const kube::ObjectRef& ref);
@@ -135,7 +119,8 @@ class LocalObjectStore : public ObjectManager {
 
   LocalObjectStoreOptions options_;
   bool started_ = false;
-  Watcher* watcher_ = nullptr;
+  kube::ManifestDir dir_{{}};
+  kube::ManifestDirWatcher watcher_;  // Watch only
   std::function<void(const kube::ObjectRef&)> on_change_;
   std::map<std::string, ManifestFile> files_;  // by file name: name order is precedence order
   std::map<kube::ObjectRef, Served> view_;
@@ -145,7 +130,6 @@ class LocalObjectStore : public ObjectManager {
   std::set<kube::ObjectRef> invalidated_;                     // Cache: newly referenced
   Clock::time_point last_scan_{};
   std::string dir_error_;  // why the last listing failed; empty when it worked
-  uint64_t file_reads_ = 0;
 };
 
 }  // namespace cache

@@ -5,15 +5,19 @@
 // (static_pod.h: deterministic UID, "<name>-<node>" name, namespace "default"). After Start, and
 // after every change, the sink receives the complete current set of pods, in file-name order.
 //
-// Change detection: libuv fs events on the directory (inotify), coalesced over `debounce`, plus a
-// full relist every `relist_interval` (the kubelet's 20 s file check frequency) as a safety net
-// that also re-arms the watch when the directory was missing or replaced. Events on "..name"
-// entries count too, so a directory that is itself a projected volume (files linked through a
-// swapped "..data") is followed. A file is decoded again only when its bytes changed.
+// Change detection (kube/manifest_dir_watcher.h, kube/manifest_dir.h): libuv fs events on the
+// directory (inotify; a single file's directory), read `debounce` after the first event of a
+// burst, plus a relist every `relist_interval` (the kubelet's 20 s file check frequency) that
+// reads the files whose stat changed, as a safety net that also re-arms the watch when the
+// directory was missing or replaced. Events name the files to read again; events on "..name"
+// entries make every file's stat be compared, so a directory that is itself a projected volume
+// (files linked through a swapped "..data") is followed. A file is decoded again only when its
+// bytes changed.
 //
 // Failures: a file that cannot be read, decoded or validated is logged once per distinct content
-// (file, object, field; never a value) and contributes no pod; the other files' pods stay. A
-// missing path counts as "seen, no pods" (as with the kubelet) and is retried at each relist.
+// (file, object, field; never a value) and contributes no pod; the other files' pods stay (a
+// file that cannot be read is tried again at each relist). A missing path counts as "seen, no
+// pods" (as with the kubelet) and is retried at each relist.
 //
 // Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread; the
 // sink runs there, inside the loop. Reading and decoding run synchronously on the loop thread: a
@@ -25,6 +29,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,7 +63,8 @@ class FileSource {
 
  private:
   struct Impl;
-  Impl* impl_ = nullptr;  // freed by the last handle-close callback after Stop
+  // Shared with the scan in progress, so that a sink may call Stop.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace podconfig

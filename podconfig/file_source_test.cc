@@ -16,8 +16,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using vmtest::ReplaceFile;
-using vmtest::TempDir;
-using vmtest::TestLoop;
 using vmtest::WriteFile;
 
 std::string PodYaml(const std::string& name, const std::string& label = "v1") {
@@ -58,8 +56,8 @@ class FileSourceTest : public ::testing::Test {
     return loop_.RunUntil([&] { return last_.has_value() && Names() == want; });
   }
 
-  TestLoop loop_;
-  TempDir dir_;
+  vmtest::TestLoop loop_;
+  vmtest::TempDir dir_;
   FileSource source_;
   int deliveries_ = 0;
   std::optional<std::vector<kube::Pod>> last_;
@@ -212,7 +210,7 @@ TEST_F(FileSourceTest, NoDeliveryAfterStop) {
 }
 
 TEST(FileSourceOptionsTest, RejectsEmptyPathAndNodeName) {
-  TestLoop loop;
+  vmtest::TestLoop loop;
   FileSource source;
   EXPECT_FALSE(source.Start(loop.get(), {"", "n"}, [](std::vector<kube::Pod>) {}).ok());
   EXPECT_FALSE(source.Start(loop.get(), {"/tmp", ""}, [](std::vector<kube::Pod>) {}).ok());

@@ -6,15 +6,33 @@
 #include <variant>
 
 #include "plugins/aggregate_error.h"
-#include "plugins/configmap/configmap_plugin.h"
 #include "plugins/downwardapi/downward_api_plugin.h"
-#include "plugins/secret/secret_plugin.h"
+#include "plugins/object_payload.h"
 
 namespace plugins {
 namespace {
 
 void Merge(atomicwriter::Payload&& from, atomicwriter::Payload* into) {
   for (auto& [path, file] : from) (*into)[path] = std::move(file);
+}
+
+// A configMap or secret source: its keys merged into `payload`, or its error into `errors`.
+template <typename T, typename Projection>
+void AddObjectSource(const VolumeHost& host, const std::string& ns, const Projection& projection,
+                     std::optional<int32_t> default_mode, atomicwriter::Payload* payload,
+                     std::vector<base::Status>* errors) {
+  const bool optional = projection.optional.value_or(false);
+  auto object = GetObjectOrEmpty<T>(host, ns, projection.name, optional);
+  if (!object.ok()) {
+    errors->push_back(object.status());
+    return;
+  }
+  auto part = MakeObjectPayload(projection.items, **object, default_mode, optional);
+  if (!part.ok()) {
+    errors->push_back(part.status());
+    return;
+  }
+  Merge(std::move(part).value(), payload);
 }
 
 }  // namespace
@@ -84,31 +102,10 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
   std::vector<base::Status> errors;
   for (const kube::VolumeProjection& s : src.sources) {
     if (s.config_map) {
-      const bool optional = s.config_map->optional.value_or(false);
-      auto cm = GetConfigMapOrEmpty(host, ns, s.config_map->name, optional);
-      if (!cm.ok()) {
-        errors.push_back(cm.status());
-        continue;
-      }
-      auto part = MakeConfigMapPayload(s.config_map->items, **cm, src.default_mode, optional);
-      if (!part.ok()) {
-        errors.push_back(part.status());
-        continue;
-      }
-      Merge(std::move(part).value(), &payload);
+      AddObjectSource<kube::ConfigMap>(host, ns, *s.config_map, src.default_mode, &payload,
+                                       &errors);
     } else if (s.secret) {
-      const bool optional = s.secret->optional.value_or(false);
-      auto secret = GetSecretOrEmpty(host, ns, s.secret->name, optional);
-      if (!secret.ok()) {
-        errors.push_back(secret.status());
-        continue;
-      }
-      auto part = MakeSecretPayload(s.secret->items, **secret, src.default_mode, optional);
-      if (!part.ok()) {
-        errors.push_back(part.status());
-        continue;
-      }
-      Merge(std::move(part).value(), &payload);
+      AddObjectSource<kube::Secret>(host, ns, *s.secret, src.default_mode, &payload, &errors);
     } else if (s.downward_api) {
       auto part = CollectDownwardAPIData(s.downward_api->items, pod, host.node_allocatable,
                                          src.default_mode);
