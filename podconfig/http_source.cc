@@ -8,6 +8,7 @@
 #include <new>
 #include <utility>
 
+#include "podconfig/redacted_url.h"
 #include "podconfig/static_pod.h"
 
 namespace podconfig {
@@ -118,7 +119,8 @@ void HttpSource::Impl::StartFetch() {
       });
   if (rc != 0) {
     in_flight = false;
-    spdlog::error("manifest URL {}: cannot queue the fetch: {}", options.url, uv_strerror(rc));
+    spdlog::error("manifest URL {}: cannot queue the fetch: {}", RedactedUrl(options.url),
+                  uv_strerror(rc));
     OnFetched();
   }
 }
@@ -129,23 +131,24 @@ void HttpSource::Impl::OnFetched() {
       &poll_timer, [](uv_timer_t* t) { static_cast<Impl*>(t->data)->StartFetch(); }, next, 0);
   const Transfer& t = transfer;
   if (t.too_large) {
-    spdlog::error("manifest URL {}: body larger than {} bytes; keeping the last pods", t.url,
-                  kMaxBodyBytes);
+    spdlog::error("manifest URL {}: body larger than {} bytes; keeping the last pods",
+                  RedactedUrl(t.url), kMaxBodyBytes);
     return;
   }
   if (t.code != CURLE_OK) {
-    spdlog::error("manifest URL {}: {}; keeping the last pods", t.url, t.error);
+    spdlog::error("manifest URL {}: {}; keeping the last pods", RedactedUrl(t.url), t.error);
     return;
   }
   if (t.http_status != 200) {
-    spdlog::error("manifest URL {}: HTTP status {}; keeping the last pods", t.url, t.http_status);
+    spdlog::error("manifest URL {}: HTTP status {}; keeping the last pods", RedactedUrl(t.url),
+                  t.http_status);
     return;
   }
   if (have_bytes && t.body == last_bytes) return;
   have_bytes = true;
   last_bytes = t.body;
   if (t.body.empty()) {
-    spdlog::info("manifest URL {}: empty body; no pods from it", t.url);
+    spdlog::info("manifest URL {}: empty body; no pods from it", RedactedUrl(t.url));
     sink({});
     return;
   }
@@ -155,7 +158,7 @@ void HttpSource::Impl::OnFetched() {
     spdlog::error("invalid manifest from URL, keeping the last pods: {}", pods.status().message());
     return;
   }
-  spdlog::debug("manifest URL {}: {} pods", t.url, pods->size());
+  spdlog::debug("manifest URL {}: {} pods", RedactedUrl(t.url), pods->size());
   sink(std::move(pods).value());
 }
 
@@ -165,7 +168,8 @@ base::Status HttpSource::Start(uv_loop_t* loop, HttpSourceOptions options, Sink 
   if (impl_ != nullptr) return base::Status::Error("HTTP source: already started");
   if (options.node_name.empty()) return base::Status::Error("HTTP source: empty node name");
   if (!options.url.starts_with("http://") && !options.url.starts_with("https://")) {
-    return base::Status::Error("manifest URL " + options.url + ": scheme must be http or https");
+    return base::Status::Error("manifest URL " + RedactedUrl(options.url) +
+                               ": scheme must be http or https");
   }
   static std::once_flag curl_init;
   std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -177,7 +181,7 @@ base::Status HttpSource::Start(uv_loop_t* loop, HttpSourceOptions options, Sink 
   impl->poll_timer.data = impl;
   impl->timer_open = true;
   impl_ = impl;
-  spdlog::info("HTTP pod source polling {} every {} ms", impl->options.url,
+  spdlog::info("HTTP pod source polling {} every {} ms", RedactedUrl(impl->options.url),
                impl->options.poll_interval.count());
   impl->StartFetch();
   return base::Status::OK();

@@ -12,6 +12,7 @@
 #include "kube/validation.h"
 #include "kube/yaml_to_json.h"
 #include "podconfig/pod_update.h"
+#include "podconfig/redacted_url.h"
 
 namespace podconfig {
 namespace {
@@ -123,7 +124,8 @@ base::Result<kube::Pod> DecodeStaticPodFile(std::string_view bytes, const std::s
 base::Result<std::vector<kube::Pod>> DecodeStaticPodsFromUrl(std::string_view bytes,
                                                              const std::string& url,
                                                              const std::string& node_name) {
-  return DecodeStaticPods(bytes, url, node_name, "url:" + url);
+  // Errors name the URL without its credentials; the UID still hashes the URL as given.
+  return DecodeStaticPods(bytes, RedactedUrl(url), node_name, "url:" + url);
 }
 
 }  // namespace podconfig

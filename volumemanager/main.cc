@@ -27,6 +27,7 @@
 #include "podconfig/file_source.h"
 #include "podconfig/http_source.h"
 #include "podconfig/pod_config.h"
+#include "podconfig/redacted_url.h"
 #include "volumemanager/json_log_formatter.h"
 #include "volumemanager/preflight_command.h"
 #include "volumemanager/volume_manager.h"
@@ -204,7 +205,8 @@ int main(int argc, char** argv) {
       "volumemanager {} starting: node \"{}\", root dir {}, pods from {}{}{}, objects from {}, "
       "strategy {}, sync frequency {}",
       base::kVersion, cfg.node_name, cfg.root_dir, cfg.pod_manifest_path,
-      cfg.pod_manifest_path.empty() || cfg.manifest_url.empty() ? "" : " and ", cfg.manifest_url,
+      cfg.pod_manifest_path.empty() || cfg.manifest_url.empty() ? "" : " and ",
+      podconfig::RedactedUrl(cfg.manifest_url),
       cfg.object_manifest_path.empty() ? "(none)" : cfg.object_manifest_path,
       cache::ChangeDetectionStrategyName(cfg.strategy),
       config::FormatGoDuration(cfg.sync_frequency));
@@ -228,7 +230,7 @@ int main(int argc, char** argv) {
     o.url = cfg.manifest_url;
     o.node_name = cfg.node_name;
     if (base::Status s = d.http_source.Start(d.loop, o, http_sink); !s.ok()) {
-      spdlog::error("--manifest-url {}: {}", cfg.manifest_url, s.message());
+      spdlog::error("--manifest-url {}: {}", podconfig::RedactedUrl(cfg.manifest_url), s.message());
       return 2;
     }
   }
