@@ -83,25 +83,9 @@ class TestApiServer:
             send_headers["Content-Length"] = str(len(data))
             head = f"{method} {self.path_prefix}{path} HTTP/1.1\r\n" + "".join(
                 f"{k}: {v}\r\n" for k, v in send_headers.items()) + "\r\n"
-            sock.sendall(head.encode() + data)
-            response = b""
-            while True:
-                try:
-                    piece = sock.recv(65536)
-                except (ConnectionResetError, ssl.SSLError):
-                    break
-                if not piece:
-                    break
-                response += piece
+            status, resp_headers, rest = self._exchange(sock, head.encode() + data)
         finally:
             sock.close()
-        head, _, rest = response.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ")[1])
-        resp_headers = {}
-        for line in lines[1:]:
-            key, _, value = line.partition(":")
-            resp_headers[key.strip().lower()] = value.strip()
         if resp_headers.get("transfer-encoding") == "chunked":
             rest = dechunk(rest)[0]
         return status, resp_headers, rest
@@ -136,18 +120,27 @@ class TestApiServer:
         try:
             head = (f"{method} {self.path_prefix}{path} HTTP/1.1\r\nHost: {self.host}\r\n"
                     f"Authorization: Bearer {token or self.token}\r\nConnection: close\r\n\r\n")
-            sock.sendall(head.encode())
-            response = b""
-            while True:
-                try:
-                    piece = sock.recv(65536)
-                except (ConnectionResetError, ssl.SSLError, socket.timeout):
-                    break
-                if not piece:
-                    break
-                response += piece
+            return self._exchange(sock, head.encode(), timeout_ends_stream=True)
         finally:
             sock.close()
+
+    @staticmethod
+    def _exchange(sock, request, timeout_ends_stream=False):
+        """Sends `request`, reads until the server closes or resets (or, for a watch stream,
+        a read times out); returns (status, lower-cased headers, raw body bytes)."""
+        sock.sendall(request)
+        ends = (ConnectionResetError, ssl.SSLError)
+        if timeout_ends_stream:
+            ends += (socket.timeout,)
+        response = b""
+        while True:
+            try:
+                piece = sock.recv(65536)
+            except ends:
+                break
+            if not piece:
+                break
+            response += piece
         head, _, rest = response.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         headers = {}
@@ -155,7 +148,6 @@ class TestApiServer:
             key, _, value = line.partition(":")
             headers[key.strip().lower()] = value.strip()
         return int(lines[0].split(" ")[1]), headers, rest
-
 
 def dechunk(data):
     """(body, list of chunk sizes, whether the terminating chunk arrived)."""
