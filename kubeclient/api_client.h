@@ -1,5 +1,5 @@
 // ApiClient: the Kubernetes REST verbs on top of HttpClient, with client-go's retry rules
-// (spec kubernetes-api-subset.md §1.3) and errors parsed into ApiError.
+// (docs/kubernetes-api.md §1.3) and errors parsed into ApiError.
 //
 // * A 429 or 5xx carrying an integer Retry-After is repeated after that many seconds, up to
 //   `max_retry_after` times, for every verb (the server did not apply it).

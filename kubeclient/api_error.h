@@ -2,7 +2,7 @@
 // (reason, message, details, causes, Retry-After), or a transport failure (code 0).
 //
 // ParseApiError never fails: a non-Status body (text from the inflight limiter, HTML from a proxy,
-// nothing) is classified by its code as client-go does (spec kubernetes-api-subset.md §1.3),
+// nothing) is classified by its code as client-go does (docs/kubernetes-api.md §1.3),
 // 409 on POST is AlreadyExists, a 410 with reason Gone or none is Expired. `message` is for
 // humans only; decisions use `code`, `reason` and `causes`. Plain value.
 #ifndef VOLUMEMANAGER_KUBECLIENT_API_ERROR_H_

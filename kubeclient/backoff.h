@@ -1,6 +1,6 @@
 // Backoff: client-go's wait.Backoff as the reflector uses it: each Next() returns a wait in
 // [d, d + jitter*d) and then doubles d (factor) up to the cap; after `reset_after` without a
-// Next() the delay starts again from `initial` (spec kubernetes-api-subset.md §4.7: 800 ms, x2,
+// Next() the delay starts again from `initial` (docs/kubernetes-api.md §4.7: 800 ms, x2,
 // cap 30 s, jitter 1.0, reset after 2 min). Single-threaded; the clock and random source are
 // injectable for tests.
 #ifndef VOLUMEMANAGER_KUBECLIENT_BACKOFF_H_

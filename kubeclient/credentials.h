@@ -1,5 +1,5 @@
 // Credentials: where the API server is and how to authenticate to it, from a kubeconfig or from
-// the in-cluster service account (spec kubernetes-api-subset.md §5).
+// the in-cluster service account (docs/kubernetes-api.md §5).
 //
 // Loading resolves everything that can fail once, at start: the context, cluster and user, the
 // base64 `*-data` fields, relative paths (against the kubeconfig file that names them), and the

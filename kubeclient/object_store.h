@@ -29,7 +29,7 @@ class ObjectStore {
 };
 
 // True when `a` is older than `b`: both decimal, compared by length then lexically. Non-decimal
-// resourceVersions are opaque and never compare as older (spec §1.2).
+// resourceVersions are opaque and never compare as older (docs/kubernetes-api.md §1.2).
 bool ResourceVersionOlder(const std::string& a, const std::string& b);
 
 }  // namespace kube

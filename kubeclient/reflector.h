@@ -1,6 +1,6 @@
 // Reflector: keeps an ObjectStore equal to one collection on the API server (optionally narrowed
 // by field and label selectors) with list + watch, following client-go's reflector
-// (spec kubernetes-api-subset.md §4.7 and the robustness table of §9).
+// (docs/kubernetes-api.md §4.7 and the robustness table of §9).
 //
 // * List: RV "0" on first start, then the last synced RV (not older than), or "" after a 410 or
 //   a too-large-RV answer. Pages of `page_size` for RV ""/"0"; a 410 on a continue page drops the

@@ -1,5 +1,5 @@
 // TokenSource: the bearer token to send, following a rotating token file the way client-go does
-// (spec kubernetes-api-subset.md §5.1).
+// (docs/kubernetes-api.md §5.1).
 //
 // A token file is re-read once the copy in hand is older than the refresh period (50 s: client-go's
 // 60 s minus 10 s of leeway) or after Invalidate() (a 401 means the server no longer accepts it).

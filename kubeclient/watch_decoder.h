@@ -1,5 +1,5 @@
 // WatchDecoder: turns the bytes of a watch response into WatchEvents, whatever the chunk or frame
-// boundaries (spec kubernetes-api-subset.md §4.1).
+// boundaries (docs/kubernetes-api.md §4.1).
 //
 // Bytes are accumulated and complete top-level JSON objects extracted (whitespace between them is
 // skipped; the newline is not needed). An event is an object with `type` in ADDED, MODIFIED,

@@ -1,7 +1,7 @@
 // Preflight: the checks `volumemanager preflight` runs when a DaemonSet will not start, each
 // answered in one line: server reachable with TLS verified, credentials accepted, pods on this
 // node listable and watchable, ConfigMaps and Secrets readable in the namespace, Leases writable
-// there. A 403 names the RBAC rule that is missing (spec kubernetes-api-subset.md §5.3).
+// there. A 403 names the RBAC rule that is missing (docs/kubernetes-api.md §5.3).
 //
 // The Lease check creates (or re-uses) the Lease `volumemanager-preflight-<node>`, updates it and
 // deletes it again (a missing delete permission leaves it behind and says so: the daemon itself

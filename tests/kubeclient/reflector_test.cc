@@ -1,5 +1,5 @@
 // The reflector against kube-test-apiserver: every row of the client-robustness table
-// (spec kubernetes-api-subset.md §9) that a server can produce, and each fault the server
+// (docs/kubernetes-api.md §9) that a server can produce, and each fault the server
 // injects. Each case checks that the store converges to the server's state, that no change is
 // delivered twice, and that the synced resourceVersion only moves forward.
 #include "kubeclient/reflector.h"
