@@ -11,37 +11,64 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= $(shell nproc)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Build and test dependencies (Debian package names).
-DEB_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev \
-                libspdlog-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcurl4-openssl-dev \
-                libcli11-dev libssl-dev openssl python3 python3-pytest python3-kubernetes \
-                python3-yaml clang libfuzzer-14-dev nghttp2-server
-# kubectl for the test API server's fidelity proof. A kubectl already on PATH (e.g. the Google
-# Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
-DEB_PACKAGES += $(if $(shell command -v kubectl),,kubernetes-client)
+# Debian packages by purpose; each target installs the lists it uses, and only what is missing.
+# Building and running the daemon:
+BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
+                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev
+# The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
+# (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests. A kubectl already on PATH (e.g. the
+# Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
+TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
+                 openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client)
+# libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
+FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
+FORMAT_PACKAGES := clang-format
 
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
-.PHONY: deps build run test test-asan fuzz bench format clean
+.PHONY: deps deps-build deps-test deps-fuzz deps-format build test-build run test test-asan fuzz \
+        bench format clean
 
-# Installs whatever is missing; `apt-get update` runs once, and only when something is missing.
-deps:
-	@missing=""; \
-	for p in $(DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+# $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
+# and only when something is missing.
+define install
+@missing=""; \
+for p in $(1); do \
+  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "installing Debian packages:$$missing"; \
+  $(SUDO) apt-get update -qq && \
+  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+fi
+endef
 
-$(BUILD_DIR)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+deps-build:
+	$(call install,$(BUILD_PACKAGES))
+deps-test: deps-build
+	$(call install,$(TEST_PACKAGES))
+deps-fuzz: deps-build
+	$(call install,$(FUZZ_PACKAGES))
+deps-format:
+	$(call install,$(FORMAT_PACKAGES))
+deps: deps-build deps-test deps-fuzz deps-format
 
-build: deps $(BUILD_DIR)/CMakeCache.txt
+# A user's build: the daemon only, warnings stay warnings (a newer compiler must not break
+# `make run`). A build dir configured by `make test` keeps its tests.
+$(BUILD_DIR)/CMakeCache.txt: | deps-build
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DVM_TESTS=OFF
+
+build: deps-build $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The same build dir with the tests added (no flag changes, so nothing built before is rebuilt).
+# Warnings are errors here: any object of the build dir whose compile printed a warning, now or
+# in an earlier `make build`, fails the target (cmake/check_warnings.sh).
+test-build: deps-test
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DVM_TESTS=ON
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+	cmake/check_warnings.sh $(BUILD_DIR)
 
 # The standalone demo: the daemon on examples/, volumes under run/root. Ctrl-C stops it.
 run: build
@@ -60,21 +87,21 @@ run: build
 	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
 
 # All tests; the last line is ctest's summary.
-test: build
+test: test-build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-label-summary -j $(JOBS)
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
-test-asan: deps
-	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DVM_SANITIZE=address,undefined
+test-asan: deps-test
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DVM_SANITIZE=address,undefined -DVM_WERROR=ON
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L unit
 
 # The manifest decoder under libFuzzer (clang, ASan+UBSan) for FUZZ_SECONDS, from the committed
 # seed corpus (kube/testdata/fuzz_corpus); new inputs go to $(FUZZ_DIR)/corpus, crashes to
 # $(FUZZ_DIR)/artifacts.
-fuzz: deps
+fuzz: deps-fuzz
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-	  -DVM_FUZZ=ON -DVM_WERROR=OFF -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
+	  -DVM_FUZZ=ON -DVM_TESTS=OFF -DVM_WERROR=OFF -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target manifest_decoder_fuzzer
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
 	$(FUZZ_DIR)/bin/manifest_decoder_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -82,10 +109,10 @@ fuzz: deps
 	  -dict=kube/testdata/manifest.dict \
 	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
 
-bench: build
+bench: test-build
 	@for b in $(BUILD_DIR)/bin/bench_*; do echo "== $$b"; "$$b" || exit 1; done
 
-format:
+format: deps-format
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 # Also removes the demo's volumes; the daemon leaves its tmpfs volumes mounted when it stops (as
