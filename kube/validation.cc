@@ -152,7 +152,9 @@ bool IsQualifiedName(const std::string& s, std::vector<std::string>* msgs) {
     if (prefix.empty()) {
       msgs->push_back("prefix part must be non-empty");
     } else if (prefix.size() > 253 || !IsDnsSubdomainSyntax(prefix)) {
-      msgs->push_back(std::string("prefix part ") + kSubdomainMsg);
+      // Literal + string, not string + literal: g++ 12 reports a false -Warray-bounds for the
+      // latter here when the precompiled headers change what it inlines.
+      msgs->push_back("prefix part " + std::string(kSubdomainMsg));
     }
   }
   if (name.empty()) {
