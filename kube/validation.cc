@@ -153,7 +153,7 @@ bool IsQualifiedName(const std::string& s, std::vector<std::string>* msgs) {
       msgs->push_back("prefix part must be non-empty");
     } else if (prefix.size() > 253 || !IsDnsSubdomainSyntax(prefix)) {
       // Literal + string, not string + literal: g++ 12 reports a false -Warray-bounds for the
-      // latter here when the precompiled headers change what it inlines.
+      // latter here, depending on what it inlines.
       msgs->push_back("prefix part " + std::string(kSubdomainMsg));
     }
   }
