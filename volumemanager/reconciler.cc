@@ -64,6 +64,11 @@ Reconciler::~Reconciler() = default;
 
 void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
                            const std::function<bool(const std::string&)>& is_terminating) {
+  while (!cleanup_due_.empty() && cleanup_due_.begin()->first <= now) {
+    const VolumeKey key = cleanup_due_.begin()->second;
+    cleanup_due_.erase(cleanup_due_.begin());
+    if (dsw_->Find(key) != nullptr) asw_->MarkRemountRequired(key, now);
+  }
   pending_.merge(dsw_->TakeChanged());
   pending_.merge(asw_->TakeChanged());
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -82,6 +87,7 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
   if (desired == nullptr) {
     if (mounted == nullptr) {
       asw_->ForgetRequests(key);
+      ledgers_.erase(key);
       return true;
     }
     if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
@@ -144,6 +150,11 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       *desired.pod, "volume \"" + key.volume_name + "\" of pod \"" + PodName(*desired.pod) + "\"");
   request->durable = options_.durable;
   request->tmpfs = options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
+  request->journal = options_.journal;
+  auto& ledger = ledgers_[key];
+  if (!ledger) ledger = std::make_shared<atomicwriter::UnpublishedLedger>();
+  request->ledger = ledger.get();
+  request->unpublished_grace = options_.unpublished_grace;
   auto result =
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;
@@ -151,7 +162,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
 
   const bool started = executor_->Run(
       key,
-      [request, result] {
+      [request, result, ledger] {  // the ledger lives until the write is done
         *result = SetUpVolume(*request);
         return result->status();
       },
@@ -162,9 +173,28 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           const bool published = (*result)->published;
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
-          asw_->SetVerified(key, digest, std::chrono::steady_clock::now());
+          const auto done_at = std::chrono::steady_clock::now();
+          asw_->SetVerified(key, digest, done_at);
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
+          const atomicwriter::WriteResult& w = **result;
+          if (!w.cleanup_error.empty()) {
+            ++stats_.cleanups_failed;
+            spdlog::warn(
+                "volume \"{}\" of pod UID \"{}\" shows its new content, but cleaning up after "
+                "the write failed (retried in {}s): {}",
+                key.volume_name, key.pod_uid,
+                std::chrono::duration_cast<std::chrono::seconds>(options_.unpublished_grace)
+                    .count(),
+                w.cleanup_error);
+          }
+          if (!w.cleanup_error.empty() || w.awaiting_grace > 0) {
+            // Back to the disk once the leftovers may go: the digest alone would skip it.
+            asw_->SetVerified(key, "", done_at);
+            cleanup_due_.emplace(done_at + options_.unpublished_grace +
+                                     std::chrono::milliseconds(100),
+                                 key);
+          }
           if (first_mount) {
             spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({})",
                          key.volume_name, key.pod_uid, (*result)->ts_dir);
@@ -195,16 +225,31 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
 bool Reconciler::StartTearDown(const MountedVolume& mounted) {
   const VolumeKey key = mounted.key;
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir, key.volume_name};
+  auto outcome = std::make_shared<TearDownOutcome>(TearDownOutcome::kRemoved);
   return executor_->Run(
-      key, [loc] { return TearDownVolume(loc); },
-      [this, key, dir = loc.dir()](const base::Status& s) {
+      key,
+      [loc, outcome, journal = options_.journal] {
+        auto r = TearDownVolume(loc, *journal);
+        if (r.ok()) *outcome = *r;
+        return r.status();
+      },
+      [this, key, outcome, dir = loc.dir()](const base::Status& s) {
         if (s.ok()) {
           // A pod that came back while the teardown ran is mounted again by the next pass.
           asw_->Remove(key);
           executor_->Forget(key);
-          ++stats_.teardowns_ok;
-          spdlog::info("UnmountVolume.TearDown succeeded for volume \"{}\" pod UID \"{}\" ({})",
-                       key.volume_name, key.pod_uid, dir);
+          ledgers_.erase(key);
+          if (*outcome == TearDownOutcome::kNotOwned) {
+            ++stats_.teardowns_not_owned;
+            spdlog::info(
+                "volume \"{}\" of pod UID \"{}\" is no longer refreshed; left in place ({}): "
+                "this daemon did not set it up",
+                key.volume_name, key.pod_uid, dir);
+          } else {
+            ++stats_.teardowns_ok;
+            spdlog::info("UnmountVolume.TearDown succeeded for volume \"{}\" pod UID \"{}\" ({})",
+                         key.volume_name, key.pod_uid, dir);
+          }
         } else {
           ++stats_.teardowns_failed;
           spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",
