@@ -86,7 +86,10 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
   const MountedVolume* mounted = asw_->Find(key);
   if (desired == nullptr) {
     if (mounted == nullptr) {
+      // Neither desired nor mounted: nothing about the volume is worth keeping, including the
+      // backoff of a volume that never mounted.
       asw_->ForgetRequests(key);
+      executor_->Forget(key);
       ledgers_.erase(key);
       return true;
     }
