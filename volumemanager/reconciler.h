@@ -80,6 +80,8 @@ class Reconciler {
   const ReconcilerStats& stats() const { return stats_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
+  size_t ledger_count() const { return ledgers_.size(); }
+  size_t cleanup_due_count() const { return cleanup_due_.size(); }
 
  private:
   class ObjectLookupAdapter;
