@@ -1,5 +1,5 @@
 // VolumeManager: the daemon's core, wiring pod updates and object changes to the desired state,
-// the reconciler and the operations (shared DESIGN.md "The shape in one picture").
+// the reconciler and the operations (docs/design.md, "The shape of the daemon").
 //
 //  * Start: reconstructs, on the thread pool, the volumes its ownership journal lists (the only
 //    ones it ever adopts or removes), then runs a reconciler pass every 100 ms.
