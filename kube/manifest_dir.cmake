@@ -8,5 +8,6 @@ target_link_libraries(kube_manifest_dir PUBLIC base PkgConfig::LIBUV PRIVATE bas
 
 vm_add_test(kube_manifest_dir_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/manifest_dir_test.cc
+          ${CMAKE_CURRENT_LIST_DIR}/manifest_dir_scanner_test.cc
           ${CMAKE_CURRENT_LIST_DIR}/manifest_dir_watcher_test.cc
   LIBS kube_manifest_dir)
