@@ -13,8 +13,8 @@
 //   * a deleted file's objects are gone; a missing directory holds no objects;
 //   * Pods in the directory are ignored (they belong in --pod-manifest-path).
 //
-// Keeping current, whatever the strategy (kube/manifest_dir_watcher.h): libuv fs events on the
-// directory; events are coalesced (a read happens 2 ms after the last event of a burst, at most
+// Keeping current, whatever the strategy (manifestdir/manifest_dir_watcher.h): libuv fs events on
+// the directory; events are coalesced (a read happens 2 ms after the last event of a burst, at most
 // 10 ms after its first) and every file an event names is read again (an event on a "..name"
 // entry, as when the directory is itself a projected volume whose "..data" link was swapped, makes
 // every file's stat be compared); a relist (stat of every file, default every 20 s) catches
@@ -35,8 +35,8 @@
 //
 // Thread model: a loop-thread object. Start reads the directory on the calling thread (before the
 // loop runs); every later read, decode and digest runs on the libuv thread pool
-// (kube/manifest_dir_scanner.h), and its outcome is applied on the loop thread. Start, Stop, every
-// ObjectManager method and the change handler run on the loop thread.
+// (manifestdir/manifest_dir_scanner.h), and its outcome is applied on the loop thread. Start, Stop,
+// every ObjectManager method and the change handler run on the loop thread.
 #ifndef VOLUMEMANAGER_CACHE_LOCAL_OBJECT_STORE_H_
 #define VOLUMEMANAGER_CACHE_LOCAL_OBJECT_STORE_H_
 
@@ -55,9 +55,9 @@
 #include "base/status.h"
 #include "cache/change_detection_strategy.h"
 #include "cache/object_manager.h"
-#include "kube/manifest_dir.h"
-#include "kube/manifest_dir_scanner.h"
-#include "kube/manifest_dir_watcher.h"
+#include "manifestdir/manifest_dir.h"
+#include "manifestdir/manifest_dir_scanner.h"
+#include "manifestdir/manifest_dir_watcher.h"
 
 namespace cache {
 

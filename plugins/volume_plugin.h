@@ -1,5 +1,5 @@
 // VolumePlugin: turns (pod, volume, objects) into the exact payload the kubelet would write for
-// one kind of volume (shared/spec/kubelet-volume-behavior.md §4). The volume manager asks the
+// one kind of volume (docs/kubelet-behavior.md §4). The volume manager asks the
 // registry (plugin_registry.h) for the plugin of each pod volume, subscribes to the objects it
 // references, and on every mount or remount calls BuildPayload and hands the result to the
 // atomic writer (with OwnershipPassFor(pod, ...) as the permission callback, ownership_pass.h).
@@ -102,8 +102,9 @@ class VolumePlugin {
   virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
 
   // A volume spec rebuilt from the volume's name alone, for reconstruction from disk after a
-  // restart (spec §6.6): the object names are unknown, so configMap, downwardAPI and projected
-  // get empty sources and secret uses the volume name as the secret name, as upstream.
+  // restart (docs/kubelet-behavior.md §6.6): the object names are unknown, so configMap,
+  // downwardAPI and projected get empty sources and secret uses the volume name as the secret name,
+  // as upstream.
   virtual kube::Volume ConstructVolume(const std::string& volume_name) const = 0;
 
   // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).

@@ -5,7 +5,7 @@
 // (static_pod.h: deterministic UID, "<name>-<node>" name, namespace "default"). After Start, and
 // after every change, the sink receives the complete current set of pods, in file-name order.
 //
-// Change detection (kube/manifest_dir_watcher.h, kube/manifest_dir.h): libuv fs events on the
+// Change detection (manifestdir/): libuv fs events on the
 // directory (inotify; a single file's directory), read `debounce` after the first event of a
 // burst, plus a relist every `relist_interval` (the kubelet's 20 s file check frequency) that
 // reads the files whose stat changed, as a safety net that also re-arms the watch when the
@@ -22,7 +22,7 @@
 // Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread; the
 // sink runs there, inside the loop. Start reads and decodes the path on the calling thread (before
 // the loop runs); every later read and decode runs on the libuv thread pool
-// (kube/manifest_dir_scanner.h) and only its outcome is applied on the loop thread.
+// (manifestdir/manifest_dir_scanner.h) and only its outcome is applied on the loop thread.
 #ifndef VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_
 #define VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_
 
