@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <set>
 #include <utility>
 
@@ -68,6 +69,12 @@ VolumeManager::~VolumeManager() {
 }
 
 void VolumeManager::Start() {
+  if (options_.journal == nullptr) {
+    // A programming error: without the journal nothing can be set up or told apart from the
+    // kubelet's volumes.
+    spdlog::critical("volume manager started without an ownership journal");
+    std::abort();
+  }
   tick_ = new uv_timer_t;
   soon_ = new uv_timer_t;
   for (uv_timer_t* t : {tick_, soon_}) {
