@@ -192,6 +192,26 @@ TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
   EXPECT_TRUE(r.problems.empty());
 }
 
+TEST_F(VolumeSetupTest, AnOwnedVolumeThatCannotBeCheckedIsReportedAndTheRestProceeds) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
+  // u1's pod dir became a symlink loop: its volume can be neither read nor declared gone.
+  fs::remove_all(root_ + "/pods/u1");
+  fs::create_symlink("u1", root_ + "/pods/u1");
+  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  ASSERT_EQ(r.volumes.size(), 1u);
+  EXPECT_EQ(r.volumes[0].pod_uid, "u2");
+  bool reported = false;
+  for (const std::string& p : r.problems) {
+    reported |=
+        p.find("/pods/u1/volumes/kubernetes.io~configmap/a: Too many levels") != std::string::npos;
+  }
+  EXPECT_TRUE(reported) << ::testing::PrintToString(r.problems);
+  // Kept in the journal: it may come back readable.
+  EXPECT_TRUE(journal_->Owns(OwnedKind::kVolume,
+                             OwnershipJournal::VolumePath("u1", "kubernetes.io~configmap", "a")));
+}
+
 TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
   // The kubelet's volume of a pod the daemon also serves: its dirs exist before the daemon's
   // first write.
