@@ -1,8 +1,14 @@
 // Reconciler: one pass compares desired and actual state and starts the operations that close
 // the gap (spec §6.4): tear down volumes no pod wants (only once every pod source has delivered
 // its first state and the start-up scan is done), mount desired volumes that are missing or
-// uncertain, and remount those marked for it. Payloads are built on the loop thread from the
-// object caches; the writes run on the thread pool through the OperationExecutor.
+// uncertain, and remount those marked for it.
+//
+// The loop thread does no bulk work: it takes a snapshot of the objects a volume reads (shared
+// immutable revisions with their content digests, cache/object_manager.h) and compares the
+// volume's inputs (volume_inputs.h) with those of the content on disk; equal inputs, verified on
+// disk within `disk_verify_interval`, end the remount there, with no payload built, hashed or
+// written. Otherwise the payload is built from the snapshot and written on the thread pool through
+// the OperationExecutor (the writer publishes nothing when the bytes on disk already match).
 //
 // Failures are logged once per attempt as FailedMount with the pod, the volume, the unique
 // volume name, the error text of spec §7 and the backoff; a failed remount keeps the last good
@@ -14,16 +20,19 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "atomicwriter/atomic_writer.h"
 #include "cache/object_manager.h"
 #include "kube/pod.h"
 #include "plugins/plugin_registry.h"
 #include "volumemanager/actual_state_of_world.h"
 #include "volumemanager/desired_state_of_world.h"
 #include "volumemanager/operation_executor.h"
+#include "volumemanager/ownership_journal.h"
 
 namespace volumemanager {
 
@@ -31,11 +40,16 @@ struct ReconcilerOptions {
   std::string root_dir;
   bool durable = false;  // fsync writes (off by default, like the kubelet)
   bool tmpfs = true;     // memory-medium volumes on tmpfs, as the kubelet
-  // A remount whose rebuilt payload equals the content last written is served without touching
+  // A remount whose inputs equal those of the content last written is served without touching
   // the disk, unless the disk was last read longer ago than this; then the writer verifies it
   // (and repairs links or debris). Keeps the periodic resync cheap.
   std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
   kube::ResourceList node_allocatable;
+  // What the daemon owns under the root dir; required. Not owned.
+  OwnershipJournal* journal = nullptr;
+  // How long a version dir that ..data does not point to is left alone (it may be another
+  // writer's write in progress); a volume that has such dirs is written again after it.
+  std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -43,9 +57,11 @@ struct ReconcilerStats {
   long mounts_ok = 0;
   long mounts_failed = 0;
   long versions_published = 0;
-  long remounts_unchanged = 0;  // served from the payload digest, no disk access
+  long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access
   long teardowns_ok = 0;
   long teardowns_failed = 0;
+  long teardowns_not_owned = 0;  // left in place: the daemon did not set them up
+  long cleanups_failed = 0;      // published, but removing old versions or links failed
 };
 
 class Reconciler {
@@ -70,10 +86,10 @@ class Reconciler {
   const ReconcilerStats& stats() const { return stats_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
+  size_t ledger_count() const { return ledgers_.size(); }
+  size_t cleanup_due_count() const { return cleanup_due_.size(); }
 
  private:
-  class ObjectLookupAdapter;
-
   // Starts what `key` needs; false when it must be looked at again in a later pass.
   bool Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_unmount,
                 const std::function<bool(const std::string&)>& is_terminating);
@@ -87,10 +103,15 @@ class Reconciler {
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
   OperationExecutor* executor_;
-  std::unique_ptr<ObjectLookupAdapter> lookup_;
+  cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
   ReconcilerStats stats_;
   std::set<VolumeKey> pending_;
+  // Each volume's record of unpublished version dirs, kept across its writes.
+  std::map<VolumeKey, std::shared_ptr<atomicwriter::UnpublishedLedger>> ledgers_;
+  // Volumes to write again (to the disk, not from the digest) once leftovers are past their
+  // grace period or a failed cleanup is due for a retry.
+  std::multimap<SteadyTime, VolumeKey> cleanup_due_;
 };
 
 }  // namespace volumemanager
