@@ -45,6 +45,10 @@ struct HttpClientOptions {
   long max_streams_per_connection = 100;
   std::chrono::milliseconds ca_check_interval{10000};
   std::chrono::milliseconds token_refresh{50000};
+  // Fault injection for tests: called at the start of every libuv and libcurl callback body with
+  // the callback's name ("socket", "timer", "poll", "header", "write"); it may throw, as an
+  // allocation inside the callback could.
+  std::function<void(const char* callback)> callback_fault;
 };
 
 struct HttpRequest {
@@ -127,6 +131,12 @@ class HttpClient {
   static int OnCloseSocket(void* clientp, int fd);
   static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
   static size_t OnWrite(char* data, size_t size, size_t count, void* userp);
+  // The bodies of OnHeader and OnWrite; false ends the transfer.
+  bool Header(Transfer* transfer, std::string_view line);
+  bool Body(Transfer* transfer, std::string_view data);
+  // curl_multi_socket_action, then the transfers it finished; nothing escapes.
+  void DriveCurl(int fd, int flags);
+  void Fault(const char* callback);
 
   uv_loop_t* loop_;
   Credentials credentials_;
@@ -145,6 +155,8 @@ class HttpClient {
   std::string user_agent_;
   // Set while libcurl is running callbacks: Cancel() then defers curl_multi_remove_handle.
   int in_curl_ = 0;
+  // Transfers completed, aborted or cancelled inside libcurl and not yet finished or removed.
+  int pending_finish_ = 0;
   // Non-null while alive; callbacks scheduled on the loop check it.
   std::shared_ptr<bool> alive_;
 };

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "base/catch_all.h"
 #include "volumemanager/volume_paths.h"
 #include "volumemanager/volume_setup.h"
 
@@ -19,6 +20,14 @@ struct VolumeManager::ScanWork {
 };
 
 namespace {
+
+// The body of a libuv callback: what it throws is logged, never passed to libuv.
+template <typename F>
+void FromLoop(const char* what, F&& body) {
+  if (base::Status s = base::CatchAll(what, std::forward<F>(body)); !s.ok()) {
+    spdlog::error("{}", s.message());
+  }
+}
 
 ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   ReconcilerOptions r;
@@ -66,8 +75,11 @@ void VolumeManager::Start() {
   }
   const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
   uv_timer_start(
-      tick_, [](uv_timer_t* t) { static_cast<VolumeManager*>(t->data)->RunPass(); }, period,
-      period);
+      tick_,
+      [](uv_timer_t* t) {
+        FromLoop("reconciler pass", [t] { static_cast<VolumeManager*>(t->data)->RunPass(); });
+      },
+      period, period);
 
   auto* work = new ScanWork;
   work->req.data = work;
@@ -83,7 +95,7 @@ void VolumeManager::Start() {
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<ScanWork> w(static_cast<ScanWork*>(req->data));
-        w->self->OnScanDone(std::move(w->result));
+        FromLoop("reconstruction", [&] { w->self->OnScanDone(std::move(w->result)); });
       });
 }
 
@@ -142,7 +154,7 @@ void VolumeManager::SchedulePassSoon() {
       [](uv_timer_t* t) {
         auto* self = static_cast<VolumeManager*>(t->data);
         self->soon_pending_ = false;
-        self->RunPass();
+        FromLoop("reconciler pass", [self] { self->RunPass(); });
       },
       0, 0);
 }

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <new>
+#include <optional>
 #include <sstream>
 
 #include "kube/credentials.h"
@@ -401,6 +403,54 @@ TEST_F(ApiClientTest, StreamDeliversEveryByteAcrossSplitChunksAndCancelInsideCal
   EXPECT_FALSE(cancelled_done);
   EXPECT_EQ(http_->stats().requests_in_flight, 0u);
   EXPECT_TRUE(Get("/version").ok());
+}
+
+// Every libcurl and libuv callback of HttpClient is a wall: an exception inside one (here a
+// bad_alloc from the fault hook, as an allocation there could throw) fails only the request it
+// belongs to, with a message naming the callback, and the client and the loop go on serving.
+TEST_F(ApiClientTest, AThrowingCallbackFailsOnlyItsRequestAndTheClientKeepsWorking) {
+  struct Case {
+    const char* callback;
+    // Empty: the failure is not a request's (the client retries, the request succeeds).
+    const char* error;
+  };
+  const Case cases[] = {
+      {"header", "http header callback threw: std::bad_alloc"},
+      {"write", "http write callback threw: std::bad_alloc"},
+      {"socket", "http socket callback threw: std::bad_alloc"},
+      {"poll", ""},
+      {"timer", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.callback);
+    std::string armed;  // the callback whose next call throws (once)
+    HttpClientOptions options;
+    options.callback_fault = [&](const char* callback) {
+      if (armed == callback) {
+        armed.clear();
+        throw std::bad_alloc();
+      }
+    };
+    Connect(ServerCredentials(), options);
+    auto fetch = [&] {
+      std::optional<base::Status> transport;
+      HttpRequest request;
+      request.path = "/version";
+      http_->Start(request, [&](base::Status s, HttpResponse) { transport = std::move(s); });
+      EXPECT_TRUE(runner_.RunUntil([&] { return transport.has_value(); }));
+      return transport.value_or(base::Status::Error("no answer"));
+    };
+    armed = c.callback;
+    base::Status failed = fetch();
+    EXPECT_TRUE(armed.empty()) << "the fault never fired";
+    if (*c.error == '\0') {
+      EXPECT_TRUE(failed.ok()) << failed.message();
+    } else {
+      EXPECT_EQ(failed.message(), c.error);
+    }
+    EXPECT_TRUE(fetch().ok());
+    EXPECT_EQ(http_->stats().requests_in_flight, 0u);
+  }
 }
 
 }  // namespace
