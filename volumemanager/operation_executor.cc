@@ -27,7 +27,7 @@ bool OperationExecutor::CanStart(const VolumeKey& key, Clock::time_point now) co
 
 bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> work,
                             std::function<void(const base::Status&)> done) {
-  if (!CanStart(key, Clock::now())) return false;
+  if (!CanStart(key, clock_())) return false;
   auto req = std::make_unique<Request>();
   req->work_req.data = req.get();
   req->executor = this;
@@ -52,7 +52,7 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
           if (r->result.ok()) {
             e.backoff.Reset();
           } else {
-            e.backoff.RecordFailure(Clock::now());
+            e.backoff.RecordFailure(self->clock_());
           }
         }
         if (!r->done) return;

@@ -334,12 +334,12 @@ TEST_F(ApiClientTest, RequestTimeoutIsATransportError) {
   HttpClientOptions options;
   options.request_timeout = std::chrono::milliseconds(300);
   Connect(ServerCredentials(), options);
-  server_.Admin("POST", "faults", {{"verb", "create"}, {"delay", 2}});
-  auto start = std::chrono::steady_clock::now();
+  // The server holds the answer for an hour: only the client's timeout can end the call.
+  server_.Admin("POST", "faults", {{"verb", "create"}, {"delay", 3600}});
   ApiResult result = Call([&](ApiCallback cb) { api_->Create(kCms, ConfigMap("slow", "v"), cb); });
   ASSERT_FALSE(result.ok());
   EXPECT_TRUE(result.error->IsTransport());
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_THAT(result.error->message, HasSubstr("Timeout"));
   EXPECT_EQ(CountRequests("POST", kCms), 1);  // a write is not retried blindly
 }
 
