@@ -14,7 +14,7 @@ add_library(kube_client
 )
 target_include_directories(kube_client PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kube_client PUBLIC base nlohmann_json::nlohmann_json spdlog::spdlog
-                      CURL::libcurl PkgConfig::LIBUV PRIVATE yaml-cpp::yaml-cpp)
+                      CURL::libcurl PkgConfig::LIBUV PRIVATE kube_objects yaml-cpp::yaml-cpp)
 
 vm_add_test(kube_credentials_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/credentials_test.cc
             LIBS kube_client)

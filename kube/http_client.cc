@@ -36,11 +36,11 @@ struct UrlParts {
   bool ipv6 = false;
 };
 
-// https://host[:port][/prefix]; false when it is not that shape.
-bool SplitHttpsUrl(const std::string& url, UrlParts& out) {
-  const std::string scheme = "https://";
-  if (url.rfind(scheme, 0) != 0) return false;
-  std::string hostport = url.substr(scheme.size());
+// http(s)://host[:port][/prefix]; false when it is not that shape.
+bool SplitUrl(const std::string& url, UrlParts& out) {
+  const bool tls = url.starts_with("https://");
+  if (!tls && !url.starts_with("http://")) return false;
+  std::string hostport = url.substr(tls ? 8 : 7);
   size_t slash = hostport.find('/');
   if (slash != std::string::npos) {
     out.rest = hostport.substr(slash);
@@ -59,7 +59,7 @@ bool SplitHttpsUrl(const std::string& url, UrlParts& out) {
     out.host = hostport.substr(0, colon);
     if (colon != std::string::npos) out.port = hostport.substr(colon + 1);
   }
-  if (out.port.empty()) out.port = "443";
+  if (out.port.empty()) out.port = tls ? "443" : "80";
   return !out.host.empty();
 }
 
@@ -192,8 +192,8 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   static std::once_flag curl_init;
   std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   UrlParts parts;
-  if (!SplitHttpsUrl(credentials.server, parts)) {
-    return base::Status::Error("API server URL " + credentials.server + " is not https://host");
+  if (!SplitUrl(credentials.server, parts)) {
+    return base::Status::Error("server URL " + credentials.server + " is not http(s)://host");
   }
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
   base::Status s = client->Init();
@@ -277,7 +277,7 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   if (!tls.server_name.empty()) {
     // Verify (and send SNI for) tls-server-name while connecting to the URL's address.
     UrlParts parts;
-    SplitHttpsUrl(credentials_.server, parts);
+    SplitUrl(credentials_.server, parts);
     std::string host = parts.ipv6 ? "[" + parts.host + "]" : parts.host;
     url = "https://" + tls.server_name + ":" + parts.port + parts.rest + t->request.path;
     t->connect_to = curl_slist_append(
@@ -285,6 +285,12 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
     curl_easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
   }
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (t->request.follow_redirects) {
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  }
   curl_easy_setopt(e, CURLOPT_PRIVATE, t);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -317,7 +323,9 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
     curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
   }
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
+  if (!t->request.accept.empty()) {
+    headers = curl_slist_append(headers, ("Accept: " + t->request.accept).c_str());
+  }
   if (const std::string& token = tokens_.Token(); !token.empty()) {
     headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   }
@@ -618,6 +626,11 @@ bool HttpClient::Body(Transfer* t, std::string_view data) {
   if (!t->DeliverHeaders()) return false;
   if (t->cancelled) return false;
   if (t->buffer_body) {
+    const size_t limit = t->request.max_body_bytes;
+    if (limit > 0 && t->response.body.size() + data.size() > limit) {
+      t->Abort(base::Status::Error("body larger than " + std::to_string(limit) + " bytes"));
+      return false;
+    }
     t->response.body.append(data);
     return true;
   }

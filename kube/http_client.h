@@ -1,5 +1,6 @@
-// HttpClient: HTTPS requests to the API server on the daemon's libuv loop, through libcurl's
-// multi-socket interface (uv_poll per socket, one uv_timer; no extra threads).
+// HttpClient: HTTP(S) requests to one server (the API server, or a --manifest-url) on the
+// daemon's libuv loop, through libcurl's multi-socket interface (uv_poll per socket, one uv_timer;
+// no extra threads). Only http and https are ever spoken, redirects included.
 //
 // Promises:
 // * HTTP/2 with multiplexing when the server offers it over ALPN, HTTP/1.1 otherwise. At most
@@ -62,6 +63,12 @@ struct HttpRequest {
   std::chrono::milliseconds timeout{0};
   // Streamed: the body goes to StreamCallbacks::on_data as it arrives (watches).
   bool stream = false;
+  // The Accept header; empty: libcurl's "*/*".
+  std::string accept = "application/json";
+  // Follow redirects (at most 10, http and https only).
+  bool follow_redirects = false;
+  // A buffered body longer than this fails the request ("body larger than N bytes"); 0: no limit.
+  size_t max_body_bytes = 0;
 };
 
 struct HttpResponse {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/catch_all.h"
+#include "base/strings.h"
 
 namespace kube {
 namespace {
@@ -23,13 +24,9 @@ void CloseTimer(uv_timer_t* timer) {
            [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
 }
 
-std::string Join(const std::vector<std::string>& params) {
-  std::string out;
-  for (const std::string& p : params) {
-    out += out.empty() ? "?" : "&";
-    out += p;
-  }
-  return out;
+// "?a=1&b=2"; "" without parameters.
+std::string QueryString(const std::vector<std::string>& params) {
+  return params.empty() ? "" : "?" + base::Join(params, "&");
 }
 
 }  // namespace
@@ -91,7 +88,7 @@ std::string Reflector::Query(bool /*watch*/) const {
   if (!options_.label_selector.empty()) {
     params.push_back("labelSelector=" + QueryEscape(options_.label_selector));
   }
-  return Join(params);
+  return QueryString(params);
 }
 
 template <typename F>
@@ -140,7 +137,7 @@ void Reflector::RequestPage(const std::string& continue_token) {
   }
   list_in_flight_ = true;
   list_call_ =
-      api_->Get(options_.path + Join(params), [this, continue_token](ApiResult result) {
+      api_->Get(options_.path + QueryString(params), [this, continue_token](ApiResult result) {
         Guarded("list response", [&] { OnPage(std::move(result), continue_token); });
       });
 }
@@ -272,7 +269,7 @@ void Reflector::StartWatch() {
   ++stats_.watches;
 
   HttpRequest request;
-  request.path = options_.path + Join(params);
+  request.path = options_.path + QueryString(params);
   request.stream = true;
   watch_in_flight_ = true;
   watch_request_ = api_->http()->Start(

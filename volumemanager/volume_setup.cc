@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "atomicwriter/remove_tree.h"
+#include "base/errno_error.h"
 #include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
@@ -21,9 +22,7 @@ namespace {
 constexpr mode_t kPodDirMode = 0750;
 constexpr mode_t kVolumeDirMode = 0777;
 
-base::Status ErrnoError(const char* op, const std::string& path, int err) {
-  return base::Status::Error(std::string(op) + " " + path + ": " + std::strerror(err), err);
-}
+using base::ErrnoError;
 
 // mkdir that records what it created, so a failed first mount can undo exactly that.
 base::Status MakeDir(const std::string& path, mode_t mode, std::vector<std::string>* created) {
@@ -176,8 +175,10 @@ void RemoveEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid)
   if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
   const std::string volumes = PodVolumesDir(root_dir, pod_uid);
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(volumes, ec)) {
-    if (e.is_directory(ec) && !e.is_symlink(ec)) ::rmdir(e.path().c_str());
+  // increment(ec): a range-for would throw when reading the next entry fails.
+  for (std::filesystem::directory_iterator it(volumes, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) ::rmdir(it->path().c_str());
   }
   ::rmdir(volumes.c_str());
   ::rmdir(PodDir(root_dir, pod_uid).c_str());

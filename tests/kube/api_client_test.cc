@@ -14,15 +14,15 @@
 #include "kube/credentials.h"
 #include "kube/http_client.h"
 #include "tests/apiserver/test_apiserver_process.h"
-#include "tests/kube/loop_runner.h"
+#include "tests/support/test_loop.h"
 
 namespace kube {
 namespace {
 
-using kube_testing::LoopRunner;
 using kube_testing::TestApiServerProcess;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using vmtest::TestLoop;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -61,7 +61,7 @@ class ApiClientTest : public ::testing::Test {
   }
 
   void Connect(const Credentials& creds, HttpClientOptions options = {}) {
-    auto http = HttpClient::Create(runner_.loop(), creds, options);
+    auto http = HttpClient::Create(runner_.get(), creds, options);
     ASSERT_TRUE(http.ok()) << http.status().message();
     http_ = std::move(*http);
     api_ = std::make_unique<ApiClient>(http_.get(), FastRetries());
@@ -93,7 +93,7 @@ class ApiClientTest : public ::testing::Test {
   }
 
   TestApiServerProcess server_;
-  LoopRunner runner_;
+  TestLoop runner_;
   std::unique_ptr<HttpClient> http_;
   std::unique_ptr<ApiClient> api_;
 };
@@ -346,11 +346,11 @@ TEST_F(ApiClientTest, RequestTimeoutIsATransportError) {
 TEST(ApiClientPrefixTest, ServerUrlPathPrefixIsKept) {
   TestApiServerProcess server;
   ASSERT_TRUE(server.Start("t", {"--path-prefix", "/k8s/east"}).ok());
-  LoopRunner runner;
+  TestLoop runner;
   auto creds = ResolveCredentials(server.kubeconfig(), ProcessEnvironment());
   ASSERT_TRUE(creds.ok()) << creds.status().message();
   EXPECT_THAT(creds->server, testing::EndsWith("/k8s/east"));
-  auto http = HttpClient::Create(runner.loop(), *creds);
+  auto http = HttpClient::Create(runner.get(), *creds);
   ASSERT_TRUE(http.ok());
   ApiClient api(http->get());
   std::optional<ApiResult> result;
