@@ -89,6 +89,9 @@ class LocalObjectStore : public ObjectManager {
 
   // Observability and tests: the number of objects served, and of full file reads so far.
   size_t ObjectCount() const { return view_.size(); }
+  // Pods registered and objects they reference (bounded memory, tests).
+  size_t RegisteredPodCount() const { return pods_.size(); }
+  size_t ReferencedObjectCount() const { return references_.size() + invalidated_.size(); }
   uint64_t FileReads() const { return dir_.reads(); }
 
  private:

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/sha256.h"
+
 namespace kube {
 
 bool IsManifestFileName(std::string_view name) {
@@ -119,11 +121,14 @@ void ManifestDir::Read(const std::string& name, const FileStamp& stamp, File* fi
     // Forgotten, so that the next good read is reported whatever its bytes.
     read.status = bytes.status();
     file->have_bytes = false;
-    file->bytes.clear();
-  } else if (!file->have_bytes || file->bytes != *bytes) {
-    file->have_bytes = true;
-    file->bytes = *bytes;
-    read.bytes = std::move(bytes).value();
+    file->digest.clear();
+  } else {
+    std::string digest = base::Sha256Of(*bytes);
+    if (!file->have_bytes || file->digest != digest) {
+      file->have_bytes = true;
+      file->digest = std::move(digest);
+      read.bytes = std::move(bytes).value();
+    }
   }
   scan->reads.push_back(std::move(read));
 }

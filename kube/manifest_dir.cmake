@@ -4,7 +4,7 @@
 add_library(kube_manifest_dir
   ${CMAKE_CURRENT_LIST_DIR}/manifest_dir.cc
   ${CMAKE_CURRENT_LIST_DIR}/manifest_dir_watcher.cc)
-target_link_libraries(kube_manifest_dir PUBLIC base PkgConfig::LIBUV PRIVATE spdlog::spdlog)
+target_link_libraries(kube_manifest_dir PUBLIC base PkgConfig::LIBUV PRIVATE base_sha256 spdlog::spdlog)
 
 vm_add_test(kube_manifest_dir_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/manifest_dir_test.cc

@@ -98,11 +98,15 @@ class ManifestDir {
   const std::string& path() const { return options_.path; }
   // Reads attempted so far (observability and tests).
   uint64_t reads() const { return reads_; }
+  // Files known from the last scans (observability and tests).
+  size_t file_count() const { return files_.size(); }
 
  private:
+  // What is kept of a file between scans: its stamp and a digest of its last good read, never
+  // its bytes (a manifest may be 10 MiB, and the owner keeps what it decoded from it).
   struct File {
     FileStamp stamp;
-    std::string bytes;
+    std::string digest;       // SHA-256 of the bytes of the last good read
     bool have_bytes = false;  // the last read succeeded
   };
 

@@ -53,6 +53,8 @@ class ActualStateOfWorld {
   bool MarkRemountRequired(const VolumeKey& key, SteadyTime when);
   // Drops what MarkRemountRequired remembered for a volume that is no longer desired.
   void ForgetRequests(const VolumeKey& key) { early_requests_.erase(key); }
+  // Remount requests remembered for volumes not mounted yet (bounded memory, tests).
+  size_t early_request_count() const { return early_requests_.size(); }
   void SetLastError(const VolumeKey& key, const std::string& error);
   // After a write or verification on disk of content with `digest`.
   void SetVerified(const VolumeKey& key, const std::string& digest, SteadyTime when);

@@ -42,6 +42,8 @@ class DesiredStateOfWorld {
   // Volumes whose content is built from `object`.
   std::vector<VolumeKey> VolumesReading(const kube::ObjectRef& object) const;
   const std::map<VolumeKey, DesiredVolume>& volumes() const { return volumes_; }
+  // Objects with at least one reader (bounded memory, tests).
+  size_t read_object_count() const { return readers_.size(); }
 
   // The keys added, replaced or removed since the last call (the reconciler looks only at
   // these, so an idle pass costs nothing).

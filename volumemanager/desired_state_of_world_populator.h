@@ -41,6 +41,7 @@ class DesiredStateOfWorldPopulator {
   std::shared_ptr<const kube::Pod> FindPod(const std::string& uid) const;
   bool IsTerminating(const std::string& uid) const { return terminating_.count(uid) != 0; }
   const std::map<std::string, std::shared_ptr<const kube::Pod>>& pods() const { return pods_; }
+  size_t terminating_count() const { return terminating_.size(); }
 
  private:
   void SetPod(const kube::Pod& pod, SteadyTime now);

@@ -47,10 +47,12 @@ class OperationExecutor {
   // Backoff state of `key`, for messages: when it may retry and the current delay.
   const ExponentialBackoff* Backoff(const VolumeKey& key) const;
 
-  // Forgets a volume's backoff (its pod is gone).
+  // Forgets a volume's backoff (its pod is gone). No-op while an operation for it is in flight.
   void Forget(const VolumeKey& key);
 
   int in_flight() const { return in_flight_count_; }
+  // Volumes with an operation in flight or a backoff remembered (bounded memory, tests).
+  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {

@@ -77,7 +77,10 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
   const MountedVolume* mounted = asw_->Find(key);
   if (desired == nullptr) {
     if (mounted == nullptr) {
+      // Neither desired nor mounted: nothing about the volume is worth keeping, including the
+      // backoff of a volume that never mounted.
       asw_->ForgetRequests(key);
+      executor_->Forget(key);
       return true;
     }
     if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;

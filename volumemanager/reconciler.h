@@ -68,6 +68,8 @@ class Reconciler {
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
+  // Volumes to look at again in a later pass (bounded memory, tests).
+  size_t pending_count() const { return pending_.size(); }
 
  private:
   class ObjectLookupAdapter;

@@ -66,6 +66,11 @@ class VolumeManager {
   const DesiredStateOfWorld& desired() const { return dsw_; }
   const ActualStateOfWorld& actual() const { return asw_; }
   const ReconcilerStats& stats() const { return reconciler_.stats(); }
+  // The rest of the manager's per-pod and per-volume state, for memory-bound checks.
+  const OperationExecutor& executor() const { return executor_; }
+  const DesiredStateOfWorldPopulator& populator() const { return populator_; }
+  const Reconciler& reconciler() const { return reconciler_; }
+  size_t resync_schedule_size() const { return resync_entry_.size() + resync_queue_.size(); }
   bool reconstructed() const { return reconstructed_; }
 
  private:

@@ -1,0 +1,42 @@
+// Sha256: an incremental SHA-256 (OpenSSL's EVP), for recognising content without keeping it: a
+// manifest file's bytes, an object revision, a volume's inputs. A digest reveals nothing of what it
+// was computed from, but is still never logged (it would tell equal secrets apart).
+//
+// Not thread-safe: one instance per computation; the free function is safe on any thread.
+#ifndef VOLUMEMANAGER_BASE_SHA256_H_
+#define VOLUMEMANAGER_BASE_SHA256_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace base {
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  // Raw bytes, as they come.
+  Sha256& Add(std::string_view bytes);
+  // Length-prefixed bytes and fixed-width numbers: fields added this way cannot run into each
+  // other, so two different field sequences never hash the same input.
+  Sha256& AddField(std::string_view bytes);
+  Sha256& AddNumber(uint64_t value);
+  // The 32-byte digest; the instance is spent afterwards.
+  std::string Finish();
+
+ private:
+  struct Context;
+  std::unique_ptr<Context> ctx_;
+};
+
+// SHA-256 of `bytes`, 32 raw bytes.
+std::string Sha256Of(std::string_view bytes);
+
+}  // namespace base
+
+#endif  // VOLUMEMANAGER_BASE_SHA256_H_

@@ -1,0 +1,116 @@
+// Bounded memory: what the daemon keeps per pod and per volume goes away with the pod, whether
+// its volumes mounted or never did. The volume manager with the real plugins and the standalone
+// object store on a temporary root dir.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <vector>
+
+#include "cache/local_object_store.h"
+#include "tests/support/test_loop.h"
+#include "volumemanager/volume_manager.h"
+
+namespace volumemanager {
+namespace {
+
+kube::Pod PodReading(const std::string& uid, const std::string& config_map) {
+  kube::Pod pod;
+  pod.metadata.name = "web-" + uid;
+  pod.metadata.namespace_ = "default";
+  pod.metadata.uid = uid;
+  kube::Volume v;
+  v.name = "cfg";
+  kube::ConfigMapVolumeSource src;
+  src.name = config_map;
+  src.default_mode = 0644;
+  v.source = src;
+  pod.spec.volumes.push_back(v);
+  kube::Container c;
+  c.name = "app";
+  c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
+  pod.spec.containers.push_back(c);
+  return pod;
+}
+
+// Everything the manager and the store keep per pod or per volume, as one comparable value.
+struct Sizes {
+  size_t executor, desired, read_objects, actual, early_requests, pending, pods, terminating,
+      resync, store_pods, store_refs;
+  bool operator==(const Sizes&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Sizes& s) {
+  return os << "executor " << s.executor << ", desired " << s.desired << ", read objects "
+            << s.read_objects << ", actual " << s.actual << ", early requests " << s.early_requests
+            << ", pending " << s.pending << ", pods " << s.pods << ", terminating " << s.terminating
+            << ", resync " << s.resync << ", store pods " << s.store_pods << ", store refs "
+            << s.store_refs;
+}
+
+Sizes SizesOf(const VolumeManager& m, const cache::LocalObjectStore& store) {
+  return Sizes{m.executor().size(),
+               m.desired().volumes().size(),
+               m.desired().read_object_count(),
+               m.actual().volumes().size(),
+               m.actual().early_request_count(),
+               m.reconciler().pending_count(),
+               m.populator().pods().size(),
+               m.populator().terminating_count(),
+               m.resync_schedule_size(),
+               store.RegisteredPodCount(),
+               store.ReferencedObjectCount()};
+}
+
+TEST(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::off);  // 9,000 FailedMount lines say nothing here
+  vmtest::TestLoop loop;
+  vmtest::TempDir root;
+  vmtest::TempDir objects;
+  vmtest::WriteFile(objects.File("app.yaml"),
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  k: v\n");
+  cache::LocalObjectStore store;
+  cache::LocalObjectStoreOptions store_options;
+  store_options.dir = objects.path();
+  ASSERT_TRUE(store.Start(loop.get(), store_options).ok());
+
+  VolumeManagerOptions o;
+  o.root_dir = root.path();
+  o.sync_frequency = std::chrono::hours(1);
+  o.tmpfs = false;
+  auto registry = plugins::PluginRegistry::NewDefault();
+  VolumeManager manager(loop.get(), o, &store, registry.get(), [] { return true; });
+  store.SetChangeHandler([&](const kube::ObjectRef& r) { manager.OnObjectChanged(r); });
+  manager.Start();
+  ASSERT_TRUE(loop.RunUntil([&] { return manager.reconstructed(); }));
+  const Sizes start = SizesOf(manager, store);
+
+  // One pod in ten mounts; the others reference a ConfigMap that does not exist, so their
+  // volumes never mount and only back off.
+  constexpr int kPods = 10'000;
+  std::vector<kube::Pod> pods;
+  for (int i = 0; i < kPods; ++i) {
+    pods.push_back(PodReading("p" + std::to_string(i), i % 10 == 0 ? "app" : "missing"));
+  }
+  manager.OnPodUpdate(podconfig::PodUpdate{podconfig::PodOp::kAdd, pods, "file"});
+  ASSERT_TRUE(loop.RunUntil([&] {
+    return manager.stats().mounts_ok == kPods / 10 &&
+           manager.stats().mounts_failed >= kPods - kPods / 10;
+  }));
+  EXPECT_GE(manager.executor().size(), static_cast<size_t>(kPods - kPods / 10));
+
+  manager.OnPodUpdate(podconfig::PodUpdate{podconfig::PodOp::kRemove, pods, "file"});
+  loop.RunUntil([&] { return SizesOf(manager, store) == start; });
+  EXPECT_EQ(SizesOf(manager, store), start);
+  EXPECT_EQ(manager.stats().teardowns_ok, kPods / 10);
+
+  bool stopped = false;
+  manager.Stop([&] { stopped = true; });
+  ASSERT_TRUE(loop.RunUntil([&] { return stopped; }));
+  store.Stop();
+  spdlog::set_level(level);
+}
+
+}  // namespace
+}  // namespace volumemanager
