@@ -12,7 +12,7 @@ JOBS       ?= $(shell nproc)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Build and test dependencies (Debian package names).
-DEB_PACKAGES := cmake g++ make pkg-config libboost-filesystem-dev libuv1-dev nlohmann-json3-dev \
+DEB_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev \
                 libspdlog-dev libgtest-dev libgmock-dev libyaml-cpp-dev libcurl4-openssl-dev \
                 libcli11-dev libssl-dev openssl python3 python3-pytest python3-kubernetes \
                 python3-yaml clang libfuzzer-14-dev nghttp2-server

@@ -268,8 +268,8 @@ class WriteOperation {
   }
 
   // A new version is needed when a payload file is missing or differs in bytes, or when the live
-  // version holds anything the payload does not (spec §2 steps 3-4). Modes are not compared. One
-  // walk of the live version, stopping at the first difference.
+  // version holds anything the payload does not (docs/kubelet-behavior.md §2 steps 3-4). Modes are
+  // not compared. One walk of the live version, stopping at the first difference.
   Result<bool> NeedsNewVersion() {
     size_t matched = 0;
     Result<bool> same = SameTree(old_fd_.get(), "", old_ts_, &matched);
@@ -437,7 +437,8 @@ class WriteOperation {
   }
 
   // Gives every first path component a `<name> -> ..data/<name>` link unless something already
-  // stands under that name (a link, or a nested volume's mount point): spec §2 step 10.
+  // stands under that name (a link, or a nested volume's mount point): docs/kubelet-behavior.md §2
+  // step 10.
   Status LinkTopLevelNames(std::vector<std::string>* created) {
     for (const std::string& name : first_components_) {
       struct stat st {};

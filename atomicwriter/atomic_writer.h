@@ -1,5 +1,5 @@
 // AtomicWriter: replaces the whole content of a pod volume directory in one atomic step, in the
-// kubelet's on-disk format (shared/spec/kubelet-volume-behavior.md §1.2 and §2):
+// kubelet's on-disk format (docs/kubelet-behavior.md §1.2 and §2):
 //
 //   <volume dir>/..data            -> ..YYYY_MM_DD_HH_MM_SS.<digits>   (UTC; the live version)
 //   <volume dir>/..<timestamp>/... the payload's files, each with its exact mode

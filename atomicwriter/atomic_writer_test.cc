@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Every path of a payload plus all of its ancestor directories: what the live version dir must
-// hold exactly (spec §2 step 3's "keep" set).
+// hold exactly (docs/kubelet-behavior.md §2 step 3's "keep" set).
 std::set<std::string> KeepSet(const Payload& payload) {
   std::set<std::string> keep;
   for (const auto& [raw, file] : payload) {
@@ -41,9 +41,9 @@ struct UpdateCase {
   bool new_version;  // whether the second write publishes a new version
 };
 
-// Spec §2.2 update vectors, removal-set vectors and top-level link vectors: after each write the
-// volume shows exactly the payload, the live dir holds exactly its paths, and the top-level
-// entries are exactly its first components.
+// docs/kubelet-behavior.md §2.2: update vectors, removal-set vectors and top-level link vectors:
+// after each write the volume shows exactly the payload, the live dir holds exactly its paths, and
+// the top-level entries are exactly its first components.
 TEST_F(WriterTest, UpdateVectors) {
   const UpdateCase cases[] = {
       {"same_flat", MakePayload({{"foo", "foo"}, {"bar", "bar"}}),
@@ -156,7 +156,8 @@ TEST_F(WriterTest, ModesIgnoreTheUmaskAndDirsFollowTheSpec) {
   ASSERT_EQ(::stat((vol_ + "/" + r->ts_dir).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0755u);  // forced by chmod
   ASSERT_EQ(::stat((vol_ + "/" + r->ts_dir + "/nested").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0700u);  // requested 0777, umask applies (spec §1.2)
+  EXPECT_EQ(st.st_mode & 07777,
+            0700u);  // requested 0777, umask applies (docs/kubelet-behavior.md §1.2)
 }
 
 TEST_F(WriterTest, TimestampDirNameIsUtcWithDigitSuffix) {
@@ -371,7 +372,8 @@ TEST_F(WriterTest, DataThatIsNotASymlinkIsReplaced) {
 }
 
 TEST_F(WriterTest, ExistingEntryAtATopLevelNameIsLeftAlone) {
-  // A nested volume mounted beneath this one: spec §2 step 10 leaves it untouched.
+  // A nested volume mounted beneath this one: docs/kubelet-behavior.md §2 step 10 leaves it
+  // untouched.
   const fs::path v(vol_);
   fs::create_directory(v / "sub");
   std::ofstream(v / "sub" / "mounted") << "other volume";

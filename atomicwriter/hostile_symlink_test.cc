@@ -41,8 +41,8 @@ struct HostileCase {
   // version's name.
   std::function<void(const fs::path& vol, const std::string& outside, const std::string& live)>
       attack;
-  // A top-level entry the writer did not make points outside; spec §2 step 10 leaves such
-  // entries alone, so only the outside tree and ..data are checked.
+  // A top-level entry the writer did not make points outside; docs/kubelet-behavior.md §2 step 10
+  // leaves such entries alone, so only the outside tree and ..data are checked.
   bool foreign_top_level_entry = false;
 };
 

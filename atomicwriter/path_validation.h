@@ -1,4 +1,4 @@
-// The atomic writer's rules for payload paths (shared/spec/kubelet-volume-behavior.md §3), and
+// The atomic writer's rules for payload paths (docs/kubelet-behavior.md §3), and
 // the lexical cleaning applied to a valid path. These are the writer's last line of defence; the
 // API-style rules for keys and item paths (stricter) live with the volume plugins.
 #ifndef VOLUMEMANAGER_ATOMICWRITER_PATH_VALIDATION_H_

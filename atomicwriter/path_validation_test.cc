@@ -26,7 +26,7 @@ struct ValidateCase {
   std::string error;  // "" = accepted
 };
 
-// Every vector of spec §3, plus rule-order cases.
+// Every vector of docs/kubelet-behavior.md §3, plus rule-order cases.
 TEST(ValidatePathTest, SpecVectors) {
   const ValidateCase cases[] = {
       {"well_behaved_nested", "i/am/well/behaved.txt", ""},

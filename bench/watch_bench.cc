@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "kube/api_client.h"
-#include "kube/credentials.h"
-#include "kube/http_client.h"
-#include "kube/reflector.h"
+#include "kubeclient/api_client.h"
+#include "kubeclient/credentials.h"
+#include "kubeclient/http_client.h"
+#include "kubeclient/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
 
 namespace {

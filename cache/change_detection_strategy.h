@@ -1,5 +1,6 @@
 // ChangeDetectionStrategy: --config-map-and-secret-change-detection-strategy, the kubelet's
-// configMapAndSecretChangeDetectionStrategy (spec §5): how an object manager notices changes.
+// configMapAndSecretChangeDetectionStrategy (docs/kubelet-behavior.md §5): how an object manager
+// notices changes.
 #ifndef VOLUMEMANAGER_CACHE_CHANGE_DETECTION_STRATEGY_H_
 #define VOLUMEMANAGER_CACHE_CHANGE_DETECTION_STRATEGY_H_
 

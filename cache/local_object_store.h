@@ -14,7 +14,7 @@
 //   * Pods in the directory are ignored (they belong in --pod-manifest-path).
 //
 // Strategies (--config-map-and-secret-change-detection-strategy):
-//   * Watch (kube/manifest_dir_watcher.h): libuv fs events on the directory; events are
+//   * Watch (manifestdir/manifest_dir_watcher.h): libuv fs events on the directory; events are
 //     coalesced (a read happens 2 ms after the last event of a burst, at most 10 ms after its
 //     first) and every file an event names is read again (an event on a "..name" entry, as when the
 //     directory is itself a projected volume whose "..data" link was swapped, makes every file's
@@ -49,8 +49,8 @@
 #include "base/status.h"
 #include "cache/change_detection_strategy.h"
 #include "cache/object_manager.h"
-#include "kube/manifest_dir.h"
-#include "kube/manifest_dir_watcher.h"
+#include "manifestdir/manifest_dir.h"
+#include "manifestdir/manifest_dir_watcher.h"
 
 namespace cache {
 

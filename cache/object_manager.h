@@ -1,7 +1,7 @@
 // ObjectManager: where volume plugins get the ConfigMaps and Secrets that pods reference, and how
-// the volume manager learns that one changed. The kubelet's configmap/secret managers (spec §5)
-// behind one interface; implementations: LocalObjectStore (standalone mode, local_object_store.h)
-// and the API-backed Get / Cache / Watch managers.
+// the volume manager learns that one changed. The kubelet's configmap/secret managers
+// (docs/kubelet-behavior.md §5) behind one interface; implementations: LocalObjectStore (standalone
+// mode, local_object_store.h) and the API-backed Get / Cache / Watch managers.
 //
 // Contract:
 //   * A pod's references are registered before its volumes are mounted and unregistered after
@@ -9,7 +9,7 @@
 //   * A get for an object no registered pod references fails with the kubelet's text
 //     `object "<ns>"/"<name>" not registered`.
 //   * A get returns nullptr when the object does not exist; the caller words the not-found error
-//     (its text depends on the strategy, spec §7). Other failures are errors.
+//     (its text depends on the strategy, docs/kubelet-behavior.md §7). Other failures are errors.
 //   * Objects are immutable snapshots: a returned pointer stays valid and unchanged.
 //   * The change handler is called for objects some registered pod references, after the change
 //     is visible to gets.

@@ -1,5 +1,5 @@
 // API-server defaulting for objects read from manifests (standalone mode), so a volume from a
-// manifest behaves exactly as the same volume created through the API (shared DESIGN.md,
+// manifest behaves exactly as the same volume created through the API (docs/design.md,
 // "Standalone mode"). Objects from the API server are already defaulted; never apply it twice
 // to them (it is idempotent, but pointless).
 //

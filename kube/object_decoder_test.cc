@@ -10,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-// The Pod of spec/kubernetes-api-subset.md §3.1, with an unknown field added.
+// The Pod of docs/kubernetes-api.md §3.1, with an unknown field added.
 constexpr char kPodJson[] = R"({"apiVersion":"v1","kind":"Pod",
  "metadata":{"name":"web-0","namespace":"shop","uid":"3b1f6c2e-8f0a-4c55-9a51-6c1f4c0c9e10",
    "resourceVersion":"48190","labels":{"app":"web"},"managedFields":[{"x":1}]},

@@ -1,5 +1,5 @@
 // ObjectMeta and ListMeta: the metadata every API object and list carries (the subset the daemon
-// uses; spec/kubernetes-api-subset.md §3). Plain values; absent fields are empty.
+// uses; docs/kubernetes-api.md §3). Plain values; absent fields are empty.
 #ifndef VOLUMEMANAGER_KUBE_OBJECT_META_H_
 #define VOLUMEMANAGER_KUBE_OBJECT_META_H_
 

@@ -1,5 +1,5 @@
 // Validation: the checks the API server makes on write (upstream API validation,
-// shared/spec/kubelet-volume-behavior.md §3) for the fields the daemon uses, applied to objects
+// docs/kubelet-behavior.md §3) for the fields the daemon uses, applied to objects
 // read from manifests, which nobody else validates. Objects served by an API server passed these
 // checks already; the plugins still defend themselves (the writer validates every path).
 //

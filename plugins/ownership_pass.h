@@ -1,4 +1,4 @@
-// The fsGroup ownership pass (shared/spec/kubelet-volume-behavior.md §4.6), run by the atomic
+// The fsGroup ownership pass (docs/kubelet-behavior.md §4.6), run by the atomic
 // writer as its permission callback after a new version's files are written and before it is
 // published (so it runs only when content changed).
 //

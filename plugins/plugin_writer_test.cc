@@ -1,5 +1,5 @@
 // The payload side meets the disk side: payloads built by the plugins, written by the atomic
-// writer, show what spec §4.7 says a container sees.
+// writer, show what docs/kubelet-behavior.md §4.7 says a container sees.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // VolumePlugin: turns (pod, volume, objects) into the exact payload the kubelet would write for
-// one kind of volume (shared/spec/kubelet-volume-behavior.md §4). The volume manager asks the
+// one kind of volume (docs/kubelet-behavior.md §4). The volume manager asks the
 // registry (plugin_registry.h) for the plugin of each pod volume, subscribes to the objects it
 // references, and on every mount or remount calls BuildPayload and hands the result to the
 // atomic writer (with OwnershipPassFor(pod, ...) as the permission callback, ownership_pass.h).

@@ -6,8 +6,8 @@
 #include <optional>
 #include <utility>
 
-#include "kube/manifest_dir.h"
-#include "kube/manifest_dir_watcher.h"
+#include "manifestdir/manifest_dir.h"
+#include "manifestdir/manifest_dir_watcher.h"
 #include "podconfig/static_pod.h"
 
 namespace podconfig {

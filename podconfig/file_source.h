@@ -5,7 +5,7 @@
 // (static_pod.h: deterministic UID, "<name>-<node>" name, namespace "default"). After Start, and
 // after every change, the sink receives the complete current set of pods, in file-name order.
 //
-// Change detection (kube/manifest_dir_watcher.h, kube/manifest_dir.h): libuv fs events on the
+// Change detection (manifestdir/): libuv fs events on the
 // directory (inotify; a single file's directory), read `debounce` after the first event of a
 // burst, plus a relist every `relist_interval` (the kubelet's 20 s file check frequency) that
 // reads the files whose stat changed, as a safety net that also re-arms the watch when the

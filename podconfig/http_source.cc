@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "base/catch_all.h"
-#include "kube/http_client.h"
+#include "kubeclient/http_client.h"
 #include "podconfig/redacted_url.h"
 #include "podconfig/static_pod.h"
 

@@ -40,7 +40,7 @@ void DesiredStateOfWorldPopulator::Apply(const podconfig::PodUpdate& update, Ste
         break;
       case podconfig::PodOp::kDelete:
         // Terminating: the containers still run and keep their volumes, which are no longer
-        // refreshed (spec §6.3).
+        // refreshed (docs/kubelet-behavior.md §6.3).
         if (terminating_.insert(pod.metadata.uid).second) {
           spdlog::info("pod \"{}\" (UID: \"{}\") is terminating: its volumes stay, not refreshed",
                        pod.metadata.NamespacedName(), pod.metadata.uid);

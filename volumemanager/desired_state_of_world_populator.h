@@ -1,5 +1,5 @@
 // DesiredStateOfWorldPopulator: turns the merged stream of pod updates (podconfig) into desired
-// volumes (spec §6.2), event-driven rather than on a 100 ms loop.
+// volumes (docs/kubelet-behavior.md §6.2), event-driven rather than on a 100 ms loop.
 //
 // Only volumes some container or init container mounts are desired (an unmounted volume is
 // ignored, as the kubelet does), and only kinds a plugin supports (emptyDir and others belong to

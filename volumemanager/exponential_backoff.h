@@ -1,6 +1,6 @@
-// ExponentialBackoff: the kubelet's per-operation retry delay (spec §6.5): 500 ms after the first
-// failure, doubling with each consecutive failure, capped at 2 min 2 s; success resets it.
-// A plain value, no clock of its own: callers pass the time.
+// ExponentialBackoff: the kubelet's per-operation retry delay (docs/kubelet-behavior.md §6.5): 500
+// ms after the first failure, doubling with each consecutive failure, capped at 2 min 2 s; success
+// resets it. A plain value, no clock of its own: callers pass the time.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_EXPONENTIAL_BACKOFF_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_EXPONENTIAL_BACKOFF_H_
 

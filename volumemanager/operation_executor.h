@@ -1,6 +1,6 @@
 // OperationExecutor: runs volume operations (mount, remount, teardown) with at most one in flight
 // per volume, the filesystem work on the libuv thread pool, and per-volume exponential backoff
-// after failures (spec §6.5). A failing volume never blocks another.
+// after failures (docs/kubelet-behavior.md §6.5). A failing volume never blocks another.
 //
 // Loop-thread only: Run, RecordFailure and the queries must be called on the loop thread, and
 // `done` callbacks run there. `work` runs on a pool thread and must not touch loop-owned state.

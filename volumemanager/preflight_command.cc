@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "kube/credentials.h"
-#include "kube/preflight.h"
+#include "kubeclient/credentials.h"
+#include "volumemanager/preflight.h"
 
 namespace volumemanager {
 

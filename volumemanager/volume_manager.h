@@ -1,8 +1,8 @@
 // VolumeManager: the daemon's core, wiring pod updates and object changes to the desired state,
-// the reconciler and the operations (shared DESIGN.md "The shape in one picture").
+// the reconciler and the operations (docs/design.md, "The shape of the daemon").
 //
-//  * Start: scans the root dir on the thread pool (reconstruction, spec §6.6), then runs a
-//    reconciler pass every 100 ms.
+//  * Start: scans the root dir on the thread pool (reconstruction, docs/kubelet-behavior.md
+//    §6.6), then runs a reconciler pass every 100 ms.
 //  * OnPodUpdate: the populator updates the desired state; new pods get their next periodic
 //    resync at sync_frequency x (1 + U[0, 0.5)).
 //  * OnObjectChanged: every mounted volume reading the object is marked for remount and a

@@ -1,4 +1,4 @@
-// Where pod volumes live under the root dir (spec §1.1):
+// Where pod volumes live under the root dir (docs/kubelet-behavior.md §1.1):
 //   <root>/pods/<pod uid>/volumes/<escaped plugin name>/<volume name>
 // and the check that a pod UID or volume name is safe to use as one path component.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_PATHS_H_

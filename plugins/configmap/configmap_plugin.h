@@ -1,10 +1,10 @@
 // ConfigMapPlugin ("kubernetes.io/configmap"): a configMap volume shows the keys of one
-// ConfigMap of the pod's namespace (spec §4.2): all keys of data then binaryData, or the listed
-// items in order (later items win at the same path), each with its item mode or the default.
-// A missing object is an empty volume when the source is optional; a missing key is skipped
-// when optional, else `configmap references non-existent config key: <key>`. The logic is
-// plugins/object_payload.h, shared with the secret and projected plugins.
-// Medium: the node's disk.
+// ConfigMap of the pod's namespace (docs/kubelet-behavior.md §4.2): all keys of data then
+// binaryData, or the listed items in order (later items win at the same path), each with its item
+// mode or the default. A missing object is an empty volume when the source is optional; a missing
+// key is skipped when optional, else `configmap references non-existent config key: <key>`. The
+// logic is plugins/object_payload.h, shared with the secret and projected plugins. Medium: the
+// node's disk.
 #ifndef VOLUMEMANAGER_PLUGINS_CONFIGMAP_CONFIGMAP_PLUGIN_H_
 #define VOLUMEMANAGER_PLUGINS_CONFIGMAP_CONFIGMAP_PLUGIN_H_
 

@@ -36,7 +36,7 @@ kube::ConfigMap MakeConfigMap(const std::string& ns, const std::string& name,
   return cm;
 }
 
-// The spec's §4.7 vectors and upstream's configMap e2e payloads, through the plugin.
+// docs/kubelet-behavior.md §4.7 vectors and upstream's configMap e2e payloads, through the plugin.
 TEST(ConfigMapPluginTest, PayloadVectors) {
   const std::string kBinary("\x00\xff\x10", 3);
   struct Case {

@@ -1,7 +1,7 @@
 // DownwardAPIPlugin ("kubernetes.io/downward-api"): a downwardAPI volume shows fields of the pod
-// itself (spec §4.4): metadata.name / namespace / uid as raw strings; metadata.labels and
-// metadata.annotations as sorted `key="value"` lines (Go quoting, no trailing newline);
-// metadata.labels['k'] / metadata.annotations['k'] as one value (empty when absent); and
+// itself (docs/kubelet-behavior.md §4.4): metadata.name / namespace / uid as raw strings;
+// metadata.labels and metadata.annotations as sorted `key="value"` lines (Go quoting, no trailing
+// newline); metadata.labels['k'] / metadata.annotations['k'] as one value (empty when absent); and
 // container resources (limits/requests of cpu, memory, ephemeral-storage, hugepages-*) divided
 // by the divisor and rounded up, with node allocatable standing in for an unset limit.
 // Item errors are collected and reported together. Medium: tmpfs.

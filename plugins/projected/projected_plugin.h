@@ -1,11 +1,12 @@
 // ProjectedPlugin ("kubernetes.io/projected"): one volume built from several sources, in list
-// order, into one payload; a later source overwrites an earlier one at the same path (spec §4.5).
-// configMap / secret sources follow their plugins' rules with their own `optional` and the
-// volume's defaultMode; downwardAPI follows §4.4. serviceAccountToken and clusterTrustBundle
-// content comes from the host's token / bundle sources (an error naming the source when none is
-// configured); their files are 0600 when the pod has an fsGroup or a single effective runAsUser
-// (that uid then owns them), else defaultMode. A failing source does not stop the others; all
-// errors are reported together ("[err1, err2]") and the volume fails. Medium: tmpfs.
+// order, into one payload; a later source overwrites an earlier one at the same path
+// (docs/kubelet-behavior.md §4.5). configMap / secret sources follow their plugins' rules with
+// their own `optional` and the volume's defaultMode; downwardAPI follows §4.4. serviceAccountToken
+// and clusterTrustBundle content comes from the host's token / bundle sources (an error naming the
+// source when none is configured); their files are 0600 when the pod has an fsGroup or a single
+// effective runAsUser (that uid then owns them), else defaultMode. A failing source does not stop
+// the others; all errors are reported together ("[err1, err2]") and the volume fails. Medium:
+// tmpfs.
 #ifndef VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_
 #define VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_
 

@@ -1,7 +1,7 @@
 // SecretPlugin ("kubernetes.io/secret"): a secret volume shows the keys of one Secret of the
-// pod's namespace (spec §4.3), with the configMap rules over `data` only; a missing key fails
-// `references non-existent secret key: <key>` (plugins/object_payload.h, shared with the configMap
-// and projected plugins). Medium: tmpfs. Values never reach a log.
+// pod's namespace (docs/kubelet-behavior.md §4.3), with the configMap rules over `data` only; a
+// missing key fails `references non-existent secret key: <key>` (plugins/object_payload.h, shared
+// with the configMap and projected plugins). Medium: tmpfs. Values never reach a log.
 #ifndef VOLUMEMANAGER_PLUGINS_SECRET_SECRET_PLUGIN_H_
 #define VOLUMEMANAGER_PLUGINS_SECRET_SECRET_PLUGIN_H_
 

@@ -1,4 +1,4 @@
-"""kube-test-apiserver against the checklist of spec §8, over raw HTTPS so every byte is seen."""
+"""kube-test-apiserver against the checklist of docs/kubernetes-api.md §8, over raw HTTPS so every byte is seen."""
 
 import base64
 import json

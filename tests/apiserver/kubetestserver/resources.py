@@ -1,4 +1,4 @@
-"""The served resources, their defaulting and validation (spec §3, §8 "Storage" and "Writes")."""
+"""The served resources, their defaulting and validation (docs/kubernetes-api.md §3, §8 "Storage" and "Writes")."""
 
 import base64
 import binascii

@@ -1,4 +1,4 @@
-"""Field and label selectors (spec §2.6): comma-separated AND terms of `f=v`, `f==v`, `f!=v`."""
+"""Field and label selectors (docs/kubernetes-api.md §2.6): comma-separated AND terms of `f=v`, `f==v`, `f!=v`."""
 
 from .status import bad_request
 

@@ -1,4 +1,4 @@
-"""metav1.Status error bodies with kube-apiserver's reasons, codes and message shapes (spec §1.3)."""
+"""metav1.Status error bodies with kube-apiserver's reasons, codes and message shapes (docs/kubernetes-api.md §1.3)."""
 
 REASON_BY_CODE = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",

@@ -46,7 +46,7 @@ class Change:
 
 class Watcher:
     """One watch's view of the change stream. Events are filtered by namespace and selectors,
-    with the selector transitions of spec §4.1, and queued for the HTTP handler."""
+    with the selector transitions of docs/kubernetes-api.md §4.1, and queued for the HTTP handler."""
 
     def __init__(self, resource, namespace, field_selector, label_selector, min_rev):
         self.resource = resource

@@ -1,0 +1,218 @@
+#include "kubeclient/api_client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "base/catch_all.h"
+
+namespace kube {
+
+struct ApiClient::Call {
+  CallId id = 0;
+  std::string method;
+  std::string path;
+  std::string body;
+  std::string content_type;
+  ApiCallback done;
+  int retry_after_used = 0;
+  int transient_used = 0;
+  Backoff backoff;
+  HttpClient::RequestId request = 0;
+  bool in_flight = false;
+  uv_timer_t* timer = nullptr;
+
+  explicit Call(const BackoffOptions& options) : backoff(options) {}
+  ~Call() {
+    if (timer != nullptr) {
+      uv_timer_stop(timer);
+      uv_close(reinterpret_cast<uv_handle_t*>(timer),
+               [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    }
+  }
+};
+
+ApiClient::ApiClient(HttpClient* http, RetryPolicy policy) : http_(http), policy_(policy) {}
+
+ApiClient::~ApiClient() {
+  for (auto& [id, call] : calls_) {
+    if (call->in_flight) http_->Cancel(call->request);
+  }
+}
+
+ApiClient::CallId ApiClient::Get(std::string path, ApiCallback done) {
+  return StartCall("GET", std::move(path), "", "", std::move(done));
+}
+
+ApiClient::CallId ApiClient::Create(std::string collection_path, const nlohmann::json& object,
+                                    ApiCallback done) {
+  return StartCall("POST", std::move(collection_path), object.dump(), "application/json",
+                   std::move(done));
+}
+
+ApiClient::CallId ApiClient::Update(std::string object_path, const nlohmann::json& object,
+                                    ApiCallback done) {
+  return StartCall("PUT", std::move(object_path), object.dump(), "application/json",
+                   std::move(done));
+}
+
+ApiClient::CallId ApiClient::Patch(std::string object_path, const nlohmann::json& patch,
+                                   std::string content_type, ApiCallback done) {
+  return StartCall("PATCH", std::move(object_path), patch.dump(), std::move(content_type),
+                   std::move(done));
+}
+
+ApiClient::CallId ApiClient::Delete(std::string object_path, ApiCallback done) {
+  return StartCall("DELETE", std::move(object_path), "", "", std::move(done));
+}
+
+void ApiClient::Cancel(CallId id) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  if (it->second->in_flight) http_->Cancel(it->second->request);
+  calls_.erase(it);
+}
+
+ApiClient::CallId ApiClient::StartCall(std::string method, std::string path, std::string body,
+                                       std::string content_type, ApiCallback done) {
+  auto call = std::make_unique<Call>(policy_.backoff);
+  call->id = next_id_++;
+  call->method = std::move(method);
+  call->path = std::move(path);
+  call->body = std::move(body);
+  call->content_type = std::move(content_type);
+  call->done = std::move(done);
+  Call* c = call.get();
+  calls_[c->id] = std::move(call);
+  Attempt(c);
+  return c->id;
+}
+
+void ApiClient::Attempt(Call* call) {
+  HttpRequest request;
+  request.method = call->method;
+  request.path = call->path;
+  request.body = call->body;
+  request.content_type = call->content_type;
+  CallId id = call->id;
+  call->in_flight = true;
+  call->request =
+      http_->Start(std::move(request), [this, id](base::Status transport, HttpResponse response) {
+        base::Status s = base::CatchAll("API response handling", [&] {
+          OnDone(id, std::move(transport), std::move(response));
+        });
+        if (!s.ok()) Complete(id, ApiResult{TransportError(s.message()), nullptr});
+      });
+}
+
+void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
+  if (call->timer == nullptr) {
+    call->timer = new uv_timer_t;
+    uv_timer_init(http_->loop(), call->timer);
+  }
+  struct Target {
+    ApiClient* client;
+    CallId id;
+  };
+  // The timer belongs to the call, so it cannot fire after the call (or this client) is gone.
+  call->timer->data = this;
+  uv_timer_start(
+      call->timer,
+      [](uv_timer_t* h) {
+        auto* self = static_cast<ApiClient*>(h->data);
+        for (auto& [id, c] : self->calls_) {
+          if (c->timer != h) continue;
+          const CallId call_id = id;
+          base::Status s = base::CatchAll("API retry timer", [&] { self->Attempt(c.get()); });
+          if (!s.ok()) {
+            spdlog::error("{} {}: {}", c->method, c->path, s.message());
+            base::CatchAll("API completion", [&] {
+              self->Complete(call_id, ApiResult{TransportError(s.message()), nullptr});
+            }).IgnoreError();  // only an allocation failure: logged above
+          }
+          return;
+        }
+      },
+      static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
+}
+
+void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  Call* call = it->second.get();
+  call->in_flight = false;
+  const bool idempotent = call->method == "GET";
+  if (!transport.ok()) {
+    if (idempotent && call->transient_used < policy_.max_transient_retries) {
+      ++call->transient_used;
+      auto delay = call->backoff.Next();
+      spdlog::info("GET {} failed ({}); retry {} in {} ms", call->path, transport.message(),
+                   call->transient_used, delay.count());
+      RetryLater(call, delay);
+      return;
+    }
+    Complete(id, ApiResult{TransportError(transport.message()), nullptr});
+    return;
+  }
+  if (response.status >= 200 && response.status < 300) {
+    nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+    if (body.is_discarded()) {
+      ApiError err;
+      err.code = response.status;
+      err.reason = "InvalidResponse";
+      err.message = "the server answered " + std::to_string(response.status) +
+                    " with a body that is not JSON";
+      Complete(id, ApiResult{err, nullptr});
+      return;
+    }
+    Complete(id, ApiResult{std::nullopt, std::move(body)});
+    return;
+  }
+  ApiError err = ParseApiError(response.status, response.headers, response.body, call->method);
+  if (err.IsUnauthorized()) http_->InvalidateToken();
+  const bool retryable_code = err.code == 429 || err.code >= 500;
+  if (retryable_code && err.retry_after_seconds >= 0 &&
+      call->retry_after_used < policy_.max_retry_after) {
+    ++call->retry_after_used;
+    auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(err.retry_after_seconds),
+                                                    policy_.max_retry_after_wait);
+    spdlog::info("{} {}: {}; retrying after {} s (Retry-After, attempt {})", call->method,
+                 call->path, err.ToString(), wait.count() / 1000, call->retry_after_used);
+    RetryLater(call, wait);
+    return;
+  }
+  if (idempotent && err.code >= 500 && err.retry_after_seconds < 0 &&
+      call->transient_used < policy_.max_transient_retries) {
+    ++call->transient_used;
+    RetryLater(call, call->backoff.Next());
+    return;
+  }
+  Complete(id, ApiResult{std::move(err), nullptr});
+}
+
+void ApiClient::Complete(CallId id, ApiResult result) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  ApiCallback done = std::move(it->second->done);
+  calls_.erase(it);
+  if (!done) return;
+  base::Status s = base::CatchAll("API completion callback", [&] { done(std::move(result)); });
+  if (!s.ok()) spdlog::error("{}", s.message());
+}
+
+std::string QueryEscape(const std::string& value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace kube

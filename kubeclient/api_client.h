@@ -1,0 +1,86 @@
+// ApiClient: the Kubernetes REST verbs on top of HttpClient, with client-go's retry rules
+// (docs/kubernetes-api.md §1.3) and errors parsed into ApiError.
+//
+// * A 429 or 5xx carrying an integer Retry-After is repeated after that many seconds, up to
+//   `max_retry_after` times, for every verb (the server did not apply it).
+// * GETs are also retried after a transport failure (refused, reset, EOF, timeout) or a 5xx
+//   without Retry-After, with capped exponential backoff and jitter, up to
+//   `max_transient_retries` times. Writes are not (the server may have applied them).
+// * A 401 drops the cached token's age, so the next attempt re-reads the token file.
+// Callbacks run on the loop thread, exactly once per call unless the call is cancelled or the
+// ApiClient destroyed first. Not thread-safe.
+#ifndef VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_
+#define VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "kubeclient/api_error.h"
+#include "kubeclient/backoff.h"
+#include "kubeclient/http_client.h"
+
+namespace kube {
+
+struct ApiResult {
+  std::optional<ApiError> error;
+  // The decoded body on success (an object, a list, or a Status for some deletes).
+  nlohmann::json object;
+  bool ok() const { return !error.has_value(); }
+};
+using ApiCallback = std::function<void(ApiResult)>;
+
+struct RetryPolicy {
+  int max_retry_after = 10;
+  int max_transient_retries = 4;
+  BackoffOptions backoff{};
+  // Upper bound on a single Retry-After wait.
+  std::chrono::seconds max_retry_after_wait{60};
+};
+
+class ApiClient {
+ public:
+  using CallId = std::uint64_t;
+
+  explicit ApiClient(HttpClient* http, RetryPolicy policy = {});
+  ~ApiClient();
+  ApiClient(const ApiClient&) = delete;
+  ApiClient& operator=(const ApiClient&) = delete;
+
+  // `path` includes the query, e.g. "/api/v1/namespaces/a/configmaps?limit=500".
+  CallId Get(std::string path, ApiCallback done);
+  CallId Create(std::string collection_path, const nlohmann::json& object, ApiCallback done);
+  // 409 comes back as ApiError with IsConflict().
+  CallId Update(std::string object_path, const nlohmann::json& object, ApiCallback done);
+  CallId Patch(std::string object_path, const nlohmann::json& patch, std::string content_type,
+               ApiCallback done);
+  CallId Delete(std::string object_path, ApiCallback done);
+  void Cancel(CallId id);
+
+  HttpClient* http() const { return http_; }
+
+ private:
+  struct Call;
+  CallId StartCall(std::string method, std::string path, std::string body, std::string content_type,
+                   ApiCallback done);
+  void Attempt(Call* call);
+  void OnDone(CallId id, base::Status transport, HttpResponse response);
+  void RetryLater(Call* call, std::chrono::milliseconds delay);
+  void Complete(CallId id, ApiResult result);
+
+  HttpClient* http_;
+  RetryPolicy policy_;
+  std::unordered_map<CallId, std::unique_ptr<Call>> calls_;
+  CallId next_id_ = 1;
+};
+
+// Percent-encodes a query value (RFC 3986 unreserved characters stay).
+std::string QueryEscape(const std::string& value);
+
+}  // namespace kube
+
+#endif  // VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_

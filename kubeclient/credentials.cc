@@ -1,0 +1,288 @@
+#include "kubeclient/credentials.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "kube/base64.h"
+
+namespace kube {
+namespace {
+
+namespace fs = std::filesystem;
+
+base::Result<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return base::Status::Error("cannot read " + path + ": " + std::strerror(errno), errno);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// A kubeconfig's *-data field, decoded as client-go does (Go's StdEncoding).
+base::Result<std::string> DecodeDataField(const std::string& in, const std::string& field) {
+  base::Result<std::string> bytes = DecodeBase64(in);
+  if (!bytes.ok())
+    return base::Status::Error(field + " is not valid base64: " + bytes.status().message());
+  return bytes;
+}
+
+std::string Trim(const std::string& s) {
+  size_t begin = s.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return "";
+  size_t end = s.find_last_not_of(" \t\r\n");
+  return s.substr(begin, end - begin + 1);
+}
+
+std::string Scalar(const YAML::Node& node, const char* key) {
+  const YAML::Node value = node[key];
+  if (!value || !value.IsScalar()) return "";
+  return value.Scalar();
+}
+
+bool Bool(const YAML::Node& node, const char* key) {
+  const YAML::Node value = node[key];
+  if (!value || !value.IsScalar()) return false;
+  return value.Scalar() == "true" || value.Scalar() == "True" || value.Scalar() == "1";
+}
+
+// One named entry (cluster, user or context) and the directory of the file that defined it.
+struct Entry {
+  YAML::Node body;
+  std::string dir;
+};
+
+struct MergedConfig {
+  std::string current_context;
+  std::map<std::string, Entry> clusters, users, contexts;
+};
+
+base::Status MergeNamedList(const YAML::Node& list, const char* field, const std::string& dir,
+                            std::map<std::string, Entry>& into) {
+  if (!list) return base::Status::OK();
+  if (!list.IsSequence()) return base::Status::Error(std::string(field) + " is not a list");
+  for (const YAML::Node& item : list) {
+    std::string name = Scalar(item, "name");
+    const char* body_key = field == std::string("clusters") ? "cluster"
+                           : field == std::string("users")  ? "user"
+                                                            : "context";
+    if (name.empty()) return base::Status::Error(std::string(field) + " entry without a name");
+    if (!into.count(name)) into[name] = Entry{item[body_key], dir};
+  }
+  return base::Status::OK();
+}
+
+std::string Resolve(const std::string& path, const std::string& dir) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(dir) / path).lexically_normal().string();
+}
+
+// The `-data` form wins over the path form. `what` names the field in errors.
+base::Result<std::string> PemFrom(const YAML::Node& node, const char* data_key,
+                                  const char* path_key, const std::string& dir,
+                                  const std::string& what) {
+  std::string data = Scalar(node, data_key);
+  if (!data.empty()) return DecodeDataField(data, what + " " + data_key);
+  std::string path = Scalar(node, path_key);
+  if (path.empty()) return std::string();
+  return ReadWholeFile(Resolve(path, dir));
+}
+
+}  // namespace
+
+EnvironmentLookup ProcessEnvironment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
+                                         const std::string& context) {
+  MergedConfig merged;
+  std::string first_file;
+  for (const std::string& file : files) {
+    if (file.empty()) continue;
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(file);
+    } catch (const YAML::BadFile&) {
+      return base::Status::Error("kubeconfig " + file + ": cannot read file", ENOENT);
+    } catch (const YAML::Exception& e) {
+      return base::Status::Error("kubeconfig " + file + ": not valid YAML: " + e.msg);
+    }
+    if (first_file.empty()) first_file = file;
+    if (!root.IsMap()) return base::Status::Error("kubeconfig " + file + ": not a mapping");
+    std::string dir = fs::absolute(fs::path(file)).parent_path().string();
+    if (merged.current_context.empty()) merged.current_context = Scalar(root, "current-context");
+    for (auto [field, target] :
+         {std::pair{"clusters", &merged.clusters}, std::pair{"users", &merged.users},
+          std::pair{"contexts", &merged.contexts}}) {
+      base::Status s = MergeNamedList(root[field], field, dir, *target);
+      if (!s.ok()) return s.WithContext("kubeconfig " + file);
+    }
+  }
+  if (first_file.empty()) return base::Status::Error("kubeconfig: no file given");
+
+  std::string context_name = context.empty() ? merged.current_context : context;
+  if (context_name.empty()) return base::Status::Error("kubeconfig: no current-context set");
+  auto ctx_it = merged.contexts.find(context_name);
+  if (ctx_it == merged.contexts.end()) {
+    return base::Status::Error("kubeconfig: context \"" + context_name + "\" not found");
+  }
+  const YAML::Node& ctx = ctx_it->second.body;
+  std::string cluster_name = Scalar(ctx, "cluster");
+  std::string user_name = Scalar(ctx, "user");
+  auto cluster_it = merged.clusters.find(cluster_name);
+  if (cluster_it == merged.clusters.end()) {
+    return base::Status::Error("kubeconfig: context \"" + context_name + "\": cluster \"" +
+                               cluster_name + "\" not found");
+  }
+  Credentials creds;
+  creds.source = "kubeconfig " + first_file + " context " + context_name;
+  if (std::string ns = Scalar(ctx, "namespace"); !ns.empty()) creds.default_namespace = ns;
+
+  const YAML::Node& cluster = cluster_it->second.body;
+  const std::string& cluster_dir = cluster_it->second.dir;
+  const std::string cluster_what = "cluster \"" + cluster_name + "\"";
+  creds.server = Scalar(cluster, "server");
+  while (!creds.server.empty() && creds.server.back() == '/') creds.server.pop_back();
+  if (creds.server.empty()) {
+    return base::Status::Error("kubeconfig: " + cluster_what + " has no server");
+  }
+  if (creds.server.rfind("https://", 0) != 0) {
+    return base::Status::Error("kubeconfig: " + cluster_what + ": server " + creds.server +
+                               " is not an https:// URL");
+  }
+  creds.tls.insecure_skip_tls_verify = Bool(cluster, "insecure-skip-tls-verify");
+  creds.tls.server_name = Scalar(cluster, "tls-server-name");
+  std::string ca_path = Scalar(cluster, "certificate-authority");
+  std::string ca_data = Scalar(cluster, "certificate-authority-data");
+  if (creds.tls.insecure_skip_tls_verify && (!ca_path.empty() || !ca_data.empty())) {
+    return base::Status::Error("kubeconfig: " + cluster_what +
+                               ": certificate-authority and insecure-skip-tls-verify together "
+                               "are not allowed");
+  }
+  if (!ca_data.empty()) {
+    auto pem = DecodeDataField(ca_data, cluster_what + " certificate-authority-data");
+    if (!pem.ok()) return pem.status().WithContext("kubeconfig");
+    creds.tls.ca_pem = *pem;
+  } else if (!ca_path.empty()) {
+    creds.tls.ca_file = Resolve(ca_path, cluster_dir);
+    auto pem = ReadWholeFile(creds.tls.ca_file);
+    if (!pem.ok()) return pem.status().WithContext("kubeconfig: " + cluster_what);
+    creds.tls.ca_pem = *pem;
+  }
+
+  if (user_name.empty()) return creds;  // anonymous
+  auto user_it = merged.users.find(user_name);
+  if (user_it == merged.users.end()) {
+    return base::Status::Error("kubeconfig: context \"" + context_name + "\": user \"" + user_name +
+                               "\" not found");
+  }
+  const YAML::Node& user = user_it->second.body;
+  const std::string& user_dir = user_it->second.dir;
+  const std::string user_what = "user \"" + user_name + "\"";
+  if (user && !user.IsMap() && !user.IsNull()) {
+    return base::Status::Error("kubeconfig: " + user_what + " is not a mapping");
+  }
+  struct Unsupported {
+    const char* key;
+    const char* what;
+  };
+  for (const Unsupported& u :
+       {Unsupported{"exec", "exec credential plugins"},
+        Unsupported{"auth-provider", "auth providers"},
+        Unsupported{"username", "basic authentication"},
+        Unsupported{"password", "basic authentication"}, Unsupported{"as", "impersonation"},
+        Unsupported{"as-groups", "impersonation"}, Unsupported{"as-uid", "impersonation"},
+        Unsupported{"as-user-extra", "impersonation"}}) {
+    if (user && user[u.key]) {
+      return base::Status::Error("kubeconfig: " + user_what + ": " + u.what +
+                                 " are not supported (use a token, tokenFile or client "
+                                 "certificate)");
+    }
+  }
+  creds.token = Scalar(user, "token");
+  if (std::string file = Scalar(user, "tokenFile"); !file.empty()) {
+    creds.token_file = Resolve(file, user_dir);
+  }
+  auto cert = PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what);
+  if (!cert.ok()) return cert.status().WithContext("kubeconfig");
+  auto key = PemFrom(user, "client-key-data", "client-key", user_dir, user_what);
+  if (!key.ok()) return key.status().WithContext("kubeconfig");
+  if (cert->empty() != key->empty()) {
+    return base::Status::Error("kubeconfig: " + user_what +
+                               ": a client certificate needs its key and a key its certificate");
+  }
+  creds.tls.client_cert_pem = *cert;
+  creds.tls.client_key_pem = *key;
+  return creds;
+}
+
+base::Result<Credentials> LoadInCluster(const EnvironmentLookup& env,
+                                        const std::string& service_account_dir) {
+  std::optional<std::string> host = env("KUBERNETES_SERVICE_HOST");
+  std::optional<std::string> port = env("KUBERNETES_SERVICE_PORT");
+  if (!host || !port || host->empty() || port->empty()) {
+    return base::Status::Error(
+        "in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must both be set");
+  }
+  Credentials creds;
+  creds.source = "in-cluster";
+  std::string h = *host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
+  creds.server = "https://" + h + ":" + *port;
+  creds.token_file = service_account_dir + "/token";
+  auto token = ReadWholeFile(creds.token_file);
+  if (!token.ok()) return token.status().WithContext("in-cluster service account token");
+  creds.token = Trim(*token);
+  creds.tls.ca_file = service_account_dir + "/ca.crt";
+  auto ca = ReadWholeFile(creds.tls.ca_file);
+  if (!ca.ok()) return ca.status().WithContext("in-cluster service account CA");
+  creds.tls.ca_pem = *ca;
+  if (std::optional<std::string> ns = env("POD_NAMESPACE"); ns && !ns->empty()) {
+    creds.default_namespace = *ns;
+  } else if (auto file_ns = ReadWholeFile(service_account_dir + "/namespace");
+             file_ns.ok() && !Trim(*file_ns).empty()) {
+    creds.default_namespace = Trim(*file_ns);
+  }
+  return creds;
+}
+
+base::Result<Credentials> ResolveCredentials(const std::string& kubeconfig_flag,
+                                             const EnvironmentLookup& env,
+                                             const std::string& context) {
+  if (!kubeconfig_flag.empty()) return LoadKubeconfig({kubeconfig_flag}, context);
+  if (std::optional<std::string> list = env("KUBECONFIG"); list && !list->empty()) {
+    std::vector<std::string> files;
+    std::stringstream in(*list);
+    for (std::string item; std::getline(in, item, ':');) {
+      // Missing files in the list are skipped, as kubectl does.
+      if (!item.empty() && fs::exists(item)) files.push_back(item);
+    }
+    if (files.empty()) {
+      return base::Status::Error("KUBECONFIG names no existing file: " + *list, ENOENT);
+    }
+    return LoadKubeconfig(files, context);
+  }
+  if (std::optional<std::string> host = env("KUBERNETES_SERVICE_HOST"); host && !host->empty()) {
+    return LoadInCluster(env);
+  }
+  if (std::optional<std::string> home = env("HOME"); home && !home->empty()) {
+    std::string path = *home + "/.kube/config";
+    if (fs::exists(path)) return LoadKubeconfig({path}, context);
+  }
+  return base::Status::Error(
+      "no API server credentials: pass --kubeconfig, set KUBECONFIG, or run in a pod "
+      "(KUBERNETES_SERVICE_HOST)");
+}
+
+}  // namespace kube

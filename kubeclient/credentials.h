@@ -1,0 +1,75 @@
+// Credentials: where the API server is and how to authenticate to it, from a kubeconfig or from
+// the in-cluster service account (docs/kubernetes-api.md §5).
+//
+// Loading resolves everything that can fail once, at start: the context, cluster and user, the
+// base64 `*-data` fields, relative paths (against the kubeconfig file that names them), and the
+// combinations client-go refuses (a CA together with insecure-skip-tls-verify, a client
+// certificate without its key). Users that need an exec plugin, an auth provider, basic auth or
+// impersonation fail with a clear "not supported" error. Error messages never contain a token or
+// key material. Plain values: copy freely; no I/O after loading except through TokenSource and
+// the CA file, which the HTTP client re-reads when it changes.
+#ifndef VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
+#define VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace kube {
+
+struct TlsConfig {
+  // PEM bundle the server must chain to. Empty with an empty ca_file: the system roots.
+  std::string ca_pem;
+  // When set the CA comes from this file (in-cluster ca.crt, kubeconfig certificate-authority),
+  // and is reloaded when the file changes; ca_pem then holds the copy read at load time.
+  std::string ca_file;
+  bool insecure_skip_tls_verify = false;
+  // tls-server-name: the name verified in the server certificate instead of the URL's host.
+  std::string server_name;
+  // PEM client certificate and key, both or neither.
+  std::string client_cert_pem;
+  std::string client_key_pem;
+};
+
+struct Credentials {
+  // https://host:port with an optional path prefix, never a trailing slash.
+  std::string server;
+  TlsConfig tls;
+  // A fixed bearer token, and/or a file re-read as it rotates (its last good read wins).
+  std::string token;
+  std::string token_file;
+  // The context's namespace (in-cluster: the pod's), "default" when unset.
+  std::string default_namespace = "default";
+  // For logs: "kubeconfig <file> context <name>" or "in-cluster". Never secret.
+  std::string source;
+};
+
+// Reads environment variables; tests inject their own.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
+EnvironmentLookup ProcessEnvironment();
+
+inline constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+// Merges the kubeconfig files in order (the first file defining a cluster, user, context or
+// current-context wins, like KUBECONFIG's colon-separated list) and resolves `context`, or the
+// current-context when empty.
+base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
+                                         const std::string& context = "");
+
+// In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account directory's token, ca.crt and
+// namespace (POD_NAMESPACE wins; fallback "default").
+base::Result<Credentials> LoadInCluster(
+    const EnvironmentLookup& env, const std::string& service_account_dir = kServiceAccountDir);
+
+// The daemon's choice: `kubeconfig_flag` if set, else $KUBECONFIG, else in-cluster when
+// KUBERNETES_SERVICE_HOST is set, else ~/.kube/config.
+base::Result<Credentials> ResolveCredentials(const std::string& kubeconfig_flag,
+                                             const EnvironmentLookup& env,
+                                             const std::string& context = "");
+
+}  // namespace kube
+
+#endif  // VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_

@@ -1,0 +1,655 @@
+#include "kubeclient/http_client.h"
+
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "base/catch_all.h"
+#include "base/version.h"
+
+namespace kube {
+namespace {
+
+const char* Arch() {
+#if defined(__x86_64__)
+  return "amd64";
+#elif defined(__aarch64__)
+  return "arm64";
+#else
+  return "unknown";
+#endif
+}
+
+CURLM* Multi(void* m) { return static_cast<CURLM*>(m); }
+
+struct UrlParts {
+  std::string host;  // without brackets
+  std::string port;
+  std::string rest;  // path prefix
+  bool ipv6 = false;
+};
+
+// http(s)://host[:port][/prefix]; false when it is not that shape.
+bool SplitUrl(const std::string& url, UrlParts& out) {
+  const bool tls = url.starts_with("https://");
+  if (!tls && !url.starts_with("http://")) return false;
+  std::string hostport = url.substr(tls ? 8 : 7);
+  size_t slash = hostport.find('/');
+  if (slash != std::string::npos) {
+    out.rest = hostport.substr(slash);
+    hostport = hostport.substr(0, slash);
+  }
+  if (!hostport.empty() && hostport[0] == '[') {
+    size_t close = hostport.find(']');
+    if (close == std::string::npos) return false;
+    out.host = hostport.substr(1, close - 1);
+    out.ipv6 = true;
+    if (close + 1 < hostport.size() && hostport[close + 1] == ':') {
+      out.port = hostport.substr(close + 2);
+    }
+  } else {
+    size_t colon = hostport.rfind(':');
+    out.host = hostport.substr(0, colon);
+    if (colon != std::string::npos) out.port = hostport.substr(colon + 1);
+  }
+  if (out.port.empty()) out.port = tls ? "443" : "80";
+  return !out.host.empty();
+}
+
+base::Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return base::Status::Error("cannot read " + path, errno);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+curl_blob Blob(const std::string& s) {
+  return curl_blob{const_cast<char*>(s.data()), s.size(), CURL_BLOB_COPY};
+}
+
+}  // namespace
+
+std::string DefaultUserAgent() {
+  return std::string("volumemanager/") + base::kVersion + " (linux/" + Arch() + ")";
+}
+
+// One uv_poll per socket, from the first time libcurl wants it polled until libcurl closes it.
+// libcurl's CURL_POLL_REMOVE only stops polling (the socket may go back to the connection cache
+// and be polled again); the handle is closed, and only then the socket, from libcurl's
+// close-socket callback. Closing the fd before libuv has closed its handle would let the number
+// be reused by a new connection whose epoll registration libuv's late close then deletes.
+struct HttpClient::SocketContext {
+  uv_poll_t poll;
+  int fd;
+  HttpClient* client;
+};
+
+namespace {
+void CloseSocketContext(uv_poll_t* poll) {
+  uv_poll_stop(poll);
+  uv_close(reinterpret_cast<uv_handle_t*>(poll), [](uv_handle_t* h) {
+    auto* ctx = static_cast<HttpClient::SocketContext*>(h->data);
+    close(ctx->fd);
+    delete ctx;
+  });
+}
+}  // namespace
+
+struct HttpClient::Transfer {
+  HttpClient* client = nullptr;
+  RequestId id = 0;
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  curl_slist* connect_to = nullptr;
+  HttpRequest request;
+  HttpDoneCallback done;
+  StreamCallbacks stream;
+  HttpResponse response;
+  bool headers_delivered = false;
+  long status_line_code = 0;  // from the last status line seen
+  bool buffer_body = true;
+  bool cancelled = false;
+  bool added = false;
+  // libcurl reported the end of the transfer (result in `curl_result`); finished after libcurl
+  // returns.
+  bool completed = false;
+  CURLcode curl_result = CURLE_OK;
+  // A callback of this transfer failed: finished with `abort_reason` after libcurl returns.
+  bool aborted = false;
+  std::string abort_reason;
+  char error[CURL_ERROR_SIZE] = {0};
+
+  ~Transfer() {
+    if (easy != nullptr) curl_easy_cleanup(easy);
+    if (headers != nullptr) curl_slist_free_all(headers);
+    if (connect_to != nullptr) curl_slist_free_all(connect_to);
+  }
+
+  // Delivers on_headers once; false when the callback threw (the transfer is then aborted).
+  bool DeliverHeaders() {
+    if (headers_delivered) return true;
+    headers_delivered = true;
+    long code = 0;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code == 0) code = status_line_code;
+    response.status = code;
+    long version = 0;
+    curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
+    response.http_major = version == CURL_HTTP_VERSION_2_0 ? 2 : version != 0 ? 1 : 0;
+    buffer_body = !request.stream || code < 200 || code >= 300;
+    if (!stream.on_headers || cancelled) return true;
+    base::Status s = base::CatchAll("on_headers", [&] { stream.on_headers(response); });
+    if (!s.ok()) {
+      Abort(s);
+      return false;
+    }
+    return true;
+  }
+
+  // Records why the transfer must end (the first reason wins); the caller then makes libcurl stop
+  // it (a write or header callback returns 0) or lets ProcessMessages finish it.
+  void Abort(const base::Status& why) noexcept {
+    if (!aborted) {
+      aborted = true;
+      try {
+        abort_reason = why.message();
+      } catch (...) {
+        abort_reason.clear();  // Finish then names libcurl's error
+      }
+      if (client != nullptr) ++client->pending_finish_;
+    }
+    spdlog::error("http {} {}: {}", request.method, request.path, why.message());
+  }
+};
+
+HttpClient::HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptions options)
+    : loop_(loop),
+      credentials_(std::move(credentials)),
+      options_(options),
+      tokens_(credentials_.token, credentials_.token_file, options.token_refresh),
+      ca_pem_(credentials_.tls.ca_pem),
+      user_agent_(DefaultUserAgent()),
+      alive_(std::make_shared<bool>(true)) {}
+
+base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
+                                                             const Credentials& credentials,
+                                                             HttpClientOptions options) {
+  static std::once_flag curl_init;
+  std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  UrlParts parts;
+  if (!SplitUrl(credentials.server, parts)) {
+    return base::Status::Error("server URL " + credentials.server + " is not http(s)://host");
+  }
+  std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
+  base::Status s = client->Init();
+  if (!s.ok()) return s;
+  if (credentials.tls.insecure_skip_tls_verify) {
+    spdlog::warn("TLS verification of {} is disabled (insecure-skip-tls-verify)",
+                 credentials.server);
+  }
+  return client;
+}
+
+base::Status HttpClient::Init() {
+  multi_ = curl_multi_init();
+  if (multi_ == nullptr) return base::Status::Error("curl_multi_init failed");
+  curl_multi_setopt(Multi(multi_), CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
+  curl_multi_setopt(Multi(multi_), CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(Multi(multi_), CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
+  curl_multi_setopt(Multi(multi_), CURLMOPT_TIMERDATA, this);
+  curl_multi_setopt(Multi(multi_), CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+  curl_multi_setopt(Multi(multi_), CURLMOPT_MAX_CONCURRENT_STREAMS,
+                    options_.max_streams_per_connection);
+  timer_ = new uv_timer_t;
+  uv_timer_init(loop_, timer_);
+  timer_->data = this;
+  if (!credentials_.tls.ca_file.empty()) {
+    ca_file_identity_ = FileIdentity(credentials_.tls.ca_file);
+    ca_checked_at_ = std::chrono::steady_clock::now();
+  }
+  return base::Status::OK();
+}
+
+HttpClient::~HttpClient() {
+  *alive_ = false;
+  for (auto& [id, transfer] : transfers_) {
+    if (transfer->added) curl_multi_remove_handle(Multi(multi_), transfer->easy);
+  }
+  transfers_.clear();
+  if (multi_ != nullptr) curl_multi_cleanup(Multi(multi_));
+  for (auto& [fd, ctx] : sockets_) CloseSocketContext(&ctx->poll);
+  sockets_.clear();
+  if (timer_ != nullptr) {
+    uv_timer_stop(timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(timer_),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  }
+}
+
+void HttpClient::RefreshCa() {
+  const std::string& file = credentials_.tls.ca_file;
+  if (file.empty()) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - ca_checked_at_ < options_.ca_check_interval) return;
+  ca_checked_at_ = now;
+  std::string identity = FileIdentity(file);
+  if (identity.empty() || identity == ca_file_identity_) return;
+  auto pem = ReadFile(file);
+  if (!pem.ok() || pem->empty()) {
+    spdlog::warn("CA file {} changed but cannot be read; keeping the previous CA", file);
+    return;
+  }
+  ca_file_identity_ = identity;
+  ca_pem_ = std::move(*pem);
+  spdlog::info("CA file {} changed; new connections verify against the new CA", file);
+}
+
+HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback done,
+                                        StreamCallbacks stream) {
+  RefreshCa();
+  auto transfer = std::make_unique<Transfer>();
+  Transfer* t = transfer.get();
+  t->client = this;
+  t->id = next_id_++;
+  t->request = std::move(request);
+  t->done = std::move(done);
+  t->stream = std::move(stream);
+  t->easy = curl_easy_init();
+  CURL* e = t->easy;
+
+  const TlsConfig& tls = credentials_.tls;
+  std::string url = credentials_.server + t->request.path;
+  if (!tls.server_name.empty()) {
+    // Verify (and send SNI for) tls-server-name while connecting to the URL's address.
+    UrlParts parts;
+    SplitUrl(credentials_.server, parts);
+    std::string host = parts.ipv6 ? "[" + parts.host + "]" : parts.host;
+    url = "https://" + tls.server_name + ":" + parts.port + parts.rest + t->request.path;
+    t->connect_to = curl_slist_append(
+        nullptr, (tls.server_name + ":" + parts.port + ":" + host + ":" + parts.port).c_str());
+    curl_easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
+  }
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (t->request.follow_redirects) {
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  }
+  curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options_.connect_timeout.count()));
+  auto timeout = t->request.timeout.count() > 0 ? t->request.timeout
+                 : t->request.stream            ? std::chrono::milliseconds(0)
+                                                : options_.request_timeout;
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent_.c_str());
+  if (tls.insecure_skip_tls_verify) {
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else if (!ca_pem_.empty()) {
+    curl_blob ca = Blob(ca_pem_);
+    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+  }
+  if (!tls.client_cert_pem.empty()) {
+    curl_blob cert = Blob(tls.client_cert_pem);
+    curl_blob key = Blob(tls.client_key_pem);
+    curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  curl_slist* headers = nullptr;
+  if (!t->request.accept.empty()) {
+    headers = curl_slist_append(headers, ("Accept: " + t->request.accept).c_str());
+  }
+  if (const std::string& token = tokens_.Token(); !token.empty()) {
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  }
+  if (t->request.method != "GET" && t->request.method != "HEAD") {
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->request.method.c_str());
+  }
+  if (!t->request.body.empty() || t->request.method == "POST" || t->request.method == "PUT" ||
+      t->request.method == "PATCH") {
+    std::string type =
+        t->request.content_type.empty() ? "application/json" : t->request.content_type;
+    headers = curl_slist_append(headers, ("Content-Type: " + type).c_str());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->request.body.size()));
+    curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, t->request.body.c_str());
+    // COPYPOSTFIELDS turns the request into a POST; keep the intended method.
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->request.method.c_str());
+  }
+  // Never send "Expect: 100-continue": the API server answers at once.
+  headers = curl_slist_append(headers, "Expect:");
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpClient::OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+
+  t->headers = headers;
+
+  RequestId id = t->id;
+  transfers_[id] = std::move(transfer);
+  CURLMcode rc = curl_multi_add_handle(Multi(multi_), e);
+  if (rc != CURLM_OK) {
+    // Report asynchronously: callers never get a callback from inside Start().
+    std::weak_ptr<bool> alive = alive_;
+    auto* req = new uv_timer_t;
+    struct Pending {
+      HttpClient* client;
+      RequestId id;
+      std::weak_ptr<bool> alive;
+      std::string message;
+    };
+    req->data = new Pending{this, id, alive, curl_multi_strerror(rc)};
+    uv_timer_init(loop_, req);
+    uv_timer_start(
+        req,
+        [](uv_timer_t* h) {
+          auto* p = static_cast<Pending*>(h->data);
+          base::Status s = base::CatchAll("http start failure callback", [&] {
+            if (auto a = p->alive.lock(); a && *a) {
+              auto it = p->client->transfers_.find(p->id);
+              if (it != p->client->transfers_.end()) {
+                p->client->Finish(it->second.get(), base::Status::Error(p->message));
+              }
+            }
+          });
+          if (!s.ok()) spdlog::error("http client: {}", s.message());
+          delete p;
+          uv_close(reinterpret_cast<uv_handle_t*>(h),
+                   [](uv_handle_t* hh) { delete reinterpret_cast<uv_timer_t*>(hh); });
+        },
+        0, 0);
+    return id;
+  }
+  transfers_[id]->added = true;
+  return id;
+}
+
+void HttpClient::Cancel(RequestId id) {
+  auto it = transfers_.find(id);
+  if (it == transfers_.end()) return;
+  Transfer* t = it->second.get();
+  t->cancelled = true;
+  if (in_curl_ > 0) {
+    ++pending_finish_;  // removed after libcurl returns (see ProcessMessages)
+    return;
+  }
+  Remove(t);
+}
+
+void HttpClient::Remove(Transfer* t) {
+  if (t->added) curl_multi_remove_handle(Multi(multi_), t->easy);
+  transfers_.erase(t->id);
+}
+
+void HttpClient::Finish(Transfer* t, base::Status transport) {
+  long connects = 0;
+  curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects);
+  connections_opened_ += connects;
+  if (transport.ok() && !t->headers_delivered) {
+    if (!t->DeliverHeaders()) transport = base::Status::Error(t->abort_reason);
+  }
+  const std::string where = t->request.method + " " + t->request.path;
+  HttpDoneCallback done = std::move(t->done);
+  HttpResponse response = std::move(t->response);
+  bool cancelled = t->cancelled;
+  Remove(t);
+  if (cancelled || !done) return;
+  base::Status s = base::CatchAll("http completion callback",
+                                  [&] { done(std::move(transport), std::move(response)); });
+  if (!s.ok()) spdlog::error("http {}: {}", where, s.message());
+}
+
+void HttpClient::ProcessMessages() {
+  // Marks in place first (no allocation), so a failure below loses no message of libcurl's: the
+  // marks stay and the next call finishes those transfers.
+  int pending = 0;
+  while (CURLMsg* msg = curl_multi_info_read(Multi(multi_), &pending)) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    Transfer* t = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+    if (t == nullptr || t->completed) continue;
+    t->completed = true;
+    t->curl_result = msg->data.result;
+    ++pending_finish_;
+  }
+  if (pending_finish_ == 0) return;
+  std::vector<RequestId> ready;
+  for (auto& [id, t] : transfers_) {
+    if (t->completed || t->aborted || t->cancelled) ready.push_back(id);
+  }
+  pending_finish_ = 0;
+  for (RequestId id : ready) {
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) continue;  // cancelled by an earlier completion callback
+    Transfer* t = it->second.get();
+    if (t->cancelled) {
+      Remove(t);
+    } else if (t->aborted || (t->curl_result != CURLE_OK && !t->abort_reason.empty())) {
+      Finish(t, base::Status::Error(t->abort_reason.empty() ? "aborted" : t->abort_reason));
+    } else if (t->curl_result == CURLE_OK) {
+      Finish(t, base::Status::OK());
+    } else {
+      std::string message = curl_easy_strerror(t->curl_result);
+      if (t->error[0] != '\0') message += std::string(": ") + t->error;
+      Finish(t, base::Status::Error(message));
+    }
+  }
+}
+
+void HttpClient::Fault(const char* callback) {
+  if (options_.callback_fault) options_.callback_fault(callback);
+}
+
+void HttpClient::DriveCurl(int fd, int flags) {
+  int running = 0;
+  std::weak_ptr<bool> alive = alive_;
+  ++in_curl_;
+  base::Status s = base::CatchAll("http poll callback", [&] {
+    Fault("poll");
+    curl_multi_socket_action(Multi(multi_), fd, flags, &running);
+  });
+  --in_curl_;
+  if (auto a = alive.lock(); !a || !*a) return;  // a completion callback destroyed the client
+  if (s.ok()) s = base::CatchAll("http completion processing", [&] { ProcessMessages(); });
+  if (!s.ok()) {
+    // What was marked stays marked: retry from the timer on the next loop iteration.
+    spdlog::error("http client: {}; retrying", s.message());
+    ++pending_finish_;
+    uv_timer_start(timer_, &HttpClient::OnUvTimer, 0, 0);
+  }
+}
+
+int HttpClient::OnSocket(void* easy, int fd, int what, void* userp, void* socketp) {
+  auto* self = static_cast<HttpClient*>(userp);
+  auto* ctx = static_cast<SocketContext*>(socketp);
+  if (ctx == nullptr) {
+    auto it = self->sockets_.find(fd);
+    if (it != self->sockets_.end()) ctx = it->second;
+  }
+  if (what == CURL_POLL_REMOVE) {
+    if (ctx != nullptr) uv_poll_stop(&ctx->poll);
+    return 0;
+  }
+  base::Status s = base::CatchAll("http socket callback", [&]() -> base::Status {
+    self->Fault("socket");
+    if (ctx != nullptr) return base::Status::OK();
+    // Whatever may throw comes before the poll handle exists: nothing to undo then.
+    auto fresh = std::make_unique<SocketContext>();
+    fresh->fd = fd;
+    fresh->client = self;
+    fresh->poll.data = fresh.get();
+    auto slot = self->sockets_.try_emplace(fd, nullptr).first;
+    if (int rc = uv_poll_init_socket(self->loop_, &fresh->poll, fd); rc != 0) {
+      self->sockets_.erase(slot);
+      return base::Status::Error(std::string("cannot poll a socket: ") + uv_strerror(rc));
+    }
+    ctx = slot->second = fresh.release();
+    curl_multi_assign(Multi(self->multi_), fd, ctx);
+    return base::Status::OK();
+  });
+  if (!s.ok()) {
+    // Returning -1 would stop libcurl's whole multi handle: fail only this transfer instead.
+    Transfer* t = nullptr;
+    curl_easy_getinfo(static_cast<CURL*>(easy), CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+    if (t != nullptr) t->Abort(s);
+    if (ctx == nullptr) return 0;
+  }
+  int events = 0;
+  if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= UV_READABLE;
+  if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= UV_WRITABLE;
+  uv_poll_start(&ctx->poll, events, &HttpClient::OnPoll);
+  return 0;
+}
+
+int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* userp) {
+  auto* self = static_cast<HttpClient*>(userp);
+  base::Status s = base::CatchAll("http timer callback", [&] { self->Fault("timer"); });
+  // libcurl's timeouts must keep running whatever happened: arm the timer in any case.
+  if (!s.ok()) spdlog::error("http client: {}", s.message());
+  if (timeout_ms < 0) {
+    uv_timer_stop(self->timer_);
+  } else {
+    uv_timer_start(self->timer_, &HttpClient::OnUvTimer, static_cast<uint64_t>(timeout_ms), 0);
+  }
+  return 0;
+}
+
+void HttpClient::OnPoll(uv_poll_t* handle, int status, int events) {
+  auto* ctx = static_cast<SocketContext*>(handle->data);
+  int flags = 0;
+  if (status < 0) {
+    flags = CURL_CSELECT_ERR;
+  } else {
+    if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
+  }
+  ctx->client->DriveCurl(ctx->fd, flags);
+}
+
+void HttpClient::OnUvTimer(uv_timer_t* handle) {
+  static_cast<HttpClient*>(handle->data)->DriveCurl(CURL_SOCKET_TIMEOUT, 0);
+}
+
+int HttpClient::OnCloseSocket(void* clientp, int fd) {
+  auto* self = static_cast<HttpClient*>(clientp);
+  auto it = self->sockets_.find(fd);
+  if (it == self->sockets_.end()) return close(fd);
+  SocketContext* ctx = it->second;
+  self->sockets_.erase(it);
+  CloseSocketContext(&ctx->poll);  // closes the fd once libuv is done with it
+  return 0;
+}
+
+size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) {
+  auto* t = static_cast<Transfer*>(userp);
+  const size_t n = size * count;
+  bool keep_going = true;
+  base::Status s = base::CatchAll("http header callback", [&] {
+    t->client->Fault("header");
+    keep_going = t->client->Header(t, std::string_view(data, n));
+  });
+  if (!s.ok()) t->Abort(s);
+  return s.ok() && keep_going ? n : 0;  // 0 makes libcurl end the transfer
+}
+
+bool HttpClient::Header(Transfer* t, std::string_view line) {
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->response.headers.clear();  // a new response (after 100 Continue)
+    size_t space = line.find(' ');
+    t->status_line_code = space == std::string_view::npos
+                              ? 0
+                              : std::atol(std::string(line.substr(space + 1, 3)).c_str());
+    return true;
+  }
+  if (line.empty()) {
+    // End of a header block: announce a final response now, not at its first body byte (a
+    // watch may stay silent for minutes).
+    return t->status_line_code < 200 || t->cancelled || t->DeliverHeaders();
+  }
+  size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return true;
+  std::string name(line.substr(0, colon));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  if (name == "warning") {
+    spdlog::warn("API server warning on {} {}: {}", t->request.method, t->request.path, value);
+  }
+  t->response.headers[name] = std::string(value);
+  return true;
+}
+
+size_t HttpClient::OnWrite(char* data, size_t size, size_t count, void* userp) {
+  auto* t = static_cast<Transfer*>(userp);
+  const size_t n = size * count;
+  bool keep_going = true;
+  base::Status s = base::CatchAll("http write callback", [&] {
+    t->client->Fault("write");
+    keep_going = t->client->Body(t, std::string_view(data, n));
+  });
+  if (!s.ok()) t->Abort(s);
+  return s.ok() && keep_going ? n : 0;  // 0 makes libcurl end the transfer
+}
+
+bool HttpClient::Body(Transfer* t, std::string_view data) {
+  if (t->cancelled) return false;
+  if (!t->DeliverHeaders()) return false;
+  if (t->cancelled) return false;
+  if (t->buffer_body) {
+    const size_t limit = t->request.max_body_bytes;
+    if (limit > 0 && t->response.body.size() + data.size() > limit) {
+      t->Abort(base::Status::Error("body larger than " + std::to_string(limit) + " bytes"));
+      return false;
+    }
+    t->response.body.append(data);
+    return true;
+  }
+  if (!t->stream.on_data) return true;
+  bool more = true;
+  base::Status s = base::CatchAll("stream callback", [&] { more = t->stream.on_data(data); });
+  if (!s.ok()) {
+    t->Abort(s);
+    return false;
+  }
+  if (!more) {
+    if (t->abort_reason.empty()) t->abort_reason = "aborted by the stream consumer";
+    return false;
+  }
+  return !t->cancelled;
+}
+
+HttpClient::Stats HttpClient::stats() const {
+  return Stats{connections_opened_, sockets_.size(), transfers_.size()};
+}
+
+}  // namespace kube

@@ -1,0 +1,176 @@
+// HttpClient: HTTP(S) requests to one server (the API server, or a --manifest-url) on the
+// daemon's libuv loop, through libcurl's multi-socket interface (uv_poll per socket, one uv_timer;
+// no extra threads). Only http and https are ever spoken, redirects included.
+//
+// Promises:
+// * HTTP/2 with multiplexing when the server offers it over ALPN, HTTP/1.1 otherwise. At most
+//   `max_streams_per_connection` concurrent streams share one connection (default 100); beyond
+//   that libcurl opens another connection, so thousands of watches never queue behind each other.
+// * TLS verified against the configured CA (system roots when none), with tls-server-name; a
+//   client certificate when configured; insecure-skip-tls-verify honoured with a warning. A CA file
+//   is re-read when its modification time, size or inode changes (checked at most every
+//   `ca_check_interval`); new connections use the new CA.
+// * `Authorization: Bearer` from the TokenSource on every request (re-read as it rotates),
+//   `User-Agent: volumemanager/<version> (linux/<arch>)`, `Accept: application/json`, gzip accepted
+//   (libcurl decodes it), TCP keepalive, connect and per-request timeouts. `Warning` response
+//   headers are logged.
+// * Every callback runs on the loop thread; none runs after Cancel() or after the client is
+//   destroyed. Callbacks may start or cancel requests. No exception escapes into libuv or libcurl:
+//   a throwing callback is logged and its request aborted.
+// Not thread-safe: use it from the loop thread only. Destroy it on the loop thread; its libuv
+// handles finish closing on the next loop iteration.
+#ifndef VOLUMEMANAGER_KUBECLIENT_HTTP_CLIENT_H_
+#define VOLUMEMANAGER_KUBECLIENT_HTTP_CLIENT_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "kubeclient/credentials.h"
+#include "kubeclient/token_source.h"
+
+namespace kube {
+
+struct HttpClientOptions {
+  std::chrono::milliseconds connect_timeout{10000};
+  // Total time for a non-streaming request that sets no timeout of its own.
+  std::chrono::milliseconds request_timeout{60000};
+  long max_streams_per_connection = 100;
+  std::chrono::milliseconds ca_check_interval{10000};
+  std::chrono::milliseconds token_refresh{50000};
+  // Fault injection for tests: called at the start of every libuv and libcurl callback body with
+  // the callback's name ("socket", "timer", "poll", "header", "write"); it may throw, as an
+  // allocation inside the callback could.
+  std::function<void(const char* callback)> callback_fault;
+};
+
+struct HttpRequest {
+  std::string method = "GET";
+  // Appended to the server URL (whose path prefix is kept): "/api/v1/pods?watch=true".
+  std::string path;
+  std::string body;
+  // Defaults to application/json when there is a body.
+  std::string content_type;
+  // 0: the client's request_timeout for buffered requests, none for streams.
+  std::chrono::milliseconds timeout{0};
+  // Streamed: the body goes to StreamCallbacks::on_data as it arrives (watches).
+  bool stream = false;
+  // The Accept header; empty: libcurl's "*/*".
+  std::string accept = "application/json";
+  // Follow redirects (at most 10, http and https only).
+  bool follow_redirects = false;
+  // A buffered body longer than this fails the request ("body larger than N bytes"); 0: no limit.
+  size_t max_body_bytes = 0;
+};
+
+struct HttpResponse {
+  long status = 0;
+  // 2 for HTTP/2, 1 for HTTP/1.x, 0 when unknown.
+  int http_major = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;                            // empty for streamed requests
+};
+
+struct StreamCallbacks {
+  // Once, before the first body byte (or at the end for a body-less response).
+  std::function<void(const HttpResponse& head)> on_headers;
+  // Body bytes, in order, any chunking. Return false to abort the transfer.
+  std::function<bool(std::string_view data)> on_data;
+};
+
+// `transport` is OK when a response arrived (any status); otherwise it describes the failure
+// (refused, reset, timeout, TLS, aborted by on_data).
+using HttpDoneCallback = std::function<void(base::Status transport, HttpResponse response)>;
+
+class HttpClient {
+ public:
+  using RequestId = std::uint64_t;
+
+  struct Stats {
+    // Connections opened by requests that have finished (new TCP+TLS connections, not reuses).
+    long connections_opened = 0;
+    // Sockets open now (in use by requests or idle in libcurl's connection cache).
+    size_t open_connections = 0;
+    size_t requests_in_flight = 0;
+  };
+
+  // Fails when the CA or client certificate cannot be used or libcurl cannot start.
+  static base::Result<std::unique_ptr<HttpClient>> Create(uv_loop_t* loop,
+                                                          const Credentials& credentials,
+                                                          HttpClientOptions options = {});
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  RequestId Start(HttpRequest request, HttpDoneCallback done, StreamCallbacks stream = {});
+  // No callback of this request runs afterwards. Unknown or finished ids are ignored.
+  void Cancel(RequestId id);
+
+  // Drop the cached token's age (after a 401): the next request re-reads the token file.
+  void InvalidateToken() { tokens_.Invalidate(); }
+  Stats stats() const;
+  const Credentials& credentials() const { return credentials_; }
+  uv_loop_t* loop() const { return loop_; }
+
+  struct Transfer;       // one request in flight (internal)
+  struct SocketContext;  // one polled socket (internal)
+
+ private:
+  HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptions options);
+  base::Status Init();
+  void RefreshCa();
+  void ProcessMessages();
+  void Finish(Transfer* transfer, base::Status transport);
+  void Remove(Transfer* transfer);
+
+  static int OnSocket(void* easy, int fd, int what, void* userp, void* socketp);
+  static int OnTimer(void* multi, long timeout_ms, void* userp);
+  static void OnPoll(uv_poll_t* handle, int status, int events);
+  static void OnUvTimer(uv_timer_t* handle);
+  static int OnCloseSocket(void* clientp, int fd);
+  static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
+  static size_t OnWrite(char* data, size_t size, size_t count, void* userp);
+  // The bodies of OnHeader and OnWrite; false ends the transfer.
+  bool Header(Transfer* transfer, std::string_view line);
+  bool Body(Transfer* transfer, std::string_view data);
+  // curl_multi_socket_action, then the transfers it finished; nothing escapes.
+  void DriveCurl(int fd, int flags);
+  void Fault(const char* callback);
+
+  uv_loop_t* loop_;
+  Credentials credentials_;
+  HttpClientOptions options_;
+  TokenSource tokens_;
+  void* multi_ = nullptr;        // CURLM*
+  uv_timer_t* timer_ = nullptr;  // heap: it outlives the client until its close callback
+  std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;
+  std::unordered_map<int, SocketContext*> sockets_;
+  RequestId next_id_ = 1;
+  long connections_opened_ = 0;
+  // Current CA and what identified its file when read.
+  std::string ca_pem_;
+  std::chrono::steady_clock::time_point ca_checked_at_{};
+  std::string ca_file_identity_;
+  std::string user_agent_;
+  // Set while libcurl is running callbacks: Cancel() then defers curl_multi_remove_handle.
+  int in_curl_ = 0;
+  // Transfers completed, aborted or cancelled inside libcurl and not yet finished or removed.
+  int pending_finish_ = 0;
+  // Non-null while alive; callbacks scheduled on the loop check it.
+  std::shared_ptr<bool> alive_;
+};
+
+// "volumemanager/<version> (linux/<arch>)".
+std::string DefaultUserAgent();
+
+}  // namespace kube
+
+#endif  // VOLUMEMANAGER_KUBECLIENT_HTTP_CLIENT_H_

@@ -1,0 +1,47 @@
+#include "kubeclient/object_store.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace kube {
+namespace {
+
+std::string MetadataString(const nlohmann::json& object, const char* field) {
+  if (!object.is_object()) return "";
+  auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object()) return "";
+  auto value = meta->find(field);
+  if (value == meta->end() || !value->is_string()) return "";
+  return value->get<std::string>();
+}
+
+bool Decimal(const std::string& s) {
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+}  // namespace
+
+std::string ObjectStore::KeyOf(const nlohmann::json& object) {
+  std::string name = MetadataString(object, "name");
+  if (name.empty()) return "";
+  std::string ns = MetadataString(object, "namespace");
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+std::string ObjectStore::ResourceVersionOf(const nlohmann::json& object) {
+  return MetadataString(object, "resourceVersion");
+}
+
+const nlohmann::json* ObjectStore::Get(const std::string& key) const {
+  auto it = items_.find(key);
+  return it == items_.end() ? nullptr : &it->second;
+}
+
+bool ResourceVersionOlder(const std::string& a, const std::string& b) {
+  if (!Decimal(a) || !Decimal(b)) return false;
+  if (a.size() != b.size()) return a.size() < b.size();
+  return a < b;
+}
+
+}  // namespace kube

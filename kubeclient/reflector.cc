@@ -1,0 +1,465 @@
+#include "kubeclient/reflector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+#include <set>
+
+#include "base/catch_all.h"
+#include "base/strings.h"
+
+namespace kube {
+namespace {
+
+uv_timer_t* NewTimer(uv_loop_t* loop, void* data) {
+  auto* timer = new uv_timer_t;
+  uv_timer_init(loop, timer);
+  timer->data = data;
+  return timer;
+}
+
+void CloseTimer(uv_timer_t* timer) {
+  uv_timer_stop(timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(timer),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+}
+
+// "?a=1&b=2"; "" without parameters.
+std::string QueryString(const std::vector<std::string>& params) {
+  return params.empty() ? "" : "?" + base::Join(params, "&");
+}
+
+}  // namespace
+
+Reflector::Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers handlers)
+    : api_(api),
+      options_(std::move(options)),
+      handlers_(std::move(handlers)),
+      backoff_(options_.backoff) {
+  if (options_.description.empty()) options_.description = options_.path;
+  uv_loop_t* loop = api_->http()->loop();
+  retry_timer_ = NewTimer(loop, this);
+  watchdog_timer_ = NewTimer(loop, this);
+  resync_timer_ = NewTimer(loop, this);
+}
+
+Reflector::~Reflector() {
+  Stop();
+  CloseTimer(retry_timer_);
+  CloseTimer(watchdog_timer_);
+  CloseTimer(resync_timer_);
+}
+
+void Reflector::Start() {
+  if (phase_ != Phase::kIdle) return;
+  if (options_.resync_period.count() > 0) {
+    auto period = static_cast<uint64_t>(options_.resync_period.count());
+    uv_timer_start(
+        resync_timer_,
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Reflector*>(t->data);
+          // Only an established watch is replaced; a list or a backoff wait is already a resync.
+          if (self->phase_ != Phase::kWatching) return;
+          self->Guarded("periodic relist", [self] {
+            spdlog::info("{}: periodic relist", self->options_.description);
+            self->CancelWatch();
+            self->ListNow();
+          });
+        },
+        period, period);
+  }
+  ListNow();
+}
+
+void Reflector::Stop() {
+  phase_ = Phase::kStopped;
+  if (list_in_flight_) api_->Cancel(list_call_);
+  list_in_flight_ = false;
+  CancelWatch();
+  uv_timer_stop(retry_timer_);
+  uv_timer_stop(resync_timer_);
+}
+
+std::string Reflector::Query(bool /*watch*/) const {
+  std::vector<std::string> params;
+  if (!options_.field_selector.empty()) {
+    params.push_back("fieldSelector=" + QueryEscape(options_.field_selector));
+  }
+  if (!options_.label_selector.empty()) {
+    params.push_back("labelSelector=" + QueryEscape(options_.label_selector));
+  }
+  return QueryString(params);
+}
+
+template <typename F>
+void Reflector::CallHandler(const char* what, F&& f) {
+  base::Status s = base::CatchAll(what, std::forward<F>(f));
+  if (!s.ok()) spdlog::error("{}: {} handler: {}", options_.description, what, s.message());
+}
+
+template <typename F>
+void Reflector::Guarded(const char* where, F&& body) {
+  base::Status s = base::CatchAll(where, std::forward<F>(body));
+  if (s.ok() || phase_ == Phase::kStopped) return;
+  // Whatever state the failure left behind, start over from a list after backoff.
+  base::Status recovery = base::CatchAll("reflector recovery", [&] {
+    CancelWatch();
+    if (list_in_flight_) api_->Cancel(list_call_);
+    list_in_flight_ = false;
+    ScheduleRelist(s.message());
+  });
+  if (!recovery.ok()) spdlog::error("{}: {}", options_.description, recovery.message());
+}
+
+void Reflector::ListNow() {
+  if (phase_ == Phase::kStopped) return;
+  phase_ = Phase::kListing;
+  list_rv_ = rv_unavailable_ ? "" : (last_sync_rv_.empty() ? "0" : last_sync_rv_);
+  list_paged_ = list_rv_.empty() || list_rv_ == "0";
+  pages_.clear();
+  RequestPage("");
+}
+
+void Reflector::RequestPage(const std::string& continue_token) {
+  std::vector<std::string> params;
+  if (!options_.field_selector.empty()) {
+    params.push_back("fieldSelector=" + QueryEscape(options_.field_selector));
+  }
+  if (!options_.label_selector.empty()) {
+    params.push_back("labelSelector=" + QueryEscape(options_.label_selector));
+  }
+  if (!continue_token.empty()) {
+    params.push_back("limit=" + std::to_string(options_.page_size));
+    params.push_back("continue=" + QueryEscape(continue_token));
+  } else {
+    if (!list_rv_.empty()) params.push_back("resourceVersion=" + QueryEscape(list_rv_));
+    if (list_paged_) params.push_back("limit=" + std::to_string(options_.page_size));
+  }
+  list_in_flight_ = true;
+  list_call_ =
+      api_->Get(options_.path + QueryString(params), [this, continue_token](ApiResult result) {
+        Guarded("list response", [&] { OnPage(std::move(result), continue_token); });
+      });
+}
+
+void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
+  list_in_flight_ = false;
+  if (phase_ != Phase::kListing) return;
+  if (!result.ok()) {
+    const ApiError& err = *result.error;
+    ++stats_.list_failures;
+    if (err.IsExpired()) ++stats_.expired;
+    if (!continue_token.empty() && err.IsExpired()) {
+      // client-go's pager: ignore the offered inconsistent token, list once more unpaged at the
+      // RV originally asked for.
+      spdlog::info("{}: continue token expired; listing unpaged at resourceVersion \"{}\"",
+                   options_.description, list_rv_);
+      pages_.clear();
+      list_paged_ = false;
+      RequestPage("");
+      return;
+    }
+    if ((err.IsExpired() || err.IsTooLargeResourceVersion()) && !list_rv_.empty()) {
+      spdlog::info("{}: list at resourceVersion \"{}\" failed ({}); relisting from the latest",
+                   options_.description, list_rv_, err.ToString());
+      rv_unavailable_ = true;
+      ListNow();
+      return;
+    }
+    if (err.IsUnauthorized()) api_->http()->InvalidateToken();
+    ScheduleRelist("list failed: " + err.ToString());
+    return;
+  }
+  const nlohmann::json& body = result.object;
+  if (auto items = body.find("items"); items != body.end() && items->is_array()) {
+    for (const auto& item : *items) pages_.push_back(item);
+  }
+  std::string next;
+  std::string list_rv;
+  if (auto meta = body.find("metadata"); meta != body.end() && meta->is_object()) {
+    if (auto c = meta->find("continue"); c != meta->end() && c->is_string()) next = *c;
+    if (auto rv = meta->find("resourceVersion"); rv != meta->end() && rv->is_string()) {
+      list_rv = *rv;
+    }
+  }
+  if (!next.empty() && list_paged_) {
+    RequestPage(next);
+    return;
+  }
+  Replace(list_rv);
+  if (phase_ == Phase::kListing) StartWatch();
+}
+
+void Reflector::Replace(const std::string& list_rv) {
+  std::map<std::string, nlohmann::json> fresh;
+  for (auto& item : pages_) {
+    if (!item.is_object()) continue;
+    std::string key = ObjectStore::KeyOf(item);
+    if (key.empty()) continue;
+    if (!options_.kind.empty() && !item.contains("kind")) item["kind"] = options_.kind;
+    if (!options_.api_version.empty() && !item.contains("apiVersion")) {
+      item["apiVersion"] = options_.api_version;
+    }
+    fresh[key] = std::move(item);
+  }
+  pages_.clear();
+  std::vector<std::string> gone;
+  for (const auto& [key, old] : store_.items()) {
+    if (!fresh.count(key)) gone.push_back(key);
+  }
+  for (const std::string& key : gone) {
+    nlohmann::json last = *store_.Get(key);
+    store_.Erase(key);
+    CallHandler("delete", [&] {
+      if (handlers_.on_delete) handlers_.on_delete(last);
+    });
+  }
+  for (auto& [key, object] : fresh) {
+    const nlohmann::json* existing = store_.Get(key);
+    if (existing == nullptr) {
+      store_.Put(key, object);
+      CallHandler("add", [&] {
+        if (handlers_.on_add) handlers_.on_add(object);
+      });
+    } else if (ObjectStore::ResourceVersionOf(*existing) !=
+               ObjectStore::ResourceVersionOf(object)) {
+      nlohmann::json old = *existing;
+      store_.Put(key, object);
+      CallHandler("update", [&] {
+        if (handlers_.on_update) handlers_.on_update(old, object);
+      });
+    }
+  }
+  last_sync_rv_ = list_rv;
+  rv_unavailable_ = false;
+  ++stats_.lists;
+  spdlog::info("{}: listed {} objects at resourceVersion {}", options_.description, store_.size(),
+               list_rv);
+  CallHandler("synced", [&] {
+    if (handlers_.on_synced) handlers_.on_synced();
+  });
+}
+
+void Reflector::StartWatch() {
+  if (phase_ == Phase::kStopped) return;
+  phase_ = Phase::kWatching;
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  long long min_s = options_.min_watch_timeout.count();
+  long long max_s = std::max(min_s, static_cast<long long>(options_.max_watch_timeout.count()));
+  long long timeout_s =
+      max_s > min_s ? std::uniform_int_distribution<long long>(min_s, max_s - 1)(rng) : min_s;
+  std::vector<std::string> params;
+  if (!options_.field_selector.empty()) {
+    params.push_back("fieldSelector=" + QueryEscape(options_.field_selector));
+  }
+  if (!options_.label_selector.empty()) {
+    params.push_back("labelSelector=" + QueryEscape(options_.label_selector));
+  }
+  params.push_back("watch=true");
+  params.push_back("resourceVersion=" + QueryEscape(last_sync_rv_));
+  params.push_back("allowWatchBookmarks=true");
+  params.push_back("timeoutSeconds=" + std::to_string(timeout_s));
+
+  decoder_ = std::make_unique<WatchDecoder>(options_.max_event_bytes);
+  watch_started_ = std::chrono::steady_clock::now();
+  watch_events_ = 0;
+  watch_status_ = 0;
+  watch_error_.reset();
+  decode_error_.reset();
+  ++stats_.watches;
+
+  HttpRequest request;
+  request.path = options_.path + QueryString(params);
+  request.stream = true;
+  watch_in_flight_ = true;
+  watch_request_ = api_->http()->Start(
+      std::move(request),
+      [this](base::Status transport, HttpResponse response) {
+        watch_in_flight_ = false;
+        Guarded("watch end", [&] { OnWatchEnded(std::move(transport), response); });
+      },
+      {[this](const HttpResponse& head) { watch_status_ = head.status; },
+       [this](std::string_view data) { return OnWatchData(data); }});
+  auto watchdog = std::chrono::seconds(timeout_s) + options_.watchdog_grace;
+  uv_timer_start(
+      watchdog_timer_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<Reflector*>(t->data);
+        if (self->phase_ != Phase::kWatching || !self->watch_in_flight_) return;
+        ++self->stats_.watchdog_fired;
+        self->Guarded("watchdog", [self] {
+          spdlog::warn("{}: watch from resourceVersion {} silent past its timeout; re-watching",
+                       self->options_.description, self->last_sync_rv_);
+          self->CancelWatch();
+          self->StartWatch();
+        });
+      },
+      static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(watchdog).count()),
+      0);
+}
+
+void Reflector::CancelWatch() {
+  uv_timer_stop(watchdog_timer_);
+  if (watch_in_flight_) api_->http()->Cancel(watch_request_);
+  watch_in_flight_ = false;
+}
+
+bool Reflector::OnWatchData(std::string_view data) {
+  if (phase_ != Phase::kWatching) return false;
+  std::vector<WatchEvent> events;
+  base::Status decoded = decoder_->Feed(data, events);
+  for (WatchEvent& event : events) {
+    if (!ApplyEvent(event)) return false;
+    if (phase_ != Phase::kWatching) return false;
+  }
+  if (!decoded.ok()) {
+    decode_error_ = decoded.message();
+    return false;
+  }
+  return true;
+}
+
+void Reflector::SetSyncedRv(const std::string& rv) {
+  if (rv.empty()) return;
+  if (ResourceVersionOlder(rv, last_sync_rv_)) {
+    spdlog::warn("{}: event resourceVersion {} is older than {}; not moving back",
+                 options_.description, rv, last_sync_rv_);
+    return;
+  }
+  last_sync_rv_ = rv;
+}
+
+bool Reflector::ApplyEvent(WatchEvent& event) {
+  ++watch_events_;
+  nlohmann::json& object = event.object;
+  if (event.type == WatchEventType::kError) {
+    watch_error_ = ApiErrorFromStatusObject(500, object.dump());
+    return false;
+  }
+  const std::string rv = ObjectStore::ResourceVersionOf(object);
+  if (event.type == WatchEventType::kBookmark) {
+    ++stats_.bookmarks;
+    SetSyncedRv(rv);
+    return true;
+  }
+  if (!options_.kind.empty()) {
+    auto kind = object.find("kind");
+    if (kind != object.end() && kind->is_string() && *kind != options_.kind) {
+      ++stats_.skipped_wrong_kind;
+      spdlog::warn("{}: skipping a {} event carrying kind {} (expected {})", options_.description,
+                   WatchEventTypeName(event.type), kind->get<std::string>().substr(0, 64),
+                   options_.kind);
+      return true;
+    }
+  }
+  std::string key = ObjectStore::KeyOf(object);
+  if (key.empty()) {
+    spdlog::warn("{}: skipping a {} event without metadata.name", options_.description,
+                 WatchEventTypeName(event.type));
+    return true;
+  }
+  const nlohmann::json* existing = store_.Get(key);
+  if (event.type == WatchEventType::kDeleted) {
+    if (existing != nullptr) {
+      store_.Erase(key);
+      ++stats_.events;
+      CallHandler("delete", [&] {
+        if (handlers_.on_delete) handlers_.on_delete(object);
+      });
+    }
+  } else if (existing == nullptr) {
+    store_.Put(key, object);
+    ++stats_.events;
+    CallHandler("add", [&] {
+      if (handlers_.on_add) handlers_.on_add(object);
+    });
+  } else if (ObjectStore::ResourceVersionOf(*existing) != rv) {
+    nlohmann::json old = *existing;
+    store_.Put(key, object);
+    ++stats_.events;
+    CallHandler("update", [&] {
+      if (handlers_.on_update) handlers_.on_update(old, object);
+    });
+  }
+  SetSyncedRv(rv);
+  return true;
+}
+
+void Reflector::OnWatchEnded(base::Status transport, const HttpResponse& response) {
+  uv_timer_stop(watchdog_timer_);
+  if (phase_ != Phase::kWatching) return;
+  auto elapsed = std::chrono::steady_clock::now() - watch_started_;
+  if (decode_error_) {
+    ++stats_.decode_errors;
+    ScheduleRelist("undecodable watch data (" + *decode_error_ + ")");
+    return;
+  }
+  if (watch_error_) {
+    ++stats_.error_events;
+    if (watch_error_->IsExpired()) ++stats_.expired;
+    if (watch_error_->IsTooManyRequests()) {
+      ScheduleRewatch("watch ERROR event: " + watch_error_->ToString());
+    } else {
+      ScheduleRelist("watch ERROR event: " + watch_error_->ToString());
+    }
+    return;
+  }
+  if (watch_status_ == 0) {
+    ScheduleRewatch("watch failed: " + transport.message());
+    return;
+  }
+  if (watch_status_ < 200 || watch_status_ >= 300) {
+    ApiError err = ParseApiError(watch_status_, response.headers, response.body);
+    if (err.IsExpired()) ++stats_.expired;
+    if (err.IsUnauthorized()) api_->http()->InvalidateToken();
+    if (err.IsUnauthorized() || err.IsTooManyRequests()) {
+      ScheduleRewatch("watch refused: " + err.ToString());
+    } else {
+      ScheduleRelist("watch refused: " + err.ToString());
+    }
+    return;
+  }
+  if (watch_events_ == 0 && elapsed < options_.short_watch) {
+    ++stats_.short_watches;
+    ScheduleRelist("very short watch: ended with no events");
+    return;
+  }
+  if (!transport.ok()) {
+    spdlog::info("{}: watch broke ({}); re-watching from resourceVersion {}", options_.description,
+                 transport.message(), last_sync_rv_);
+  }
+  StartWatch();
+}
+
+void Reflector::ScheduleRelist(const std::string& why) {
+  phase_ = Phase::kWaiting;
+  auto delay = backoff_.Next();
+  ++stats_.backoff_waits;
+  spdlog::warn("{}: {}; relisting in {} ms", options_.description, why, delay.count());
+  After(delay, &Reflector::ListNow);
+}
+
+void Reflector::ScheduleRewatch(const std::string& why) {
+  phase_ = Phase::kWaiting;
+  auto delay = backoff_.Next();
+  ++stats_.backoff_waits;
+  spdlog::warn("{}: {}; re-watching in {} ms", options_.description, why, delay.count());
+  After(delay, &Reflector::StartWatch);
+}
+
+void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)()) {
+  pending_ = next;
+  uv_timer_start(
+      retry_timer_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<Reflector*>(t->data);
+        if (self->phase_ == Phase::kStopped || self->pending_ == nullptr) return;
+        auto next_step = self->pending_;
+        self->pending_ = nullptr;
+        self->Guarded("retry timer", [&] { (self->*next_step)(); });
+      },
+      static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
+}
+
+}  // namespace kube

@@ -1,0 +1,168 @@
+// Reflector: keeps an ObjectStore equal to one collection on the API server (optionally narrowed
+// by field and label selectors) with list + watch, following client-go's reflector
+// (docs/kubernetes-api.md §4.7 and the robustness table of §9).
+//
+// * List: RV "0" on first start, then the last synced RV (not older than), or "" after a 410 or
+//   a too-large-RV answer. Pages of `page_size` for RV ""/"0"; a 410 on a continue page drops the
+//   pages and lists once, unpaged, at the original RV. A successful list replaces the store
+//   (absent objects are deletions, unchanged RVs are no-ops) and sets the synced RV.
+// * Watch from the synced RV with bookmarks and a random timeoutSeconds in
+//   [min_watch_timeout, max_watch_timeout). Each applied event (BOOKMARK included) advances the
+//   synced RV; it never moves backwards. Replayed events (same RV as cached) are no-ops; DELETED
+//   for an unknown object is ignored; ADDED for a known one is an update; an object of another
+//   kind is skipped and logged.
+// * A stream that ends (normally, EOF, reset, cut mid-event) re-watches at once from the last
+//   fully applied RV; a watch silent past timeoutSeconds + `watchdog_grace` is ended the same
+//   way. A watch ending within `short_watch` with no events, undecodable data (bad JSON, unknown
+//   type, over `max_event_bytes`), an ERROR event or an HTTP error at set-up end the cycle: after
+//   the backoff delay, relist. Connection failures, 429 and 401 at set-up re-watch after the
+//   backoff without relisting. A periodic relist (`resync_period`, 0 = off) bounds how long a
+//   watch that silently lost events can go unnoticed.
+// * Losing the API server never changes the store: during a relist the old contents stay until
+//   the new list has fully arrived.
+// Handlers run on the loop thread, after the store is updated; they must not destroy the
+// Reflector. An exception from a handler is logged and swallowed. Not thread-safe.
+#ifndef VOLUMEMANAGER_KUBECLIENT_REFLECTOR_H_
+#define VOLUMEMANAGER_KUBECLIENT_REFLECTOR_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kubeclient/api_client.h"
+#include "kubeclient/backoff.h"
+#include "kubeclient/object_store.h"
+#include "kubeclient/watch_decoder.h"
+
+namespace kube {
+
+struct ReflectorOptions {
+  // Collection path: "/api/v1/pods", "/api/v1/namespaces/shop/configmaps".
+  std::string path;
+  // Unescaped selectors, e.g. "spec.nodeName=node-1", "metadata.name=app-config".
+  std::string field_selector;
+  std::string label_selector;
+  // Kind and apiVersion of the objects ("Pod", "v1"): list items get them filled in, and watch
+  // events of another kind are skipped. Empty: no check.
+  std::string kind;
+  std::string api_version;
+  // For logs, e.g. "pods on node-1".
+  std::string description;
+  int page_size = 500;
+  std::chrono::seconds min_watch_timeout{300};
+  std::chrono::seconds max_watch_timeout{600};
+  std::chrono::milliseconds watchdog_grace{30000};
+  std::chrono::milliseconds short_watch{1000};
+  std::chrono::milliseconds resync_period{std::chrono::minutes(30)};
+  size_t max_event_bytes = WatchDecoder::kDefaultMaxEventBytes;
+  BackoffOptions backoff{};
+};
+
+struct ReflectorHandlers {
+  std::function<void(const nlohmann::json& object)> on_add;
+  std::function<void(const nlohmann::json& old_object, const nlohmann::json& new_object)> on_update;
+  std::function<void(const nlohmann::json& last_state)> on_delete;
+  // After every successful list (the store is then complete as of that list's RV).
+  std::function<void()> on_synced;
+};
+
+class Reflector {
+ public:
+  struct Stats {
+    int lists = 0;  // successful lists
+    int list_failures = 0;
+    int watches = 0;  // watch requests started
+    int events = 0;   // ADDED/MODIFIED/DELETED applied
+    int bookmarks = 0;
+    int decode_errors = 0;
+    int expired = 0;  // 410s seen (list, watch set-up or ERROR event)
+    int error_events = 0;
+    int skipped_wrong_kind = 0;
+    int watchdog_fired = 0;
+    int short_watches = 0;
+    int backoff_waits = 0;
+  };
+
+  Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers handlers);
+  ~Reflector();
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  void Start();
+  // Stops listing and watching; no handler runs afterwards. The store keeps its contents.
+  void Stop();
+
+  const ObjectStore& store() const { return store_; }
+  const std::string& last_sync_resource_version() const { return last_sync_rv_; }
+  // True once a list has completed.
+  bool synced() const { return stats_.lists > 0; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  enum class Phase { kIdle, kListing, kWatching, kWaiting, kStopped };
+
+  std::string Query(bool watch) const;
+  void ListNow();
+  void RequestPage(const std::string& continue_token);
+  void OnPage(ApiResult result, const std::string& continue_token);
+  void Replace(const std::string& list_rv);
+  void StartWatch();
+  bool OnWatchData(std::string_view data);
+  // False when the stream must end (ERROR event).
+  bool ApplyEvent(WatchEvent& event);
+  void OnWatchEnded(base::Status transport, const HttpResponse& response);
+  void CancelWatch();
+  void ScheduleRelist(const std::string& why);
+  void ScheduleRewatch(const std::string& why);
+  void After(std::chrono::milliseconds delay, void (Reflector::*next)());
+  void SetSyncedRv(const std::string& rv);
+  // Runs a handler of the owner's; what it throws is logged.
+  template <typename F>
+  void CallHandler(const char* what, F&& f);
+  // Runs the body of a libuv or libcurl callback; a throw is logged and the reflector relists
+  // after backoff.
+  template <typename F>
+  void Guarded(const char* where, F&& body);
+
+  ApiClient* api_;
+  ReflectorOptions options_;
+  ReflectorHandlers handlers_;
+  ObjectStore store_;
+  Stats stats_;
+  Backoff backoff_;
+  Phase phase_ = Phase::kIdle;
+  std::string last_sync_rv_;
+  bool rv_unavailable_ = false;
+
+  // The list in progress.
+  ApiClient::CallId list_call_ = 0;
+  bool list_in_flight_ = false;
+  std::string list_rv_;  // the RV asked for
+  bool list_paged_ = false;
+  std::vector<nlohmann::json> pages_;
+
+  // The watch in progress.
+  HttpClient::RequestId watch_request_ = 0;
+  bool watch_in_flight_ = false;
+  std::unique_ptr<WatchDecoder> decoder_;
+  std::chrono::steady_clock::time_point watch_started_;
+  int watch_events_ = 0;
+  long watch_status_ = 0;
+  std::optional<ApiError> watch_error_;
+  std::optional<std::string> decode_error_;
+
+  uv_timer_t* retry_timer_;
+  uv_timer_t* watchdog_timer_;
+  uv_timer_t* resync_timer_;
+  void (Reflector::*pending_)() = nullptr;
+};
+
+}  // namespace kube
+
+#endif  // VOLUMEMANAGER_KUBECLIENT_REFLECTOR_H_

@@ -1,0 +1,184 @@
+#include "manifestdir/manifest_dir_watcher.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+
+#include "base/catch_all.h"
+
+namespace kube {
+namespace {
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+struct ManifestDirWatcher::Handles {
+  using Clock = std::chrono::steady_clock;
+
+  ManifestDirWatcherOptions options;
+  Handler handler;
+  bool closing = false;  // Stop was called: no more handler calls
+  uv_fs_event_t fs_event{};
+  uv_timer_t debounce_timer{};
+  uv_timer_t relist_timer{};
+  int open_handles = 0;
+  bool watching = false;
+  std::string watched_dir;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::set<std::string> pending;  // manifest names events named since the last call
+  bool pending_all = false;       // an event named no file, or the directory itself
+  bool pending_stat = false;      // a "..name" entry changed: files may be links through it
+  bool in_burst = false;
+  Clock::time_point burst_start;
+
+  static Handles* From(void* handle) {
+    return static_cast<Handles*>(static_cast<uv_handle_t*>(handle)->data);
+  }
+
+  void Unwatch() {
+    if (watching) uv_fs_event_stop(&fs_event);
+    watching = false;
+  }
+
+  // Watches the directory; again when it appeared, was replaced or its watch failed.
+  void Arm() {
+    struct stat st;
+    if (stat(options.path.c_str(), &st) != 0) return Unwatch();
+    std::string dir = options.path;
+    if (S_ISREG(st.st_mode) && options.allow_single_file) {
+      dir = DirName(options.path);
+      if (stat(dir.c_str(), &st) != 0) return Unwatch();
+    } else if (!S_ISDIR(st.st_mode)) {
+      return Unwatch();  // nothing to list: the relist reports it and finds it fixed
+    }
+    if (watching && dir == watched_dir && st.st_dev == dev && st.st_ino == ino) return;
+    Unwatch();
+    int rc = uv_fs_event_start(
+        &fs_event,
+        [](uv_fs_event_t* h, const char* filename, int, int status) {
+          Handles* self = From(h);
+          if (base::Status s = base::CatchAll("fs event", [&] { self->OnEvent(filename, status); });
+              !s.ok()) {
+            spdlog::error("{} {}: {}; reading every file", self->options.what, self->watched_dir,
+                          s.message());
+            self->pending_all = true;  // the burst's end reads everything
+            uv_timer_start(
+                &self->debounce_timer, [](uv_timer_t* t) { From(t)->EndBurst(); },
+                static_cast<uint64_t>(self->options.debounce.count()), 0);
+          }
+        },
+        dir.c_str(), 0);
+    if (rc != 0) {
+      spdlog::warn("{} {}: cannot watch: {}; relying on the periodic relist", options.what, dir,
+                   uv_strerror(rc));
+      return;
+    }
+    watching = true;
+    watched_dir = dir;
+    dev = st.st_dev;
+    ino = st.st_ino;
+  }
+
+  void OnEvent(const char* filename, int status) {
+    if (status < 0) {
+      spdlog::warn("{} {}: watch failed: {}", options.what, watched_dir, uv_strerror(status));
+      Unwatch();
+      pending_all = true;
+    } else if (filename == nullptr || filename == BaseName(watched_dir)) {
+      pending_all = true;
+    } else if (IsManifestFileName(filename)) {
+      pending.insert(filename);
+    } else if (std::string_view(filename).starts_with("..")) {
+      pending_stat = true;
+    } else {
+      return;  // an editor's swap file, a temporary name, ...
+    }
+    const Clock::time_point now = Clock::now();
+    if (!in_burst) {
+      in_burst = true;
+      burst_start = now;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        burst_start + options.max_debounce - now);
+    const auto delay = std::max(std::chrono::milliseconds(0), std::min(options.debounce, left));
+    uv_timer_start(
+        &debounce_timer, [](uv_timer_t* t) { From(t)->EndBurst(); },
+        static_cast<uint64_t>(delay.count()), 0);
+  }
+
+  void EndBurst() {
+    in_burst = false;
+    std::set<std::string> named = std::move(pending);
+    pending.clear();
+    const ManifestScanScope scope = pending_all    ? ManifestScanScope::kReadAll
+                                    : pending_stat ? ManifestScanScope::kStatAll
+                                                   : ManifestScanScope::kNamed;
+    pending_all = pending_stat = false;
+    Call(scope, named);
+  }
+
+  // Called from libuv callbacks only.
+  void Call(ManifestScanScope scope, const std::set<std::string>& named) {
+    if (base::Status s = base::CatchAll("manifest handler", [&] { handler(scope, named); });
+        !s.ok()) {
+      spdlog::error("{} {}: {}", options.what, options.path, s.message());
+    }
+    if (closing) return;  // the handler stopped the watcher
+    if (base::Status s = base::CatchAll("watch", [&] { Arm(); }); !s.ok()) {
+      spdlog::error("{} {}: {}", options.what, options.path, s.message());
+    }
+  }
+
+  void Close() {
+    closing = true;
+    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&fs_event),
+                           reinterpret_cast<uv_handle_t*>(&debounce_timer),
+                           reinterpret_cast<uv_handle_t*>(&relist_timer)}) {
+      uv_close(h, [](uv_handle_t* handle) {
+        Handles* self = From(handle);
+        if (--self->open_handles == 0) delete self;
+      });
+    }
+  }
+};
+
+ManifestDirWatcher::~ManifestDirWatcher() { Stop(); }
+
+base::Status ManifestDirWatcher::Start(uv_loop_t* loop, ManifestDirWatcherOptions options,
+                                       Handler handler) {
+  if (handles_ != nullptr) return base::Status::Error("manifest watcher: already started");
+  if (options.path.empty()) return base::Status::Error("manifest watcher: empty path");
+  auto* h = new Handles;
+  h->options = std::move(options);
+  h->handler = std::move(handler);
+  uv_fs_event_init(loop, &h->fs_event);
+  uv_timer_init(loop, &h->debounce_timer);
+  uv_timer_init(loop, &h->relist_timer);
+  h->fs_event.data = h->debounce_timer.data = h->relist_timer.data = h;
+  h->open_handles = 3;
+  handles_ = h;
+  const auto every = static_cast<uint64_t>(h->options.relist_interval.count());
+  uv_timer_start(
+      &h->relist_timer,
+      [](uv_timer_t* t) { Handles::From(t)->Call(ManifestScanScope::kStatAll, {}); }, every, every);
+  h->Arm();
+  return base::Status::OK();
+}
+
+void ManifestDirWatcher::Stop() {
+  if (handles_ == nullptr) return;
+  handles_->Close();
+  handles_ = nullptr;
+}
+
+}  // namespace kube

@@ -1,0 +1,561 @@
+// The reflector against kube-test-apiserver: every row of the client-robustness table
+// (docs/kubernetes-api.md §9) that a server can produce, and each fault the server
+// injects. Each case checks that the store converges to the server's state, that no change is
+// delivered twice, and that the synced resourceVersion only moves forward.
+#include "kubeclient/reflector.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "kubeclient/credentials.h"
+#include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/test_loop.h"
+
+namespace kube {
+namespace {
+
+using kube_testing::TestApiServerProcess;
+using vmtest::TestLoop;
+
+const std::string kCms = "/api/v1/namespaces/default/configmaps";
+
+nlohmann::json ConfigMap(const std::string& name, const std::string& value) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", name}}},
+          {"data", {{"a", value}}}};
+}
+
+struct Delivery {
+  std::string type;
+  std::string key;
+  std::string rv;
+};
+
+class ReflectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start().ok());
+    auto creds = LoadKubeconfig({server_.kubeconfig()});
+    ASSERT_TRUE(creds.ok());
+    creds_ = *creds;
+  }
+
+  void TearDown() override {
+    reflector_.reset();
+    api_.reset();
+    http_.reset();
+  }
+
+  ReflectorOptions FastOptions() {
+    ReflectorOptions options;
+    options.path = kCms;
+    options.kind = "ConfigMap";
+    options.api_version = "v1";
+    options.description = "configmaps in default";
+    options.backoff.initial = std::chrono::milliseconds(50);
+    options.backoff.cap = std::chrono::milliseconds(200);
+    options.min_watch_timeout = std::chrono::seconds(30);
+    options.max_watch_timeout = std::chrono::seconds(31);
+    options.resync_period = std::chrono::milliseconds(0);
+    options.short_watch = std::chrono::milliseconds(200);
+    return options;
+  }
+
+  void StartReflector(ReflectorOptions options) {
+    auto http = HttpClient::Create(runner_.get(), creds_);
+    ASSERT_TRUE(http.ok());
+    http_ = std::move(*http);
+    RetryPolicy policy;
+    policy.backoff.initial = std::chrono::milliseconds(20);
+    api_ = std::make_unique<ApiClient>(http_.get(), policy);
+    ReflectorHandlers handlers;
+    handlers.on_add = [this](const nlohmann::json& o) { Record("add", o); };
+    handlers.on_update = [this](const nlohmann::json& old, const nlohmann::json& o) {
+      EXPECT_EQ(ObjectStore::KeyOf(old), ObjectStore::KeyOf(o));
+      EXPECT_TRUE(ResourceVersionOlder(ObjectStore::ResourceVersionOf(old),
+                                       ObjectStore::ResourceVersionOf(o)))
+          << ObjectStore::KeyOf(o) << ": " << ObjectStore::ResourceVersionOf(old) << " then "
+          << ObjectStore::ResourceVersionOf(o);
+      Record("update", o);
+    };
+    handlers.on_delete = [this](const nlohmann::json& o) { Record("delete", o); };
+    reflector_ = std::make_unique<Reflector>(api_.get(), std::move(options), handlers);
+    reflector_->Start();
+    ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->synced(); }));
+  }
+
+  void Record(const std::string& type, const nlohmann::json& o) {
+    deliveries_.push_back({type, ObjectStore::KeyOf(o), ObjectStore::ResourceVersionOf(o)});
+    std::string rv = reflector_->last_sync_resource_version();
+    if (!rvs_seen_.empty()) {
+      EXPECT_FALSE(ResourceVersionOlder(rv, rvs_seen_.back()))
+          << rv << " after " << rvs_seen_.back();
+    }
+    rvs_seen_.push_back(rv);
+  }
+
+  // key -> resourceVersion on the server.
+  std::map<std::string, std::string> ServerState(const std::string& path = kCms) {
+    std::map<std::string, std::string> state;
+    auto reply = server_.Api("GET", path);
+    for (const auto& item : reply.body["items"]) {
+      state[ObjectStore::KeyOf(item)] = ObjectStore::ResourceVersionOf(item);
+    }
+    return state;
+  }
+
+  std::map<std::string, std::string> StoreState() {
+    std::map<std::string, std::string> state;
+    for (const auto& [key, object] : reflector_->store().items()) {
+      state[key] = ObjectStore::ResourceVersionOf(object);
+    }
+    return state;
+  }
+
+  // Runs the loop until the store equals the server's state.
+  bool Converge(const std::string& path = kCms,
+                std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    auto want = ServerState(path);
+    return runner_.RunUntil([&] { return StoreState() == want; }, timeout);
+  }
+
+  void ExpectNoDuplicateDeliveries() {
+    std::set<std::string> seen;
+    for (const Delivery& d : deliveries_) {
+      EXPECT_TRUE(seen.insert(d.type + " " + d.key + "@" + d.rv).second)
+          << d.type << " " << d.key << "@" << d.rv << " delivered twice";
+    }
+  }
+
+  // The server's requests with this verb-ish shape since the last clear.
+  std::vector<nlohmann::json> Requests(bool watch) {
+    std::vector<nlohmann::json> out;
+    auto reply = server_.Admin("GET", "requests");
+    for (const auto& r : reply.body["requests"]) {
+      if (r["path"] != kCms || r["method"] != "GET") continue;
+      bool is_watch = r["query"].contains("watch");
+      if (is_watch == watch) out.push_back(r);
+    }
+    return out;
+  }
+
+  // Ends the current watch cleanly once it is older than the "very short watch" limit, so the
+  // reflector treats the end as normal.
+  void DropWatchesAfterShortWatchLimit() {
+    runner_.RunFor(std::chrono::milliseconds(300));
+    server_.Admin("POST", "drop-watches");
+  }
+
+  void Create(const std::string& name, const std::string& value = "v") {
+    ASSERT_EQ(server_.Api("POST", kCms, ConfigMap(name, value)).code, 201);
+  }
+  void Modify(const std::string& name, const std::string& value) {
+    auto current = server_.Api("GET", kCms + "/" + name).body;
+    current["data"]["a"] = value;
+    ASSERT_EQ(server_.Api("PUT", kCms + "/" + name, current).code, 200);
+  }
+  void Delete(const std::string& name) {
+    ASSERT_EQ(server_.Api("DELETE", kCms + "/" + name).code, 200);
+  }
+  // Several changes, made while the reflector's loop is not running: they queue on the server.
+  void Churn(const std::string& prefix) {
+    Create(prefix + "-a");
+    Create(prefix + "-b");
+    Modify(prefix + "-a", "2");
+    Delete(prefix + "-b");
+    Create(prefix + "-c");
+  }
+
+  TestApiServerProcess server_;
+  TestLoop runner_;
+  Credentials creds_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<ApiClient> api_;
+  std::unique_ptr<Reflector> reflector_;
+  std::vector<Delivery> deliveries_;
+  std::vector<std::string> rvs_seen_;
+  int round_ = 0;
+};
+
+TEST_F(ReflectorTest, ListThenWatchDeliversAddUpdateDeleteWithOldAndNew) {
+  Create("before");
+  StartReflector(FastOptions());
+  EXPECT_EQ(reflector_->store().size(), 1u);
+  EXPECT_EQ((*reflector_->store().Get("default/before"))["kind"], "ConfigMap");
+  const std::string first_rv = reflector_->last_sync_resource_version();
+  Churn("x");
+  ASSERT_TRUE(Converge());
+  std::vector<std::string> types;
+  for (const auto& d : deliveries_) types.push_back(d.type + " " + d.key);
+  EXPECT_EQ(types, (std::vector<std::string>{"add default/before", "add default/x-a",
+                                             "add default/x-b", "update default/x-a",
+                                             "delete default/x-b", "add default/x-c"}));
+  EXPECT_EQ(reflector_->stats().lists, 1);
+  ExpectNoDuplicateDeliveries();
+  // The first list asked for RV 0 with a page limit, the watch for the list's RV with bookmarks.
+  auto lists = Requests(false);
+  ASSERT_FALSE(lists.empty());
+  EXPECT_EQ(lists[0]["query"]["resourceVersion"], "0");
+  EXPECT_EQ(lists[0]["query"]["limit"], "500");
+  auto watches = Requests(true);
+  ASSERT_FALSE(watches.empty());
+  EXPECT_EQ(watches[0]["query"]["allowWatchBookmarks"], "true");
+  EXPECT_EQ(watches[0]["query"]["resourceVersion"], first_rv);
+}
+
+TEST_F(ReflectorTest, PagedListAndExpiredContinueTokenFallsBackToOneUnpagedList) {
+  for (int i = 0; i < 5; ++i) Create("p" + std::to_string(i));
+  server_.Admin("POST", "faults", {{"verb", "list"}, {"has_param", "continue"}, {"compact", true}});
+  ReflectorOptions options = FastOptions();
+  options.page_size = 2;
+  StartReflector(options);
+  EXPECT_EQ(reflector_->store().size(), 5u);
+  EXPECT_EQ(reflector_->stats().expired, 1);
+  auto lists = Requests(false);
+  ASSERT_EQ(lists.size(), 3u);  // page 1, page 2 (410), one unpaged list at the original RV
+  EXPECT_EQ(lists[1]["query"]["limit"], "2");
+  EXPECT_FALSE(lists[2]["query"].contains("limit"));
+  EXPECT_EQ(lists[2]["query"]["resourceVersion"], "0");
+  EXPECT_EQ(deliveries_.size(), 5u);
+}
+
+struct StreamCase {
+  std::string name;
+  nlohmann::json settings;  // server settings during the watch
+  nlohmann::json fault;     // a watch fault armed before the changes, or null
+  int lists;                // lists expected in total (1 = no relist)
+  std::function<void(const Reflector::Stats&)> check;
+};
+
+TEST_F(ReflectorTest, StreamFaultsConverge) {
+  const std::vector<StreamCase> cases = {
+      {"events split across chunks",
+       {{"chunk_mode", "split"}, {"chunk_size", 3}},
+       nullptr,
+       1,
+       nullptr},
+      {"many events per chunk", {{"chunk_mode", "batch"}}, nullptr, 1, nullptr},
+      {"connection cut mid-event",
+       {},
+       {{"verb", "watch"}, {"watch", {{"close_after_bytes", 400}}}},
+       1,
+       [](const Reflector::Stats& s) { EXPECT_GE(s.watches, 2); }},
+      {"reset after two events",
+       {},
+       {{"verb", "watch"}, {"watch", {{"close_after_events", 2}, {"abort", true}}}},
+       1,
+       [](const Reflector::Stats& s) { EXPECT_GE(s.watches, 2); }},
+      {"clean end after one event",
+       {},
+       {{"verb", "watch"}, {"watch", {{"close_after_events", 1}}}},
+       1,
+       [](const Reflector::Stats& s) { EXPECT_GE(s.watches, 2); }},
+      {"invalid JSON mid-stream",
+       {},
+       {{"verb", "watch"}, {"watch", {{"inject", {{{"after", 2}, {"kind", "invalid_json"}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.decode_errors, 1); }},
+      {"unknown event type",
+       {},
+       {{"verb", "watch"}, {"watch", {{"inject", {{{"after", 1}, {"kind", "unknown_type"}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.decode_errors, 1); }},
+      {"non-object object",
+       {},
+       {{"verb", "watch"}, {"watch", {{"inject", {{{"after", 1}, {"kind", "non_object"}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.decode_errors, 1); }},
+      {"oversized event",
+       {},
+       {{"verb", "watch"},
+        {"watch", {{"inject", {{{"after", 1}, {"kind", "oversized"}, {"size", 100000}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.decode_errors, 1); }},
+      {"wrong kind is skipped",
+       {},
+       {{"verb", "watch"}, {"watch", {{"inject", {{{"after", 1}, {"kind", "wrong_kind"}}}}}}},
+       1,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.skipped_wrong_kind, 1); }},
+      {"ERROR 410 event",
+       {},
+       {{"verb", "watch"},
+        {"watch", {{"inject", {{{"after", 2}, {"kind", "error"}, {"code", 410}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.expired, 1); }},
+      {"ERROR 410 event with reason Gone",
+       {},
+       {{"verb", "watch"},
+        {"watch",
+         {{"inject", {{{"after", 2}, {"kind", "error"}, {"code", 410}, {"reason", "Gone"}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.expired, 1); }},
+      {"ERROR 429 event re-watches without relisting",
+       {},
+       {{"verb", "watch"},
+        {"watch", {{"inject", {{{"after", 1}, {"kind", "error"}, {"code", 429}}}}}}},
+       1,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.error_events, 1); }},
+      {"ERROR 500 event relists",
+       {},
+       {{"verb", "watch"},
+        {"watch", {{"inject", {{{"after", 1}, {"kind", "error"}, {"code", 500}}}}}}},
+       2,
+       [](const Reflector::Stats& s) { EXPECT_EQ(s.error_events, 1); }},
+  };
+  for (const StreamCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    deliveries_.clear();
+    rvs_seen_.clear();
+    reflector_.reset();
+    server_.Admin("DELETE", "faults");
+    server_.Admin("POST", "settings", {{"chunk_mode", "event"}});
+    ReflectorOptions options = FastOptions();
+    options.max_event_bytes = 16384;
+    StartReflector(options);
+    if (!c.settings.empty()) server_.Admin("POST", "settings", c.settings);
+    if (!c.fault.is_null()) {
+      server_.Admin("POST", "faults", c.fault);
+      DropWatchesAfterShortWatchLimit();
+      // Let the reflector re-watch into the armed fault before the changes happen.
+      ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().watches >= 2; }));
+      runner_.RunFor(std::chrono::milliseconds(100));
+    }
+    int baseline = reflector_->stats().lists;
+    Churn("s" + std::to_string(round_++));
+    ASSERT_TRUE(Converge()) << "store did not converge";
+    runner_.RunFor(std::chrono::milliseconds(200));
+    EXPECT_EQ(reflector_->stats().lists - baseline + 1, c.lists);
+    if (c.check) c.check(reflector_->stats());
+    ExpectNoDuplicateDeliveries();
+  }
+}
+
+TEST_F(ReflectorTest, StalledWatchIsEndedByTheWatchdog) {
+  ReflectorOptions options = FastOptions();
+  options.min_watch_timeout = std::chrono::seconds(1);
+  options.max_watch_timeout = std::chrono::seconds(1);
+  options.watchdog_grace = std::chrono::milliseconds(500);
+  server_.Admin("POST", "faults", {{"verb", "watch"}, {"watch", {{"stall", true}}}});
+  StartReflector(options);
+  Churn("stall");
+  ASSERT_TRUE(Converge());
+  EXPECT_GE(reflector_->stats().watchdog_fired, 1);
+  EXPECT_EQ(reflector_->stats().lists, 1);
+  ExpectNoDuplicateDeliveries();
+}
+
+TEST_F(ReflectorTest, VeryShortWatchesBackOffAndRelist) {
+  server_.Admin("POST", "faults",
+                {{"verb", "watch"}, {"times", 2}, {"watch", {{"end_immediately", true}}}});
+  StartReflector(FastOptions());
+  Churn("short");
+  ASSERT_TRUE(Converge());
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().lists == 3; }));
+  EXPECT_EQ(reflector_->stats().short_watches, 2);
+  EXPECT_GE(reflector_->stats().backoff_waits, 2);
+  runner_.RunFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(reflector_->stats().lists, 3);  // the third watch is a normal one
+}
+
+TEST_F(ReflectorTest, CompactedHistoryGives410AndARelistAtTheSyncedVersion) {
+  for (std::string mode : {"event", "status"}) {
+    SCOPED_TRACE(mode);
+    deliveries_.clear();
+    rvs_seen_.clear();
+    reflector_.reset();
+    server_.Admin("POST", "settings", {{"expired_watch_mode", mode}});
+    StartReflector(FastOptions());
+    std::string synced = reflector_->last_sync_resource_version();
+    server_.Admin("DELETE", "requests");
+    // The watch ends; changes happen and are compacted away before the reflector re-watches.
+    server_.Admin("POST", "faults", {{"verb", "watch"}, {"delay", 0.5}});
+    DropWatchesAfterShortWatchLimit();
+    Churn(mode);
+    server_.Admin("POST", "compact");
+    ASSERT_TRUE(Converge());
+    EXPECT_GE(reflector_->stats().expired, 1);
+    EXPECT_EQ(reflector_->stats().lists, 2);
+    auto lists = Requests(false);
+    ASSERT_FALSE(lists.empty());
+    // Relist "not older than" the last synced RV, not from scratch.
+    EXPECT_EQ(lists.back()["query"]["resourceVersion"], synced);
+    ExpectNoDuplicateDeliveries();
+  }
+}
+
+TEST_F(ReflectorTest, HttpErrorsAtWatchSetUp) {
+  struct Case {
+    std::string name;
+    nlohmann::json fault;
+    int relists;
+  };
+  const std::vector<Case> cases = {
+      {"HTTP 410 at watch start relists", {{"status", 410}}, 1},
+      {"429 at watch start re-watches", {{"status", 429}, {"body", "text"}}, 0},
+      {"500 at watch start relists", {{"status", 500}}, 1},
+      {"503 HTML at watch start relists", {{"status", 503}, {"body", "html"}}, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    reflector_.reset();
+    deliveries_.clear();
+    rvs_seen_.clear();
+    server_.Admin("DELETE", "faults");
+    StartReflector(FastOptions());
+    nlohmann::json fault = c.fault;
+    fault["verb"] = "watch";
+    server_.Admin("POST", "faults", fault);
+    DropWatchesAfterShortWatchLimit();
+    Churn("h" + std::to_string(round_++));
+    ASSERT_TRUE(Converge());
+    EXPECT_EQ(reflector_->stats().lists, 1 + c.relists);
+    ExpectNoDuplicateDeliveries();
+  }
+}
+
+TEST_F(ReflectorTest, RetryAfterOnListRepeatsTheSameRequestWithoutRelisting) {
+  server_.Admin(
+      "POST", "faults",
+      {{"verb", "list"}, {"status", 429}, {"body", "text"}, {"retry_after", 0}, {"times", 3}});
+  StartReflector(FastOptions());
+  EXPECT_EQ(reflector_->stats().list_failures, 0);
+  EXPECT_EQ(Requests(false).size(), 4u);
+}
+
+TEST_F(ReflectorTest, TooLargeResourceVersionThatKeepsFailingRelistsFromTheLatest) {
+  // 1 attempt + 10 Retry-After repeats of the list at RV "0", then a list without an RV.
+  server_.Admin("POST", "faults",
+                {{"verb", "list"},
+                 {"status", 504},
+                 {"reason", "Timeout"},
+                 {"cause", "ResourceVersionTooLarge"},
+                 {"retry_after", 0},
+                 {"times", 11}});
+  Create("big");
+  StartReflector(FastOptions());
+  auto lists = Requests(false);
+  ASSERT_EQ(lists.size(), 12u);
+  EXPECT_EQ(lists[10]["query"]["resourceVersion"], "0");
+  EXPECT_FALSE(lists[11]["query"].contains("resourceVersion"));
+  EXPECT_EQ(reflector_->store().size(), 1u);
+}
+
+TEST_F(ReflectorTest, ForbiddenListBacksOffUntilRbacAllowsIt) {
+  Create("later");
+  server_.Admin(
+      "POST", "acl",
+      {{"user", "test-admin"}, {"rules", {{{"verbs", {"get"}}, {"resources", {"configmaps"}}}}}});
+  auto http = HttpClient::Create(runner_.get(), creds_);
+  ASSERT_TRUE(http.ok());
+  http_ = std::move(*http);
+  api_ = std::make_unique<ApiClient>(http_.get());
+  reflector_ = std::make_unique<Reflector>(api_.get(), FastOptions(), ReflectorHandlers{});
+  reflector_->Start();
+  runner_.RunFor(std::chrono::milliseconds(600));
+  EXPECT_FALSE(reflector_->synced());
+  EXPECT_GE(reflector_->stats().list_failures, 2);
+  server_.Admin("POST", "acl", {{"user", "test-admin"}, {"rules", nullptr}});
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->synced(); }));
+  EXPECT_EQ(reflector_->store().size(), 1u);
+}
+
+TEST_F(ReflectorTest, UnreachableServerKeepsTheStoreAndBacksOff) {
+  Create("kept");
+  StartReflector(FastOptions());
+  server_.Stop();
+  runner_.RunFor(std::chrono::milliseconds(1500));
+  EXPECT_GE(reflector_->stats().backoff_waits, 2);
+  ASSERT_NE(reflector_->store().Get("default/kept"), nullptr);
+  EXPECT_EQ(deliveries_.size(), 1u);  // only the first add: nothing was deleted
+}
+
+TEST_F(ReflectorTest, RotatedTokenIsPickedUpAfter401OnRewatch) {
+  std::string token_file = server_.dir() + "/token";
+  std::ofstream(token_file) << "test-token";
+  creds_.token.clear();
+  creds_.token_file = token_file;
+  StartReflector(FastOptions());
+  server_.RotateToken("rotated");
+  std::ofstream(token_file + ".new") << "rotated\n";
+  std::filesystem::rename(token_file + ".new", token_file);
+  DropWatchesAfterShortWatchLimit();
+  Churn("tok");
+  ASSERT_TRUE(Converge());
+  EXPECT_EQ(reflector_->stats().lists, 1);
+  int unauthorized = 0;
+  auto reply = server_.Admin("GET", "requests");
+  for (const auto& r : reply.body["requests"]) unauthorized += r.value("code", 0) == 401;
+  EXPECT_GE(unauthorized, 1);  // the old token was refused once, then the file was re-read
+}
+
+TEST_F(ReflectorTest, PeriodicRelistWithoutChangesDeliversNothing) {
+  ReflectorOptions options = FastOptions();
+  options.resync_period = std::chrono::milliseconds(200);
+  Create("steady");
+  StartReflector(options);
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().lists >= 3; }));
+  EXPECT_EQ(deliveries_.size(), 1u);
+  // Objects deleted while no watch saw it come out of the next relist as deletions.
+  reflector_->Stop();
+  Delete("steady");
+  Create("fresh");
+  reflector_.reset();
+  deliveries_.clear();
+  rvs_seen_.clear();
+  StartReflector(options);
+  ASSERT_TRUE(Converge());
+}
+
+TEST_F(ReflectorTest, FieldSelectorsForPodsOnANodeAndOneNamedObject) {
+  auto pod = [](const std::string& name, const std::string& node) {
+    return nlohmann::json{{"metadata", {{"name", name}}}, {"spec", {{"nodeName", node}}}};
+  };
+  ASSERT_EQ(server_.Api("POST", "/api/v1/namespaces/shop/pods", pod("web-0", "node-1")).code, 201);
+  ASSERT_EQ(server_.Api("POST", "/api/v1/namespaces/shop/pods", pod("web-1", "node-2")).code, 201);
+  ReflectorOptions options = FastOptions();
+  options.path = "/api/v1/pods";
+  options.kind = "Pod";
+  options.field_selector = "spec.nodeName=node-1";
+  StartReflector(options);
+  EXPECT_EQ(reflector_->store().size(), 1u);
+  ASSERT_NE(reflector_->store().Get("shop/web-0"), nullptr);
+  ASSERT_EQ(server_.Api("POST", "/api/v1/namespaces/other/pods", pod("db-0", "node-1")).code, 201);
+  ASSERT_EQ(server_.Api("POST", "/api/v1/namespaces/other/pods", pod("db-1", "node-3")).code, 201);
+  // Graceful deletion: MODIFIED with deletionTimestamp, then DELETED.
+  ASSERT_EQ(server_.Api("DELETE", "/api/v1/namespaces/shop/pods/web-0").code, 200);
+  ASSERT_TRUE(runner_.RunUntil([&] {
+    const nlohmann::json* p = reflector_->store().Get("shop/web-0");
+    return reflector_->store().size() == 2 && p != nullptr &&
+           (*p)["metadata"].contains("deletionTimestamp");
+  }));
+  ASSERT_EQ(server_.Api("DELETE", "/api/v1/namespaces/shop/pods/web-0?gracePeriodSeconds=0").code,
+            200);
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->store().Get("shop/web-0") == nullptr; }));
+  EXPECT_NE(reflector_->store().Get("other/db-0"), nullptr);
+
+  reflector_.reset();
+  deliveries_.clear();
+  rvs_seen_.clear();
+  options = FastOptions();
+  options.field_selector = "metadata.name=app-config";
+  StartReflector(options);
+  EXPECT_EQ(reflector_->store().size(), 0u);  // missing object: an empty list, not an error
+  Create("app-config", "1");
+  Create("other-config", "1");
+  Delete("app-config");
+  Create("app-config", "2");  // re-created: a new uid
+  ASSERT_TRUE(Converge(kCms + "?fieldSelector=metadata.name%3Dapp-config"));
+  std::vector<std::string> types;
+  for (const auto& d : deliveries_) types.push_back(d.type + " " + d.key);
+  EXPECT_EQ(types, (std::vector<std::string>{"add default/app-config", "delete default/app-config",
+                                             "add default/app-config"}));
+}
+
+}  // namespace
+}  // namespace kube
