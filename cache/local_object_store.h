@@ -13,24 +13,30 @@
 //   * a deleted file's objects are gone; a missing directory holds no objects;
 //   * Pods in the directory are ignored (they belong in --pod-manifest-path).
 //
-// Strategies (--config-map-and-secret-change-detection-strategy):
-//   * Watch (manifestdir/manifest_dir_watcher.h): libuv fs events on the directory; events are
-//     coalesced (a read happens 2 ms after the last event of a burst, at most 10 ms after its
-//     first) and every file an event names is read again (an event on a "..name" entry, as when the
-//     directory is itself a projected volume whose "..data" link was swapped, makes every file's
-//     stat be compared); a relist (stat of every file, default every 20 s) catches anything missed
-//     and re-arms the watch. Each change calls the change handler at once for every referenced
-//     object it created, changed or deleted. Gets are served from memory.
-//   * Cache: a get reads the object's file again when the last read is older than the TTL
-//     (--object-cache-ttl), or when the object was newly referenced by a pod since (the
-//     kubelet's invalidation on new references).
-//   * Get: every get reads the object's file again (and any file whose stat changed).
-//   Get and Cache do not watch and never call the change handler: as with the kubelet, changes
-//   reach volumes at the next periodic pod resync.
-// A changed file is recognised by its bytes: a rewrite with identical bytes changes nothing.
+// Keeping current, whatever the strategy (manifestdir/manifest_dir_watcher.h): libuv fs events on
+// the directory; events are coalesced (a read happens 2 ms after the last event of a burst, at most
+// 10 ms after its first) and every file an event names is read again (an event on a "..name"
+// entry, as when the directory is itself a projected volume whose "..data" link was swapped, makes
+// every file's stat be compared); a relist (stat of every file, default every 20 s) catches
+// anything missed and re-arms the watch. Gets are served from memory: no get reads or stats a file.
 //
-// Thread model: a loop-thread object; files are read on the loop thread (a few small reads per
-// change). Start, Stop, every ObjectManager method and the change handler run on the loop thread.
+// Strategies (--config-map-and-secret-change-detection-strategy):
+//   * Watch: each change calls the change handler at once for every referenced object it
+//     created, changed or deleted; a get returns the object as last read.
+//   * Cache: a get returns the object as it was when this object was last fetched, unless that is
+//     older than the TTL (--object-cache-ttl) or the object was newly referenced by a pod since
+//     (the kubelet's invalidation on new references); then it is fetched again, from memory.
+//   * Get: a get returns the object as last read.
+//   Get and Cache never call the change handler: as with the kubelet, changes reach volumes at the
+//   next periodic pod resync.
+// A changed file is recognised by its bytes: a rewrite with identical bytes changes nothing. Each
+// object revision carries the ContentDigest of its data (GetRevision), computed where it is
+// decoded.
+//
+// Thread model: a loop-thread object. Start reads the directory on the calling thread (before the
+// loop runs); every later read, decode and digest runs on the libuv thread pool
+// (manifestdir/manifest_dir_scanner.h), and its outcome is applied on the loop thread. Start, Stop,
+// every ObjectManager method and the change handler run on the loop thread.
 #ifndef VOLUMEMANAGER_CACHE_LOCAL_OBJECT_STORE_H_
 #define VOLUMEMANAGER_CACHE_LOCAL_OBJECT_STORE_H_
 
@@ -50,6 +56,7 @@
 #include "cache/change_detection_strategy.h"
 #include "cache/object_manager.h"
 #include "manifestdir/manifest_dir.h"
+#include "manifestdir/manifest_dir_scanner.h"
 #include "manifestdir/manifest_dir_watcher.h"
 
 namespace cache {
@@ -76,7 +83,7 @@ class LocalObjectStore : public ObjectManager {
   // it. Fails only on an empty directory name or a second Start.
   base::Status Start(uv_loop_t* loop, LocalObjectStoreOptions options);
   // Stops watching; no change handler call happens after it returns. Idempotent. Gets still
-  // work. The loop must run on for the libuv handles to close.
+  // work. The loop must run on for the libuv handles to close and a read in flight to finish.
   void Stop();
 
   void RegisterPod(const std::string& pod_uid, const std::vector<kube::ObjectRef>& refs) override;
@@ -85,45 +92,60 @@ class LocalObjectStore : public ObjectManager {
       const std::string& ns, const std::string& name) override;
   base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string& ns,
                                                               const std::string& name) override;
+  // The digest comes with the revision, computed when it was decoded: nothing is hashed here.
+  base::Result<ObjectRevision> GetRevision(const kube::ObjectRef& ref) override;
   void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) override;
 
-  // Observability and tests: the number of objects served, and of full file reads so far.
+  // Observability and tests: the number of objects served, of file reads and of directory scans
+  // so far, and whether a read is running or waiting.
   size_t ObjectCount() const { return view_.size(); }
+  uint64_t Scans() const { return scanner_ ? scanner_->scans() : 0; }
+  bool Reading() const { return scanner_ && !scanner_->idle(); }
   // Pods registered and objects they reference (bounded memory, tests).
   size_t RegisteredPodCount() const { return pods_.size(); }
-  size_t ReferencedObjectCount() const { return references_.size() + invalidated_.size(); }
-  uint64_t FileReads() const { return dir_.reads(); }
+  size_t ReferencedObjectCount() const {
+    return references_.size() + invalidated_.size() + fetched_.size();
+  }
+  uint64_t FileReads() const { return scanner_ ? scanner_->reads() : 0; }
 
  private:
   using Clock = std::chrono::steady_clock;
-  using Object =
-      std::variant<std::shared_ptr<const kube::ConfigMap>, std::shared_ptr<const kube::Secret>>;
+
+  // One file's decoding, done on a pool thread.
+  struct DecodedFile {
+    bool empty = false;  // the file had 0 bytes (nothing decoded)
+    base::Result<std::vector<std::pair<kube::ObjectRef, ObjectRevision>>> objects =
+        std::vector<std::pair<kube::ObjectRef, ObjectRevision>>{};
+    std::vector<std::string> ignored;  // "<Kind> <name>" of objects that are not ours
+  };
+  using Scanner = kube::ManifestDirScanner<DecodedFile>;
 
   struct ManifestFile {
-    std::vector<std::pair<kube::ObjectRef, Object>> objects;  // as last decoded well
-    Clock::time_point read_at;
-    bool read = false;  // read well at least once
+    std::vector<std::pair<kube::ObjectRef, ObjectRevision>> objects;  // as last decoded well
+    bool read = false;                                                // read well at least once
   };
   struct Served {
-    Object object;
+    ObjectRevision revision;
     std::string file;
   };
+  struct Fetched {                           // Cache: a get's answer, kept for the TTL
+    std::optional<ObjectRevision> revision;  // nullopt: the object did not exist
+    Clock::time_point at;
+  };
+  static DecodedFile Decode(const std::string& path, const std::string& bytes);
   Clock::time_point Now() const;
-  // Reads files again as `scope` says (`force`: file names to read whatever their stamp), then,
-  // if any file's objects changed, updates the served objects and, when `notify`, calls the
-  // change handler for referenced objects that changed.
-  void Rescan(kube::ManifestScanScope scope, const std::set<std::string>& force, bool notify);
+  // Takes in a scan's outcome: if any file's objects changed, updates the served objects and,
+  // when `notify`, calls the change handler for referenced objects that changed.
+  void Apply(Scanner::Outcome outcome, bool notify);
   // Takes in one file's new read; true when its objects were replaced.
-  bool TakeRead(const kube::ManifestFileRead& read, ManifestFile* file);
+  bool TakeRead(Scanner::File& read, ManifestFile* file);
   void RebuildView(bool notify);
-  // Cache / Get: brings `ref` up to date before a get.
-  void Refresh(const kube::ObjectRef& ref);
-  base::Result<const Object*> Lookup(const kube::ObjectRef& ref);
+  base::Result<ObjectRevision> Lookup(const kube::ObjectRef& ref);
 
   LocalObjectStoreOptions options_;
   bool started_ = false;
-  kube::ManifestDir dir_{{}};
-  kube::ManifestDirWatcher watcher_;  // Watch only
+  std::unique_ptr<Scanner> scanner_;
+  kube::ManifestDirWatcher watcher_;
   std::function<void(const kube::ObjectRef&)> on_change_;
   std::map<std::string, ManifestFile> files_;  // by file name: name order is precedence order
   std::map<kube::ObjectRef, Served> view_;
@@ -131,7 +153,7 @@ class LocalObjectStore : public ObjectManager {
   std::map<kube::ObjectRef, int> references_;
   std::map<std::string, std::vector<kube::ObjectRef>> pods_;  // pod UID -> its references
   std::set<kube::ObjectRef> invalidated_;                     // Cache: newly referenced
-  Clock::time_point last_scan_{};
+  std::map<kube::ObjectRef, Fetched> fetched_;                // Cache: referenced objects only
   std::string dir_error_;  // why the last listing failed; empty when it worked
 };
 

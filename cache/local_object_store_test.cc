@@ -281,16 +281,19 @@ TEST_F(LocalObjectStoreTest, CacheRereadsAfterTheTtlOrOnANewReference) {
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
   Start(ChangeDetectionStrategy::kCache);
   store_.RegisterPod("pod-1", {Cm("one")});
-  EXPECT_EQ(Value("one"), "1");  // newly referenced: read
+  EXPECT_EQ(Value("one"), "1");  // newly referenced: fetched
+  uint64_t reads = store_.FileReads();
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2"));
-  loop_.RunFor(std::chrono::milliseconds(20));
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.FileReads() > reads && !store_.Reading(); }));
   EXPECT_EQ(Value("one"), "1") << "fresh within the TTL";
   now_ += std::chrono::seconds(59);
   EXPECT_EQ(Value("one"), "1");
   now_ += std::chrono::seconds(1);
-  EXPECT_EQ(Value("one"), "2") << "older than the TTL: read again";
+  EXPECT_EQ(Value("one"), "2") << "older than the TTL: fetched again";
 
+  reads = store_.FileReads();
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "3"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.FileReads() > reads && !store_.Reading(); }));
   store_.RegisterPod("pod-1", {Cm("one")});  // re-registration: nothing new, no invalidation
   EXPECT_EQ(Value("one"), "2");
   store_.RegisterPod("pod-2", {Cm("one")});  // the kubelet invalidates on a new pod's reference
@@ -303,25 +306,48 @@ TEST_F(LocalObjectStoreTest, CacheSeesNewObjectsAfterTheTtl) {
   store_.RegisterPod("pod-1", {Cm("one")});
   EXPECT_EQ(Value("one"), "<none>");
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.ObjectCount() == 1; }));
   EXPECT_EQ(Value("one"), "<none>");
   now_ += std::chrono::minutes(1);
   EXPECT_EQ(Value("one"), "1");
 }
 
-TEST_F(LocalObjectStoreTest, GetRereadsOnEveryGet) {
+TEST_F(LocalObjectStoreTest, GetServesTheWatchedStateWithoutReadingPerGet) {
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1"));
   Start(ChangeDetectionStrategy::kGet);
   store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});
-  EXPECT_EQ(Value("one"), "1");
-  // Same size, and possibly the same mtime tick: the object's own file is read regardless.
+  const uint64_t reads = store_.FileReads();
+  const uint64_t scans = store_.Scans();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(Value("one"), "1");
+  EXPECT_EQ(store_.FileReads(), reads) << "a get reads no file";
+  EXPECT_EQ(store_.Scans(), scans) << "a get lists and stats nothing";
+  // Same size, and possibly the same mtime tick: the event names the file, which is read.
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "2"));
-  EXPECT_EQ(Value("one"), "2");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("one") == "2"; }));
   WriteFile(dir_.File("b.yaml"), ConfigMapYaml("two", "x"));
-  EXPECT_EQ(Value("two"), "x");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("two") == "x"; }));
   std::filesystem::remove(dir_.File("a.yaml"));
-  EXPECT_EQ(Value("one"), "<none>");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("one") == "<none>"; }));
   loop_.RunFor(std::chrono::milliseconds(20));
   EXPECT_THAT(changes_, IsEmpty()) << "Get never notifies";
+}
+
+TEST_F(LocalObjectStoreTest, RevisionsCarryTheDigestOfTheirContent) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1") + "---\n" + SecretYaml("s", "pw"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one"), Sec("s"), Cm("absent")});
+  auto cm = store_.GetRevision(Cm("one"));
+  ASSERT_TRUE(cm.ok());
+  ASSERT_NE(cm->config_map, nullptr);
+  EXPECT_EQ(cm->digest, ContentDigest(*cm->config_map));
+  auto secret = store_.GetRevision(Sec("s"));
+  ASSERT_TRUE(secret.ok());
+  ASSERT_NE(secret->secret, nullptr);
+  EXPECT_EQ(secret->digest, ContentDigest(*secret->secret));
+  auto absent = store_.GetRevision(Cm("absent"));
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->exists());
+  EXPECT_FALSE(store_.GetRevision(Cm("unregistered")).ok());
 }
 
 TEST_F(LocalObjectStoreTest, UnreadableDirectoryFailsGetsUnderGetOnly) {
@@ -332,8 +358,8 @@ TEST_F(LocalObjectStoreTest, UnreadableDirectoryFailsGetsUnderGetOnly) {
   // The path now names a regular file: listing fails (ENOTDIR), which is not "no objects".
   std::filesystem::remove_all(dir_.path());
   WriteFile(dir_.path(), "not a directory");
+  ASSERT_TRUE(loop_.RunUntil([&] { return !store_.GetConfigMap("default", "one").ok(); }));
   auto cm = store_.GetConfigMap("default", "one");
-  ASSERT_FALSE(cm.ok());
   EXPECT_THAT(cm.status().message(), HasSubstr("failed to read object manifests in"));
   std::filesystem::remove(dir_.path());
 }

@@ -13,6 +13,10 @@
 //   * Objects are immutable snapshots: a returned pointer stays valid and unchanged.
 //   * The change handler is called for objects some registered pod references, after the change
 //     is visible to gets.
+//   * GetRevision returns the same object a get would, with its ContentDigest (object_digest.h).
+//     An implementation that decodes objects computes the digest once per revision, where it
+//     decodes, off the loop thread; the default here computes it at each call, on the caller's
+//     thread (good enough for fakes, not for a daemon).
 //
 // Thread model: loop thread only, including the change handler.
 #ifndef VOLUMEMANAGER_CACHE_OBJECT_MANAGER_H_
@@ -24,11 +28,22 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cache/object_digest.h"
 #include "kube/config_map.h"
 #include "kube/object_ref.h"
 #include "kube/secret.h"
 
 namespace cache {
+
+// One object revision as served: the object (of the ref's kind; both null when it does not
+// exist) and the ContentDigest of what volumes read from it (empty when it does not exist).
+struct ObjectRevision {
+  std::shared_ptr<const kube::ConfigMap> config_map;
+  std::shared_ptr<const kube::Secret> secret;
+  std::string digest;
+
+  bool exists() const { return config_map != nullptr || secret != nullptr; }
+};
 
 class ObjectManager {
  public:
@@ -45,6 +60,23 @@ class ObjectManager {
       const std::string& ns, const std::string& name) = 0;
   virtual base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string& ns,
                                                                       const std::string& name) = 0;
+
+  // The revision a get of `ref` returns now, with its digest; the same errors as a get.
+  virtual base::Result<ObjectRevision> GetRevision(const kube::ObjectRef& ref) {
+    ObjectRevision revision;
+    if (ref.kind == kube::ObjectKind::kConfigMap) {
+      auto got = GetConfigMap(ref.namespace_, ref.name);
+      if (!got.ok()) return got.status();
+      revision.config_map = std::move(got).value();
+      if (revision.config_map) revision.digest = ContentDigest(*revision.config_map);
+    } else {
+      auto got = GetSecret(ref.namespace_, ref.name);
+      if (!got.ok()) return got.status();
+      revision.secret = std::move(got).value();
+      if (revision.secret) revision.digest = ContentDigest(*revision.secret);
+    }
+    return revision;
+  }
 
   // Called on the loop thread when an object changes (created, updated, deleted); the Watch
   // strategy calls it at once on a change. Only for objects some registered pod references.

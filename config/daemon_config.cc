@@ -47,6 +47,7 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   DaemonConfig cfg;
   std::string sync_frequency = "1m";
   std::string object_cache_ttl = "1m";
+  std::string loop_stall_log_threshold = "100ms";
   std::string strategy = "Watch";
   std::string log_format = "text";
   std::string allocatable;
@@ -83,6 +84,9 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                "Keep secret, downwardAPI and projected volumes on the node's disk instead of a "
                "tmpfs (the kubelet always uses tmpfs)");
   app.add_option("--log-format", log_format, "text or json");
+  app.add_option("--loop-stall-log-threshold", loop_stall_log_threshold,
+                 "Log every event-loop iteration whose callbacks run this long or longer (Go "
+                 "duration; default 100ms)");
   app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
       ->check(CLI::Range(0, 10));
 
@@ -101,7 +105,9 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
 
   for (auto [flag, text, out] :
        {std::tuple{"--sync-frequency", &sync_frequency, &cfg.sync_frequency},
-        std::tuple{"--object-cache-ttl", &object_cache_ttl, &cfg.object_cache_ttl}}) {
+        std::tuple{"--object-cache-ttl", &object_cache_ttl, &cfg.object_cache_ttl},
+        std::tuple{"--loop-stall-log-threshold", &loop_stall_log_threshold,
+                   &cfg.loop_stall_log_threshold}}) {
     base::Status s = ParseDurationFlag(flag, *text, out);
     if (!s.ok()) return s;
   }

@@ -33,6 +33,8 @@ struct DaemonConfig {
   bool tmpfs = true;  // --no-tmpfs turns it off
   LogFormat log_format = LogFormat::kText;
   int verbosity = 0;
+  // An event-loop iteration whose callbacks run this long or longer is logged.
+  std::chrono::nanoseconds loop_stall_log_threshold = std::chrono::milliseconds(100);
 };
 
 struct ParsedFlags {

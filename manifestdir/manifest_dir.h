@@ -12,8 +12,8 @@
 // 10 MiB (the kubelet's limit on a manifest). With `allow_single_file`, a path that names a
 // regular file stands for a directory holding that one file (--pod-manifest-path may be a file).
 //
-// Thread model: none of its own; one owner thread (in this daemon, the loop thread). Reads are
-// synchronous: a manifest directory is small and changes rarely.
+// Thread model: none of its own; one thread at a time. Reads are synchronous: in this daemon a
+// ManifestDirScanner (manifest_dir_scanner.h) runs them on the thread pool, one scan at a time.
 #ifndef VOLUMEMANAGER_MANIFESTDIR_MANIFEST_DIR_H_
 #define VOLUMEMANAGER_MANIFESTDIR_MANIFEST_DIR_H_
 

@@ -6,31 +6,37 @@
 #include <optional>
 #include <utility>
 
-#include "manifestdir/manifest_dir.h"
+#include "manifestdir/manifest_dir_scanner.h"
 #include "manifestdir/manifest_dir_watcher.h"
 #include "podconfig/static_pod.h"
 
 namespace podconfig {
 
 struct FileSource::Impl {
+  // Decoding runs on a pool thread: only the path, the bytes and the node name.
+  using Scanner = kube::ManifestDirScanner<base::Result<kube::Pod>>;
+
   explicit Impl(FileSourceOptions o)
-      : options(std::move(o)), dir({options.path, /*allow_single_file=*/true}) {}
+      : options(std::move(o)),
+        scanner({options.path, /*allow_single_file=*/true},
+                [node = options.node_name](const std::string& path, const std::string& bytes) {
+                  return DecodeStaticPodFile(bytes, path, node);
+                }) {}
 
   FileSourceOptions options;
   Sink sink;
-  kube::ManifestDir dir;
+  Scanner scanner;
   kube::ManifestDirWatcher watcher;
   bool missing_logged = false;
   bool delivered = false;                                // the sink has the state of `pods`
   std::map<std::string, std::optional<kube::Pod>> pods;  // by file name; empty: failed to decode
 
-  void Scan(kube::ManifestScanScope scope, const std::set<std::string>& named);
+  void Apply(Scanner::Outcome scan);
 };
 
-void FileSource::Impl::Scan(kube::ManifestScanScope scope, const std::set<std::string>& named) {
+void FileSource::Impl::Apply(Scanner::Outcome scan) {
   using Listing = kube::ManifestDirScan::Listing;
   const std::string& path = options.path;
-  kube::ManifestDirScan scan = dir.Scan(scope, named);
   if (scan.listing == Listing::kFailed) {
     spdlog::error("pod manifest path {}: {}; keeping its last pods", path, scan.error);
     return;
@@ -47,16 +53,16 @@ void FileSource::Impl::Scan(kube::ManifestScanScope scope, const std::set<std::s
 
   bool changed = !delivered;  // some file decoded anew or went away
   for (const std::string& name : scan.removed) changed |= pods.erase(name) > 0;
-  for (kube::ManifestFileRead& read : scan.reads) {
-    const std::string file = dir.PathOf(read.name);
+  for (Scanner::File& read : scan.files) {
+    const std::string& file = read.path;
     if (!read.status.ok()) {
       spdlog::error("pod manifest {}: {}; skipping it", file, read.status.message());
       changed |= pods.erase(read.name) > 0;
       continue;
     }
-    if (!read.bytes) continue;  // the same bytes: the same pod
+    if (!read.decoded) continue;  // the same bytes: the same pod
     changed = true;
-    base::Result<kube::Pod> pod = DecodeStaticPodFile(*read.bytes, file, options.node_name);
+    base::Result<kube::Pod>& pod = *read.decoded;
     std::optional<kube::Pod>& entry = pods[read.name];
     if (pod.ok()) {
       entry = std::move(pod).value();
@@ -86,7 +92,10 @@ base::Status FileSource::Start(uv_loop_t* loop, FileSourceOptions options, Sink 
   impl_ = std::make_shared<Impl>(std::move(options));
   Impl* impl = impl_.get();
   impl->sink = std::move(sink);
-  impl->Scan(kube::ManifestScanScope::kReadAll, {});
+  impl->Apply(impl->scanner.ScanNow(kube::ManifestScanScope::kReadAll));
+  impl->scanner.Start(loop, [weak = std::weak_ptr<Impl>(impl_)](Impl::Scanner::Outcome outcome) {
+    if (std::shared_ptr<Impl> self = weak.lock()) self->Apply(std::move(outcome));
+  });
   kube::ManifestDirWatcherOptions watch;
   watch.path = impl->options.path;
   watch.allow_single_file = true;
@@ -98,7 +107,9 @@ base::Status FileSource::Start(uv_loop_t* loop, FileSourceOptions options, Sink 
       impl->watcher.Start(loop, std::move(watch),
                           [weak = std::weak_ptr<Impl>(impl_)](kube::ManifestScanScope scope,
                                                               const std::set<std::string>& named) {
-                            if (std::shared_ptr<Impl> self = weak.lock()) self->Scan(scope, named);
+                            if (std::shared_ptr<Impl> self = weak.lock()) {
+                              self->scanner.Request(scope, named);
+                            }
                           });
   if (!s.ok()) {
     impl_.reset();

@@ -20,8 +20,9 @@
 // pods" (as with the kubelet) and is retried at each relist.
 //
 // Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread; the
-// sink runs there, inside the loop. Reading and decoding run synchronously on the loop thread: a
-// pod directory is small and changes rarely.
+// sink runs there, inside the loop. Start reads and decodes the path on the calling thread (before
+// the loop runs); every later read and decode runs on the libuv thread pool
+// (manifestdir/manifest_dir_scanner.h) and only its outcome is applied on the loop thread.
 #ifndef VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_
 #define VOLUMEMANAGER_PODCONFIG_FILE_SOURCE_H_
 
@@ -58,7 +59,7 @@ class FileSource {
   // Fails only on bad options (empty path or node name) or a libuv error.
   base::Status Start(uv_loop_t* loop, FileSourceOptions options, Sink sink);
   // Stops watching; no sink call happens after it returns. Idempotent. The loop must run on for
-  // the libuv handles to close and their memory to be released.
+  // the libuv handles to close, a read in flight to finish, and their memory to be released.
   void Stop();
 
  private:

@@ -1,5 +1,7 @@
 #include "volumemanager/actual_state_of_world.h"
 
+#include <utility>
+
 namespace volumemanager {
 
 void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& plugin_dir,
@@ -60,12 +62,16 @@ void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& e
   if (it != volumes_.end()) it->second.last_error = error;
 }
 
-void ActualStateOfWorld::SetVerified(const VolumeKey& key, const std::string& digest,
-                                     SteadyTime when) {
+void ActualStateOfWorld::SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when) {
   auto it = volumes_.find(key);
   if (it == volumes_.end()) return;
-  it->second.payload_digest = digest;
+  it->second.inputs = std::move(inputs);
   it->second.verified_at = when;
+}
+
+void ActualStateOfWorld::SetInputs(const VolumeKey& key, VolumeInputs inputs) {
+  auto it = volumes_.find(key);
+  if (it != volumes_.end()) it->second.inputs = std::move(inputs);
 }
 
 void ActualStateOfWorld::Remove(const VolumeKey& key) {

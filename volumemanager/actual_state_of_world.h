@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "volumemanager/volume_inputs.h"
 #include "volumemanager/volume_key.h"
 
 namespace volumemanager {
@@ -33,7 +34,7 @@ struct MountedVolume {
   std::string ts_dir;                               // the published version's dir name
   std::chrono::system_clock::time_point last_sync;  // last successful write or verification
   std::string last_error;                           // of the last failed attempt, "" after success
-  std::string payload_digest;  // PayloadDigest of the content last written or verified on disk
+  VolumeInputs inputs;  // what the content last written or verified on disk was built from
   std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
 };
 
@@ -56,8 +57,10 @@ class ActualStateOfWorld {
   // Remount requests remembered for volumes not mounted yet (bounded memory, tests).
   size_t early_request_count() const { return early_requests_.size(); }
   void SetLastError(const VolumeKey& key, const std::string& error);
-  // After a write or verification on disk of content with `digest`.
-  void SetVerified(const VolumeKey& key, const std::string& digest, SteadyTime when);
+  // After a write or verification on disk of content built from `inputs`.
+  void SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when);
+  // Inputs found to give the content on disk without reading it (the disk is not verified).
+  void SetInputs(const VolumeKey& key, VolumeInputs inputs);
   void Remove(const VolumeKey& key);
 
   const MountedVolume* Find(const VolumeKey& key) const;

@@ -30,6 +30,7 @@
 #include "podconfig/pod_config.h"
 #include "podconfig/redacted_url.h"
 #include "volumemanager/json_log_formatter.h"
+#include "volumemanager/loop_stall_monitor.h"
 #include "volumemanager/preflight_command.h"
 #include "volumemanager/volume_manager.h"
 
@@ -103,6 +104,7 @@ struct Daemon {
   std::unique_ptr<volumemanager::VolumeManager> manager;
   podconfig::FileSource file_source;
   podconfig::HttpSource http_source;
+  volumemanager::LoopStallMonitor stall_monitor;
   uv_signal_t sigterm{};
   uv_signal_t sigint{};
   uv_timer_t deadline{};
@@ -124,6 +126,7 @@ struct Daemon {
     file_source.Stop();
     http_source.Stop();
     objects->Stop();
+    stall_monitor.Stop();
     uv_timer_init(loop, &deadline);
     deadline.data = this;
     uv_timer_start(
@@ -262,6 +265,12 @@ int main(int argc, char** argv) {
       [](uv_signal_t* s, int) { static_cast<Daemon*>(s->data)->ShutdownFromLoop("SIGINT"); },
       SIGINT);
 
+  if (base::Status s = d.stall_monitor.Start(
+          d.loop,
+          std::chrono::duration_cast<std::chrono::microseconds>(cfg.loop_stall_log_threshold));
+      !s.ok()) {
+    spdlog::warn("{}; event-loop stalls are not measured", s.message());
+  }
   uv_run(d.loop, UV_RUN_DEFAULT);
   spdlog::shutdown();
   return 0;

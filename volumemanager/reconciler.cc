@@ -6,29 +6,45 @@
 #include <utility>
 
 #include "plugins/ownership_pass.h"
-#include "volumemanager/payload_digest.h"
 #include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
+namespace {
 
-// The plugins read objects through the object manager.
-class Reconciler::ObjectLookupAdapter final : public plugins::ObjectLookup {
+// The objects one operation reads, taken on the loop thread when it starts: the plugin builds
+// the payload from these on a pool thread and never touches the loop-owned object caches. The
+// revisions are immutable and the snapshot is not changed after it was taken.
+class SnapshotLookup final : public plugins::ObjectLookup {
  public:
-  explicit ObjectLookupAdapter(cache::ObjectManager* objects) : objects_(objects) {}
+  explicit SnapshotLookup(ObjectSnapshot objects) : objects_(std::move(objects)) {}
+
   base::Result<std::shared_ptr<const kube::ConfigMap>> GetConfigMap(
       const std::string& ns, const std::string& name) override {
-    return objects_->GetConfigMap(ns, name);
+    base::Result<const cache::ObjectRevision*> found =
+        Find({kube::ObjectKind::kConfigMap, ns, name});
+    if (!found.ok()) return found.status();
+    return (*found)->config_map;
   }
   base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string& ns,
                                                               const std::string& name) override {
-    return objects_->GetSecret(ns, name);
+    base::Result<const cache::ObjectRevision*> found = Find({kube::ObjectKind::kSecret, ns, name});
+    if (!found.ok()) return found.status();
+    return (*found)->secret;
   }
 
  private:
-  cache::ObjectManager* objects_;
-};
+  base::Result<const cache::ObjectRevision*> Find(const kube::ObjectRef& ref) const {
+    for (const auto& [r, revision] : objects_) {
+      if (!(r == ref)) continue;
+      if (!revision.ok()) return revision.status();
+      return &*revision;
+    }
+    // Not among the volume's references: the plugin asked for something it did not declare.
+    return cache::NotRegisteredError(ref.namespace_, ref.name);
+  }
 
-namespace {
+  ObjectSnapshot objects_;
+};
 
 std::string FormatTime(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);
@@ -50,11 +66,7 @@ std::string FormatDelay(std::chrono::milliseconds d) {
 
 Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
                        OperationExecutor* executor, cache::ObjectManager* objects)
-    : options_(std::move(options)),
-      dsw_(dsw),
-      asw_(asw),
-      executor_(executor),
-      lookup_(std::make_unique<ObjectLookupAdapter>(objects)) {}
+    : options_(std::move(options)), dsw_(dsw), asw_(asw), executor_(executor), objects_(objects) {}
 
 Reconciler::~Reconciler() = default;
 
@@ -112,33 +124,32 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                             SteadyTime now) {
   const VolumeKey key = desired.key;
   const bool first_mount = mounted == nullptr;
-  plugins::VolumeHost host;
-  host.objects = lookup_.get();
-  host.node_allocatable = options_.node_allocatable;
-  auto payload = desired.plugin->BuildPayload(*desired.pod, desired.volume(), host);
-  if (!payload.ok()) {
-    executor_->RecordFailure(key, now);
-    ++stats_.mounts_failed;
-    asw_->SetLastError(key, payload.status().message());
-    LogFailure(desired, payload.status().message());
-    return false;  // retried once the backoff allows
+  // The objects as they are now: shared immutable revisions, cheap to take on the loop thread.
+  ObjectSnapshot objects;
+  objects.reserve(desired.objects.size());
+  for (const kube::ObjectRef& ref : desired.objects) {
+    objects.emplace_back(ref, objects_->GetRevision(ref));
   }
-
-  std::string digest = PayloadDigest(*payload);
-  if (mounted != nullptr && !mounted->uncertain && mounted->payload_digest == digest &&
+  VolumeInputs inputs{ObjectsDigest(objects), desired.pod};
+  if (mounted != nullptr && !mounted->uncertain &&
+      SameInputs(mounted->inputs, inputs, key.volume_name,
+                 desired.plugin->DependsOnPod(desired.volume())) &&
       now - mounted->verified_at < options_.disk_verify_interval) {
-    // The same bytes as on disk, checked recently: nothing to write, nothing to read.
+    // Built from the same inputs as the content on disk, checked recently: nothing to build,
+    // write or read. The newer pod object is kept, so the older one can be released.
     const MountedVolume same = *mounted;
     asw_->MarkMounted(key, same.plugin_dir, same.dir, same.ts_dir, std::chrono::system_clock::now(),
                       now);
+    asw_->SetInputs(key, std::move(inputs));
     ++stats_.remounts_unchanged;
     return true;
   }
 
+  // Building the payload (copies of the object bytes) and writing it run on a pool thread.
+  auto lookup = std::make_shared<SnapshotLookup>(std::move(objects));
   auto request = std::make_shared<SetUpRequest>();
   request->location = VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                                      key.volume_name};
-  request->payload = std::move(payload).value();
   request->set_permissions =
       plugins::OwnershipPassFor(*desired.pod, "volume \"" + key.volume_name + "\" of pod \"" +
                                                   desired.pod->metadata.NamespacedName() + "\"");
@@ -151,18 +162,27 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
 
   const bool started = executor_->Run(
       key,
-      [request, result] {
+      [request, result, lookup, pod = desired.pod, spec = desired.spec, plugin = desired.plugin,
+       allocatable = options_.node_allocatable]() -> base::Status {
+        plugins::VolumeHost host;
+        host.objects = lookup.get();
+        host.node_allocatable = allocatable;
+        // `spec` points into *pod, which this closure keeps alive.
+        base::Result<atomicwriter::Payload> payload = plugin->BuildPayload(*pod, *spec, host);
+        if (!payload.ok()) return payload.status();  // nothing written: a first mount leaves no dir
+        request->payload = std::move(payload).value();
         *result = SetUpVolume(*request);
+        request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();
       },
-      [this, key, first_mount, plugin_dir, dir, result, digest = std::move(digest),
-       started_at = now](const base::Status& s) {
+      [this, key, first_mount, plugin_dir, dir, result, inputs = std::move(inputs),
+       started_at = now](const base::Status& s) mutable {
         const DesiredVolume* d = dsw_->Find(key);
         if (s.ok()) {
           const bool published = (*result)->published;
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
-          asw_->SetVerified(key, digest, std::chrono::steady_clock::now());
+          asw_->SetVerified(key, std::move(inputs), std::chrono::steady_clock::now());
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
           if (first_mount) {

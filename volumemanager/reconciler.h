@@ -1,8 +1,14 @@
 // Reconciler: one pass compares desired and actual state and starts the operations that close
 // the gap (spec §6.4): tear down volumes no pod wants (only once every pod source has delivered
 // its first state and the start-up scan is done), mount desired volumes that are missing or
-// uncertain, and remount those marked for it. Payloads are built on the loop thread from the
-// object caches; the writes run on the thread pool through the OperationExecutor.
+// uncertain, and remount those marked for it.
+//
+// The loop thread does no bulk work: it takes a snapshot of the objects a volume reads (shared
+// immutable revisions with their content digests, cache/object_manager.h) and compares the
+// volume's inputs (volume_inputs.h) with those of the content on disk; equal inputs, verified on
+// disk within `disk_verify_interval`, end the remount there, with no payload built, hashed or
+// written. Otherwise the payload is built from the snapshot and written on the thread pool through
+// the OperationExecutor (the writer publishes nothing when the bytes on disk already match).
 //
 // Failures are logged once per attempt as FailedMount with the pod, the volume, the unique
 // volume name, the error text of spec §7 and the backoff; a failed remount keeps the last good
@@ -31,7 +37,7 @@ struct ReconcilerOptions {
   std::string root_dir;
   bool durable = false;  // fsync writes (off by default, like the kubelet)
   bool tmpfs = true;     // memory-medium volumes on tmpfs, as the kubelet
-  // A remount whose rebuilt payload equals the content last written is served without touching
+  // A remount whose inputs equal those of the content last written is served without touching
   // the disk, unless the disk was last read longer ago than this; then the writer verifies it
   // (and repairs links or debris). Keeps the periodic resync cheap.
   std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
@@ -43,7 +49,7 @@ struct ReconcilerStats {
   long mounts_ok = 0;
   long mounts_failed = 0;
   long versions_published = 0;
-  long remounts_unchanged = 0;  // served from the payload digest, no disk access
+  long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access
   long teardowns_ok = 0;
   long teardowns_failed = 0;
 };
@@ -72,8 +78,6 @@ class Reconciler {
   size_t pending_count() const { return pending_.size(); }
 
  private:
-  class ObjectLookupAdapter;
-
   // Starts what `key` needs; false when it must be looked at again in a later pass.
   bool Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_unmount,
                 const std::function<bool(const std::string&)>& is_terminating);
@@ -87,7 +91,7 @@ class Reconciler {
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
   OperationExecutor* executor_;
-  std::unique_ptr<ObjectLookupAdapter> lookup_;
+  cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
   ReconcilerStats stats_;
   std::set<VolumeKey> pending_;

@@ -1,0 +1,22 @@
+// ContentDigest: a SHA-256 over what a volume can read from one object revision (a ConfigMap's
+// data and binaryData, a Secret's data: keys and bytes), so that "this volume's inputs did not
+// change" is a comparison of 32 bytes instead of a rebuild of its payload. Metadata is left out:
+// a label edit changes no volume. Object managers compute it once per revision, where they decode
+// it (off the loop thread); the digest is never logged.
+#ifndef VOLUMEMANAGER_CACHE_OBJECT_DIGEST_H_
+#define VOLUMEMANAGER_CACHE_OBJECT_DIGEST_H_
+
+#include <string>
+
+#include "kube/config_map.h"
+#include "kube/secret.h"
+
+namespace cache {
+
+// 32 raw bytes; a ConfigMap and a Secret never share one.
+std::string ContentDigest(const kube::ConfigMap& config_map);
+std::string ContentDigest(const kube::Secret& secret);
+
+}  // namespace cache
+
+#endif  // VOLUMEMANAGER_CACHE_OBJECT_DIGEST_H_

@@ -1,0 +1,42 @@
+// VolumeInputs: what a volume's content was built from, so that the loop thread can tell that a
+// remount would write the same content without building or hashing its payload: a digest over
+// the revisions of the objects it reads (their refs and ContentDigests, or "absent"), and the pod
+// object (compared field by field on what the content and its ownership depend on).
+//
+// Plain values; the pod is an immutable snapshot shared with the desired state.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_INPUTS_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_INPUTS_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/object_manager.h"
+#include "kube/object_ref.h"
+#include "kube/pod.h"
+
+namespace volumemanager {
+
+// The objects a volume reads, each as a get returned it (a revision or an error).
+using ObjectSnapshot = std::vector<std::pair<kube::ObjectRef, base::Result<cache::ObjectRevision>>>;
+
+struct VolumeInputs {
+  std::string objects_digest;  // ObjectsDigest; empty: unknown (some get failed)
+  std::shared_ptr<const kube::Pod> pod;
+};
+
+// 32 bytes over the snapshot's refs and content digests, in order; empty when a get failed (an
+// error is not an input the content can be compared on).
+std::string ObjectsDigest(const ObjectSnapshot& snapshot);
+
+// True when content built from `a` equals content built from `b` for the volume `volume_name`:
+// equal object digests (both known) and the same volume spec and pod security context, plus, when
+// the content `depends_on_pod` (downward API), the same pod metadata and containers.
+bool SameInputs(const VolumeInputs& a, const VolumeInputs& b, const std::string& volume_name,
+                bool depends_on_pod);
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_INPUTS_H_
