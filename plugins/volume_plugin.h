@@ -1,7 +1,8 @@
 // VolumePlugin: turns (pod, volume, objects) into the exact payload the kubelet would write for
 // one kind of volume (docs/kubelet-behavior.md §4). The volume manager asks the
 // registry (plugin_registry.h) for the plugin of each pod volume, subscribes to the objects it
-// references, and on every mount or remount calls BuildPayload and hands the result to the
+// references, and for a mount, or a remount whose inputs changed, calls BuildPayload on a thread
+// pool thread (with a snapshot of the objects taken on the loop) and hands the result to the
 // atomic writer (with OwnershipPassFor(pod, ...) as the permission callback, ownership_pass.h).
 //
 // A plugin never touches the network or the disk: objects come through the VolumeHost, which

@@ -68,11 +68,6 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
   return true;
 }
 
-std::chrono::milliseconds OperationExecutor::RecordFailure(const VolumeKey& key,
-                                                           Clock::time_point now) {
-  return entries_[key].backoff.RecordFailure(now);
-}
-
 const ExponentialBackoff* OperationExecutor::Backoff(const VolumeKey& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : &it->second.backoff;

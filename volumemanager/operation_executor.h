@@ -2,7 +2,7 @@
 // per volume, the filesystem work on the libuv thread pool, and per-volume exponential backoff
 // after failures (docs/kubelet-behavior.md §6.5). A failing volume never blocks another.
 //
-// Loop-thread only: Run, RecordFailure and the queries must be called on the loop thread, and
+// Loop-thread only: Run, Forget and the queries must be called on the loop thread, and
 // `done` callbacks run there. `work` runs on a pool thread and must not touch loop-owned state.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_OPERATION_EXECUTOR_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_OPERATION_EXECUTOR_H_
@@ -39,10 +39,6 @@ class OperationExecutor {
   // on success, grown on failure.
   bool Run(const VolumeKey& key, std::function<base::Status()> work,
            std::function<void(const base::Status&)> done);
-
-  // Records a failure that happened before any work was queued (e.g. building the payload), so
-  // the volume backs off like any failed operation. Returns the delay before the next attempt.
-  std::chrono::milliseconds RecordFailure(const VolumeKey& key, Clock::time_point now);
 
   // Backoff state of `key`, for messages: when it may retry and the current delay.
   const ExponentialBackoff* Backoff(const VolumeKey& key) const;

@@ -74,14 +74,19 @@ TEST_F(OperationExecutorTest, OneOperationPerVolumeAndBackoffAfterFailure) {
   EXPECT_EQ(ex.Backoff(a)->delay().count(), 500);
 }
 
-TEST_F(OperationExecutorTest, FailuresBeforeTheWorkBackOffToo) {
+TEST_F(OperationExecutorTest, ForgetDropsTheBackoffButNotAnOperationInFlight) {
   OperationExecutor ex(&loop_);
   const VolumeKey k{"pod", "v"};
+  ASSERT_TRUE(ex.Run(
+      k, [] { return base::Status::Error("disk full"); }, [](const base::Status&) {}));
+  ex.Forget(k);  // in flight: kept
+  EXPECT_EQ(ex.size(), 1u);
+  uv_run(&loop_, UV_RUN_DEFAULT);
   const auto now = OperationExecutor::Clock::now();
-  EXPECT_EQ(ex.RecordFailure(k, now).count(), 500);
-  EXPECT_EQ(ex.RecordFailure(k, now).count(), 1000);
-  EXPECT_FALSE(ex.CanStart(k, now + std::chrono::milliseconds(900)));
+  EXPECT_FALSE(ex.CanStart(k, now));  // backing off
+  EXPECT_EQ(ex.size(), 1u);
   ex.Forget(k);
+  EXPECT_EQ(ex.size(), 0u);
   EXPECT_TRUE(ex.CanStart(k, now));
 }
 
