@@ -56,7 +56,8 @@ run: build
 	@echo "         $(VOLUME_ROOT)/kubernetes.io~downward-api/podinfo/labels"
 	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
 	@echo
-	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --node-name demo-node \
+	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
+	  --node-name demo-node \
 	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
 
 # All tests; the last line is ctest's summary.

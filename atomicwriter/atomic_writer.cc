@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
@@ -104,6 +105,18 @@ uint32_t RandomSuffix() {
   return static_cast<uint32_t>(rng());
 }
 
+// kStagingPrefix + 16 hex digits: unique to one write of one process.
+std::string StagingName() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(kStagingPrefix) + hex;
+}
+
+bool IsStagingName(std::string_view name) {
+  return name.starts_with(kStagingPrefix) && name.size() > std::strlen(kStagingPrefix);
+}
+
 // Opens `rel` (a cleaned relative path) beneath `dirfd` without following a symlink at any
 // component: intermediate components must be real directories, and the last one is opened with
 // `flags | O_NOFOLLOW`.
@@ -192,7 +205,9 @@ AtomicWriter::AtomicWriter(std::string target_dir, int dir_fd, Options options)
     : target_dir_(std::move(target_dir)),
       dir_fd_(dir_fd),
       options_(std::move(options)),
-      fs_(options_.fs != nullptr ? options_.fs : PosixFilesystem()) {}
+      fs_(options_.fs != nullptr ? options_.fs : PosixFilesystem()) {
+  if (options_.ledger == nullptr) options_.ledger = &own_ledger_;
+}
 
 AtomicWriter::~AtomicWriter() { fs_->Close(dir_fd_); }
 
@@ -238,10 +253,14 @@ class WriteOperation {
       if (!published.ok()) return published.status();
       result.published = true;
       result.ts_dir = std::move(published).value();
+      // Past the point of no return: nothing below fails the write.
+      if (options_.durable && fs_.Fsync(dir_fd_) != 0) {
+        result.cleanup_error = ErrnoError("fsync", ".", errno).message();
+      }
     }
     old_fd_.Reset();
-    s = RemoveStaleEntries(result.ts_dir);
-    if (!s.ok()) return s;
+    Status cleanup = RemoveStaleEntries(&result.awaiting_grace);
+    if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
   }
 
@@ -264,6 +283,9 @@ class WriteOperation {
     }
     old_ts_ = target;
     old_fd_ = std::move(fd);
+    // Live right now: once this write replaces it, its grace period starts afresh (another
+    // writer that read ..data a moment ago may still be reading it).
+    options_.ledger->Forget(target);
     return Status::OK();
   }
 
@@ -280,7 +302,11 @@ class WriteOperation {
   Result<bool> SameTree(int dirfd, const std::string& prefix, const std::string& shown,
                         size_t* matched) {
     std::vector<DirEntry> entries;
-    if (fs_.ReadDir(dirfd, &entries) != 0) return ErrnoError("read dir", shown, errno);
+    if (fs_.ReadDir(dirfd, &entries) != 0) {
+      // Removed meanwhile by another writer that published a newer version: write ours.
+      if (errno == ENOENT) return false;
+      return ErrnoError("read dir", shown, errno);
+    }
     for (const DirEntry& e : entries) {
       const std::string rel = prefix.empty() ? e.name : prefix + "/" + e.name;
       const unsigned char type = EntryType(fs_, dirfd, e);
@@ -326,19 +352,28 @@ class WriteOperation {
     s = LinkTopLevelNames(&created_links);
     if (!s.ok()) return abandon(s);
 
-    s = RemoveAllAt(fs_, dir_fd_, kDataDirTmpName, kDataDirTmpName);
-    if (!s.ok()) return abandon(s);
-    if (fs_.SymlinkAt(ts_dir, dir_fd_, kDataDirTmpName) != 0) {
-      return abandon(ErrnoError("symlink", kDataDirTmpName, errno));
+    // Staged under a name no other writer uses: the kubelet's writer owns ..data_tmp (it fails,
+    // and tears the volume down, when that name is disturbed mid-write), and a second daemon
+    // draws its own random name.
+    std::string staging;
+    for (int attempt = 0; attempt < kMaxNameAttempts && staging.empty(); ++attempt) {
+      std::string name = StagingName();
+      if (fs_.SymlinkAt(ts_dir, dir_fd_, name) == 0) {
+        staging = std::move(name);
+      } else if (errno != EEXIST) {
+        return abandon(ErrnoError("symlink", name, errno));
+      }
     }
-    if (fs_.RenameAt(dir_fd_, kDataDirTmpName, dir_fd_, kDataDirName) != 0) {
-      Status failure =
-          ErrnoError("rename " + std::string(kDataDirTmpName) + " to", kDataDirName, errno);
-      fs_.UnlinkAt(dir_fd_, kDataDirTmpName, 0);
+    if (staging.empty()) return abandon(Status::Error("symlink: no free staging link name"));
+    if (fs_.RenameAt(dir_fd_, staging, dir_fd_, kDataDirName) != 0) {
+      Status failure = ErrnoError("rename " + staging + " to", kDataDirName, errno);
+      fs_.UnlinkAt(dir_fd_, staging, 0);
+      // Only this write ever named the new dir (under its own staging link, now gone), so it
+      // cannot have become live; make sure before removing it all the same.
+      std::string live;
+      if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == ts_dir) return ts_dir;
       return abandon(failure);
     }
-    // Published. From here on a failure leaves the new version live and complete.
-    if (options_.durable && fs_.Fsync(dir_fd_) != 0) return ErrnoError("fsync", ".", errno);
     return ts_dir;
   }
 
@@ -453,18 +488,42 @@ class WriteOperation {
   }
 
   // After the live version is settled: removes the writer's own top-level links for names the
-  // payload no longer has, every timestamp dir but the live one, and a stale ..data_tmp. Entries
-  // the writer did not make are left alone. Continues past failures and reports the last one.
-  Status RemoveStaleEntries(const std::string& live_ts) {
+  // payload no longer has, and timestamp dirs and staging links that ..data does not point to
+  // once the ledger has seen them unpublished for the grace period (counted in `*awaiting`
+  // until then). ..data is read again before each removal: another writer may have published
+  // meanwhile. Entries the writer did not make, and the kubelet's ..data_tmp, are left alone.
+  // Continues past failures and reports the last one.
+  Status RemoveStaleEntries(int* awaiting) {
     std::vector<DirEntry> entries;
     if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
     Status last;
+    UnpublishedLedger& ledger = *options_.ledger;
+    const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
+    std::set<std::string> unpublished;
     for (const DirEntry& e : entries) {
       const std::string& name = e.name;
       if (name.starts_with("..")) {
-        if (name == kDataDirTmpName || (IsTimestampDirName(name) && name != live_ts)) {
-          Status s = RemoveAllAt(fs_, dir_fd_, name, name);
-          if (!s.ok()) last = s;
+        if (!IsTimestampDirName(name) && !IsStagingName(name)) continue;
+        std::string live;
+        if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == name) continue;
+        struct stat st {};
+        if (fs_.FstatAt(dir_fd_, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+          if (errno != ENOENT) last = ErrnoError("lstat", name, errno);  // ENOENT: gone already
+          continue;
+        }
+        unpublished.insert(name);
+        if (!ledger.Observe(name, st, now, options_.unpublished_grace)) {
+          ++*awaiting;
+          continue;
+        }
+        // Checked again just before the removal: a version published meanwhile stays.
+        if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == name) continue;
+        Status s = RemoveAllAt(fs_, dir_fd_, name, name);
+        if (s.ok()) {
+          ledger.Forget(name);
+          unpublished.erase(name);
+        } else {
+          last = s;
         }
         continue;
       }
@@ -480,6 +539,7 @@ class WriteOperation {
         last = ErrnoError("remove", name, errno);
       }
     }
+    ledger.ForgetAllBut(unpublished);
     return last;
   }
 

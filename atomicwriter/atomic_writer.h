@@ -9,17 +9,27 @@
 //  * A write is all-or-nothing: at every instant (and after a crash at any point) the volume shows
 //    either the previous payload or the new one in full. A failed write never removes or changes
 //    the published version.
-//  * Debris from an earlier crash (a stale ..data_tmp, unpublished ..<timestamp> dirs, top-level
-//    links that no longer resolve) is removed by the next write, even one that changes nothing.
+//  * The volume can be shared with another writer that follows the kubelet's algorithm (the
+//    kubelet itself, or a second daemon): the new version is staged under a link name unique to
+//    this write (never the kubelet's `..data_tmp`, which is never touched), and a timestamp dir
+//    that ..data does not point to, which may be the other writer's write in progress, is
+//    removed only after this process has seen it unpublished and unchanged for
+//    Options::unpublished_grace (UnpublishedLedger).
+//  * Once ..data is swapped the write has succeeded: a failure after that point (the volume
+//    dir's fsync, removing old versions or stale links) is reported in WriteResult::cleanup_error
+//    and retried by the next write, never as a failed write.
+//  * Debris from an earlier crash (unpublished ..<timestamp> dirs and staging links once their
+//    grace period is over, top-level links that no longer resolve) is removed by a later write,
+//    even one that changes nothing.
 //  * Every call is relative to an open descriptor of the volume dir and refuses to follow any
 //    symlink the writer did not create: nothing outside the volume dir is read, written or
 //    deleted, even when ..data, ..data_tmp or a timestamp dir was replaced by a hostile symlink.
 //  * Optional durability (Options::durable): files and the new dir are fsynced before publish,
 //    the volume dir after it.
 //
-// Thread safety: an AtomicWriter is not thread-safe, and two writers must never write the same
-// volume dir at once; the caller serializes writes per volume (the volume manager runs at most
-// one operation per volume). Writers of different volume dirs are independent.
+// Thread safety: an AtomicWriter is not thread-safe; the caller serializes this process's writes
+// per volume (the volume manager runs at most one operation per volume). Writers of different
+// volume dirs are independent, and a writer of another process may write the same volume dir.
 #ifndef VOLUMEMANAGER_ATOMICWRITER_ATOMIC_WRITER_H_
 #define VOLUMEMANAGER_ATOMICWRITER_ATOMIC_WRITER_H_
 
@@ -35,9 +45,15 @@
 
 #include "atomicwriter/filesystem.h"
 #include "atomicwriter/path_validation.h"
+#include "atomicwriter/unpublished_ledger.h"
 #include "base/status.h"
 
 namespace atomicwriter {
+
+// Far longer than any write of the kubelet's writer takes between creating its version dir and
+// publishing it (milliseconds; seconds on a stalled disk), short enough that an old version does
+// not hold a tmpfs's memory for long.
+inline constexpr std::chrono::milliseconds kDefaultUnpublishedGrace{30000};
 
 // One file of a payload.
 struct FileProjection {
@@ -65,6 +81,15 @@ struct Options {
   Filesystem* fs = nullptr;
   // Wall clock for timestamp dir names; nullptr means std::chrono::system_clock::now.
   std::function<std::chrono::system_clock::time_point()> now;
+  // How long an unpublished timestamp dir or staging link must have been seen, unpublished and
+  // unchanged, before a write removes it (it may be another writer's write in progress). Zero
+  // removes it at first sight: only for a volume no other writer touches.
+  std::chrono::milliseconds unpublished_grace = kDefaultUnpublishedGrace;
+  // Remembers unpublished entries across writes of this volume dir. nullptr: the AtomicWriter
+  // object's own ledger (so only writes through one object add up). Not owned.
+  UnpublishedLedger* ledger = nullptr;
+  // Monotonic clock for the grace period; nullptr means std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> steady_now;
 };
 
 struct WriteResult {
@@ -73,6 +98,13 @@ struct WriteResult {
   bool published = false;
   // The live timestamp dir's name after the write, e.g. "..2024_05_02_10_15_07.2349871102".
   std::string ts_dir;
+  // Not empty when work after the point of no return failed: the volume dir's fsync after the
+  // swap, or removing old versions or stale links. The volume shows the payload in full; a later
+  // write retries the cleanup.
+  std::string cleanup_error;
+  // Unpublished timestamp dirs and staging links left in place because their grace period has
+  // not run out; a write after `unpublished_grace` removes them.
+  int awaiting_grace = 0;
 };
 
 class AtomicWriter {
@@ -97,11 +129,15 @@ class AtomicWriter {
   int dir_fd_;
   Options options_;
   Filesystem* fs_;
+  UnpublishedLedger own_ledger_;
 };
 
-// The names the writer reserves in a volume dir.
+// The names in a volume dir. `..data` is the live version; `..data_tmp` is where the kubelet's
+// writer stages, and this writer never creates, replaces or removes it; this writer stages under
+// kStagingPrefix followed by a random hex number, unique to the write.
 inline constexpr char kDataDirName[] = "..data";
 inline constexpr char kDataDirTmpName[] = "..data_tmp";
+inline constexpr char kStagingPrefix[] = "..volumemanager_tmp.";
 
 }  // namespace atomicwriter
 

@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "atomicwriter/fault_injection_filesystem.h"
 #include "atomicwriter/volume_inspector.h"
@@ -161,7 +164,7 @@ TEST_F(WriterTest, ModesIgnoreTheUmaskAndDirsFollowTheSpec) {
 }
 
 TEST_F(WriterTest, TimestampDirNameIsUtcWithDigitSuffix) {
-  Options o;
+  Options o = SoleWriter();
   // 2024-05-02 10:15:07 UTC.
   o.now = [] { return std::chrono::system_clock::from_time_t(1714644907); };
   auto w = OpenWriter(o);
@@ -294,8 +297,8 @@ TEST_F(WriterTest, CrashDebrisIsRemovedEvenByANoChangeWrite) {
   fs::create_directory(v / "..2020_01_01_00_00_00.11");  // unpublished version
   std::ofstream(v / "..2020_01_01_00_00_00.11" / "a") << "old";
   fs::create_directory(v / "..2020_01_01_00_00_00.22");
-  fs::create_directory_symlink("..2020_01_01_00_00_00.22", v / "..data_tmp");  // stale stage link
-  fs::create_symlink("..data/gone", v / "gone");                               // dangling top-level
+  fs::create_directory_symlink("..2020_01_01_00_00_00.22", v / "..volumemanager_tmp.0123abcd");
+  fs::create_symlink("..data/gone", v / "gone");  // dangling top-level
   fs::create_directory(v / "nested-mount");             // not the writer's: must stay
   fs::create_symlink("elsewhere", v / "foreign-link");  // not the writer's: must stay
 
@@ -310,16 +313,21 @@ TEST_F(WriterTest, CrashDebrisIsRemovedEvenByANoChangeWrite) {
   EXPECT_EQ(VisibleContent(vol_), ExpectedContent(p));
 }
 
-TEST_F(WriterTest, StaleStageLinkNeverBlocksAChangedWrite) {
+TEST_F(WriterTest, TheKubeletsStageLinkNeverBlocksAWriteAndIsNeverTouched) {
+  // ..data_tmp is where the kubelet's writer stages: a stale one (a crash of the kubelet) must
+  // not block this writer, and a live one (the kubelet mid-write) must survive every write.
   auto w = OpenWriter();
   ASSERT_TRUE(w->Write(MakePayload({{"a", "1"}})).ok());
-  fs::create_symlink("..2020_01_01_00_00_00.1", fs::path(vol_) / "..data_tmp");
-  Payload v2 = MakePayload({{"a", "2"}});
-  auto r = w->Write(v2);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(r->published);
-  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v2));
-  EXPECT_EQ(DescribeDebris(vol_, v2), "");
+  const fs::path stage = fs::path(vol_) / "..data_tmp";
+  fs::create_symlink("..2020_01_01_00_00_00.1", stage);
+  for (const Payload& p : {MakePayload({{"a", "2"}}), MakePayload({{"a", "2"}})}) {
+    auto r = w->Write(p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(VisibleContent(vol_), ExpectedContent(p));
+    EXPECT_EQ(DescribeDebris(vol_, p), "");
+    ASSERT_TRUE(fs::is_symlink(fs::symlink_status(stage)));
+    EXPECT_EQ(fs::read_symlink(stage), "..2020_01_01_00_00_00.1");
+  }
 }
 
 TEST_F(WriterTest, MissingTopLevelLinksAreRepairedWithoutANewVersion) {
@@ -391,7 +399,7 @@ TEST_F(WriterTest, DurabilitySyncsOnlyWhenAsked) {
     TearDown();
     SetUp();
     FaultInjectionFilesystem counting(PosixFilesystem());
-    Options o;
+    Options o = SoleWriter();
     o.fs = &counting;
     o.durable = durable;
     auto w = OpenWriter(o);
@@ -420,6 +428,168 @@ TEST_F(WriterTest, WritersOfOneVolumeInSequenceAgree) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->published);
   EXPECT_EQ(r->ts_dir, ts);
+}
+
+}  // namespace
+}  // namespace atomicwriter
+
+namespace atomicwriter {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A writer sharing the volume with another writer: a fake monotonic clock drives the grace.
+class SharedWriterTest : public WriterTest {
+ protected:
+  Options Shared() {
+    Options o;
+    o.unpublished_grace = std::chrono::seconds(30);
+    o.ledger = &ledger_;
+    o.steady_now = [this] { return now_; };
+    return o;
+  }
+  UnpublishedLedger ledger_;
+  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+};
+
+TEST_F(SharedWriterTest, AnUnpublishedVersionStaysUntilSeenForTheGracePeriod) {
+  auto w = OpenWriter(Shared());
+  Payload p = MakePayload({{"a", "1"}});
+  auto r1 = w->Write(p);
+  ASSERT_TRUE(r1.ok());
+  // Another writer's write in progress: its version dir, not yet published.
+  const fs::path other = fs::path(vol_) / "..2020_01_01_00_00_00.77";
+  fs::create_directory(other);
+  std::ofstream(other / "a") << "theirs";
+
+  auto r2 = w->Write(p);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->awaiting_grace, 1);
+  EXPECT_TRUE(fs::exists(other));
+
+  now_ += std::chrono::seconds(29);
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_TRUE(fs::exists(other)) << "removed before the grace period ran out";
+
+  now_ += std::chrono::seconds(1);
+  auto r3 = w->Write(p);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(r3->awaiting_grace, 0);
+  EXPECT_FALSE(fs::exists(other));
+  EXPECT_EQ(DescribeDebris(vol_, p), "");
+}
+
+TEST_F(SharedWriterTest, ADirStillBeingWrittenRestartsItsGracePeriod) {
+  auto w = OpenWriter(Shared());
+  Payload p = MakePayload({{"a", "1"}});
+  ASSERT_TRUE(w->Write(p).ok());
+  const fs::path other = fs::path(vol_) / "..2020_01_01_00_00_00.78";
+  fs::create_directory(other);
+  ASSERT_TRUE(w->Write(p).ok());
+  now_ += std::chrono::seconds(20);
+  // The other writer creates a file in it: its ctime moves, so it is still in progress.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(other / "b") << "more";
+  ASSERT_TRUE(w->Write(p).ok());
+  now_ += std::chrono::seconds(20);  // 40 s since first seen, 20 s since it last changed
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_TRUE(fs::exists(other));
+  now_ += std::chrono::seconds(10);
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_FALSE(fs::exists(other));
+}
+
+TEST_F(SharedWriterTest, TheReplacedVersionIsKeptForTheGracePeriodThenRemoved) {
+  // Another writer may have read ..data just before this write swapped it, and be comparing
+  // against the old version's files right now: the old version is not removed at once.
+  auto w = OpenWriter(Shared());
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  now_ += std::chrono::hours(1);  // long after r1 was first written
+  Payload v2 = MakePayload({{"a", "2"}});
+  auto r2 = w->Write(v2);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(r2->published);
+  EXPECT_EQ(r2->awaiting_grace, 1);
+  EXPECT_TRUE(fs::is_directory(fs::path(vol_) / r1->ts_dir));
+  now_ += std::chrono::seconds(31);
+  auto r3 = w->Write(v2);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r1->ts_dir));
+  EXPECT_EQ(DescribeDebris(vol_, v2), "");
+}
+
+TEST_F(SharedWriterTest, AVersionPublishedByAnotherWriterIsNeverRemoved) {
+  auto w = OpenWriter(Shared());
+  Payload p = MakePayload({{"a", "1"}});
+  ASSERT_TRUE(w->Write(p).ok());
+  const fs::path theirs = fs::path(vol_) / "..2020_01_01_00_00_00.79";
+  fs::create_directory(theirs);
+  std::ofstream(theirs / "a") << "1";
+  ASSERT_TRUE(w->Write(p).ok());  // first seen unpublished
+  // The other writer publishes it.
+  fs::create_symlink(theirs.filename(), fs::path(vol_) / "..swap");
+  fs::rename(fs::path(vol_) / "..swap", fs::path(vol_) / "..data");
+  now_ += std::chrono::minutes(5);
+  auto r = w->Write(p);  // the same bytes: nothing to publish; theirs is live
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->published);
+  EXPECT_EQ(r->ts_dir, theirs.filename().string());
+  EXPECT_TRUE(fs::is_directory(theirs));
+  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(p));
+}
+
+TEST_F(SharedWriterTest, StagesUnderItsOwnNameAndNeverTouchesTheKubeletsStagingLink) {
+  // Records every name the writer creates, renames or removes in the volume dir.
+  class Recording : public FaultInjectionFilesystem {
+   public:
+    using FaultInjectionFilesystem::FaultInjectionFilesystem;
+    int SymlinkAt(const std::string& t, int fd, const std::string& link) override {
+      names.push_back("symlink " + link);
+      return FaultInjectionFilesystem::SymlinkAt(t, fd, link);
+    }
+    int RenameAt(int a, const std::string& from, int b, const std::string& to) override {
+      names.push_back("rename " + from + " " + to);
+      return FaultInjectionFilesystem::RenameAt(a, from, b, to);
+    }
+    int UnlinkAt(int fd, const std::string& name, int flags) override {
+      names.push_back("unlink " + name);
+      return FaultInjectionFilesystem::UnlinkAt(fd, name, flags);
+    }
+    std::vector<std::string> names;
+  };
+  Recording rec(PosixFilesystem());
+  Options o = Shared();
+  o.fs = &rec;
+  auto w = OpenWriter(o);
+  fs::create_symlink("..2020_01_01_00_00_00.1", fs::path(vol_) / "..data_tmp");
+  std::set<std::string> staging;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w->Write(MakePayload({{"a", std::to_string(i)}})).ok());
+  }
+  for (const std::string& n : rec.names) {
+    EXPECT_EQ(n.find("..data_tmp"), std::string::npos) << n;
+    if (n.starts_with("rename ")) staging.insert(n.substr(7, n.find(' ', 7) - 7));
+  }
+  EXPECT_EQ(staging.size(), 3u) << "one staging name per write";
+  for (const std::string& s : staging) EXPECT_TRUE(s.starts_with(kStagingPrefix)) << s;
+  EXPECT_EQ(fs::read_symlink(fs::path(vol_) / "..data_tmp"), "..2020_01_01_00_00_00.1");
+}
+
+TEST_F(SharedWriterTest, ARenameThatFailsRemovesOnlyWhatNeverBecameLive) {
+  FaultInjectionFilesystem faulty(PosixFilesystem());
+  Options o = Shared();
+  o.fs = &faulty;
+  auto w = OpenWriter(o);
+  Payload v1 = MakePayload({{"a", "1"}});
+  auto r1 = w->Write(v1);
+  ASSERT_TRUE(r1.ok());
+  faulty.FailNext("renameat", EIO);
+  auto r2 = w->Write(MakePayload({{"a", "2"}}));
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v1));
+  EXPECT_EQ(LiveTsDir(), r1->ts_dir);
+  EXPECT_EQ(DotDotEntries(), std::set<std::string>{r1->ts_dir});
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ TEST_F(CrashTest, SigkillDuringWritesLeavesOnePayloadInFull) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      auto w = AtomicWriter::Open(vol_);
+      auto w = AtomicWriter::Open(vol_, SoleWriter());
       if (!w.ok()) ::_exit(2);
       for (long v = static_cast<long>(i) * 1000000;; ++v) {
         if (!(*w)->Write(VersionPayload(v)).ok()) ::_exit(3);
@@ -68,7 +68,7 @@ TEST_F(CrashTest, SigkillDuringWritesLeavesOnePayloadInFull) {
 
     // The next start: one more write repairs everything and leaves no debris.
     final_version = -1 - i;
-    auto w = AtomicWriter::Open(vol_);
+    auto w = AtomicWriter::Open(vol_, SoleWriter());
     ASSERT_TRUE(w.ok());
     auto r = (*w)->Write(VersionPayload(final_version));
     ASSERT_TRUE(r.ok()) << r.status().message();

@@ -20,8 +20,23 @@ std::string FaultInjectionFilesystem::failed_call() const {
   return failed_call_;
 }
 
+void FaultInjectionFilesystem::FailNext(const std::string& method, int err) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_method_ = method;
+  fail_method_err_ = err;
+}
+
 bool FaultInjectionFilesystem::ShouldFail(const char* method) {
   const int n = ++calls_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fail_method_.empty() && fail_method_ == method) {
+      fail_method_.clear();
+      failed_call_ = method;
+      errno = fail_method_err_;
+      return true;
+    }
+  }
   if (fail_at_ == 0 || n != fail_at_) return false;
   std::lock_guard<std::mutex> lock(mu_);
   failed_call_ = method;

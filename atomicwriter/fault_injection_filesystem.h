@@ -18,12 +18,15 @@
 
 namespace atomicwriter {
 
-class FaultInjectionFilesystem final : public Filesystem {
+class FaultInjectionFilesystem : public Filesystem {
  public:
   explicit FaultInjectionFilesystem(Filesystem* base) : base_(base) {}
 
   // Makes the k-th call from now (1-based) fail with `err`, once; k = 0 disarms. Resets the count.
   void FailCall(int k, int err);
+  // Makes the next call of `method` (as failed_call() names it, e.g. "renameat") fail with `err`,
+  // once.
+  void FailNext(const std::string& method, int err);
   // Calls made since the last FailCall (or construction).
   int calls() const { return calls_.load(); }
   // The method name of the call that was failed, or "" if none was.
@@ -73,6 +76,8 @@ class FaultInjectionFilesystem final : public Filesystem {
   std::string failed_call_;
   std::optional<gid_t> redirect_chown_;
   std::map<std::pair<dev_t, ino_t>, gid_t> chown_requested_;
+  std::string fail_method_;  // FailNext's method, "" when unarmed
+  int fail_method_err_ = 0;
 };
 
 }  // namespace atomicwriter

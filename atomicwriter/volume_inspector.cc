@@ -79,7 +79,7 @@ std::string DescribeDebris(const std::string& volume_dir, const Payload& payload
   std::set<std::string> seen_links;
   for (const auto& e : fs::directory_iterator(volume_dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == "..data") continue;
+    if (name == "..data" || name == "..data_tmp") continue;  // ..data_tmp: the kubelet's
     if (name.starts_with("..")) {
       if (name != live) problems << "extra entry " << name << "; ";
       continue;

@@ -34,7 +34,8 @@ std::map<std::string, std::string> ExpectedContent(const Payload& payload);
 std::map<std::string, std::string> VisibleContent(const std::string& volume_dir);
 
 // "" when `volume_dir` holds exactly the writer's steady state for `payload`: `..data` linking to
-// the only timestamp dir, no `..data_tmp`, and top-level entries that are exactly the payload's
+// the only timestamp dir, no other `..` entry but `..data_tmp` (the kubelet writer's staging
+// link, which this writer never touches), and top-level entries that are exactly the payload's
 // first path components, each a `<name> -> ..data/<name>` link. Otherwise says what differs.
 std::string DescribeDebris(const std::string& volume_dir, const Payload& payload);
 

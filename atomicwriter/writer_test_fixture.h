@@ -41,7 +41,14 @@ class WriterTest : public ::testing::Test {
     std::filesystem::remove_all(root_, ec);
   }
 
-  std::unique_ptr<AtomicWriter> OpenWriter(Options options = {}) {
+  // Options for a volume no other writer touches: unpublished entries go at first sight.
+  static Options SoleWriter() {
+    Options o;
+    o.unpublished_grace = std::chrono::milliseconds(0);
+    return o;
+  }
+
+  std::unique_ptr<AtomicWriter> OpenWriter(Options options = SoleWriter()) {
     auto w = AtomicWriter::Open(vol_, std::move(options));
     EXPECT_TRUE(w.ok()) << w.status().message();
     return w.ok() ? std::move(w).value() : nullptr;

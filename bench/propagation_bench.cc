@@ -124,6 +124,8 @@ struct Daemon {
       std::vector<std::string> args = {bin,
                                        "--root-dir",
                                        (dir / "root").string(),
+                                       "--state-dir",
+                                       (dir / "state").string(),
                                        "--node-name",
                                        "bench",
                                        "--pod-manifest-path",

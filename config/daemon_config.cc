@@ -47,6 +47,7 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   DaemonConfig cfg;
   std::string sync_frequency = "1m";
   std::string object_cache_ttl = "1m";
+  std::string unpublished_grace = "30s";
   std::string loop_stall_log_threshold = "100ms";
   std::string strategy = "Watch";
   std::string log_format = "text";
@@ -59,6 +60,9 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   app.set_version_flag("--version", std::string("volumemanager ") + base::kVersion);
   app.option_defaults()->always_capture_default();
   app.add_option("--root-dir", cfg.root_dir, "Directory holding pods/<uid>/volumes");
+  app.add_option("--state-dir", cfg.state_dir,
+                 "Directory for the daemon's own state: the journal of the volumes it set up "
+                 "(the only ones it ever removes); outside the root dir's pods/");
   app.add_option("--node-name", cfg.node_name,
                  "This node's name (default: $NODE_NAME, else the host name)");
   app.add_option("--pod-manifest-path", cfg.pod_manifest_path,
@@ -74,6 +78,10 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                  "(react to every change at once)");
   app.add_option("--object-cache-ttl", object_cache_ttl,
                  "How long the Cache strategy keeps an object (Go duration)");
+  app.add_option("--unpublished-grace", unpublished_grace,
+                 "How long a version dir that ..data does not point to (a replaced version, or "
+                 "another writer's write in progress, e.g. the kubelet's) stays before removal "
+                 "(Go duration; 0s only where no other writer touches the volumes)");
   app.add_option("--node-allocatable", allocatable,
                  "Downward API values for unset container limits, e.g. cpu=4,memory=8Gi "
                  "(default: the machine's)");
@@ -106,6 +114,7 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   for (auto [flag, text, out] :
        {std::tuple{"--sync-frequency", &sync_frequency, &cfg.sync_frequency},
         std::tuple{"--object-cache-ttl", &object_cache_ttl, &cfg.object_cache_ttl},
+        std::tuple{"--unpublished-grace", &unpublished_grace, &cfg.unpublished_grace},
         std::tuple{"--loop-stall-log-threshold", &loop_stall_log_threshold,
                    &cfg.loop_stall_log_threshold}}) {
     base::Status s = ParseDurationFlag(flag, *text, out);
@@ -134,6 +143,12 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (cfg.root_dir.empty()) return base::Status::Error("--root-dir: must not be empty");
   while (cfg.root_dir.size() > 1 && cfg.root_dir.back() == '/') cfg.root_dir.pop_back();
+  if (cfg.state_dir.empty()) return base::Status::Error("--state-dir: must not be empty");
+  while (cfg.state_dir.size() > 1 && cfg.state_dir.back() == '/') cfg.state_dir.pop_back();
+  if (const std::string pods = cfg.root_dir + "/pods";
+      cfg.state_dir == pods || cfg.state_dir.starts_with(pods + "/")) {
+    return base::Status::Error("--state-dir " + cfg.state_dir + ": must be outside " + pods);
+  }
   if (cfg.pod_manifest_path.empty() && cfg.manifest_url.empty()) {
     return base::Status::Error(
         "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL");

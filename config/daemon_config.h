@@ -19,6 +19,8 @@ enum class LogFormat { kText, kJson };
 
 struct DaemonConfig {
   std::string root_dir = "/var/lib/kubelet";
+  // The daemon's own state (the ownership journal), outside the kubelet's root dir.
+  std::string state_dir = "/var/lib/volumemanager";
   std::string node_name;  // --node-name, else $NODE_NAME, else the host name
   std::string pod_manifest_path;
   std::string manifest_url;
@@ -26,6 +28,8 @@ struct DaemonConfig {
   std::chrono::nanoseconds sync_frequency = std::chrono::minutes(1);
   cache::ChangeDetectionStrategy strategy = cache::ChangeDetectionStrategy::kWatch;
   std::chrono::nanoseconds object_cache_ttl = std::chrono::minutes(1);
+  // How long a version dir that ..data does not point to is left before removal.
+  std::chrono::nanoseconds unpublished_grace = std::chrono::seconds(30);
   // Node allocatable for the downward API ("cpu", "memory", "ephemeral-storage" -> quantity
   // text); --node-allocatable overrides, missing entries come from the machine.
   std::map<std::string, std::string> node_allocatable;

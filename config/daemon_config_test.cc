@@ -15,6 +15,8 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/var/lib/kubelet");
+  EXPECT_EQ(c.state_dir, "/var/lib/volumemanager");
+  EXPECT_EQ(c.unpublished_grace, std::chrono::seconds(30));
   EXPECT_EQ(c.node_name, "my-host");
   EXPECT_EQ(c.sync_frequency, std::chrono::minutes(1));
   EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kWatch);
@@ -36,10 +38,13 @@ TEST(DaemonConfigTest, ParsesEveryFlag) {
                   "--config-map-and-secret-change-detection-"
                   "strategy",
                   "Cache", "--object-cache-ttl", "500ms", "--log-format", "json", "-v", "3",
-                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi", "--no-tmpfs"});
+                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi", "--no-tmpfs",
+                  "--state-dir", "/tmp/state/", "--unpublished-grace", "2s"});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/tmp/root");
+  EXPECT_EQ(c.state_dir, "/tmp/state");
+  EXPECT_EQ(c.unpublished_grace, std::chrono::seconds(2));
   EXPECT_EQ(c.object_manifest_path, "o");
   EXPECT_EQ(c.sync_frequency, std::chrono::seconds(90));
   EXPECT_EQ(c.strategy, cache::ChangeDetectionStrategy::kCache);
@@ -57,6 +62,9 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
     std::vector<std::string> args;
     const char* error;
   } cases[] = {
+      {{"--pod-manifest-path", "p", "--root-dir", "/r", "--state-dir", "/r/pods/x"},
+       "--state-dir /r/pods/x: must be outside /r/pods"},
+      {{"--pod-manifest-path", "p", "--state-dir", ""}, "--state-dir: must not be empty"},
       {{"--pod-manifest-path", "p", "--sync-frequency", "10"},
        "--sync-frequency: invalid duration \"10\": missing unit"},
       {{"--pod-manifest-path", "p", "--sync-frequency", "0s"},

@@ -10,6 +10,7 @@
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
+#include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
 #include "volumemanager/volume_paths.h"
 
@@ -84,8 +85,12 @@ TEST(LoopThreadTest, PayloadsAreBuiltOnThePoolAndNotAtAllForUnchangedInputs) {
 
   cache::FakeObjectManager objects;
   objects.SetConfigMap(App("v1"));
+  vmtest::TempDir state;
+  auto journal = OwnershipJournal::Open(state.path());
+  ASSERT_TRUE(journal.ok()) << journal.status().message();
   VolumeManagerOptions o;
   o.root_dir = root.path();
+  o.journal = journal->journal.get();
   o.sync_frequency = std::chrono::hours(1);
   o.tmpfs = false;
   VolumeManager manager(loop.get(), o, &objects, &registry, [] { return true; });

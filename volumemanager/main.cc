@@ -31,6 +31,7 @@
 #include "podconfig/redacted_url.h"
 #include "volumemanager/json_log_formatter.h"
 #include "volumemanager/loop_stall_monitor.h"
+#include "volumemanager/ownership_journal.h"
 #include "volumemanager/preflight_command.h"
 #include "volumemanager/volume_manager.h"
 
@@ -187,6 +188,30 @@ int main(int argc, char** argv) {
     }
   }
 
+  // What the daemon owns under the root dir: only what its journal lists, never what it finds.
+  auto journal = volumemanager::OwnershipJournal::Open(cfg.state_dir);
+  if (!journal.ok()) {
+    std::fprintf(stderr, "volumemanager: %s\n", journal.status().message().c_str());
+    return 1;
+  }
+  switch (journal->loaded) {
+    case volumemanager::OwnershipJournal::Loaded::kNew:
+      spdlog::info(
+          "{}: this daemon owns no volume under {}; it records each volume it sets up from now on "
+          "in {}",
+          journal->detail, cfg.root_dir, journal->journal->file());
+      break;
+    case volumemanager::OwnershipJournal::Loaded::kTrusted:
+      if (!journal->detail.empty()) spdlog::info("{}: {}", journal->journal->file(), journal->detail);
+      break;
+    case volumemanager::OwnershipJournal::Loaded::kRejected:
+      spdlog::error(
+          "ownership journal not trusted ({}): this daemon owns nothing under {} and will remove "
+          "nothing it finds there; volumes it sets up from now on are recorded in {}",
+          journal->detail, cfg.root_dir, journal->journal->file());
+      break;
+  }
+
   Daemon d;
   d.loop = uv_default_loop();
   d.registry = plugins::PluginRegistry::NewDefault();
@@ -211,6 +236,9 @@ int main(int argc, char** argv) {
   vm_options.durable = cfg.fsync;
   vm_options.tmpfs = cfg.tmpfs;
   vm_options.node_allocatable = *allocatable;
+  vm_options.journal = journal->journal.get();
+  vm_options.unpublished_grace =
+      std::chrono::duration_cast<std::chrono::milliseconds>(cfg.unpublished_grace);
   d.pods = std::make_unique<podconfig::PodConfig>(
       [&d](const podconfig::PodUpdate& u) { d.manager->OnPodUpdate(u); });
   d.manager = std::make_unique<volumemanager::VolumeManager>(
@@ -220,9 +248,9 @@ int main(int argc, char** argv) {
       [&d](const kube::ObjectRef& ref) { d.manager->OnObjectChanged(ref); });
 
   spdlog::info(
-      "volumemanager {} starting: node \"{}\", root dir {}, pods from {}{}{}, objects from {}, "
-      "strategy {}, sync frequency {}",
-      base::kVersion, cfg.node_name, cfg.root_dir, cfg.pod_manifest_path,
+      "volumemanager {} starting: node \"{}\", root dir {}, state dir {}, pods from {}{}{}, "
+      "objects from {}, strategy {}, sync frequency {}",
+      base::kVersion, cfg.node_name, cfg.root_dir, cfg.state_dir, cfg.pod_manifest_path,
       cfg.pod_manifest_path.empty() || cfg.manifest_url.empty() ? "" : " and ",
       podconfig::RedactedUrl(cfg.manifest_url),
       cfg.object_manifest_path.empty() ? "(none)" : cfg.object_manifest_path,

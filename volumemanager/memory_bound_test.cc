@@ -9,6 +9,7 @@
 
 #include "cache/local_object_store.h"
 #include "tests/support/test_loop.h"
+#include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
 
 namespace volumemanager {
@@ -35,7 +36,8 @@ kube::Pod PodReading(const std::string& uid, const std::string& config_map) {
 
 // Everything the manager and the store keep per pod or per volume, as one comparable value.
 struct Sizes {
-  size_t executor, desired, read_objects, actual, early_requests, pending, pods, terminating,
+  size_t executor, desired, read_objects, actual, early_requests, pending, ledgers, cleanups_due,
+      pods, terminating,
       resync, store_pods, store_refs;
   bool operator==(const Sizes&) const = default;
 };
@@ -43,7 +45,8 @@ struct Sizes {
 std::ostream& operator<<(std::ostream& os, const Sizes& s) {
   return os << "executor " << s.executor << ", desired " << s.desired << ", read objects "
             << s.read_objects << ", actual " << s.actual << ", early requests " << s.early_requests
-            << ", pending " << s.pending << ", pods " << s.pods << ", terminating " << s.terminating
+            << ", pending " << s.pending << ", ledgers " << s.ledgers << ", cleanups due "
+            << s.cleanups_due << ", pods " << s.pods << ", terminating " << s.terminating
             << ", resync " << s.resync << ", store pods " << s.store_pods << ", store refs "
             << s.store_refs;
 }
@@ -55,6 +58,8 @@ Sizes SizesOf(const VolumeManager& m, const cache::LocalObjectStore& store) {
                m.actual().volumes().size(),
                m.actual().early_request_count(),
                m.reconciler().pending_count(),
+               m.reconciler().ledger_count(),
+               m.reconciler().cleanup_due_count(),
                m.populator().pods().size(),
                m.populator().terminating_count(),
                m.resync_schedule_size(),
@@ -75,8 +80,12 @@ TEST(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
   store_options.dir = objects.path();
   ASSERT_TRUE(store.Start(loop.get(), store_options).ok());
 
+  vmtest::TempDir state;
+  auto journal = OwnershipJournal::Open(state.path());
+  ASSERT_TRUE(journal.ok()) << journal.status().message();
   VolumeManagerOptions o;
   o.root_dir = root.path();
+  o.journal = journal->journal.get();
   o.sync_frequency = std::chrono::hours(1);
   o.tmpfs = false;
   auto registry = plugins::PluginRegistry::NewDefault();

@@ -72,6 +72,11 @@ Reconciler::~Reconciler() = default;
 
 void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
                            const std::function<bool(const std::string&)>& is_terminating) {
+  while (!cleanup_due_.empty() && cleanup_due_.begin()->first <= now) {
+    const VolumeKey key = cleanup_due_.begin()->second;
+    cleanup_due_.erase(cleanup_due_.begin());
+    if (dsw_->Find(key) != nullptr) asw_->MarkRemountRequired(key, now);
+  }
   pending_.merge(dsw_->TakeChanged());
   pending_.merge(asw_->TakeChanged());
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -93,6 +98,7 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       // backoff of a volume that never mounted.
       asw_->ForgetRequests(key);
       executor_->Forget(key);
+      ledgers_.erase(key);
       return true;
     }
     if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
@@ -155,6 +161,11 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                                                   desired.pod->metadata.NamespacedName() + "\"");
   request->durable = options_.durable;
   request->tmpfs = options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
+  request->journal = options_.journal;
+  auto& ledger = ledgers_[key];
+  if (!ledger) ledger = std::make_shared<atomicwriter::UnpublishedLedger>();
+  request->ledger = ledger.get();
+  request->unpublished_grace = options_.unpublished_grace;
   auto result =
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;
@@ -162,8 +173,9 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
 
   const bool started = executor_->Run(
       key,
-      [request, result, lookup, pod = desired.pod, spec = desired.spec, plugin = desired.plugin,
-       allocatable = options_.node_allocatable]() -> base::Status {
+      [request, result, ledger, lookup, pod = desired.pod, spec = desired.spec,
+       plugin = desired.plugin, allocatable = options_.node_allocatable]() -> base::Status {
+        // (`ledger` is captured to outlive the write.)
         plugins::VolumeHost host;
         host.objects = lookup.get();
         host.node_allocatable = allocatable;
@@ -182,9 +194,31 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           const bool published = (*result)->published;
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
-          asw_->SetVerified(key, std::move(inputs), std::chrono::steady_clock::now());
+          const auto done_at = std::chrono::steady_clock::now();
+          const atomicwriter::WriteResult& w = **result;
+          const bool leftovers = !w.cleanup_error.empty() || w.awaiting_grace > 0;
+          // With leftovers, the disk counts as not recently verified, so that the write planned
+          // below goes to the disk instead of being served from the inputs.
+          asw_->SetVerified(key, std::move(inputs),
+                            leftovers ? done_at - options_.disk_verify_interval : done_at);
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
+          if (!w.cleanup_error.empty()) {
+            ++stats_.cleanups_failed;
+            spdlog::warn(
+                "volume \"{}\" of pod UID \"{}\" shows its new content, but cleaning up after "
+                "the write failed (retried in {}s): {}",
+                key.volume_name, key.pod_uid,
+                std::chrono::duration_cast<std::chrono::seconds>(options_.unpublished_grace)
+                    .count(),
+                w.cleanup_error);
+          }
+          if (leftovers) {
+            // Back to the disk once the leftovers may go.
+            cleanup_due_.emplace(done_at + options_.unpublished_grace +
+                                     std::chrono::milliseconds(100),
+                                 key);
+          }
           if (first_mount) {
             spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({})",
                          key.volume_name, key.pod_uid, (*result)->ts_dir);
@@ -215,16 +249,31 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
 bool Reconciler::StartTearDown(const MountedVolume& mounted) {
   const VolumeKey key = mounted.key;
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir, key.volume_name};
+  auto outcome = std::make_shared<TearDownOutcome>(TearDownOutcome::kRemoved);
   return executor_->Run(
-      key, [loc] { return TearDownVolume(loc); },
-      [this, key, dir = loc.dir()](const base::Status& s) {
+      key,
+      [loc, outcome, journal = options_.journal] {
+        auto r = TearDownVolume(loc, *journal);
+        if (r.ok()) *outcome = *r;
+        return r.status();
+      },
+      [this, key, outcome, dir = loc.dir()](const base::Status& s) {
         if (s.ok()) {
           // A pod that came back while the teardown ran is mounted again by the next pass.
           asw_->Remove(key);
           executor_->Forget(key);
-          ++stats_.teardowns_ok;
-          spdlog::info("UnmountVolume.TearDown succeeded for volume \"{}\" pod UID \"{}\" ({})",
-                       key.volume_name, key.pod_uid, dir);
+          ledgers_.erase(key);
+          if (*outcome == TearDownOutcome::kNotOwned) {
+            ++stats_.teardowns_not_owned;
+            spdlog::info(
+                "volume \"{}\" of pod UID \"{}\" is no longer refreshed; left in place ({}): "
+                "this daemon did not set it up",
+                key.volume_name, key.pod_uid, dir);
+          } else {
+            ++stats_.teardowns_ok;
+            spdlog::info("UnmountVolume.TearDown succeeded for volume \"{}\" pod UID \"{}\" ({})",
+                         key.volume_name, key.pod_uid, dir);
+          }
         } else {
           ++stats_.teardowns_failed;
           spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",

@@ -20,16 +20,19 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "atomicwriter/atomic_writer.h"
 #include "cache/object_manager.h"
 #include "kube/pod.h"
 #include "plugins/plugin_registry.h"
 #include "volumemanager/actual_state_of_world.h"
 #include "volumemanager/desired_state_of_world.h"
 #include "volumemanager/operation_executor.h"
+#include "volumemanager/ownership_journal.h"
 
 namespace volumemanager {
 
@@ -42,6 +45,11 @@ struct ReconcilerOptions {
   // (and repairs links or debris). Keeps the periodic resync cheap.
   std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
   kube::ResourceList node_allocatable;
+  // What the daemon owns under the root dir; required. Not owned.
+  OwnershipJournal* journal = nullptr;
+  // How long a version dir that ..data does not point to is left alone (it may be another
+  // writer's write in progress); a volume that has such dirs is written again after it.
+  std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -52,6 +60,8 @@ struct ReconcilerStats {
   long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access
   long teardowns_ok = 0;
   long teardowns_failed = 0;
+  long teardowns_not_owned = 0;  // left in place: the daemon did not set them up
+  long cleanups_failed = 0;      // published, but removing old versions or links failed
 };
 
 class Reconciler {
@@ -76,6 +86,8 @@ class Reconciler {
   const ReconcilerStats& stats() const { return stats_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
+  size_t ledger_count() const { return ledgers_.size(); }
+  size_t cleanup_due_count() const { return cleanup_due_.size(); }
 
  private:
   // Starts what `key` needs; false when it must be looked at again in a later pass.
@@ -95,6 +107,11 @@ class Reconciler {
   std::function<void(const VolumeKey&)> on_done_;
   ReconcilerStats stats_;
   std::set<VolumeKey> pending_;
+  // Each volume's record of unpublished version dirs, kept across its writes.
+  std::map<VolumeKey, std::shared_ptr<atomicwriter::UnpublishedLedger>> ledgers_;
+  // Volumes to write again (to the disk, not from the digest) once leftovers are past their
+  // grace period or a failed cleanup is due for a retry.
+  std::multimap<SteadyTime, VolumeKey> cleanup_due_;
 };
 
 }  // namespace volumemanager

@@ -1,39 +1,66 @@
 #include "volumemanager/reconstruct.h"
 
-#include <filesystem>
+#include <sys/stat.h>
 
-#include "volumemanager/volume_paths.h"
+#include <cerrno>
+#include <cstring>
 
 namespace volumemanager {
 namespace {
 
-namespace fs = std::filesystem;
-
-bool IsRealDir(const fs::directory_entry& e) {
-  std::error_code ec;
-  return e.symlink_status(ec).type() == fs::file_type::directory;
+// "pods/<uid>/volumes/<plugin>/<name>" -> its three names; false for any other shape.
+bool SplitVolumePath(const std::string& path, FoundVolume* out) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = path.find('/', start);
+    parts.push_back(path.substr(start, slash == std::string::npos ? slash : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (parts.size() != 5 || parts[0] != "pods" || parts[2] != "volumes") return false;
+  *out = FoundVolume{parts[1], parts[3], parts[4]};
+  return true;
 }
 
 }  // namespace
 
-ScanResult ScanPodVolumes(const std::string& root_dir, const std::set<std::string>& plugin_dirs) {
-  ScanResult out;
-  std::error_code ec;
-  for (const auto& pod : fs::directory_iterator(PodsDir(root_dir), ec)) {
-    if (!IsRealDir(pod)) continue;
-    const std::string uid = pod.path().filename().string();
-    out.pod_uids.push_back(uid);
-    std::error_code pec;
-    for (const auto& plugin : fs::directory_iterator(pod.path() / "volumes", pec)) {
-      const std::string plugin_dir = plugin.path().filename().string();
-      if (!IsRealDir(plugin) || plugin_dirs.count(plugin_dir) == 0) continue;
-      std::error_code vec;
-      for (const auto& vol : fs::directory_iterator(plugin.path(), vec)) {
-        if (!IsRealDir(vol)) continue;
-        out.volumes.push_back(FoundVolume{uid, plugin_dir, vol.path().filename().string()});
-      }
+ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, OwnershipJournal& journal,
+                                          const std::set<std::string>& plugin_dirs) {
+  ReconstructResult out;
+  std::vector<OwnedPath> gone;
+  std::set<std::string> pods;
+  for (const OwnedPath& entry : journal.Entries()) {
+    const std::string full = root_dir + "/" + entry.path;
+    struct stat st {};
+    const bool present = ::lstat(full.c_str(), &st) == 0;
+    if (!present && errno != ENOENT) {
+      out.problems.push_back(full + ": " + std::strerror(errno));
+      continue;
     }
+    if (!present || !S_ISDIR(st.st_mode)) {
+      // Removed, or replaced by something the daemon did not make: no longer its own.
+      gone.push_back(entry);
+      continue;
+    }
+    if (entry.kind == OwnedKind::kDir) {
+      if (entry.path.find('/', 5) == std::string::npos) pods.insert(entry.path.substr(5));
+      continue;
+    }
+    FoundVolume v;
+    if (!SplitVolumePath(entry.path, &v)) {
+      out.problems.push_back(full + ": not a volume path; left alone");
+      continue;
+    }
+    if (plugin_dirs.count(v.plugin_dir) == 0) continue;
+    out.volumes.push_back(std::move(v));
   }
+  if (!gone.empty()) {
+    base::Status s = journal.Remove(gone);
+    if (!s.ok()) out.problems.push_back(s.message());
+    out.released = static_cast<int>(gone.size());
+  }
+  out.pod_uids.assign(pods.begin(), pods.end());
   return out;
 }
 

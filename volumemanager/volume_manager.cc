@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <set>
 #include <utility>
 
@@ -15,8 +16,17 @@ struct VolumeManager::ScanWork {
   uv_work_t req;
   VolumeManager* self;
   std::string root_dir;
+  OwnershipJournal* journal;
   std::set<std::string> plugin_dirs;
-  ScanResult result;
+  ReconstructResult result;
+};
+
+struct VolumeManager::OrphanWork {
+  uv_work_t req;
+  VolumeManager* self;
+  std::string root_dir;
+  OwnershipJournal* journal;
+  std::vector<std::string> pod_uids;
 };
 
 namespace {
@@ -35,6 +45,8 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.durable = o.durable;
   r.tmpfs = o.tmpfs;
   r.node_allocatable = o.node_allocatable;
+  r.journal = o.journal;
+  r.unpublished_grace = o.unpublished_grace;
   return r;
 }
 
@@ -66,6 +78,12 @@ VolumeManager::~VolumeManager() {
 }
 
 void VolumeManager::Start() {
+  if (options_.journal == nullptr) {
+    // A programming error: without the journal nothing can be set up or told apart from the
+    // kubelet's volumes.
+    spdlog::critical("volume manager started without an ownership journal");
+    std::abort();
+  }
   tick_ = new uv_timer_t;
   soon_ = new uv_timer_t;
   for (uv_timer_t* t : {tick_, soon_}) {
@@ -85,13 +103,22 @@ void VolumeManager::Start() {
   work->req.data = work;
   work->self = this;
   work->root_dir = options_.root_dir;
+  work->journal = options_.journal;
   for (const auto& plugin : registry_->plugins()) work->plugin_dirs.insert(plugin->EscapedName());
   scan_in_flight_ = true;
   uv_queue_work(
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<ScanWork*>(req->data);
-        w->result = ScanPodVolumes(w->root_dir, w->plugin_dirs);
+        base::Status s = base::CatchAll("reconstruction", [w] {
+          w->result = ReconstructOwnedVolumes(w->root_dir, *w->journal, w->plugin_dirs);
+        });
+        if (!s.ok()) {  // a callback is a wall: start with nothing adopted
+          w->result = ReconstructResult{};
+          base::CatchAll("reconstruction", [&] {
+            w->result.problems.push_back(s.message());
+          }).IgnoreError();
+        }
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<ScanWork> w(static_cast<ScanWork*>(req->data));
@@ -99,7 +126,7 @@ void VolumeManager::Start() {
       });
 }
 
-void VolumeManager::OnScanDone(ScanResult result) {
+void VolumeManager::OnScanDone(ReconstructResult result) {
   scan_in_flight_ = false;
   if (stopping_) {
     MaybeFinishStop();
@@ -113,8 +140,12 @@ void VolumeManager::OnScanDone(ScanResult result) {
   }
   scanned_pod_uids_ = std::move(result.pod_uids);
   reconstructed_ = true;
-  spdlog::info("reconstructed {} volume(s) in {} pod dir(s) under {}", result.volumes.size(),
-               scanned_pod_uids_.size(), options_.root_dir);
+  for (const std::string& p : result.problems) spdlog::warn("reconstruction: {}", p);
+  spdlog::info(
+      "reconstructed {} volume(s) this daemon set up under {} ({} pod dir(s) of its own; {} "
+      "entr{} gone from disk released); volumes it did not set up are never removed",
+      result.volumes.size(), options_.root_dir, scanned_pod_uids_.size(), result.released,
+      result.released == 1 ? "y" : "ies");
   SchedulePassSoon();
 }
 
@@ -184,20 +215,36 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
 }
 
 void VolumeManager::CleanUpOrphanPodDirs() {
+  // Pods with a directory the daemon created but no volume of its own left (a stop between a
+  // teardown and the removal of its dirs): their owned, empty dirs go, in one pool job.
+  auto work = std::make_unique<OrphanWork>();
   for (const std::string& uid : scanned_pod_uids_) {
     if (populator_.FindPod(uid) != nullptr || asw_.HasPod(uid)) continue;
-    // Keyed apart from every volume of the pod (volume names are never empty).
-    executor_.Run(
-        VolumeKey{uid, ""},
-        [root = options_.root_dir, uid] {
-          RemoveEmptyPodDirs(root, uid);
-          return base::Status::OK();
-        },
-        [this](const base::Status&) {
-          if (stopping_) MaybeFinishStop();
-        });
+    work->pod_uids.push_back(uid);
   }
   scanned_pod_uids_.clear();
+  if (work->pod_uids.empty()) return;
+  work->req.data = work.get();
+  work->self = this;
+  work->root_dir = options_.root_dir;
+  work->journal = options_.journal;
+  orphan_work_in_flight_ = true;
+  uv_queue_work(
+      loop_, &work.release()->req,
+      [](uv_work_t* req) {
+        auto* w = static_cast<OrphanWork*>(req->data);
+        base::Status s = base::CatchAll("removing the empty dirs of gone pods", [w] {
+          for (const std::string& uid : w->pod_uids) {
+            RemoveOwnedEmptyPodDirs(w->root_dir, uid, *w->journal);
+          }
+        });
+        if (!s.ok()) spdlog::warn("{}", s.message());  // best effort; retried at the next start
+      },
+      [](uv_work_t* req, int) {
+        std::unique_ptr<OrphanWork> w(static_cast<OrphanWork*>(req->data));
+        w->self->orphan_work_in_flight_ = false;
+        if (w->self->stopping_) FromLoop("stop", [&] { w->self->MaybeFinishStop(); });
+      });
 }
 
 std::chrono::milliseconds VolumeManager::JitteredSyncPeriod() {
@@ -215,7 +262,7 @@ void VolumeManager::Stop(std::function<void()> done) {
 }
 
 void VolumeManager::MaybeFinishStop() {
-  if (!stopping_ || executor_.in_flight() > 0 || scan_in_flight_) return;
+  if (!stopping_ || executor_.in_flight() > 0 || scan_in_flight_ || orphan_work_in_flight_) return;
   if (tick_ == nullptr) {
     if (stop_done_) std::exchange(stop_done_, nullptr)();
     return;

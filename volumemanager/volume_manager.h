@@ -1,14 +1,15 @@
 // VolumeManager: the daemon's core, wiring pod updates and object changes to the desired state,
 // the reconciler and the operations (docs/design.md, "The shape of the daemon").
 //
-//  * Start: scans the root dir on the thread pool (reconstruction, docs/kubelet-behavior.md
-//    §6.6), then runs a reconciler pass every 100 ms.
+//  * Start: reconstructs, on the thread pool, the volumes its ownership journal lists (the only
+//    ones it ever adopts or removes), then runs a reconciler pass every 100 ms.
 //  * OnPodUpdate: the populator updates the desired state; new pods get their next periodic
 //    resync at sync_frequency x (1 + U[0, 0.5)).
 //  * OnObjectChanged: every mounted volume reading the object is marked for remount and a
 //    reconciler pass is scheduled at once (not at the next pod sync as in the kubelet).
-//  * Orphans: undesired volumes are torn down, and empty pod dirs removed, only after every pod
-//    source has delivered its first state (`all_sources_seen`).
+//  * Orphans: undesired volumes are torn down, and the empty pod dirs the daemon created removed,
+//    only after every pod source has delivered its first state (`all_sources_seen`). Volumes the
+//    daemon did not set up are never torn down.
 //  * Stop: no new operations; `done` runs once in-flight writes have finished.
 //
 // Loop-thread only; the object manager and the registry must outlive it.
@@ -44,6 +45,9 @@ struct VolumeManagerOptions {
   bool durable = false;
   bool tmpfs = true;  // secret, downwardAPI and projected volumes on tmpfs
   kube::ResourceList node_allocatable;
+  // What the daemon owns under root_dir; required. Not owned.
+  OwnershipJournal* journal = nullptr;
+  std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
 };
 
 class VolumeManager {
@@ -75,8 +79,9 @@ class VolumeManager {
 
  private:
   struct ScanWork;
+  struct OrphanWork;
 
-  void OnScanDone(ScanResult result);
+  void OnScanDone(ReconstructResult result);
   void RunPass();
   void SchedulePassSoon();
   void ResyncDuePods(SteadyTime now);
@@ -107,6 +112,7 @@ class VolumeManager {
   std::mt19937 rng_{std::random_device{}()};
 
   bool scan_in_flight_ = false;
+  bool orphan_work_in_flight_ = false;
   bool stopping_ = false;
   int open_handles_ = 0;
   std::function<void()> stop_done_;

@@ -11,6 +11,7 @@
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
+#include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_paths.h"
 #include "volumemanager/volume_setup.h"
 
@@ -50,6 +51,9 @@ class VolumeManagerTest : public ::testing::Test {
     char tmpl[] = "/tmp/volume-manager-test-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     root_ = tmpl;
+    auto j = OwnershipJournal::Open(root_ + "-state");
+    ASSERT_TRUE(j.ok()) << j.status().message();
+    journal_ = std::move(j->journal);
     registry_ = plugins::PluginRegistry::NewDefault();
   }
   void TearDown() override {
@@ -61,13 +65,25 @@ class VolumeManagerTest : public ::testing::Test {
       manager_.reset();
     }
     EXPECT_TRUE(loop_.Close()) << "a handle was left open";
+    journal_.reset();
     fs::remove_all(root_);
+    fs::remove_all(root_ + "-state");
+  }
+
+  // A write as an earlier run of the daemon made it (recorded in the journal).
+  base::Result<atomicwriter::WriteResult> EarlierRunSetUp(const std::string& uid,
+                                                          const atomicwriter::Payload& p) {
+    SetUpRequest r{VolumeLocation{root_, uid, "kubernetes.io~configmap", "cfg"}, p, nullptr, false};
+    r.journal = journal_.get();
+    return SetUpVolume(r);
   }
 
   void StartManager() {
     VolumeManagerOptions o;
     o.root_dir = root_;
     o.sync_frequency = std::chrono::hours(1);
+    o.journal = journal_.get();
+    o.unpublished_grace = std::chrono::milliseconds(0);
     manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
@@ -100,6 +116,7 @@ class VolumeManagerTest : public ::testing::Test {
   }
 
   std::string root_;
+  std::unique_ptr<OwnershipJournal> journal_;
   vmtest::TestLoop loop_;
   std::unique_ptr<plugins::PluginRegistry> registry_;
   // Gets of objects the pod did not register first fail, as with the real managers.
@@ -206,13 +223,12 @@ TEST_F(VolumeManagerTest, RestartVerifiesWithoutRewritingAndRemovesOrphans) {
   // deleted while the daemon was down.
   atomicwriter::Payload p;
   p["k"] = atomicwriter::FileProjection{"v", 0644, std::nullopt};
-  auto kept = SetUpVolume(SetUpRequest{
-      VolumeLocation{root_, "u1", "kubernetes.io~configmap", "cfg"}, p, nullptr, false});
+  auto kept = EarlierRunSetUp("u1", p);
   ASSERT_TRUE(kept.ok());
-  ASSERT_TRUE(
-      SetUpVolume(SetUpRequest{VolumeLocation{root_, "gone", "kubernetes.io~configmap", "cfg"}, p,
-                               nullptr, false})
-          .ok());
+  ASSERT_TRUE(EarlierRunSetUp("gone", p).ok());
+  // And one the daemon never set up (the kubelet's): never adopted, never removed.
+  fs::create_directories(Dir("kubelets") + "/..2025_01_01_00_00_00.1");
+  fs::create_directory_symlink("..2025_01_01_00_00_00.1", Dir("kubelets") + "/..data");
   sources_seen_ = false;
   StartManager();
   ASSERT_TRUE(RunUntil([&] { return manager_->reconstructed(); }));
@@ -227,6 +243,22 @@ TEST_F(VolumeManagerTest, RestartVerifiesWithoutRewritingAndRemovesOrphans) {
   }));
   EXPECT_EQ(manager_->actual().Find(VolumeKey{"u1", "cfg"})->ts_dir, kept->ts_dir);
   EXPECT_EQ(manager_->stats().versions_published, 0);
+  EXPECT_TRUE(fs::exists(Dir("kubelets") + "/..data"));
+  EXPECT_EQ(manager_->actual().Find(VolumeKey{"kubelets", "cfg"}), nullptr);
+}
+
+TEST_F(VolumeManagerTest, AVolumeItDidNotSetUpIsRefreshedButLeftInPlaceWhenItsPodGoes) {
+  // The kubelet set the volume up; the daemon serves the same pod.
+  fs::create_directories(Dir("u1"));
+  Put("default", "app", {{"k", "v1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  Send(podconfig::PodOp::kRemove, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().teardowns_not_owned == 1; }));
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
+  EXPECT_EQ(manager_->stats().teardowns_ok, 0);
+  EXPECT_EQ(manager_->actual().Find(VolumeKey{"u1", "cfg"}), nullptr);
 }
 
 TEST_F(VolumeManagerTest, StopWaitsForInFlightWrites) {

@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <vector>
 
 #include "atomicwriter/remove_tree.h"
@@ -74,17 +76,39 @@ base::Result<bool> MountTmpfs(const std::string& dir) {
   return false;
 }
 
+// Serializes, within this process, the creation and removal of the directories above volume
+// dirs (pod dir, volumes dir, plugin dirs) together with their ownership records: two volumes of
+// one pod set up at once on two pool threads must not both record the pod dir, and the one
+// whose mkdir finds it made by the other then drop the other's record. Cheap work only (a few
+// lstat/mkdir/rmdir calls and one journal append).
+std::mutex& PodDirsMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 // Removes what a failed first mount created: the volume dir with its content, the parent dirs
-// only while empty (another volume of the same pod may be mounting into them right now).
-void Undo(const std::vector<std::string>& created, const std::string& volume_dir) {
+// only while empty (another volume of the same pod may be mounting into them right now), and
+// releases in the journal what this call recorded and what was not left behind.
+void Undo(const std::vector<std::string>& created, const std::string& volume_dir,
+          OwnershipJournal& journal, const std::vector<OwnedPath>& recorded,
+          const std::string& root_dir) {
+  std::lock_guard<std::mutex> lock(PodDirsMutex());
+  std::vector<std::string> left;
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     if (*it == volume_dir) {
       if (IsMountPoint(*it)) Unmount(*it).IgnoreError();
-      atomicwriter::RemoveTree(*it).IgnoreError();
-    } else {
-      ::rmdir(it->c_str());
+      if (!atomicwriter::RemoveTree(*it).ok()) left.push_back(*it);
+    } else if (::rmdir(it->c_str()) != 0 && errno != ENOENT) {
+      left.push_back(*it);
     }
   }
+  std::vector<OwnedPath> release;
+  for (const OwnedPath& p : recorded) {
+    bool still_there = false;
+    for (const std::string& dir : left) still_there |= dir == root_dir + "/" + p.path;
+    if (!still_there) release.push_back(p);
+  }
+  journal.Remove(release).IgnoreError();  // an entry for a missing path is dropped at next start
 }
 
 }  // namespace
@@ -101,52 +125,87 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
     base::Status s = CheckPathComponent(*value, what);
     if (!s.ok()) return s;
   }
-  std::vector<std::string> created;
+  if (request.journal == nullptr) return base::Status::Error("set-up without an ownership journal");
+  OwnershipJournal& journal = *request.journal;
   const std::string pods = PodsDir(loc.root_dir);
-  const std::string pod = PodDir(loc.root_dir, loc.pod_uid);
-  const std::string volumes = PodVolumesDir(loc.root_dir, loc.pod_uid);
-  const std::string plugin = volumes + "/" + loc.plugin_dir;
   const std::string dir = loc.dir();
+  const std::string volume_path =
+      OwnershipJournal::VolumePath(loc.pod_uid, loc.plugin_dir, loc.volume_name);
   // The common case, a remount or resync of a live volume, needs no directory work at all: one
   // lstat, and the writer's own reads.
   struct stat st {};
   const bool existed = ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  std::vector<std::string> created;
+  std::vector<OwnedPath> recorded;
   if (!existed) {
-    for (const std::string* p : {&pods, &pod, &volumes, &plugin}) {
-      base::Status s = MakeDir(*p, kPodDirMode, &created);
+    std::unique_lock<std::mutex> lock(PodDirsMutex());
+    // Everything this call is about to create goes into the journal first.
+    const std::pair<std::string, std::string> parents[] = {
+        {PodDir(loc.root_dir, loc.pod_uid), OwnershipJournal::PodPath(loc.pod_uid)},
+        {PodVolumesDir(loc.root_dir, loc.pod_uid), OwnershipJournal::PodVolumesPath(loc.pod_uid)},
+        {PodVolumesDir(loc.root_dir, loc.pod_uid) + "/" + loc.plugin_dir,
+         OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)},
+    };
+    for (const auto& [path, rel] : parents) {
+      struct stat pst {};
+      if (::lstat(path.c_str(), &pst) != 0 && errno == ENOENT) {
+        recorded.push_back(OwnedPath{OwnedKind::kDir, rel});
+      }
+    }
+    recorded.push_back(OwnedPath{OwnedKind::kVolume, volume_path});
+    base::Status s = journal.Add(recorded);
+    if (!s.ok()) return base::Status::Error("recording ownership of " + dir + ": " + s.message());
+    for (const std::string* p : {&pods, &parents[0].first, &parents[1].first, &parents[2].first}) {
+      s = MakeDir(*p, kPodDirMode, &created);
       if (!s.ok()) {
-        Undo(created, dir);
+        lock.unlock();
+        Undo(created, dir, journal, recorded, loc.root_dir);
         return s;
       }
     }
     const size_t before = created.size();
-    base::Status s = MakeDir(dir, kVolumeDirMode, &created);
+    s = MakeDir(dir, kVolumeDirMode, &created);
     if (s.ok() && created.size() > before && ::chmod(dir.c_str(), kVolumeDirMode) != 0) {
       s = ErrnoError("chmod", dir, errno);
     }
     if (!s.ok()) {
-      Undo(created, dir);
+      lock.unlock();
+      Undo(created, dir, journal, recorded, loc.root_dir);
       return s;
     }
+    // A directory that appeared between the lstat and the mkdir (another writer made it) is not
+    // this daemon's.
+    std::vector<OwnedPath> not_made;
+    for (const OwnedPath& p : recorded) {
+      const std::string full = loc.root_dir + "/" + p.path;
+      if (std::find(created.begin(), created.end(), full) == created.end()) not_made.push_back(p);
+    }
+    if (!not_made.empty()) journal.Remove(not_made).IgnoreError();
   }
-  // A new volume dir, or one left empty (e.g. its tmpfs vanished with a reboot), gets its tmpfs.
-  if (request.tmpfs && (!existed || (IsEmptyDir(dir) && !IsMountPoint(dir)))) {
+  const bool owned = !existed || journal.Owns(OwnedKind::kVolume, volume_path);
+  // A new volume dir, or one of ours left empty (e.g. its tmpfs vanished with a reboot), gets its
+  // tmpfs. Never one the daemon does not own: the kubelet may be setting it up right now.
+  if (request.tmpfs && owned && (!existed || (IsEmptyDir(dir) && !IsMountPoint(dir)))) {
     auto mounted = MountTmpfs(dir);
     if (!mounted.ok()) {
-      Undo(created, dir);
+      if (!existed) Undo(created, dir, journal, recorded, loc.root_dir);
       return mounted.status();
     }
   }
 
   atomicwriter::Options options;
   options.durable = request.durable;
+  options.ledger = request.ledger;
+  options.unpublished_grace = request.unpublished_grace;
   auto writer = atomicwriter::AtomicWriter::Open(dir, options);
   if (!writer.ok()) {
-    Undo(created, dir);
+    if (!existed) Undo(created, dir, journal, recorded, loc.root_dir);
     return writer.status();
   }
   auto result = (*writer)->Write(request.payload, request.set_permissions);
-  if (!result.ok()) Undo(created, dir);
+  // Only a write that published nothing may be undone (the writer never reports failure after
+  // its point of no return).
+  if (!result.ok() && !existed) Undo(created, dir, journal, recorded, loc.root_dir);
   return result;
 }
 
@@ -158,7 +217,11 @@ bool IsMountPoint(const std::string& dir) {
   return st.st_dev != parent.st_dev || st.st_ino == parent.st_ino;
 }
 
-base::Status TearDownVolume(const VolumeLocation& location) {
+base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
+                                             OwnershipJournal& journal) {
+  const std::string volume_path = OwnershipJournal::VolumePath(
+      location.pod_uid, location.plugin_dir, location.volume_name);
+  if (!journal.Owns(OwnedKind::kVolume, volume_path)) return TearDownOutcome::kNotOwned;
   const std::string dir = location.dir();
   if (IsMountPoint(dir)) {
     // The content goes with the tmpfs; nothing of it is read or followed.
@@ -167,21 +230,33 @@ base::Status TearDownVolume(const VolumeLocation& location) {
   }
   base::Status s = atomicwriter::RemoveTree(dir);
   if (!s.ok()) return s;
-  RemoveEmptyPodDirs(location.root_dir, location.pod_uid);
-  return base::Status::OK();
+  s = journal.Remove({OwnedPath{OwnedKind::kVolume, volume_path}});
+  if (!s.ok()) return s;
+  RemoveOwnedEmptyPodDirs(location.root_dir, location.pod_uid, journal);
+  return TearDownOutcome::kRemoved;
 }
 
-void RemoveEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid) {
+void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
+                             OwnershipJournal& journal) {
   if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
-  const std::string volumes = PodVolumesDir(root_dir, pod_uid);
-  std::error_code ec;
-  // increment(ec): a range-for would throw when reading the next entry fails.
-  for (std::filesystem::directory_iterator it(volumes, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (it->is_directory(ec) && !it->is_symlink(ec)) ::rmdir(it->path().c_str());
+  std::lock_guard<std::mutex> lock(PodDirsMutex());
+  const std::string pod_prefix = OwnershipJournal::PodPath(pod_uid) + "/";
+  std::vector<OwnedPath> dirs;
+  for (const OwnedPath& p : journal.Entries()) {
+    if (p.kind == OwnedKind::kDir &&
+        (p.path == OwnershipJournal::PodPath(pod_uid) || p.path.starts_with(pod_prefix))) {
+      dirs.push_back(p);
+    }
   }
-  ::rmdir(volumes.c_str());
-  ::rmdir(PodDir(root_dir, pod_uid).c_str());
+  // Deepest first: longer paths below the pod dir sort after their parents.
+  std::sort(dirs.begin(), dirs.end(),
+            [](const OwnedPath& a, const OwnedPath& b) { return a.path.size() > b.path.size(); });
+  std::vector<OwnedPath> removed;
+  for (const OwnedPath& p : dirs) {
+    const std::string full = root_dir + "/" + p.path;
+    if (::rmdir(full.c_str()) == 0 || errno == ENOENT) removed.push_back(p);
+  }
+  journal.Remove(removed).IgnoreError();
 }
 
 }  // namespace volumemanager

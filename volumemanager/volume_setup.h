@@ -1,19 +1,24 @@
 // The filesystem side of mounting and tearing down one volume. These functions block and run on
-// the libuv thread pool, never on the loop thread; they touch only the volume dir and the empty
-// directories above it up to the pod dir.
+// the libuv thread pool, never on the loop thread; they touch only the volume dir and the
+// directories above it up to the pod dir, and only as the ownership journal allows.
 //
 // SetUpVolume creates the volume dir when missing (mode 0777, as the kubelet's wrapper does,
-// whatever the umask) and writes the payload through the atomic writer. A failure on first mount
-// removes what this call created, so no directory is left; a failure on remount leaves the
-// published content as it was (upstream issue 113242).
+// whatever the umask) and writes the payload through the atomic writer. Before it creates
+// anything it records, durably, the volume and each missing directory above it in the ownership
+// journal: what the journal lists is what the daemon may later remove. A volume dir that already
+// exists and is not in the journal (the kubelet's, or an earlier daemon's whose journal was lost)
+// gets its content refreshed and nothing else: no tmpfs is mounted on it, and it is never removed.
+// A failure on first mount removes what this call created, so no directory is left; a failure on
+// remount leaves the published content as it was (upstream issue 113242).
 //
-// Memory-medium volumes (secret, downwardAPI, projected; `tmpfs` set) get a tmpfs mounted on a
-// new or empty volume dir, as the kubelet does, so their bytes never reach the node's disk. Where
-// mounting is not permitted (an unprivileged run) the volume stays a plain directory and a
-// warning is logged once per process.
+// Memory-medium volumes (secret, downwardAPI, projected; `tmpfs` set) the daemon owns get a tmpfs
+// mounted on a new or empty volume dir, as the kubelet does, so their bytes never reach the node's
+// disk. Where mounting is not permitted (an unprivileged run) the volume stays a plain directory
+// and a warning is logged once per process.
 //
-// TearDownVolume unmounts a tmpfs volume dir, removes it without following any symlink inside,
-// then the directories above it that became empty (plugin dir, volumes dir, pod dir).
+// TearDownVolume removes a volume only when the journal lists it: it unmounts a tmpfs volume dir,
+// removes it without following any symlink inside, then the directories above it that the journal
+// lists and that became empty. Anything else is left in place.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_SETUP_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_SETUP_H_
 
@@ -21,6 +26,7 @@
 
 #include "atomicwriter/atomic_writer.h"
 #include "base/status.h"
+#include "volumemanager/ownership_journal.h"
 
 namespace volumemanager {
 
@@ -39,6 +45,16 @@ struct SetUpRequest {
   atomicwriter::PermissionCallback set_permissions;  // may be null
   bool durable = false;
   bool tmpfs = false;  // mount a tmpfs on the volume dir (memory medium)
+  OwnershipJournal* journal = nullptr;  // required
+  // The volume's ledger of unpublished version dirs, kept across its writes (may be null: then
+  // only this write's sightings count) and their grace period.
+  atomicwriter::UnpublishedLedger* ledger = nullptr;
+  std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+};
+
+enum class TearDownOutcome {
+  kRemoved,  // the daemon's own volume: unmounted and removed
+  kNotOwned, // not in the ownership journal: left in place, untouched
 };
 
 // True when `dir` is a mount point (another filesystem than its parent's).
@@ -46,11 +62,14 @@ bool IsMountPoint(const std::string& dir);
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request);
 
-base::Status TearDownVolume(const VolumeLocation& location);
+base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
+                                             OwnershipJournal& journal);
 
-// Removes the pod dir's empty directories (volumes/<plugin>, volumes, the pod dir itself) with
-// rmdir only: anything that still holds a file stays.
-void RemoveEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid);
+// Removes the directories of a pod that the journal lists (a plugin dir, the volumes dir, the pod
+// dir itself), deepest first, with rmdir only: one that still holds anything stays, and so does
+// every directory the journal does not list.
+void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
+                             OwnershipJournal& journal);
 
 }  // namespace volumemanager
 

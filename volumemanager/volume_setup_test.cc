@@ -6,8 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <set>
+#include <vector>
 
 #include "atomicwriter/volume_inspector.h"
+#include "volumemanager/ownership_journal.h"
 #include "volumemanager/reconstruct.h"
 
 namespace volumemanager {
@@ -20,9 +24,25 @@ class VolumeSetupTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/volume-setup-test-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = std::string(tmpl) + "/root";
+    state_ = std::string(tmpl) + "/state";
+    fs::create_directories(root_);
+    auto j = OwnershipJournal::Open(state_);
+    ASSERT_TRUE(j.ok()) << j.status().message();
+    journal_ = std::move(j->journal);
   }
-  void TearDown() override { fs::remove_all(root_); }
+  void TearDown() override {
+    journal_.reset();
+    fs::remove_all(fs::path(root_).parent_path());
+  }
+
+  SetUpRequest Req(const VolumeLocation& loc, atomicwriter::Payload payload,
+                   atomicwriter::PermissionCallback cb = nullptr) {
+    SetUpRequest r{loc, std::move(payload), std::move(cb), false};
+    r.journal = journal_.get();
+    r.unpublished_grace = std::chrono::milliseconds(0);
+    return r;
+  }
 
   VolumeLocation Loc(const std::string& uid = "uid-1", const std::string& vol = "cfg") {
     return VolumeLocation{root_, uid, "kubernetes.io~configmap", vol};
@@ -34,11 +54,13 @@ class VolumeSetupTest : public ::testing::Test {
   }
 
   std::string root_;
+  std::string state_;
+  std::unique_ptr<OwnershipJournal> journal_;
 };
 
 TEST_F(VolumeSetupTest, FirstMountCreatesTheKubeletLayout) {
   const mode_t old = ::umask(022);
-  auto r = SetUpVolume(SetUpRequest{Loc(), Payload("v1"), nullptr, false});
+  auto r = SetUpVolume(Req(Loc(), Payload("v1"), nullptr));
   ::umask(old);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->published);
@@ -53,19 +75,18 @@ TEST_F(VolumeSetupTest, FirstMountCreatesTheKubeletLayout) {
 TEST_F(VolumeSetupTest, FailedFirstMountLeavesNoDirectory) {
   atomicwriter::Payload bad;
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
-  auto r = SetUpVolume(SetUpRequest{Loc(), bad, nullptr, false});
+  auto r = SetUpVolume(Req(Loc(), bad, nullptr));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "invalid path: must not contain '..': ../escape");
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
 TEST_F(VolumeSetupTest, FailedRemountKeepsThePublishedContent) {
-  ASSERT_TRUE(SetUpVolume(SetUpRequest{Loc(), Payload("v1"), nullptr, false}).ok());
-  auto r = SetUpVolume(SetUpRequest{Loc(), Payload("v2"),
-                                    [](atomicwriter::Filesystem&, int, const std::string&) {
-                                      return base::Status::Error("ownership pass failed");
-                                    },
-                                    false});
+  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"), nullptr)).ok());
+  auto r = SetUpVolume(Req(Loc(), Payload("v2"),
+                           [](atomicwriter::Filesystem&, int, const std::string&) {
+                             return base::Status::Error("ownership pass failed");
+                           }));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(atomicwriter::VisibleContent(Loc().dir()),
             (std::map<std::string, std::string>{{"key", "v1"}}));
@@ -73,32 +94,32 @@ TEST_F(VolumeSetupTest, FailedRemountKeepsThePublishedContent) {
 
 TEST_F(VolumeSetupTest, UnsafePathComponentsAreRejected) {
   for (const std::string uid : {"", ".", "..", "a/b"}) {
-    auto r = SetUpVolume(SetUpRequest{Loc(uid), Payload("x"), nullptr, false});
+    auto r = SetUpVolume(Req(Loc(uid), Payload("x"), nullptr));
     ASSERT_FALSE(r.ok()) << uid;
     EXPECT_NE(r.status().message().find("must be a single path component"), std::string::npos);
   }
-  auto r = SetUpVolume(SetUpRequest{Loc("uid", ".."), Payload("x"), nullptr, false});
+  auto r = SetUpVolume(Req(Loc("uid", ".."), Payload("x"), nullptr));
   EXPECT_FALSE(r.ok());
   EXPECT_FALSE(fs::exists(root_ + "/pods"));
 }
 
 TEST_F(VolumeSetupTest, TearDownRemovesTheVolumeAndEmptyParentsOnly) {
-  ASSERT_TRUE(SetUpVolume(SetUpRequest{Loc("uid-1", "a"), Payload("1"), nullptr, false}).ok());
-  ASSERT_TRUE(SetUpVolume(SetUpRequest{Loc("uid-1", "b"), Payload("2"), nullptr, false}).ok());
-  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "a")).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("uid-1", "a"), Payload("1"), nullptr)).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("uid-1", "b"), Payload("2"), nullptr)).ok());
+  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "a"), *journal_).ok());
   EXPECT_FALSE(fs::exists(Loc("uid-1", "a").dir()));
   EXPECT_TRUE(fs::exists(Loc("uid-1", "b").dir()));
-  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "b")).ok());
+  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "b"), *journal_).ok());
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
   EXPECT_TRUE(fs::exists(root_ + "/pods"));
   // Tearing down what is not there succeeds.
-  EXPECT_TRUE(TearDownVolume(Loc("uid-1", "b")).ok());
+  EXPECT_TRUE(TearDownVolume(Loc("uid-1", "b"), *journal_).ok());
 }
 
 TEST_F(VolumeSetupTest, TearDownKeepsOtherFilesInThePodDir) {
-  ASSERT_TRUE(SetUpVolume(SetUpRequest{Loc(), Payload("1"), nullptr, false}).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("1"), nullptr)).ok());
   std::ofstream(root_ + "/pods/uid-1/etc-hosts") << "kubelet's";
-  ASSERT_TRUE(TearDownVolume(Loc()).ok());
+  ASSERT_TRUE(TearDownVolume(Loc(), *journal_).ok());
   EXPECT_TRUE(fs::exists(root_ + "/pods/uid-1/etc-hosts"));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1/volumes"));
 }
@@ -113,7 +134,7 @@ bool CanMountTmpfs(const std::string& scratch) {
 
 TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
   const bool can_mount = CanMountTmpfs(root_ + "/probe");
-  SetUpRequest req{Loc("uid-1", "secret"), Payload("s3cr3t"), nullptr, false};
+  SetUpRequest req = Req(Loc("uid-1", "secret"), Payload("s3cr3t"), nullptr);
   req.tmpfs = true;
   auto r = SetUpVolume(req);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -131,7 +152,7 @@ TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
   req.payload = Payload("rotated");
   ASSERT_TRUE(SetUpVolume(req).ok());
   EXPECT_EQ(IsMountPoint(dir), can_mount);
-  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "secret")).ok());
+  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "secret"), *journal_).ok());
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
@@ -139,29 +160,100 @@ TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
 TEST_F(VolumeSetupTest, FailedFirstMountOnTmpfsLeavesNothingMounted) {
   atomicwriter::Payload bad;
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
-  SetUpRequest req{Loc(), bad, nullptr, false};
+  SetUpRequest req = Req(Loc(), bad, nullptr);
   req.tmpfs = true;
   ASSERT_FALSE(SetUpVolume(req).ok());
   EXPECT_FALSE(fs::exists(Loc().dir()));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
-TEST_F(VolumeSetupTest, ScanFindsKnownPluginVolumesOnly) {
-  ASSERT_TRUE(SetUpVolume(SetUpRequest{Loc("u1", "a"), Payload("1"), nullptr, false}).ok());
-  ASSERT_TRUE(SetUpVolume(SetUpRequest{Loc("u2", "b"), Payload("1"), nullptr, false}).ok());
+TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "gone"), Payload("1"))).ok());
+  fs::remove_all(Loc("u2", "gone").dir());
+  // What the daemon did not make: the kubelet's volumes, a link, an unknown plugin's dir.
   fs::create_directories(root_ + "/pods/u2/volumes/kubernetes.io~empty-dir/scratch");
-  fs::create_directories(root_ + "/pods/u3");
+  fs::create_directories(root_ + "/pods/u3/volumes/kubernetes.io~configmap/kubelets");
   fs::create_directory_symlink(root_ + "/pods/u1/volumes/kubernetes.io~configmap/a",
                                root_ + "/pods/u2/volumes/kubernetes.io~configmap/link");
-  ScanResult r = ScanPodVolumes(root_, {"kubernetes.io~configmap", "kubernetes.io~secret"});
+  ReconstructResult r =
+      ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap", "kubernetes.io~secret"});
   std::set<std::string> found;
-  for (const FoundVolume& v : r.volumes)
+  for (const FoundVolume& v : r.volumes) {
     found.insert(v.pod_uid + "/" + v.plugin_dir + "/" + v.volume_name);
+  }
   EXPECT_EQ(found, (std::set<std::string>{"u1/kubernetes.io~configmap/a",
                                           "u2/kubernetes.io~configmap/b"}));
-  std::set<std::string> pods(r.pod_uids.begin(), r.pod_uids.end());
-  EXPECT_EQ(pods, (std::set<std::string>{"u1", "u2", "u3"}));
-  EXPECT_TRUE(ScanPodVolumes(root_ + "/missing", {"kubernetes.io~configmap"}).volumes.empty());
+  EXPECT_EQ(r.pod_uids, (std::vector<std::string>{"u1", "u2"}));
+  EXPECT_EQ(r.released, 1);  // "gone"
+  EXPECT_FALSE(journal_->Owns(OwnedKind::kVolume,
+                              OwnershipJournal::VolumePath("u2", "kubernetes.io~configmap", "gone")));
+  EXPECT_TRUE(r.problems.empty());
+}
+
+TEST_F(VolumeSetupTest, AnOwnedVolumeThatCannotBeCheckedIsReportedAndTheRestProceeds) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
+  // u1's pod dir became a symlink loop: its volume can be neither read nor declared gone.
+  fs::remove_all(root_ + "/pods/u1");
+  fs::create_symlink("u1", root_ + "/pods/u1");
+  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  ASSERT_EQ(r.volumes.size(), 1u);
+  EXPECT_EQ(r.volumes[0].pod_uid, "u2");
+  bool reported = false;
+  for (const std::string& p : r.problems) {
+    reported |=
+        p.find("/pods/u1/volumes/kubernetes.io~configmap/a: Too many levels") != std::string::npos;
+  }
+  EXPECT_TRUE(reported) << ::testing::PrintToString(r.problems);
+  // Kept in the journal: it may come back readable.
+  EXPECT_TRUE(journal_->Owns(OwnedKind::kVolume,
+                             OwnershipJournal::VolumePath("u1", "kubernetes.io~configmap", "a")));
+}
+
+TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
+  // The kubelet's volume of a pod the daemon also serves: its dirs exist before the daemon's
+  // first write.
+  const std::string dir = Loc().dir();
+  fs::create_directories(dir);
+  std::ofstream(root_ + "/pods/uid-1/etc-hosts") << "kubelet's";
+  SetUpRequest req = Req(Loc(), Payload("v1"));
+  req.tmpfs = true;
+  ASSERT_TRUE(SetUpVolume(req).ok());
+  EXPECT_FALSE(IsMountPoint(dir)) << "a tmpfs on a volume the kubelet may be setting up";
+  EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
+  EXPECT_TRUE(journal_->Entries().empty());
+  auto t = TearDownVolume(Loc(), *journal_);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, TearDownOutcome::kNotOwned);
+  EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
+  RemoveOwnedEmptyPodDirs(root_, "uid-1", *journal_);
+  EXPECT_TRUE(fs::exists(dir));
+}
+
+TEST_F(VolumeSetupTest, OnlyTheDirectoriesTheDaemonCreatedAreRecordedAndRemoved) {
+  // The pod dir and its volumes dir exist (the kubelet's); the plugin dir and the volume do not.
+  fs::create_directories(root_ + "/pods/uid-1/volumes");
+  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  std::vector<OwnedPath> want = {
+      {OwnedKind::kDir, "pods/uid-1/volumes/kubernetes.io~configmap"},
+      {OwnedKind::kVolume, "pods/uid-1/volumes/kubernetes.io~configmap/cfg"}};
+  EXPECT_EQ(journal_->Entries(), want);
+  auto t = TearDownVolume(Loc(), *journal_);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, TearDownOutcome::kRemoved);
+  EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1/volumes/kubernetes.io~configmap"));
+  EXPECT_TRUE(fs::is_directory(root_ + "/pods/uid-1/volumes"));  // empty, but not ours
+  EXPECT_TRUE(journal_->Entries().empty());
+}
+
+TEST_F(VolumeSetupTest, AFailedFirstMountReleasesWhatItRecorded) {
+  atomicwriter::Payload bad;
+  bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
+  ASSERT_FALSE(SetUpVolume(Req(Loc(), bad)).ok());
+  EXPECT_TRUE(journal_->Entries().empty());
+  EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
 }  // namespace

@@ -63,9 +63,13 @@ class Env:
         self.pods = tmp / "pods"
         self.objects = tmp / "objects"
         self.root = tmp / "root"
+        self.state = tmp / "state"
         for d in (self.pods, self.objects, self.root):
             d.mkdir()
         self.proc = None
+        # No other writer touches these volumes: old versions may go at once, so tests can
+        # expect exactly one version dir.
+        self.unpublished_grace = "0s"
         self.log_path = tmp / "daemon.log"
         self._log = None
 
@@ -89,9 +93,9 @@ class Env:
     def start(self, *extra):
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [BIN, "--root-dir", str(self.root), "--node-name", NODE,
+            [BIN, "--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
              "--pod-manifest-path", str(self.pods), "--object-manifest-path", str(self.objects),
-             "-v", "1", *extra],
+             "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra],
             stdout=self._log, stderr=subprocess.STDOUT)
         return self.proc
 

@@ -1,0 +1,53 @@
+// UnpublishedLedger: what one process has seen, over time, of the entries of a volume dir that
+// `..data` does not point to: timestamp dirs of versions that are not (or no longer) live, and
+// stale staging links. On a volume that another writer also writes (the kubelet's writer, or a
+// second daemon during a rolling update) such an entry may be that writer's write in progress,
+// about to be published, so it may be removed only after this process has seen it unpublished
+// and unchanged for a grace period. The clock is this process's monotonic clock: a timestamp in
+// an entry's name, or its mtime, is another writer's wall clock and proves nothing.
+//
+// "Unchanged" means the same inode and the same ctime: a writer still creating files in the dir
+// (or renaming it) restarts the period.
+//
+// Thread safety: none. One ledger per volume dir; the writes of one volume are serialized by the
+// caller, so one write at a time uses it.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_UNPUBLISHED_LEDGER_H_
+#define VOLUMEMANAGER_ATOMICWRITER_UNPUBLISHED_LEDGER_H_
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+
+namespace atomicwriter {
+
+class UnpublishedLedger {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Records that `name`, whose lstat is `st`, is unpublished at `now`. True when it has been seen
+  // unpublished, with the same inode and ctime, since `now - grace` or earlier (always true for a
+  // grace of zero).
+  bool Observe(const std::string& name, const struct stat& st, Clock::time_point now,
+               Clock::duration grace);
+  // Forgets an entry (it was removed, or became live).
+  void Forget(const std::string& name) { seen_.erase(name); }
+  // Forgets every entry whose name is not in `present`.
+  void ForgetAllBut(const std::set<std::string>& present);
+  size_t size() const { return seen_.size(); }
+
+ private:
+  struct Seen {
+    Clock::time_point since;
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime;
+  };
+  std::map<std::string, Seen> seen_;
+};
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_UNPUBLISHED_LEDGER_H_

@@ -1,0 +1,385 @@
+#include "volumemanager/ownership_journal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+#include "base/errno_error.h"
+
+namespace volumemanager {
+namespace {
+
+using base::Result;
+using base::Status;
+
+constexpr std::string_view kHeaderPrefix = "volumemanager-ownership v";
+
+using base::ErrnoError;
+
+uint64_t Fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string Header() {
+  return std::string(kHeaderPrefix) + std::to_string(OwnershipJournal::kVersion) + "\n";
+}
+
+const char* KindName(OwnedKind k) { return k == OwnedKind::kVolume ? "volume" : "dir"; }
+
+std::string EncodeRecord(char op, const OwnedPath& p) {
+  std::string body = std::string(1, op) + " " + KindName(p.kind) + " " + p.path;
+  char sum[17];
+  std::snprintf(sum, sizeof(sum), "%016llx", static_cast<unsigned long long>(Fnv1a64(body)));
+  return std::string(sum) + " " + body + "\n";
+}
+
+// A path the journal can hold on one line and the daemon could have created: relative, below
+// pods/, no empty, "." or ".." component, no control character.
+bool ValidPath(const std::string& path) {
+  if (!path.starts_with("pods/")) return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    const std::string_view part(path.data() + start, slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = slash + 1;
+  }
+  for (unsigned char c : path) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// Parses one complete record line (without its newline). False when it does not check out.
+bool DecodeRecord(std::string_view line, char* op, OwnedPath* out) {
+  if (line.size() < 18 || line[16] != ' ') return false;
+  const std::string_view body = line.substr(17);
+  char sum[17];
+  std::snprintf(sum, sizeof(sum), "%016llx", static_cast<unsigned long long>(Fnv1a64(body)));
+  if (line.substr(0, 16) != sum) return false;
+  if (body.size() < 3 || (body[0] != '+' && body[0] != '-') || body[1] != ' ') return false;
+  const std::string_view rest = body.substr(2);
+  const size_t space = rest.find(' ');
+  if (space == std::string_view::npos) return false;
+  const std::string_view kind = rest.substr(0, space);
+  if (kind == "volume") {
+    out->kind = OwnedKind::kVolume;
+  } else if (kind == "dir") {
+    out->kind = OwnedKind::kDir;
+  } else {
+    return false;
+  }
+  out->path = std::string(rest.substr(space + 1));
+  *op = body[0];
+  return ValidPath(out->path);
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoError("open", path, errno);
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return ErrnoError("read", path, err);
+    }
+    if (n == 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
+
+Status WriteAllFd(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::OK();
+}
+
+Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open", dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::OK() : ErrnoError("fsync", dir, err);
+}
+
+// Writes a complete journal holding `owned` to `file` by way of a temporary file and a rename.
+Status WriteJournal(const std::string& state_dir, const std::string& file,
+                    const std::map<std::string, OwnedKind>& owned) {
+  std::string data = Header();
+  for (const auto& [path, kind] : owned) data += EncodeRecord('+', OwnedPath{kind, path});
+  const std::string tmp = file + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoError("create", tmp, errno);
+  Status s = WriteAllFd(fd, data, tmp);
+  if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync", tmp, errno);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoError("close", tmp, errno);
+  if (s.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) s = ErrnoError("rename", tmp, errno);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return SyncDir(state_dir);
+}
+
+struct Parsed {
+  OwnershipJournal::Loaded loaded = OwnershipJournal::Loaded::kTrusted;
+  std::string detail;
+  std::map<std::string, OwnedKind> owned;
+};
+
+Parsed Parse(const std::string& data, const std::string& file) {
+  Parsed out;
+  auto reject = [&](std::string why) {
+    out.loaded = OwnershipJournal::Loaded::kRejected;
+    out.detail = file + ": " + why;
+    out.owned.clear();
+    return out;
+  };
+  const size_t header_end = data.find('\n');
+  if (header_end == std::string::npos) return reject("no complete header line");
+  const std::string_view header(data.data(), header_end);
+  if (!header.starts_with(kHeaderPrefix)) return reject("not an ownership journal");
+  const std::string_view version = header.substr(kHeaderPrefix.size());
+  if (version != std::to_string(OwnershipJournal::kVersion)) {
+    return reject("version " + std::string(version) + ", this daemon reads version " +
+                  std::to_string(OwnershipJournal::kVersion));
+  }
+  size_t pos = header_end + 1;
+  size_t line_no = 1;
+  while (pos < data.size()) {
+    ++line_no;
+    const size_t nl = data.find('\n', pos);
+    if (nl == std::string::npos) {
+      out.detail = "ignored an incomplete last record (a stop in the middle of an append)";
+      break;
+    }
+    char op = 0;
+    OwnedPath p{OwnedKind::kDir, ""};
+    if (!DecodeRecord(std::string_view(data.data() + pos, nl - pos), &op, &p)) {
+      return reject("line " + std::to_string(line_no) + " is corrupt");
+    }
+    if (op == '+') {
+      out.owned[p.path] = p.kind;
+    } else {
+      out.owned.erase(p.path);
+    }
+    pos = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string OwnershipJournal::PodPath(const std::string& pod_uid) { return "pods/" + pod_uid; }
+std::string OwnershipJournal::PodVolumesPath(const std::string& pod_uid) {
+  return PodPath(pod_uid) + "/volumes";
+}
+std::string OwnershipJournal::PluginPath(const std::string& pod_uid,
+                                         const std::string& plugin_dir) {
+  return PodVolumesPath(pod_uid) + "/" + plugin_dir;
+}
+std::string OwnershipJournal::VolumePath(const std::string& pod_uid, const std::string& plugin_dir,
+                                         const std::string& volume_name) {
+  return PluginPath(pod_uid, plugin_dir) + "/" + volume_name;
+}
+
+Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& state_dir) {
+  if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoError("--state-dir: mkdir", state_dir, errno);
+  }
+  const std::string file = state_dir + "/" + kFileName;
+  OpenResult result;
+  Parsed parsed;
+  Result<std::string> data = ReadWholeFile(file);
+  if (!data.ok()) {
+    if (data.status().sys_errno() == ENOENT) {
+      parsed.loaded = Loaded::kNew;
+      parsed.detail = "no ownership journal at " + file;
+    } else {
+      parsed.loaded = Loaded::kRejected;
+      parsed.detail = data.status().message();
+    }
+  } else {
+    parsed = Parse(*data, file);
+  }
+  if (parsed.loaded == Loaded::kRejected) {
+    // Kept for whoever investigates; a later rejection replaces it.
+    const std::string aside = file + kRejectedSuffix;
+    if (::rename(file.c_str(), aside.c_str()) == 0) {
+      parsed.detail += "; kept as " + aside;
+    } else if (errno != ENOENT) {
+      return ErrnoError("rename", file, errno);
+    }
+  }
+  // Start every run from a compact file: one record per owned path.
+  Status s = WriteJournal(state_dir, file, parsed.owned);
+  if (!s.ok()) return s;
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoError("open", file, errno);
+  result.loaded = parsed.loaded;
+  result.detail = std::move(parsed.detail);
+  const size_t records = parsed.owned.size();
+  result.journal.reset(new OwnershipJournal(state_dir, fd, std::move(parsed.owned), records));
+  return result;
+}
+
+OwnershipJournal::OwnershipJournal(std::string state_dir, int fd,
+                                   std::map<std::string, OwnedKind> owned, size_t records)
+    : state_dir_(std::move(state_dir)),
+      file_(state_dir_ + "/" + kFileName),
+      fd_(fd),
+      owned_(std::move(owned)),
+      records_(records) {}
+
+OwnershipJournal::~OwnershipJournal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
+  std::string lines;
+  for (const OwnedPath& p : paths) {
+    if (!ValidPath(p.path)) {
+      return Status::Error("ownership journal: cannot record \"" + p.path + "\"");
+    }
+    lines += EncodeRecord('+', p);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++adds_in_flight_;
+  }
+  Status s = Commit(std::move(lines), paths.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  --adds_in_flight_;
+  if (!s.ok()) return s;
+  for (const OwnedPath& p : paths) owned_[p.path] = p.kind;
+  return Status::OK();
+}
+
+Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
+  std::string lines;
+  size_t count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const OwnedPath& p : paths) {
+      auto it = owned_.find(p.path);
+      if (it == owned_.end() || it->second != p.kind) continue;
+      owned_.erase(it);
+      lines += EncodeRecord('-', p);
+      ++count;
+    }
+  }
+  if (count == 0) return Status::OK();
+  return Commit(std::move(lines), count);
+}
+
+bool OwnershipJournal::Owns(OwnedKind kind, const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = owned_.find(path);
+  return it != owned_.end() && it->second == kind;
+}
+
+std::vector<OwnedPath> OwnershipJournal::Entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<OwnedPath> out;
+  out.reserve(owned_.size());
+  for (const auto& [path, kind] : owned_) out.push_back(OwnedPath{kind, path});
+  return out;
+}
+
+Status OwnershipJournal::Commit(std::string lines, size_t count) {
+  std::unique_lock<std::mutex> lock(mu_);
+  pending_ += lines;
+  pending_records_ += count;
+  const uint64_t mine = ++queued_seq_;
+  while (durable_seq_ < mine) {
+    if (flushing_) {
+      flushed_.wait(lock);
+      continue;
+    }
+    // This thread writes everything queued so far, with one fsync.
+    flushing_ = true;
+    const std::string batch = std::exchange(pending_, {});
+    const size_t batch_records = std::exchange(pending_records_, 0);
+    const uint64_t batch_start = durable_seq_ + 1;
+    const uint64_t batch_end = queued_seq_;
+    const int fd = fd_;
+    lock.unlock();
+    struct stat before {};
+    Status s;
+    if (fd < 0) {
+      s = Status::Error("ownership journal " + file_ + " is unusable after an earlier error");
+    } else if (::fstat(fd, &before) != 0) {
+      s = ErrnoError("fstat", file_, errno);
+    } else {
+      s = WriteAllFd(fd, batch, file_);
+      if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoError("fsync", file_, errno);
+      if (!s.ok() && ::ftruncate(fd, before.st_size) != 0) {
+        // A partial record would make the whole journal untrusted at the next start; keep it
+        // out of reach instead: nothing more is recorded (nothing more is created).
+        ::close(fd);
+        lock.lock();
+        fd_ = -1;
+        lock.unlock();
+      }
+    }
+    lock.lock();
+    flushing_ = false;
+    if (s.ok()) {
+      records_ += batch_records;
+    } else {
+      failed_[batch_start] = FailedBatch{batch_end, s};
+    }
+    durable_seq_ = batch_end;
+    // Mostly released entries: rewrite the file, unless an Add is between its commit and its
+    // update of owned_ (the rewrite would drop its records).
+    if (s.ok() && adds_in_flight_ == 0 && records_ > 1024 && records_ > 4 * owned_.size()) {
+      CompactLocked().IgnoreError();  // the appended file stays valid when this fails
+    }
+    flushed_.notify_all();
+  }
+  // Batches are contiguous ranges of sequence numbers; a failed one is remembered by its range.
+  auto it = failed_.upper_bound(mine);
+  if (it != failed_.begin()) {
+    --it;
+    if (mine <= it->second.end) return it->second.status;
+  }
+  return Status::OK();
+}
+
+Status OwnershipJournal::CompactLocked() {
+  Status s = WriteJournal(state_dir_, file_, owned_);
+  if (!s.ok()) return s;
+  const int fd = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoError("open", file_, errno);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  records_ = owned_.size();
+  return Status::OK();
+}
+
+}  // namespace volumemanager

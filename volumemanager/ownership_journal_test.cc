@@ -1,0 +1,171 @@
+#include "volumemanager/ownership_journal.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace volumemanager {
+namespace {
+
+namespace fs = std::filesystem;
+
+const OwnedPath kPod{OwnedKind::kDir, "pods/u1"};
+const OwnedPath kVol{OwnedKind::kVolume, "pods/u1/volumes/kubernetes.io~secret/tls"};
+
+class OwnershipJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ownership-journal-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    file_ = dir_ + "/" + OwnershipJournal::kFileName;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  OwnershipJournal::OpenResult Open() {
+    auto r = OwnershipJournal::Open(dir_);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? std::move(r).value() : OwnershipJournal::OpenResult{};
+  }
+  std::string FileText() const {
+    std::ifstream in(file_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  void WriteFile(const std::string& text) const { std::ofstream(file_, std::ios::trunc) << text; }
+
+  std::string dir_;
+  std::string file_;
+};
+
+TEST_F(OwnershipJournalTest, NoJournalMeansOwningNothing) {
+  auto r = Open();
+  EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kNew);
+  EXPECT_TRUE(r.journal->Entries().empty());
+  EXPECT_EQ(FileText(), "volumemanager-ownership v1\n");
+}
+
+TEST_F(OwnershipJournalTest, WhatWasAddedSurvivesAReopenAndRemovedEntriesGo) {
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+    EXPECT_TRUE(r.journal->Owns(OwnedKind::kVolume, kVol.path));
+    EXPECT_FALSE(r.journal->Owns(OwnedKind::kDir, kVol.path));  // the kind matters
+    ASSERT_TRUE(r.journal->Remove({kPod}).ok());
+  }
+  auto r = Open();
+  EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kTrusted);
+  EXPECT_EQ(r.journal->Entries(), std::vector<OwnedPath>{kVol});
+  // Reopening compacts: one record per owned path.
+  const std::string text = FileText();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+}
+
+TEST_F(OwnershipJournalTest, AnIncompleteLastRecordIsIgnored) {
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod}).ok());
+    ASSERT_TRUE(r.journal->Add({kVol}).ok());
+  }
+  std::string text = FileText();
+  WriteFile(text.substr(0, text.size() - 5));  // a stop in the middle of the last append
+  auto r = Open();
+  EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kTrusted);
+  EXPECT_NE(r.detail.find("incomplete"), std::string::npos) << r.detail;
+  EXPECT_EQ(r.journal->Entries(), std::vector<OwnedPath>{kPod});
+}
+
+TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
+  std::string good;
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+    good = FileText();
+  }
+  const std::string second_line = good.substr(good.find('\n') + 1);
+  struct Case {
+    const char* name;
+    std::function<void()> damage;
+    const char* detail;
+  };
+  const std::vector<Case> cases = {
+      {"a flipped byte", [&] { std::string t = good; t[t.size() - 3] ^= 1; WriteFile(t); },
+       "line 3 is corrupt"},
+      {"an old version", [&] { WriteFile("volumemanager-ownership v0\n" + second_line); },
+       "version 0"},
+      {"a newer version", [&] { WriteFile("volumemanager-ownership v2\n" + second_line); },
+       "version 2"},
+      {"not a journal", [&] { WriteFile("{\"volumes\": []}\n"); }, "not an ownership journal"},
+      {"empty", [&] { WriteFile(""); }, "no complete header"},
+      {"unreadable", [&] { fs::remove(file_); fs::create_directory(file_); }, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(file_);
+    fs::remove_all(file_ + OwnershipJournal::kRejectedSuffix);
+    c.damage();
+    auto r = Open();
+    ASSERT_NE(r.journal, nullptr);
+    EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kRejected);
+    EXPECT_NE(r.detail.find(c.detail), std::string::npos) << r.detail;
+    EXPECT_TRUE(r.journal->Entries().empty());
+    // The rejected file is kept for inspection; a fresh journal records from now on.
+    EXPECT_TRUE(fs::exists(file_ + OwnershipJournal::kRejectedSuffix));
+    ASSERT_TRUE(r.journal->Add({kPod}).ok());
+    r.journal.reset();
+    EXPECT_EQ(Open().journal->Entries(), std::vector<OwnedPath>{kPod});
+  }
+}
+
+TEST_F(OwnershipJournalTest, PathsOutsideThePodsDirAreRefused) {
+  auto r = Open();
+  for (const std::string bad : {"etc/passwd", "pods/../x", "pods/u1/../../x", "pods//x",
+                                "pods/u1\n+ dir pods/u2", "/pods/u1"}) {
+    EXPECT_FALSE(r.journal->Add({OwnedPath{OwnedKind::kDir, bad}}).ok()) << bad;
+  }
+  EXPECT_TRUE(r.journal->Entries().empty());
+}
+
+TEST_F(OwnershipJournalTest, ConcurrentAddsAllBecomeDurable) {
+  {
+    auto r = Open();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          const std::string uid = "u" + std::to_string(t) + "-" + std::to_string(i);
+          ASSERT_TRUE(r.journal->Add({OwnedPath{OwnedKind::kDir, "pods/" + uid}}).ok());
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(r.journal->Entries().size(), 200u);
+  }
+  EXPECT_EQ(Open().journal->Entries().size(), 200u);
+}
+
+TEST_F(OwnershipJournalTest, ManyReleasedEntriesAreCompactedAway) {
+  auto r = Open();
+  for (int i = 0; i < 1500; ++i) {
+    const OwnedPath p{OwnedKind::kDir, "pods/u" + std::to_string(i)};
+    ASSERT_TRUE(r.journal->Add({p}).ok());
+    ASSERT_TRUE(r.journal->Remove({p}).ok());
+  }
+  ASSERT_TRUE(r.journal->Add({kPod}).ok());
+  const std::string text = FileText();
+  EXPECT_LT(std::count(text.begin(), text.end(), '\n'), 1100);
+  r.journal.reset();
+  EXPECT_EQ(Open().journal->Entries(), std::vector<OwnedPath>{kPod});
+}
+
+}  // namespace
+}  // namespace volumemanager
