@@ -311,6 +311,20 @@ std::vector<OwnedPath> OwnershipJournal::Entries() const {
   return out;
 }
 
+std::vector<OwnedPath> OwnershipJournal::EntriesOfPod(const std::string& pod_uid) const {
+  const std::string pod = PodPath(pod_uid);
+  const std::string below = pod + "/";
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<OwnedPath> out;
+  if (auto it = owned_.find(pod); it != owned_.end()) out.push_back(OwnedPath{it->second, pod});
+  // "pods/<uid>-x" sorts between "pods/<uid>" and "pods/<uid>/": start below the slash.
+  for (auto it = owned_.lower_bound(below); it != owned_.end() && it->first.starts_with(below);
+       ++it) {
+    out.push_back(OwnedPath{it->second, it->first});
+  }
+  return out;
+}
+
 Status OwnershipJournal::Commit(std::string lines, size_t count) {
   std::unique_lock<std::mutex> lock(mu_);
   pending_ += lines;
