@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "atomicwriter/remove_tree.h"
+#include "base/errno_error.h"
+#include "base/strings.h"
 
 namespace atomicwriter {
 namespace {
@@ -27,14 +29,7 @@ constexpr mode_t kTimestampDirMode = 0755;
 constexpr mode_t kNestedDirMode = 0777;  // as the kubelet requests; the umask applies
 constexpr int kMaxNameAttempts = 100;
 
-Status ErrnoError(std::string_view op, std::string_view path, int err) {
-  std::string msg(op);
-  msg += ' ';
-  msg += path;
-  msg += ": ";
-  msg += std::strerror(err);
-  return Status::Error(std::move(msg), err);
-}
+using base::ErrnoError;
 
 // An owned descriptor, closed through the Filesystem interface.
 class ScopedFd {
@@ -67,17 +62,8 @@ class ScopedFd {
 };
 
 std::vector<std::string> SplitCleanPath(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string::npos) {
-      parts.push_back(path.substr(start));
-      return parts;
-    }
-    parts.push_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
+  const std::vector<std::string_view> parts = base::Split(path, '/');
+  return {parts.begin(), parts.end()};
 }
 
 std::string FirstComponent(const std::string& clean_path) {
@@ -188,7 +174,7 @@ Result<std::vector<CleanFile>> CleanPayload(const Payload& payload) {
     Status s = ValidatePath(raw);
     if (!s.ok()) return s;
     std::string clean = CleanPath(raw);
-    if (clean.empty()) return Status::Error("invalid path: names no file: " + raw);
+    if (clean == ".") return Status::Error("invalid path: names no file: " + raw);
     by_path[std::move(clean)] = &file;
   }
   std::vector<CleanFile> files;

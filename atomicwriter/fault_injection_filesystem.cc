@@ -1,5 +1,8 @@
 #include "atomicwriter/fault_injection_filesystem.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cerrno>
 
 namespace atomicwriter {
@@ -77,9 +80,32 @@ int FaultInjectionFilesystem::Fchmod(int fd, mode_t mode) {
   return base_->Fchmod(fd, mode);
 }
 
+void FaultInjectionFilesystem::RedirectChown(gid_t gid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  redirect_chown_ = gid;
+}
+
+std::optional<gid_t> FaultInjectionFilesystem::ChownRequested(const std::string& path) const {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = chown_requested_.find({st.st_dev, st.st_ino});
+  if (it == chown_requested_.end()) return std::nullopt;
+  return it->second;
+}
+
+gid_t FaultInjectionFilesystem::Redirected(int fd, const std::string& path, int flags, gid_t gid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!redirect_chown_) return gid;
+  struct stat st {};
+  const int rc = path.empty() ? ::fstat(fd, &st) : ::fstatat(fd, path.c_str(), &st, flags);
+  if (rc == 0) chown_requested_[{st.st_dev, st.st_ino}] = gid;
+  return *redirect_chown_;
+}
+
 int FaultInjectionFilesystem::Fchown(int fd, uid_t uid, gid_t gid) {
   if (ShouldFail("fchown")) return -1;
-  return base_->Fchown(fd, uid, gid);
+  return base_->Fchown(fd, uid, Redirected(fd, "", 0, gid));
 }
 
 int FaultInjectionFilesystem::FchmodAt(int dirfd, const std::string& path, mode_t mode, int flags) {
@@ -90,7 +116,7 @@ int FaultInjectionFilesystem::FchmodAt(int dirfd, const std::string& path, mode_
 int FaultInjectionFilesystem::FchownAt(int dirfd, const std::string& path, uid_t uid, gid_t gid,
                                        int flags) {
   if (ShouldFail("fchownat")) return -1;
-  return base_->FchownAt(dirfd, path, uid, gid, flags);
+  return base_->FchownAt(dirfd, path, uid, Redirected(dirfd, path, flags, gid), flags);
 }
 
 int FaultInjectionFilesystem::FstatAt(int dirfd, const std::string& path, struct stat* st,

@@ -5,9 +5,14 @@
 #ifndef VOLUMEMANAGER_ATOMICWRITER_FAULT_INJECTION_FILESYSTEM_H_
 #define VOLUMEMANAGER_ATOMICWRITER_FAULT_INJECTION_FILESYSTEM_H_
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "atomicwriter/filesystem.h"
 
@@ -28,6 +33,13 @@ class FaultInjectionFilesystem : public Filesystem {
   std::string failed_call() const;
   // Counts of selected methods since construction.
   int fsync_calls() const { return fsyncs_.load(); }
+
+  // Lets an unprivileged test run code that chowns to any group: from now on every Fchown and
+  // FchownAt changes the group to `gid` (one the caller may use, e.g. getegid()) instead of the
+  // group asked for, and the group asked for is remembered for the file's inode.
+  void RedirectChown(gid_t gid);
+  // The group last asked for `path` (not followed) while redirecting; nullopt when none was.
+  std::optional<gid_t> ChownRequested(const std::string& path) const;
 
   int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override;
   int Close(int fd) override;
@@ -56,8 +68,14 @@ class FaultInjectionFilesystem : public Filesystem {
   std::atomic<int> fail_at_{0};
   std::atomic<int> err_{0};
   std::atomic<int> fsyncs_{0};
+  // Records the group asked for the inode that `fd` (and `path` relative to it, unless empty)
+  // names, and returns the group to pass on.
+  gid_t Redirected(int fd, const std::string& path, int flags, gid_t gid);
+
   mutable std::mutex mu_;
   std::string failed_call_;
+  std::optional<gid_t> redirect_chown_;
+  std::map<std::pair<dev_t, ino_t>, gid_t> chown_requested_;
   std::string fail_method_;  // FailNext's method, "" when unarmed
   int fail_method_err_ = 0;
 };

@@ -3,25 +3,13 @@
 #include <string_view>
 #include <vector>
 
+#include "base/strings.h"
+
 namespace atomicwriter {
 namespace {
 
 constexpr size_t kMaxPathLength = 4096;
 constexpr size_t kMaxFileNameLength = 255;
-
-std::vector<std::string_view> SplitPath(std::string_view path) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  for (;;) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string_view::npos) {
-      parts.push_back(path.substr(start));
-      return parts;
-    }
-    parts.push_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
-}
 
 }  // namespace
 
@@ -32,7 +20,7 @@ base::Status ValidatePath(const std::string& path) {
   if (path.size() > kMaxPathLength) {
     return base::Status::Error("invalid path: must be less than or equal to 4096 characters");
   }
-  const std::vector<std::string_view> parts = SplitPath(path);
+  const std::vector<std::string_view> parts = base::Split(path, '/');
   for (std::string_view part : parts) {
     if (part == "..") return base::Status::Error("invalid path: must not contain '..': " + path);
     if (part.size() > kMaxFileNameLength) {
@@ -47,13 +35,23 @@ base::Status ValidatePath(const std::string& path) {
 }
 
 std::string CleanPath(const std::string& path) {
-  std::string out;
-  for (std::string_view part : SplitPath(path)) {
-    if (part.empty() || part == ".") continue;
-    if (!out.empty()) out += '/';
-    out += part;
+  if (path.empty()) return ".";
+  const bool rooted = path[0] == '/';
+  std::vector<std::string_view> parts;
+  for (std::string_view elem : base::Split(path, '/')) {
+    if (elem.empty() || elem == ".") continue;
+    if (elem == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (!rooted) {
+        parts.push_back(elem);
+      }
+      continue;
+    }
+    parts.push_back(elem);
   }
-  return out;
+  const std::string out = (rooted ? "/" : "") + base::Join(parts, "/");
+  return out.empty() ? "." : out;
 }
 
 }  // namespace atomicwriter

@@ -14,9 +14,9 @@ namespace atomicwriter {
 // rule's text, e.g. `invalid path: must not contain '..': foo/../bar`. Lengths are in bytes.
 base::Status ValidatePath(const std::string& path);
 
-// Lexical cleaning of a relative path that passed ValidatePath: empty and "." elements are
-// dropped (`foo////bar` -> `foo/bar`, `./bar` -> `bar`, `bar/` -> `bar`). A path that cleans to
-// nothing (".") returns "".
+// Lexical cleaning exactly as Go's path.Clean, which the kubelet applies to payload paths:
+// `foo////bar` -> `foo/bar`, `./bar` -> `bar`, `bar/` -> `bar`, `a/../b` -> `b`, `/a/..` -> `/`;
+// a path that cleans to nothing is ".".
 std::string CleanPath(const std::string& path);
 
 }  // namespace atomicwriter

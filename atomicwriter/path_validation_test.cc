@@ -97,7 +97,12 @@ TEST(CleanPathTest, SpecVectors) {
       {"a/./b/.", "a/b"},
       {"a/..b", "a/..b"},
       {".dotfile", ".dotfile"},
-      {".", ""},
+      {".", "."},
+      // Go's path.Clean beyond what a valid payload path can hold.
+      {"", "."},
+      {"a/../b", "b"},
+      {"/a/..", "/"},
+      {"..", ".."},
   };
   for (const auto& c : cases) EXPECT_EQ(CleanPath(c.in), c.out) << c.in;
 }

@@ -3,17 +3,13 @@
 #include <fcntl.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
+#include "base/errno_error.h"
+
 namespace atomicwriter {
-namespace {
 
-base::Status ErrnoError(const char* op, const std::string& path, int err) {
-  return base::Status::Error(std::string(op) + " " + path + ": " + std::strerror(err), err);
-}
-
-}  // namespace
+using base::ErrnoError;
 
 base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
                           const std::string& shown) {

@@ -24,7 +24,8 @@ struct FieldError {
   throw FieldError{field, std::move(message)};
 }
 
-std::string Join(const std::string& parent, std::string_view child) {
+// The path of field `child` under `parent` as errors name it: "spec.volumes".
+std::string FieldPath(const std::string& parent, std::string_view child) {
   if (parent.empty()) return std::string(child);
   return parent + "." + std::string(child);
 }
@@ -145,7 +146,7 @@ std::map<std::string, std::string> ReadBytesMap(const json& j, const std::string
 // Reads member `name` with `reader` into `out` when present and not null.
 template <typename T, typename R>
 void Opt(const json& obj, const char* name, const std::string& parent, T* out, R reader) {
-  if (const json* m = Member(obj, name)) *out = reader(*m, Join(parent, name));
+  if (const json* m = Member(obj, name)) *out = reader(*m, FieldPath(parent, name));
 }
 
 std::string Str(const json& j, const std::string& f) { return ReadString(j, f); }
@@ -255,13 +256,13 @@ LabelSelector ReadLabelSelector(const json& j, const std::string& field) {
   Opt(j, "matchLabels", field, &s.match_labels, ReadStringMap);
   if (const json* m = Member(j, "matchExpressions")) {
     s.match_expressions = ReadArray<LabelSelectorRequirement>(
-        *m, Join(field, "matchExpressions"), [](const json& e, const std::string& f) {
+        *m, FieldPath(field, "matchExpressions"), [](const json& e, const std::string& f) {
           RequireObject(e, f);
           LabelSelectorRequirement r;
           Opt(e, "key", f, &r.key, Str);
           Opt(e, "operator", f, &r.op, Str);
           if (const json* v = Member(e, "values")) {
-            r.values = ReadArray<std::string>(*v, Join(f, "values"), Str);
+            r.values = ReadArray<std::string>(*v, FieldPath(f, "values"), Str);
           }
           return r;
         });
@@ -281,7 +282,7 @@ VolumeProjection ReadProjection(const json& j, const std::string& field) {
   if (kinds > 1) Fail(field, "may not specify more than 1 volume type per source");
   VolumeProjection p;
   if (const json* m = Member(j, "configMap")) {
-    const std::string f = Join(field, "configMap");
+    const std::string f = FieldPath(field, "configMap");
     RequireObject(*m, f);
     ConfigMapProjection c;
     Opt(*m, "name", f, &c.name, Str);
@@ -289,7 +290,7 @@ VolumeProjection ReadProjection(const json& j, const std::string& field) {
     Opt(*m, "optional", f, &c.optional, Bool);
     p.config_map = std::move(c);
   } else if (const json* s = Member(j, "secret")) {
-    const std::string f = Join(field, "secret");
+    const std::string f = FieldPath(field, "secret");
     RequireObject(*s, f);
     SecretProjection c;
     Opt(*s, "name", f, &c.name, Str);
@@ -297,13 +298,13 @@ VolumeProjection ReadProjection(const json& j, const std::string& field) {
     Opt(*s, "optional", f, &c.optional, Bool);
     p.secret = std::move(c);
   } else if (const json* d = Member(j, "downwardAPI")) {
-    const std::string f = Join(field, "downwardAPI");
+    const std::string f = FieldPath(field, "downwardAPI");
     RequireObject(*d, f);
     DownwardAPIProjection c;
     Opt(*d, "items", f, &c.items, ReadDownwardAPIItems);
     p.downward_api = std::move(c);
   } else if (const json* t = Member(j, "serviceAccountToken")) {
-    const std::string f = Join(field, "serviceAccountToken");
+    const std::string f = FieldPath(field, "serviceAccountToken");
     RequireObject(*t, f);
     ServiceAccountTokenProjection c;
     Opt(*t, "audience", f, &c.audience, Str);
@@ -311,7 +312,7 @@ VolumeProjection ReadProjection(const json& j, const std::string& field) {
     Opt(*t, "path", f, &c.path, Str);
     p.service_account_token = std::move(c);
   } else if (const json* b = Member(j, "clusterTrustBundle")) {
-    const std::string f = Join(field, "clusterTrustBundle");
+    const std::string f = FieldPath(field, "clusterTrustBundle");
     RequireObject(*b, f);
     ClusterTrustBundleProjection c;
     Opt(*b, "name", f, &c.name, Str);
@@ -388,7 +389,7 @@ Volume ReadVolume(const json& j, const std::string& field) {
   }
   if (kind == nullptr) return v;  // the API server defaults a sourceless volume to emptyDir
   const json& src = *Member(j, kind);
-  const std::string f = Join(field, kind);
+  const std::string f = FieldPath(field, kind);
   const std::string_view k = kind;
   if (k == "configMap") {
     v.source = ReadConfigMapSource(src, f);
@@ -420,7 +421,7 @@ Container ReadContainer(const json& j, const std::string& field) {
   Container c;
   Opt(j, "name", field, &c.name, Str);
   if (const json* m = Member(j, "volumeMounts")) {
-    c.volume_mounts = ReadArray<VolumeMount>(*m, Join(field, "volumeMounts"),
+    c.volume_mounts = ReadArray<VolumeMount>(*m, FieldPath(field, "volumeMounts"),
                                              [](const json& e, const std::string& f) {
                                                RequireObject(e, f);
                                                VolumeMount vm;
@@ -432,13 +433,13 @@ Container ReadContainer(const json& j, const std::string& field) {
                                              });
   }
   if (const json* r = Member(j, "resources")) {
-    const std::string f = Join(field, "resources");
+    const std::string f = FieldPath(field, "resources");
     RequireObject(*r, f);
     Opt(*r, "limits", f, &c.resources.limits, ReadResourceList);
     Opt(*r, "requests", f, &c.resources.requests, ReadResourceList);
   }
   if (const json* s = Member(j, "securityContext")) {
-    const std::string f = Join(field, "securityContext");
+    const std::string f = FieldPath(field, "securityContext");
     RequireObject(*s, f);
     ContainerSecurityContext sc;
     Opt(*s, "runAsUser", f, &sc.run_as_user, I64);
@@ -461,7 +462,7 @@ PodSpec ReadPodSpec(const json& j, const std::string& field) {
   Opt(j, "initContainers", field, &s.init_containers, ReadContainers);
   Opt(j, "containers", field, &s.containers, ReadContainers);
   if (const json* sc = Member(j, "securityContext")) {
-    const std::string f = Join(field, "securityContext");
+    const std::string f = FieldPath(field, "securityContext");
     RequireObject(*sc, f);
     PodSecurityContext psc;
     Opt(*sc, "fsGroup", f, &psc.fs_group, I64);

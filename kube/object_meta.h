@@ -21,6 +21,9 @@ struct ObjectMeta {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
 
+  // "namespace/name": how logs name an object, and the kubelet's full name of a pod.
+  std::string NamespacedName() const { return namespace_ + "/" + name; }
+
   bool operator==(const ObjectMeta&) const = default;
 };
 

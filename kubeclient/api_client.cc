@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "base/catch_all.h"
+
 namespace kube {
 
 struct ApiClient::Call {
@@ -96,7 +98,10 @@ void ApiClient::Attempt(Call* call) {
   call->in_flight = true;
   call->request =
       http_->Start(std::move(request), [this, id](base::Status transport, HttpResponse response) {
-        OnDone(id, std::move(transport), std::move(response));
+        base::Status s = base::CatchAll("API response handling", [&] {
+          OnDone(id, std::move(transport), std::move(response));
+        });
+        if (!s.ok()) Complete(id, ApiResult{TransportError(s.message()), nullptr});
       });
 }
 
@@ -116,10 +121,16 @@ void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
       [](uv_timer_t* h) {
         auto* self = static_cast<ApiClient*>(h->data);
         for (auto& [id, c] : self->calls_) {
-          if (c->timer == h) {
-            self->Attempt(c.get());
-            return;
+          if (c->timer != h) continue;
+          const CallId call_id = id;
+          base::Status s = base::CatchAll("API retry timer", [&] { self->Attempt(c.get()); });
+          if (!s.ok()) {
+            spdlog::error("{} {}: {}", c->method, c->path, s.message());
+            base::CatchAll("API completion", [&] {
+              self->Complete(call_id, ApiResult{TransportError(s.message()), nullptr});
+            }).IgnoreError();  // only an allocation failure: logged above
           }
+          return;
         }
       },
       static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
@@ -185,11 +196,8 @@ void ApiClient::Complete(CallId id, ApiResult result) {
   ApiCallback done = std::move(it->second->done);
   calls_.erase(it);
   if (!done) return;
-  try {
-    done(std::move(result));
-  } catch (const std::exception& e) {
-    spdlog::error("API completion callback threw: {}", e.what());
-  }
+  base::Status s = base::CatchAll("API completion callback", [&] { done(std::move(result)); });
+  if (!s.ok()) spdlog::error("{}", s.message());
 }
 
 std::string QueryEscape(const std::string& value) {

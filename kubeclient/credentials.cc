@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "kube/base64.h"
+
 namespace kube {
 namespace {
 
@@ -23,33 +25,12 @@ base::Result<std::string> ReadWholeFile(const std::string& path) {
   return buffer.str();
 }
 
-// Standard padded base64, tolerating line breaks (kubeconfigs written by hand have them).
-base::Result<std::string> DecodeBase64(const std::string& in, const std::string& field) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  unsigned buffer = 0;
-  int bits = 0;
-  size_t padding = 0;
-  for (char c : in) {
-    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    const char* pos = std::strchr(kAlphabet, c);
-    if (pos == nullptr || c == '\0' || padding > 0) {
-      return base::Status::Error(field + " is not valid base64");
-    }
-    buffer = (buffer << 6) | static_cast<unsigned>(pos - kAlphabet);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
-    }
-  }
-  if (padding > 2) return base::Status::Error(field + " is not valid base64");
-  return out;
+// A kubeconfig's *-data field, decoded as client-go does (Go's StdEncoding).
+base::Result<std::string> DecodeDataField(const std::string& in, const std::string& field) {
+  base::Result<std::string> bytes = DecodeBase64(in);
+  if (!bytes.ok())
+    return base::Status::Error(field + " is not valid base64: " + bytes.status().message());
+  return bytes;
 }
 
 std::string Trim(const std::string& s) {
@@ -107,7 +88,7 @@ base::Result<std::string> PemFrom(const YAML::Node& node, const char* data_key,
                                   const char* path_key, const std::string& dir,
                                   const std::string& what) {
   std::string data = Scalar(node, data_key);
-  if (!data.empty()) return DecodeBase64(data, what + " " + data_key);
+  if (!data.empty()) return DecodeDataField(data, what + " " + data_key);
   std::string path = Scalar(node, path_key);
   if (path.empty()) return std::string();
   return ReadWholeFile(Resolve(path, dir));
@@ -190,7 +171,7 @@ base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
                                "are not allowed");
   }
   if (!ca_data.empty()) {
-    auto pem = DecodeBase64(ca_data, cluster_what + " certificate-authority-data");
+    auto pem = DecodeDataField(ca_data, cluster_what + " certificate-authority-data");
     if (!pem.ok()) return pem.status().WithContext("kubeconfig");
     creds.tls.ca_pem = *pem;
   } else if (!ca_path.empty()) {

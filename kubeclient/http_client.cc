@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/catch_all.h"
 #include "base/version.h"
 
 namespace kube {
@@ -35,11 +36,11 @@ struct UrlParts {
   bool ipv6 = false;
 };
 
-// https://host[:port][/prefix]; false when it is not that shape.
-bool SplitHttpsUrl(const std::string& url, UrlParts& out) {
-  const std::string scheme = "https://";
-  if (url.rfind(scheme, 0) != 0) return false;
-  std::string hostport = url.substr(scheme.size());
+// http(s)://host[:port][/prefix]; false when it is not that shape.
+bool SplitUrl(const std::string& url, UrlParts& out) {
+  const bool tls = url.starts_with("https://");
+  if (!tls && !url.starts_with("http://")) return false;
+  std::string hostport = url.substr(tls ? 8 : 7);
   size_t slash = hostport.find('/');
   if (slash != std::string::npos) {
     out.rest = hostport.substr(slash);
@@ -58,7 +59,7 @@ bool SplitHttpsUrl(const std::string& url, UrlParts& out) {
     out.host = hostport.substr(0, colon);
     if (colon != std::string::npos) out.port = hostport.substr(colon + 1);
   }
-  if (out.port.empty()) out.port = "443";
+  if (out.port.empty()) out.port = tls ? "443" : "80";
   return !out.host.empty();
 }
 
@@ -124,6 +125,12 @@ struct HttpClient::Transfer {
   bool buffer_body = true;
   bool cancelled = false;
   bool added = false;
+  // libcurl reported the end of the transfer (result in `curl_result`); finished after libcurl
+  // returns.
+  bool completed = false;
+  CURLcode curl_result = CURLE_OK;
+  // A callback of this transfer failed: finished with `abort_reason` after libcurl returns.
+  bool aborted = false;
   std::string abort_reason;
   char error[CURL_ERROR_SIZE] = {0};
 
@@ -146,14 +153,27 @@ struct HttpClient::Transfer {
     response.http_major = version == CURL_HTTP_VERSION_2_0 ? 2 : version != 0 ? 1 : 0;
     buffer_body = !request.stream || code < 200 || code >= 300;
     if (!stream.on_headers || cancelled) return true;
-    try {
-      stream.on_headers(response);
-    } catch (const std::exception& e) {
-      abort_reason = std::string("on_headers threw: ") + e.what();
-      spdlog::error("http {} {}: {}", request.method, request.path, abort_reason);
+    base::Status s = base::CatchAll("on_headers", [&] { stream.on_headers(response); });
+    if (!s.ok()) {
+      Abort(s);
       return false;
     }
     return true;
+  }
+
+  // Records why the transfer must end (the first reason wins); the caller then makes libcurl stop
+  // it (a write or header callback returns 0) or lets ProcessMessages finish it.
+  void Abort(const base::Status& why) noexcept {
+    if (!aborted) {
+      aborted = true;
+      try {
+        abort_reason = why.message();
+      } catch (...) {
+        abort_reason.clear();  // Finish then names libcurl's error
+      }
+      if (client != nullptr) ++client->pending_finish_;
+    }
+    spdlog::error("http {} {}: {}", request.method, request.path, why.message());
   }
 };
 
@@ -172,8 +192,8 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   static std::once_flag curl_init;
   std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   UrlParts parts;
-  if (!SplitHttpsUrl(credentials.server, parts)) {
-    return base::Status::Error("API server URL " + credentials.server + " is not https://host");
+  if (!SplitUrl(credentials.server, parts)) {
+    return base::Status::Error("server URL " + credentials.server + " is not http(s)://host");
   }
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
   base::Status s = client->Init();
@@ -257,7 +277,7 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   if (!tls.server_name.empty()) {
     // Verify (and send SNI for) tls-server-name while connecting to the URL's address.
     UrlParts parts;
-    SplitHttpsUrl(credentials_.server, parts);
+    SplitUrl(credentials_.server, parts);
     std::string host = parts.ipv6 ? "[" + parts.host + "]" : parts.host;
     url = "https://" + tls.server_name + ":" + parts.port + parts.rest + t->request.path;
     t->connect_to = curl_slist_append(
@@ -265,6 +285,12 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
     curl_easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
   }
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (t->request.follow_redirects) {
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  }
   curl_easy_setopt(e, CURLOPT_PRIVATE, t);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -297,7 +323,9 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
     curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
   }
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
+  if (!t->request.accept.empty()) {
+    headers = curl_slist_append(headers, ("Accept: " + t->request.accept).c_str());
+  }
   if (const std::string& token = tokens_.Token(); !token.empty()) {
     headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   }
@@ -345,12 +373,15 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
         req,
         [](uv_timer_t* h) {
           auto* p = static_cast<Pending*>(h->data);
-          if (auto a = p->alive.lock(); a && *a) {
-            auto it = p->client->transfers_.find(p->id);
-            if (it != p->client->transfers_.end()) {
-              p->client->Finish(it->second.get(), base::Status::Error(p->message));
+          base::Status s = base::CatchAll("http start failure callback", [&] {
+            if (auto a = p->alive.lock(); a && *a) {
+              auto it = p->client->transfers_.find(p->id);
+              if (it != p->client->transfers_.end()) {
+                p->client->Finish(it->second.get(), base::Status::Error(p->message));
+              }
             }
-          }
+          });
+          if (!s.ok()) spdlog::error("http client: {}", s.message());
           delete p;
           uv_close(reinterpret_cast<uv_handle_t*>(h),
                    [](uv_handle_t* hh) { delete reinterpret_cast<uv_timer_t*>(hh); });
@@ -367,7 +398,10 @@ void HttpClient::Cancel(RequestId id) {
   if (it == transfers_.end()) return;
   Transfer* t = it->second.get();
   t->cancelled = true;
-  if (in_curl_ > 0) return;  // removed after libcurl returns (see ProcessMessages)
+  if (in_curl_ > 0) {
+    ++pending_finish_;  // removed after libcurl returns (see ProcessMessages)
+    return;
+  }
   Remove(t);
 }
 
@@ -383,50 +417,78 @@ void HttpClient::Finish(Transfer* t, base::Status transport) {
   if (transport.ok() && !t->headers_delivered) {
     if (!t->DeliverHeaders()) transport = base::Status::Error(t->abort_reason);
   }
+  const std::string where = t->request.method + " " + t->request.path;
   HttpDoneCallback done = std::move(t->done);
   HttpResponse response = std::move(t->response);
   bool cancelled = t->cancelled;
   Remove(t);
   if (cancelled || !done) return;
-  try {
-    done(std::move(transport), std::move(response));
-  } catch (const std::exception& e) {
-    spdlog::error("http completion callback threw: {}", e.what());
-  }
+  base::Status s = base::CatchAll("http completion callback",
+                                  [&] { done(std::move(transport), std::move(response)); });
+  if (!s.ok()) spdlog::error("http {}: {}", where, s.message());
 }
 
 void HttpClient::ProcessMessages() {
-  std::vector<std::pair<RequestId, CURLcode>> finished;
+  // Marks in place first (no allocation), so a failure below loses no message of libcurl's: the
+  // marks stay and the next call finishes those transfers.
   int pending = 0;
   while (CURLMsg* msg = curl_multi_info_read(Multi(multi_), &pending)) {
     if (msg->msg != CURLMSG_DONE) continue;
     Transfer* t = nullptr;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
-    if (t != nullptr) finished.emplace_back(t->id, msg->data.result);
+    if (t == nullptr || t->completed) continue;
+    t->completed = true;
+    t->curl_result = msg->data.result;
+    ++pending_finish_;
   }
-  for (auto [id, result] : finished) {
+  if (pending_finish_ == 0) return;
+  std::vector<RequestId> ready;
+  for (auto& [id, t] : transfers_) {
+    if (t->completed || t->aborted || t->cancelled) ready.push_back(id);
+  }
+  pending_finish_ = 0;
+  for (RequestId id : ready) {
     auto it = transfers_.find(id);
-    if (it == transfers_.end()) continue;
+    if (it == transfers_.end()) continue;  // cancelled by an earlier completion callback
     Transfer* t = it->second.get();
-    if (result == CURLE_OK) {
+    if (t->cancelled) {
+      Remove(t);
+    } else if (t->aborted || (t->curl_result != CURLE_OK && !t->abort_reason.empty())) {
+      Finish(t, base::Status::Error(t->abort_reason.empty() ? "aborted" : t->abort_reason));
+    } else if (t->curl_result == CURLE_OK) {
       Finish(t, base::Status::OK());
-    } else if (!t->abort_reason.empty()) {
-      Finish(t, base::Status::Error(t->abort_reason));
     } else {
-      std::string message = curl_easy_strerror(result);
+      std::string message = curl_easy_strerror(t->curl_result);
       if (t->error[0] != '\0') message += std::string(": ") + t->error;
       Finish(t, base::Status::Error(message));
     }
   }
-  // Transfers cancelled from inside libcurl callbacks.
-  std::vector<Transfer*> cancelled;
-  for (auto& [id, t] : transfers_) {
-    if (t->cancelled) cancelled.push_back(t.get());
-  }
-  for (Transfer* t : cancelled) Remove(t);
 }
 
-int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* userp, void* socketp) {
+void HttpClient::Fault(const char* callback) {
+  if (options_.callback_fault) options_.callback_fault(callback);
+}
+
+void HttpClient::DriveCurl(int fd, int flags) {
+  int running = 0;
+  std::weak_ptr<bool> alive = alive_;
+  ++in_curl_;
+  base::Status s = base::CatchAll("http poll callback", [&] {
+    Fault("poll");
+    curl_multi_socket_action(Multi(multi_), fd, flags, &running);
+  });
+  --in_curl_;
+  if (auto a = alive.lock(); !a || !*a) return;  // a completion callback destroyed the client
+  if (s.ok()) s = base::CatchAll("http completion processing", [&] { ProcessMessages(); });
+  if (!s.ok()) {
+    // What was marked stays marked: retry from the timer on the next loop iteration.
+    spdlog::error("http client: {}; retrying", s.message());
+    ++pending_finish_;
+    uv_timer_start(timer_, &HttpClient::OnUvTimer, 0, 0);
+  }
+}
+
+int HttpClient::OnSocket(void* easy, int fd, int what, void* userp, void* socketp) {
   auto* self = static_cast<HttpClient*>(userp);
   auto* ctx = static_cast<SocketContext*>(socketp);
   if (ctx == nullptr) {
@@ -437,17 +499,29 @@ int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* userp, void* so
     if (ctx != nullptr) uv_poll_stop(&ctx->poll);
     return 0;
   }
-  if (ctx == nullptr) {
-    ctx = new SocketContext{};
-    ctx->fd = fd;
-    ctx->client = self;
-    ctx->poll.data = ctx;
-    if (uv_poll_init_socket(self->loop_, &ctx->poll, fd) != 0) {
-      delete ctx;
-      return -1;
+  base::Status s = base::CatchAll("http socket callback", [&]() -> base::Status {
+    self->Fault("socket");
+    if (ctx != nullptr) return base::Status::OK();
+    // Whatever may throw comes before the poll handle exists: nothing to undo then.
+    auto fresh = std::make_unique<SocketContext>();
+    fresh->fd = fd;
+    fresh->client = self;
+    fresh->poll.data = fresh.get();
+    auto slot = self->sockets_.try_emplace(fd, nullptr).first;
+    if (int rc = uv_poll_init_socket(self->loop_, &fresh->poll, fd); rc != 0) {
+      self->sockets_.erase(slot);
+      return base::Status::Error(std::string("cannot poll a socket: ") + uv_strerror(rc));
     }
-    self->sockets_[fd] = ctx;
+    ctx = slot->second = fresh.release();
     curl_multi_assign(Multi(self->multi_), fd, ctx);
+    return base::Status::OK();
+  });
+  if (!s.ok()) {
+    // Returning -1 would stop libcurl's whole multi handle: fail only this transfer instead.
+    Transfer* t = nullptr;
+    curl_easy_getinfo(static_cast<CURL*>(easy), CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+    if (t != nullptr) t->Abort(s);
+    if (ctx == nullptr) return 0;
   }
   int events = 0;
   if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= UV_READABLE;
@@ -458,6 +532,9 @@ int HttpClient::OnSocket(void* /*easy*/, int fd, int what, void* userp, void* so
 
 int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* userp) {
   auto* self = static_cast<HttpClient*>(userp);
+  base::Status s = base::CatchAll("http timer callback", [&] { self->Fault("timer"); });
+  // libcurl's timeouts must keep running whatever happened: arm the timer in any case.
+  if (!s.ok()) spdlog::error("http client: {}", s.message());
   if (timeout_ms < 0) {
     uv_timer_stop(self->timer_);
   } else {
@@ -468,7 +545,6 @@ int HttpClient::OnTimer(void* /*multi*/, long timeout_ms, void* userp) {
 
 void HttpClient::OnPoll(uv_poll_t* handle, int status, int events) {
   auto* ctx = static_cast<SocketContext*>(handle->data);
-  HttpClient* self = ctx->client;
   int flags = 0;
   if (status < 0) {
     flags = CURL_CSELECT_ERR;
@@ -476,21 +552,11 @@ void HttpClient::OnPoll(uv_poll_t* handle, int status, int events) {
     if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
   }
-  int running = 0;
-  std::weak_ptr<bool> alive = self->alive_;
-  ++self->in_curl_;
-  curl_multi_socket_action(Multi(self->multi_), ctx->fd, flags, &running);
-  --self->in_curl_;
-  if (auto a = alive.lock(); a && *a) self->ProcessMessages();
+  ctx->client->DriveCurl(ctx->fd, flags);
 }
 
 void HttpClient::OnUvTimer(uv_timer_t* handle) {
-  auto* self = static_cast<HttpClient*>(handle->data);
-  int running = 0;
-  ++self->in_curl_;
-  curl_multi_socket_action(Multi(self->multi_), CURL_SOCKET_TIMEOUT, 0, &running);
-  --self->in_curl_;
-  self->ProcessMessages();
+  static_cast<HttpClient*>(handle->data)->DriveCurl(CURL_SOCKET_TIMEOUT, 0);
 }
 
 int HttpClient::OnCloseSocket(void* clientp, int fd) {
@@ -505,8 +571,17 @@ int HttpClient::OnCloseSocket(void* clientp, int fd) {
 
 size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) {
   auto* t = static_cast<Transfer*>(userp);
-  size_t n = size * count;
-  std::string_view line(data, n);
+  const size_t n = size * count;
+  bool keep_going = true;
+  base::Status s = base::CatchAll("http header callback", [&] {
+    t->client->Fault("header");
+    keep_going = t->client->Header(t, std::string_view(data, n));
+  });
+  if (!s.ok()) t->Abort(s);
+  return s.ok() && keep_going ? n : 0;  // 0 makes libcurl end the transfer
+}
+
+bool HttpClient::Header(Transfer* t, std::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   if (line.rfind("HTTP/", 0) == 0) {
     t->response.headers.clear();  // a new response (after 100 Continue)
@@ -514,16 +589,15 @@ size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) 
     t->status_line_code = space == std::string_view::npos
                               ? 0
                               : std::atol(std::string(line.substr(space + 1, 3)).c_str());
-    return n;
+    return true;
   }
   if (line.empty()) {
     // End of a header block: announce a final response now, not at its first body byte (a
     // watch may stay silent for minutes).
-    if (t->status_line_code >= 200 && !t->cancelled && !t->DeliverHeaders()) return 0;
-    return n;
+    return t->status_line_code < 200 || t->cancelled || t->DeliverHeaders();
   }
   size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return n;
+  if (colon == std::string_view::npos) return true;
   std::string name(line.substr(0, colon));
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::string_view value = line.substr(colon + 1);
@@ -532,31 +606,46 @@ size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) 
     spdlog::warn("API server warning on {} {}: {}", t->request.method, t->request.path, value);
   }
   t->response.headers[name] = std::string(value);
-  return n;
+  return true;
 }
 
 size_t HttpClient::OnWrite(char* data, size_t size, size_t count, void* userp) {
   auto* t = static_cast<Transfer*>(userp);
-  size_t n = size * count;
-  if (t->cancelled) return 0;
-  if (!t->DeliverHeaders()) return 0;
-  if (t->cancelled) return 0;
+  const size_t n = size * count;
+  bool keep_going = true;
+  base::Status s = base::CatchAll("http write callback", [&] {
+    t->client->Fault("write");
+    keep_going = t->client->Body(t, std::string_view(data, n));
+  });
+  if (!s.ok()) t->Abort(s);
+  return s.ok() && keep_going ? n : 0;  // 0 makes libcurl end the transfer
+}
+
+bool HttpClient::Body(Transfer* t, std::string_view data) {
+  if (t->cancelled) return false;
+  if (!t->DeliverHeaders()) return false;
+  if (t->cancelled) return false;
   if (t->buffer_body) {
-    t->response.body.append(data, n);
-    return n;
-  }
-  if (!t->stream.on_data) return n;
-  try {
-    if (!t->stream.on_data(std::string_view(data, n))) {
-      if (t->abort_reason.empty()) t->abort_reason = "aborted by the stream consumer";
-      return 0;
+    const size_t limit = t->request.max_body_bytes;
+    if (limit > 0 && t->response.body.size() + data.size() > limit) {
+      t->Abort(base::Status::Error("body larger than " + std::to_string(limit) + " bytes"));
+      return false;
     }
-  } catch (const std::exception& e) {
-    t->abort_reason = std::string("stream callback threw: ") + e.what();
-    spdlog::error("http {} {}: {}", t->request.method, t->request.path, t->abort_reason);
-    return 0;
+    t->response.body.append(data);
+    return true;
   }
-  return t->cancelled ? 0 : n;
+  if (!t->stream.on_data) return true;
+  bool more = true;
+  base::Status s = base::CatchAll("stream callback", [&] { more = t->stream.on_data(data); });
+  if (!s.ok()) {
+    t->Abort(s);
+    return false;
+  }
+  if (!more) {
+    if (t->abort_reason.empty()) t->abort_reason = "aborted by the stream consumer";
+    return false;
+  }
+  return !t->cancelled;
 }
 
 HttpClient::Stats HttpClient::stats() const {

@@ -1,5 +1,6 @@
-// HttpClient: HTTPS requests to the API server on the daemon's libuv loop, through libcurl's
-// multi-socket interface (uv_poll per socket, one uv_timer; no extra threads).
+// HttpClient: HTTP(S) requests to one server (the API server, or a --manifest-url) on the
+// daemon's libuv loop, through libcurl's multi-socket interface (uv_poll per socket, one uv_timer;
+// no extra threads). Only http and https are ever spoken, redirects included.
 //
 // Promises:
 // * HTTP/2 with multiplexing when the server offers it over ALPN, HTTP/1.1 otherwise. At most
@@ -45,6 +46,10 @@ struct HttpClientOptions {
   long max_streams_per_connection = 100;
   std::chrono::milliseconds ca_check_interval{10000};
   std::chrono::milliseconds token_refresh{50000};
+  // Fault injection for tests: called at the start of every libuv and libcurl callback body with
+  // the callback's name ("socket", "timer", "poll", "header", "write"); it may throw, as an
+  // allocation inside the callback could.
+  std::function<void(const char* callback)> callback_fault;
 };
 
 struct HttpRequest {
@@ -58,6 +63,12 @@ struct HttpRequest {
   std::chrono::milliseconds timeout{0};
   // Streamed: the body goes to StreamCallbacks::on_data as it arrives (watches).
   bool stream = false;
+  // The Accept header; empty: libcurl's "*/*".
+  std::string accept = "application/json";
+  // Follow redirects (at most 10, http and https only).
+  bool follow_redirects = false;
+  // A buffered body longer than this fails the request ("body larger than N bytes"); 0: no limit.
+  size_t max_body_bytes = 0;
 };
 
 struct HttpResponse {
@@ -127,6 +138,12 @@ class HttpClient {
   static int OnCloseSocket(void* clientp, int fd);
   static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
   static size_t OnWrite(char* data, size_t size, size_t count, void* userp);
+  // The bodies of OnHeader and OnWrite; false ends the transfer.
+  bool Header(Transfer* transfer, std::string_view line);
+  bool Body(Transfer* transfer, std::string_view data);
+  // curl_multi_socket_action, then the transfers it finished; nothing escapes.
+  void DriveCurl(int fd, int flags);
+  void Fault(const char* callback);
 
   uv_loop_t* loop_;
   Credentials credentials_;
@@ -145,6 +162,8 @@ class HttpClient {
   std::string user_agent_;
   // Set while libcurl is running callbacks: Cancel() then defers curl_multi_remove_handle.
   int in_curl_ = 0;
+  // Transfers completed, aborted or cancelled inside libcurl and not yet finished or removed.
+  int pending_finish_ = 0;
   // Non-null while alive; callbacks scheduled on the loop check it.
   std::shared_ptr<bool> alive_;
 };

@@ -5,6 +5,9 @@
 #include <random>
 #include <set>
 
+#include "base/catch_all.h"
+#include "base/strings.h"
+
 namespace kube {
 namespace {
 
@@ -21,13 +24,9 @@ void CloseTimer(uv_timer_t* timer) {
            [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
 }
 
-std::string Join(const std::vector<std::string>& params) {
-  std::string out;
-  for (const std::string& p : params) {
-    out += out.empty() ? "?" : "&";
-    out += p;
-  }
-  return out;
+// "?a=1&b=2"; "" without parameters.
+std::string QueryString(const std::vector<std::string>& params) {
+  return params.empty() ? "" : "?" + base::Join(params, "&");
 }
 
 }  // namespace
@@ -61,9 +60,11 @@ void Reflector::Start() {
           auto* self = static_cast<Reflector*>(t->data);
           // Only an established watch is replaced; a list or a backoff wait is already a resync.
           if (self->phase_ != Phase::kWatching) return;
-          spdlog::info("{}: periodic relist", self->options_.description);
-          self->CancelWatch();
-          self->ListNow();
+          self->Guarded("periodic relist", [self] {
+            spdlog::info("{}: periodic relist", self->options_.description);
+            self->CancelWatch();
+            self->ListNow();
+          });
         },
         period, period);
   }
@@ -87,16 +88,27 @@ std::string Reflector::Query(bool /*watch*/) const {
   if (!options_.label_selector.empty()) {
     params.push_back("labelSelector=" + QueryEscape(options_.label_selector));
   }
-  return Join(params);
+  return QueryString(params);
 }
 
 template <typename F>
 void Reflector::CallHandler(const char* what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("{}: {} handler threw: {}", options_.description, what, e.what());
-  }
+  base::Status s = base::CatchAll(what, std::forward<F>(f));
+  if (!s.ok()) spdlog::error("{}: {} handler: {}", options_.description, what, s.message());
+}
+
+template <typename F>
+void Reflector::Guarded(const char* where, F&& body) {
+  base::Status s = base::CatchAll(where, std::forward<F>(body));
+  if (s.ok() || phase_ == Phase::kStopped) return;
+  // Whatever state the failure left behind, start over from a list after backoff.
+  base::Status recovery = base::CatchAll("reflector recovery", [&] {
+    CancelWatch();
+    if (list_in_flight_) api_->Cancel(list_call_);
+    list_in_flight_ = false;
+    ScheduleRelist(s.message());
+  });
+  if (!recovery.ok()) spdlog::error("{}: {}", options_.description, recovery.message());
 }
 
 void Reflector::ListNow() {
@@ -124,9 +136,10 @@ void Reflector::RequestPage(const std::string& continue_token) {
     if (list_paged_) params.push_back("limit=" + std::to_string(options_.page_size));
   }
   list_in_flight_ = true;
-  list_call_ = api_->Get(options_.path + Join(params), [this, continue_token](ApiResult result) {
-    OnPage(std::move(result), continue_token);
-  });
+  list_call_ =
+      api_->Get(options_.path + QueryString(params), [this, continue_token](ApiResult result) {
+        Guarded("list response", [&] { OnPage(std::move(result), continue_token); });
+      });
 }
 
 void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
@@ -256,17 +269,17 @@ void Reflector::StartWatch() {
   ++stats_.watches;
 
   HttpRequest request;
-  request.path = options_.path + Join(params);
+  request.path = options_.path + QueryString(params);
   request.stream = true;
   watch_in_flight_ = true;
-  watch_request_ =
-      api_->http()->Start(std::move(request),
-                          [this](base::Status transport, HttpResponse response) {
-                            watch_in_flight_ = false;
-                            OnWatchEnded(std::move(transport), response);
-                          },
-                          {[this](const HttpResponse& head) { watch_status_ = head.status; },
-                           [this](std::string_view data) { return OnWatchData(data); }});
+  watch_request_ = api_->http()->Start(
+      std::move(request),
+      [this](base::Status transport, HttpResponse response) {
+        watch_in_flight_ = false;
+        Guarded("watch end", [&] { OnWatchEnded(std::move(transport), response); });
+      },
+      {[this](const HttpResponse& head) { watch_status_ = head.status; },
+       [this](std::string_view data) { return OnWatchData(data); }});
   auto watchdog = std::chrono::seconds(timeout_s) + options_.watchdog_grace;
   uv_timer_start(
       watchdog_timer_,
@@ -274,10 +287,12 @@ void Reflector::StartWatch() {
         auto* self = static_cast<Reflector*>(t->data);
         if (self->phase_ != Phase::kWatching || !self->watch_in_flight_) return;
         ++self->stats_.watchdog_fired;
-        spdlog::warn("{}: watch from resourceVersion {} silent past its timeout; re-watching",
-                     self->options_.description, self->last_sync_rv_);
-        self->CancelWatch();
-        self->StartWatch();
+        self->Guarded("watchdog", [self] {
+          spdlog::warn("{}: watch from resourceVersion {} silent past its timeout; re-watching",
+                       self->options_.description, self->last_sync_rv_);
+          self->CancelWatch();
+          self->StartWatch();
+        });
       },
       static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::milliseconds>(watchdog).count()),
@@ -442,7 +457,7 @@ void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)()
         if (self->phase_ == Phase::kStopped || self->pending_ == nullptr) return;
         auto next_step = self->pending_;
         self->pending_ = nullptr;
-        (self->*next_step)();
+        self->Guarded("retry timer", [&] { (self->*next_step)(); });
       },
       static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
 }

@@ -122,8 +122,13 @@ class Reflector {
   void ScheduleRewatch(const std::string& why);
   void After(std::chrono::milliseconds delay, void (Reflector::*next)());
   void SetSyncedRv(const std::string& rv);
+  // Runs a handler of the owner's; what it throws is logged.
   template <typename F>
   void CallHandler(const char* what, F&& f);
+  // Runs the body of a libuv or libcurl callback; a throw is logged and the reflector relists
+  // after backoff.
+  template <typename F>
+  void Guarded(const char* where, F&& body);
 
   ApiClient* api_;
   ReflectorOptions options_;

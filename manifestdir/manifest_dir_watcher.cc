@@ -7,6 +7,8 @@
 #include <string_view>
 #include <utility>
 
+#include "base/catch_all.h"
+
 namespace kube {
 namespace {
 
@@ -64,7 +66,16 @@ struct ManifestDirWatcher::Handles {
     int rc = uv_fs_event_start(
         &fs_event,
         [](uv_fs_event_t* h, const char* filename, int, int status) {
-          From(h)->OnEvent(filename, status);
+          Handles* self = From(h);
+          if (base::Status s = base::CatchAll("fs event", [&] { self->OnEvent(filename, status); });
+              !s.ok()) {
+            spdlog::error("{} {}: {}; reading every file", self->options.what, self->watched_dir,
+                          s.message());
+            self->pending_all = true;  // the burst's end reads everything
+            uv_timer_start(
+                &self->debounce_timer, [](uv_timer_t* t) { From(t)->EndBurst(); },
+                static_cast<uint64_t>(self->options.debounce.count()), 0);
+          }
         },
         dir.c_str(), 0);
     if (rc != 0) {
@@ -116,9 +127,16 @@ struct ManifestDirWatcher::Handles {
     Call(scope, named);
   }
 
+  // Called from libuv callbacks only.
   void Call(ManifestScanScope scope, const std::set<std::string>& named) {
-    handler(scope, named);
-    if (!closing) Arm();  // the handler may have stopped the watcher
+    if (base::Status s = base::CatchAll("manifest handler", [&] { handler(scope, named); });
+        !s.ok()) {
+      spdlog::error("{} {}: {}", options.what, options.path, s.message());
+    }
+    if (closing) return;  // the handler stopped the watcher
+    if (base::Status s = base::CatchAll("watch", [&] { Arm(); }); !s.ok()) {
+      spdlog::error("{} {}: {}", options.what, options.path, s.message());
+    }
   }
 
   void Close() {

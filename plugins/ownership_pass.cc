@@ -25,7 +25,7 @@ class OwnershipWalker {
     if (fs_.ReadDir(dir_fd, &entries) != 0) {
       Failed("readdir", rel);
     } else {
-      for (const atomicwriter::DirEntry& e : entries) Entry(dir_fd, e.name, Join(rel, e.name));
+      for (const atomicwriter::DirEntry& e : entries) Entry(dir_fd, e.name, ChildPath(rel, e.name));
     }
     ++stats_->entries;
     struct stat st;
@@ -42,7 +42,8 @@ class OwnershipWalker {
   int failures() const { return stats_->failures; }
 
  private:
-  static std::string Join(const std::string& rel, const std::string& name) {
+  // `name` in directory `rel` of the volume (".": the volume dir), as messages name it.
+  static std::string ChildPath(const std::string& rel, const std::string& name) {
     return rel == "." ? name : rel + "/" + name;
   }
 

@@ -12,12 +12,6 @@ std::string EscapePluginName(std::string_view name) {
   return out;
 }
 
-std::string UnescapePluginName(std::string_view escaped) {
-  std::string out(escaped);
-  std::replace(out.begin(), out.end(), '~', '/');
-  return out;
-}
-
 std::string UniqueVolumeName(const VolumePlugin& plugin, const std::string& pod_uid,
                              const std::string& volume_name) {
   return std::string(plugin.Name()) + "/" + pod_uid + "-" + volume_name;

@@ -102,21 +102,14 @@ class VolumePlugin {
   // volume when the pod's labels, annotations or resources change.
   virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
 
-  // A volume spec rebuilt from the volume's name alone, for reconstruction from disk after a
-  // restart (docs/kubelet-behavior.md §6.6): the object names are unknown, so configMap,
-  // downwardAPI and projected get empty sources and secret uses the volume name as the secret name,
-  // as upstream.
-  virtual kube::Volume ConstructVolume(const std::string& volume_name) const = 0;
-
   // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).
   virtual base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod,
                                                            const kube::Volume& volume,
                                                            const VolumeHost& host) const = 0;
 };
 
-// "kubernetes.io/configmap" -> "kubernetes.io~configmap", and back.
+// "kubernetes.io/configmap" -> "kubernetes.io~configmap".
 std::string EscapePluginName(std::string_view name);
-std::string UnescapePluginName(std::string_view escaped);
 
 // The kubelet's unique volume name: "<plugin name>/<pod uid>-<volume name>".
 std::string UniqueVolumeName(const VolumePlugin& plugin, const std::string& pod_uid,

@@ -12,8 +12,8 @@
 // Redirects are followed (at most 10, http and https only). Bodies over 10 MiB are refused.
 //
 // Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread, and
-// so does the sink. The transfer itself (a libcurl easy handle) runs on the libuv thread pool;
-// Stop aborts a transfer in flight at libcurl's next progress check (about a second at most).
+// so do the transfers (kube::HttpClient on the loop, no thread) and the sink. Stop ends a transfer
+// in flight at once.
 #ifndef VOLUMEMANAGER_PODCONFIG_HTTP_SOURCE_H_
 #define VOLUMEMANAGER_PODCONFIG_HTTP_SOURCE_H_
 
@@ -48,13 +48,13 @@ class HttpSource {
   // Starts the first fetch; the first sink call comes from the loop when it completes. Fails on
   // bad options (empty URL or node name, a scheme other than http:// or https://).
   base::Status Start(uv_loop_t* loop, HttpSourceOptions options, Sink sink);
-  // Stops polling; no sink call happens after it returns. Idempotent. The loop must run on until
-  // a transfer in flight has been aborted, for the memory to be released.
+  // Stops polling; no sink call happens after it returns. Idempotent. The loop must run on for
+  // the source's handles to finish closing.
   void Stop();
 
  private:
   struct Impl;
-  Impl* impl_ = nullptr;  // freed once its timer closed and no transfer is in flight
+  Impl* impl_ = nullptr;  // freed once its timer closed
 };
 
 }  // namespace podconfig

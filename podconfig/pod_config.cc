@@ -86,7 +86,7 @@ void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
 
   std::set<std::string> full_names;
   for (kube::Pod& pod : pods) {
-    const std::string full_name = pod.metadata.namespace_ + "/" + pod.metadata.name;
+    const std::string full_name = pod.metadata.NamespacedName();
     if (pod.metadata.uid.empty()) {
       spdlog::warn("pod {} from source {} has no metadata.uid; ignoring it", full_name, source);
       continue;

@@ -10,10 +10,6 @@
 namespace volumemanager {
 namespace {
 
-std::string PodName(const kube::Pod& pod) {
-  return pod.metadata.namespace_ + "/" + pod.metadata.name;
-}
-
 std::set<std::string> MountedVolumeNames(const kube::Pod& pod) {
   std::set<std::string> names;
   for (const auto* list : {&pod.spec.init_containers, &pod.spec.containers}) {
@@ -47,7 +43,7 @@ void DesiredStateOfWorldPopulator::Apply(const podconfig::PodUpdate& update, Ste
         // refreshed (docs/kubelet-behavior.md §6.3).
         if (terminating_.insert(pod.metadata.uid).second) {
           spdlog::info("pod \"{}\" (UID: \"{}\") is terminating: its volumes stay, not refreshed",
-                       PodName(pod), pod.metadata.uid);
+                       pod.metadata.NamespacedName(), pod.metadata.uid);
         }
         pods_[pod.metadata.uid] = std::make_shared<const kube::Pod>(pod);
         break;
@@ -67,7 +63,8 @@ std::shared_ptr<const kube::Pod> DesiredStateOfWorldPopulator::FindPod(
 void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime now) {
   const std::string& uid = pod_in.metadata.uid;
   if (base::Status s = CheckPathComponent(uid, "pod UID"); !s.ok()) {
-    spdlog::error("pod \"{}\": {}; its volumes are not set up", PodName(pod_in), s.message());
+    spdlog::error("pod \"{}\": {}; its volumes are not set up", pod_in.metadata.NamespacedName(),
+                  s.message());
     return;
   }
   auto pod = std::make_shared<const kube::Pod>(pod_in);
@@ -84,8 +81,8 @@ void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime no
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
     if (base::Status s = CheckPathComponent(volume.name, "volume name"); !s.ok()) {
-      spdlog::error("pod \"{}\" (UID: \"{}\"): {}; volume not set up", PodName(*pod), uid,
-                    s.message());
+      spdlog::error("pod \"{}\" (UID: \"{}\"): {}; volume not set up",
+                    pod->metadata.NamespacedName(), uid, s.message());
       continue;
     }
     VolumeKey key{uid, volume.name};

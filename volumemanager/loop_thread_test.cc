@@ -31,9 +31,6 @@ class RecordingPlugin final : public plugins::VolumePlugin {
     return real_->ReferencedObjects(pod, v);
   }
   bool DependsOnPod(const kube::Volume& v) const override { return real_->DependsOnPod(v); }
-  kube::Volume ConstructVolume(const std::string& name) const override {
-    return real_->ConstructVolume(name);
-  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& v,
                                                    const plugins::VolumeHost& host) const override {
     (std::this_thread::get_id() == loop_thread_ ? builds_on_loop : builds_off_loop)++;

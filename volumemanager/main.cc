@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/catch_all.h"
 #include "base/version.h"
 #include "cache/local_object_store.h"
 #include "config/daemon_config.h"
@@ -39,6 +40,10 @@ extern char** environ;
 namespace {
 
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
+// Exit codes of a stop that was not graceful: in-flight writes still running after the grace
+// period, or the stop itself failed. 0 means every write finished and every handle closed.
+constexpr int kExitStopTimedOut = 3;
+constexpr int kExitStopFailed = 4;
 
 void SetUpLogging(const config::DaemonConfig& cfg) {
   auto logger = spdlog::stderr_logger_mt("volumemanager");
@@ -106,6 +111,15 @@ struct Daemon {
   uv_timer_t deadline{};
   bool stopping = false;
 
+  // The body of a signal callback: a stop that throws midway cannot finish gracefully.
+  void ShutdownFromLoop(const char* why) {
+    if (base::Status s = base::CatchAll("stop", [&] { Shutdown(why); }); !s.ok()) {
+      spdlog::error("{}: {}; exiting now", why, s.message());
+      spdlog::shutdown();
+      std::_Exit(kExitStopFailed);
+    }
+  }
+
   void Shutdown(const char* why) {
     if (stopping) return;
     stopping = true;
@@ -119,9 +133,10 @@ struct Daemon {
     uv_timer_start(
         &deadline,
         [](uv_timer_t*) {
-          spdlog::warn("in-flight writes did not finish within 5s; exiting anyway");
+          spdlog::error("in-flight writes did not finish within 5s; exiting with status {}",
+                        kExitStopTimedOut);
           spdlog::shutdown();
-          std::_Exit(0);
+          std::_Exit(kExitStopTimedOut);
         },
         std::chrono::milliseconds(kShutdownGrace).count(), 0);
     uv_unref(reinterpret_cast<uv_handle_t*>(&deadline));
@@ -270,10 +285,12 @@ int main(int argc, char** argv) {
   uv_signal_init(d.loop, &d.sigint);
   d.sigterm.data = d.sigint.data = &d;
   uv_signal_start(
-      &d.sigterm, [](uv_signal_t* s, int) { static_cast<Daemon*>(s->data)->Shutdown("SIGTERM"); },
+      &d.sigterm,
+      [](uv_signal_t* s, int) { static_cast<Daemon*>(s->data)->ShutdownFromLoop("SIGTERM"); },
       SIGTERM);
   uv_signal_start(
-      &d.sigint, [](uv_signal_t* s, int) { static_cast<Daemon*>(s->data)->Shutdown("SIGINT"); },
+      &d.sigint,
+      [](uv_signal_t* s, int) { static_cast<Daemon*>(s->data)->ShutdownFromLoop("SIGINT"); },
       SIGINT);
 
   if (base::Status s = d.stall_monitor.Start(

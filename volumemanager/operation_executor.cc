@@ -1,8 +1,12 @@
 #include "volumemanager/operation_executor.h"
 
+#include <spdlog/spdlog.h>
+
 #include <exception>
 #include <memory>
 #include <utility>
+
+#include "base/catch_all.h"
 
 namespace volumemanager {
 
@@ -23,7 +27,7 @@ bool OperationExecutor::CanStart(const VolumeKey& key, Clock::time_point now) co
 
 bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> work,
                             std::function<void(const base::Status&)> done) {
-  if (!CanStart(key, Clock::now())) return false;
+  if (!CanStart(key, clock_())) return false;
   auto req = std::make_unique<Request>();
   req->work_req.data = req.get();
   req->executor = this;
@@ -34,28 +38,28 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
       loop_, &req->work_req,
       [](uv_work_t* w) {
         auto* r = static_cast<Request*>(w->data);
-        // No exception may cross into libuv.
-        try {
-          r->result = r->work();
-        } catch (const std::exception& e) {
-          r->result = base::Status::Error(std::string("operation failed: ") + e.what());
-        } catch (...) {
-          r->result = base::Status::Error("operation failed: unknown exception");
-        }
+        r->result = base::CatchAll("operation", r->work);
       },
       [](uv_work_t* w, int status) {
         std::unique_ptr<Request> r(static_cast<Request*>(w->data));
         OperationExecutor* self = r->executor;
         if (status == UV_ECANCELED) r->result = base::Status::Error("operation cancelled");
-        Entry& e = self->entries_[r->key];
-        e.in_flight = false;
         --self->in_flight_count_;
-        if (r->result.ok()) {
-          e.backoff.Reset();
-        } else {
-          e.backoff.RecordFailure(Clock::now());
+        // Run() created the entry and Forget() keeps it while in flight: no insert here.
+        if (auto it = self->entries_.find(r->key); it != self->entries_.end()) {
+          Entry& e = it->second;
+          e.in_flight = false;
+          if (r->result.ok()) {
+            e.backoff.Reset();
+          } else {
+            e.backoff.RecordFailure(self->clock_());
+          }
         }
-        if (r->done) r->done(r->result);
+        if (!r->done) return;
+        if (base::Status s = base::CatchAll("operation completion", [&] { r->done(r->result); });
+            !s.ok()) {
+          spdlog::error("pod {} volume {}: {}", r->key.pod_uid, r->key.volume_name, s.message());
+        }
       });
   if (rc != 0) return false;
   entries_[key].in_flight = true;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "base/status.h"
 #include "volumemanager/exponential_backoff.h"
@@ -23,7 +24,10 @@ class OperationExecutor {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit OperationExecutor(uv_loop_t* loop) : loop_(loop) {}
+  // `clock` (tests) tells when an operation ended, for its backoff.
+  explicit OperationExecutor(uv_loop_t* loop,
+                             std::function<Clock::time_point()> clock = &Clock::now)
+      : loop_(loop), clock_(std::move(clock)) {}
   OperationExecutor(const OperationExecutor&) = delete;
   OperationExecutor& operator=(const OperationExecutor&) = delete;
 
@@ -54,6 +58,7 @@ class OperationExecutor {
   struct Request;
 
   uv_loop_t* loop_;
+  std::function<Clock::time_point()> clock_;
   std::map<VolumeKey, Entry> entries_;
   int in_flight_count_ = 0;
 };

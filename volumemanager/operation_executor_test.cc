@@ -29,7 +29,9 @@ class OperationExecutorTest : public ::testing::Test {
 };
 
 TEST_F(OperationExecutorTest, OneOperationPerVolumeAndBackoffAfterFailure) {
-  OperationExecutor ex(&loop_);
+  // Operations end at `now` on the executor's clock.
+  const auto now = OperationExecutor::Clock::time_point{} + std::chrono::hours(1);
+  OperationExecutor ex(&loop_, [now] { return now; });
   const VolumeKey a{"pod", "a"};
   const VolumeKey b{"pod", "b"};
   std::atomic<int> ran{0};
@@ -63,24 +65,24 @@ TEST_F(OperationExecutorTest, OneOperationPerVolumeAndBackoffAfterFailure) {
   EXPECT_EQ(ex.in_flight(), 0);
   std::sort(done.begin(), done.end());
   EXPECT_EQ(done, (std::vector<std::string>{"a:disk full", "b:ok"}));
-  // a failed: it backs off for 500 ms; b succeeded: free to run.
-  const auto now = OperationExecutor::Clock::now();
+  // a failed: it backs off for 500 ms from its end; b succeeded: free to run.
   EXPECT_FALSE(ex.CanStart(a, now));
-  EXPECT_TRUE(ex.CanStart(a, now + std::chrono::milliseconds(600)));
+  EXPECT_FALSE(ex.CanStart(a, now + std::chrono::milliseconds(499)));
+  EXPECT_TRUE(ex.CanStart(a, now + std::chrono::milliseconds(500)));
   EXPECT_TRUE(ex.CanStart(b, now));
   ASSERT_NE(ex.Backoff(a), nullptr);
   EXPECT_EQ(ex.Backoff(a)->delay().count(), 500);
 }
 
 TEST_F(OperationExecutorTest, ForgetDropsTheBackoffButNotAnOperationInFlight) {
-  OperationExecutor ex(&loop_);
+  const auto now = OperationExecutor::Clock::time_point{} + std::chrono::hours(1);
+  OperationExecutor ex(&loop_, [now] { return now; });
   const VolumeKey k{"pod", "v"};
   ASSERT_TRUE(ex.Run(
       k, [] { return base::Status::Error("disk full"); }, [](const base::Status&) {}));
   ex.Forget(k);  // in flight: kept
   EXPECT_EQ(ex.size(), 1u);
   uv_run(&loop_, UV_RUN_DEFAULT);
-  const auto now = OperationExecutor::Clock::now();
   EXPECT_FALSE(ex.CanStart(k, now));  // backing off
   EXPECT_EQ(ex.size(), 1u);
   ex.Forget(k);
@@ -95,7 +97,7 @@ TEST_F(OperationExecutorTest, ExceptionsInWorkBecomeErrors) {
       VolumeKey{"p", "v"}, []() -> base::Status { throw std::runtime_error("boom"); },
       [&](const base::Status& s) { msg = s.message(); }));
   uv_run(&loop_, UV_RUN_DEFAULT);
-  EXPECT_EQ(msg, "operation failed: boom");
+  EXPECT_EQ(msg, "operation threw: boom");
 }
 
 }  // namespace

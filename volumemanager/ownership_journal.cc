@@ -10,6 +10,8 @@
 #include <string_view>
 #include <utility>
 
+#include "base/errno_error.h"
+
 namespace volumemanager {
 namespace {
 
@@ -18,9 +20,7 @@ using base::Status;
 
 constexpr std::string_view kHeaderPrefix = "volumemanager-ownership v";
 
-Status ErrnoError(const std::string& op, const std::string& path, int err) {
-  return Status::Error(op + " " + path + ": " + std::strerror(err), err);
-}
+using base::ErrnoError;
 
 uint64_t Fnv1a64(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -31,7 +31,9 @@ uint64_t Fnv1a64(std::string_view s) {
   return h;
 }
 
-std::string Header() { return std::string(kHeaderPrefix) + std::to_string(OwnershipJournal::kVersion) + "\n"; }
+std::string Header() {
+  return std::string(kHeaderPrefix) + std::to_string(OwnershipJournal::kVersion) + "\n";
+}
 
 const char* KindName(OwnedKind k) { return k == OwnedKind::kVolume ? "volume" : "dir"; }
 
@@ -306,6 +308,20 @@ std::vector<OwnedPath> OwnershipJournal::Entries() const {
   std::vector<OwnedPath> out;
   out.reserve(owned_.size());
   for (const auto& [path, kind] : owned_) out.push_back(OwnedPath{kind, path});
+  return out;
+}
+
+std::vector<OwnedPath> OwnershipJournal::EntriesOfPod(const std::string& pod_uid) const {
+  const std::string pod = PodPath(pod_uid);
+  const std::string below = pod + "/";
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<OwnedPath> out;
+  if (auto it = owned_.find(pod); it != owned_.end()) out.push_back(OwnedPath{it->second, pod});
+  // "pods/<uid>-x" sorts between "pods/<uid>" and "pods/<uid>/": start below the slash.
+  for (auto it = owned_.lower_bound(below); it != owned_.end() && it->first.starts_with(below);
+       ++it) {
+    out.push_back(OwnedPath{it->second, it->first});
+  }
   return out;
 }
 

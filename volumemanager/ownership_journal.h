@@ -82,6 +82,8 @@ class OwnershipJournal {
   bool Owns(OwnedKind kind, const std::string& path) const;
   // Every owned path, sorted by path.
   std::vector<OwnedPath> Entries() const;
+  // The owned paths of one pod: its pod dir and everything below it.
+  std::vector<OwnedPath> EntriesOfPod(const std::string& pod_uid) const;
   const std::string& file() const { return file_; }
 
   // The relative paths the daemon uses.

@@ -135,6 +135,15 @@ TEST_F(OwnershipJournalTest, PathsOutsideThePodsDirAreRefused) {
   EXPECT_TRUE(r.journal->Entries().empty());
 }
 
+TEST_F(OwnershipJournalTest, EntriesOfAPodAreItsDirAndWhatIsBelowIt) {
+  auto r = Open();
+  ASSERT_TRUE(r.journal->Add({kPod, kVol, {OwnedKind::kDir, "pods/u1-x"},
+                              {OwnedKind::kDir, "pods/u1-x/volumes"}, {OwnedKind::kDir, "pods/u10"}})
+                  .ok());
+  EXPECT_EQ(r.journal->EntriesOfPod("u1"), (std::vector<OwnedPath>{kPod, kVol}));
+  EXPECT_EQ(r.journal->EntriesOfPod("u2"), std::vector<OwnedPath>{});
+}
+
 TEST_F(OwnershipJournalTest, ConcurrentAddsAllBecomeDurable) {
   {
     auto r = Open();

@@ -46,10 +46,6 @@ class SnapshotLookup final : public plugins::ObjectLookup {
   ObjectSnapshot objects_;
 };
 
-std::string PodName(const kube::Pod& pod) {
-  return pod.metadata.namespace_ + "/" + pod.metadata.name;
-}
-
 std::string FormatTime(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
@@ -126,8 +122,8 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
   spdlog::warn(
       "FailedMount: MountVolume.SetUp failed for volume \"{}\" (UniqueName: \"{}\") pod \"{}\" "
       "(UID: \"{}\"): {}{}",
-      desired.key.volume_name, desired.unique_name, PodName(*desired.pod), desired.key.pod_uid,
-      error, retry);
+      desired.key.volume_name, desired.unique_name, desired.pod->metadata.NamespacedName(),
+      desired.key.pod_uid, error, retry);
 }
 
 bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
@@ -160,8 +156,9 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   auto request = std::make_shared<SetUpRequest>();
   request->location = VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                                      key.volume_name};
-  request->set_permissions = plugins::OwnershipPassFor(
-      *desired.pod, "volume \"" + key.volume_name + "\" of pod \"" + PodName(*desired.pod) + "\"");
+  request->set_permissions =
+      plugins::OwnershipPassFor(*desired.pod, "volume \"" + key.volume_name + "\" of pod \"" +
+                                                  desired.pod->metadata.NamespacedName() + "\"");
   request->durable = options_.durable;
   request->tmpfs = options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
   request->journal = options_.journal;

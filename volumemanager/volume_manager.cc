@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "base/catch_all.h"
 #include "volumemanager/volume_paths.h"
 #include "volumemanager/volume_setup.h"
 
@@ -29,6 +30,14 @@ struct VolumeManager::OrphanWork {
 };
 
 namespace {
+
+// The body of a libuv callback: what it throws is logged, never passed to libuv.
+template <typename F>
+void FromLoop(const char* what, F&& body) {
+  if (base::Status s = base::CatchAll(what, std::forward<F>(body)); !s.ok()) {
+    spdlog::error("{}", s.message());
+  }
+}
 
 ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   ReconcilerOptions r;
@@ -84,8 +93,11 @@ void VolumeManager::Start() {
   }
   const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
   uv_timer_start(
-      tick_, [](uv_timer_t* t) { static_cast<VolumeManager*>(t->data)->RunPass(); }, period,
-      period);
+      tick_,
+      [](uv_timer_t* t) {
+        FromLoop("reconciler pass", [t] { static_cast<VolumeManager*>(t->data)->RunPass(); });
+      },
+      period, period);
 
   auto* work = new ScanWork;
   work->req.data = work;
@@ -98,16 +110,19 @@ void VolumeManager::Start() {
       loop_, &work->req,
       [](uv_work_t* req) {
         auto* w = static_cast<ScanWork*>(req->data);
-        try {
+        base::Status s = base::CatchAll("reconstruction", [w] {
           w->result = ReconstructOwnedVolumes(w->root_dir, *w->journal, w->plugin_dirs);
-        } catch (const std::exception& e) {  // a callback is a wall: start with nothing adopted
+        });
+        if (!s.ok()) {  // a callback is a wall: start with nothing adopted
           w->result = ReconstructResult{};
-          w->result.problems.push_back(std::string("reconstruction failed: ") + e.what());
+          base::CatchAll("reconstruction", [&] {
+            w->result.problems.push_back(s.message());
+          }).IgnoreError();
         }
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<ScanWork> w(static_cast<ScanWork*>(req->data));
-        w->self->OnScanDone(std::move(w->result));
+        FromLoop("reconstruction", [&] { w->self->OnScanDone(std::move(w->result)); });
       });
 }
 
@@ -170,7 +185,7 @@ void VolumeManager::SchedulePassSoon() {
       [](uv_timer_t* t) {
         auto* self = static_cast<VolumeManager*>(t->data);
         self->soon_pending_ = false;
-        self->RunPass();
+        FromLoop("reconciler pass", [self] { self->RunPass(); });
       },
       0, 0);
 }
@@ -218,18 +233,17 @@ void VolumeManager::CleanUpOrphanPodDirs() {
       loop_, &work.release()->req,
       [](uv_work_t* req) {
         auto* w = static_cast<OrphanWork*>(req->data);
-        try {
+        base::Status s = base::CatchAll("removing the empty dirs of gone pods", [w] {
           for (const std::string& uid : w->pod_uids) {
             RemoveOwnedEmptyPodDirs(w->root_dir, uid, *w->journal);
           }
-        } catch (const std::exception& e) {  // best effort; retried at the next start
-          spdlog::warn("removing the empty dirs of gone pods: {}", e.what());
-        }
+        });
+        if (!s.ok()) spdlog::warn("{}", s.message());  // best effort; retried at the next start
       },
       [](uv_work_t* req, int) {
         std::unique_ptr<OrphanWork> w(static_cast<OrphanWork*>(req->data));
         w->self->orphan_work_in_flight_ = false;
-        if (w->self->stopping_) w->self->MaybeFinishStop();
+        if (w->self->stopping_) FromLoop("stop", [&] { w->self->MaybeFinishStop(); });
       });
 }
 

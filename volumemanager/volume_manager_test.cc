@@ -1,5 +1,5 @@
 // The volume manager on a real libuv loop and a temporary root dir, with the real plugins and a
-// fake object manager.
+// fake object manager (cache/fake_object_manager.h).
 #include "volumemanager/volume_manager.h"
 
 #include <gtest/gtest.h>
@@ -9,55 +9,16 @@
 #include <map>
 
 #include "atomicwriter/volume_inspector.h"
-#include "volumemanager/volume_paths.h"
+#include "cache/fake_object_manager.h"
+#include "tests/support/test_loop.h"
 #include "volumemanager/ownership_journal.h"
+#include "volumemanager/volume_paths.h"
 #include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
 namespace {
 
 namespace fs = std::filesystem;
-
-class FakeObjects final : public cache::ObjectManager {
- public:
-  void RegisterPod(const std::string& uid, const std::vector<kube::ObjectRef>& refs) override {
-    registered[uid] = refs;
-  }
-  void UnregisterPod(const std::string& uid) override { registered.erase(uid); }
-  base::Result<std::shared_ptr<const kube::ConfigMap>> GetConfigMap(
-      const std::string& ns, const std::string& name) override {
-    ++gets;
-    auto it = config_maps.find(ns + "/" + name);
-    if (it == config_maps.end()) return std::shared_ptr<const kube::ConfigMap>();
-    return std::make_shared<const kube::ConfigMap>(it->second);
-  }
-  base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string&,
-                                                              const std::string&) override {
-    return std::shared_ptr<const kube::Secret>();
-  }
-  void SetChangeHandler(std::function<void(const kube::ObjectRef&)> h) override {
-    handler = std::move(h);
-  }
-
-  void Put(const std::string& ns, const std::string& name,
-           std::map<std::string, std::string> data) {
-    kube::ConfigMap cm;
-    cm.metadata.namespace_ = ns;
-    cm.metadata.name = name;
-    cm.data = std::move(data);
-    config_maps[ns + "/" + name] = cm;
-    if (handler) handler(kube::ObjectRef{kube::ObjectKind::kConfigMap, ns, name});
-  }
-  void Delete(const std::string& ns, const std::string& name) {
-    config_maps.erase(ns + "/" + name);
-    if (handler) handler(kube::ObjectRef{kube::ObjectKind::kConfigMap, ns, name});
-  }
-
-  std::map<std::string, kube::ConfigMap> config_maps;
-  std::map<std::string, std::vector<kube::ObjectRef>> registered;
-  std::function<void(const kube::ObjectRef&)> handler;
-  int gets = 0;
-};
 
 kube::Pod MakePod(const std::string& uid, const std::string& cm, bool optional = false,
                   bool mounted = true) {
@@ -93,7 +54,6 @@ class VolumeManagerTest : public ::testing::Test {
     auto j = OwnershipJournal::Open(root_ + "-state");
     ASSERT_TRUE(j.ok()) << j.status().message();
     journal_ = std::move(j->journal);
-    uv_loop_init(&loop_);
     registry_ = plugins::PluginRegistry::NewDefault();
   }
   void TearDown() override {
@@ -104,8 +64,7 @@ class VolumeManagerTest : public ::testing::Test {
       EXPECT_TRUE(stopped);
       manager_.reset();
     }
-    uv_run(&loop_, UV_RUN_DEFAULT);
-    EXPECT_EQ(uv_loop_close(&loop_), 0);
+    EXPECT_TRUE(loop_.Close()) << "a handle was left open";
     journal_.reset();
     fs::remove_all(root_);
     fs::remove_all(root_ + "-state");
@@ -114,8 +73,7 @@ class VolumeManagerTest : public ::testing::Test {
   // A write as an earlier run of the daemon made it (recorded in the journal).
   base::Result<atomicwriter::WriteResult> EarlierRunSetUp(const std::string& uid,
                                                           const atomicwriter::Payload& p) {
-    SetUpRequest r{VolumeLocation{root_, uid, "kubernetes.io~configmap", "cfg"}, p, nullptr,
-                   false};
+    SetUpRequest r{VolumeLocation{root_, uid, "kubernetes.io~configmap", "cfg"}, p, nullptr, false};
     r.journal = journal_.get();
     return SetUpVolume(r);
   }
@@ -126,36 +84,24 @@ class VolumeManagerTest : public ::testing::Test {
     o.sync_frequency = std::chrono::hours(1);
     o.journal = journal_.get();
     o.unpublished_grace = std::chrono::milliseconds(0);
-    manager_ = std::make_unique<VolumeManager>(&loop_, o, &objects_, registry_.get(),
+    manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
     manager_->Start();
   }
 
   // Runs the loop for `ms` (several reconciler passes).
-  void RunFor(int ms) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    RunUntil([&] { return std::chrono::steady_clock::now() >= until; });
-  }
+  void RunFor(int ms) { loop_.RunFor(std::chrono::milliseconds(ms)); }
+  bool RunUntil(const std::function<bool()>& done) { return loop_.RunUntil(done); }
 
-  // Runs the loop until `done` holds or 5 s pass.
-  bool RunUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    uv_timer_t keepalive;
-    uv_timer_init(&loop_, &keepalive);
-    uv_timer_start(
-        &keepalive, [](uv_timer_t*) {}, 5, 5);
-    bool ok = false;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (done()) {
-        ok = true;
-        break;
-      }
-      uv_run(&loop_, UV_RUN_ONCE);
-    }
-    uv_close(reinterpret_cast<uv_handle_t*>(&keepalive), nullptr);
-    uv_run(&loop_, UV_RUN_NOWAIT);
-    return ok;
+  // Creates or replaces ConfigMap ns/name.
+  void Put(const std::string& ns, const std::string& name,
+           std::map<std::string, std::string> data) {
+    kube::ConfigMap cm;
+    cm.metadata.namespace_ = ns;
+    cm.metadata.name = name;
+    cm.data = std::move(data);
+    objects_.SetConfigMap(std::move(cm));
   }
 
   void Send(podconfig::PodOp op, std::vector<kube::Pod> pods) {
@@ -171,9 +117,10 @@ class VolumeManagerTest : public ::testing::Test {
 
   std::string root_;
   std::unique_ptr<OwnershipJournal> journal_;
-  uv_loop_t loop_;
+  vmtest::TestLoop loop_;
   std::unique_ptr<plugins::PluginRegistry> registry_;
-  FakeObjects objects_;
+  // Gets of objects the pod did not register first fail, as with the real managers.
+  cache::FakeObjectManager objects_;
   bool sources_seen_ = true;
   std::unique_ptr<VolumeManager> manager_;
 };
@@ -181,7 +128,7 @@ class VolumeManagerTest : public ::testing::Test {
 using Files = std::map<std::string, std::string>;
 
 TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
-  objects_.Put("default", "app", {{"level", "info"}});
+  Put("default", "app", {{"level", "info"}});
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "app"), MakePod("u2", "app")});
   ASSERT_TRUE(RunUntil([&] {
@@ -189,9 +136,9 @@ TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
   }));
   // Only the configMap volume: emptyDir is not ours.
   EXPECT_FALSE(fs::exists(root_ + "/pods/u1/volumes/kubernetes.io~empty-dir"));
-  EXPECT_EQ(objects_.registered["u1"].size(), 1u);
+  EXPECT_EQ(objects_.registrations().at("u1").size(), 1u);
 
-  objects_.Put("default", "app", {{"level", "debug"}});
+  Put("default", "app", {{"level", "debug"}});
   ASSERT_TRUE(RunUntil([&] {
     return Content("u1") == Files{{"level", "debug"}} && Content("u2") == Files{{"level", "debug"}};
   }));
@@ -202,23 +149,23 @@ TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
 }
 
 TEST_F(VolumeManagerTest, AChangeThatLeavesThePayloadAloneTouchesNoDisk) {
-  objects_.Put("default", "app", {{"level", "info"}});
+  Put("default", "app", {{"level", "info"}});
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
   ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 1; }));
   const std::string ts = manager_->actual().Find(VolumeKey{"u1", "cfg"})->ts_dir;
-  objects_.Put("default", "app", {{"level", "info"}});  // e.g. a label edit on the ConfigMap
+  Put("default", "app", {{"level", "info"}});  // e.g. a label edit on the ConfigMap
   ASSERT_TRUE(RunUntil([&] { return manager_->stats().remounts_unchanged == 1; }));
   EXPECT_EQ(manager_->stats().mounts_ok, 1);  // no operation ran
   const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
   EXPECT_FALSE(m->remount_required);
   EXPECT_EQ(m->ts_dir, ts);
-  objects_.Put("default", "app", {{"level", "warn"}});
+  Put("default", "app", {{"level", "warn"}});
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"level", "warn"}}; }));
 }
 
 TEST_F(VolumeManagerTest, UnmountedVolumesAreIgnored) {
-  objects_.Put("default", "app", {{"k", "v"}});
+  Put("default", "app", {{"k", "v"}});
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "app", false, /*mounted=*/false)});
   RunFor(300);
@@ -231,7 +178,7 @@ TEST_F(VolumeManagerTest, MissingObjectFailsUntilItAppears) {
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "late")});
   ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed > 0; }));
   EXPECT_FALSE(fs::exists(Dir("u1")));  // a failed first mount leaves no directory
-  objects_.Put("default", "late", {{"k", "v"}});
+  Put("default", "late", {{"k", "v"}});
   // Backoff (500 ms after the first failure) delays the retry, then it mounts.
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
 }
@@ -244,11 +191,11 @@ TEST_F(VolumeManagerTest, OptionalMissingObjectMountsAnEmptyVolume) {
 }
 
 TEST_F(VolumeManagerTest, DeletedObjectKeepsTheLastGoodContent) {
-  objects_.Put("default", "app", {{"k", "v1"}});
+  Put("default", "app", {{"k", "v1"}});
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
-  objects_.Delete("default", "app");
+  objects_.Delete({kube::ObjectKind::kConfigMap, "default", "app"});
   ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed > 0; }));
   EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
   const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
@@ -257,7 +204,7 @@ TEST_F(VolumeManagerTest, DeletedObjectKeepsTheLastGoodContent) {
 }
 
 TEST_F(VolumeManagerTest, RemovedPodIsTornDownOnlyAfterAllSourcesAreSeen) {
-  objects_.Put("default", "app", {{"k", "v"}});
+  Put("default", "app", {{"k", "v"}});
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
   ASSERT_TRUE(RunUntil([&] { return fs::exists(Dir("u1")); }));
@@ -265,13 +212,13 @@ TEST_F(VolumeManagerTest, RemovedPodIsTornDownOnlyAfterAllSourcesAreSeen) {
   Send(podconfig::PodOp::kRemove, {MakePod("u1", "app")});
   RunFor(300);
   EXPECT_TRUE(fs::exists(Dir("u1")));
-  EXPECT_EQ(objects_.registered.count("u1"), 0u);
+  EXPECT_EQ(objects_.registrations().count("u1"), 0u);
   sources_seen_ = true;
   ASSERT_TRUE(RunUntil([&] { return !fs::exists(root_ + "/pods/u1"); }));
 }
 
 TEST_F(VolumeManagerTest, RestartVerifiesWithoutRewritingAndRemovesOrphans) {
-  objects_.Put("default", "app", {{"k", "v"}});
+  Put("default", "app", {{"k", "v"}});
   // What an earlier run left: a current volume of a pod that still exists, and one of a pod
   // deleted while the daemon was down.
   atomicwriter::Payload p;
@@ -303,7 +250,7 @@ TEST_F(VolumeManagerTest, RestartVerifiesWithoutRewritingAndRemovesOrphans) {
 TEST_F(VolumeManagerTest, AVolumeItDidNotSetUpIsRefreshedButLeftInPlaceWhenItsPodGoes) {
   // The kubelet set the volume up; the daemon serves the same pod.
   fs::create_directories(Dir("u1"));
-  objects_.Put("default", "app", {{"k", "v1"}});
+  Put("default", "app", {{"k", "v1"}});
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
@@ -315,7 +262,7 @@ TEST_F(VolumeManagerTest, AVolumeItDidNotSetUpIsRefreshedButLeftInPlaceWhenItsPo
 }
 
 TEST_F(VolumeManagerTest, StopWaitsForInFlightWrites) {
-  objects_.Put("default", "app", {{"k", "v"}});
+  Put("default", "app", {{"k", "v"}});
   StartManager();
   std::vector<kube::Pod> pods;
   for (int i = 0; i < 50; ++i) pods.push_back(MakePod("p" + std::to_string(i), "app"));

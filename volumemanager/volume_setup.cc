@@ -10,11 +10,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
+#include <functional>
 #include <mutex>
 #include <vector>
 
 #include "atomicwriter/remove_tree.h"
+#include "base/errno_error.h"
 #include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
@@ -23,9 +24,7 @@ namespace {
 constexpr mode_t kPodDirMode = 0750;
 constexpr mode_t kVolumeDirMode = 0777;
 
-base::Status ErrnoError(const char* op, const std::string& path, int err) {
-  return base::Status::Error(std::string(op) + " " + path + ": " + std::strerror(err), err);
-}
+using base::ErrnoError;
 
 // mkdir that records what it created, so a failed first mount can undo exactly that.
 base::Status MakeDir(const std::string& path, mode_t mode, std::vector<std::string>* created) {
@@ -77,14 +76,14 @@ base::Result<bool> MountTmpfs(const std::string& dir) {
   return false;
 }
 
-// Serializes, within this process, the creation and removal of the directories above volume
-// dirs (pod dir, volumes dir, plugin dirs) together with their ownership records: two volumes of
-// one pod set up at once on two pool threads must not both record the pod dir, and the one
-// whose mkdir finds it made by the other then drop the other's record. Cheap work only (a few
-// lstat/mkdir/rmdir calls and one journal append).
-std::mutex& PodDirsMutex() {
-  static std::mutex mu;
-  return mu;
+// Serializes, within this process, the creation and removal of one pod's directories above its
+// volume dirs (pod dir, volumes dir, plugin dirs) together with their ownership records: two
+// volumes of one pod set up at once on two pool threads must not both record the pod dir, and
+// the one whose mkdir finds it made by the other then drop the other's record. Striped by pod
+// UID, so that first mounts of different pods still run (and commit their records) together.
+std::mutex& PodDirsMutex(const std::string& pod_uid) {
+  static std::mutex stripes[64];
+  return stripes[std::hash<std::string>{}(pod_uid) % 64];
 }
 
 // Removes what a failed first mount created: the volume dir with its content, the parent dirs
@@ -92,8 +91,9 @@ std::mutex& PodDirsMutex() {
 // releases in the journal what this call recorded and what was not left behind.
 void Undo(const std::vector<std::string>& created, const std::string& volume_dir,
           OwnershipJournal& journal, const std::vector<OwnedPath>& recorded,
-          const std::string& root_dir) {
-  std::lock_guard<std::mutex> lock(PodDirsMutex());
+          const VolumeLocation& loc) {
+  const std::string& root_dir = loc.root_dir;
+  std::lock_guard<std::mutex> lock(PodDirsMutex(loc.pod_uid));
   std::vector<std::string> left;
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     if (*it == volume_dir) {
@@ -139,7 +139,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   std::vector<std::string> created;
   std::vector<OwnedPath> recorded;
   if (!existed) {
-    std::unique_lock<std::mutex> lock(PodDirsMutex());
+    std::unique_lock<std::mutex> lock(PodDirsMutex(loc.pod_uid));
     // Everything this call is about to create goes into the journal first.
     const std::pair<std::string, std::string> parents[] = {
         {PodDir(loc.root_dir, loc.pod_uid), OwnershipJournal::PodPath(loc.pod_uid)},
@@ -160,7 +160,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
       s = MakeDir(*p, kPodDirMode, &created);
       if (!s.ok()) {
         lock.unlock();
-        Undo(created, dir, journal, recorded, loc.root_dir);
+        Undo(created, dir, journal, recorded, loc);
         return s;
       }
     }
@@ -171,7 +171,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
     }
     if (!s.ok()) {
       lock.unlock();
-      Undo(created, dir, journal, recorded, loc.root_dir);
+      Undo(created, dir, journal, recorded, loc);
       return s;
     }
     // A directory that appeared between the lstat and the mkdir (another writer made it) is not
@@ -189,7 +189,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   if (request.tmpfs && owned && (!existed || (IsEmptyDir(dir) && !IsMountPoint(dir)))) {
     auto mounted = MountTmpfs(dir);
     if (!mounted.ok()) {
-      if (!existed) Undo(created, dir, journal, recorded, loc.root_dir);
+      if (!existed) Undo(created, dir, journal, recorded, loc);
       return mounted.status();
     }
   }
@@ -200,13 +200,13 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   options.unpublished_grace = request.unpublished_grace;
   auto writer = atomicwriter::AtomicWriter::Open(dir, options);
   if (!writer.ok()) {
-    if (!existed) Undo(created, dir, journal, recorded, loc.root_dir);
+    if (!existed) Undo(created, dir, journal, recorded, loc);
     return writer.status();
   }
   auto result = (*writer)->Write(request.payload, request.set_permissions);
   // Only a write that published nothing may be undone (the writer never reports failure after
   // its point of no return).
-  if (!result.ok() && !existed) Undo(created, dir, journal, recorded, loc.root_dir);
+  if (!result.ok() && !existed) Undo(created, dir, journal, recorded, loc);
   return result;
 }
 
@@ -240,14 +240,10 @@ base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
 void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
                              OwnershipJournal& journal) {
   if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
-  std::lock_guard<std::mutex> lock(PodDirsMutex());
-  const std::string pod_prefix = OwnershipJournal::PodPath(pod_uid) + "/";
+  std::lock_guard<std::mutex> lock(PodDirsMutex(pod_uid));
   std::vector<OwnedPath> dirs;
-  for (const OwnedPath& p : journal.Entries()) {
-    if (p.kind == OwnedKind::kDir &&
-        (p.path == OwnershipJournal::PodPath(pod_uid) || p.path.starts_with(pod_prefix))) {
-      dirs.push_back(p);
-    }
+  for (const OwnedPath& p : journal.EntriesOfPod(pod_uid)) {
+    if (p.kind == OwnedKind::kDir) dirs.push_back(p);
   }
   // Deepest first: longer paths below the pod dir sort after their parents.
   std::sort(dirs.begin(), dirs.end(),

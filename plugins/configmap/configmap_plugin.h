@@ -24,9 +24,6 @@ class ConfigMapPlugin : public VolumePlugin {
   std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                            const kube::Volume& volume) const override;
   bool DependsOnPod(const kube::Volume&) const override { return false; }
-  kube::Volume ConstructVolume(const std::string& volume_name) const override {
-    return {volume_name, kube::ConfigMapVolumeSource{}};
-  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

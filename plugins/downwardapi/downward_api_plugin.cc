@@ -5,6 +5,8 @@
 #include <limits>
 #include <variant>
 
+#include "atomicwriter/path_validation.h"
+#include "base/strings.h"
 #include "kube/validation.h"
 #include "plugins/aggregate_error.h"
 #include "plugins/downwardapi/go_quote.h"
@@ -23,15 +25,6 @@ bool SplitSubscript(const std::string& field_path, std::string* path, std::strin
   *path = s.substr(0, open);
   *subscript = s.substr(open + 2);
   return true;
-}
-
-std::string Join(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += sep;
-    out += parts[i];
-  }
-  return out;
 }
 
 const kube::Container* FindContainer(const kube::Pod& pod, const std::string& name) {
@@ -61,32 +54,6 @@ kube::Quantity Lookup(const kube::ResourceList& list, const std::string& name) {
 
 }  // namespace
 
-std::string GoCleanPath(const std::string& path) {
-  if (path.empty()) return ".";
-  const bool rooted = path[0] == '/';
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string::npos) slash = path.size();
-    std::string elem = path.substr(start, slash - start);
-    start = slash + 1;
-    if (elem.empty() || elem == ".") continue;
-    if (elem == "..") {
-      if (!parts.empty() && parts.back() != "..") {
-        parts.pop_back();
-      } else if (!rooted) {
-        parts.push_back(elem);
-      }
-      continue;
-    }
-    parts.push_back(elem);
-  }
-  std::string out = rooted ? "/" : "";
-  out += Join(parts, "/");
-  return out.empty() ? "." : out;
-}
-
 std::string FormatMap(const std::map<std::string, std::string>& m) {
   std::string out;
   for (const auto& [key, value] : m) {  // std::map iterates in sorted key order
@@ -105,7 +72,7 @@ base::Result<std::string> ExtractFieldPath(const kube::Pod& pod, const std::stri
       for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (auto errs = kube::ValidateQualifiedName(lower); !errs.empty()) {
         return base::Status::Error("invalid key subscript in " + field_path + ": " +
-                                   Join(errs, ";"));
+                                   base::Join(errs, ";"));
       }
       auto it = pod.metadata.annotations.find(subscript);
       return it == pod.metadata.annotations.end() ? std::string() : it->second;
@@ -113,7 +80,7 @@ base::Result<std::string> ExtractFieldPath(const kube::Pod& pod, const std::stri
     if (path == "metadata.labels") {
       if (auto errs = kube::ValidateQualifiedName(subscript); !errs.empty()) {
         return base::Status::Error("invalid key subscript in " + field_path + ": " +
-                                   Join(errs, ";"));
+                                   base::Join(errs, ";"));
       }
       auto it = pod.metadata.labels.find(subscript);
       return it == pod.metadata.labels.end() ? std::string() : it->second;
@@ -197,7 +164,7 @@ base::Result<atomicwriter::Payload> CollectDownwardAPIData(
         errors.push_back(value.status());
       }
     }
-    payload[GoCleanPath(item.path)] = std::move(file);
+    payload[atomicwriter::CleanPath(item.path)] = std::move(file);
   }
   if (base::Status s = AggregateError(errors); !s.ok()) return s;
   return payload;

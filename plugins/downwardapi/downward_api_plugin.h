@@ -28,9 +28,6 @@ class DownwardAPIPlugin : public VolumePlugin {
     return {};
   }
   bool DependsOnPod(const kube::Volume&) const override { return true; }
-  kube::Volume ConstructVolume(const std::string& volume_name) const override {
-    return {volume_name, kube::DownwardAPIVolumeSource{}};
-  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };
@@ -50,9 +47,6 @@ std::string FormatMap(const std::map<std::string, std::string>& m);
 base::Result<std::string> ExtractResourceValue(const kube::ResourceFieldSelector& selector,
                                                const kube::Pod& pod,
                                                const kube::ResourceList& node_allocatable);
-
-// Go's path.Clean: "a//b/./c/" -> "a/b/c", "" -> ".".
-std::string GoCleanPath(const std::string& path);
 
 }  // namespace plugins
 

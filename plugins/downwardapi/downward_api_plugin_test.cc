@@ -152,17 +152,5 @@ TEST(DownwardAPIPluginTest, EmptyMapsRenderEmptyFiles) {
   EXPECT_EQ(FormatMap({{"k", ""}}), "k=\"\"");
 }
 
-TEST(DownwardAPIPluginTest, GoCleanPath) {
-  const struct {
-    const char* in;
-    const char* out;
-  } cases[] = {{"", "."},          {"a//b", "a/b"}, {"./a", "a"},   {"a/b/", "a/b"},
-               {"a/./b/.", "a/b"}, {"a/../b", "b"}, {"/a/..", "/"}, {"..", ".."}};
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.in);
-    EXPECT_EQ(GoCleanPath(c.in), c.out);
-  }
-}
-
 }  // namespace
 }  // namespace plugins

@@ -27,9 +27,6 @@ class ProjectedPlugin : public VolumePlugin {
   std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                            const kube::Volume& volume) const override;
   bool DependsOnPod(const kube::Volume& volume) const override;
-  kube::Volume ConstructVolume(const std::string& volume_name) const override {
-    return {volume_name, kube::ProjectedVolumeSource{}};
-  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

@@ -21,11 +21,6 @@ class SecretPlugin : public VolumePlugin {
   std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                            const kube::Volume& volume) const override;
   bool DependsOnPod(const kube::Volume&) const override { return false; }
-  kube::Volume ConstructVolume(const std::string& volume_name) const override {
-    kube::SecretVolumeSource src;
-    src.secret_name = volume_name;
-    return {volume_name, src};
-  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

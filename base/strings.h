@@ -1,0 +1,47 @@
+// String helpers shared by every module: joining a list with a separator and splitting on one
+// character. Nothing here knows about paths, URLs or Kubernetes.
+#ifndef VOLUMEMANAGER_BASE_STRINGS_H_
+#define VOLUMEMANAGER_BASE_STRINGS_H_
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace base {
+
+// "a<sep>b<sep>c"; "" for no parts. `parts`: any range of strings or string views.
+template <typename Parts>
+std::string Join(const Parts& parts, std::string_view sep) {
+  std::string out;
+  bool first = true;
+  for (const auto& part : parts) {
+    if (!first) out += sep;
+    first = false;
+    out += part;
+  }
+  return out;
+}
+inline std::string Join(std::initializer_list<std::string_view> parts, std::string_view sep) {
+  return Join<std::initializer_list<std::string_view>>(parts, sep);
+}
+
+// Every piece between separators, empty ones included: "a//b" is {"a", "", "b"}, "" is {""}.
+// The views point into `s`.
+inline std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (;;) {
+    const size_t at = s.find(sep, start);
+    if (at == std::string_view::npos) {
+      parts.push_back(s.substr(start));
+      return parts;
+    }
+    parts.push_back(s.substr(start, at - start));
+    start = at + 1;
+  }
+}
+
+}  // namespace base
+
+#endif  // VOLUMEMANAGER_BASE_STRINGS_H_
