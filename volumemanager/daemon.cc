@@ -1,0 +1,202 @@
+#include "volumemanager/daemon.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "base/version.h"
+#include "config/go_duration.h"
+#include "kube/quantity.h"
+#include "podconfig/redacted_url.h"
+
+namespace volumemanager {
+
+base::Result<kube::ResourceList> NodeAllocatable(const config::DaemonConfig& config) {
+  std::map<std::string, std::string> text = config.node_allocatable;
+  if (!text.count("cpu")) text["cpu"] = std::to_string(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (!text.count("memory")) {
+    text["memory"] = std::to_string(static_cast<long long>(::sysconf(_SC_PHYS_PAGES)) *
+                                    ::sysconf(_SC_PAGE_SIZE));
+  }
+  if (!text.count("ephemeral-storage")) {
+    struct statvfs st {};
+    if (::statvfs(config.root_dir.c_str(), &st) == 0) {
+      text["ephemeral-storage"] =
+          std::to_string(static_cast<unsigned long long>(st.f_blocks) * st.f_frsize);
+    }
+  }
+  kube::ResourceList out;
+  for (const auto& [name, value] : text) {
+    auto q = kube::Quantity::Parse(value);
+    if (!q.ok()) {
+      return base::Status::Error("--node-allocatable: " + name + "=" + value + ": " +
+                                 q.status().message());
+    }
+    out[name] = *q;
+  }
+  return out;
+}
+
+Daemon::Daemon(uv_loop_t* loop, config::DaemonConfig config)
+    : loop_(loop), config_(std::move(config)) {}
+
+Daemon::~Daemon() {
+  // The sources refer to the PodConfig and the volume manager: stop them first.
+  if (started_) {
+    StopSources();
+    stall_monitor_.Stop();
+  }
+}
+
+std::optional<Daemon::StartError> Daemon::Start() {
+  started_ = true;
+  auto allocatable = NodeAllocatable(config_);
+  if (!allocatable.ok()) return StartError{2, allocatable.status().message()};
+
+  // As the kubelet does at start: the root dir and its pods dir exist from now on.
+  for (const std::string& dir : {config_.root_dir, config_.root_dir + "/pods"}) {
+    if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+      return StartError{1, "--root-dir: mkdir " + dir + ": " + std::strerror(errno)};
+    }
+  }
+
+  // What the daemon owns under the root dir: only what its journal lists, never what it finds.
+  auto journal = OwnershipJournal::Open(config_.state_dir);
+  if (!journal.ok()) return StartError{1, journal.status().message()};
+  switch (journal->loaded) {
+    case OwnershipJournal::Loaded::kNew:
+      spdlog::info(
+          "{}: this daemon owns no volume under {}; it records each volume it sets up from now on "
+          "in {}",
+          journal->detail, config_.root_dir, journal->journal->file());
+      break;
+    case OwnershipJournal::Loaded::kTrusted:
+      if (!journal->detail.empty())
+        spdlog::info("{}: {}", journal->journal->file(), journal->detail);
+      break;
+    case OwnershipJournal::Loaded::kRejected:
+      spdlog::error(
+          "ownership journal not trusted ({}): this daemon owns nothing under {} and will remove "
+          "nothing it finds there; volumes it sets up from now on are recorded in {}",
+          journal->detail, config_.root_dir, journal->journal->file());
+      break;
+  }
+  journal_ = std::move(journal->journal);
+
+  registry_ = plugins::PluginRegistry::NewDefault();
+  if (auto error = StartObjectSource()) return error;
+
+  VolumeManagerOptions options;
+  options.root_dir = config_.root_dir;
+  options.sync_frequency =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.sync_frequency);
+  options.durable = config_.fsync;
+  options.tmpfs = config_.tmpfs;
+  options.node_allocatable = *allocatable;
+  options.journal = journal_.get();
+  options.unpublished_grace =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.unpublished_grace);
+  pods_ = std::make_unique<podconfig::PodConfig>(
+      [this](const podconfig::PodUpdate& u) { manager_->OnPodUpdate(u); });
+  manager_ = std::make_unique<VolumeManager>(loop_, options, object_manager(), registry_.get(),
+                                             [this] { return pods_->AllSourcesSeen(); });
+
+  spdlog::info(
+      "volumemanager {} starting: node \"{}\", root dir {}, state dir {}, pods from {}{}{}, "
+      "objects from {}, strategy {}, sync frequency {}",
+      base::kVersion, config_.node_name, config_.root_dir, config_.state_dir,
+      config_.pod_manifest_path,
+      config_.pod_manifest_path.empty() || config_.manifest_url.empty() ? "" : " and ",
+      podconfig::RedactedUrl(config_.manifest_url),
+      config_.object_manifest_path.empty() ? "(none)" : config_.object_manifest_path,
+      cache::ChangeDetectionStrategyName(config_.strategy),
+      config::FormatGoDuration(config_.sync_frequency));
+  manager_->Start();
+  if (auto error = StartPodSources()) return error;
+
+  if (base::Status s = stall_monitor_.Start(
+          loop_,
+          std::chrono::duration_cast<std::chrono::microseconds>(config_.loop_stall_log_threshold));
+      !s.ok()) {
+    spdlog::warn("{}; event-loop stalls are not measured", s.message());
+  }
+  return std::nullopt;
+}
+
+std::optional<Daemon::StartError> Daemon::StartObjectSource() {
+  objects_ = std::make_unique<cache::LocalObjectStore>();
+  if (!config_.object_manifest_path.empty()) {
+    cache::LocalObjectStoreOptions options;
+    options.dir = config_.object_manifest_path;
+    options.strategy = config_.strategy;
+    options.cache_ttl =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.object_cache_ttl);
+    if (base::Status s = objects_->Start(loop_, options); !s.ok()) {
+      return StartError{2, "--object-manifest-path: " + s.message()};
+    }
+  }
+  objects_->SetChangeHandler([this](const kube::ObjectRef& ref) { OnObjectChanged(ref); });
+  return std::nullopt;
+}
+
+cache::ObjectManager* Daemon::object_manager() { return objects_.get(); }
+
+void Daemon::OnObjectChanged(const kube::ObjectRef& object) {
+  if (manager_) manager_->OnObjectChanged(object);
+}
+
+std::optional<Daemon::StartError> Daemon::StartPodSources() {
+  // Sources register before any delivers, so "all sources seen" waits for every one of them.
+  podconfig::PodConfig::Sink file_sink, http_sink;
+  if (!config_.pod_manifest_path.empty()) file_sink = pods_->RegisterSource(podconfig::kFileSource);
+  if (!config_.manifest_url.empty()) http_sink = pods_->RegisterSource(podconfig::kHttpSource);
+  if (file_sink) {
+    podconfig::FileSourceOptions o;
+    o.path = config_.pod_manifest_path;
+    o.node_name = config_.node_name;
+    if (base::Status s = file_source_.Start(loop_, o, file_sink); !s.ok()) {
+      return StartError{2, "--pod-manifest-path " + config_.pod_manifest_path + ": " + s.message()};
+    }
+  }
+  if (http_sink) {
+    podconfig::HttpSourceOptions o;
+    o.url = config_.manifest_url;
+    o.node_name = config_.node_name;
+    if (base::Status s = http_source_.Start(loop_, o, http_sink); !s.ok()) {
+      return StartError{
+          2, "--manifest-url " + podconfig::RedactedUrl(config_.manifest_url) + ": " + s.message()};
+    }
+  }
+  return std::nullopt;
+}
+
+void Daemon::StopSources() {
+  file_source_.Stop();
+  http_source_.Stop();
+  if (objects_) objects_->Stop();
+}
+
+bool Daemon::ready() const {
+  return manager_ != nullptr && manager_->reconstructed() && pods_->AllSourcesSeen();
+}
+
+void Daemon::Stop(std::function<void()> done) {
+  if (stopping_) return;
+  stopping_ = true;
+  StopSources();
+  stall_monitor_.Stop();
+  if (!manager_) {
+    if (done) done();
+    return;
+  }
+  manager_->Stop(std::move(done));
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,99 @@
+// Daemon: the standalone daemon's parts wired onto one libuv loop: the local object store, the pod
+// sources and their merge, and the volume manager.
+//
+// Lifecycle (loop thread only; the loop runs between the calls):
+//  * Start(): creates the root dir and its pods dir (as the kubelet does at start), opens the
+//    ownership journal in the state dir (what the daemon owns under the root dir: only what it
+//    lists), then starts the object store, the volume manager (its start-up scan runs on the
+//    thread pool), the pod sources and the loop stall monitor, in that order, so the objects a
+//    pod names can be served before any pod arrives.
+//    A failure says which flag it concerns and the exit code the process should end with; what
+//    was started is stopped again by Stop() or the destructor.
+//  * ready(): the start-up scan is done and every pod source has delivered its first state, so
+//    the desired state is complete and orphan cleanup may run.
+//  * Stop(done): no new work from then on: the sources and the object store stop at once,
+//    in-flight volume writes finish, then `done` runs on the loop thread. A second call does
+//    nothing.
+//
+// Cluster mode extends it by overriding the source hooks (objects and pods from the API server
+// instead of, or beside, the manifest directories); the volume manager and the lifecycle stay.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "cache/local_object_store.h"
+#include "config/daemon_config.h"
+#include "kube/pod.h"
+#include "plugins/plugin_registry.h"
+#include "podconfig/file_source.h"
+#include "podconfig/http_source.h"
+#include "podconfig/pod_config.h"
+#include "volumemanager/loop_stall_monitor.h"
+#include "volumemanager/ownership_journal.h"
+#include "volumemanager/volume_manager.h"
+
+namespace volumemanager {
+
+// Node allocatable for the downward API: --node-allocatable's values, else the machine's capacity
+// (the kubelet's allocatable with no reservations configured).
+base::Result<kube::ResourceList> NodeAllocatable(const config::DaemonConfig& config);
+
+class Daemon {
+ public:
+  struct StartError {
+    int exit_code;        // 2: a flag's value cannot be used; 1: the machine (or state) refused
+    std::string message;  // names the flag, e.g. "--pod-manifest-path /x: ..."
+  };
+
+  Daemon(uv_loop_t* loop, config::DaemonConfig config);
+  virtual ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  std::optional<StartError> Start();
+  bool ready() const;
+  void Stop(std::function<void()> done);
+  bool stopping() const { return stopping_; }
+
+ protected:
+  // Starts the object source; called before the volume manager exists. Its change events go to
+  // OnObjectChanged.
+  virtual std::optional<StartError> StartObjectSource();
+  // The object manager the volume manager reads from (the local store here); it must outlive the
+  // volume manager.
+  virtual cache::ObjectManager* object_manager();
+  // Registers and starts the pod sources; called after the volume manager started.
+  virtual std::optional<StartError> StartPodSources();
+  // Stops whatever the two hooks above started; no delivery happens after it returns.
+  virtual void StopSources();
+
+  void OnObjectChanged(const kube::ObjectRef& object);
+  uv_loop_t* loop() const { return loop_; }
+  const config::DaemonConfig& config() const { return config_; }
+  podconfig::PodConfig& pods() { return *pods_; }
+
+ private:
+  uv_loop_t* loop_;
+  config::DaemonConfig config_;
+  std::unique_ptr<OwnershipJournal> journal_;
+  std::unique_ptr<plugins::PluginRegistry> registry_;
+  std::unique_ptr<cache::LocalObjectStore> objects_;
+  std::unique_ptr<podconfig::PodConfig> pods_;
+  std::unique_ptr<VolumeManager> manager_;
+  podconfig::FileSource file_source_;
+  podconfig::HttpSource http_source_;
+  LoopStallMonitor stall_monitor_;
+  bool started_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
