@@ -1,7 +1,7 @@
 // Reconciler: one pass compares desired and actual state and starts the operations that close
-// the gap (spec §6.4): tear down volumes no pod wants (only once every pod source has delivered
-// its first state and the start-up scan is done), mount desired volumes that are missing or
-// uncertain, and remount those marked for it.
+// the gap (docs/kubelet-behavior.md §6.4): tear down volumes no pod wants (only once every pod
+// source has delivered its first state and the start-up scan is done), mount desired volumes that
+// are missing or uncertain, and remount those marked for it.
 //
 // The loop thread does no bulk work: it takes a snapshot of the objects a volume reads (shared
 // immutable revisions with their content digests, cache/object_manager.h) and compares the
@@ -11,8 +11,8 @@
 // the OperationExecutor (the writer publishes nothing when the bytes on disk already match).
 //
 // Failures are logged once per attempt as FailedMount with the pod, the volume, the unique
-// volume name, the error text of spec §7 and the backoff; a failed remount keeps the last good
-// content, a failed first mount leaves no directory.
+// volume name, the error text of docs/kubelet-behavior.md §7 and the backoff; a failed remount
+// keeps the last good content, a failed first mount leaves no directory.
 //
 // Loop-thread only.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
