@@ -11,6 +11,7 @@
 #include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
 #include "volumemanager/ownership_journal.h"
+#include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
 #include "volumemanager/volume_paths.h"
 
@@ -45,24 +46,7 @@ class RecordingPlugin final : public plugins::VolumePlugin {
   std::thread::id loop_thread_;
 };
 
-kube::Pod PodReading(const std::string& uid) {
-  kube::Pod pod;
-  pod.metadata.name = "web-" + uid;
-  pod.metadata.namespace_ = "default";
-  pod.metadata.uid = uid;
-  kube::Volume v;
-  v.name = "cfg";
-  kube::ConfigMapVolumeSource src;
-  src.name = "app";
-  src.default_mode = 0644;
-  v.source = src;
-  pod.spec.volumes.push_back(v);
-  kube::Container c;
-  c.name = "app";
-  c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
-  pod.spec.containers.push_back(c);
-  return pod;
-}
+kube::Pod PodReading(const std::string& uid) { return PodReadingConfigMap(uid, "app"); }
 
 kube::ConfigMap App(const std::string& value) {
   kube::ConfigMap cm;

@@ -10,28 +10,14 @@
 #include "cache/local_object_store.h"
 #include "tests/support/test_loop.h"
 #include "volumemanager/ownership_journal.h"
+#include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
 
 namespace volumemanager {
 namespace {
 
 kube::Pod PodReading(const std::string& uid, const std::string& config_map) {
-  kube::Pod pod;
-  pod.metadata.name = "web-" + uid;
-  pod.metadata.namespace_ = "default";
-  pod.metadata.uid = uid;
-  kube::Volume v;
-  v.name = "cfg";
-  kube::ConfigMapVolumeSource src;
-  src.name = config_map;
-  src.default_mode = 0644;
-  v.source = src;
-  pod.spec.volumes.push_back(v);
-  kube::Container c;
-  c.name = "app";
-  c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
-  pod.spec.containers.push_back(c);
-  return pod;
+  return PodReadingConfigMap(uid, config_map);
 }
 
 // Everything the manager and the store keep per pod or per volume, as one comparable value.

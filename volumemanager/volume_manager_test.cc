@@ -12,6 +12,7 @@
 #include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
 #include "volumemanager/ownership_journal.h"
+#include "volumemanager/test_pods.h"
 #include "volumemanager/volume_paths.h"
 #include "volumemanager/volume_setup.h"
 
@@ -22,27 +23,7 @@ namespace fs = std::filesystem;
 
 kube::Pod MakePod(const std::string& uid, const std::string& cm, bool optional = false,
                   bool mounted = true) {
-  kube::Pod pod;
-  pod.metadata.name = "web-" + uid;
-  pod.metadata.namespace_ = "default";
-  pod.metadata.uid = uid;
-  kube::Volume v;
-  v.name = "cfg";
-  kube::ConfigMapVolumeSource src;
-  src.name = cm;
-  src.default_mode = 0644;
-  src.optional = optional;
-  v.source = src;
-  pod.spec.volumes.push_back(v);
-  kube::Volume scratch;
-  scratch.name = "scratch";  // an emptyDir: not ours
-  pod.spec.volumes.push_back(scratch);
-  kube::Container c;
-  c.name = "app";
-  if (mounted) c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
-  c.volume_mounts.push_back(kube::VolumeMount{"scratch", "/tmp", "", false});
-  pod.spec.containers.push_back(c);
-  return pod;
+  return PodReadingConfigMap(uid, cm, {optional, mounted, /*with_scratch=*/true});
 }
 
 class VolumeManagerTest : public ::testing::Test {

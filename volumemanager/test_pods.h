@@ -1,0 +1,47 @@
+// Test support for the volume manager's tests: a pod whose container mounts one configMap volume
+// named "cfg", and optionally an emptyDir the daemon ignores.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_TEST_PODS_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_TEST_PODS_H_
+
+#include <string>
+
+#include "kube/pod.h"
+
+namespace volumemanager {
+
+struct TestPodOptions {
+  bool optional = false;      // the configMap source's `optional`
+  bool mounted = true;        // whether the container mounts "cfg"
+  bool with_scratch = false;  // add an emptyDir "scratch", mounted at /tmp
+};
+
+inline kube::Pod PodReadingConfigMap(const std::string& uid, const std::string& config_map,
+                                     TestPodOptions o = {}) {
+  kube::Pod pod;
+  pod.metadata.name = "web-" + uid;
+  pod.metadata.namespace_ = "default";
+  pod.metadata.uid = uid;
+  kube::Volume v;
+  v.name = "cfg";
+  kube::ConfigMapVolumeSource src;
+  src.name = config_map;
+  src.default_mode = 0644;
+  src.optional = o.optional;
+  v.source = src;
+  pod.spec.volumes.push_back(v);
+  kube::Container c;
+  c.name = "app";
+  if (o.mounted) c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
+  if (o.with_scratch) {
+    kube::Volume scratch;
+    scratch.name = "scratch";  // an emptyDir: not the daemon's
+    pod.spec.volumes.push_back(scratch);
+    c.volume_mounts.push_back(kube::VolumeMount{"scratch", "/tmp", "", false});
+  }
+  pod.spec.containers.push_back(c);
+  return pod;
+}
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_TEST_PODS_H_
