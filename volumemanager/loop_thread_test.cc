@@ -10,7 +10,6 @@
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
-#include "volumemanager/ownership_journal.h"
 #include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
 #include "volumemanager/volume_paths.h"
@@ -58,7 +57,7 @@ kube::ConfigMap App(const std::string& value) {
 
 TEST(LoopThreadTest, PayloadsAreBuiltOnThePoolAndNotAtAllForUnchangedInputs) {
   vmtest::TestLoop loop;
-  vmtest::TempDir root;
+  TestManagerDirs dirs;
   auto defaults = plugins::PluginRegistry::NewDefault();
   auto recording = std::make_unique<RecordingPlugin>(
       defaults->FindPluginByName("kubernetes.io/configmap"), std::this_thread::get_id());
@@ -69,14 +68,8 @@ TEST(LoopThreadTest, PayloadsAreBuiltOnThePoolAndNotAtAllForUnchangedInputs) {
 
   cache::FakeObjectManager objects;
   objects.SetConfigMap(App("v1"));
-  vmtest::TempDir state;
-  auto journal = OwnershipJournal::Open(state.path());
-  ASSERT_TRUE(journal.ok()) << journal.status().message();
-  VolumeManagerOptions o;
-  o.root_dir = root.path();
-  o.journal = journal->journal.get();
-  o.sync_frequency = std::chrono::hours(1);
-  o.tmpfs = false;
+  ASSERT_TRUE(dirs.ok());
+  const VolumeManagerOptions o = dirs.Options();
   VolumeManager manager(loop.get(), o, &objects, &registry, [] { return true; });
   objects.SetChangeHandler([&](const kube::ObjectRef& r) { manager.OnObjectChanged(r); });
   manager.Start();
@@ -97,7 +90,7 @@ TEST(LoopThreadTest, PayloadsAreBuiltOnThePoolAndNotAtAllForUnchangedInputs) {
 
   objects.SetConfigMap(App("v2"));
   const std::string last =
-      VolumeDir(root.path(), "p" + std::to_string(kPods - 1), "kubernetes.io~configmap", "cfg");
+      VolumeDir(dirs.root(), "p" + std::to_string(kPods - 1), "kubernetes.io~configmap", "cfg");
   ASSERT_TRUE(loop.RunUntil([&] {
     return atomicwriter::VisibleContent(last) == std::map<std::string, std::string>{{"k", "v2"}};
   }));

@@ -9,7 +9,6 @@
 
 #include "cache/local_object_store.h"
 #include "tests/support/test_loop.h"
-#include "volumemanager/ownership_journal.h"
 #include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
 
@@ -57,7 +56,7 @@ TEST(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
   const auto level = spdlog::get_level();
   spdlog::set_level(spdlog::level::off);  // 9,000 FailedMount lines say nothing here
   vmtest::TestLoop loop;
-  vmtest::TempDir root;
+  TestManagerDirs dirs;
   vmtest::TempDir objects;
   vmtest::WriteFile(objects.File("app.yaml"),
                     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  k: v\n");
@@ -66,14 +65,8 @@ TEST(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
   store_options.dir = objects.path();
   ASSERT_TRUE(store.Start(loop.get(), store_options).ok());
 
-  vmtest::TempDir state;
-  auto journal = OwnershipJournal::Open(state.path());
-  ASSERT_TRUE(journal.ok()) << journal.status().message();
-  VolumeManagerOptions o;
-  o.root_dir = root.path();
-  o.journal = journal->journal.get();
-  o.sync_frequency = std::chrono::hours(1);
-  o.tmpfs = false;
+  ASSERT_TRUE(dirs.ok());
+  const VolumeManagerOptions o = dirs.Options();
   auto registry = plugins::PluginRegistry::NewDefault();
   VolumeManager manager(loop.get(), o, &store, registry.get(), [] { return true; });
   store.SetChangeHandler([&](const kube::ObjectRef& r) { manager.OnObjectChanged(r); });
