@@ -81,6 +81,26 @@ class ObjectManager {
   // Called on the loop thread when an object changes (created, updated, deleted); the Watch
   // strategy calls it at once on a change. Only for objects some registered pod references.
   virtual void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) = 0;
+
+  // Before gets of `refs`, asynchronously: `done` runs on the loop thread once a get of each ref
+  // returns what the strategy promises, or the error that kept it from doing so:
+  //   * kStrategy, before a mount or refresh: Get: each ref fetched from the source now; Cache:
+  //     fetched when its entry is stale (TTL) or was invalidated by a new reference; Watch: the
+  //     ref's initial list done (or given up on after 1 s: the get then fails with the kubelet's
+  //     "failed to sync <kind> cache" text).
+  //   * kFresh, when the disk shows content the daemon did not write (another writer's swap): a
+  //     read from the source that no cache answers (quorum GET), whatever the strategy; a result
+  //     newer than the cached revision replaces it (the change handler runs if it changed).
+  // Concurrent fetches of one ref share one request. `done` runs exactly once, also when the
+  // manager stops first (gets then answer as they can), but never after the manager is
+  // destroyed. A manager whose gets are always current (the local store) calls `done` at once.
+  enum class FetchMode { kStrategy, kFresh };
+  virtual void Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
+                     std::function<void()> done) {
+    (void)refs;
+    (void)mode;
+    done();
+  }
 };
 
 // "object "<ns>"/"<name>" not registered": the kubelet's error for a get of an object no
