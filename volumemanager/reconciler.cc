@@ -98,6 +98,8 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       // backoff of a volume that never mounted.
       asw_->ForgetRequests(key);
       executor_->Forget(key);
+      fetched_.erase(key);
+      fresh_.erase(key);
       ledgers_.erase(key);
       return true;
     }
@@ -126,9 +128,49 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
       desired.key.pod_uid, error, retry);
 }
 
+void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
+  if (dsw_->Find(key) == nullptr) return;
+  fresh_.insert(key);
+  asw_->MarkRemountRequired(key, now);
+  pending_.insert(key);
+}
+
+bool Reconciler::FetchObjects(const DesiredVolume& desired) {
+  const VolumeKey& key = desired.key;
+  if (fetched_.erase(key) != 0) return true;
+  if (desired.objects.empty()) return true;
+  if (fetching_.count(key) != 0) return false;
+  const auto mode = fresh_.erase(key) != 0 ? cache::ObjectManager::FetchMode::kFresh
+                                           : cache::ObjectManager::FetchMode::kStrategy;
+  // The manager may complete inside the call (a cache that is current): then the operation goes
+  // on at once instead of waiting for another pass.
+  struct State {
+    bool in_call = true;
+    bool done = false;
+  };
+  auto state = std::make_shared<State>();
+  fetching_.insert(key);
+  objects_->Fetch(desired.objects, mode,
+                  [this, key, state, alive = std::weak_ptr<char>(alive_)] {
+                    if (alive.expired()) return;
+                    state->done = true;
+                    if (state->in_call) return;
+                    fetching_.erase(key);
+                    fetched_.insert(key);
+                    pending_.insert(key);
+                    if (on_fetched_) on_fetched_();
+                  });
+  state->in_call = false;
+  if (!state->done) return false;
+  fetching_.erase(key);
+  return true;
+}
+
 bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
                             SteadyTime now) {
   const VolumeKey key = desired.key;
+  // In progress: the fetch's completion puts the key back.
+  if (!FetchObjects(desired)) return true;
   const bool first_mount = mounted == nullptr;
   // The objects as they are now: shared immutable revisions, cheap to take on the loop thread.
   ObjectSnapshot objects;

@@ -3,6 +3,12 @@
 // source has delivered its first state and the start-up scan is done), mount desired volumes that
 // are missing or uncertain, and remount those marked for it.
 //
+// Before a mount or remount, the object manager is asked to make the volume's objects current as
+// its strategy promises (ObjectManager::Fetch: a GET under Get, a stale entry refreshed under
+// Cache, nothing under a synced Watch); the operation starts when that completes, and counts as
+// in progress meanwhile. A volume whose disk shows a swap the daemon did not make is fetched with
+// a fresh read instead (RequestFreshRemount), so that the source decides which content is newer.
+//
 // The loop thread does no bulk work: it takes a snapshot of the objects a volume reads (shared
 // immutable revisions with their content digests, cache/object_manager.h) and compares the
 // volume's inputs (volume_inputs.h) with those of the content on disk; equal inputs, verified on
@@ -80,14 +86,25 @@ class Reconciler {
   void Reconcile(SteadyTime now, bool ready_to_unmount,
                  const std::function<bool(const std::string&)>& is_terminating);
 
+  // Looks at `key` again in the next pass (e.g. a volume waiting out a failure backoff whose
+  // object changed).
+  void Poke(const VolumeKey& key) { pending_.insert(key); }
+  // The next mount or remount of `key` reads its objects fresh from the source (not from a
+  // cache), and marks the volume for a remount.
+  void RequestFreshRemount(const VolumeKey& key, SteadyTime now);
+
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
+  // Called (loop thread) when an object fetch completed later than the pass that asked for it:
+  // the volume's operation can start in the next pass.
+  void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
   size_t ledger_count() const { return ledgers_.size(); }
   size_t cleanup_due_count() const { return cleanup_due_.size(); }
+  size_t fetch_state_count() const { return fetching_.size() + fetched_.size() + fresh_.size(); }
 
  private:
   // Starts what `key` needs; false when it must be looked at again in a later pass.
@@ -96,6 +113,9 @@ class Reconciler {
   // Both return true when the operation was queued (its completion puts the key back), false
   // when the key must be looked at again in a later pass.
   bool StartMount(const DesiredVolume& desired, const MountedVolume* mounted, SteadyTime now);
+  // Asks the object manager for the volume's objects (mode per fresh_); true when they are ready
+  // now, false when the fetch completes later (its completion puts the key back).
+  bool FetchObjects(const DesiredVolume& desired);
   bool StartTearDown(const MountedVolume& mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
 
@@ -105,6 +125,7 @@ class Reconciler {
   OperationExecutor* executor_;
   cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
+  std::function<void()> on_fetched_;
   ReconcilerStats stats_;
   std::set<VolumeKey> pending_;
   // Each volume's record of unpublished version dirs, kept across its writes.
@@ -112,6 +133,13 @@ class Reconciler {
   // Volumes to write again (to the disk, not from the digest) once leftovers are past their
   // grace period or a failed cleanup is due for a retry.
   std::multimap<SteadyTime, VolumeKey> cleanup_due_;
+  // Object fetches before an operation: in progress, completed (the operation may start), and
+  // volumes whose next fetch must be fresh.
+  std::set<VolumeKey> fetching_;
+  std::set<VolumeKey> fetched_;
+  std::set<VolumeKey> fresh_;
+  // Fetch completions check it: the object manager may outlive the reconciler.
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 }  // namespace volumemanager

@@ -71,6 +71,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     const MountedVolume* m = asw_.Find(key);
     if (m != nullptr && m->remount_required) SchedulePassSoon();
   });
+  reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
 }
 
 VolumeManager::~VolumeManager() {
@@ -171,7 +172,15 @@ void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
   const SteadyTime now = std::chrono::steady_clock::now();
   int marked = 0;
   for (const VolumeKey& key : dsw_.VolumesReading(object)) {
-    if (asw_.MarkRemountRequired(key, now)) ++marked;
+    // What a failed attempt read has changed: the volume may try again at once rather than at the
+    // end of its backoff (an object created after its pod mounts within a pass of its creation).
+    executor_.RetryNow(key);
+    if (asw_.MarkRemountRequired(key, now)) {
+      ++marked;
+    } else if (asw_.Find(key) == nullptr) {
+      reconciler_.Poke(key);
+      ++marked;
+    }
   }
   spdlog::debug("{} changed: {} volume(s) marked for remount", object.ToString(), marked);
   if (marked > 0) SchedulePassSoon();

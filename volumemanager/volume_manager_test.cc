@@ -164,6 +164,46 @@ TEST_F(VolumeManagerTest, MissingObjectFailsUntilItAppears) {
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
 }
 
+TEST_F(VolumeManagerTest, AnObjectChangeEndsTheBackoffOfAVolumeThatFailedToMount) {
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "late")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed > 0; }));
+  const VolumeKey key{"u1", "cfg"};
+  const ExponentialBackoff* backoff = manager_->executor().Backoff(key);
+  ASSERT_NE(backoff, nullptr);
+  EXPECT_FALSE(backoff->Ready(std::chrono::steady_clock::now()));  // waiting out 500 ms
+  Put("default", "late", {{"k", "v"}});
+  // The change itself lets the volume retry: no wait for the rest of its backoff.
+  backoff = manager_->executor().Backoff(key);
+  ASSERT_NE(backoff, nullptr);
+  EXPECT_TRUE(backoff->Ready(std::chrono::steady_clock::now()));
+  EXPECT_EQ(backoff->delay(), std::chrono::milliseconds(500));  // kept for a next failure
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
+}
+
+TEST_F(VolumeManagerTest, AMountWaitsForItsObjectsToBeFetched) {
+  objects_.DeferFetches(true);
+  Put("default", "app", {{"k", "v1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return objects_.pending_fetches() == 1; }));
+  RunFor(300);  // passes meanwhile neither write nor fetch again
+  EXPECT_FALSE(fs::exists(Dir("u1")));
+  EXPECT_EQ(objects_.fetches().size(), 1u);
+  EXPECT_EQ(objects_.fetches()[0].mode, cache::ObjectManager::FetchMode::kStrategy);
+  EXPECT_EQ(objects_.fetches()[0].refs,
+            (std::vector<kube::ObjectRef>{{kube::ObjectKind::kConfigMap, "default", "app"}}));
+  objects_.CompleteFetches();
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  // A change is fetched again before the remount writes it.
+  Put("default", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] { return objects_.pending_fetches() == 1; }));
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
+  objects_.CompleteFetches();
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  EXPECT_EQ(manager_->reconciler().fetch_state_count(), 0u);
+}
+
 TEST_F(VolumeManagerTest, OptionalMissingObjectMountsAnEmptyVolume) {
   StartManager();
   Send(podconfig::PodOp::kAdd, {MakePod("u1", "absent", /*optional=*/true)});
