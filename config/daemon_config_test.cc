@@ -33,13 +33,30 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
 }
 
 TEST(DaemonConfigTest, ParsesEveryFlag) {
-  auto r = Parse({"--root-dir=/tmp/root/", "--pod-manifest-path", "p", "--object-manifest-path",
-                  "o", "--sync-frequency", "1m30s",
+  auto r = Parse({"--root-dir=/tmp/root/",
+                  "--pod-manifest-path",
+                  "p",
+                  "--object-manifest-path",
+                  "o",
+                  "--sync-frequency",
+                  "1m30s",
                   "--config-map-and-secret-change-detection-"
                   "strategy",
-                  "Cache", "--object-cache-ttl", "500ms", "--log-format", "json", "-v", "3",
-                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi", "--no-tmpfs",
-                  "--state-dir", "/tmp/state/", "--unpublished-grace", "2s"});
+                  "Cache",
+                  "--object-cache-ttl",
+                  "500ms",
+                  "--log-format",
+                  "json",
+                  "-v",
+                  "3",
+                  "--fsync",
+                  "--node-allocatable",
+                  "cpu=4,memory=8Gi",
+                  "--no-tmpfs",
+                  "--state-dir",
+                  "/tmp/state/",
+                  "--unpublished-grace",
+                  "2s"});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/tmp/root");
@@ -104,16 +121,15 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
 
 TEST(DaemonConfigTest, ClusterModeOnlyWithExplicitCredentials) {
   // $KUBECONFIG is not read: without --kubeconfig/--in-cluster the daemon stays standalone.
-  auto standalone =
-      Parse({"--pod-manifest-path", "p"}, {{"KUBECONFIG", "/root/.kube/config"},
-                                           {"KUBERNETES_SERVICE_HOST", "10.0.0.1"}});
+  auto standalone = Parse({"--pod-manifest-path", "p"}, {{"KUBECONFIG", "/root/.kube/config"},
+                                                         {"KUBERNETES_SERVICE_HOST", "10.0.0.1"}});
   ASSERT_TRUE(standalone.ok()) << standalone.status().message();
   EXPECT_FALSE(ClusterMode(*standalone->config));
   EXPECT_TRUE(standalone->config->kubeconfig.empty());
   EXPECT_EQ(standalone->config->volume_ownership, VolumeOwnership::kSelf);
 
-  auto cluster = Parse({"--kubeconfig", "/etc/vm/kubeconfig", "--kube-api-qps", "20",
-                        "--kube-api-burst", "40"});
+  auto cluster = Parse(
+      {"--kubeconfig", "/etc/vm/kubeconfig", "--kube-api-qps", "20", "--kube-api-burst", "40"});
   ASSERT_TRUE(cluster.ok()) << cluster.status().message();
   EXPECT_TRUE(ClusterMode(*cluster->config));
   EXPECT_EQ(cluster->config->kubeconfig, "/etc/vm/kubeconfig");

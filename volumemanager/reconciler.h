@@ -56,6 +56,12 @@ struct ReconcilerOptions {
   // How long a version dir that ..data does not point to is left alone (it may be another
   // writer's write in progress); a volume that has such dirs is written again after it.
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+  // Beside a kubelet that owns every volume's life (--volume-ownership kubelet): a volume is
+  // written only once the kubelet has set it up (its ..data exists; until then it is looked at
+  // again every `kubelet_setup_recheck`), nothing is created, mounted or torn down, and
+  // pod-derived files are carried over from the live version (plugins::LiveContent).
+  bool kubelet_owns_volumes = false;
+  std::chrono::milliseconds kubelet_setup_recheck{1000};
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -66,8 +72,10 @@ struct ReconcilerStats {
   long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access
   long teardowns_ok = 0;
   long teardowns_failed = 0;
-  long teardowns_not_owned = 0;  // left in place: the daemon did not set them up
-  long cleanups_failed = 0;      // published, but removing old versions or links failed
+  long teardowns_not_owned = 0;   // left in place: the daemon did not set them up
+  long cleanups_failed = 0;       // published, but removing old versions or links failed
+  long kubelet_setup_checks = 0;  // a volume found not set up by the kubelet yet
+  long released_to_kubelet = 0;   // no longer refreshed (pod gone); the kubelet tears it down
 };
 
 class Reconciler {
@@ -104,6 +112,8 @@ class Reconciler {
   size_t pending_count() const { return pending_.size(); }
   size_t ledger_count() const { return ledgers_.size(); }
   size_t cleanup_due_count() const { return cleanup_due_.size(); }
+  // Volumes waiting for the kubelet to set them up (kubelet ownership).
+  size_t waiting_for_kubelet_count() const { return kubelet_wait_.size(); }
   size_t fetch_state_count() const { return fetching_.size() + fetched_.size() + fresh_.size(); }
 
  private:
@@ -133,6 +143,9 @@ class Reconciler {
   // Volumes to write again (to the disk, not from the digest) once leftovers are past their
   // grace period or a failed cleanup is due for a retry.
   std::multimap<SteadyTime, VolumeKey> cleanup_due_;
+  // Volumes the kubelet has not set up yet, by when to look again; and each one's entry.
+  std::multimap<SteadyTime, VolumeKey> kubelet_wait_;
+  std::map<VolumeKey, std::multimap<SteadyTime, VolumeKey>::iterator> kubelet_wait_entry_;
   // Object fetches before an operation: in progress, completed (the operation may start), and
   // volumes whose next fetch must be fresh.
   std::set<VolumeKey> fetching_;

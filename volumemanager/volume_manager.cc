@@ -47,6 +47,7 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.node_allocatable = o.node_allocatable;
   r.journal = o.journal;
   r.unpublished_grace = o.unpublished_grace;
+  r.kubelet_owns_volumes = o.kubelet_owns_volumes;
   return r;
 }
 
@@ -60,7 +61,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       registry_(registry),
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop),
-      populator_(registry, &dsw_, &asw_, objects),
+      populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes),
       reconciler_(ToReconcilerOptions(options_), &dsw_, &asw_, &executor_, objects) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
