@@ -79,9 +79,10 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                "Cluster mode with the pod's service account (token, CA and "
                "KUBERNETES_SERVICE_HOST/PORT), as a DaemonSet runs it");
   app.add_option("--kube-api-qps", cfg.kube_api_qps,
-                 "Requests per second to the API server (token bucket; 0: no limit)");
+                 "Requests per second to the API server (token bucket, as the kubelet; 0 means "
+                 "client-go's default of 5)");
   app.add_option("--kube-api-burst", cfg.kube_api_burst,
-                 "Requests allowed at once above --kube-api-qps");
+                 "Requests allowed at once above --kube-api-qps (0 means client-go's default of 10)");
   app.add_option("--volume-ownership", ownership,
                  "kubelet (cluster default: the kubelet sets up and tears down every volume, the "
                  "daemon only refreshes content of volumes the kubelet has set up) or self "
@@ -167,9 +168,9 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   if (!cfg.kubeconfig.empty() && cfg.in_cluster) {
     return base::Status::Error("--kubeconfig and --in-cluster: give one, not both");
   }
-  if (cfg.kube_api_burst < 1) return base::Status::Error("--kube-api-burst: must be at least 1");
+  if (cfg.kube_api_burst < 0) return base::Status::Error("--kube-api-burst: must not be negative");
   if (!(cfg.kube_api_qps >= 0)) {
-    return base::Status::Error("--kube-api-qps: must be 0 (no limit) or more");
+    return base::Status::Error("--kube-api-qps: must not be negative");
   }
   if (ownership.empty()) {
     cfg.volume_ownership = ClusterMode(cfg) ? VolumeOwnership::kKubelet : VolumeOwnership::kSelf;

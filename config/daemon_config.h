@@ -39,7 +39,7 @@ struct DaemonConfig {
   // developer's run cannot join a cluster by accident).
   std::string kubeconfig;
   bool in_cluster = false;
-  double kube_api_qps = 50;  // the kubelet's defaults
+  double kube_api_qps = 50;  // the kubelet's defaults; 0: client-go's (5)
   int kube_api_burst = 100;
   VolumeOwnership volume_ownership = VolumeOwnership::kSelf;
   std::chrono::nanoseconds sync_frequency = std::chrono::minutes(1);

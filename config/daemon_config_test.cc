@@ -102,8 +102,8 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
       {{"--in-cluster", "--object-manifest-path", "o"},
        "--object-manifest-path: standalone only; in cluster mode ConfigMaps and Secrets come from "
        "the API server"},
-      {{"--in-cluster", "--kube-api-burst", "0"}, "--kube-api-burst: must be at least 1"},
-      {{"--in-cluster", "--kube-api-qps", "-1"}, "--kube-api-qps: must be 0 (no limit) or more"},
+      {{"--in-cluster", "--kube-api-burst", "-1"}, "--kube-api-burst: must not be negative"},
+      {{"--in-cluster", "--kube-api-qps", "-1"}, "--kube-api-qps: must not be negative"},
       {{"--pod-manifest-path", "p", "--node-allocatable", "gpu=1"},
        "--node-allocatable: unknown resource \"gpu\" (cpu, memory, ephemeral-storage, "
        "hugepages-<size>)"},
