@@ -181,6 +181,7 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
       "(UID: \"{}\"): {}{}",
       desired.key.volume_name, desired.unique_name, desired.pod->metadata.NamespacedName(),
       desired.key.pod_uid, error, retry);
+  if (options_.on_mount_failure) options_.on_mount_failure(*desired.pod, desired.key.volume_name, error);
 }
 
 void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {

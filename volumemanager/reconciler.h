@@ -62,6 +62,10 @@ struct ReconcilerOptions {
   // pod-derived files are carried over from the live version (plugins::LiveContent).
   bool kubelet_owns_volumes = false;
   std::chrono::milliseconds kubelet_setup_recheck{1000};
+  // Called for every failed mount or refresh of a desired volume, after it was logged: the pod,
+  // the volume's name and the kubelet's error text (never object data). E.g. a FailedMount Event.
+  std::function<void(const kube::Pod& pod, const std::string& volume, const std::string& error)>
+      on_mount_failure;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.

@@ -48,6 +48,7 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.journal = o.journal;
   r.unpublished_grace = o.unpublished_grace;
   r.kubelet_owns_volumes = o.kubelet_owns_volumes;
+  r.on_mount_failure = o.on_mount_failure;
   return r;
 }
 

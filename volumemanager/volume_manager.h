@@ -52,6 +52,8 @@ struct VolumeManagerOptions {
   // refreshes the content of those it has set up and leaves the volumes only it can produce
   // (plugins::VolumePlugin::KubeletOnly) alone.
   bool kubelet_owns_volumes = false;
+  // See ReconcilerOptions::on_mount_failure.
+  std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
 };
 
 class VolumeManager {
