@@ -53,7 +53,10 @@ struct VolumeDirWatcher::Impl {
   VolumeDirWatcherHandler handler;
   VolumeDirWatcherOptions options;
   std::map<VolumeKey, Id> ids;
-  std::map<int, std::vector<VolumeKey>> watches;  // wd -> the ids sharing it
+  // wd -> the ids sharing it. An event for a wd not listed belongs to a watch released since
+  // (or its IN_IGNORED) and is dropped: the kernel hands out wds cyclically, so a released number
+  // comes back only after 2^31 more watches.
+  std::map<int, std::vector<VolumeKey>> watches;
   uint64_t next_generation = 1;
   uint64_t burst = 0;
   size_t polled = 0;
