@@ -20,7 +20,14 @@ struct ApiClient::Call {
   Backoff backoff;
   HttpClient::RequestId request = 0;
   bool in_flight = false;
+  RateLimiter::Ticket ticket = 0;  // waiting for a rate-limiter token
   uv_timer_t* timer = nullptr;
+  // A stream (Stream()): sent once as given, its outcome handed over as HttpClient reports it.
+  bool stream = false;
+  HttpRequest stream_request;
+  HttpDoneCallback stream_done;
+  StreamCallbacks stream_callbacks;
+  std::function<void()> on_start;
 
   explicit Call(const BackoffOptions& options) : backoff(options) {}
   ~Call() {
@@ -32,7 +39,8 @@ struct ApiClient::Call {
   }
 };
 
-ApiClient::ApiClient(HttpClient* http, RetryPolicy policy) : http_(http), policy_(policy) {}
+ApiClient::ApiClient(HttpClient* http, RetryPolicy policy, RateLimiterOptions limits)
+    : http_(http), policy_(policy), limiter_(http->loop(), std::move(limits)) {}
 
 ApiClient::~ApiClient() {
   for (auto& [id, call] : calls_) {
@@ -66,10 +74,28 @@ ApiClient::CallId ApiClient::Delete(std::string object_path, ApiCallback done) {
   return StartCall("DELETE", std::move(object_path), "", "", std::move(done));
 }
 
+ApiClient::CallId ApiClient::Stream(HttpRequest request, HttpDoneCallback done,
+                                    StreamCallbacks stream, std::function<void()> on_start) {
+  auto call = std::make_unique<Call>(policy_.backoff);
+  call->id = next_id_++;
+  call->method = request.method;
+  call->path = request.path;
+  call->stream = true;
+  call->stream_request = std::move(request);
+  call->stream_done = std::move(done);
+  call->stream_callbacks = std::move(stream);
+  call->on_start = std::move(on_start);
+  Call* c = call.get();
+  calls_[c->id] = std::move(call);
+  Attempt(c);
+  return c->id;
+}
+
 void ApiClient::Cancel(CallId id) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
   if (it->second->in_flight) http_->Cancel(it->second->request);
+  limiter_.Cancel(it->second->ticket);
   calls_.erase(it);
 }
 
@@ -89,13 +115,41 @@ ApiClient::CallId ApiClient::StartCall(std::string method, std::string path, std
 }
 
 void ApiClient::Attempt(Call* call) {
+  const CallId id = call->id;
+  const RateLimiter::Ticket ticket = limiter_.Acquire([this, id] {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;
+    it->second->ticket = 0;
+    base::Status s = base::CatchAll("API request start", [&] { Send(it->second.get()); });
+    if (!s.ok()) Fail(id, s.message());
+  });
+  // 0: sent already (and possibly finished); else the call waits for a token.
+  if (ticket != 0) calls_.at(id)->ticket = ticket;
+}
+
+void ApiClient::Send(Call* call) {
+  const CallId id = call->id;
+  call->in_flight = true;
+  if (call->stream) {
+    std::function<void()> on_start = std::move(call->on_start);
+    call->request = http_->Start(
+        std::move(call->stream_request),
+        [this, id](base::Status transport, HttpResponse response) {
+          auto it = calls_.find(id);
+          if (it == calls_.end()) return;
+          HttpDoneCallback done = std::move(it->second->stream_done);
+          calls_.erase(it);
+          if (done) done(std::move(transport), std::move(response));
+        },
+        std::move(call->stream_callbacks));
+    if (on_start) on_start();
+    return;
+  }
   HttpRequest request;
   request.method = call->method;
   request.path = call->path;
   request.body = call->body;
   request.content_type = call->content_type;
-  CallId id = call->id;
-  call->in_flight = true;
   call->request =
       http_->Start(std::move(request), [this, id](base::Status transport, HttpResponse response) {
         base::Status s = base::CatchAll("API response handling", [&] {
@@ -103,6 +157,22 @@ void ApiClient::Attempt(Call* call) {
         });
         if (!s.ok()) Complete(id, ApiResult{TransportError(s.message()), nullptr});
       });
+}
+
+void ApiClient::Fail(CallId id, const std::string& why) {
+  base::CatchAll("API completion", [&] {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;
+    spdlog::error("{} {}: {}", it->second->method, it->second->path, why);
+    if (!it->second->stream) {
+      Complete(id, ApiResult{TransportError(why), nullptr});
+      return;
+    }
+    if (it->second->in_flight) http_->Cancel(it->second->request);
+    HttpDoneCallback done = std::move(it->second->stream_done);
+    calls_.erase(it);
+    if (done) done(base::Status::Error(why), HttpResponse{});
+  }).IgnoreError();  // only an allocation failure, with nothing left to report it with
 }
 
 void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
@@ -124,12 +194,7 @@ void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
           if (c->timer != h) continue;
           const CallId call_id = id;
           base::Status s = base::CatchAll("API retry timer", [&] { self->Attempt(c.get()); });
-          if (!s.ok()) {
-            spdlog::error("{} {}: {}", c->method, c->path, s.message());
-            base::CatchAll("API completion", [&] {
-              self->Complete(call_id, ApiResult{TransportError(s.message()), nullptr});
-            }).IgnoreError();  // only an allocation failure: logged above
-          }
+          if (!s.ok()) self->Fail(call_id, s.message());
           return;
         }
       },

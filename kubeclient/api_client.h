@@ -7,6 +7,9 @@
 //   without Retry-After, with capped exponential backoff and jitter, up to
 //   `max_transient_retries` times. Writes are not (the server may have applied them).
 // * A 401 drops the cached token's age, so the next attempt re-reads the token file.
+// * Every attempt (retries included) and every stream (watch) set-up first takes a token from the
+//   client-side rate limiter (rate_limiter.h, client-go's QPS/burst bucket), as client-go's
+//   request.tryThrottle does; waiting for one never blocks the loop.
 // Callbacks run on the loop thread, exactly once per call unless the call is cancelled or the
 // ApiClient destroyed first. Not thread-safe.
 #ifndef VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_
@@ -23,6 +26,7 @@
 #include "kubeclient/api_error.h"
 #include "kubeclient/backoff.h"
 #include "kubeclient/http_client.h"
+#include "kubeclient/rate_limiter.h"
 
 namespace kube {
 
@@ -46,7 +50,9 @@ class ApiClient {
  public:
   using CallId = std::uint64_t;
 
-  explicit ApiClient(HttpClient* http, RetryPolicy policy = {});
+  // `limits`: no limit by default; the daemon passes ClientGoRateLimits(--kube-api-qps,
+  // --kube-api-burst).
+  explicit ApiClient(HttpClient* http, RetryPolicy policy = {}, RateLimiterOptions limits = {});
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
   ApiClient& operator=(const ApiClient&) = delete;
@@ -59,21 +65,32 @@ class ApiClient {
   CallId Patch(std::string object_path, const nlohmann::json& patch, std::string content_type,
                ApiCallback done);
   CallId Delete(std::string object_path, ApiCallback done);
+  // A streamed request (a watch): rate-limited like the others, never retried; `on_start` runs
+  // when it leaves the rate limiter and goes to the server, then HttpClient's callbacks follow.
+  CallId Stream(HttpRequest request, HttpDoneCallback done, StreamCallbacks stream,
+                std::function<void()> on_start = nullptr);
+  // No callback of that call runs afterwards (also while it waits for the rate limiter).
   void Cancel(CallId id);
 
   HttpClient* http() const { return http_; }
+  const RateLimiter& rate_limiter() const { return limiter_; }
 
  private:
   struct Call;
   CallId StartCall(std::string method, std::string path, std::string body, std::string content_type,
                    ApiCallback done);
+  // Takes a rate-limiter token, then sends.
   void Attempt(Call* call);
+  void Send(Call* call);
+  // Ends a call whose start threw: its callback gets a transport error.
+  void Fail(CallId id, const std::string& why);
   void OnDone(CallId id, base::Status transport, HttpResponse response);
   void RetryLater(Call* call, std::chrono::milliseconds delay);
   void Complete(CallId id, ApiResult result);
 
   HttpClient* http_;
   RetryPolicy policy_;
+  RateLimiter limiter_;
   std::unordered_map<CallId, std::unique_ptr<Call>> calls_;
   CallId next_id_ = 1;
 };

@@ -272,14 +272,21 @@ void Reflector::StartWatch() {
   request.path = options_.path + QueryString(params);
   request.stream = true;
   watch_in_flight_ = true;
-  watch_request_ = api_->http()->Start(
+  // The watch goes through the API client's rate limiter; its clocks (the "very short watch"
+  // measure and the watchdog) start once it is actually sent.
+  watch_request_ = api_->Stream(
       std::move(request),
       [this](base::Status transport, HttpResponse response) {
         watch_in_flight_ = false;
         Guarded("watch end", [&] { OnWatchEnded(std::move(transport), response); });
       },
       {[this](const HttpResponse& head) { watch_status_ = head.status; },
-       [this](std::string_view data) { return OnWatchData(data); }});
+       [this](std::string_view data) { return OnWatchData(data); }},
+      [this, timeout_s] { Guarded("watch start", [&] { ArmWatchdog(timeout_s); }); });
+}
+
+void Reflector::ArmWatchdog(long long timeout_s) {
+  watch_started_ = std::chrono::steady_clock::now();
   auto watchdog = std::chrono::seconds(timeout_s) + options_.watchdog_grace;
   uv_timer_start(
       watchdog_timer_,
@@ -301,7 +308,7 @@ void Reflector::StartWatch() {
 
 void Reflector::CancelWatch() {
   uv_timer_stop(watchdog_timer_);
-  if (watch_in_flight_) api_->http()->Cancel(watch_request_);
+  if (watch_in_flight_) api_->Cancel(watch_request_);
   watch_in_flight_ = false;
 }
 

@@ -20,6 +20,7 @@
 //   watch that silently lost events can go unnoticed.
 // * Losing the API server never changes the store: during a relist the old contents stay until
 //   the new list has fully arrived.
+// * Every list page and watch set-up goes through the ApiClient, so its rate limiter paces them.
 // Handlers run on the loop thread, after the store is updated; they must not destroy the
 // Reflector. An exception from a handler is logged and swallowed. Not thread-safe.
 #ifndef VOLUMEMANAGER_KUBECLIENT_REFLECTOR_H_
@@ -118,6 +119,8 @@ class Reflector {
   bool ApplyEvent(WatchEvent& event);
   void OnWatchEnded(base::Status transport, const HttpResponse& response);
   void CancelWatch();
+  // Once the watch is sent: starts its clocks (short-watch measure, watchdog).
+  void ArmWatchdog(long long timeout_s);
   void ScheduleRelist(const std::string& why);
   void ScheduleRewatch(const std::string& why);
   void After(std::chrono::milliseconds delay, void (Reflector::*next)());
@@ -148,7 +151,7 @@ class Reflector {
   std::vector<nlohmann::json> pages_;
 
   // The watch in progress.
-  HttpClient::RequestId watch_request_ = 0;
+  ApiClient::CallId watch_request_ = 0;
   bool watch_in_flight_ = false;
   std::unique_ptr<WatchDecoder> decoder_;
   std::chrono::steady_clock::time_point watch_started_;

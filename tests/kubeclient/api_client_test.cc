@@ -13,6 +13,7 @@
 
 #include "kubeclient/credentials.h"
 #include "kubeclient/http_client.h"
+#include "kubeclient/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/test_loop.h"
 
@@ -60,11 +61,12 @@ class ApiClientTest : public ::testing::Test {
     return *creds;
   }
 
-  void Connect(const Credentials& creds, HttpClientOptions options = {}) {
+  void Connect(const Credentials& creds, HttpClientOptions options = {},
+               RateLimiterOptions limits = {}) {
     auto http = HttpClient::Create(runner_.get(), creds, options);
     ASSERT_TRUE(http.ok()) << http.status().message();
     http_ = std::move(*http);
-    api_ = std::make_unique<ApiClient>(http_.get(), FastRetries());
+    api_ = std::make_unique<ApiClient>(http_.get(), FastRetries(), std::move(limits));
   }
 
   ApiResult Call(const std::function<void(ApiCallback)>& start) {
@@ -451,6 +453,89 @@ TEST_F(ApiClientTest, AThrowingCallbackFailsOnlyItsRequestAndTheClientKeepsWorki
     EXPECT_TRUE(fetch().ok());
     EXPECT_EQ(http_->stats().requests_in_flight, 0u);
   }
+}
+
+}  // namespace
+}  // namespace kube
+
+namespace kube {
+namespace {
+
+// Client-side rate limiting (client-go's QPS/burst bucket) on a fake clock: the burst is sent at
+// once, the rest only as the clock earns tokens; a retry takes a token like any attempt; a call
+// cancelled while it waits is never sent; a reflector's list and watch set-up wait their turn too.
+TEST_F(ApiClientTest, RateLimiterPacesEveryAttemptAndWatchSetUp) {
+  std::chrono::steady_clock::time_point now{std::chrono::seconds(1000)};
+  RateLimiterOptions limits;
+  limits.qps = 10;  // a token per 100 ms of the fake clock
+  limits.burst = 2;
+  limits.clock = [&] { return now; };
+  Connect(ServerCredentials(), {}, limits);
+  server_.Admin("DELETE", "requests");
+  int answered = 0;
+  std::vector<ApiClient::CallId> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(api_->Get("/version", [&](ApiResult r) {
+      EXPECT_TRUE(r.ok());
+      ++answered;
+    }));
+  }
+  ASSERT_TRUE(runner_.RunUntil([&] { return answered == 2; }));
+  runner_.RunFor(std::chrono::milliseconds(200));  // real time does not earn tokens
+  EXPECT_EQ(answered, 2);
+  EXPECT_EQ(CountRequests("GET", "/version"), 2);
+  EXPECT_EQ(api_->rate_limiter().waiting(), 3u);
+
+  now += std::chrono::milliseconds(100);
+  ASSERT_TRUE(runner_.RunUntil([&] { return answered == 3; }));
+  api_->Cancel(ids[3]);  // waiting: never sent
+  now += std::chrono::milliseconds(100);
+  ASSERT_TRUE(runner_.RunUntil([&] { return answered == 4; }));
+  runner_.RunFor(std::chrono::milliseconds(200));
+  EXPECT_EQ(answered, 4);
+  EXPECT_EQ(CountRequests("GET", "/version"), 4);
+
+  // A 500 without Retry-After is retried after a backoff, and the retry needs a token.
+  server_.Admin("POST", "faults", {{"verb", "get"}, {"status", 500}, {"times", 1}});
+  ASSERT_EQ(server_.Api("POST", kCms, ConfigMap("paced", "v")).code, 201);
+  server_.Admin("DELETE", "requests");
+  std::optional<ApiResult> got;
+  now += std::chrono::milliseconds(100);
+  api_->Get(kCms + "/paced", [&](ApiResult r) { got = std::move(r); });
+  ASSERT_TRUE(runner_.RunUntil([&] { return CountRequests("GET", kCms + "/paced") == 1; }));
+  runner_.RunFor(std::chrono::milliseconds(200));
+  EXPECT_FALSE(got.has_value());
+  EXPECT_EQ(CountRequests("GET", kCms + "/paced"), 1);
+  now += std::chrono::milliseconds(100);
+  ASSERT_TRUE(runner_.RunUntil([&] { return got.has_value(); }));
+  EXPECT_TRUE(got->ok());
+  EXPECT_EQ(CountRequests("GET", kCms + "/paced"), 2);
+
+  // The reflector: its list waits for a token, then its watch set-up waits for the next one.
+  server_.Admin("DELETE", "requests");
+  auto count = [&](bool watch) {
+    int n = 0;
+    const kube_testing::HttpReply reply = server_.Admin("GET", "requests");
+    for (const auto& r : reply.body["requests"]) {
+      if (r["path"] == kCms && r["query"].contains("watch") == watch) ++n;
+    }
+    return n;
+  };
+  ReflectorOptions options;
+  options.path = kCms;
+  options.resync_period = std::chrono::milliseconds(0);
+  Reflector reflector(api_.get(), options, {});
+  reflector.Start();
+  runner_.RunFor(std::chrono::milliseconds(200));
+  EXPECT_EQ(count(false), 0);
+  now += std::chrono::milliseconds(100);
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector.synced(); }));
+  runner_.RunFor(std::chrono::milliseconds(200));
+  EXPECT_EQ(count(true), 0) << "the watch went out without a token";
+  now += std::chrono::milliseconds(100);
+  ASSERT_TRUE(runner_.RunUntil([&] { return count(true) == 1; }));
+  EXPECT_EQ(count(false), 1);
+  reflector.Stop();
 }
 
 }  // namespace

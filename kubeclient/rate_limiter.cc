@@ -1,0 +1,106 @@
+#include "kubeclient/rate_limiter.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/catch_all.h"
+
+namespace kube {
+
+RateLimiterOptions ClientGoRateLimits(double qps, int burst) {
+  RateLimiterOptions options;
+  options.qps = qps == 0 ? 5.0 : qps;       // rest.DefaultQPS
+  options.burst = burst == 0 ? 10 : burst;  // rest.DefaultBurst
+  if (options.qps < 0) options.qps = 0;     // no limiter
+  return options;
+}
+
+RateLimiter::RateLimiter(uv_loop_t* loop, RateLimiterOptions options)
+    : options_(std::move(options)), alive_(std::make_shared<bool>(true)) {
+  options_.burst = std::max(1, options_.burst);
+  tokens_ = options_.burst;
+  refilled_at_ = Now();
+  timer_ = new uv_timer_t;
+  uv_timer_init(loop, timer_);
+  timer_->data = this;
+}
+
+RateLimiter::~RateLimiter() {
+  *alive_ = false;
+  uv_timer_stop(timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(timer_),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+}
+
+RateLimiter::Clock::time_point RateLimiter::Now() const {
+  return options_.clock ? options_.clock() : Clock::now();
+}
+
+void RateLimiter::Refill() {
+  const Clock::time_point now = Now();
+  if (now <= refilled_at_) return;
+  const double seconds = std::chrono::duration<double>(now - refilled_at_).count();
+  tokens_ = std::min<double>(options_.burst, tokens_ + seconds * options_.qps);
+  refilled_at_ = now;
+}
+
+RateLimiter::Ticket RateLimiter::Acquire(std::function<void()> go) {
+  if (!limited()) {
+    go();
+    return 0;
+  }
+  if (queue_.empty()) {
+    Refill();
+    if (tokens_ >= 1) {
+      tokens_ -= 1;
+      go();
+      return 0;
+    }
+  }
+  const Ticket ticket = next_ticket_++;
+  queue_.push_back(Waiter{ticket, std::move(go)});
+  if (queue_.size() == 1) ArmTimer();
+  return ticket;
+}
+
+void RateLimiter::Cancel(Ticket ticket) {
+  if (ticket == 0) return;
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [ticket](const Waiter& w) { return w.ticket == ticket; });
+  if (it == queue_.end()) return;
+  queue_.erase(it);
+  if (queue_.empty()) uv_timer_stop(timer_);
+}
+
+void RateLimiter::Drain() {
+  std::shared_ptr<bool> alive = alive_;
+  Refill();
+  while (!queue_.empty() && tokens_ >= 1) {
+    tokens_ -= 1;
+    std::function<void()> go = std::move(queue_.front().go);
+    queue_.pop_front();
+    base::Status s = base::CatchAll("rate-limited request", go);
+    if (!*alive) return;  // `go` destroyed the limiter's owner
+    if (!s.ok()) spdlog::error("{}", s.message());
+    Refill();
+  }
+  if (!queue_.empty()) ArmTimer();
+}
+
+void RateLimiter::ArmTimer() {
+  // The wait until the bucket holds one whole token again (at least 1 ms: libuv's resolution).
+  const double missing = std::max(0.0, 1.0 - tokens_);
+  const auto ms = static_cast<uint64_t>(std::max(1.0, std::ceil(missing * 1000.0 / options_.qps)));
+  uv_timer_start(
+      timer_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<RateLimiter*>(t->data);
+        base::Status s = base::CatchAll("rate limiter timer", [self] { self->Drain(); });
+        if (!s.ok()) spdlog::error("{}", s.message());
+      },
+      ms, 0);
+}
+
+}  // namespace kube
