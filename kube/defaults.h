@@ -1,7 +1,8 @@
 // API-server defaulting for objects read from manifests (standalone mode), so a volume from a
 // manifest behaves exactly as the same volume created through the API (docs/design.md,
-// "Standalone mode"). Objects from the API server are already defaulted; never apply it twice
-// to them (it is idempotent, but pointless).
+// "Standalone mode"). Objects from the API server are already defaulted; it is idempotent, so
+// the API pod source applies it anyway, as a no-op on a real server's pods and a guard against a
+// server that left a defaulted field out.
 //
 // Pod: metadata.namespace "default"; defaultMode 0644 (420) on configMap, secret, downwardAPI
 // and projected volumes; fieldRef.apiVersion "v1"; serviceAccountToken expirationSeconds 3600;

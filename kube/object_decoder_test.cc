@@ -83,6 +83,29 @@ TEST(ObjectDecoderTest, DecodesThePodOfTheSpec) {
   EXPECT_EQ(pod->FindVolume("nope"), nullptr);
 }
 
+// A pod being deleted gracefully, as the API server sends it between the MODIFIED that sets the
+// deletion fields and the DELETED: both fields decoded, and absent on a live pod.
+TEST(ObjectDecoderTest, DecodesTheDeletionFields) {
+  json j = json::parse(kPodJson);
+  auto live = DecodePod(j);
+  ASSERT_TRUE(live.ok()) << live.status().message();
+  EXPECT_FALSE(live->metadata.deletion_timestamp.has_value());
+  EXPECT_FALSE(live->metadata.deletion_grace_period_seconds.has_value());
+
+  j["metadata"]["deletionTimestamp"] = "2025-03-01T10:00:30Z";
+  j["metadata"]["deletionGracePeriodSeconds"] = 30;
+  auto deleting = DecodePod(j);
+  ASSERT_TRUE(deleting.ok()) << deleting.status().message();
+  EXPECT_EQ(deleting->metadata.deletion_timestamp, "2025-03-01T10:00:30Z");
+  EXPECT_EQ(deleting->metadata.deletion_grace_period_seconds, 30);
+
+  j["metadata"]["deletionTimestamp"] = 5;
+  auto wrong = DecodePod(j);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("metadata.deletionTimestamp"), std::string::npos)
+      << wrong.status().message();
+}
+
 TEST(ObjectDecoderTest, WrongTypesNameObjectAndField) {
   const struct {
     const char* name;
