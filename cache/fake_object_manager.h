@@ -56,6 +56,31 @@ class FakeObjectManager : public ObjectManager {
     return false;
   }
   int gets() const { return gets_; }
+  // Every Fetch's refs and mode, in order.
+  struct FetchCall {
+    std::vector<kube::ObjectRef> refs;
+    FetchMode mode;
+  };
+  const std::vector<FetchCall>& fetches() const { return fetches_; }
+  // While deferred, a Fetch completes only at CompleteFetches (as a manager that reads from the
+  // network); otherwise at once, inside the call.
+  void DeferFetches(bool defer) { defer_fetches_ = defer; }
+  size_t pending_fetches() const { return pending_fetches_.size(); }
+  void CompleteFetches() {
+    auto pending = std::move(pending_fetches_);
+    pending_fetches_.clear();
+    for (auto& done : pending) done();
+  }
+
+  void Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
+             std::function<void()> done) override {
+    fetches_.push_back({refs, mode});
+    if (defer_fetches_) {
+      pending_fetches_.push_back(std::move(done));
+    } else {
+      done();
+    }
+  }
 
   void RegisterPod(const std::string& pod_uid, const std::vector<kube::ObjectRef>& refs) override {
     if (refs.empty()) {
@@ -99,6 +124,9 @@ class FakeObjectManager : public ObjectManager {
   std::map<std::string, std::vector<kube::ObjectRef>> pods_;
   std::function<void(const kube::ObjectRef&)> on_change_;
   int gets_ = 0;
+  std::vector<FetchCall> fetches_;
+  bool defer_fetches_ = false;
+  std::vector<std::function<void()>> pending_fetches_;
 };
 
 }  // namespace cache

@@ -52,6 +52,7 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   std::string strategy = "Watch";
   std::string log_format = "text";
   std::string allocatable;
+  std::string ownership;
 
   CLI::App app{
       "volumemanager: projects ConfigMaps and Secrets (and projected and downwardAPI volumes) into "
@@ -71,6 +72,21 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                  "URL of a Pod or PodList, polled every 20s (pod source)");
   app.add_option("--object-manifest-path", cfg.object_manifest_path,
                  "Directory of ConfigMap and Secret manifests (standalone object source)");
+  app.add_option("--kubeconfig", cfg.kubeconfig,
+                 "Cluster mode: pods bound to --node-name and their ConfigMaps and Secrets come "
+                 "from the API server named in this kubeconfig ($KUBECONFIG is not read)");
+  app.add_flag("--in-cluster", cfg.in_cluster,
+               "Cluster mode with the pod's service account (token, CA and "
+               "KUBERNETES_SERVICE_HOST/PORT), as a DaemonSet runs it");
+  app.add_option("--kube-api-qps", cfg.kube_api_qps,
+                 "Requests per second to the API server (token bucket, as the kubelet; 0 means "
+                 "client-go's default of 5)");
+  app.add_option("--kube-api-burst", cfg.kube_api_burst,
+                 "Requests allowed at once above --kube-api-qps (0 means client-go's default of 10)");
+  app.add_option("--volume-ownership", ownership,
+                 "kubelet (cluster default: the kubelet sets up and tears down every volume, the "
+                 "daemon only refreshes content of volumes the kubelet has set up) or self "
+                 "(standalone default; for nodes whose kubelet does not manage these volumes)");
   app.add_option("--sync-frequency", sync_frequency,
                  "Periodic resync of every pod's volumes (Go duration: 500ms, 10s, 1m)");
   app.add_option("--config-map-and-secret-change-detection-strategy", strategy,
@@ -149,9 +165,36 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
       cfg.state_dir == pods || cfg.state_dir.starts_with(pods + "/")) {
     return base::Status::Error("--state-dir " + cfg.state_dir + ": must be outside " + pods);
   }
-  if (cfg.pod_manifest_path.empty() && cfg.manifest_url.empty()) {
+  if (!cfg.kubeconfig.empty() && cfg.in_cluster) {
+    return base::Status::Error("--kubeconfig and --in-cluster: give one, not both");
+  }
+  if (cfg.kube_api_burst < 0) return base::Status::Error("--kube-api-burst: must not be negative");
+  if (!(cfg.kube_api_qps >= 0)) {
+    return base::Status::Error("--kube-api-qps: must not be negative");
+  }
+  if (ownership.empty()) {
+    cfg.volume_ownership = ClusterMode(cfg) ? VolumeOwnership::kKubelet : VolumeOwnership::kSelf;
+  } else if (ownership == "kubelet") {
+    if (!ClusterMode(cfg)) {
+      return base::Status::Error(
+          "--volume-ownership kubelet: needs cluster mode (--kubeconfig or --in-cluster); "
+          "standalone mode sets up its volumes itself");
+    }
+    cfg.volume_ownership = VolumeOwnership::kKubelet;
+  } else if (ownership == "self") {
+    cfg.volume_ownership = VolumeOwnership::kSelf;
+  } else {
+    return base::Status::Error("--volume-ownership: \"" + ownership + "\" is not kubelet or self");
+  }
+  if (cfg.pod_manifest_path.empty() && cfg.manifest_url.empty() && !ClusterMode(cfg)) {
     return base::Status::Error(
-        "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL");
+        "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL (standalone), or "
+        "--kubeconfig FILE / --in-cluster (cluster mode)");
+  }
+  if (ClusterMode(cfg) && !cfg.object_manifest_path.empty()) {
+    return base::Status::Error(
+        "--object-manifest-path: standalone only; in cluster mode ConfigMaps and Secrets come "
+        "from the API server");
   }
   return ParsedFlags{cfg, ""};
 }

@@ -17,6 +17,16 @@ namespace config {
 
 enum class LogFormat { kText, kJson };
 
+// Who owns a volume's life (set-up, teardown): in cluster mode the kubelet does by default and the
+// daemon only refreshes content of volumes the kubelet has set up; `self` makes the daemon set up
+// and tear down the volumes of the pods it serves (standalone mode, or a node whose kubelet does
+// not manage these volumes).
+enum class VolumeOwnership { kKubelet, kSelf };
+
+inline const char* VolumeOwnershipName(VolumeOwnership o) {
+  return o == VolumeOwnership::kKubelet ? "kubelet" : "self";
+}
+
 struct DaemonConfig {
   std::string root_dir = "/var/lib/kubelet";
   // The daemon's own state (the ownership journal), outside the kubelet's root dir.
@@ -25,6 +35,13 @@ struct DaemonConfig {
   std::string pod_manifest_path;
   std::string manifest_url;
   std::string object_manifest_path;
+  // Cluster mode: only with --kubeconfig or --in-cluster (never from $KUBECONFIG, so a
+  // developer's run cannot join a cluster by accident).
+  std::string kubeconfig;
+  bool in_cluster = false;
+  double kube_api_qps = 50;  // the kubelet's defaults; 0: client-go's (5)
+  int kube_api_burst = 100;
+  VolumeOwnership volume_ownership = VolumeOwnership::kSelf;
   std::chrono::nanoseconds sync_frequency = std::chrono::minutes(1);
   cache::ChangeDetectionStrategy strategy = cache::ChangeDetectionStrategy::kWatch;
   std::chrono::nanoseconds object_cache_ttl = std::chrono::minutes(1);
@@ -40,6 +57,8 @@ struct DaemonConfig {
   // An event-loop iteration whose callbacks run this long or longer is logged.
   std::chrono::nanoseconds loop_stall_log_threshold = std::chrono::milliseconds(100);
 };
+
+inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() || c.in_cluster; }
 
 struct ParsedFlags {
   std::optional<DaemonConfig> config;  // set when the daemon should run

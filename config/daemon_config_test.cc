@@ -33,13 +33,30 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
 }
 
 TEST(DaemonConfigTest, ParsesEveryFlag) {
-  auto r = Parse({"--root-dir=/tmp/root/", "--pod-manifest-path", "p", "--object-manifest-path",
-                  "o", "--sync-frequency", "1m30s",
+  auto r = Parse({"--root-dir=/tmp/root/",
+                  "--pod-manifest-path",
+                  "p",
+                  "--object-manifest-path",
+                  "o",
+                  "--sync-frequency",
+                  "1m30s",
                   "--config-map-and-secret-change-detection-"
                   "strategy",
-                  "Cache", "--object-cache-ttl", "500ms", "--log-format", "json", "-v", "3",
-                  "--fsync", "--node-allocatable", "cpu=4,memory=8Gi", "--no-tmpfs",
-                  "--state-dir", "/tmp/state/", "--unpublished-grace", "2s"});
+                  "Cache",
+                  "--object-cache-ttl",
+                  "500ms",
+                  "--log-format",
+                  "json",
+                  "-v",
+                  "3",
+                  "--fsync",
+                  "--node-allocatable",
+                  "cpu=4,memory=8Gi",
+                  "--no-tmpfs",
+                  "--state-dir",
+                  "/tmp/state/",
+                  "--unpublished-grace",
+                  "2s"});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/tmp/root");
@@ -73,7 +90,20 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
        "unknown configmap and secret manager mode: Poll"},
       {{"--pod-manifest-path", "p", "--log-format", "xml"},
        "--log-format: \"xml\" is not text or json"},
-      {{}, "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL"},
+      {{},
+       "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL (standalone), or "
+       "--kubeconfig FILE / --in-cluster (cluster mode)"},
+      {{"--kubeconfig", "k", "--in-cluster"}, "--kubeconfig and --in-cluster: give one, not both"},
+      {{"--pod-manifest-path", "p", "--volume-ownership", "kubelet"},
+       "--volume-ownership kubelet: needs cluster mode (--kubeconfig or --in-cluster); standalone "
+       "mode sets up its volumes itself"},
+      {{"--in-cluster", "--volume-ownership", "both"},
+       "--volume-ownership: \"both\" is not kubelet or self"},
+      {{"--in-cluster", "--object-manifest-path", "o"},
+       "--object-manifest-path: standalone only; in cluster mode ConfigMaps and Secrets come from "
+       "the API server"},
+      {{"--in-cluster", "--kube-api-burst", "-1"}, "--kube-api-burst: must not be negative"},
+      {{"--in-cluster", "--kube-api-qps", "-1"}, "--kube-api-qps: must not be negative"},
       {{"--pod-manifest-path", "p", "--node-allocatable", "gpu=1"},
        "--node-allocatable: unknown resource \"gpu\" (cpu, memory, ephemeral-storage, "
        "hugepages-<size>)"},
@@ -87,6 +117,32 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("--no-such-flag"), std::string::npos);
   EXPECT_NE(unknown.status().message().find("(see --help)"), std::string::npos);
+}
+
+TEST(DaemonConfigTest, ClusterModeOnlyWithExplicitCredentials) {
+  // $KUBECONFIG is not read: without --kubeconfig/--in-cluster the daemon stays standalone.
+  auto standalone = Parse({"--pod-manifest-path", "p"}, {{"KUBECONFIG", "/root/.kube/config"},
+                                                         {"KUBERNETES_SERVICE_HOST", "10.0.0.1"}});
+  ASSERT_TRUE(standalone.ok()) << standalone.status().message();
+  EXPECT_FALSE(ClusterMode(*standalone->config));
+  EXPECT_TRUE(standalone->config->kubeconfig.empty());
+  EXPECT_EQ(standalone->config->volume_ownership, VolumeOwnership::kSelf);
+
+  auto cluster = Parse(
+      {"--kubeconfig", "/etc/vm/kubeconfig", "--kube-api-qps", "20", "--kube-api-burst", "40"});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  EXPECT_TRUE(ClusterMode(*cluster->config));
+  EXPECT_EQ(cluster->config->kubeconfig, "/etc/vm/kubeconfig");
+  EXPECT_EQ(cluster->config->kube_api_qps, 20);
+  EXPECT_EQ(cluster->config->kube_api_burst, 40);
+  EXPECT_EQ(cluster->config->volume_ownership, VolumeOwnership::kKubelet);
+
+  auto self = Parse({"--in-cluster", "--volume-ownership", "self"});
+  ASSERT_TRUE(self.ok()) << self.status().message();
+  EXPECT_TRUE(self->config->in_cluster);
+  EXPECT_EQ(self->config->volume_ownership, VolumeOwnership::kSelf);
+  EXPECT_EQ(self->config->kube_api_qps, 50);
+  EXPECT_EQ(self->config->kube_api_burst, 100);
 }
 
 TEST(DaemonConfigTest, HelpAndVersionAreOutputNotConfig) {

@@ -69,6 +69,17 @@ class ClusterTrustBundleSource {
 // What a plugin may read besides the pod. Pointers are not owned and may be null: a null
 // `objects` fails configMap and secret content, a null token or bundle source fails those
 // projected sources with an error naming the source.
+// The files of the version a volume shows now (what its `..data` link points to), read by path.
+// Beside a kubelet that owns the volumes, pod-derived files (downward API items of a projected
+// volume) are carried over from there byte for byte instead of computed: the kubelet's copy of
+// the pod is not the API's (it carries annotations such as kubernetes.io/config.seen, and
+// resource values from the node's allocatable).
+class LiveContent {
+ public:
+  virtual ~LiveContent() = default;
+  virtual base::Result<std::string> Read(const std::string& path) = 0;
+};
+
 struct VolumeHost {
   ObjectLookup* objects = nullptr;
   // Node allocatable ("cpu", "memory", "ephemeral-storage"), from configuration: the downward
@@ -76,6 +87,8 @@ struct VolumeHost {
   kube::ResourceList node_allocatable;
   ServiceAccountTokenSource* tokens = nullptr;
   ClusterTrustBundleSource* trust_bundles = nullptr;
+  // When set, pod-derived files come from here (see LiveContent), not from the pod.
+  LiveContent* pod_derived_from = nullptr;
 };
 
 // Where the volume's bytes live: configMap on the node's disk, the others on tmpfs (§1.1).
@@ -101,6 +114,14 @@ class VolumePlugin {
   // Whether the content depends on the pod object itself (downward API fields): remount the
   // volume when the pod's labels, annotations or resources change.
   virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
+
+  // Whether, beside a kubelet that owns the volumes, only the kubelet can produce the volume's
+  // content: a downwardAPI volume (wholly pod-derived), or a projected volume with service
+  // account token or cluster trust bundle sources (e.g. every pod's kube-api-access-*).
+  virtual bool KubeletOnly(const kube::Volume& volume) const {
+    (void)volume;
+    return false;
+  }
 
   // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).
   virtual base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "base/version.h"
 #include "config/go_duration.h"
@@ -103,21 +104,33 @@ std::optional<Daemon::StartError> Daemon::Start() {
   options.journal = journal_.get();
   options.unpublished_grace =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.unpublished_grace);
+  options.kubelet_owns_volumes = config_.volume_ownership == config::VolumeOwnership::kKubelet;
+  ConfigureVolumeManager(options);
   pods_ = std::make_unique<podconfig::PodConfig>(
       [this](const podconfig::PodUpdate& u) { manager_->OnPodUpdate(u); });
   manager_ = std::make_unique<VolumeManager>(loop_, options, object_manager(), registry_.get(),
                                              [this] { return pods_->AllSourcesSeen(); });
 
+  std::vector<std::string> pod_sources;
+  if (config::ClusterMode(config_)) pod_sources.push_back("the API server");
+  if (!config_.pod_manifest_path.empty()) pod_sources.push_back(config_.pod_manifest_path);
+  if (!config_.manifest_url.empty()) {
+    pod_sources.push_back(podconfig::RedactedUrl(config_.manifest_url));
+  }
+  std::string pods_from;
+  for (const std::string& source : pod_sources) {
+    pods_from += (pods_from.empty() ? "" : " and ") + source;
+  }
   spdlog::info(
-      "volumemanager {} starting: node \"{}\", root dir {}, state dir {}, pods from {}{}{}, "
-      "objects from {}, strategy {}, sync frequency {}",
-      base::kVersion, config_.node_name, config_.root_dir, config_.state_dir,
-      config_.pod_manifest_path,
-      config_.pod_manifest_path.empty() || config_.manifest_url.empty() ? "" : " and ",
-      podconfig::RedactedUrl(config_.manifest_url),
-      config_.object_manifest_path.empty() ? "(none)" : config_.object_manifest_path,
+      "volumemanager {} starting: node \"{}\", root dir {}, state dir {}, pods from {}, objects "
+      "from {}, strategy {}, sync frequency {}, volume ownership {}",
+      base::kVersion, config_.node_name, config_.root_dir, config_.state_dir, pods_from,
+      config::ClusterMode(config_)           ? "the API server"
+      : config_.object_manifest_path.empty() ? "(none)"
+                                             : config_.object_manifest_path,
       cache::ChangeDetectionStrategyName(config_.strategy),
-      config::FormatGoDuration(config_.sync_frequency));
+      config::FormatGoDuration(config_.sync_frequency),
+      config::VolumeOwnershipName(config_.volume_ownership));
   manager_->Start();
   if (auto error = StartPodSources()) return error;
 

@@ -15,8 +15,9 @@
 //    in-flight volume writes finish, then `done` runs on the loop thread. A second call does
 //    nothing.
 //
-// Cluster mode extends it by overriding the source hooks (objects and pods from the API server
-// instead of, or beside, the manifest directories); the volume manager and the lifecycle stay.
+// Cluster mode (cluster_daemon.h) extends it by overriding the source hooks (objects and pods from
+// the API server instead of, or beside, the manifest directories); the volume manager and the
+// lifecycle stay.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
 
@@ -73,6 +74,9 @@ class Daemon {
   virtual std::optional<StartError> StartPodSources();
   // Stops whatever the two hooks above started; no delivery happens after it returns.
   virtual void StopSources();
+  // Last changes to the volume manager's options before it is created (e.g. where failures are
+  // reported besides the log).
+  virtual void ConfigureVolumeManager(VolumeManagerOptions& options) { (void)options; }
 
   void OnObjectChanged(const kube::ObjectRef& object);
   uv_loop_t* loop() const { return loop_; }

@@ -86,6 +86,18 @@ void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime no
       continue;
     }
     VolumeKey key{uid, volume.name};
+    if (kubelet_owns_volumes_ && plugin->KubeletOnly(volume)) {
+      if (left_to_kubelet_.insert(key).second) {
+        spdlog::info(
+            "volume \"{}\" of pod \"{}\" (UID: \"{}\") is left to the kubelet: only it can "
+            "produce its content ({})",
+            volume.name, pod->metadata.NamespacedName(), uid,
+            plugin->Name() == "kubernetes.io/downward-api"
+                ? "downward API fields from its copy of the pod"
+                : "service account token or cluster trust bundle sources");
+      }
+      continue;
+    }
     wanted.insert(volume.name);
     DesiredVolume desired;
     desired.key = key;
@@ -113,6 +125,8 @@ void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime no
 
 void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
   for (const VolumeKey& key : dsw_->VolumesOfPod(uid)) dsw_->Remove(key);
+  left_to_kubelet_.erase(left_to_kubelet_.lower_bound(VolumeKey{uid, ""}),
+                         left_to_kubelet_.lower_bound(VolumeKey{uid + '\0', ""}));
   objects_->UnregisterPod(uid);
   pods_.erase(uid);
   terminating_.erase(uid);

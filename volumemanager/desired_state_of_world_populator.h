@@ -6,7 +6,10 @@
 // someone else). For each pod it registers the objects its volumes read with the object manager,
 // so their changes are noticed. A pod change the content depends on (downward API fields) marks
 // those mounted volumes for remount. A terminating pod (DELETE) keeps its volumes but is no longer
-// refreshed; a removed pod (REMOVE) leaves the desired state.
+// refreshed; a removed pod (REMOVE) leaves the desired state. Beside a kubelet that owns the
+// volumes (`kubelet_owns_volumes`), volumes only the kubelet can produce (downwardAPI; projected
+// with token or trust bundle sources) are not desired: each is logged once and listed in
+// left_to_kubelet().
 //
 // Loop-thread only.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_DESIRED_STATE_OF_WORLD_POPULATOR_H_
@@ -32,8 +35,13 @@ class DesiredStateOfWorldPopulator {
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   DesiredStateOfWorldPopulator(const plugins::PluginRegistry* registry, DesiredStateOfWorld* dsw,
-                               ActualStateOfWorld* asw, cache::ObjectManager* objects)
-      : registry_(registry), dsw_(dsw), asw_(asw), objects_(objects) {}
+                               ActualStateOfWorld* asw, cache::ObjectManager* objects,
+                               bool kubelet_owns_volumes = false)
+      : registry_(registry),
+        dsw_(dsw),
+        asw_(asw),
+        objects_(objects),
+        kubelet_owns_volumes_(kubelet_owns_volumes) {}
 
   void Apply(const podconfig::PodUpdate& update, SteadyTime now);
 
@@ -42,6 +50,8 @@ class DesiredStateOfWorldPopulator {
   bool IsTerminating(const std::string& uid) const { return terminating_.count(uid) != 0; }
   const std::map<std::string, std::shared_ptr<const kube::Pod>>& pods() const { return pods_; }
   size_t terminating_count() const { return terminating_.size(); }
+  // Volumes of known pods left wholly to the kubelet (kubelet ownership).
+  const std::set<VolumeKey>& left_to_kubelet() const { return left_to_kubelet_; }
 
  private:
   void SetPod(const kube::Pod& pod, SteadyTime now);
@@ -51,7 +61,9 @@ class DesiredStateOfWorldPopulator {
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
   cache::ObjectManager* objects_;
+  bool kubelet_owns_volumes_;
   std::map<std::string, std::shared_ptr<const kube::Pod>> pods_;
+  std::set<VolumeKey> left_to_kubelet_;
   std::set<std::string> terminating_;
 };
 

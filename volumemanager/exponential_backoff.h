@@ -24,6 +24,9 @@ class ExponentialBackoff {
     delay_ = std::chrono::milliseconds{0};
     retry_at_ = Clock::time_point{};
   }
+  // Ends the current wait but keeps the delay: the input that failed changed, so the next attempt
+  // may run at once; should it fail again, the delay still grows.
+  void AllowNow() { retry_at_ = Clock::time_point{}; }
   // True when no failure is being waited out at `now`.
   bool Ready(Clock::time_point now) const { return now >= retry_at_; }
   Clock::time_point retry_at() const { return retry_at_; }

@@ -73,6 +73,10 @@ const ExponentialBackoff* OperationExecutor::Backoff(const VolumeKey& key) const
   return it == entries_.end() ? nullptr : &it->second.backoff;
 }
 
+void OperationExecutor::RetryNow(const VolumeKey& key) {
+  if (auto it = entries_.find(key); it != entries_.end()) it->second.backoff.AllowNow();
+}
+
 void OperationExecutor::Forget(const VolumeKey& key) {
   auto it = entries_.find(key);
   if (it != entries_.end() && !it->second.in_flight) entries_.erase(it);

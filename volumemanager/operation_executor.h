@@ -43,6 +43,16 @@ class OperationExecutor {
   // Backoff state of `key`, for messages: when it may retry and the current delay.
   const ExponentialBackoff* Backoff(const VolumeKey& key) const;
 
+  // True while an operation for `key` runs.
+  bool InFlight(const VolumeKey& key) const {
+    auto it = entries_.find(key);
+    return it != entries_.end() && it->second.in_flight;
+  }
+
+  // Lets `key` retry at once (what its last attempt failed on changed); its delay is kept for the
+  // next failure. No-op when it has no backoff.
+  void RetryNow(const VolumeKey& key);
+
   // Forgets a volume's backoff (its pod is gone). No-op while an operation for it is in flight.
   void Forget(const VolumeKey& key);
 

@@ -1,10 +1,14 @@
 #include "volumemanager/reconciler.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <ctime>
 #include <utility>
 
+#include "base/errno_error.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
 
@@ -46,6 +50,36 @@ class SnapshotLookup final : public plugins::ObjectLookup {
   ObjectSnapshot objects_;
 };
 
+// The files of a volume's live version, read through its ..data link (pool thread).
+class LiveVersion final : public plugins::LiveContent {
+ public:
+  explicit LiveVersion(std::string dir) : dir_(std::move(dir)) {}
+
+  base::Result<std::string> Read(const std::string& path) override {
+    const std::string full = dir_ + "/" + atomicwriter::kDataDirName + "/" + path;
+    const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return base::ErrnoError("open", full, errno);
+    std::string out;
+    char buf[8192];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int err = errno;
+        ::close(fd);
+        return base::ErrnoError("read", full, err);
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return out;
+  }
+
+ private:
+  std::string dir_;
+};
+
 std::string FormatTime(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
@@ -77,6 +111,11 @@ void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
     cleanup_due_.erase(cleanup_due_.begin());
     if (dsw_->Find(key) != nullptr) asw_->MarkRemountRequired(key, now);
   }
+  while (!kubelet_wait_.empty() && kubelet_wait_.begin()->first <= now) {
+    pending_.insert(kubelet_wait_.begin()->second);
+    kubelet_wait_entry_.erase(kubelet_wait_.begin()->second);
+    kubelet_wait_.erase(kubelet_wait_.begin());
+  }
   pending_.merge(dsw_->TakeChanged());
   pending_.merge(asw_->TakeChanged());
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -98,7 +137,25 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       // backoff of a volume that never mounted.
       asw_->ForgetRequests(key);
       executor_->Forget(key);
+      fetched_.erase(key);
+      fresh_.erase(key);
       ledgers_.erase(key);
+      if (auto w = kubelet_wait_entry_.find(key); w != kubelet_wait_entry_.end()) {
+        kubelet_wait_.erase(w->second);
+        kubelet_wait_entry_.erase(w);
+      }
+      return true;
+    }
+    if (options_.kubelet_owns_volumes) {
+      // The kubelet tears it down: the daemon only stops refreshing it.
+      if (executor_->InFlight(key)) return false;
+      asw_->Remove(key);
+      executor_->Forget(key);
+      ledgers_.erase(key);
+      ++stats_.released_to_kubelet;
+      spdlog::debug(
+          "volume \"{}\" of pod UID \"{}\" is no longer refreshed; the kubelet tears it down",
+          key.volume_name, key.pod_uid);
       return true;
     }
     if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
@@ -124,11 +181,51 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
       "(UID: \"{}\"): {}{}",
       desired.key.volume_name, desired.unique_name, desired.pod->metadata.NamespacedName(),
       desired.key.pod_uid, error, retry);
+  if (options_.on_mount_failure) options_.on_mount_failure(*desired.pod, desired.key.volume_name, error);
+}
+
+void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
+  if (dsw_->Find(key) == nullptr) return;
+  fresh_.insert(key);
+  asw_->MarkRemountRequired(key, now);
+  pending_.insert(key);
+}
+
+bool Reconciler::FetchObjects(const DesiredVolume& desired) {
+  const VolumeKey& key = desired.key;
+  if (fetched_.erase(key) != 0) return true;
+  if (desired.objects.empty()) return true;
+  if (fetching_.count(key) != 0) return false;
+  const auto mode = fresh_.erase(key) != 0 ? cache::ObjectManager::FetchMode::kFresh
+                                           : cache::ObjectManager::FetchMode::kStrategy;
+  // The manager may complete inside the call (a cache that is current): then the operation goes
+  // on at once instead of waiting for another pass.
+  struct State {
+    bool in_call = true;
+    bool done = false;
+  };
+  auto state = std::make_shared<State>();
+  fetching_.insert(key);
+  objects_->Fetch(desired.objects, mode, [this, key, state, alive = std::weak_ptr<char>(alive_)] {
+    if (alive.expired()) return;
+    state->done = true;
+    if (state->in_call) return;
+    fetching_.erase(key);
+    fetched_.insert(key);
+    pending_.insert(key);
+    if (on_fetched_) on_fetched_();
+  });
+  state->in_call = false;
+  if (!state->done) return false;
+  fetching_.erase(key);
+  return true;
 }
 
 bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
                             SteadyTime now) {
   const VolumeKey key = desired.key;
+  // In progress: the fetch's completion puts the key back.
+  if (!FetchObjects(desired)) return true;
   const bool first_mount = mounted == nullptr;
   // The objects as they are now: shared immutable revisions, cheap to take on the loop thread.
   ObjectSnapshot objects;
@@ -160,7 +257,10 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       plugins::OwnershipPassFor(*desired.pod, "volume \"" + key.volume_name + "\" of pod \"" +
                                                   desired.pod->metadata.NamespacedName() + "\"");
   request->durable = options_.durable;
-  request->tmpfs = options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
+  const bool kubelet = options_.kubelet_owns_volumes;
+  request->refresh_only = kubelet;
+  request->tmpfs =
+      !kubelet && options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
   request->journal = options_.journal;
   auto& ledger = ledgers_[key];
   if (!ledger) ledger = std::make_shared<atomicwriter::UnpublishedLedger>();
@@ -170,15 +270,23 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;
   const std::string dir = request->location.dir();
+  auto not_set_up = std::make_shared<bool>(false);
 
   const bool started = executor_->Run(
       key,
-      [request, result, ledger, lookup, pod = desired.pod, spec = desired.spec,
+      [request, result, ledger, lookup, not_set_up, kubelet, pod = desired.pod, spec = desired.spec,
        plugin = desired.plugin, allocatable = options_.node_allocatable]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
+        const std::string volume_dir = request->location.dir();
+        if (kubelet && !KubeletHasSetUp(volume_dir)) {
+          *not_set_up = true;  // not a failure: looked at again later
+          return base::Status::OK();
+        }
         plugins::VolumeHost host;
         host.objects = lookup.get();
         host.node_allocatable = allocatable;
+        LiveVersion live(volume_dir);
+        if (kubelet) host.pod_derived_from = &live;
         // `spec` points into *pod, which this closure keeps alive.
         base::Result<atomicwriter::Payload> payload = plugin->BuildPayload(*pod, *spec, host);
         if (!payload.ok()) return payload.status();  // nothing written: a first mount leaves no dir
@@ -187,9 +295,20 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();
       },
-      [this, key, first_mount, plugin_dir, dir, result, inputs = std::move(inputs),
+      [this, key, first_mount, plugin_dir, dir, result, not_set_up, inputs = std::move(inputs),
        started_at = now](const base::Status& s) mutable {
         const DesiredVolume* d = dsw_->Find(key);
+        if (s.ok() && *not_set_up) {
+          // The kubelet has not set the volume up (yet), or has torn it down: nothing to refresh.
+          ++stats_.kubelet_setup_checks;
+          if (!first_mount) asw_->Remove(key);
+          if (d != nullptr && kubelet_wait_entry_.count(key) == 0) {
+            kubelet_wait_entry_[key] = kubelet_wait_.emplace(
+                std::chrono::steady_clock::now() + options_.kubelet_setup_recheck, key);
+          }
+          if (on_done_) on_done_(key);
+          return;
+        }
         if (s.ok()) {
           const bool published = (*result)->published;
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
@@ -215,9 +334,8 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           }
           if (leftovers) {
             // Back to the disk once the leftovers may go.
-            cleanup_due_.emplace(done_at + options_.unpublished_grace +
-                                     std::chrono::milliseconds(100),
-                                 key);
+            cleanup_due_.emplace(
+                done_at + options_.unpublished_grace + std::chrono::milliseconds(100), key);
           }
           if (first_mount) {
             spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({})",

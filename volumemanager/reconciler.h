@@ -3,6 +3,12 @@
 // source has delivered its first state and the start-up scan is done), mount desired volumes that
 // are missing or uncertain, and remount those marked for it.
 //
+// Before a mount or remount, the object manager is asked to make the volume's objects current as
+// its strategy promises (ObjectManager::Fetch: a GET under Get, a stale entry refreshed under
+// Cache, nothing under a synced Watch); the operation starts when that completes, and counts as
+// in progress meanwhile. A volume whose disk shows a swap the daemon did not make is fetched with
+// a fresh read instead (RequestFreshRemount), so that the source decides which content is newer.
+//
 // The loop thread does no bulk work: it takes a snapshot of the objects a volume reads (shared
 // immutable revisions with their content digests, cache/object_manager.h) and compares the
 // volume's inputs (volume_inputs.h) with those of the content on disk; equal inputs, verified on
@@ -50,6 +56,16 @@ struct ReconcilerOptions {
   // How long a version dir that ..data does not point to is left alone (it may be another
   // writer's write in progress); a volume that has such dirs is written again after it.
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+  // Beside a kubelet that owns every volume's life (--volume-ownership kubelet): a volume is
+  // written only once the kubelet has set it up (its ..data exists; until then it is looked at
+  // again every `kubelet_setup_recheck`), nothing is created, mounted or torn down, and
+  // pod-derived files are carried over from the live version (plugins::LiveContent).
+  bool kubelet_owns_volumes = false;
+  std::chrono::milliseconds kubelet_setup_recheck{1000};
+  // Called for every failed mount or refresh of a desired volume, after it was logged: the pod,
+  // the volume's name and the kubelet's error text (never object data). E.g. a FailedMount Event.
+  std::function<void(const kube::Pod& pod, const std::string& volume, const std::string& error)>
+      on_mount_failure;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -60,8 +76,10 @@ struct ReconcilerStats {
   long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access
   long teardowns_ok = 0;
   long teardowns_failed = 0;
-  long teardowns_not_owned = 0;  // left in place: the daemon did not set them up
-  long cleanups_failed = 0;      // published, but removing old versions or links failed
+  long teardowns_not_owned = 0;   // left in place: the daemon did not set them up
+  long cleanups_failed = 0;       // published, but removing old versions or links failed
+  long kubelet_setup_checks = 0;  // a volume found not set up by the kubelet yet
+  long released_to_kubelet = 0;   // no longer refreshed (pod gone); the kubelet tears it down
 };
 
 class Reconciler {
@@ -80,14 +98,27 @@ class Reconciler {
   void Reconcile(SteadyTime now, bool ready_to_unmount,
                  const std::function<bool(const std::string&)>& is_terminating);
 
+  // Looks at `key` again in the next pass (e.g. a volume waiting out a failure backoff whose
+  // object changed).
+  void Poke(const VolumeKey& key) { pending_.insert(key); }
+  // The next mount or remount of `key` reads its objects fresh from the source (not from a
+  // cache), and marks the volume for a remount.
+  void RequestFreshRemount(const VolumeKey& key, SteadyTime now);
+
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
+  // Called (loop thread) when an object fetch completed later than the pass that asked for it:
+  // the volume's operation can start in the next pass.
+  void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
   size_t ledger_count() const { return ledgers_.size(); }
   size_t cleanup_due_count() const { return cleanup_due_.size(); }
+  // Volumes waiting for the kubelet to set them up (kubelet ownership).
+  size_t waiting_for_kubelet_count() const { return kubelet_wait_.size(); }
+  size_t fetch_state_count() const { return fetching_.size() + fetched_.size() + fresh_.size(); }
 
  private:
   // Starts what `key` needs; false when it must be looked at again in a later pass.
@@ -96,6 +127,9 @@ class Reconciler {
   // Both return true when the operation was queued (its completion puts the key back), false
   // when the key must be looked at again in a later pass.
   bool StartMount(const DesiredVolume& desired, const MountedVolume* mounted, SteadyTime now);
+  // Asks the object manager for the volume's objects (mode per fresh_); true when they are ready
+  // now, false when the fetch completes later (its completion puts the key back).
+  bool FetchObjects(const DesiredVolume& desired);
   bool StartTearDown(const MountedVolume& mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
 
@@ -105,6 +139,7 @@ class Reconciler {
   OperationExecutor* executor_;
   cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
+  std::function<void()> on_fetched_;
   ReconcilerStats stats_;
   std::set<VolumeKey> pending_;
   // Each volume's record of unpublished version dirs, kept across its writes.
@@ -112,6 +147,16 @@ class Reconciler {
   // Volumes to write again (to the disk, not from the digest) once leftovers are past their
   // grace period or a failed cleanup is due for a retry.
   std::multimap<SteadyTime, VolumeKey> cleanup_due_;
+  // Volumes the kubelet has not set up yet, by when to look again; and each one's entry.
+  std::multimap<SteadyTime, VolumeKey> kubelet_wait_;
+  std::map<VolumeKey, std::multimap<SteadyTime, VolumeKey>::iterator> kubelet_wait_entry_;
+  // Object fetches before an operation: in progress, completed (the operation may start), and
+  // volumes whose next fetch must be fresh.
+  std::set<VolumeKey> fetching_;
+  std::set<VolumeKey> fetched_;
+  std::set<VolumeKey> fresh_;
+  // Fetch completions check it: the object manager may outlive the reconciler.
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 }  // namespace volumemanager

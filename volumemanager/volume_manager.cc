@@ -47,6 +47,8 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.node_allocatable = o.node_allocatable;
   r.journal = o.journal;
   r.unpublished_grace = o.unpublished_grace;
+  r.kubelet_owns_volumes = o.kubelet_owns_volumes;
+  r.on_mount_failure = o.on_mount_failure;
   return r;
 }
 
@@ -60,7 +62,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       registry_(registry),
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop),
-      populator_(registry, &dsw_, &asw_, objects),
+      populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes),
       reconciler_(ToReconcilerOptions(options_), &dsw_, &asw_, &executor_, objects) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
@@ -71,6 +73,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     const MountedVolume* m = asw_.Find(key);
     if (m != nullptr && m->remount_required) SchedulePassSoon();
   });
+  reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
 }
 
 VolumeManager::~VolumeManager() {
@@ -171,7 +174,15 @@ void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
   const SteadyTime now = std::chrono::steady_clock::now();
   int marked = 0;
   for (const VolumeKey& key : dsw_.VolumesReading(object)) {
-    if (asw_.MarkRemountRequired(key, now)) ++marked;
+    // What a failed attempt read has changed: the volume may try again at once rather than at the
+    // end of its backoff (an object created after its pod mounts within a pass of its creation).
+    executor_.RetryNow(key);
+    if (asw_.MarkRemountRequired(key, now)) {
+      ++marked;
+    } else if (asw_.Find(key) == nullptr) {
+      reconciler_.Poke(key);
+      ++marked;
+    }
   }
   spdlog::debug("{} changed: {} volume(s) marked for remount", object.ToString(), marked);
   if (marked > 0) SchedulePassSoon();

@@ -48,6 +48,12 @@ struct VolumeManagerOptions {
   // What the daemon owns under root_dir; required. Not owned.
   OwnershipJournal* journal = nullptr;
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+  // --volume-ownership kubelet: the kubelet sets up and tears down every volume; the daemon
+  // refreshes the content of those it has set up and leaves the volumes only it can produce
+  // (plugins::VolumePlugin::KubeletOnly) alone.
+  bool kubelet_owns_volumes = false;
+  // See ReconcilerOptions::on_mount_failure.
+  std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
 };
 
 class VolumeManager {

@@ -59,8 +59,9 @@ class VolumeManagerTest : public ::testing::Test {
     return SetUpVolume(r);
   }
 
-  void StartManager() {
+  void StartManager(bool kubelet_owns_volumes = false) {
     VolumeManagerOptions o;
+    o.kubelet_owns_volumes = kubelet_owns_volumes;
     o.root_dir = root_;
     o.sync_frequency = std::chrono::hours(1);
     o.journal = journal_.get();
@@ -89,8 +90,18 @@ class VolumeManagerTest : public ::testing::Test {
     manager_->OnPodUpdate(podconfig::PodUpdate{op, std::move(pods), "file"});
   }
 
-  std::string Dir(const std::string& uid, const std::string& vol = "cfg") const {
-    return VolumeDir(root_, uid, "kubernetes.io~configmap", vol);
+  std::string Dir(const std::string& uid, const std::string& vol = "cfg",
+                  const std::string& plugin = "kubernetes.io~configmap") const {
+    return VolumeDir(root_, uid, plugin, vol);
+  }
+
+  // What the kubelet does at a pod's first sync: the volume dir, and its content.
+  void KubeletSetsUp(const std::string& dir, const atomicwriter::Payload& payload) {
+    fs::create_directories(dir);
+    auto w = atomicwriter::AtomicWriter::Open(dir, {});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    auto r = (*w)->Write(payload, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().message();
   }
   std::map<std::string, std::string> Content(const std::string& uid) const {
     return atomicwriter::VisibleContent(Dir(uid));
@@ -162,6 +173,121 @@ TEST_F(VolumeManagerTest, MissingObjectFailsUntilItAppears) {
   Put("default", "late", {{"k", "v"}});
   // Backoff (500 ms after the first failure) delays the retry, then it mounts.
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
+}
+
+TEST_F(VolumeManagerTest, AnObjectChangeEndsTheBackoffOfAVolumeThatFailedToMount) {
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "late")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed > 0; }));
+  const VolumeKey key{"u1", "cfg"};
+  const ExponentialBackoff* backoff = manager_->executor().Backoff(key);
+  ASSERT_NE(backoff, nullptr);
+  EXPECT_FALSE(backoff->Ready(std::chrono::steady_clock::now()));  // waiting out 500 ms
+  Put("default", "late", {{"k", "v"}});
+  // The change itself lets the volume retry: no wait for the rest of its backoff.
+  backoff = manager_->executor().Backoff(key);
+  ASSERT_NE(backoff, nullptr);
+  EXPECT_TRUE(backoff->Ready(std::chrono::steady_clock::now()));
+  EXPECT_EQ(backoff->delay(), std::chrono::milliseconds(500));  // kept for a next failure
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
+}
+
+TEST_F(VolumeManagerTest, AMountWaitsForItsObjectsToBeFetched) {
+  objects_.DeferFetches(true);
+  Put("default", "app", {{"k", "v1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return objects_.pending_fetches() == 1; }));
+  RunFor(300);  // passes meanwhile neither write nor fetch again
+  EXPECT_FALSE(fs::exists(Dir("u1")));
+  EXPECT_EQ(objects_.fetches().size(), 1u);
+  EXPECT_EQ(objects_.fetches()[0].mode, cache::ObjectManager::FetchMode::kStrategy);
+  EXPECT_EQ(objects_.fetches()[0].refs,
+            (std::vector<kube::ObjectRef>{{kube::ObjectKind::kConfigMap, "default", "app"}}));
+  objects_.CompleteFetches();
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  // A change is fetched again before the remount writes it.
+  Put("default", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] { return objects_.pending_fetches() == 1; }));
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
+  objects_.CompleteFetches();
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  EXPECT_EQ(manager_->reconciler().fetch_state_count(), 0u);
+}
+
+TEST_F(VolumeManagerTest, BesideTheKubeletOnlyVolumesItSetUpAreRefreshedAndNothingIsCreated) {
+  Put("default", "app", {{"k", "v1"}});
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().kubelet_setup_checks >= 2; }));
+  EXPECT_FALSE(fs::exists(root_ + "/pods"));  // not even the pod dir
+  EXPECT_EQ(manager_->reconciler().waiting_for_kubelet_count(), 1u);
+
+  // The kubelet sets it up from an older cache; the daemon's next look refreshes it.
+  KubeletSetsUp(Dir("u1"), {{"k", {"v0", 0644, std::nullopt}}});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  Put("default", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  EXPECT_FALSE(journal_->Owns(
+      OwnedKind::kVolume, OwnershipJournal::VolumePath("u1", "kubernetes.io~configmap", "cfg")));
+
+  // The pod goes: the kubelet tears the volume down, not the daemon.
+  Send(podconfig::PodOp::kRemove, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().released_to_kubelet == 1; }));
+  RunFor(200);
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v2"}}));
+  EXPECT_EQ(manager_->stats().teardowns_ok + manager_->stats().teardowns_not_owned, 0);
+}
+
+TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
+  Put("default", "app", {{"k", "v1"}});
+  kube::Pod pod = MakePod("u1", "app");
+  pod.metadata.labels = {{"app", "web"}};
+  kube::DownwardAPIVolumeFile labels{"labels", kube::ObjectFieldSelector{"v1", "metadata.labels"},
+                                     std::nullopt, std::nullopt};
+  kube::VolumeProjection cm_source, labels_source, token_source;
+  cm_source.config_map = kube::ConfigMapProjection{"app", {}, std::nullopt};
+  labels_source.downward_api = kube::DownwardAPIProjection{{labels}};
+  token_source.service_account_token = kube::ServiceAccountTokenProjection{"", 3600, "token"};
+  pod.spec.volumes.push_back(
+      {"all", kube::ProjectedVolumeSource{{cm_source, labels_source}, 0644}});
+  pod.spec.volumes.push_back(
+      {"kube-api-access", kube::ProjectedVolumeSource{{token_source, cm_source}, 0644}});
+  pod.spec.volumes.push_back({"info", kube::DownwardAPIVolumeSource{{labels}, 0644}});
+  for (const char* v : {"all", "kube-api-access", "info"}) {
+    pod.spec.containers[0].volume_mounts.push_back(
+        kube::VolumeMount{v, std::string("/etc/") + v, "", true});
+  }
+  // The kubelet's copy of the pod carries an annotation-derived label line the API's lacks.
+  const std::string kubelet_labels = "app=\"web\"\nseen-by=\"kubelet\"";
+  KubeletSetsUp(
+      Dir("u1", "all", "kubernetes.io~projected"),
+      {{"k", {"v0", 0644, std::nullopt}}, {"labels", {kubelet_labels, 0644, std::nullopt}}});
+  KubeletSetsUp(Dir("u1", "kube-api-access", "kubernetes.io~projected"),
+                {{"token", {"jwt", 0644, std::nullopt}}, {"k", {"v0", 0644, std::nullopt}}});
+  KubeletSetsUp(Dir("u1", "info", "kubernetes.io~downward-api"),
+                {{"labels", {kubelet_labels, 0644, std::nullopt}}});
+  KubeletSetsUp(Dir("u1"), {{"k", {"v1", 0644, std::nullopt}}});
+
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {pod});
+  ASSERT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(Dir("u1", "all", "kubernetes.io~projected")) ==
+           Files{{"k", "v1"}, {"labels", kubelet_labels}};
+  }));
+  EXPECT_EQ(manager_->populator().left_to_kubelet(),
+            (std::set<VolumeKey>{{"u1", "info"}, {"u1", "kube-api-access"}}));
+  Put("default", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(Dir("u1", "all", "kubernetes.io~projected")) ==
+           Files{{"k", "v2"}, {"labels", kubelet_labels}};
+  }));
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  // The volumes only the kubelet can produce are untouched, though one reads the ConfigMap.
+  EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "kube-api-access", "kubernetes.io~projected")),
+            (Files{{"token", "jwt"}, {"k", "v0"}}));
+  EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "info", "kubernetes.io~downward-api")),
+            (Files{{"labels", kubelet_labels}}));
 }
 
 TEST_F(VolumeManagerTest, OptionalMissingObjectMountsAnEmptyVolume) {

@@ -112,10 +112,27 @@ void Undo(const std::vector<std::string>& created, const std::string& volume_dir
   journal.Remove(release).IgnoreError();  // an entry for a missing path is dropped at next start
 }
 
+// The payload through the atomic writer, into an existing volume dir.
+base::Result<atomicwriter::WriteResult> WriteContent(const std::string& dir,
+                                                     const SetUpRequest& request) {
+  atomicwriter::Options options;
+  options.durable = request.durable;
+  options.ledger = request.ledger;
+  options.unpublished_grace = request.unpublished_grace;
+  auto writer = atomicwriter::AtomicWriter::Open(dir, options);
+  if (!writer.ok()) return writer.status();
+  return (*writer)->Write(request.payload, request.set_permissions);
+}
+
 }  // namespace
 
 std::string VolumeLocation::dir() const {
   return VolumeDir(root_dir, pod_uid, plugin_dir, volume_name);
+}
+
+bool KubeletHasSetUp(const std::string& dir) {
+  struct stat st {};
+  return ::lstat((dir + "/" + atomicwriter::kDataDirName).c_str(), &st) == 0 && S_ISLNK(st.st_mode);
 }
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {
@@ -125,6 +142,15 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
         std::pair{&loc.volume_name, "volume name"}}) {
     base::Status s = CheckPathComponent(*value, what);
     if (!s.ok()) return s;
+  }
+  if (request.refresh_only) {
+    // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
+    const std::string dir = loc.dir();
+    if (!KubeletHasSetUp(dir)) {
+      return base::Status::Error("volume dir " + dir +
+                                 " has no ..data link: the kubelet has not set it up (yet)");
+    }
+    return WriteContent(dir, request);
   }
   if (request.journal == nullptr) return base::Status::Error("set-up without an ownership journal");
   OwnershipJournal& journal = *request.journal;
@@ -194,16 +220,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
     }
   }
 
-  atomicwriter::Options options;
-  options.durable = request.durable;
-  options.ledger = request.ledger;
-  options.unpublished_grace = request.unpublished_grace;
-  auto writer = atomicwriter::AtomicWriter::Open(dir, options);
-  if (!writer.ok()) {
-    if (!existed) Undo(created, dir, journal, recorded, loc);
-    return writer.status();
-  }
-  auto result = (*writer)->Write(request.payload, request.set_permissions);
+  auto result = WriteContent(dir, request);
   // Only a write that published nothing may be undone (the writer never reports failure after
   // its point of no return).
   if (!result.ok() && !existed) Undo(created, dir, journal, recorded, loc);
@@ -220,8 +237,8 @@ bool IsMountPoint(const std::string& dir) {
 
 base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
                                              OwnershipJournal& journal) {
-  const std::string volume_path = OwnershipJournal::VolumePath(
-      location.pod_uid, location.plugin_dir, location.volume_name);
+  const std::string volume_path =
+      OwnershipJournal::VolumePath(location.pod_uid, location.plugin_dir, location.volume_name);
   if (!journal.Owns(OwnedKind::kVolume, volume_path)) return TearDownOutcome::kNotOwned;
   const std::string dir = location.dir();
   if (IsMountPoint(dir)) {

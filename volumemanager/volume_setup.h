@@ -16,6 +16,10 @@
 // disk. Where mounting is not permitted (an unprivileged run) the volume stays a plain directory
 // and a warning is logged once per process.
 //
+// With `refresh_only` (the kubelet owns the volume's life), SetUpVolume writes only into a volume
+// the kubelet has set up (its `..data` link exists) and creates, mounts and records nothing else;
+// KubeletHasSetUp tells beforehand whether it has.
+//
 // TearDownVolume removes a volume only when the journal lists it: it unmounts a tmpfs volume dir,
 // removes it without following any symlink inside, then the directories above it that the journal
 // lists and that became empty. Anything else is left in place.
@@ -44,17 +48,22 @@ struct SetUpRequest {
   atomicwriter::Payload payload;
   atomicwriter::PermissionCallback set_permissions;  // may be null
   bool durable = false;
-  bool tmpfs = false;  // mount a tmpfs on the volume dir (memory medium)
+  bool tmpfs = false;                   // mount a tmpfs on the volume dir (memory medium)
   OwnershipJournal* journal = nullptr;  // required
   // The volume's ledger of unpublished version dirs, kept across its writes (may be null: then
   // only this write's sightings count) and their grace period.
   atomicwriter::UnpublishedLedger* ledger = nullptr;
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+  // The kubelet owns the volume: refresh the content of a volume it has set up, nothing more.
+  bool refresh_only = false;
 };
 
+// True when the volume dir holds a `..data` link (the kubelet, or another writer, has set it up).
+bool KubeletHasSetUp(const std::string& dir);
+
 enum class TearDownOutcome {
-  kRemoved,  // the daemon's own volume: unmounted and removed
-  kNotOwned, // not in the ownership journal: left in place, untouched
+  kRemoved,   // the daemon's own volume: unmounted and removed
+  kNotOwned,  // not in the ownership journal: left in place, untouched
 };
 
 // True when `dir` is a mount point (another filesystem than its parent's).

@@ -28,6 +28,7 @@ class DownwardAPIPlugin : public VolumePlugin {
     return {};
   }
   bool DependsOnPod(const kube::Volume&) const override { return true; }
+  bool KubeletOnly(const kube::Volume&) const override { return true; }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

@@ -81,6 +81,13 @@ bool ProjectedPlugin::DependsOnPod(const kube::Volume& volume) const {
                      [](const kube::VolumeProjection& s) { return s.downward_api.has_value(); });
 }
 
+bool ProjectedPlugin::KubeletOnly(const kube::Volume& volume) const {
+  const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
+  return std::any_of(src.sources.begin(), src.sources.end(), [](const kube::VolumeProjection& s) {
+    return s.service_account_token.has_value() || s.cluster_trust_bundle.has_value();
+  });
+}
+
 base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Pod& pod,
                                                                   const kube::Volume& volume,
                                                                   const VolumeHost& host) const {
@@ -112,6 +119,22 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
       if (!part.ok()) {
         errors.push_back(part.status());
         continue;
+      }
+      if (host.pod_derived_from != nullptr) {
+        // The paths and modes as computed; the bytes as the kubelet last wrote them.
+        bool carried = true;
+        for (auto& [path, file] : *part) {
+          auto live = host.pod_derived_from->Read(path);
+          if (!live.ok()) {
+            errors.push_back(base::Status::Error(
+                "downwardAPI item \"" + path +
+                "\": not carried over from the live version: " + live.status().message()));
+            carried = false;
+            break;
+          }
+          file.data = std::move(live).value();
+        }
+        if (!carried) continue;
       }
       Merge(std::move(part).value(), &payload);
     } else if (s.service_account_token) {

@@ -27,6 +27,7 @@ class ProjectedPlugin : public VolumePlugin {
   std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                            const kube::Volume& volume) const override;
   bool DependsOnPod(const kube::Volume& volume) const override;
+  bool KubeletOnly(const kube::Volume& volume) const override;
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

@@ -248,5 +248,42 @@ TEST_F(ProjectedPluginTest, ReferencesAndPodDependence) {
   EXPECT_EQ(plugin_.EscapedName(), "kubernetes.io~projected");
 }
 
+class FakeLive : public LiveContent {
+ public:
+  base::Result<std::string> Read(const std::string& path) override {
+    auto it = files.find(path);
+    if (it == files.end()) return base::Status::Error("open " + path + ": no such file");
+    return it->second;
+  }
+  std::map<std::string, std::string> files;
+};
+
+TEST_F(ProjectedPluginTest, BesideTheKubeletDownwardItemsAreCarriedOverFromTheLiveVersion) {
+  FakeLive live;
+  // The kubelet's copy of the pod had other labels than the API object the daemon sees.
+  live.files["labels"] = "app=\"web\"\nkubelet-only=\"x\"";
+  host_.pod_derived_from = &live;
+  kube::Volume v =
+      Projected({CmSource("app-config"), DownwardSource("labels", "metadata.labels")}, 0640);
+  auto payload = plugin_.BuildPayload(TestPod(), v, host_);
+  ASSERT_TRUE(payload.ok()) << payload.status().message();
+  EXPECT_EQ(payload->at("labels").data, live.files["labels"]);
+  EXPECT_EQ(payload->at("labels").mode, 0640u);
+  EXPECT_EQ(payload->at("a").data, "config-a");
+
+  live.files.clear();
+  auto missing = plugin_.BuildPayload(TestPod(), v, host_);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("downwardAPI item \"labels\": not carried over"),
+            std::string::npos);
+}
+
+TEST_F(ProjectedPluginTest, VolumesWithTokenOrTrustBundleSourcesAreTheKubeletsOnly) {
+  EXPECT_FALSE(plugin_.KubeletOnly(
+      Projected({CmSource("app-config"), DownwardSource("labels", "metadata.labels")})));
+  EXPECT_TRUE(plugin_.KubeletOnly(Projected({CmSource("app-config"), TokenSource("token")})));
+  EXPECT_TRUE(plugin_.KubeletOnly(Projected({BundleSource("ca.pem", "bundle")})));
+}
+
 }  // namespace
 }  // namespace plugins
