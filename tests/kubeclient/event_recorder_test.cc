@@ -5,16 +5,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kubeclient/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace kube {
@@ -39,11 +37,6 @@ class EventRecorderTest : public ::testing::Test {
     auto creds = LoadKubeconfig({server_.kubeconfig()});
     ASSERT_TRUE(creds.ok());
     creds_ = *creds;
-    previous_logger_ = spdlog::default_logger();
-    auto logger = std::make_shared<spdlog::logger>(
-        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_));
-    logger->set_level(spdlog::level::trace);
-    spdlog::set_default_logger(logger);
   }
 
   void TearDown() override {
@@ -51,7 +44,6 @@ class EventRecorderTest : public ::testing::Test {
     api_.reset();
     http_.reset();
     EXPECT_TRUE(runner_.Close()) << "a libuv handle was left open";
-    spdlog::set_default_logger(previous_logger_);
   }
 
   void StartRecorder(Credentials creds, int max_tries = 12) {
@@ -101,8 +93,7 @@ class EventRecorderTest : public ::testing::Test {
   std::unique_ptr<ApiClient> api_;
   std::unique_ptr<EventRecorder> recorder_;
   EventTime now_ = kT0;
-  std::ostringstream log_;
-  std::shared_ptr<spdlog::logger> previous_logger_;
+  vmtest::LogCapture log_;
 };
 
 TEST_F(EventRecorderTest, CreatesTheEventOfTheSpec) {
@@ -274,7 +265,7 @@ TEST_F(EventRecorderTest, LogsNameReasonAndObjectButNeverTheMessage) {
   EXPECT_EQ(recorder_->stats().rejected, 1);
   EXPECT_GE(recorder_->stats().retries, 1);
   EXPECT_GE(recorder_->stats().rate_limited, 1);
-  const std::string log = log_.str();
+  const std::string log = log_.text();
   EXPECT_THAT(log, HasSubstr("FailedMount on Pod shop/web-0"));
   EXPECT_THAT(log, Not(HasSubstr("marker-7f3a9c")));
   // What reached the server is the caller's message, as given.

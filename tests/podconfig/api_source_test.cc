@@ -5,17 +5,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kubeclient/credentials.h"
 #include "podconfig/pod_config.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace podconfig {
@@ -26,6 +24,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using vmtest::LogCapture;
 using vmtest::TestLoop;
 
 const char kNode[] = "node-1";
@@ -47,23 +46,6 @@ nlohmann::json PodJson(const std::string& name, const std::string& node,
   if (!node.empty()) pod["spec"]["nodeName"] = node;
   return pod;
 }
-
-// Captures the log lines written while it lives.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>(
-        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_));
-    logger->set_level(spdlog::level::trace);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return log_.str(); }
-
- private:
-  std::ostringstream log_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 class ApiSourceTest : public ::testing::Test {
  protected:
