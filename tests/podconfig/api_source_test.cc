@@ -328,6 +328,18 @@ TEST_F(ApiSourceTest, AnOutageKeepsTheLastStateAndRecovers) {
   EXPECT_EQ(set_sizes_.size(), deliveries + 1);
 }
 
+TEST_F(ApiSourceTest, AStoppedServerKeepsTheLastState) {
+  Create(PodJson("web-0", kNode));
+  StartSource();
+  ASSERT_TRUE(WaitForNames({"shop/web-0"}));
+  const size_t deliveries = set_sizes_.size();
+  server_.Stop();  // the watch ends, every relist is refused
+  ASSERT_TRUE(runner_.RunUntil([&] { return source_.reflector()->stats().list_failures >= 3; }));
+  EXPECT_EQ(set_sizes_.size(), deliveries);
+  EXPECT_EQ(Names(), std::set<std::string>{"shop/web-0"});
+  EXPECT_TRUE(config_->SourceSeen(kApiSource));
+}
+
 TEST_F(ApiSourceTest, StopFromTheSinkEndsDeliveries) {
   Create(PodJson("web-0", kNode));
   ApiSourceOptions options;
