@@ -459,6 +459,32 @@ TEST_F(ApiObjectManagerTest, FreshFetchReplacesAStaleCachedRevision) {
   EXPECT_TRUE(changes_.empty());
 }
 
+// Watch: a fresh read runs ahead of a stalled watch; when the watch catches up, replaying the
+// revisions in between, none older than the one served replaces it: no new -> old -> new flapping.
+TEST_F(ApiObjectManagerTest, AWatchCatchingUpNeverServesARevisionOlderThanAFreshRead) {
+  PutConfigMap("app", "v1");
+  Start(ChangeDetectionStrategy::kWatch);
+  server_.Admin("POST", "faults", {{"verb", "watch"}, {"watch", {{"stall", true}}}, {"times", 1}});
+  manager_->RegisterPod("pod-1", {Cm("app")});
+  ASSERT_TRUE(FetchAndWait({Cm("app")}));
+  ASSERT_TRUE(loop_.RunUntil([&] { return Watches(kCms) == 1; }));
+  changes_.clear();
+  seen_in_handler_.clear();
+  PutConfigMap("app", "v2");
+  PutConfigMap("app", "v3");
+  loop_.RunFor(std::chrono::milliseconds(300));  // the watch is stalled, and not "very short"
+  EXPECT_EQ(Get(Cm("app")), "v1");
+
+  ASSERT_TRUE(FetchAndWait({Cm("app")}, FetchMode::kFresh));
+  EXPECT_EQ(Get(Cm("app")), "v3");
+  server_.Admin("POST", "drop-watches");  // the stalled watch ends; the next one replays v2, v3
+  ASSERT_TRUE(loop_.RunUntil([&] { return Watches(kCms) == 2; }));
+  loop_.RunFor(std::chrono::milliseconds(300));
+  PutConfigMap("app", "v4");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("app")) == "v4"; }));
+  EXPECT_EQ(seen_in_handler_, (std::vector<std::string>{"v3", "v4"}));
+}
+
 // Concurrent fetches of one object share one request (Get, Cache with TTL 0, kFresh), and each
 // fetch's `done` runs exactly once.
 TEST_F(ApiObjectManagerTest, ConcurrentFetchesShareOneRequest) {
