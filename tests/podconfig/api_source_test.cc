@@ -176,6 +176,7 @@ TEST_F(ApiSourceTest, FirstDeliveryOnlyAfterTheFirstCompleteList) {
   // Every list fails (and is retried) until the fault is cleared.
   server_.Admin("POST", "faults",
                 {{"verb", "list"}, {"resource", "pods"}, {"status", 500}, {"times", -1}});
+  config_->RegisterSource(kFileSource)({});  // a manifest dir with no pods: seen at once
   StartSource();
   ASSERT_TRUE(runner_.RunUntil([&] { return PodCollectionRequests() >= 4; }));
   EXPECT_FALSE(config_->SourceSeen(kApiSource));
@@ -185,6 +186,7 @@ TEST_F(ApiSourceTest, FirstDeliveryOnlyAfterTheFirstCompleteList) {
 
   server_.Admin("DELETE", "faults");
   ASSERT_TRUE(runner_.RunUntil([&] { return config_->SourceSeen(kApiSource); }));
+  EXPECT_TRUE(config_->AllSourcesSeen());
   EXPECT_THAT(set_sizes_, ElementsAre(1u));  // the first delivery is the complete list
   EXPECT_EQ(Names(), std::set<std::string>{"shop/web-0"});
 }
