@@ -43,7 +43,9 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
 
   kube::EventRecorderOptions events;
   events.host = cfg.node_name;
-  events_ = std::make_unique<kube::EventRecorder>(api_.get(), events);
+  events_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
+                                                 kube::ClientGoRateLimits(50, 100));
+  events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
 
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
                credentials->server, credentials->source, cfg.node_name,

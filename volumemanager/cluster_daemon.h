@@ -9,7 +9,8 @@
 //  * ConfigMaps and Secrets from the API server (cache::ApiObjectManager, with the configured
 //    change-detection strategy);
 //  * FailedMount Events on the pod for every failed mount or refresh (kube::EventRecorder, with
-//    client-go's aggregation and rate limits).
+//    client-go's aggregation and rate limits), on the same connection but a rate limit of their
+//    own.
 // An API server that cannot be reached at start is retried by the reflectors (client-go's backoff
 // with jitter); what is on disk stays as it is meanwhile.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
@@ -50,6 +51,9 @@ class ClusterDaemon : public Daemon {
   kube::EnvironmentLookup environment_;
   std::unique_ptr<kube::HttpClient> http_;
   std::unique_ptr<kube::ApiClient> api_;
+  // Events draw on a budget of their own (the kubelet's event QPS 50, burst 100), so a burst of
+  // failures never delays pod or object requests.
+  std::unique_ptr<kube::ApiClient> events_api_;
   std::unique_ptr<cache::ApiObjectManager> objects_;
   std::unique_ptr<kube::EventRecorder> events_;
   podconfig::ApiSource api_source_;
