@@ -31,8 +31,7 @@ void LogFromMhd(void* cls, const char* format, va_list ap) {
   va_end(copy);
   std::string line(buf);
   while (!line.empty() && line.back() == '\n') line.pop_back();
-  base::CatchAll("admin server log", [&] { spdlog::warn("admin server: {}", line); })
-      .IgnoreError();
+  base::CatchAll("admin server log", [&] { spdlog::warn("admin server: {}", line); }).IgnoreError();
 }
 
 MHD_Result Send(MHD_Connection* connection, const AdminServer::Response& r) {
@@ -100,12 +99,12 @@ base::Result<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptions
   if (!server->options_.healthz_address.empty()) {
     base::Status s = server->Listen(server->options_.healthz_address, &server->probe_listener_,
                                     &server->probe_, &server->healthz_bound_);
-    if (!s.ok()) return s;
+    if (!s.ok()) return s.WithContext(server->options_.healthz_name);
   }
   if (!server->options_.debug_address.empty()) {
     base::Status s = server->Listen(server->options_.debug_address, &server->debug_listener_,
                                     &server->debug_, &server->debug_bound_);
-    if (!s.ok()) return s;
+    if (!s.ok()) return s.WithContext(server->options_.debug_name);
   }
   return server;
 }
@@ -117,13 +116,13 @@ base::Status AdminServer::Listen(const std::string& address, Listener* listener,
   unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                    MHD_USE_ERROR_LOG;
   if (addr->ipv6) flags |= MHD_USE_IPv6;
-  // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given.
+  // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given. The logger goes first, so
+  // that it sees the other options' errors.
   *daemon = MHD_start_daemon(
       flags, static_cast<uint16_t>(addr->port), nullptr, nullptr, &OnRequest, listener,
-      MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&addr->addr),
-      MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, MHD_OPTION_CONNECTION_TIMEOUT,
-      static_cast<unsigned>(30), MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr,
-      MHD_OPTION_END);
+      MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr, MHD_OPTION_SOCK_ADDR,
+      reinterpret_cast<const sockaddr*>(&addr->addr), MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(30), MHD_OPTION_END);
   if (*daemon == nullptr) {
     return base::Status::Error(address + ": cannot listen (address in use or not on this host?)");
   }
@@ -184,8 +183,8 @@ AdminServer::Response AdminServer::Readyz(bool verbose) {
   std::shared_ptr<const Snapshot> snapshot = Fresh(false);
   if (snapshot == nullptr) {
     return {503, "text/plain; charset=utf-8",
-            "[-]started failed: " + std::string(verbose ? "no state published yet"
-                                                        : "reason withheld") +
+            "[-]started failed: " +
+                std::string(verbose ? "no state published yet" : "reason withheld") +
                 "\nreadyz check failed\n"};
   }
   bool ok = true;
@@ -212,7 +211,9 @@ AdminServer::Response AdminServer::Serve(bool debug, const std::string& path, bo
       if (snapshot == nullptr || snapshot->debug_state == nullptr) {
         return {503, "text/plain; charset=utf-8", "the event loop has not answered\n"};
       }
-      return {200, "application/json", snapshot->debug_state->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+      return {200, "application/json",
+              snapshot->debug_state->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                  "\n"};
     }
     if (path == "/configz") {
       std::shared_ptr<const Snapshot> snapshot = latest();
@@ -220,7 +221,9 @@ AdminServer::Response AdminServer::Serve(bool debug, const std::string& path, bo
       if (snapshot == nullptr || snapshot->configz == nullptr) {
         return {503, "text/plain; charset=utf-8", "the event loop has not answered\n"};
       }
-      return {200, "application/json", snapshot->configz->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+      return {
+          200, "application/json",
+          snapshot->configz->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
     }
   }
   return {404, "text/plain; charset=utf-8", "404 page not found\n"};

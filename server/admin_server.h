@@ -42,6 +42,9 @@ namespace server {
 struct AdminServerOptions {
   std::string healthz_address;  // "IP:PORT"; "" = not served
   std::string debug_address;    // "IP:PORT"; "" = not served
+  // How errors name the two addresses (e.g. the flags that set them).
+  std::string healthz_name = "healthz address";
+  std::string debug_name = "debug address";
   std::chrono::nanoseconds liveness_timeout = std::chrono::seconds(2);
   std::chrono::milliseconds refresh_wait{1000};
   // Called on a server thread (must be thread-safe and return at once): a handler wants a

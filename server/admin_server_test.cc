@@ -98,8 +98,7 @@ TEST_F(AdminServerTest, HealthzFollowsTheHeartbeatAge) {
   clock_.Advance(std::chrono::milliseconds(1));
   r = Fetch(probe_ + "/healthz");
   EXPECT_EQ(r.status, 500);
-  EXPECT_NE(r.body.find("the event loop has not answered for 2.0s (limit 2.0s)"),
-            std::string::npos)
+  EXPECT_NE(r.body.find("the event loop has not answered for 2.0s (limit 2.0s)"), std::string::npos)
       << r.body;
   server_->Beat();
   EXPECT_EQ(Fetch(probe_ + "/healthz").status, 200);

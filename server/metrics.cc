@@ -13,8 +13,8 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 
 void Histogram::Observe(double value) {
   // The first bucket whose upper bound is >= value ("le" is inclusive).
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                       bounds_.begin());
   ++counts_[i];
   ++count_;
   sum_ += value;

@@ -45,7 +45,7 @@ struct MetricFamily {
   std::string name;
   std::string help;
   MetricType type = MetricType::kGauge;
-  std::vector<std::pair<Labels, double>> values;          // counters and gauges
+  std::vector<std::pair<Labels, double>> values;         // counters and gauges
   std::vector<std::pair<Labels, Histogram>> histograms;  // histograms
 };
 
