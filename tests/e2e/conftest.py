@@ -57,7 +57,38 @@ def dot_entries(volume_dir):
     return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
 
 
-class Env:
+class DaemonProcess:
+    """The real binary, its output appended to `log_path`."""
+
+    def __init__(self, log_path: Path):
+        self.proc = None
+        self.log_path = log_path
+        self._log = None
+
+    def run(self, args):
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([BIN, *args], stdout=self._log, stderr=subprocess.STDOUT)
+        return self.proc
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc is None:
+            return None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._log.close()
+        self.proc = None
+        return rc
+
+    def log(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Env(DaemonProcess):
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.pods = tmp / "pods"
@@ -66,12 +97,10 @@ class Env:
         self.state = tmp / "state"
         for d in (self.pods, self.objects, self.root):
             d.mkdir()
-        self.proc = None
+        super().__init__(tmp / "daemon.log")
         # No other writer touches these volumes: old versions may go at once, so tests can
         # expect exactly one version dir.
         self.unpublished_grace = "0s"
-        self.log_path = tmp / "daemon.log"
-        self._log = None
 
     # --- manifests -------------------------------------------------------------------------
     def write_yaml(self, directory: Path, name: str, obj):
@@ -91,30 +120,10 @@ class Env:
 
     # --- daemon ----------------------------------------------------------------------------
     def start(self, *extra):
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [BIN, "--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
+        return self.run(
+            ["--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
              "--pod-manifest-path", str(self.pods), "--object-manifest-path", str(self.objects),
-             "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra],
-            stdout=self._log, stderr=subprocess.STDOUT)
-        return self.proc
-
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        if self.proc is None:
-            return None
-        self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._log.close()
-        self.proc = None
-        return rc
-
-    def log(self):
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+             "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra])
 
 
 def mounts_under(path):
