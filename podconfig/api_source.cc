@@ -176,4 +176,8 @@ ApiSource::Stats ApiSource::stats() const { return impl_ ? impl_->stats : Stats{
 
 bool ApiSource::synced() const { return impl_ != nullptr && impl_->synced; }
 
+const kube::Reflector* ApiSource::reflector() const {
+  return impl_ ? impl_->reflector.get() : nullptr;
+}
+
 }  // namespace podconfig

@@ -73,6 +73,8 @@ class ApiSource {
   Stats stats() const;
   // True once the first list completed.
   bool synced() const;
+  // The reflector (its store and stats), or nullptr before Start and after Stop.
+  const kube::Reflector* reflector() const;
 
  private:
   struct Impl;

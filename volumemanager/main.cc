@@ -1,5 +1,6 @@
 // volumemanager: the daemon's binary. Parses the flags (or runs the `preflight` subcommand), sets
-// up logging, and runs a Daemon on the default libuv loop until SIGTERM or SIGINT, after which the
+// up logging, and runs a Daemon (a ClusterDaemon with --kubeconfig or --in-cluster) on the
+// default libuv loop until SIGTERM or SIGINT, after which the
 // daemon takes no new work, lets in-flight writes finish and the process exits 0 (3 when they
 // had not finished after 5 s).
 #include <spdlog/sinks/stdout_sinks.h>
@@ -20,6 +21,7 @@
 #include "config/config_file.h"
 #include "config/daemon_config.h"
 #include "volumemanager/admin_publisher.h"
+#include "volumemanager/cluster_daemon.h"
 #include "volumemanager/daemon.h"
 #include "volumemanager/json_log_formatter.h"
 #include "volumemanager/preflight_command.h"
@@ -144,7 +146,11 @@ int main(int argc, char** argv) {
   SetUpLogging(*parsed->config);
 
   uv_loop_t* loop = uv_default_loop();
-  volumemanager::Daemon daemon(loop, *parsed->config);
+  std::unique_ptr<volumemanager::Daemon> owned =
+      config::ClusterMode(*parsed->config)
+          ? std::make_unique<volumemanager::ClusterDaemon>(loop, *parsed->config)
+          : std::make_unique<volumemanager::Daemon>(loop, *parsed->config);
+  volumemanager::Daemon& daemon = *owned;
   if (auto error = daemon.Start()) {
     std::fprintf(stderr, "volumemanager: %s\n", error->message.c_str());
     return error->exit_code;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cerrno>
 #include <ctime>
 #include <utility>
@@ -139,6 +140,7 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       executor_->Forget(key);
       fetched_.erase(key);
       fresh_.erase(key);
+      verify_.erase(key);
       ledgers_.erase(key);
       if (auto w = kubelet_wait_entry_.find(key); w != kubelet_wait_entry_.end()) {
         kubelet_wait_.erase(w->second);
@@ -152,6 +154,8 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       asw_->Remove(key);
       executor_->Forget(key);
       ledgers_.erase(key);
+      verify_.erase(key);
+      if (options_.on_volume_released) options_.on_volume_released(key);
       ++stats_.released_to_kubelet;
       spdlog::debug(
           "volume \"{}\" of pod UID \"{}\" is no longer refreshed; the kubelet tears it down",
@@ -160,6 +164,10 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
     }
     if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
     return StartTearDown(*mounted);  // its completion puts the key back
+  }
+  if (mounted != nullptr && !mounted->uncertain && verify_.count(key) != 0) {
+    if (!executor_->CanStart(key, now)) return false;
+    return StartVerify(*mounted);
   }
   const bool needed = mounted == nullptr || mounted->uncertain ||
                       (mounted->remount_required && !is_terminating(key.pod_uid));
@@ -184,8 +192,75 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
   if (options_.on_mount_failure) options_.on_mount_failure(*desired.pod, desired.key.volume_name, error);
 }
 
+void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
+  if (was_mounted) {
+    asw_->Remove(key);
+    verify_.erase(key);
+    if (options_.on_volume_released) options_.on_volume_released(key);
+  }
+  if (dsw_->Find(key) != nullptr && kubelet_wait_entry_.count(key) == 0) {
+    kubelet_wait_entry_[key] = kubelet_wait_.emplace(
+        std::chrono::steady_clock::now() + options_.kubelet_setup_recheck, key);
+  }
+}
+
+void Reconciler::RequestVerify(const VolumeKey& key) {
+  if (asw_->Find(key) == nullptr) return;
+  verify_.insert(key);
+  pending_.insert(key);
+}
+
+bool Reconciler::StartVerify(const MountedVolume& mounted) {
+  const VolumeKey key = mounted.key;
+  verify_.erase(key);
+  struct Seen {
+    bool exists = false;
+    std::string target;
+  };
+  auto seen = std::make_shared<Seen>();
+  return executor_->Run(
+      key,
+      [seen, dir = mounted.dir]() -> base::Status {
+        const std::string link = dir + "/" + atomicwriter::kDataDirName;
+        char buf[PATH_MAX];
+        const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf));
+        if (n < 0) {
+          if (errno == ENOENT || errno == ENOTDIR) return base::Status::OK();
+          return base::ErrnoError("readlink", link, errno);
+        }
+        seen->exists = true;
+        seen->target.assign(buf, static_cast<size_t>(n));
+        return base::Status::OK();
+      },
+      [this, key, seen, expected = mounted.ts_dir, dir = mounted.dir](const base::Status& s) {
+        ++stats_.swaps_verified;
+        if (!s.ok()) {
+          spdlog::warn("volume \"{}\" of pod UID \"{}\": checking its ..data link: {}",
+                       key.volume_name, key.pod_uid, s.message());
+        } else if (!seen->exists) {
+          if (options_.kubelet_owns_volumes) AwaitKubeletSetUp(key, /*was_mounted=*/true);
+        } else if (seen->target != expected) {
+          ++stats_.foreign_swaps;
+          spdlog::info(
+              "volume \"{}\" of pod UID \"{}\": ..data was swapped by another writer ({} -> {}); "
+              "reading its objects fresh from the source",
+              key.volume_name, key.pod_uid, expected, seen->target);
+          RequestFreshRemount(key, std::chrono::steady_clock::now());
+        } else if (options_.on_volume_verified) {
+          options_.on_volume_verified(key, dir);  // e.g. re-arms a watch that was lost
+        }
+        pending_.insert(key);
+        if (on_done_) on_done_(key);
+      });
+}
+
 void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
   if (dsw_->Find(key) == nullptr) return;
+  if (const MountedVolume* m = asw_->Find(key)) {
+    // The disk changed behind the daemon's back: what it last verified says nothing now.
+    VolumeInputs inputs = m->inputs;
+    asw_->SetVerified(key, std::move(inputs), SteadyTime{});
+  }
   fresh_.insert(key);
   asw_->MarkRemountRequired(key, now);
   pending_.insert(key);
@@ -301,11 +376,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         if (s.ok() && *not_set_up) {
           // The kubelet has not set the volume up (yet), or has torn it down: nothing to refresh.
           ++stats_.kubelet_setup_checks;
-          if (!first_mount) asw_->Remove(key);
-          if (d != nullptr && kubelet_wait_entry_.count(key) == 0) {
-            kubelet_wait_entry_[key] = kubelet_wait_.emplace(
-                std::chrono::steady_clock::now() + options_.kubelet_setup_recheck, key);
-          }
+          AwaitKubeletSetUp(key, !first_mount);
           if (on_done_) on_done_(key);
           return;
         }
@@ -323,6 +394,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                             leftovers ? done_at - options_.disk_verify_interval : done_at);
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
+          if (options_.on_volume_verified) options_.on_volume_verified(key, dir);
           if (!w.cleanup_error.empty()) {
             ++stats_.cleanups_failed;
             spdlog::warn(

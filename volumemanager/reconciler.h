@@ -67,6 +67,11 @@ struct ReconcilerOptions {
   // the volume's name and the kubelet's error text (never object data). E.g. a FailedMount Event.
   std::function<void(const kube::Pod& pod, const std::string& volume, const std::string& error)>
       on_mount_failure;
+  // Kubelet ownership: a volume's content was verified or written (`dir` is its volume dir), and
+  // a volume is no longer refreshed (gone from disk, or no longer desired). E.g. to watch the
+  // volume dir for swaps by the kubelet's writer, and to stop.
+  std::function<void(const VolumeKey& key, const std::string& dir)> on_volume_verified;
+  std::function<void(const VolumeKey& key)> on_volume_released;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -81,6 +86,8 @@ struct ReconcilerStats {
   long cleanups_failed = 0;       // published, but removing old versions or links failed
   long kubelet_setup_checks = 0;  // a volume found not set up by the kubelet yet
   long released_to_kubelet = 0;   // no longer refreshed (pod gone); the kubelet tears it down
+  long swaps_verified = 0;        // ..data checked after a swap report
+  long foreign_swaps = 0;         // ..data found swapped by another writer: fetched fresh
 };
 
 class Reconciler {
@@ -105,6 +112,11 @@ class Reconciler {
   // The next mount or remount of `key` reads its objects fresh from the source (not from a
   // cache), and marks the volume for a remount.
   void RequestFreshRemount(const VolumeKey& key, SteadyTime now);
+  // Checks on the thread pool which version `key`'s ..data points to: another than the one the
+  // daemon last wrote or verified means another writer (the kubelet) swapped it, and the volume
+  // is remounted with a fresh read of its objects (the source decides which content is newer);
+  // no ..data means the kubelet tore the volume down. No-op for a volume not mounted.
+  void RequestVerify(const VolumeKey& key);
 
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
@@ -121,7 +133,9 @@ class Reconciler {
   size_t cleanup_due_count() const { return cleanup_due_.size(); }
   // Volumes waiting for the kubelet to set them up (kubelet ownership).
   size_t waiting_for_kubelet_count() const { return kubelet_wait_.size(); }
-  size_t fetch_state_count() const { return fetching_.size() + fetched_.size() + fresh_.size(); }
+  size_t fetch_state_count() const {
+    return fetching_.size() + fetched_.size() + fresh_.size() + verify_.size();
+  }
 
  private:
   // Starts what `key` needs; false when it must be looked at again in a later pass.
@@ -134,6 +148,9 @@ class Reconciler {
   // now, false when the fetch completes later (its completion puts the key back).
   bool FetchObjects(const DesiredVolume& desired);
   bool StartTearDown(const MountedVolume& mounted);
+  bool StartVerify(const MountedVolume& mounted);
+  // Kubelet ownership: the volume is not (or no longer) set up; look again later.
+  void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
   // Metrics of a finished operation that started at `started`. RecordMount runs before the
   // actual state is updated (it reads the remount request the operation served).
@@ -165,6 +182,8 @@ class Reconciler {
   std::set<VolumeKey> fetching_;
   std::set<VolumeKey> fetched_;
   std::set<VolumeKey> fresh_;
+  // Volumes whose ..data must be checked (a swap was reported).
+  std::set<VolumeKey> verify_;
   // Fetch completions check it: the object manager may outlive the reconciler.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };

@@ -63,7 +63,18 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop),
       populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes),
-      reconciler_(ToReconcilerOptions(options_), &dsw_, &asw_, &executor_, objects) {
+      reconciler_(
+          [this] {
+            ReconcilerOptions r = ToReconcilerOptions(options_);
+            if (options_.kubelet_owns_volumes) {
+              r.on_volume_verified = [this](const VolumeKey& key, const std::string& dir) {
+                WatchVolumeDir(key, dir);
+              };
+              r.on_volume_released = [this](const VolumeKey& key) { dir_watcher_.Unwatch(key); };
+            }
+            return r;
+          }(),
+          &dsw_, &asw_, &executor_, objects) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
       MaybeFinishStop();
@@ -93,6 +104,29 @@ void VolumeManager::Start() {
     uv_timer_init(loop_, t);
     t->data = this;
     ++open_handles_;
+  }
+  if (options_.kubelet_owns_volumes) {
+    VolumeDirWatcherHandler handler;
+    handler.swapped = [this](const VolumeKey& key) {
+      reconciler_.RequestVerify(key);
+      SchedulePassSoon();
+    };
+    handler.lost = [this](const VolumeKey& key) {
+      // Torn down, unmounted or re-mounted: the check finds out which, and re-arms.
+      reconciler_.RequestVerify(key);
+      SchedulePassSoon();
+    };
+    handler.overflow = [this] {
+      spdlog::warn("inotify queue overflowed: re-verifying every volume");
+      for (const auto& [key, mounted] : asw_.volumes()) {
+        if (dir_watcher_.Rearm(key).ok()) reconciler_.RequestVerify(key);
+      }
+      SchedulePassSoon();
+    };
+    if (base::Status s = dir_watcher_.Start(loop_, std::move(handler)); !s.ok()) {
+      spdlog::warn(
+          "{}: swaps of ..data by the kubelet are noticed at each pod's periodic resync only", s.message());
+    }
   }
   const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
   uv_timer_start(
@@ -220,7 +254,13 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
     resync_queue_.erase(resync_queue_.begin());
     resync_entry_[uid] = resync_queue_.emplace(now + JitteredSyncPeriod(), uid);
     for (const VolumeKey& key : asw_.VolumesOfPod(uid)) {
-      if (dsw_.Find(key) != nullptr) asw_.MarkRemountRequired(key, now);
+      if (dsw_.Find(key) == nullptr) continue;
+      asw_.MarkRemountRequired(key, now);
+      // Beyond the inotify watch limit (or unarmed), the resync is when a swap is noticed.
+      const auto state = dir_watcher_.state(key);
+      if (options_.kubelet_owns_volumes && state != VolumeDirWatcher::State::kArmed) {
+        reconciler_.RequestVerify(key);
+      }
     }
   }
 }
@@ -264,8 +304,23 @@ std::chrono::milliseconds VolumeManager::JitteredSyncPeriod() {
       static_cast<long>(static_cast<double>(options_.sync_frequency.count()) * jitter(rng_)));
 }
 
+void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir) {
+  const auto state = dir_watcher_.state(key);
+  if (state == VolumeDirWatcher::State::kArmed) return;
+  auto armed = state == VolumeDirWatcher::State::kUnknown ? dir_watcher_.Watch(key, dir)
+                                                          : dir_watcher_.Rearm(key);
+  if (!armed.ok()) {
+    spdlog::warn("volume \"{}\" of pod UID \"{}\": {}; swaps by the kubelet are noticed at its resync",
+                 key.volume_name, key.pod_uid, armed.status().message());
+    return;
+  }
+  // A swap between the write just done and the watch being armed went unreported: look once.
+  if (*armed == VolumeDirWatcher::Arming::kArmed) reconciler_.RequestVerify(key);
+}
+
 void VolumeManager::Stop(std::function<void()> done) {
   stopping_ = true;
+  dir_watcher_.Stop();
   stop_done_ = std::move(done);
   if (tick_ != nullptr) uv_timer_stop(tick_);
   if (soon_ != nullptr) uv_timer_stop(soon_);

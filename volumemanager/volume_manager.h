@@ -10,6 +10,10 @@
 //  * Orphans: undesired volumes are torn down, and the empty pod dirs the daemon created removed,
 //    only after every pod source has delivered its first state (`all_sources_seen`). Volumes the
 //    daemon did not set up are never torn down.
+//  * Kubelet ownership: every volume the daemon refreshes is watched (VolumeDirWatcher) for
+//    `..data` swaps; a swap it did not make is re-verified at once and, when the content differs,
+//    decided by a fresh read of the objects (Reconciler::RequestVerify). Volumes beyond the
+//    inotify watch limit are verified at each periodic resync instead.
 //  * Stop: no new operations; `done` runs once in-flight writes have finished.
 //
 // Loop-thread only; the object manager and the registry must outlive it.
@@ -35,6 +39,7 @@
 #include "volumemanager/operation_executor.h"
 #include "volumemanager/reconciler.h"
 #include "volumemanager/reconstruct.h"
+#include "volumemanager/volume_dir_watcher.h"
 
 namespace volumemanager {
 
@@ -82,6 +87,7 @@ class VolumeManager {
   const Reconciler& reconciler() const { return reconciler_; }
   size_t resync_schedule_size() const { return resync_entry_.size() + resync_queue_.size(); }
   bool reconstructed() const { return reconstructed_; }
+  const VolumeDirWatcher& dir_watcher() const { return dir_watcher_; }
 
  private:
   struct ScanWork;
@@ -94,6 +100,7 @@ class VolumeManager {
   void CleanUpOrphanPodDirs();
   std::chrono::milliseconds JitteredSyncPeriod();
   void MaybeFinishStop();
+  void WatchVolumeDir(const VolumeKey& key, const std::string& dir);
 
   uv_loop_t* loop_;
   VolumeManagerOptions options_;
@@ -104,6 +111,7 @@ class VolumeManager {
   OperationExecutor executor_;
   DesiredStateOfWorldPopulator populator_;
   Reconciler reconciler_;
+  VolumeDirWatcher dir_watcher_;
 
   uv_timer_t* tick_ = nullptr;  // the periodic pass
   uv_timer_t* soon_ = nullptr;  // an extra pass right away, coalesced

@@ -239,6 +239,43 @@ TEST_F(VolumeManagerTest, BesideTheKubeletOnlyVolumesItSetUpAreRefreshedAndNothi
   EXPECT_EQ(manager_->stats().teardowns_ok + manager_->stats().teardowns_not_owned, 0);
 }
 
+TEST_F(VolumeManagerTest, BesideTheKubeletASwapItDidNotMakeIsDecidedByAFreshRead) {
+  Put("default", "app", {{"k", "v1"}});
+  KubeletSetsUp(Dir("u1"), {{"k", {"v1", 0644, std::nullopt}}});
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->dir_watcher().state({"u1", "cfg"}) == VolumeDirWatcher::State::kArmed &&
+           manager_->stats().swaps_verified >= 1;
+  }));
+  EXPECT_EQ(manager_->stats().foreign_swaps, 0);
+  auto fresh_fetches = [&] {
+    int n = 0;
+    for (const auto& f : objects_.fetches()) n += f.mode == cache::ObjectManager::FetchMode::kFresh;
+    return n;
+  };
+  EXPECT_EQ(fresh_fetches(), 0);
+
+  // The kubelet's sync writes what its lagging cache holds: corrected at once, after a fresh read.
+  KubeletSetsUp(Dir("u1"), {{"k", {"v0", 0644, std::nullopt}}});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().foreign_swaps == 1; }));
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  EXPECT_EQ(fresh_fetches(), 1);
+  // The daemon's own swaps are not taken for another writer's.
+  Put("default", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  RunFor(300);
+  EXPECT_EQ(manager_->stats().foreign_swaps, 1);
+  EXPECT_EQ(fresh_fetches(), 1);
+
+  // The kubelet tears the volume down (its pod is going): the daemon stops refreshing it.
+  fs::remove_all(Dir("u1"));
+  ASSERT_TRUE(RunUntil([&] { return manager_->reconciler().waiting_for_kubelet_count() == 1; }));
+  EXPECT_EQ(manager_->dir_watcher().state({"u1", "cfg"}), VolumeDirWatcher::State::kUnknown);
+  RunFor(200);
+  EXPECT_FALSE(fs::exists(Dir("u1")));
+}
+
 TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
   Put("default", "app", {{"k", "v1"}});
   kube::Pod pod = MakePod("u1", "app");

@@ -58,57 +58,31 @@ def dot_entries(volume_dir):
     return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
 
 
-class Env:
-    def __init__(self, tmp: Path):
-        self.tmp = tmp
-        self.pods = tmp / "pods"
-        self.objects = tmp / "objects"
-        self.root = tmp / "root"
-        self.state = tmp / "state"
-        for d in (self.pods, self.objects, self.root):
-            d.mkdir()
+class DaemonProcess:
+    """The real binary, its output appended to `log_path`."""
+
+    def __init__(self, log_path: Path):
         self.proc = None
-        # No other writer touches these volumes: old versions may go at once, so tests can
-        # expect exactly one version dir.
-        self.unpublished_grace = "0s"
-        self.log_path = tmp / "daemon.log"
+        self.log_path = log_path
         self._log = None
 
-    # --- manifests -------------------------------------------------------------------------
-    def write_yaml(self, directory: Path, name: str, obj):
-        """Writes like an editor does: a temp file renamed into place."""
-        tmp = directory / f".{name}.tmp"
-        tmp.write_text(yaml.safe_dump_all(obj) if isinstance(obj, list) else yaml.safe_dump(obj))
-        os.replace(tmp, directory / name)
-
-    def put_pod(self, pod, name=None):
-        self.write_yaml(self.pods, name or f"{pod['metadata']['name']}.yaml", pod)
-
-    def put_object(self, obj, name=None):
-        self.write_yaml(self.objects, name or f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml", obj)
-
-    def volume_dir(self, uid, plugin, volume):
-        return self.root / "pods" / uid / "volumes" / plugin / volume
-
-    # --- daemon ----------------------------------------------------------------------------
-    def start(self, *extra):
+    def run(self, args):
         self._log = open(self.log_path, "ab")
         # Free ports for the admin endpoints, so that daemons of tests running at once never
-        # compete for the default ones (admin_addresses() reads them from the log).
-        admin = [] if any(str(a).startswith("--config") for a in extra) else [
+        # compete for the default ones (admin_addresses() reads them from the log). A config file
+        # names its own.
+        admin = [] if any(str(a).startswith("--config") for a in args) else [
             "--healthz-bind-address", "127.0.0.1:0", "--debug-bind-address", "127.0.0.1:0"]
-        self.proc = subprocess.Popen(
-            [BIN, "--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
-             "--pod-manifest-path", str(self.pods), "--object-manifest-path", str(self.objects),
-             "--unpublished-grace", self.unpublished_grace, "-v", "1", *admin, *extra],
-            stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([BIN, *args, *admin], stdout=self._log,
+                                     stderr=subprocess.STDOUT)
         return self.proc
 
     def admin_addresses(self, timeout=10.0):
         """(probe, debug) base URLs of the latest run's admin endpoints, from its log lines."""
         def find():
-            probe = re.findall(r"serving /healthz, /readyz and /metrics on ([0-9.:\[\]a-f]+)", self.log())
-            debug = re.findall(r"serving /debug/state and /configz on ([0-9.:\[\]a-f]+)", self.log())
+            address = r"([0-9a-f.:\[\]]+)"
+            probe = re.findall(r"serving /healthz, /readyz and /metrics on " + address, self.log())
+            debug = re.findall(r"serving /debug/state and /configz on " + address, self.log())
             return probe and debug and (f"http://{probe[-1]}", f"http://{debug[-1]}")
         return wait_for(find, timeout=timeout, what="the admin endpoints' addresses in the log")
 
@@ -128,6 +102,44 @@ class Env:
 
     def log(self):
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Env(DaemonProcess):
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.pods = tmp / "pods"
+        self.objects = tmp / "objects"
+        self.root = tmp / "root"
+        self.state = tmp / "state"
+        for d in (self.pods, self.objects, self.root):
+            d.mkdir()
+        super().__init__(tmp / "daemon.log")
+        # No other writer touches these volumes: old versions may go at once, so tests can
+        # expect exactly one version dir.
+        self.unpublished_grace = "0s"
+
+    # --- manifests -------------------------------------------------------------------------
+    def write_yaml(self, directory: Path, name: str, obj):
+        """Writes like an editor does: a temp file renamed into place."""
+        tmp = directory / f".{name}.tmp"
+        tmp.write_text(yaml.safe_dump_all(obj) if isinstance(obj, list) else yaml.safe_dump(obj))
+        os.replace(tmp, directory / name)
+
+    def put_pod(self, pod, name=None):
+        self.write_yaml(self.pods, name or f"{pod['metadata']['name']}.yaml", pod)
+
+    def put_object(self, obj, name=None):
+        self.write_yaml(self.objects, name or f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml", obj)
+
+    def volume_dir(self, uid, plugin, volume):
+        return self.root / "pods" / uid / "volumes" / plugin / volume
+
+    # --- daemon ----------------------------------------------------------------------------
+    def start(self, *extra):
+        return self.run(
+            ["--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
+             "--pod-manifest-path", str(self.pods), "--object-manifest-path", str(self.objects),
+             "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra])
 
 
 def mounts_under(path):

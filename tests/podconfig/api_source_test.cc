@@ -5,17 +5,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kubeclient/credentials.h"
 #include "podconfig/pod_config.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace podconfig {
@@ -26,6 +24,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using vmtest::LogCapture;
 using vmtest::TestLoop;
 
 const char kNode[] = "node-1";
@@ -47,23 +46,6 @@ nlohmann::json PodJson(const std::string& name, const std::string& node,
   if (!node.empty()) pod["spec"]["nodeName"] = node;
   return pod;
 }
-
-// Captures the log lines written while it lives.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>(
-        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_));
-    logger->set_level(spdlog::level::trace);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return log_.str(); }
-
- private:
-  std::ostringstream log_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 class ApiSourceTest : public ::testing::Test {
  protected:
@@ -194,6 +176,7 @@ TEST_F(ApiSourceTest, FirstDeliveryOnlyAfterTheFirstCompleteList) {
   // Every list fails (and is retried) until the fault is cleared.
   server_.Admin("POST", "faults",
                 {{"verb", "list"}, {"resource", "pods"}, {"status", 500}, {"times", -1}});
+  config_->RegisterSource(kFileSource)({});  // a manifest dir with no pods: seen at once
   StartSource();
   ASSERT_TRUE(runner_.RunUntil([&] { return PodCollectionRequests() >= 4; }));
   EXPECT_FALSE(config_->SourceSeen(kApiSource));
@@ -203,6 +186,7 @@ TEST_F(ApiSourceTest, FirstDeliveryOnlyAfterTheFirstCompleteList) {
 
   server_.Admin("DELETE", "faults");
   ASSERT_TRUE(runner_.RunUntil([&] { return config_->SourceSeen(kApiSource); }));
+  EXPECT_TRUE(config_->AllSourcesSeen());
   EXPECT_THAT(set_sizes_, ElementsAre(1u));  // the first delivery is the complete list
   EXPECT_EQ(Names(), std::set<std::string>{"shop/web-0"});
 }
@@ -344,6 +328,18 @@ TEST_F(ApiSourceTest, AnOutageKeepsTheLastStateAndRecovers) {
   ASSERT_TRUE(WaitForNames({"shop/web-1", "shop/web-2"}));
   runner_.RunFor(std::chrono::milliseconds(100));
   EXPECT_EQ(set_sizes_.size(), deliveries + 1);
+}
+
+TEST_F(ApiSourceTest, AStoppedServerKeepsTheLastState) {
+  Create(PodJson("web-0", kNode));
+  StartSource();
+  ASSERT_TRUE(WaitForNames({"shop/web-0"}));
+  const size_t deliveries = set_sizes_.size();
+  server_.Stop();  // the watch ends, every relist is refused
+  ASSERT_TRUE(runner_.RunUntil([&] { return source_.reflector()->stats().list_failures >= 3; }));
+  EXPECT_EQ(set_sizes_.size(), deliveries);
+  EXPECT_EQ(Names(), std::set<std::string>{"shop/web-0"});
+  EXPECT_TRUE(config_->SourceSeen(kApiSource));
 }
 
 TEST_F(ApiSourceTest, StopFromTheSinkEndsDeliveries) {

@@ -1,0 +1,701 @@
+#include "cache/api_object_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "base/catch_all.h"
+#include "kube/object_decoder.h"
+#include "kubeclient/object_store.h"
+
+namespace cache {
+namespace {
+
+bool IsDecimal(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "/api/v1/namespaces/<ns>/configmaps" (or secrets).
+std::string CollectionPath(const kube::ObjectRef& ref) {
+  return "/api/v1/namespaces/" + kube::QueryEscape(ref.namespace_) +
+         (ref.kind == kube::ObjectKind::kConfigMap ? "/configmaps" : "/secrets");
+}
+
+}  // namespace
+
+kube::ReflectorOptions PerObjectReflectorOptions() {
+  kube::ReflectorOptions options;
+  options.min_watch_timeout = std::chrono::minutes(30);
+  options.max_watch_timeout = std::chrono::minutes(60);
+  options.resync_period = std::chrono::milliseconds(0);
+  return options;
+}
+
+// What the pool makes of one object revision.
+struct ApiObjectManager::Decoded {
+  ObjectRevision revision;
+  std::string rv;
+  std::string uid;
+  bool immutable = false;
+  std::string error;  // empty when decoded
+};
+
+struct ApiObjectManager::Input {
+  enum class Kind {
+    kObject,  // an object from a read or the reflector (decoded before it is applied)
+    kGone,    // a 404, or the reflector's deletion
+    kError,   // a read that failed
+    kSynced,  // the reflector completed a list
+  };
+  Kind kind = Kind::kObject;
+  Source source = Source::kRead;
+  nlohmann::json object;
+  std::optional<Decoded> decoded;
+  std::string rv;     // kGone: the deletion's resourceVersion ("" for a 404)
+  std::string error;  // kError
+  // Runs once the input is applied (reads: their waiters).
+  std::function<void(Entry&, Deferred&)> after;
+};
+
+struct ApiObjectManager::Read {
+  kube::ApiClient::CallId call = 0;
+  std::vector<std::function<void()>> waiters;
+};
+
+struct ApiObjectManager::Entry {
+  ApiObjectManager* owner = nullptr;
+  kube::ObjectRef ref;
+  uint64_t id = 0;
+  int pods = 0;
+  // What gets serve: nullopt until something was read; a revision without an object when the
+  // object does not exist.
+  std::optional<ObjectRevision> served;
+  std::string served_rv;
+  std::string served_uid;
+  bool immutable = false;
+  std::optional<base::Status> error;  // the last failure, while nothing is served
+  // Cache.
+  bool invalidated = false;
+  std::optional<Clock::time_point> fetched_at;
+  // GETs in flight: for kStrategy (Get, Cache) and quorum reads (kFresh, immutable re-checks).
+  std::unique_ptr<Read> read;
+  std::unique_ptr<Read> fresh_read;
+  std::deque<Input> inbox;
+  bool decoding = false;
+  // Watch.
+  std::unique_ptr<kube::Reflector> reflector;
+  bool synced = false;
+  std::deque<std::pair<Clock::time_point, std::function<void()>>> sync_waiters;
+  uv_timer_t* sync_timer = nullptr;
+
+  ~Entry() {
+    if (sync_timer != nullptr) {
+      uv_timer_stop(sync_timer);
+      uv_close(reinterpret_cast<uv_handle_t*>(sync_timer),
+               [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    }
+  }
+};
+
+struct ApiObjectManager::DecodeWork {
+  uv_work_t req;
+  ApiObjectManager* self = nullptr;
+  std::shared_ptr<bool> alive;
+  kube::ObjectRef ref;
+  uint64_t entry_id = 0;
+  nlohmann::json object;
+  Decoded decoded;
+};
+
+ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& ref,
+                                                         const nlohmann::json& object) {
+  Decoded d;
+  base::Status s = base::CatchAll("decoding", [&] {
+    d.rv = kube::ObjectStore::ResourceVersionOf(object);
+    if (ref.kind == kube::ObjectKind::kConfigMap) {
+      base::Result<kube::ConfigMap> cm = kube::DecodeConfigMap(object);
+      if (!cm.ok()) {
+        d.error = cm.status().message();
+        return;
+      }
+      d.uid = cm->metadata.uid;
+      d.immutable = cm->immutable.value_or(false);
+      d.revision.digest = ContentDigest(*cm);
+      d.revision.config_map = std::make_shared<const kube::ConfigMap>(std::move(*cm));
+    } else {
+      base::Result<kube::Secret> secret = kube::DecodeSecret(object);
+      if (!secret.ok()) {
+        d.error = secret.status().message();
+        return;
+      }
+      d.uid = secret->metadata.uid;
+      d.immutable = secret->immutable.value_or(false);
+      d.revision.digest = ContentDigest(*secret);
+      d.revision.secret = std::make_shared<const kube::Secret>(std::move(*secret));
+    }
+  });
+  if (!s.ok()) {
+    d.revision = ObjectRevision{};
+    d.error = s.message();
+  }
+  return d;
+}
+
+ApiObjectManager::ApiObjectManager(kube::ApiClient* api, ApiObjectManagerOptions options)
+    : api_(api),
+      loop_(api->http()->loop()),
+      options_(std::move(options)),
+      alive_(std::make_shared<bool>(true)) {
+  reap_timer_ = new uv_timer_t;
+  uv_timer_init(loop_, reap_timer_);
+  reap_timer_->data = this;
+}
+
+ApiObjectManager::~ApiObjectManager() {
+  Stop();
+  *alive_ = false;
+  retired_.clear();
+  entries_.clear();
+  uv_timer_stop(reap_timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(reap_timer_),
+           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+}
+
+ApiObjectManager::Clock::time_point ApiObjectManager::Now() const {
+  return options_.clock ? options_.clock() : Clock::now();
+}
+
+ApiObjectManager::Entry* ApiObjectManager::Find(const kube::ObjectRef& ref) const {
+  auto it = entries_.find(ref);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+ApiObjectManager::Entry* ApiObjectManager::Find(const kube::ObjectRef& ref, uint64_t id) const {
+  Entry* e = Find(ref);
+  return e != nullptr && e->id == id ? e : nullptr;
+}
+
+size_t ApiObjectManager::RunningReflectors() const {
+  size_t n = 0;
+  for (const auto& [ref, e] : entries_) n += e->reflector != nullptr;
+  return n;
+}
+
+void ApiObjectManager::RunDeferred(Deferred deferred) {
+  std::shared_ptr<bool> alive = alive_;
+  for (std::function<void()>& f : deferred) {
+    if (!*alive) return;
+    base::Status s = base::CatchAll("object manager callback", f);
+    if (!s.ok()) spdlog::error("{}", s.message());
+  }
+}
+
+// ---- registration ----------------------------------------------------------------------------
+
+void ApiObjectManager::RegisterPod(const std::string& pod_uid,
+                                   const std::vector<kube::ObjectRef>& refs) {
+  Deferred out;
+  const std::set<kube::ObjectRef> next(refs.begin(), refs.end());
+  const std::set<kube::ObjectRef> old = pods_[pod_uid];
+  for (const kube::ObjectRef& ref : next) {
+    if (old.count(ref) == 0) AddReference(ref);
+  }
+  for (const kube::ObjectRef& ref : old) {
+    if (next.count(ref) == 0) Release(ref, out);
+  }
+  if (next.empty()) {
+    pods_.erase(pod_uid);
+  } else {
+    pods_[pod_uid] = next;
+  }
+  RunDeferred(std::move(out));
+}
+
+void ApiObjectManager::UnregisterPod(const std::string& pod_uid) { RegisterPod(pod_uid, {}); }
+
+void ApiObjectManager::AddReference(const kube::ObjectRef& ref) {
+  std::unique_ptr<Entry>& slot = entries_[ref];
+  const bool created = slot == nullptr;
+  if (created) {
+    slot = std::make_unique<Entry>();
+    slot->owner = this;
+    slot->ref = ref;
+    slot->id = next_entry_id_++;
+  }
+  Entry& e = *slot;
+  ++e.pods;
+  // The kubelet (>= 1.29) invalidates only what a pod newly references.
+  if (options_.strategy == ChangeDetectionStrategy::kCache) e.invalidated = true;
+  if (options_.strategy != ChangeDetectionStrategy::kWatch || stopped_) return;
+  if (created) {
+    StartReflector(e);
+  } else if (e.reflector == nullptr && e.immutable) {
+    // An immutable object is no longer watched; a new reference reads it again, so that one
+    // deleted and recreated under the same name is not served stale (upstream 131589).
+    JoinRead(e, /*fresh=*/true, [] {});
+  }
+}
+
+void ApiObjectManager::Release(const kube::ObjectRef& ref, Deferred& out) {
+  Entry* e = Find(ref);
+  if (e == nullptr) return;
+  if (--e->pods > 0) return;
+  Quiesce(*e, out);
+  entries_.erase(ref);
+}
+
+void ApiObjectManager::Quiesce(Entry& e, Deferred& out) {
+  for (std::unique_ptr<Read>* slot : {&e.read, &e.fresh_read}) {
+    if (*slot == nullptr) continue;
+    if ((*slot)->call != 0) api_->Cancel((*slot)->call);
+    for (auto& w : (*slot)->waiters) out.push_back(std::move(w));
+    slot->reset();
+  }
+  e.inbox.clear();  // a decode in flight finds the entry stopped or gone
+  e.decoding = false;
+  RetireReflector(e);
+  if (e.sync_timer != nullptr) uv_timer_stop(e.sync_timer);
+  for (auto& [deadline, w] : e.sync_waiters) out.push_back(std::move(w));
+  e.sync_waiters.clear();
+}
+
+void ApiObjectManager::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  Deferred out;
+  for (auto& [ref, e] : entries_) Quiesce(*e, out);
+  RunDeferred(std::move(out));
+}
+
+// ---- gets --------------------------------------------------------------------------------------
+
+base::Result<ObjectRevision> ApiObjectManager::Lookup(const kube::ObjectRef& ref) const {
+  const Entry* e = Find(ref);
+  if (e == nullptr) return NotRegisteredError(ref.namespace_, ref.name);
+  if (e->served) return *e->served;
+  if (e->error) return *e->error;
+  if (options_.strategy == ChangeDetectionStrategy::kWatch) {
+    return base::Status::Error(std::string("failed to sync ") + kube::ObjectKindName(ref.kind) +
+                               " cache: timed out waiting for the condition");
+  }
+  return base::Status::Error(std::string(kube::ObjectKindName(ref.kind)) + " \"" + ref.namespace_ +
+                             "\"/\"" + ref.name + "\" has not been read from the API server yet");
+}
+
+base::Result<ObjectRevision> ApiObjectManager::GetRevision(const kube::ObjectRef& ref) {
+  return Lookup(ref);
+}
+
+base::Result<std::shared_ptr<const kube::ConfigMap>> ApiObjectManager::GetConfigMap(
+    const std::string& ns, const std::string& name) {
+  base::Result<ObjectRevision> r = Lookup({kube::ObjectKind::kConfigMap, ns, name});
+  if (!r.ok()) return r.status();
+  return r->config_map;
+}
+
+base::Result<std::shared_ptr<const kube::Secret>> ApiObjectManager::GetSecret(
+    const std::string& ns, const std::string& name) {
+  base::Result<ObjectRevision> r = Lookup({kube::ObjectKind::kSecret, ns, name});
+  if (!r.ok()) return r.status();
+  return r->secret;
+}
+
+void ApiObjectManager::SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) {
+  on_change_ = std::move(handler);
+}
+
+void ApiObjectManager::Notify(const kube::ObjectRef& ref) {
+  const Entry* e = Find(ref);
+  if (on_change_ && e != nullptr && e->pods > 0) on_change_(ref);
+}
+
+// ---- fetches -----------------------------------------------------------------------------------
+
+void ApiObjectManager::Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
+                             std::function<void()> done) {
+  if (stopped_) {
+    done();
+    return;
+  }
+  struct Group {
+    int pending = 1;
+    std::function<void()> done;
+  };
+  auto group = std::make_shared<Group>();
+  group->done = std::move(done);
+  auto arrive = [group] {
+    if (--group->pending > 0 || !group->done) return;
+    std::function<void()> d = std::move(group->done);
+    group->done = nullptr;
+    d();
+  };
+  const std::set<kube::ObjectRef> unique(refs.begin(), refs.end());
+  for (const kube::ObjectRef& ref : unique) {
+    Entry* e = Find(ref);
+    if (e == nullptr) continue;  // not registered: the get says so
+    if (mode == FetchMode::kFresh) {
+      ++group->pending;
+      JoinRead(*e, /*fresh=*/true, arrive);
+      continue;
+    }
+    switch (options_.strategy) {
+      case ChangeDetectionStrategy::kGet:
+        ++group->pending;
+        JoinRead(*e, /*fresh=*/false, arrive);
+        break;
+      case ChangeDetectionStrategy::kCache:
+        if (e->read != nullptr || NeedsCacheRefresh(*e)) {
+          ++group->pending;
+          JoinRead(*e, /*fresh=*/false, arrive);
+        }
+        break;
+      case ChangeDetectionStrategy::kWatch:
+        if (e->fresh_read != nullptr) {  // an immutable object's re-check (or a fresh read)
+          ++group->pending;
+          JoinRead(*e, /*fresh=*/true, arrive);
+        } else if (!e->synced && e->reflector != nullptr) {
+          ++group->pending;
+          AddSyncWaiter(*e, arrive);
+        }
+        break;
+    }
+  }
+  arrive();
+}
+
+bool ApiObjectManager::NeedsCacheRefresh(const Entry& e) const {
+  // No good object (never read, an error, or a cached NotFound, which the kubelet keeps as an
+  // error and so reads again), a new reference, or older than the TTL.
+  if (!e.served || !e.served->exists() || e.invalidated || !e.fetched_at) return true;
+  return Now() >= *e.fetched_at + options_.cache_ttl;
+}
+
+void ApiObjectManager::JoinRead(Entry& e, bool fresh, std::function<void()> waiter) {
+  std::unique_ptr<Read>& slot = fresh ? e.fresh_read : e.read;
+  if (slot != nullptr) {
+    slot->waiters.push_back(std::move(waiter));
+    return;
+  }
+  slot = std::make_unique<Read>();
+  slot->waiters.push_back(std::move(waiter));
+  std::string path = CollectionPath(e.ref) + "/" + kube::QueryEscape(e.ref.name);
+  if (fresh) {
+    ++stats_.fresh_gets;
+  } else {
+    ++stats_.gets;
+    // The kubelet refreshes an object it already holds from the API server's cache.
+    if (options_.strategy == ChangeDetectionStrategy::kCache && e.served && e.served->exists()) {
+      path += "?resourceVersion=0";
+    }
+  }
+  const kube::ObjectRef ref = e.ref;
+  const uint64_t id = e.id;
+  const kube::ApiClient::CallId call =
+      api_->Get(path, [this, ref, id, fresh](kube::ApiResult result) {
+        OnRead(ref, id, fresh, std::move(result));
+      });
+  // The call may have failed (and finished) already inside Get.
+  if (Entry* again = Find(ref, id); again != nullptr) {
+    std::unique_ptr<Read>& s = fresh ? again->fresh_read : again->read;
+    if (s != nullptr && s->call == 0) s->call = call;
+  }
+}
+
+void ApiObjectManager::OnRead(const kube::ObjectRef& ref, uint64_t id, bool fresh,
+                              kube::ApiResult result) {
+  Entry* e = Find(ref, id);
+  if (e == nullptr || stopped_) return;  // dropped or stopped: its waiters ran then
+  std::unique_ptr<Read>& slot = fresh ? e->fresh_read : e->read;
+  if (slot != nullptr) slot->call = 0;
+  Input in;
+  in.source = fresh                                                  ? Source::kFresh
+              : options_.strategy == ChangeDetectionStrategy::kCache ? Source::kCacheRead
+                                                                     : Source::kRead;
+  in.after = [this, fresh](Entry& entry, Deferred& out) { FinishRead(entry, fresh, out); };
+  if (result.ok()) {
+    in.kind = Input::Kind::kObject;
+    in.object = std::move(result.object);
+  } else if (result.error->IsNotFound()) {
+    in.kind = Input::Kind::kGone;
+  } else {
+    in.kind = Input::Kind::kError;
+    in.error = result.error->IsTransport() || result.error->message.empty()
+                   ? result.error->ToString()
+                   : result.error->message;
+  }
+  Deferred out;
+  Enqueue(*e, std::move(in), out);
+  RunDeferred(std::move(out));
+}
+
+void ApiObjectManager::FinishRead(Entry& e, bool fresh, Deferred& out) {
+  std::unique_ptr<Read>& slot = fresh ? e.fresh_read : e.read;
+  if (slot == nullptr) return;
+  for (auto& w : slot->waiters) out.push_back(std::move(w));
+  slot.reset();
+  // Watch: an object read again while not watched (immutable) is watched again unless it still
+  // is an existing immutable object.
+  if (fresh && options_.strategy == ChangeDetectionStrategy::kWatch && !stopped_ &&
+      e.reflector == nullptr && !(e.immutable && e.served && e.served->exists())) {
+    spdlog::info("{}: no longer an existing immutable object; watching it again", e.ref.ToString());
+    StartReflector(e);
+  }
+}
+
+// ---- inputs ------------------------------------------------------------------------------------
+
+void ApiObjectManager::Enqueue(Entry& e, Input input, Deferred& out) {
+  e.inbox.push_back(std::move(input));
+  ProcessInbox(e, out);
+}
+
+void ApiObjectManager::ProcessInbox(Entry& e, Deferred& out) {
+  while (!e.decoding && !e.inbox.empty()) {
+    Input& front = e.inbox.front();
+    if (front.kind == Input::Kind::kObject && !front.decoded) {
+      auto work = std::make_unique<DecodeWork>();
+      work->req.data = work.get();
+      work->self = this;
+      work->alive = alive_;
+      work->ref = e.ref;
+      work->entry_id = e.id;
+      work->object = std::move(front.object);
+      ++stats_.decodes;
+      const int rc = uv_queue_work(
+          loop_, &work->req,
+          [](uv_work_t* req) {
+            auto* w = static_cast<DecodeWork*>(req->data);
+            w->decoded = DecodeObject(w->ref, w->object);
+            w->object = nullptr;  // the JSON goes here, off the loop
+          },
+          [](uv_work_t* req, int) {
+            std::unique_ptr<DecodeWork> w(static_cast<DecodeWork*>(req->data));
+            if (!*w->alive) return;
+            ApiObjectManager* self = w->self;
+            base::Status s =
+                base::CatchAll("object decoded", [&] { self->OnDecoded(std::move(w)); });
+            if (!s.ok()) spdlog::error("{}", s.message());
+          });
+      if (rc == 0) {
+        work.release();
+        e.decoding = true;
+        return;
+      }
+      front.decoded = DecodeObject(work->ref, work->object);
+      continue;
+    }
+    Input input = std::move(front);
+    e.inbox.pop_front();
+    Apply(e, input, out);
+  }
+}
+
+void ApiObjectManager::OnDecoded(std::unique_ptr<DecodeWork> work) {
+  Entry* e = Find(work->ref, work->entry_id);
+  if (e == nullptr || stopped_ || !e->decoding || e->inbox.empty()) return;
+  e->decoding = false;
+  e->inbox.front().decoded = std::move(work->decoded);
+  Deferred out;
+  ProcessInbox(*e, out);
+  RunDeferred(std::move(out));
+}
+
+void ApiObjectManager::Apply(Entry& e, Input& in, Deferred& out) {
+  switch (in.kind) {
+    case Input::Kind::kSynced:
+      OnSynced(e, out);
+      break;
+    case Input::Kind::kError:
+      spdlog::warn("{}: read failed: {}; {}", e.ref.ToString(), in.error,
+                   e.served ? "serving the last good revision" : "nothing to serve yet");
+      if (!e.served) e.error = base::Status::Error(in.error);
+      break;
+    case Input::Kind::kGone:
+      ApplyRevision(e, in.source, Decoded{ObjectRevision{}, in.rv, "", false, ""}, out);
+      break;
+    case Input::Kind::kObject:
+      if (!in.decoded->error.empty()) {
+        spdlog::error("{}: revision {} cannot be used: {}; {}", e.ref.ToString(), in.decoded->rv,
+                      in.decoded->error,
+                      e.served ? "serving the last good revision" : "nothing to serve yet");
+        if (!e.served) {
+          e.error = base::Status::Error(e.ref.ToString() + ": " + in.decoded->error);
+        }
+      } else {
+        ApplyRevision(e, in.source, std::move(*in.decoded), out);
+      }
+      break;
+  }
+  if (in.after) in.after(e, out);
+}
+
+bool ApiObjectManager::ShouldApply(const Entry& e, Source source, bool exists,
+                                   const std::string& rv, const std::string& uid) const {
+  if (!e.served) return true;
+  if (source == Source::kFresh) {
+    // A quorum read replaces only what it proves older.
+    if (!exists) return e.served->exists();  // deleted since
+    if (!e.served->exists() && e.served_rv.empty()) return true;
+    if (IsDecimal(rv) && IsDecimal(e.served_rv)) return kube::ResourceVersionOlder(e.served_rv, rv);
+    return rv != e.served_rv || uid != e.served_uid;
+  }
+  if (!exists && rv.empty()) return true;  // a 404: the object is gone
+  // Anything not older than what is served (the kubelet's cache keeps a newer revision than a
+  // stale resourceVersion=0 read).
+  return !kube::ResourceVersionOlder(rv, e.served_rv);
+}
+
+void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferred& out) {
+  const bool exists = d.revision.exists();
+  if (!ShouldApply(e, source, exists, d.rv, d.uid)) {
+    spdlog::debug("{}: revision {} is not newer than the served {}; kept", e.ref.ToString(), d.rv,
+                  e.served_rv);
+    return;
+  }
+  const bool changed = !e.served || e.served->digest != d.revision.digest;
+  e.served = std::move(d.revision);
+  e.served_rv = std::move(d.rv);
+  e.served_uid = std::move(d.uid);
+  e.immutable = exists && d.immutable;
+  e.error.reset();
+  if (source != Source::kWatch) {
+    e.fetched_at = Now();
+    e.invalidated = false;
+  }
+  if (changed) {
+    spdlog::debug("{}: now {} (resourceVersion {})", e.ref.ToString(), exists ? "served" : "absent",
+                  e.served_rv);
+  }
+  // Get and Cache tell nobody (the kubelet's behaviour); a watch event or a fresh read does.
+  if (changed && (source == Source::kWatch || source == Source::kFresh)) {
+    out.push_back([this, ref = e.ref] { Notify(ref); });
+  }
+  if (options_.strategy == ChangeDetectionStrategy::kWatch && e.immutable && e.reflector) {
+    spdlog::info("{} is immutable: no longer watched, its cached copy is served", e.ref.ToString());
+    ++stats_.immutable_stops;
+    RetireReflector(e);
+    // Its data can no longer change, so what is served is as good as a completed list.
+    if (!e.synced) OnSynced(e, out);
+  }
+}
+
+// ---- watch -------------------------------------------------------------------------------------
+
+void ApiObjectManager::StartReflector(Entry& e) {
+  kube::ReflectorOptions options = options_.reflector;
+  options.path = CollectionPath(e.ref);
+  options.field_selector = "metadata.name=" + e.ref.name;
+  options.kind = e.ref.kind == kube::ObjectKind::kConfigMap ? "ConfigMap" : "Secret";
+  options.api_version = "v1";
+  options.description = e.ref.ToString();
+  const kube::ObjectRef ref = e.ref;
+  const uint64_t id = e.id;
+  // Each handler finds its entry again: a stopped reflector's last handler may run after the
+  // entry went.
+  auto feed = [this, ref, id](Input in) {
+    Entry* entry = Find(ref, id);
+    if (entry == nullptr || stopped_) return;
+    Deferred out;
+    Enqueue(*entry, std::move(in), out);
+    RunDeferred(std::move(out));
+  };
+  kube::ReflectorHandlers handlers;
+  handlers.on_add = [feed](const nlohmann::json& object) {
+    Input in;
+    in.source = Source::kWatch;
+    in.object = object;
+    feed(std::move(in));
+  };
+  handlers.on_update = [feed](const nlohmann::json&, const nlohmann::json& object) {
+    Input in;
+    in.source = Source::kWatch;
+    in.object = object;
+    feed(std::move(in));
+  };
+  handlers.on_delete = [feed](const nlohmann::json& last) {
+    Input in;
+    in.kind = Input::Kind::kGone;
+    in.source = Source::kWatch;
+    in.rv = kube::ObjectStore::ResourceVersionOf(last);
+    feed(std::move(in));
+  };
+  handlers.on_synced = [feed] {
+    Input in;
+    in.kind = Input::Kind::kSynced;
+    in.source = Source::kWatch;
+    feed(std::move(in));
+  };
+  e.reflector = std::make_unique<kube::Reflector>(api_, std::move(options), std::move(handlers));
+  ++stats_.reflectors_started;
+  e.reflector->Start();
+}
+
+void ApiObjectManager::RetireReflector(Entry& e) {
+  if (e.reflector == nullptr) return;
+  e.reflector->Stop();
+  retired_.push_back(std::move(e.reflector));
+  uv_timer_start(
+      reap_timer_,
+      [](uv_timer_t* t) {
+        auto* self = static_cast<ApiObjectManager*>(t->data);
+        base::Status s = base::CatchAll("reflector reaping", [self] { self->retired_.clear(); });
+        if (!s.ok()) spdlog::error("{}", s.message());
+      },
+      0, 0);
+}
+
+void ApiObjectManager::OnSynced(Entry& e, Deferred& out) {
+  if (e.synced) return;
+  e.synced = true;
+  if (!e.served) {  // listed, not there
+    e.served = ObjectRevision{};
+    e.error.reset();
+    out.push_back([this, ref = e.ref] { Notify(ref); });
+  }
+  if (e.sync_timer != nullptr) uv_timer_stop(e.sync_timer);
+  for (auto& [deadline, w] : e.sync_waiters) out.push_back(std::move(w));
+  e.sync_waiters.clear();
+}
+
+void ApiObjectManager::AddSyncWaiter(Entry& e, std::function<void()> waiter) {
+  e.sync_waiters.emplace_back(Clock::now() + options_.sync_timeout, std::move(waiter));
+  if (e.sync_waiters.size() > 1) return;  // the timer is armed for an earlier deadline
+  if (e.sync_timer == nullptr) {
+    e.sync_timer = new uv_timer_t;
+    uv_timer_init(loop_, e.sync_timer);
+    e.sync_timer->data = &e;
+  }
+  ArmSyncTimer(e);
+}
+
+void ApiObjectManager::ArmSyncTimer(Entry& e) {
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+      e.sync_waiters.front().first - Clock::now());
+  uv_timer_start(
+      e.sync_timer,
+      [](uv_timer_t* t) {
+        auto* entry = static_cast<Entry*>(t->data);
+        ApiObjectManager* self = entry->owner;
+        base::Status s = base::CatchAll("sync wait", [&] { self->OnSyncTimer(*entry); });
+        if (!s.ok()) spdlog::error("{}", s.message());
+      },
+      static_cast<uint64_t>(std::max<long long>(0, wait.count())), 0);
+}
+
+void ApiObjectManager::OnSyncTimer(Entry& e) {
+  Deferred out;
+  const Clock::time_point now = Clock::now();
+  while (!e.sync_waiters.empty() && e.sync_waiters.front().first <= now) {
+    out.push_back(std::move(e.sync_waiters.front().second));
+    e.sync_waiters.pop_front();
+  }
+  if (!out.empty()) {
+    spdlog::info("{}: not listed within {} ms; its gets fail until it is", e.ref.ToString(),
+                 options_.sync_timeout.count());
+  }
+  if (!e.sync_waiters.empty()) ArmSyncTimer(e);
+  RunDeferred(std::move(out));
+}
+
+}  // namespace cache

@@ -1,0 +1,191 @@
+// ApiObjectManager: the ObjectManager of cluster mode. ConfigMaps and Secrets come from the API
+// server through kube::ApiClient, with the kubelet's three change-detection strategies
+// (docs/kubelet-behavior.md §5; --config-map-and-secret-change-detection-strategy):
+//
+//   * Get: every Fetch(kStrategy) GETs each object (no resourceVersion: a quorum read); gets
+//     answer from the last fetch's result, an error when the object was never fetched.
+//   * Cache: Fetch(kStrategy) GETs an object when its entry is older than the TTL
+//     (--object-cache-ttl; 0 = always), holds no good object (never fetched, an error, or a cached
+//     NotFound), or was invalidated because a pod newly references it (only new references
+//     invalidate: the kubelet >= 1.29). A refresh of a previously good object reads the API
+//     server's cache (resourceVersion=0), and a result older than the cached revision (by
+//     resourceVersion) does not replace it.
+//   * Watch (the default): one Reflector per referenced object, list+watch in its namespace with
+//     fieldSelector=metadata.name=<name>, no periodic relist, watch timeouts in [30, 60) min,
+//     reference-counted by pod UID and stopped when the last pod releases it. Each change (added,
+//     updated, deleted) whose content digest differs calls the change handler at once.
+//     Fetch(kStrategy) waits for a new object's initial list up to `sync_timeout` (1 s); until
+//     that list arrived, gets fail with "failed to sync configmap cache: timed out waiting for the
+//     condition" ("secret" for Secrets). Once an object is immutable its reflector is stopped and
+//     the cached copy served; but when a pod newly references it, or on Fetch(kFresh), the object
+//     is read again and a deleted and recreated one (another UID) replaces it and is watched
+//     again (the kubelet's bug 131589 does not happen here). No idle recycling: only volumes
+//     register references, and a mounted volume is in use for as long as its pod is registered.
+//   * Fetch(kFresh), whatever the strategy: a quorum GET; a result newer than the cached revision
+//     (by resourceVersion, or another UID) replaces it and calls the change handler when its
+//     content differs.
+//
+// Whatever the strategy: concurrent fetches of one object share one request; an object that
+// cannot be read (API unreachable, 5xx, 403, an undecodable body) keeps its last good revision
+// served, and only gets of an object never read well fail (with the API's error, e.g. the 403's
+// message): one object's failure never affects another. A 404 is an answer: the object does not
+// exist (gets return nullptr). Objects are decoded (kube/object_decoder.h) and their
+// ContentDigest computed on the libuv thread pool, once per revision; a revision is served once
+// it is decoded, and inputs of one object are applied in the order they arrived. Values never
+// reach a log: objects are named by kind, namespace and name.
+//
+// Thread model: a loop-thread object (every method, the change handler and `done` run on the loop
+// thread; none of them may destroy the manager). Stop() cancels every request, reflector and wait,
+// and runs every pending `done` (gets keep answering from what was cached); the destructor stops
+// first, so no `done` runs after it. The loop must run on after Stop or destruction for handles and
+// pool work to finish.
+#ifndef VOLUMEMANAGER_CACHE_API_OBJECT_MANAGER_H_
+#define VOLUMEMANAGER_CACHE_API_OBJECT_MANAGER_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/change_detection_strategy.h"
+#include "cache/object_manager.h"
+#include "kubeclient/api_client.h"
+#include "kubeclient/reflector.h"
+
+namespace cache {
+
+// The kubelet's per-object reflector settings: watch timeouts in [30, 60) min, no periodic
+// relist. Path, selector, kind and description are set per object.
+kube::ReflectorOptions PerObjectReflectorOptions();
+
+struct ApiObjectManagerOptions {
+  ChangeDetectionStrategy strategy = ChangeDetectionStrategy::kWatch;
+  // Cache: how long a fetched object is served before a Fetch reads it again.
+  std::chrono::milliseconds cache_ttl{60'000};
+  // Watch: how long Fetch(kStrategy) waits for a new object's initial list.
+  std::chrono::milliseconds sync_timeout{1000};
+  // Watch: the per-object reflectors' settings (tests shorten the backoff).
+  kube::ReflectorOptions reflector = PerObjectReflectorOptions();
+  // Time source for the Cache TTL; steady_clock::now when empty (tests inject their own).
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
+class ApiObjectManager : public ObjectManager {
+ public:
+  struct Stats {
+    uint64_t gets = 0;        // GETs sent for kStrategy fetches (Get, Cache)
+    uint64_t fresh_gets = 0;  // quorum GETs for kFresh and immutable re-checks
+    uint64_t reflectors_started = 0;
+    uint64_t immutable_stops = 0;  // reflectors stopped because their object became immutable
+    uint64_t decodes = 0;          // object revisions decoded on the pool
+  };
+
+  // `api` must outlive the manager; its loop is the manager's loop.
+  ApiObjectManager(kube::ApiClient* api, ApiObjectManagerOptions options);
+  ~ApiObjectManager() override;
+  ApiObjectManager(const ApiObjectManager&) = delete;
+  ApiObjectManager& operator=(const ApiObjectManager&) = delete;
+
+  // Cancels requests, reflectors and waits; runs every pending `done`. Later Fetches complete at
+  // once; gets answer from the cache. Idempotent.
+  void Stop();
+
+  void RegisterPod(const std::string& pod_uid, const std::vector<kube::ObjectRef>& refs) override;
+  void UnregisterPod(const std::string& pod_uid) override;
+  base::Result<std::shared_ptr<const kube::ConfigMap>> GetConfigMap(
+      const std::string& ns, const std::string& name) override;
+  base::Result<std::shared_ptr<const kube::Secret>> GetSecret(const std::string& ns,
+                                                              const std::string& name) override;
+  // The digest was computed when the revision was decoded: nothing is hashed here.
+  base::Result<ObjectRevision> GetRevision(const kube::ObjectRef& ref) override;
+  void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) override;
+  void Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
+             std::function<void()> done) override;
+
+  // Observability and tests.
+  const Stats& stats() const { return stats_; }
+  size_t ReferencedObjectCount() const { return entries_.size(); }
+  size_t RegisteredPodCount() const { return pods_.size(); }
+  size_t RunningReflectors() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Callbacks (`done`, the change handler) collected while state changes and run once it is
+  // consistent, so that they may call back into the manager.
+  using Deferred = std::vector<std::function<void()>>;
+  struct Entry;
+  struct Read;
+  struct Input;
+  struct Decoded;
+  struct DecodeWork;
+  // Where an input came from: a kStrategy GET (Get; Cache, with resourceVersion=0 once good), a
+  // quorum GET (kFresh), the reflector.
+  enum class Source { kRead, kCacheRead, kFresh, kWatch };
+
+  // Pool thread (or the loop when the pool refuses work): uses only its arguments.
+  static Decoded DecodeObject(const kube::ObjectRef& ref, const nlohmann::json& object);
+  void RunDeferred(Deferred deferred);
+
+  Clock::time_point Now() const;
+  // The entry of `ref` when it is still the one with `id` (an entry dropped and re-created is
+  // another), else null.
+  Entry* Find(const kube::ObjectRef& ref, uint64_t id) const;
+  Entry* Find(const kube::ObjectRef& ref) const;
+  base::Result<ObjectRevision> Lookup(const kube::ObjectRef& ref) const;
+  void AddReference(const kube::ObjectRef& ref);
+  void Release(const kube::ObjectRef& ref, Deferred& out);
+  // Cancels everything of `entry` and moves its waiters to `out`.
+  void Quiesce(Entry& entry, Deferred& out);
+
+  bool NeedsCacheRefresh(const Entry& entry) const;
+  // Joins the entry's read of that kind in flight, or starts one.
+  void JoinRead(Entry& entry, bool fresh, std::function<void()> waiter);
+  void OnRead(const kube::ObjectRef& ref, uint64_t id, bool fresh, kube::ApiResult result);
+  void FinishRead(Entry& entry, bool fresh, Deferred& out);
+
+  // Inputs of one entry, applied in arrival order (objects after their decode on the pool).
+  void Enqueue(Entry& entry, Input input, Deferred& out);
+  void ProcessInbox(Entry& entry, Deferred& out);
+  void OnDecoded(std::unique_ptr<DecodeWork> work);
+  void Apply(Entry& entry, Input& input, Deferred& out);
+  bool ShouldApply(const Entry& entry, Source source, bool exists, const std::string& rv,
+                   const std::string& uid) const;
+  void ApplyRevision(Entry& entry, Source source, Decoded decoded, Deferred& out);
+
+  void StartReflector(Entry& entry);
+  void RetireReflector(Entry& entry);
+  void OnSynced(Entry& entry, Deferred& out);
+  void AddSyncWaiter(Entry& entry, std::function<void()> waiter);
+  void ArmSyncTimer(Entry& entry);
+  void OnSyncTimer(Entry& entry);
+  void Notify(const kube::ObjectRef& ref);
+
+  kube::ApiClient* api_;
+  uv_loop_t* loop_;
+  ApiObjectManagerOptions options_;
+  std::function<void(const kube::ObjectRef&)> on_change_;
+  std::map<kube::ObjectRef, std::unique_ptr<Entry>> entries_;
+  std::map<std::string, std::set<kube::ObjectRef>> pods_;  // pod UID -> its references
+  uint64_t next_entry_id_ = 1;
+  bool stopped_ = false;
+  Stats stats_;
+  // Reflectors are stopped at once but destroyed from this timer, never inside their own
+  // handlers.
+  std::vector<std::unique_ptr<kube::Reflector>> retired_;
+  uv_timer_t* reap_timer_;
+  std::shared_ptr<bool> alive_;
+};
+
+}  // namespace cache
+
+#endif  // VOLUMEMANAGER_CACHE_API_OBJECT_MANAGER_H_

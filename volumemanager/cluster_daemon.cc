@@ -1,0 +1,92 @@
+#include "volumemanager/cluster_daemon.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "kubeclient/rate_limiter.h"
+
+namespace volumemanager {
+
+ClusterDaemon::ClusterDaemon(uv_loop_t* loop, config::DaemonConfig config,
+                             kube::EnvironmentLookup environment)
+    : Daemon(loop, std::move(config)), environment_(std::move(environment)) {}
+
+ClusterDaemon::~ClusterDaemon() {
+  // The base destructor would call only its own StopSources; the API parts go first, while the
+  // volume manager their callbacks reach still exists.
+  StopSources();
+}
+
+std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
+  const config::DaemonConfig& cfg = config();
+  base::Result<kube::Credentials> credentials =
+      cfg.in_cluster ? kube::LoadInCluster(environment_) : kube::LoadKubeconfig({cfg.kubeconfig});
+  if (!credentials.ok()) {
+    return StartError{1, (cfg.in_cluster ? std::string("--in-cluster") : "--kubeconfig " + cfg.kubeconfig) +
+                             ": " + credentials.status().message()};
+  }
+  auto http = kube::HttpClient::Create(loop(), *credentials, kube::HttpClientOptions{});
+  if (!http.ok()) {
+    return StartError{1, "API client for " + credentials->server + ": " + http.status().message()};
+  }
+  http_ = std::move(http).value();
+  api_ = std::make_unique<kube::ApiClient>(
+      http_.get(), kube::RetryPolicy{},
+      kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
+
+  cache::ApiObjectManagerOptions options;
+  options.strategy = cfg.strategy;
+  options.cache_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.object_cache_ttl);
+  objects_ = std::make_unique<cache::ApiObjectManager>(api_.get(), options);
+  objects_->SetChangeHandler([this](const kube::ObjectRef& ref) { OnObjectChanged(ref); });
+
+  kube::EventRecorderOptions events;
+  events.host = cfg.node_name;
+  events_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
+                                                 kube::ClientGoRateLimits(50, 100));
+  events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
+
+  spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
+               credentials->server, credentials->source, cfg.node_name,
+               config::VolumeOwnershipName(cfg.volume_ownership));
+  return std::nullopt;
+}
+
+cache::ObjectManager* ClusterDaemon::object_manager() { return objects_.get(); }
+
+void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
+  options.on_mount_failure = [this](const kube::Pod& pod, const std::string& volume,
+                                    const std::string& error) {
+    if (!events_) return;
+    kube::InvolvedObject object;
+    object.kind = "Pod";
+    object.api_version = "v1";
+    object.namespace_ = pod.metadata.namespace_;
+    object.name = pod.metadata.name;
+    object.uid = pod.metadata.uid;
+    object.resource_version = pod.metadata.resource_version;
+    // The kubelet's FailedMount text; `error` names volume and object, never their data.
+    events_->Record(object, kube::EventType::kWarning, "FailedMount",
+                    "MountVolume.SetUp failed for volume \"" + volume + "\" : " + error);
+  };
+}
+
+std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {
+  // Registered before the other sources, so "all sources seen" waits for its first list too.
+  podconfig::PodConfig::Sink sink = pods().RegisterSource(podconfig::kApiSource);
+  podconfig::ApiSourceOptions options;
+  options.node_name = config().node_name;
+  if (base::Status s = api_source_.Start(api_.get(), options, std::move(sink)); !s.ok()) {
+    return StartError{2, "--node-name \"" + config().node_name + "\": " + s.message()};
+  }
+  return Daemon::StartPodSources();
+}
+
+void ClusterDaemon::StopSources() {
+  api_source_.Stop();
+  if (objects_) objects_->Stop();
+  Daemon::StopSources();
+}
+
+}  // namespace volumemanager

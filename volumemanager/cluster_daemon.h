@@ -1,0 +1,64 @@
+// ClusterDaemon: the daemon in cluster mode (--kubeconfig or --in-cluster), beside a kubelet.
+// The Daemon's lifecycle and volume manager, with:
+//  * credentials loaded once at start (a kubeconfig named by the flag, never $KUBECONFIG; or the
+//    pod's service account): a failure is exit 1 with a message naming the flag;
+//  * one HttpClient (HTTP/2 when the server offers it) and one ApiClient with the kubelet's
+//    client-side rate limit (--kube-api-qps, --kube-api-burst);
+//  * the pods bound to --node-name from the API server (podconfig::ApiSource), merged as source
+//    "api" with --pod-manifest-path / --manifest-url when those are given;
+//  * ConfigMaps and Secrets from the API server (cache::ApiObjectManager, with the configured
+//    change-detection strategy);
+//  * FailedMount Events on the pod for every failed mount or refresh (kube::EventRecorder, with
+//    client-go's aggregation and rate limits), on the same connection but a rate limit of their
+//    own.
+// An API server that cannot be reached at start is retried by the reflectors (client-go's backoff
+// with jitter); what is on disk stays as it is meanwhile.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
+
+#include <memory>
+#include <optional>
+
+#include "cache/api_object_manager.h"
+#include "kubeclient/api_client.h"
+#include "kubeclient/credentials.h"
+#include "kubeclient/event_recorder.h"
+#include "kubeclient/http_client.h"
+#include "podconfig/api_source.h"
+#include "volumemanager/daemon.h"
+
+namespace volumemanager {
+
+class ClusterDaemon : public Daemon {
+ public:
+  // `environment` stands in for the process environment (in-cluster variables), for tests.
+  ClusterDaemon(uv_loop_t* loop, config::DaemonConfig config,
+                kube::EnvironmentLookup environment = kube::ProcessEnvironment());
+  ~ClusterDaemon() override;
+
+  const cache::ApiObjectManager* objects() const { return objects_.get(); }
+  const kube::EventRecorder* events() const { return events_.get(); }
+  const podconfig::ApiSource& pod_source() const { return api_source_; }
+
+ protected:
+  std::optional<StartError> StartObjectSource() override;
+  cache::ObjectManager* object_manager() override;
+  std::optional<StartError> StartPodSources() override;
+  void StopSources() override;
+  void ConfigureVolumeManager(VolumeManagerOptions& options) override;
+
+ private:
+  kube::EnvironmentLookup environment_;
+  std::unique_ptr<kube::HttpClient> http_;
+  std::unique_ptr<kube::ApiClient> api_;
+  // Events draw on a budget of their own (the kubelet's event QPS 50, burst 100), so a burst of
+  // failures never delays pod or object requests.
+  std::unique_ptr<kube::ApiClient> events_api_;
+  std::unique_ptr<cache::ApiObjectManager> objects_;
+  std::unique_ptr<kube::EventRecorder> events_;
+  podconfig::ApiSource api_source_;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
