@@ -39,6 +39,8 @@ def test_cluster_endpoints(cluster):
     assert sample(families, "volumemanager_watches", resource="pods") == 1
     assert sample(families, "volumemanager_watches", resource="configmaps_and_secrets") == 1
     assert sample(families, "volumemanager_object_reads_total", kind="get") == 0  # Watch
+    assert sample(families, "volumemanager_reconciler_outcomes_total",
+                  outcome="foreign_swap") == 0
     assert sample(families, "volumemanager_propagation_duration_seconds", "_count",
                   volume_plugin="kubernetes.io/configmap") >= 1
     configz = json.loads(get(debug + "/configz")[1])
