@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, snapshot, visible_files, wait_for
+from conftest import BIN, DaemonProcess, snapshot, visible_files, wait_for
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
@@ -201,18 +201,16 @@ class Sampler:
         self.thread.join()
 
 
-class Cluster:
+class Cluster(DaemonProcess):
     def __init__(self, tmp: Path, server: TestApiServer, protocol="http1"):
+        super().__init__(tmp / "daemon.log")
         self.tmp = tmp
         self.server = server
         self.protocol = protocol
         self.root = tmp / "root"
         self.state = tmp / "state"
         self.root.mkdir()
-        self.proc = None
         self.started = False
-        self.log_path = tmp / "daemon.log"
-        self._log = None
         # Secret values written by the test, and the daemon's token: none may reach a log line
         # or an Event.
         self.markers = {DAEMON_TOKEN}
@@ -315,14 +313,18 @@ class Cluster:
         kubelet_writer.set_up(self.volume_dir(uid, plugin, volume), payload)
 
     def start(self, *extra):
-        self._log = open(self.log_path, "ab")
         log_format = ["--log-format", "json"] if self.protocol == "h2" else []
-        self.proc = subprocess.Popen(
-            [BIN, "--kubeconfig", str(self.kubeconfig), "--root-dir", str(self.root),
-             "--state-dir", str(self.state), "--node-name", NODE, "-v", "1", *log_format, *extra],
-            stdout=self._log, stderr=subprocess.STDOUT)
         self.started = True
-        return self.proc
+        return self.run(["--kubeconfig", str(self.kubeconfig), "--root-dir", str(self.root),
+                         "--state-dir", str(self.state), "--node-name", NODE, "-v", "1",
+                         *log_format, *extra])
+
+    def start_and_sync(self, *extra):
+        """Starts the daemon and waits until it has listed this node's pods and its objects."""
+        self.start(*extra)
+        wait_for(lambda: "pod source api delivered its first state" in self.log(),
+                 what="the first list of pods")
+        time.sleep(0.3)  # the per-object lists follow at once
 
     def wait_synced(self, *objects):
         """Waits until the daemon has listed this node's pods and each of `objects` ("configmap
@@ -343,20 +345,6 @@ class Cluster:
             return max(r["time"] for r in self.daemon_requests() if is_watch(r))
         started = wait_for(newest, what=f"{watches} watches of the daemon")
         time.sleep(max(0.0, started + 1.1 - time.time()))
-
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        if self.proc is None:
-            return None
-        self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._log.close()
-        self.proc = None
-        return rc
 
     def log(self):
         """The daemon's log as text: with --log-format json, each line must be a JSON object and
@@ -457,9 +445,8 @@ def test_creates_nothing_for_volumes_the_kubelet_has_not_set_up(cluster):
     cluster.put_secret("tls", {"tls.key": "SECRET-MARKER-1"})
     uid = cluster.create_pod("web", [cm_volume("cfg", "app"),
                                      {"name": "tls", "secret": {"secretName": "tls"}}])
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(1.5)
+    cluster.start_and_sync()
+    time.sleep(1.0)
     cluster.put_configmap("app", {"level": "debug"})
     time.sleep(0.5)
     assert tree(cluster.root) == ["pods"]
