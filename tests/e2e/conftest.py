@@ -54,6 +54,23 @@ def visible_files(volume_dir):
     return out
 
 
+def snapshot(path):
+    """Everything below `path`, without following links: type, mode, owner, bytes or target."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            rel = str(p.relative_to(path))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir", st.st_mode, st.st_uid, st.st_gid)
+            else:
+                out[rel] = ("file", st.st_mode, st.st_uid, p.read_bytes())
+    return out
+
+
 def dot_entries(volume_dir):
     return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
 
