@@ -86,10 +86,13 @@ class DaemonProcess:
     def run(self, args):
         self._log = open(self.log_path, "ab")
         # Free ports for the admin endpoints, so that daemons of tests running at once never
-        # compete for the default ones (admin_addresses() reads them from the log). A config file
-        # names its own.
-        admin = [] if any(str(a).startswith("--config") for a in args) else [
-            "--healthz-bind-address", "127.0.0.1:0", "--debug-bind-address", "127.0.0.1:0"]
+        # compete for the default ones (admin_addresses() reads them from the log), unless the
+        # test names them (a config file names its own).
+        admin = []
+        if not any(str(a).startswith("--config") for a in args):
+            for flag in ("--healthz-bind-address", "--debug-bind-address"):
+                if flag not in args:
+                    admin += [flag, "127.0.0.1:0"]
         self.proc = subprocess.Popen([BIN, *args, *admin], stdout=self._log,
                                      stderr=subprocess.STDOUT)
         return self.proc
