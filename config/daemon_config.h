@@ -1,6 +1,7 @@
 // DaemonConfig: the daemon's configuration from its kubelet-style command line, validated.
-// ParseDaemonFlags never exits or prints: it returns the config, a request for help/version
-// text, or an error message for the caller to print (exit code 2).
+// ParseDaemonFlags never exits or prints: it returns the config, text to print and exit 0 with
+// (--help, --version, and --validate-only's effective configuration), or an error message for the
+// caller to print (exit code 2).
 #ifndef VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
 #define VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
 
@@ -62,7 +63,7 @@ inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() ||
 
 struct ParsedFlags {
   std::optional<DaemonConfig> config;  // set when the daemon should run
-  std::string output;                  // help or version text to print (exit 0) when no config
+  std::string output;  // help, version or --validate-only text to print (exit 0) when no config
 };
 
 // `environment` stands in for getenv (NODE_NAME) and `hostname` for the host name, for tests.

@@ -155,5 +155,32 @@ TEST(DaemonConfigTest, HelpAndVersionAreOutputNotConfig) {
   EXPECT_EQ(version->output.rfind("volumemanager ", 0), 0u);
 }
 
+// --validate-only: the daemon does not run; the effective values are the output, and a bad flag
+// is still an error (so the chart test can parse the DaemonSet's args with the binary).
+TEST(DaemonConfigTest, ValidateOnlyPrintsTheEffectiveConfigInsteadOfRunning) {
+  auto r = Parse({"--validate-only", "--in-cluster", "--root-dir=/var/lib/k0s/kubelet/",
+                  "--sync-frequency=90s"},
+                 {{"NODE_NAME", "Node-3"}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->config.has_value());
+  EXPECT_EQ(r->output,
+            "volumemanager: flags valid\n"
+            "mode: cluster\n"
+            "node-name: node-3\n"
+            "root-dir: /var/lib/k0s/kubelet\n"
+            "state-dir: /var/lib/volumemanager\n"
+            "volume-ownership: kubelet\n"
+            "config-map-and-secret-change-detection-strategy: Watch\n"
+            "sync-frequency: 1m30s\n"
+            "tmpfs: true\n"
+            "log-format: text\n"
+            "v: 0\n");
+
+  auto bad = Parse({"--validate-only", "--in-cluster", "--state-dir=/var/lib/kubelet/pods/x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--state-dir /var/lib/kubelet/pods/x: must be outside /var/lib/kubelet/pods");
+}
+
 }  // namespace
 }  // namespace config
