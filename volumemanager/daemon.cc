@@ -196,6 +196,24 @@ void Daemon::StopSources() {
   if (objects_) objects_->Stop();
 }
 
+std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
+  std::vector<server::ReadinessCheck> checks;
+  checks.push_back({"volume-reconstruction", manager_ != nullptr && manager_->reconstructed(),
+                    "the start-up check of the volumes in the ownership journal has not finished"});
+  if (pods_ != nullptr) {
+    for (const std::string& source : pods_->sources()) {
+      std::string from = source == podconfig::kFileSource ? config_.pod_manifest_path
+                         : source == podconfig::kHttpSource
+                             ? podconfig::RedactedUrl(config_.manifest_url)
+                             : "the API server";
+      checks.push_back({"pod-source-" + source, pods_->SourceSeen(source),
+                        "no complete list of pods received yet from " + from});
+    }
+  }
+  checks.push_back({"shutdown", !stopping_, "the daemon is stopping"});
+  return checks;
+}
+
 bool Daemon::ready() const {
   return manager_ != nullptr && manager_->reconstructed() && pods_->AllSourcesSeen();
 }

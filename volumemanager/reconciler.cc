@@ -382,6 +382,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         }
         if (s.ok()) {
           const bool published = (*result)->published;
+          RecordMount(key, plugin_dir, published, started_at);
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
           const auto done_at = std::chrono::steady_clock::now();
@@ -418,6 +419,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           }
         } else {
           ++stats_.mounts_failed;
+          RecordFailure(kOperationMount, d, plugin_dir, s, started_at);
           asw_->SetLastError(key, s.message());
           if (d != nullptr) {
             LogFailure(*d, s.message());
@@ -447,8 +449,11 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
         if (r.ok()) *outcome = *r;
         return r.status();
       },
-      [this, key, outcome, dir = loc.dir()](const base::Status& s) {
+      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir,
+       started = std::chrono::steady_clock::now()](const base::Status& s) {
         if (s.ok()) {
+          metrics_.ObserveOperation(kOperationUnmount, PluginNameOfDir(plugin_dir), true,
+                                    std::chrono::steady_clock::now() - started);
           // A pod that came back while the teardown ran is mounted again by the next pass.
           asw_->Remove(key);
           executor_->Forget(key);
@@ -466,12 +471,40 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
           }
         } else {
           ++stats_.teardowns_failed;
+          RecordFailure(kOperationUnmount, nullptr, plugin_dir, s, started);
           spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",
                        key.volume_name, key.pod_uid, s.message());
         }
         pending_.insert(key);
         if (on_done_) on_done_(key);
       });
+}
+
+void Reconciler::RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,
+                             SteadyTime started) {
+  const SteadyTime done = std::chrono::steady_clock::now();
+  const std::string plugin = PluginNameOfDir(plugin_dir);
+  metrics_.ObserveOperation(kOperationMount, plugin, true, done - started);
+  const MountedVolume* m = asw_->Find(key);
+  // Served: requested before the operation read its objects.
+  if (published && m != nullptr && m->remount_requested_at && *m->remount_requested_at <= started) {
+    metrics_.ObservePropagation(plugin, done - *m->remount_requested_at);
+  }
+}
+
+void Reconciler::RecordFailure(const char* operation, const DesiredVolume* desired,
+                               const std::string& plugin_dir, const base::Status& error,
+                               SteadyTime started) {
+  const std::string plugin = PluginNameOfDir(plugin_dir);
+  metrics_.ObserveOperation(operation, plugin, false, std::chrono::steady_clock::now() - started);
+  bool objects_unavailable = false;
+  if (desired != nullptr) {
+    for (const kube::ObjectRef& ref : desired->objects) {
+      base::Result<cache::ObjectRevision> revision = objects_->GetRevision(ref);
+      if (!revision.ok() || !revision->exists()) objects_unavailable = true;
+    }
+  }
+  metrics_.CountFailure(operation, plugin, FailureReason(error, objects_unavailable));
 }
 
 }  // namespace volumemanager

@@ -38,6 +38,7 @@
 #include "volumemanager/actual_state_of_world.h"
 #include "volumemanager/desired_state_of_world.h"
 #include "volumemanager/operation_executor.h"
+#include "volumemanager/operation_metrics.h"
 #include "volumemanager/ownership_journal.h"
 
 namespace volumemanager {
@@ -124,6 +125,8 @@ class Reconciler {
   void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
+  // Durations, propagation and failures of its operations (/metrics).
+  const OperationMetrics& metrics() const { return metrics_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
   size_t ledger_count() const { return ledgers_.size(); }
@@ -149,6 +152,12 @@ class Reconciler {
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
+  // Metrics of a finished operation that started at `started`. RecordMount runs before the
+  // actual state is updated (it reads the remount request the operation served).
+  void RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,
+                   SteadyTime started);
+  void RecordFailure(const char* operation, const DesiredVolume* desired,
+                     const std::string& plugin_dir, const base::Status& error, SteadyTime started);
 
   ReconcilerOptions options_;
   DesiredStateOfWorld* dsw_;
@@ -158,6 +167,7 @@ class Reconciler {
   std::function<void(const VolumeKey&)> on_done_;
   std::function<void()> on_fetched_;
   ReconcilerStats stats_;
+  OperationMetrics metrics_;
   std::set<VolumeKey> pending_;
   // Each volume's record of unpublished version dirs, kept across its writes.
   std::map<VolumeKey, std::shared_ptr<atomicwriter::UnpublishedLedger>> ledgers_;

@@ -4,6 +4,7 @@ Each test gets fresh pod, object and root directories and a helper that starts t
 (VOLUMEMANAGER_BIN) on them, waits for conditions on disk and stops it.
 """
 import os
+import re
 import signal
 import subprocess
 import time
@@ -67,8 +68,23 @@ class DaemonProcess:
 
     def run(self, args):
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([BIN, *args], stdout=self._log, stderr=subprocess.STDOUT)
+        # Free ports for the admin endpoints, so that daemons of tests running at once never
+        # compete for the default ones (admin_addresses() reads them from the log). A config file
+        # names its own.
+        admin = [] if any(str(a).startswith("--config") for a in args) else [
+            "--healthz-bind-address", "127.0.0.1:0", "--debug-bind-address", "127.0.0.1:0"]
+        self.proc = subprocess.Popen([BIN, *args, *admin], stdout=self._log,
+                                     stderr=subprocess.STDOUT)
         return self.proc
+
+    def admin_addresses(self, timeout=10.0):
+        """(probe, debug) base URLs of the latest run's admin endpoints, from its log lines."""
+        def find():
+            address = r"([0-9a-f.:\[\]]+)"
+            probe = re.findall(r"serving /healthz, /readyz and /metrics on " + address, self.log())
+            debug = re.findall(r"serving /debug/state and /configz on " + address, self.log())
+            return probe and debug and (f"http://{probe[-1]}", f"http://{debug[-1]}")
+        return wait_for(find, timeout=timeout, what="the admin endpoints' addresses in the log")
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
         if self.proc is None:
