@@ -10,9 +10,15 @@ import pathlib
 import re
 import subprocess
 
+import sys
+import urllib.request
+
 import kubernetes.client
 import pytest
 import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "e2e"))
+from conftest import DaemonProcess  # noqa: E402  (the e2e tests' runner of the real binary)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "volumemanager"
@@ -104,8 +110,15 @@ def validate_with_binary(args):
     r = subprocess.run([BINARY, "--validate-only", *checked], capture_output=True, text=True,
                        env={"NODE_NAME": "node-a", "PATH": os.environ.get("PATH", "")})
     assert r.returncode == 0, f"the binary rejects the chart's args {checked}: {r.stderr}"
-    config = dict(line.split(": ", 1) for line in r.stdout.splitlines()[1:])
-    return config, [a for a in args if a not in checked]
+    return json.loads(r.stdout)["volumemanager"], [a for a in args if a not in checked]
+
+
+def seconds(go_duration):
+    """A Go duration of h, m, s and ms parts in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    parts = re.findall(r"([0-9.]+)(ms|h|m|s)", go_duration)
+    assert "".join(n + u for n, u in parts) == go_duration, go_duration
+    return sum(float(n) * units[u] for n, u in parts)
 
 
 @pytest.mark.parametrize("values_file", [None, *VALUES_FILES])
@@ -135,9 +148,17 @@ def test_the_binary_accepts_the_daemonsets_args(values_file):
     config, unchecked = validate_with_binary(c["args"])
     # --root-dir is the kubelet's root dir, whose pods/ is mounted at the same path.
     mounts = {m["name"]: m for m in c["volumeMounts"]}
-    assert mounts["kubelet-pods"]["mountPath"] == config["root-dir"] + "/pods"
-    assert mounts["state"]["mountPath"] == config["state-dir"]
-    assert config["mode"] == "cluster" and config["node-name"] == "node-a"
+    assert mounts["kubelet-pods"]["mountPath"] == config["rootDir"] + "/pods"
+    assert mounts["state"]["mountPath"] == config["stateDir"]
+    assert config["inCluster"] is True and config["nodeName"] == "node-a"
+    # The probes and the metrics Service reach the port the daemon listens on.
+    port = c["ports"][0]["containerPort"]
+    assert config["healthzBindAddress"] == f"0.0.0.0:{port}"
+    values = yaml.safe_load((VALUES_DIR / values_file).read_text()) if values_file else {}
+    assert seconds(config["syncFrequency"]) == seconds(values.get("syncFrequency", "1m"))
+    assert config["configMapAndSecretChangeDetectionStrategy"] == values.get(
+        "changeDetectionStrategy", "Watch")
+    assert config["volumeOwnership"] == values.get("volumeOwnership", "kubelet")
     if unchecked:
         pytest.skip(f"the binary does not know {unchecked} yet: the rest of the args passed")
 
@@ -280,6 +301,31 @@ def test_user_metadata_scheduling_and_image():
     assert container(render())["image"] == "volumemanager:0.1.0"
 
 
+def test_readme_lists_every_value():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    readme = (CHART / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([\w.]+)` \|", readme, re.M))
+
+    def leaves(node, prefix=""):
+        if isinstance(node, dict) and node:
+            return [p for k, v in node.items() for p in leaves(v, f"{prefix}{k}.")]
+        return [prefix[:-1]]
+
+    def resolves(path):
+        node = values
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    paths = leaves(values)
+    unlisted = [p for p in paths
+                if not any(p == k or p.startswith(k + ".") for k in listed)]
+    assert unlisted == [], "values missing from the README's table"
+    assert [k for k in sorted(listed) if not resolves(k)] == [], "README keys not in values.yaml"
+
+
 # Bad values, each rejected at install time with a message naming the value.
 BAD_VALUES = [
     ("unknown top-level key", ["--set", "syncFrequncy=1m"], "additional properties 'syncFrequncy'"),
@@ -314,3 +360,71 @@ def test_bad_values_are_rejected(name, args, message):
     r = helm("template", "vm", str(CHART), *args, check=False)
     assert r.returncode != 0, f"{name}: accepted"
     assert message in r.stderr, r.stderr
+
+
+# --- the Grafana dashboard ----------------------------------------------------------------------
+
+PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset",
+                   "bool", "and", "or", "unless"}
+
+
+def metric_names(expr):
+    """The metric names a PromQL expression (or a Grafana label_values() query) reads."""
+    expr = re.sub(r"label_values\(\s*([a-zA-Z_:][\w:]*)\s*,\s*\w+\s*\)", r"\1", expr)
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # strings
+    expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range durations
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    names = set()
+    for m in re.finditer(r"(?<![\w.$])[a-zA-Z_:][\w:]*", expr):
+        if expr[m.end():].lstrip().startswith("(") or m.group() in PROMQL_KEYWORDS:
+            continue  # a function or an operator
+        names.add(m.group())
+    return names
+
+
+def dashboard_queries():
+    dashboard = json.loads((CHART / "dashboards" / "volumemanager.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    queries += [v["definition"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    return queries
+
+
+def test_metric_names_are_found_in_queries():
+    assert metric_names('histogram_quantile(0.99, sum by (le, x) (rate(a_bucket{node=~"$node"}'
+                        '[$__rate_interval]))) > 0 and on (node) b offset 5m') == {"a_bucket", "b"}
+    assert metric_names("label_values(volumemanager_build_info, node)") == {
+        "volumemanager_build_info"}
+
+
+@pytest.fixture(scope="module")
+def exported_metrics(tmp_path_factory):
+    """Every series name the real daemon's /metrics can show: each family, and a histogram's
+    _bucket, _sum and _count."""
+    tmp = tmp_path_factory.mktemp("daemon")
+    for d in ("pods", "root", "state"):
+        (tmp / d).mkdir()
+    daemon = DaemonProcess(tmp / "daemon.log")
+    daemon.run(["--pod-manifest-path", tmp / "pods", "--root-dir", tmp / "root",
+                "--state-dir", tmp / "state", "--no-tmpfs"])
+    try:
+        probe, _ = daemon.admin_addresses()
+        text = urllib.request.urlopen(probe + "/metrics", timeout=10).read().decode()
+    finally:
+        daemon.stop()
+    names = set()
+    for family, kind in re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M):
+        names.add(family)
+        if kind == "histogram":
+            names |= {family + "_bucket", family + "_sum", family + "_count"}
+    assert "volumemanager_build_info" in names, text
+    return names
+
+
+def test_every_dashboard_query_names_metrics_the_daemon_exports(exported_metrics):
+    queries = dashboard_queries()
+    assert len(queries) >= 10
+    for query in queries:
+        names = metric_names(query)
+        assert names, f"no metric in {query}"
+        assert names <= exported_metrics, f"{sorted(names - exported_metrics)} in {query}"
