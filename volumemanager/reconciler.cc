@@ -141,6 +141,7 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       fetched_.erase(key);
       fresh_.erase(key);
       verify_.erase(key);
+      set_up_seen_.erase(key);
       ledgers_.erase(key);
       if (auto w = kubelet_wait_entry_.find(key); w != kubelet_wait_entry_.end()) {
         kubelet_wait_.erase(w->second);
@@ -171,8 +172,14 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
   }
   const bool needed = mounted == nullptr || mounted->uncertain ||
                       (mounted->remount_required && !is_terminating(key.pod_uid));
-  if (!needed) return true;
+  if (!needed) {
+    fetched_.erase(key);  // a fetch is for the operation it preceded, not a later one
+    return true;
+  }
   if (!executor_->CanStart(key, now)) return false;
+  if (options_.kubelet_owns_volumes && mounted == nullptr && set_up_seen_.count(key) == 0) {
+    return StartSetUpCheck(*desired);
+  }
   return StartMount(*desired, mounted, now);
 }
 
@@ -202,6 +209,31 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
     kubelet_wait_entry_[key] = kubelet_wait_.emplace(
         std::chrono::steady_clock::now() + options_.kubelet_setup_recheck, key);
   }
+}
+
+bool Reconciler::StartSetUpCheck(const DesiredVolume& desired) {
+  const VolumeKey key = desired.key;
+  auto set_up = std::make_shared<bool>(false);
+  const std::string dir = VolumeLocation{options_.root_dir, key.pod_uid,
+                                         desired.plugin->EscapedName(), key.volume_name}
+                              .dir();
+  return executor_->Run(
+      key,
+      [set_up, dir] {
+        *set_up = KubeletHasSetUp(dir);
+        return base::Status::OK();
+      },
+      [this, key, set_up](const base::Status&) {
+        ++stats_.kubelet_setup_checks;
+        if (*set_up) {
+          set_up_seen_.insert(key);
+          pending_.insert(key);  // fetch and write in the next pass
+          if (on_fetched_) on_fetched_();
+        } else {
+          AwaitKubeletSetUp(key, /*was_mounted=*/false);
+        }
+        if (on_done_) on_done_(key);
+      });
 }
 
 void Reconciler::RequestVerify(const VolumeKey& key) {
@@ -373,8 +405,9 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       [this, key, first_mount, plugin_dir, dir, result, not_set_up, inputs = std::move(inputs),
        started_at = now](const base::Status& s) mutable {
         const DesiredVolume* d = dsw_->Find(key);
+        set_up_seen_.erase(key);
         if (s.ok() && *not_set_up) {
-          // The kubelet has not set the volume up (yet), or has torn it down: nothing to refresh.
+          // The kubelet has torn the volume down (or not set it up after all): nothing to refresh.
           ++stats_.kubelet_setup_checks;
           AwaitKubeletSetUp(key, !first_mount);
           if (on_done_) on_done_(key);

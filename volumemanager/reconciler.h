@@ -120,8 +120,9 @@ class Reconciler {
 
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
-  // Called (loop thread) when an object fetch completed later than the pass that asked for it:
-  // the volume's operation can start in the next pass.
+  // Called (loop thread) when an asynchronous step before an operation (an object fetch, the
+  // check that the kubelet has set a volume up) completed: the operation can start in the next
+  // pass.
   void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
@@ -134,7 +135,8 @@ class Reconciler {
   // Volumes waiting for the kubelet to set them up (kubelet ownership).
   size_t waiting_for_kubelet_count() const { return kubelet_wait_.size(); }
   size_t fetch_state_count() const {
-    return fetching_.size() + fetched_.size() + fresh_.size() + verify_.size();
+    return fetching_.size() + fetched_.size() + fresh_.size() + verify_.size() +
+           set_up_seen_.size();
   }
 
  private:
@@ -149,6 +151,9 @@ class Reconciler {
   bool FetchObjects(const DesiredVolume& desired);
   bool StartTearDown(const MountedVolume& mounted);
   bool StartVerify(const MountedVolume& mounted);
+  // Kubelet ownership, before a first mount: whether the kubelet has set the volume up, checked
+  // on the pool, so that a volume still waiting for it costs no object fetch.
+  bool StartSetUpCheck(const DesiredVolume& desired);
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
@@ -184,6 +189,8 @@ class Reconciler {
   std::set<VolumeKey> fresh_;
   // Volumes whose ..data must be checked (a swap was reported).
   std::set<VolumeKey> verify_;
+  // Kubelet ownership: volumes not mounted yet that the kubelet was seen to have set up.
+  std::set<VolumeKey> set_up_seen_;
   // Fetch completions check it: the object manager may outlive the reconciler.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
