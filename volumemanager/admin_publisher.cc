@@ -205,6 +205,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
            static_cast<double>(count)});
     }
     const ReconcilerStats& st = vm->stats();
+    static_assert(sizeof(ReconcilerStats) == 12 * sizeof(long),
+                  "a new ReconcilerStats counter needs its outcome below (and in README.md)");
     for (const auto& [outcome, value] : std::initializer_list<std::pair<const char*, long>>{
              {"mounted", st.mounts_ok},
              {"mount_failed", st.mounts_failed},
@@ -215,7 +217,9 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              {"left_in_place", st.teardowns_not_owned},
              {"cleanup_failed", st.cleanups_failed},
              {"kubelet_setup_pending", st.kubelet_setup_checks},
-             {"released_to_kubelet", st.released_to_kubelet}}) {
+             {"released_to_kubelet", st.released_to_kubelet},
+             {"swap_verified", st.swaps_verified},
+             {"foreign_swap", st.foreign_swaps}}) {
       outcomes.values.push_back({{{"outcome", outcome}}, static_cast<double>(value)});
     }
 
