@@ -139,11 +139,10 @@ void AdminPublisher::Publish() {
   snapshot->seq = requests.seq;
   snapshot->readiness = daemon_->ReadinessChecks();
   snapshot->metrics = BuildMetrics();
-  if (requests.debug_seq > debug_seq_ || debug_state_ == nullptr) {
-    if (requests.debug_seq > debug_seq_) {
-      debug_state_ = std::make_shared<const nlohmann::json>(BuildDebugState());
-      debug_seq_ = requests.debug_seq;
-    }
+  // The debug state lists every volume: built only when /debug/state asked since the last one.
+  if (requests.debug_seq > debug_seq_) {
+    debug_state_ = std::make_shared<const nlohmann::json>(BuildDebugState());
+    debug_seq_ = requests.debug_seq;
   }
   snapshot->debug_seq = debug_seq_;
   snapshot->debug_state = debug_state_;
