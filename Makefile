@@ -85,10 +85,12 @@ run: build
 	@echo "         $(VOLUME_ROOT)/kubernetes.io~projected/bundle/"
 	@echo "         $(VOLUME_ROOT)/kubernetes.io~downward-api/podinfo/labels"
 	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
+	@echo "  ask    curl localhost:10358/metrics; curl localhost:10359/debug/state"
 	@echo
 	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
 	  --node-name demo-node \
-	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
+	  --pod-manifest-path examples/pods --object-manifest-path examples/objects \
+	  --healthz-bind-address 127.0.0.1:10358
 
 # All tests; the last line is ctest's summary.
 test: test-build

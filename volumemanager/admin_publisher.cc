@@ -139,11 +139,10 @@ void AdminPublisher::Publish() {
   snapshot->seq = requests.seq;
   snapshot->readiness = daemon_->ReadinessChecks();
   snapshot->metrics = BuildMetrics();
-  if (requests.debug_seq > debug_seq_ || debug_state_ == nullptr) {
-    if (requests.debug_seq > debug_seq_) {
-      debug_state_ = std::make_shared<const nlohmann::json>(BuildDebugState());
-      debug_seq_ = requests.debug_seq;
-    }
+  // The debug state lists every volume: built only when /debug/state asked since the last one.
+  if (requests.debug_seq > debug_seq_) {
+    debug_state_ = std::make_shared<const nlohmann::json>(BuildDebugState());
+    debug_seq_ = requests.debug_seq;
   }
   snapshot->debug_seq = debug_seq_;
   snapshot->debug_state = debug_state_;
@@ -205,6 +204,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
            static_cast<double>(count)});
     }
     const ReconcilerStats& st = vm->stats();
+    static_assert(sizeof(ReconcilerStats) == 12 * sizeof(long),
+                  "a new ReconcilerStats counter needs its outcome below (and in README.md)");
     for (const auto& [outcome, value] : std::initializer_list<std::pair<const char*, long>>{
              {"mounted", st.mounts_ok},
              {"mount_failed", st.mounts_failed},
@@ -215,7 +216,9 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              {"left_in_place", st.teardowns_not_owned},
              {"cleanup_failed", st.cleanups_failed},
              {"kubelet_setup_pending", st.kubelet_setup_checks},
-             {"released_to_kubelet", st.released_to_kubelet}}) {
+             {"released_to_kubelet", st.released_to_kubelet},
+             {"swap_verified", st.swaps_verified},
+             {"foreign_swap", st.foreign_swaps}}) {
       outcomes.values.push_back({{{"outcome", outcome}}, static_cast<double>(value)});
     }
 

@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
 
 namespace volumemanager {
@@ -140,6 +141,68 @@ TEST(AdminPublisherTest, HealthzFailsWhileTheLoopIsBlockedAndOtherEndpointsStill
   loop_thread.join();
   admin.Stop();
   EXPECT_TRUE(loop.Close()) << "a handle was left open";
+}
+
+// A Daemon whose objects come from a fake that answers fetches only when the test says so, as a
+// cluster-mode cache whose first list has not completed.
+class SlowObjectsDaemon : public Daemon {
+ public:
+  using Daemon::Daemon;
+  cache::FakeObjectManager fake;
+
+ protected:
+  std::optional<StartError> StartObjectSource() override {
+    fake.DeferFetches(true);
+    kube::ConfigMap cm;
+    cm.metadata.name = "app-config";
+    cm.metadata.namespace_ = "default";
+    cm.data["greeting"] = "hello";
+    fake.SetConfigMap(cm);
+    fake.SetChangeHandler([this](const kube::ObjectRef& ref) { OnObjectChanged(ref); });
+    return std::nullopt;
+  }
+  cache::ObjectManager* object_manager() override { return &fake; }
+};
+
+const server::ReadinessCheck* FindCheck(const std::vector<server::ReadinessCheck>& checks,
+                                        const std::string& name) {
+  for (const server::ReadinessCheck& c : checks) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+TEST(ReadinessTest, NotReadyUntilEveryVolumesObjectsAreFetchedAndItsContentWritten) {
+  vmtest::TempDir root, pods;
+  vmtest::WriteFile(pods.File("web.yaml"), kPod);
+  config::DaemonConfig cfg;
+  cfg.root_dir = root.path() + "/root";
+  cfg.state_dir = root.path() + "/state";
+  cfg.node_name = "node-1";
+  cfg.pod_manifest_path = pods.path();
+  cfg.tmpfs = false;
+  vmtest::TestLoop loop;
+  SlowObjectsDaemon daemon(loop.get(), cfg);
+  ASSERT_FALSE(daemon.Start());
+  // The pod source and the start-up scan are done, the volume's fetch is not.
+  ASSERT_TRUE(loop.RunUntil([&] { return daemon.ready() && daemon.fake.pending_fetches() > 0; }));
+  auto checks = daemon.ReadinessChecks();
+  const server::ReadinessCheck* synced = FindCheck(checks, "volumes-synced");
+  ASSERT_NE(synced, nullptr);
+  EXPECT_FALSE(synced->ok);
+  EXPECT_EQ(synced->detail,
+            "1 of 1 volumes not yet fetched and written or checked since start (pod "
+            "default/web-node-1 volume cfg)");
+  EXPECT_TRUE(FindCheck(checks, "pod-source-file")->ok);
+  EXPECT_TRUE(FindCheck(checks, "volume-reconstruction")->ok);
+
+  daemon.fake.CompleteFetches();
+  ASSERT_TRUE(
+      loop.RunUntil([&] { return FindCheck(daemon.ReadinessChecks(), "volumes-synced")->ok; }));
+  bool stopped = false;
+  daemon.Stop([&] { stopped = true; });
+  EXPECT_FALSE(FindCheck(daemon.ReadinessChecks(), "shutdown")->ok);
+  ASSERT_TRUE(loop.RunUntil([&] { return stopped; }));
 }
 
 }  // namespace

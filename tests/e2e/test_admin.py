@@ -77,7 +77,8 @@ def test_endpoints_metrics_and_debug_state(env):
     assert get(probe + "/healthz?verbose")[:2] == (200, "[+]loop ok\nhealthz check passed\n")
     wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
     assert get(probe + "/readyz?verbose")[1] == (
-        "[+]volume-reconstruction ok\n[+]pod-source-file ok\n[+]shutdown ok\n"
+        "[+]volume-reconstruction ok\n[+]volumes-synced ok\n[+]pod-source-file ok\n"
+        "[+]shutdown ok\n"
         "readyz check passed\n")
 
     # An object change, published: its propagation time is measured.
