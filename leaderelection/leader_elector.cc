@@ -50,8 +50,7 @@ base::Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(
 
 LeaderElector::LeaderElector(uv_loop_t* loop, std::unique_ptr<ResourceLock> lock,
                              LeaderElectorOptions options, LeaderCallbacks callbacks)
-    : loop_(loop),
-      lock_(std::move(lock)),
+    : lock_(std::move(lock)),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
       attempt_timer_(NewTimer(loop, this)),

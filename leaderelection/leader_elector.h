@@ -144,7 +144,6 @@ class LeaderElector {
   template <typename F>
   void Guarded(const char* where, F&& body);
 
-  uv_loop_t* loop_;
   std::unique_ptr<ResourceLock> lock_;
   LeaderElectorOptions options_;
   LeaderCallbacks callbacks_;
