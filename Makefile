@@ -16,13 +16,14 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
                   libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
-# (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests. A kubectl already on PATH (e.g. the
-# Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
+# (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests, nghttpx (an HTTP/2 TLS front) for the
+# cluster end-to-end tests. A kubectl already on PATH (e.g. the Google Cloud SDK's package, whose
+# /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
                  openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
-                 prometheus python3-prometheus-client
+                 prometheus python3-prometheus-client nghttp2-proxy
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
