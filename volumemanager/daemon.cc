@@ -62,6 +62,10 @@ std::optional<Daemon::StartError> Daemon::Start() {
   started_ = true;
   auto allocatable = NodeAllocatable(config_);
   if (!allocatable.ok()) return StartError{2, allocatable.status().message()};
+  // The object source first: credentials that cannot be loaded end the start before anything is
+  // created on disk.
+  registry_ = plugins::PluginRegistry::NewDefault();
+  if (auto error = StartObjectSource()) return error;
 
   // As the kubelet does at start: the root dir and its pods dir exist from now on.
   for (const std::string& dir : {config_.root_dir, config_.root_dir + "/pods"}) {
@@ -92,9 +96,6 @@ std::optional<Daemon::StartError> Daemon::Start() {
       break;
   }
   journal_ = std::move(journal->journal);
-
-  registry_ = plugins::PluginRegistry::NewDefault();
-  if (auto error = StartObjectSource()) return error;
 
   VolumeManagerOptions options;
   options.root_dir = config_.root_dir;

@@ -2,11 +2,12 @@
 // sources and their merge, and the volume manager.
 //
 // Lifecycle (loop thread only; the loop runs between the calls):
-//  * Start(): creates the root dir and its pods dir (as the kubelet does at start), opens the
-//    ownership journal in the state dir (what the daemon owns under the root dir: only what it
-//    lists), then starts the object store, the volume manager (its start-up scan runs on the
-//    thread pool), the pod sources and the loop stall monitor, in that order, so the objects a
-//    pod names can be served before any pod arrives.
+//  * Start(): starts the object source (so that credentials that cannot be loaded end the start
+//    before anything is created), creates the root dir and its pods dir (as the kubelet does at
+//    start), opens the ownership journal in the state dir (what the daemon owns under the root
+//    dir: only what it lists), then starts the volume manager (its start-up scan runs on the
+//    thread pool), the node lock's election, the pod sources and the loop stall monitor, in that
+//    order, so the objects a pod names can be served before any pod arrives.
 //    A failure says which flag it concerns and the exit code the process should end with; what
 //    was started is stopped again by Stop() or the destructor.
 //  * ready(): the start-up scan is done and every pod source has delivered its first state, so

@@ -655,8 +655,9 @@ def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case
     for text in expected:
         assert text in last, last
     assert "SECRET-MARKER-EXEC" not in done.stdout + done.stderr
-    # At most the root's pods dir, which the daemon creates first as the kubelet does.
-    assert tree(root) in ([], ["pods"])
+    # Credentials are loaded before anything is created: no root dir, no state dir.
+    assert not root.exists()
+    assert not (tmp_path / "state").exists()
 
 
 @pytest.mark.parametrize("outage", ["503", "closed-port"])
