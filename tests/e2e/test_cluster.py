@@ -837,7 +837,8 @@ def test_immutable_configmap_recreated_new_pods_get_the_new_content_nothing_goes
         wait_for(lambda: visible_files(first_vol) == {"v": b"3"} or
                  visible_files(second_vol) != {"v": b"3"}, what="the recreated content")
     assert sampler.seen[second_vol] == [{"v": b"3"}]
-    assert sampler.seen[first_vol] == [{"v": b"2"}, {"v": b"3"}]
+    # Forward only; the daemon may have picked the recreation up before the sampler's first look.
+    assert sampler.seen[first_vol] in ([{"v": b"2"}, {"v": b"3"}], [{"v": b"3"}])
 
 
 def test_repeated_failed_mounts_of_one_volume_are_one_event_with_a_count(cluster):
