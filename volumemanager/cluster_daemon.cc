@@ -102,6 +102,9 @@ std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {
 void ClusterDaemon::StopSources() {
   api_source_.Stop();
   if (objects_) objects_->Stop();
+  // Events not yet posted are dropped: retrying them against an unreachable API server would
+  // keep a stopped daemon's loop running.
+  events_.reset();
   Daemon::StopSources();
 }
 
