@@ -14,13 +14,15 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages by purpose; each target installs the lists it uses, and only what is missing.
 # Building and running the daemon:
 BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
-                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev
+                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
 # (python3-kubernetes, kubectl), nghttpd and nghttpx for the HTTP/2 tests and benchmarks. A kubectl
 # already on PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with
-# kubernetes-client) is used as is.
+# kubernetes-client) is used as is. The admin server's /metrics is checked by promtool (in
+# `prometheus`; its service is not needed) and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
-                 openssl nghttp2-server nghttp2-proxy $(if $(shell command -v kubectl),,kubernetes-client)
+                 openssl nghttp2-server nghttp2-proxy $(if $(shell command -v kubectl),,kubernetes-client) \
+                 prometheus python3-prometheus-client
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
@@ -83,10 +85,12 @@ run: build
 	@echo "         $(VOLUME_ROOT)/kubernetes.io~projected/bundle/"
 	@echo "         $(VOLUME_ROOT)/kubernetes.io~downward-api/podinfo/labels"
 	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
+	@echo "  ask    curl localhost:10358/metrics; curl localhost:10359/debug/state"
 	@echo
 	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
 	  --node-name demo-node \
-	  --pod-manifest-path examples/pods --object-manifest-path examples/objects
+	  --pod-manifest-path examples/pods --object-manifest-path examples/objects \
+	  --healthz-bind-address 127.0.0.1:10358
 
 # All tests; the last line is ctest's summary.
 test: test-build

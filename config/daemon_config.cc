@@ -2,9 +2,15 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
 #include <sstream>
 
+#include "base/bind_address.h"
 #include "base/version.h"
+#include "config/config_file.h"
 #include "config/go_duration.h"
 
 namespace config {
@@ -39,11 +45,19 @@ base::Status ParseAllocatable(const std::string& text, std::map<std::string, std
   return base::Status::OK();
 }
 
-}  // namespace
+ParsedFlags Output(std::string text) {
+  ParsedFlags parsed;
+  parsed.output = std::move(text);
+  return parsed;
+}
 
-base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
-                                           const std::map<std::string, std::string>& environment,
-                                           const std::string& hostname) {
+// One parse of `args` (a config file's arguments, if any, then the command line's). `given`
+// gets the flags of ConfigFields() that `args` set and `config_file` the --config value, both
+// before validation.
+base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
+                                    const std::map<std::string, std::string>& environment,
+                                    const std::string& hostname, std::set<std::string>* given,
+                                    std::string* config_file) {
   DaemonConfig cfg;
   std::string sync_frequency = "1m";
   std::string object_cache_ttl = "1m";
@@ -60,6 +74,13 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
       "volumemanager"};
   app.set_version_flag("--version", std::string("volumemanager ") + base::kVersion);
   app.option_defaults()->always_capture_default();
+  // A flag given twice takes its last value: a config file's values come first, so the command
+  // line's win.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.footer(ConfigFileHelp());
+  app.add_option("--config", *config_file,
+                 "A VolumeManagerConfiguration file (YAML or JSON; fields below); flags given on "
+                 "the command line override its values");
   app.add_option("--root-dir", cfg.root_dir, "Directory holding pods/<uid>/volumes");
   app.add_option("--state-dir", cfg.state_dir,
                  "Directory for the daemon's own state: the journal of the volumes it set up "
@@ -81,8 +102,9 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   app.add_option("--kube-api-qps", cfg.kube_api_qps,
                  "Requests per second to the API server (token bucket, as the kubelet; 0 means "
                  "client-go's default of 5)");
-  app.add_option("--kube-api-burst", cfg.kube_api_burst,
-                 "Requests allowed at once above --kube-api-qps (0 means client-go's default of 10)");
+  app.add_option(
+      "--kube-api-burst", cfg.kube_api_burst,
+      "Requests allowed at once above --kube-api-qps (0 means client-go's default of 10)");
   app.add_option("--volume-ownership", ownership,
                  "kubelet (cluster default: the kubelet sets up and tears down every volume, the "
                  "daemon only refreshes content of volumes the kubelet has set up) or self "
@@ -111,6 +133,12 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   app.add_option("--loop-stall-log-threshold", loop_stall_log_threshold,
                  "Log every event-loop iteration whose callbacks run this long or longer (Go "
                  "duration; default 100ms)");
+  app.add_option("--healthz-bind-address", cfg.healthz_bind_address,
+                 "IP:PORT serving /healthz, /readyz and /metrics ([IP]:PORT for IPv6; port 0 "
+                 "picks a free one, logged; empty: not served)");
+  app.add_option("--debug-bind-address", cfg.debug_bind_address,
+                 "IP:PORT serving /debug/state and /configz, which name every pod and object on "
+                 "the node: keep it on loopback unless it must be reachable (empty: not served)");
   app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
       ->check(CLI::Range(0, 10));
 
@@ -118,13 +146,16 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    return ParsedFlags{std::nullopt, app.help()};
+    return Output(app.help());
   } catch (const CLI::CallForAllHelp&) {
-    return ParsedFlags{std::nullopt, app.help("", CLI::AppFormatMode::All)};
+    return Output(app.help("", CLI::AppFormatMode::All));
   } catch (const CLI::CallForVersion&) {
-    return ParsedFlags{std::nullopt, std::string("volumemanager ") + base::kVersion + "\n"};
+    return Output(std::string("volumemanager ") + base::kVersion + "\n");
   } catch (const CLI::ParseError& e) {
     return base::Status::Error(std::string(e.what()) + " (see --help)");
+  }
+  for (const ConfigField& f : ConfigFields()) {
+    if (app.get_option(f.flag)->count() > 0) given->insert(f.flag);
   }
 
   for (auto [flag, text, out] :
@@ -141,7 +172,10 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   }
   cfg.tmpfs = !no_tmpfs;
   auto parsed_strategy = cache::ParseChangeDetectionStrategy(strategy);
-  if (!parsed_strategy.ok()) return parsed_strategy.status();
+  if (!parsed_strategy.ok()) {
+    return parsed_strategy.status().WithContext(
+        "--config-map-and-secret-change-detection-strategy");
+  }
   cfg.strategy = *parsed_strategy;
   if (log_format == "text") {
     cfg.log_format = LogFormat::kText;
@@ -151,6 +185,11 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
     return base::Status::Error("--log-format: \"" + log_format + "\" is not text or json");
   }
   if (base::Status s = ParseAllocatable(allocatable, &cfg.node_allocatable); !s.ok()) return s;
+  for (auto [flag, address] : {std::pair{"--healthz-bind-address", &cfg.healthz_bind_address},
+                               std::pair{"--debug-bind-address", &cfg.debug_bind_address}}) {
+    if (address->empty()) continue;
+    if (auto a = base::ParseBindAddress(*address); !a.ok()) return a.status().WithContext(flag);
+  }
   if (cfg.node_name.empty()) {
     auto it = environment.find("NODE_NAME");
     cfg.node_name = it != environment.end() && !it->second.empty() ? it->second : hostname;
@@ -196,7 +235,78 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
         "--object-manifest-path: standalone only; in cluster mode ConfigMaps and Secrets come "
         "from the API server");
   }
-  return ParsedFlags{cfg, ""};
+  ParsedFlags parsed;
+  parsed.config = cfg;
+  return parsed;
+}
+
+// Whether `message` names `flag` (followed by a separator, so --v does not match --volume-...).
+bool Names(const std::string& message, const std::string& flag) {
+  for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
+    const size_t end = at + flag.size();
+    if (end == message.size() || message[end] == ':' || message[end] == ' ' ||
+        message[end] == '=' || message[end] == ',') {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+base::Result<std::string> ReadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return base::Status::Error(std::string("cannot read: ") + std::strerror(errno), errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return base::Status::Error("read failed");
+  return text.str();
+}
+
+base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
+                                           const std::map<std::string, std::string>& environment,
+                                           const std::string& hostname,
+                                           const ReadFileFunction& read_file) {
+  std::set<std::string> given;
+  std::string config_file;
+  auto first = ParseArgs(args, environment, hostname, &given, &config_file);
+  auto with_sources =
+      [&](base::Result<ParsedFlags> r,
+          const std::vector<std::string>& file_fields) -> base::Result<ParsedFlags> {
+    if (!r.ok() || !r->config) return r;
+    r->config_file = config_file;
+    for (const ConfigField& f : ConfigFields()) {
+      const bool in_file =
+          std::find(file_fields.begin(), file_fields.end(), f.name) != file_fields.end();
+      r->sources[f.name] = given.count(f.flag) ? "flag" : in_file ? "file" : "default";
+    }
+    return r;
+  };
+  if (config_file.empty() || (first.ok() && !first->config)) return with_sources(first, {});
+
+  const std::string where = "--config " + config_file;
+  auto text = read_file(config_file);
+  if (!text.ok()) return text.status().WithContext(where);
+  auto file = ConfigFileArgs(*text);
+  if (!file.ok()) return file.status().WithContext(where);
+  std::vector<std::string> merged = file->args;
+  merged.insert(merged.end(), args.begin(), args.end());
+  std::set<std::string> given_merged;
+  std::string again;
+  auto second = ParseArgs(merged, environment, hostname, &given_merged, &again);
+  if (!second.ok()) {
+    // The file's values pass the flags' checks: name the field when its value is at fault.
+    const std::string message = second.status().message();
+    for (const ConfigField& f : ConfigFields()) {
+      if (given.count(f.flag) ||
+          std::find(file->fields.begin(), file->fields.end(), f.name) == file->fields.end()) {
+        continue;
+      }
+      if (Names(message, f.flag)) return second.status().WithContext(where + ": field " + f.name);
+    }
+    return second;
+  }
+  return with_sources(std::move(second), file->fields);
 }
 
 }  // namespace config

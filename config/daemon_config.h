@@ -1,10 +1,12 @@
-// DaemonConfig: the daemon's configuration from its kubelet-style command line, validated.
+// DaemonConfig: the daemon's configuration from its kubelet-style command line and an optional
+// configuration file (config_file.h), validated.
 // ParseDaemonFlags never exits or prints: it returns the config, a request for help/version
 // text, or an error message for the caller to print (exit code 2).
 #ifndef VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
 #define VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -26,6 +28,11 @@ enum class VolumeOwnership { kKubelet, kSelf };
 inline const char* VolumeOwnershipName(VolumeOwnership o) {
   return o == VolumeOwnership::kKubelet ? "kubelet" : "self";
 }
+
+// The admin server's default addresses: ports of this daemon's own, next to the kubelet's
+// (10248-10250) and kube-proxy's (10249, 10256) but not clashing with them.
+inline constexpr char kDefaultHealthzBindAddress[] = "0.0.0.0:10358";
+inline constexpr char kDefaultDebugBindAddress[] = "127.0.0.1:10359";
 
 struct DaemonConfig {
   std::string root_dir = "/var/lib/kubelet";
@@ -56,6 +63,11 @@ struct DaemonConfig {
   int verbosity = 0;
   // An event-loop iteration whose callbacks run this long or longer is logged.
   std::chrono::nanoseconds loop_stall_log_threshold = std::chrono::milliseconds(100);
+  // The admin server's listeners ("IP:PORT", "" = off): probes and metrics, reachable from the
+  // node's network by default (the chart's probes and scrapes use it); debug endpoints, which
+  // name every pod and object, on loopback unless asked otherwise.
+  std::string healthz_bind_address = kDefaultHealthzBindAddress;
+  std::string debug_bind_address = kDefaultDebugBindAddress;
 };
 
 inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() || c.in_cluster; }
@@ -63,12 +75,22 @@ inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() ||
 struct ParsedFlags {
   std::optional<DaemonConfig> config;  // set when the daemon should run
   std::string output;                  // help or version text to print (exit 0) when no config
+  std::string config_file;             // --config, "" when none
+  // Where each field's value came from (config_file.h's names): "flag", "file" or "default".
+  std::map<std::string, std::string> sources;
 };
 
-// `environment` stands in for getenv (NODE_NAME) and `hostname` for the host name, for tests.
+using ReadFileFunction = std::function<base::Result<std::string>(const std::string& path)>;
+base::Result<std::string> ReadConfigFile(const std::string& path);
+
+// `environment` stands in for getenv (NODE_NAME), `hostname` for the host name and `read_file`
+// for reading the --config file, for tests. With --config, the file's fields are applied first
+// and the command line's flags override them (config_file.h); an error about a value from the
+// file starts with "--config FILE: field NAME: ".
 base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& environment,
-                                           const std::string& hostname);
+                                           const std::string& hostname,
+                                           const ReadFileFunction& read_file = ReadConfigFile);
 
 }  // namespace config
 

@@ -23,6 +23,8 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
   EXPECT_EQ(c.log_format, LogFormat::kText);
   EXPECT_FALSE(c.fsync);
   EXPECT_TRUE(c.tmpfs);
+  EXPECT_EQ(c.healthz_bind_address, "0.0.0.0:10358");
+  EXPECT_EQ(c.debug_bind_address, "127.0.0.1:10359");
 
   auto env = Parse({"--manifest-url", "http://127.0.0.1/pods"}, {{"NODE_NAME", "node-7"}});
   ASSERT_TRUE(env.ok());
@@ -56,7 +58,11 @@ TEST(DaemonConfigTest, ParsesEveryFlag) {
                   "--state-dir",
                   "/tmp/state/",
                   "--unpublished-grace",
-                  "2s"});
+                  "2s",
+                  "--healthz-bind-address",
+                  "[::1]:0",
+                  "--debug-bind-address",
+                  ""});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/tmp/root");
@@ -72,6 +78,8 @@ TEST(DaemonConfigTest, ParsesEveryFlag) {
   EXPECT_FALSE(c.tmpfs);
   EXPECT_EQ(c.node_allocatable.at("cpu"), "4");
   EXPECT_EQ(c.node_allocatable.at("memory"), "8Gi");
+  EXPECT_EQ(c.healthz_bind_address, "[::1]:0");
+  EXPECT_EQ(c.debug_bind_address, "");
 }
 
 TEST(DaemonConfigTest, BadInputIsAClearError) {
@@ -87,7 +95,8 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
       {{"--pod-manifest-path", "p", "--sync-frequency", "0s"},
        "--sync-frequency: must be greater than 0"},
       {{"--pod-manifest-path", "p", "--config-map-and-secret-change-detection-strategy", "Poll"},
-       "unknown configmap and secret manager mode: Poll"},
+       "--config-map-and-secret-change-detection-strategy: unknown configmap and secret manager "
+       "mode: Poll"},
       {{"--pod-manifest-path", "p", "--log-format", "xml"},
        "--log-format: \"xml\" is not text or json"},
       {{},
@@ -104,6 +113,14 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
        "the API server"},
       {{"--in-cluster", "--kube-api-burst", "-1"}, "--kube-api-burst: must not be negative"},
       {{"--in-cluster", "--kube-api-qps", "-1"}, "--kube-api-qps: must not be negative"},
+      {{"--pod-manifest-path", "p", "--healthz-bind-address", "localhost:10358"},
+       "--healthz-bind-address: \"localhost:10358\": \"localhost\" is not an IPv4 address "
+       "(IPv6 goes in brackets: [::1]:PORT)"},
+      {{"--pod-manifest-path", "p", "--debug-bind-address", "127.0.0.1:70000"},
+       "--debug-bind-address: \"127.0.0.1:70000\": port \"70000\" is not 0-65535"},
+      {{"--pod-manifest-path", "p", "--debug-bind-address", "127.0.0.1"},
+       "--debug-bind-address: \"127.0.0.1\" is not IP:PORT (e.g. 127.0.0.1:10359 or "
+       "[::1]:10359)"},
       {{"--pod-manifest-path", "p", "--node-allocatable", "gpu=1"},
        "--node-allocatable: unknown resource \"gpu\" (cpu, memory, ephemeral-storage, "
        "hugepages-<size>)"},

@@ -138,6 +138,7 @@ void ApiClient::Send(Call* call) {
         [this, id](base::Status transport, HttpResponse response) {
           auto it = calls_.find(id);
           if (it == calls_.end()) return;
+          CountRequest(it->second->method, transport, response.status);
           HttpDoneCallback done = std::move(it->second->stream_done);
           calls_.erase(it);
           if (done) done(std::move(transport), std::move(response));
@@ -198,11 +199,17 @@ void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
       static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
 }
 
+void ApiClient::CountRequest(const std::string& method, const base::Status& transport,
+                             long status) {
+  ++request_counts_[{method, transport.ok() ? std::to_string(status) : "<error>"}];
+}
+
 void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
   Call* call = it->second.get();
   call->in_flight = false;
+  CountRequest(call->method, transport, response.status);
   const bool idempotent = call->method == "GET";
   if (!transport.ok()) {
     if (idempotent && call->transient_used < policy_.max_transient_retries) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -75,6 +76,12 @@ class ApiClient {
   HttpClient* http() const { return http_; }
   const RateLimiter& rate_limiter() const { return limiter_; }
 
+  // Every attempt that got an outcome (retries included), by HTTP method and outcome: the status
+  // code, or "<error>" when no response came (as client-go's rest_client_requests_total). A
+  // stream (watch) counts when it ends; a cancelled call does not count.
+  using RequestCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
+  const RequestCounts& request_counts() const { return request_counts_; }
+
  private:
   struct Call;
   CallId StartCall(std::string method, std::string path, std::string body, std::string content_type,
@@ -87,12 +94,14 @@ class ApiClient {
   void OnDone(CallId id, base::Status transport, HttpResponse response);
   void RetryLater(Call* call, std::chrono::milliseconds delay);
   void Complete(CallId id, ApiResult result);
+  void CountRequest(const std::string& method, const base::Status& transport, long status);
 
   HttpClient* http_;
   RetryPolicy policy_;
   RateLimiter limiter_;
   std::unordered_map<CallId, std::unique_ptr<Call>> calls_;
   CallId next_id_ = 1;
+  RequestCounts request_counts_;
 };
 
 // Percent-encodes a query value (RFC 3986 unreserved characters stay).

@@ -4,7 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
+
+#include "base/random_uuid.h"
 
 namespace kube {
 namespace {
@@ -49,22 +50,6 @@ bool IsDnsSubdomain(const std::string& name) {
   return prev != '-' && prev != '.';
 }
 
-std::string RandomUuid() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  uint64_t hi = rng();
-  uint64_t lo = rng();
-  hi = (hi & ~0xf000ULL) | 0x4000ULL;        // version 4
-  lo = (lo & ~(3ULL << 62)) | (2ULL << 62);  // variant 10
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08llx-%04llx-%04llx-%04llx-%012llx",
-                static_cast<unsigned long long>(hi >> 32),
-                static_cast<unsigned long long>((hi >> 16) & 0xffff),
-                static_cast<unsigned long long>(hi & 0xffff),
-                static_cast<unsigned long long>(lo >> 48),
-                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
-  return buf;
-}
-
 }  // namespace
 
 std::string CapEventMessage(std::string message) {
@@ -83,7 +68,7 @@ std::string EventName(const std::string& object_name, EventTime now) {
   char hex[24];
   std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(nanos));
   std::string name = object_name + "." + hex;
-  return IsDnsSubdomain(name) ? name : RandomUuid();
+  return IsDnsSubdomain(name) ? name : base::RandomUuid();
 }
 
 std::string FormatEventTime(EventTime t) {

@@ -48,6 +48,8 @@ class PodConfig {
   bool AllSourcesSeen() const;
   // True when `source` delivered at least once.
   bool SourceSeen(const std::string& source) const;
+  // The registered sources' names.
+  const std::set<std::string>& sources() const { return sources_; }
 
   // The current pods of one source, by UID (for tests and debug output).
   const std::map<std::string, kube::Pod>& PodsOf(const std::string& source) const;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kubeclient/rate_limiter.h"
+#include "volumemanager/source_metrics.h"
 
 namespace volumemanager {
 
@@ -87,6 +88,10 @@ void ClusterDaemon::StopSources() {
   api_source_.Stop();
   if (objects_) objects_->Stop();
   Daemon::StopSources();
+}
+
+void ClusterDaemon::AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
+  AddClusterSourceMetrics({api_.get(), events_api_.get()}, api_source_, objects_.get(), families);
 }
 
 }  // namespace volumemanager

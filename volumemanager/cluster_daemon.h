@@ -40,6 +40,9 @@ class ClusterDaemon : public Daemon {
   const kube::EventRecorder* events() const { return events_.get(); }
   const podconfig::ApiSource& pod_source() const { return api_source_; }
 
+  // API requests, the pod reflector, the object managers (source_metrics.h).
+  void AddSourceMetrics(std::vector<server::MetricFamily>* families) const override;
+
  protected:
   std::optional<StartError> StartObjectSource() override;
   cache::ObjectManager* object_manager() override;

@@ -196,6 +196,46 @@ void Daemon::StopSources() {
   if (objects_) objects_->Stop();
 }
 
+std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
+  std::vector<server::ReadinessCheck> checks;
+  checks.push_back({"volume-reconstruction", manager_ != nullptr && manager_->reconstructed(),
+                    "the start-up check of the volumes in the ownership journal has not finished"});
+  if (manager_ != nullptr) {
+    // Every desired volume's objects fetched and its content written or checked once (or the
+    // attempt failed, or the kubelet has not set it up): what the object caches and the first
+    // passes owe a new daemon before it counts as serving.
+    size_t pending = 0;
+    std::string examples;
+    for (const auto& [key, desired] : manager_->desired().volumes()) {
+      const MountedVolume* mounted = manager_->actual().Find(key);
+      const bool done =
+          (mounted != nullptr && !mounted->uncertain) ||
+          (manager_->executor().Backoff(key) != nullptr && !manager_->executor().InFlight(key));
+      if (done) continue;
+      if (++pending <= 3) {
+        examples += std::string(examples.empty() ? "" : ", ") + "pod " +
+                    desired.pod->metadata.NamespacedName() + " volume " + key.volume_name;
+      }
+    }
+    checks.push_back(
+        {"volumes-synced", pending == 0,
+         std::to_string(pending) + " of " + std::to_string(manager_->desired().volumes().size()) +
+             " volumes not yet fetched and written or checked since start (" + examples + ")"});
+  }
+  if (pods_ != nullptr) {
+    for (const std::string& source : pods_->sources()) {
+      std::string from = source == podconfig::kFileSource ? config_.pod_manifest_path
+                         : source == podconfig::kHttpSource
+                             ? podconfig::RedactedUrl(config_.manifest_url)
+                             : "the API server";
+      checks.push_back({"pod-source-" + source, pods_->SourceSeen(source),
+                        "no complete list of pods received yet from " + from});
+    }
+  }
+  checks.push_back({"shutdown", !stopping_, "the daemon is stopping"});
+  return checks;
+}
+
 bool Daemon::ready() const {
   return manager_ != nullptr && manager_->reconstructed() && pods_->AllSourcesSeen();
 }

@@ -36,6 +36,8 @@
 #include "podconfig/file_source.h"
 #include "podconfig/http_source.h"
 #include "podconfig/pod_config.h"
+#include "server/metrics.h"
+#include "server/snapshot.h"
 #include "volumemanager/loop_stall_monitor.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
@@ -62,6 +64,20 @@ class Daemon {
   bool ready() const;
   void Stop(std::function<void()> done);
   bool stopping() const { return stopping_; }
+
+  // For the admin server (admin_publisher.h), loop thread only. What readiness consists of: the
+  // start-up scan, each pod source's first state, not stopping; cluster mode adds its caches.
+  virtual std::vector<server::ReadinessCheck> ReadinessChecks() const;
+  // Metrics of the sources (e.g. reflectors and API requests in cluster mode), added to the
+  // volume manager's.
+  virtual void AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
+    (void)families;
+  }
+  // Null before Start.
+  const VolumeManager* volume_manager() const { return manager_.get(); }
+  const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
+  // The objects as the volume manager reads them (resourceVersions for /debug/state).
+  cache::ObjectManager* objects_for_debug() { return object_manager(); }
 
  protected:
   // Starts the object source; called before the volume manager exists. Its change events go to

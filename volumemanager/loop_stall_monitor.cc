@@ -10,6 +10,7 @@ struct LoopStallMonitor::Handle {
   uint64_t last_wall_ns = 0;
   uint64_t last_idle_ns = 0;
   uint64_t longest_ns = 0;
+  server::Histogram busy_seconds{BusyBuckets()};
 
   void OnPrepare() {
     uv_loop_t* loop = prepare.loop;
@@ -20,6 +21,7 @@ struct LoopStallMonitor::Handle {
       const uint64_t blocked = idle - last_idle_ns;
       const uint64_t busy = elapsed > blocked ? elapsed - blocked : 0;
       if (busy > longest_ns) longest_ns = busy;
+      busy_seconds.Observe(static_cast<double>(busy) / 1e9);
       if (busy >= threshold_ns) {
         spdlog::info("event loop: one iteration ran callbacks for {:.1f} ms without polling",
                      static_cast<double>(busy) / 1e6);
@@ -54,6 +56,16 @@ void LoopStallMonitor::Stop() {
   uv_close(reinterpret_cast<uv_handle_t*>(&handle_->prepare),
            [](uv_handle_t* h) { delete static_cast<Handle*>(h->data); });
   handle_ = nullptr;
+}
+
+const std::vector<double>& LoopStallMonitor::BusyBuckets() {
+  static const std::vector<double> buckets = {.0001, .00025, .0005, .001, .0025, .005, .01,
+                                              .025,  .05,    .1,    .25,  .5,    1,    2.5};
+  return buckets;
+}
+
+server::Histogram LoopStallMonitor::busy_histogram() const {
+  return handle_ == nullptr ? server::Histogram(BusyBuckets()) : handle_->busy_seconds;
 }
 
 std::chrono::microseconds LoopStallMonitor::longest() const {

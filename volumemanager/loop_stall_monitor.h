@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "server/metrics.h"
 
 namespace volumemanager {
 
@@ -33,6 +34,9 @@ class LoopStallMonitor {
 
   // The busiest iteration so far.
   std::chrono::microseconds longest() const;
+  // Every iteration's busy time, in seconds (BusyBuckets); empty when not running.
+  server::Histogram busy_histogram() const;
+  static const std::vector<double>& BusyBuckets();
 
  private:
   struct Handle;

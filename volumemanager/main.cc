@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "base/catch_all.h"
+#include "config/config_file.h"
 #include "config/daemon_config.h"
+#include "volumemanager/admin_publisher.h"
 #include "volumemanager/cluster_daemon.h"
 #include "volumemanager/daemon.h"
 #include "volumemanager/json_log_formatter.h"
@@ -153,8 +155,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "volumemanager: %s\n", error->message.c_str());
     return error->exit_code;
   }
+  // The admin endpoints. A listener that cannot bind is logged, not fatal (as the kubelet's
+  // healthz server): the volumes matter more, and a failing liveness probe reports it.
+  volumemanager::AdminPublisher admin(
+      loop, &daemon, config::Configz(*parsed->config, parsed->config_file, parsed->sources));
+  if (base::Status s =
+          admin.Start(parsed->config->healthz_bind_address, parsed->config->debug_bind_address);
+      !s.ok()) {
+    spdlog::error("admin endpoints not served: {}", s.message());
+  }
   SignalStop signals(loop, &daemon);
   uv_run(loop, UV_RUN_DEFAULT);
+  admin.Stop();
+  uv_run(loop, UV_RUN_NOWAIT);  // closes the admin handles
   spdlog::shutdown();
   return 0;
 }

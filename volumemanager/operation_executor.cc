@@ -51,8 +51,10 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
           e.in_flight = false;
           if (r->result.ok()) {
             e.backoff.Reset();
+            e.last_error.clear();
           } else {
             e.backoff.RecordFailure(self->clock_());
+            e.last_error = r->result.message();
           }
         }
         if (!r->done) return;
@@ -71,6 +73,11 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
 const ExponentialBackoff* OperationExecutor::Backoff(const VolumeKey& key) const {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : &it->second.backoff;
+}
+
+std::string OperationExecutor::LastError(const VolumeKey& key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? std::string() : it->second.last_error;
 }
 
 void OperationExecutor::RetryNow(const VolumeKey& key) {

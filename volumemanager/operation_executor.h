@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "base/status.h"
@@ -42,6 +43,9 @@ class OperationExecutor {
 
   // Backoff state of `key`, for messages: when it may retry and the current delay.
   const ExponentialBackoff* Backoff(const VolumeKey& key) const;
+  // The error of `key`'s last operation, "" after a success (also of a volume that never
+  // mounted, which the actual state does not hold).
+  std::string LastError(const VolumeKey& key) const;
 
   // True while an operation for `key` runs.
   bool InFlight(const VolumeKey& key) const {
@@ -64,6 +68,7 @@ class OperationExecutor {
   struct Entry {
     bool in_flight = false;
     ExponentialBackoff backoff;
+    std::string last_error;
   };
   struct Request;
 

@@ -141,6 +141,7 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       fetched_.erase(key);
       fresh_.erase(key);
       verify_.erase(key);
+      set_up_seen_.erase(key);
       ledgers_.erase(key);
       if (auto w = kubelet_wait_entry_.find(key); w != kubelet_wait_entry_.end()) {
         kubelet_wait_.erase(w->second);
@@ -171,8 +172,14 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
   }
   const bool needed = mounted == nullptr || mounted->uncertain ||
                       (mounted->remount_required && !is_terminating(key.pod_uid));
-  if (!needed) return true;
+  if (!needed) {
+    fetched_.erase(key);  // a fetch is for the operation it preceded, not a later one
+    return true;
+  }
   if (!executor_->CanStart(key, now)) return false;
+  if (options_.kubelet_owns_volumes && mounted == nullptr && set_up_seen_.count(key) == 0) {
+    return StartSetUpCheck(*desired);
+  }
   return StartMount(*desired, mounted, now);
 }
 
@@ -202,6 +209,31 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
     kubelet_wait_entry_[key] = kubelet_wait_.emplace(
         std::chrono::steady_clock::now() + options_.kubelet_setup_recheck, key);
   }
+}
+
+bool Reconciler::StartSetUpCheck(const DesiredVolume& desired) {
+  const VolumeKey key = desired.key;
+  auto set_up = std::make_shared<bool>(false);
+  const std::string dir = VolumeLocation{options_.root_dir, key.pod_uid,
+                                         desired.plugin->EscapedName(), key.volume_name}
+                              .dir();
+  return executor_->Run(
+      key,
+      [set_up, dir] {
+        *set_up = KubeletHasSetUp(dir);
+        return base::Status::OK();
+      },
+      [this, key, set_up](const base::Status&) {
+        ++stats_.kubelet_setup_checks;
+        if (*set_up) {
+          set_up_seen_.insert(key);
+          pending_.insert(key);  // fetch and write in the next pass
+          if (on_fetched_) on_fetched_();
+        } else {
+          AwaitKubeletSetUp(key, /*was_mounted=*/false);
+        }
+        if (on_done_) on_done_(key);
+      });
 }
 
 void Reconciler::RequestVerify(const VolumeKey& key) {
@@ -373,8 +405,9 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       [this, key, first_mount, plugin_dir, dir, result, not_set_up, inputs = std::move(inputs),
        started_at = now](const base::Status& s) mutable {
         const DesiredVolume* d = dsw_->Find(key);
+        set_up_seen_.erase(key);
         if (s.ok() && *not_set_up) {
-          // The kubelet has not set the volume up (yet), or has torn it down: nothing to refresh.
+          // The kubelet has torn the volume down (or not set it up after all): nothing to refresh.
           ++stats_.kubelet_setup_checks;
           AwaitKubeletSetUp(key, !first_mount);
           if (on_done_) on_done_(key);
@@ -382,6 +415,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         }
         if (s.ok()) {
           const bool published = (*result)->published;
+          RecordMount(key, plugin_dir, published, started_at);
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
           const auto done_at = std::chrono::steady_clock::now();
@@ -418,6 +452,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           }
         } else {
           ++stats_.mounts_failed;
+          RecordFailure(kOperationMount, d, plugin_dir, s, started_at);
           asw_->SetLastError(key, s.message());
           if (d != nullptr) {
             LogFailure(*d, s.message());
@@ -447,8 +482,11 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
         if (r.ok()) *outcome = *r;
         return r.status();
       },
-      [this, key, outcome, dir = loc.dir()](const base::Status& s) {
+      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir,
+       started = std::chrono::steady_clock::now()](const base::Status& s) {
         if (s.ok()) {
+          metrics_.ObserveOperation(kOperationUnmount, PluginNameOfDir(plugin_dir), true,
+                                    std::chrono::steady_clock::now() - started);
           // A pod that came back while the teardown ran is mounted again by the next pass.
           asw_->Remove(key);
           executor_->Forget(key);
@@ -466,12 +504,40 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
           }
         } else {
           ++stats_.teardowns_failed;
+          RecordFailure(kOperationUnmount, nullptr, plugin_dir, s, started);
           spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",
                        key.volume_name, key.pod_uid, s.message());
         }
         pending_.insert(key);
         if (on_done_) on_done_(key);
       });
+}
+
+void Reconciler::RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,
+                             SteadyTime started) {
+  const SteadyTime done = std::chrono::steady_clock::now();
+  const std::string plugin = PluginNameOfDir(plugin_dir);
+  metrics_.ObserveOperation(kOperationMount, plugin, true, done - started);
+  const MountedVolume* m = asw_->Find(key);
+  // Served: requested before the operation read its objects.
+  if (published && m != nullptr && m->remount_requested_at && *m->remount_requested_at <= started) {
+    metrics_.ObservePropagation(plugin, done - *m->remount_requested_at);
+  }
+}
+
+void Reconciler::RecordFailure(const char* operation, const DesiredVolume* desired,
+                               const std::string& plugin_dir, const base::Status& error,
+                               SteadyTime started) {
+  const std::string plugin = PluginNameOfDir(plugin_dir);
+  metrics_.ObserveOperation(operation, plugin, false, std::chrono::steady_clock::now() - started);
+  bool objects_unavailable = false;
+  if (desired != nullptr) {
+    for (const kube::ObjectRef& ref : desired->objects) {
+      base::Result<cache::ObjectRevision> revision = objects_->GetRevision(ref);
+      if (!revision.ok() || !revision->exists()) objects_unavailable = true;
+    }
+  }
+  metrics_.CountFailure(operation, plugin, FailureReason(error, objects_unavailable));
 }
 
 }  // namespace volumemanager

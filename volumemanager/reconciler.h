@@ -38,6 +38,7 @@
 #include "volumemanager/actual_state_of_world.h"
 #include "volumemanager/desired_state_of_world.h"
 #include "volumemanager/operation_executor.h"
+#include "volumemanager/operation_metrics.h"
 #include "volumemanager/ownership_journal.h"
 
 namespace volumemanager {
@@ -119,11 +120,14 @@ class Reconciler {
 
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
-  // Called (loop thread) when an object fetch completed later than the pass that asked for it:
-  // the volume's operation can start in the next pass.
+  // Called (loop thread) when an asynchronous step before an operation (an object fetch, the
+  // check that the kubelet has set a volume up) completed: the operation can start in the next
+  // pass.
   void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
+  // Durations, propagation and failures of its operations (/metrics).
+  const OperationMetrics& metrics() const { return metrics_; }
   // Volumes to look at again in a later pass (bounded memory, tests).
   size_t pending_count() const { return pending_.size(); }
   size_t ledger_count() const { return ledgers_.size(); }
@@ -131,7 +135,8 @@ class Reconciler {
   // Volumes waiting for the kubelet to set them up (kubelet ownership).
   size_t waiting_for_kubelet_count() const { return kubelet_wait_.size(); }
   size_t fetch_state_count() const {
-    return fetching_.size() + fetched_.size() + fresh_.size() + verify_.size();
+    return fetching_.size() + fetched_.size() + fresh_.size() + verify_.size() +
+           set_up_seen_.size();
   }
 
  private:
@@ -146,9 +151,18 @@ class Reconciler {
   bool FetchObjects(const DesiredVolume& desired);
   bool StartTearDown(const MountedVolume& mounted);
   bool StartVerify(const MountedVolume& mounted);
+  // Kubelet ownership, before a first mount: whether the kubelet has set the volume up, checked
+  // on the pool, so that a volume still waiting for it costs no object fetch.
+  bool StartSetUpCheck(const DesiredVolume& desired);
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
+  // Metrics of a finished operation that started at `started`. RecordMount runs before the
+  // actual state is updated (it reads the remount request the operation served).
+  void RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,
+                   SteadyTime started);
+  void RecordFailure(const char* operation, const DesiredVolume* desired,
+                     const std::string& plugin_dir, const base::Status& error, SteadyTime started);
 
   ReconcilerOptions options_;
   DesiredStateOfWorld* dsw_;
@@ -158,6 +172,7 @@ class Reconciler {
   std::function<void(const VolumeKey&)> on_done_;
   std::function<void()> on_fetched_;
   ReconcilerStats stats_;
+  OperationMetrics metrics_;
   std::set<VolumeKey> pending_;
   // Each volume's record of unpublished version dirs, kept across its writes.
   std::map<VolumeKey, std::shared_ptr<atomicwriter::UnpublishedLedger>> ledgers_;
@@ -174,6 +189,8 @@ class Reconciler {
   std::set<VolumeKey> fresh_;
   // Volumes whose ..data must be checked (a swap was reported).
   std::set<VolumeKey> verify_;
+  // Kubelet ownership: volumes not mounted yet that the kubelet was seen to have set up.
+  std::set<VolumeKey> set_up_seen_;
   // Fetch completions check it: the object manager may outlive the reconciler.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };

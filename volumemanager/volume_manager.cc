@@ -256,11 +256,9 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
     for (const VolumeKey& key : asw_.VolumesOfPod(uid)) {
       if (dsw_.Find(key) == nullptr) continue;
       asw_.MarkRemountRequired(key, now);
-      // Beyond the inotify watch limit (or unarmed), the resync is when a swap is noticed.
-      const auto state = dir_watcher_.state(key);
-      if (options_.kubelet_owns_volumes && state != VolumeDirWatcher::State::kArmed) {
-        reconciler_.RequestVerify(key);
-      }
+      // The net under the watch: beyond the inotify watch limit, or a watch left on a tmpfs the
+      // kubelet has since replaced (no event says so), the resync is when a swap is noticed.
+      if (options_.kubelet_owns_volumes) reconciler_.RequestVerify(key);
     }
   }
 }
@@ -306,7 +304,8 @@ std::chrono::milliseconds VolumeManager::JitteredSyncPeriod() {
 
 void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir) {
   const auto state = dir_watcher_.state(key);
-  if (state == VolumeDirWatcher::State::kArmed) return;
+  // Re-arming an armed watch is one syscall; it moves a watch left on a replaced mount to the
+  // dir as it is now.
   auto armed = state == VolumeDirWatcher::State::kUnknown ? dir_watcher_.Watch(key, dir)
                                                           : dir_watcher_.Rearm(key);
   if (!armed.ok()) {
@@ -314,8 +313,11 @@ void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir)
                  key.volume_name, key.pod_uid, armed.status().message());
     return;
   }
-  // A swap between the write just done and the watch being armed went unreported: look once.
-  if (*armed == VolumeDirWatcher::Arming::kArmed) reconciler_.RequestVerify(key);
+  // A swap between the write just done and the watch being first armed went unreported: look
+  // once.
+  if (state != VolumeDirWatcher::State::kArmed && *armed == VolumeDirWatcher::Arming::kArmed) {
+    reconciler_.RequestVerify(key);
+  }
 }
 
 void VolumeManager::Stop(std::function<void()> done) {

@@ -222,6 +222,7 @@ TEST_F(VolumeManagerTest, BesideTheKubeletOnlyVolumesItSetUpAreRefreshedAndNothi
   ASSERT_TRUE(RunUntil([&] { return manager_->stats().kubelet_setup_checks >= 2; }));
   EXPECT_FALSE(fs::exists(root_ + "/pods"));  // not even the pod dir
   EXPECT_EQ(manager_->reconciler().waiting_for_kubelet_count(), 1u);
+  EXPECT_TRUE(objects_.fetches().empty());  // waiting costs no object reads
 
   // The kubelet sets it up from an older cache; the daemon's next look refreshes it.
   KubeletSetsUp(Dir("u1"), {{"k", {"v0", 0644, std::nullopt}}});

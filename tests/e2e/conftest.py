@@ -4,6 +4,7 @@ Each test gets fresh pod, object and root directories and a helper that starts t
 (VOLUMEMANAGER_BIN) on them, waits for conditions on disk and stops it.
 """
 import os
+import re
 import signal
 import subprocess
 import time
@@ -57,7 +58,53 @@ def dot_entries(volume_dir):
     return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
 
 
-class Env:
+class DaemonProcess:
+    """The real binary, its output appended to `log_path`."""
+
+    def __init__(self, log_path: Path):
+        self.proc = None
+        self.log_path = log_path
+        self._log = None
+
+    def run(self, args):
+        self._log = open(self.log_path, "ab")
+        # Free ports for the admin endpoints, so that daemons of tests running at once never
+        # compete for the default ones (admin_addresses() reads them from the log). A config file
+        # names its own.
+        admin = [] if any(str(a).startswith("--config") for a in args) else [
+            "--healthz-bind-address", "127.0.0.1:0", "--debug-bind-address", "127.0.0.1:0"]
+        self.proc = subprocess.Popen([BIN, *args, *admin], stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        return self.proc
+
+    def admin_addresses(self, timeout=10.0):
+        """(probe, debug) base URLs of the latest run's admin endpoints, from its log lines."""
+        def find():
+            address = r"([0-9a-f.:\[\]]+)"
+            probe = re.findall(r"serving /healthz, /readyz and /metrics on " + address, self.log())
+            debug = re.findall(r"serving /debug/state and /configz on " + address, self.log())
+            return probe and debug and (f"http://{probe[-1]}", f"http://{debug[-1]}")
+        return wait_for(find, timeout=timeout, what="the admin endpoints' addresses in the log")
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc is None:
+            return None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._log.close()
+        self.proc = None
+        return rc
+
+    def log(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Env(DaemonProcess):
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.pods = tmp / "pods"
@@ -66,12 +113,10 @@ class Env:
         self.state = tmp / "state"
         for d in (self.pods, self.objects, self.root):
             d.mkdir()
-        self.proc = None
+        super().__init__(tmp / "daemon.log")
         # No other writer touches these volumes: old versions may go at once, so tests can
         # expect exactly one version dir.
         self.unpublished_grace = "0s"
-        self.log_path = tmp / "daemon.log"
-        self._log = None
 
     # --- manifests -------------------------------------------------------------------------
     def write_yaml(self, directory: Path, name: str, obj):
@@ -91,30 +136,10 @@ class Env:
 
     # --- daemon ----------------------------------------------------------------------------
     def start(self, *extra):
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [BIN, "--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
+        return self.run(
+            ["--root-dir", str(self.root), "--state-dir", str(self.state), "--node-name", NODE,
              "--pod-manifest-path", str(self.pods), "--object-manifest-path", str(self.objects),
-             "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra],
-            stdout=self._log, stderr=subprocess.STDOUT)
-        return self.proc
-
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        if self.proc is None:
-            return None
-        self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._log.close()
-        self.proc = None
-        return rc
-
-    def log(self):
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+             "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra])
 
 
 def mounts_under(path):

@@ -8,7 +8,6 @@ once, and create, remove or touch nothing else.
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, visible_files, wait_for
+from conftest import DaemonProcess, visible_files, wait_for
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
@@ -31,16 +30,14 @@ PROJECTED = "kubernetes.io~projected"
 DOWNWARD = "kubernetes.io~downward-api"
 
 
-class Cluster:
+class Cluster(DaemonProcess):
     def __init__(self, tmp: Path, server: TestApiServer):
+        super().__init__(tmp / "daemon.log")
         self.tmp = tmp
         self.server = server
         self.root = tmp / "root"
         self.state = tmp / "state"
         self.root.mkdir()
-        self.proc = None
-        self.log_path = tmp / "daemon.log"
-        self._log = None
         # The daemon's own user, so that ACLs can be set for it alone.
         server.admin("POST", "tokens", {"token": DAEMON_TOKEN, "user": DAEMON_USER})
         config = yaml.safe_load(Path(server.kubeconfig).read_text())
@@ -105,29 +102,15 @@ class Cluster:
         kubelet_writer.set_up(self.volume_dir(uid, plugin, volume), payload)
 
     def start(self, *extra):
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [BIN, "--kubeconfig", str(self.kubeconfig), "--root-dir", str(self.root),
-             "--state-dir", str(self.state), "--node-name", NODE, "-v", "1", *extra],
-            stdout=self._log, stderr=subprocess.STDOUT)
-        return self.proc
+        return self.run(["--kubeconfig", str(self.kubeconfig), "--root-dir", str(self.root),
+                         "--state-dir", str(self.state), "--node-name", NODE, "-v", "1", *extra])
 
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        if self.proc is None:
-            return None
-        self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._log.close()
-        self.proc = None
-        return rc
-
-    def log(self):
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def start_and_sync(self, *extra):
+        """Starts the daemon and waits until it has listed this node's pods and its objects."""
+        self.start(*extra)
+        wait_for(lambda: "pod source api delivered its first state" in self.log(),
+                 what="the first list of pods")
+        time.sleep(0.3)  # the per-object lists follow at once
 
 
 @pytest.fixture
@@ -159,9 +142,7 @@ def test_refreshes_the_kubelets_volumes_of_this_nodes_pods_at_once(cluster):
     # The kubelets have set both up (the other node's only as a stand-in on this disk).
     cluster.kubelet_sets_up(mine, CM, "cfg", {"level": "info"})
     cluster.kubelet_sets_up(other, CM, "cfg", {"level": "info"})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)  # the daemon has listed pods and objects by now
+    cluster.start_and_sync()
     cluster.put_configmap("app", {"level": "debug"})
     wait_for(lambda: visible_files(cluster.volume_dir(mine, CM, "cfg")) == {"level": b"debug"},
              what="the new ConfigMap content in this node's pod")
@@ -181,9 +162,8 @@ def test_creates_nothing_for_volumes_the_kubelet_has_not_set_up(cluster):
     cluster.put_secret("tls", {"tls.key": "SECRET-MARKER-1"})
     uid = cluster.create_pod("web", [cm_volume("cfg", "app"),
                                      {"name": "tls", "secret": {"secretName": "tls"}}])
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(1.5)
+    cluster.start_and_sync()
+    time.sleep(1.0)
     cluster.put_configmap("app", {"level": "debug"})
     time.sleep(0.5)
     assert tree(cluster.root) == ["pods"]
@@ -217,9 +197,7 @@ def test_secret_and_projected_content_with_pod_derived_items_left_as_the_kubelet
     cluster.kubelet_sets_up(uid, PROJECTED, "kube-api-access", {"token": "jwt", "level": "info"})
     cluster.kubelet_sets_up(uid, DOWNWARD, "info", {"labels": kubelet_labels})
     cluster.kubelet_sets_up(uid, SECRET, "tls", {"tls.key": "SECRET-MARKER-2"})
-    cluster.start()
-    wait_for(lambda: "is left to the kubelet" in cluster.log(), what="left-to-kubelet lines")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     cluster.put_configmap("app", {"level": "debug"})
     cluster.put_secret("tls", {"tls.key": "SECRET-MARKER-3"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, PROJECTED, "all")) ==
@@ -241,9 +219,7 @@ def test_secret_and_projected_content_with_pod_derived_items_left_as_the_kubelet
 def test_optional_missing_object_then_created(cluster):
     uid = cluster.create_pod("web", [cm_volume("cfg", "late", optional=True)])
     cluster.kubelet_sets_up(uid, CM, "cfg", {})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     cluster.put_configmap("late", {"k": "v"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"k": b"v"},
              what="content of the object created after the pod")
@@ -254,9 +230,7 @@ def test_deleted_object_keeps_the_content_and_a_failure_posts_a_failed_mount_eve
     uid = cluster.create_pod("web", [cm_volume("cfg", "app", items=[{"key": "level",
                                                                      "path": "level"}])])
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "info"})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     cluster.put_configmap("app", {"other": "x"})  # the item's key is gone
     event = wait_for(lambda: [e for e in cluster.events() if e["reason"] == "FailedMount"],
                      what="a FailedMount event")[0]
@@ -281,9 +255,7 @@ def test_a_403_on_one_object_affects_only_the_volumes_that_read_it(cluster):
     uid = cluster.create_pod("web", [cm_volume("a", "open"), cm_volume("b", "closed")])
     cluster.kubelet_sets_up(uid, CM, "a", {"k": "1"})
     cluster.kubelet_sets_up(uid, CM, "b", {"k": "1"})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     cluster.put_configmap("open", {"k": "2"})
     cluster.put_configmap("closed", {"k": "2"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "a")) == {"k": b"2"},
@@ -296,9 +268,7 @@ def test_an_api_outage_changes_nothing_and_recovery_is_prompt(cluster):
     cluster.put_configmap("app", {"level": "1"})
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     # Every watch cut, every request answered 503 for a while.
     cluster.server.admin("POST", "faults", {"status": 503, "times": 1000})
     cluster.server.admin("POST", "drop-watches", {"abort": True})
@@ -317,9 +287,7 @@ def test_mirror_pods_and_terminating_pods(cluster):
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
     cluster.kubelet_sets_up(mirror, CM, "cfg", {"level": "1"})
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     cluster.put_configmap("app", {"level": "2"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"2"},
              what="the regular pod refreshed")
@@ -343,9 +311,7 @@ def test_swaps_by_a_kubelet_writer_older_are_corrected_newer_are_kept(cluster):
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
     vol = cluster.volume_dir(uid, CM, "cfg")
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
-    cluster.start()
-    wait_for(lambda: "cluster mode: API server" in cluster.log(), what="start-up line")
-    time.sleep(0.5)
+    cluster.start_and_sync()
     cluster.put_configmap("app", {"level": "2"})
     wait_for(lambda: visible_files(vol) == {"level": b"2"}, what="the daemon's refresh")
 

@@ -345,6 +345,29 @@ TEST_F(ApiClientTest, RequestTimeoutIsATransportError) {
   EXPECT_EQ(CountRequests("POST", kCms), 1);  // a write is not retried blindly
 }
 
+TEST_F(ApiClientTest, RequestsAreCountedByMethodAndOutcomeRetriesIncluded) {
+  Connect(ServerCredentials());
+  server_.Admin("POST", "faults",
+                {{"verb", "list"}, {"status", 429}, {"retry_after", 0}, {"times", 2}});
+  ASSERT_TRUE(Get(kCms).ok());
+  ASSERT_TRUE(Call([&](ApiCallback cb) { api_->Create(kCms, ConfigMap("n", "v"), cb); }).ok());
+  ASSERT_FALSE(Get(kCms + "/missing").ok());
+  bool ended = false;
+  HttpRequest watch;
+  watch.path = kCms + "?watch=true&timeoutSeconds=1";
+  watch.stream = true;
+  api_->Stream(watch, [&](base::Status, HttpResponse) { ended = true; }, StreamCallbacks{});
+  ASSERT_TRUE(runner_.RunUntil([&] { return ended; }));
+  EXPECT_EQ(api_->request_counts(), (ApiClient::RequestCounts{{{"GET", "429"}, 2},
+                                                               {{"GET", "200"}, 2},
+                                                               {{"POST", "201"}, 1},
+                                                               {{"GET", "404"}, 1}}));
+  // No answer at all.
+  server_.Stop();
+  ASSERT_FALSE(Get(kCms).ok());
+  EXPECT_EQ(api_->request_counts().at({"GET", "<error>"}), 5);  // the first try and 4 retries
+}
+
 TEST(ApiClientPrefixTest, ServerUrlPathPrefixIsKept) {
   TestApiServerProcess server;
   ASSERT_TRUE(server.Start("t", {"--path-prefix", "/k8s/east"}).ok());

@@ -1,0 +1,148 @@
+#include "leaderelection/file_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include "base/errno_error.h"
+
+namespace leaderelection {
+namespace {
+
+// The record a holder wrote; holder kUnknownFileLockHolder when the text says nothing usable.
+LeaderElectionRecord ReadRecord(int fd) {
+  char buf[1024];
+  const ssize_t n = pread(fd, buf, sizeof(buf), 0);
+  LeaderElectionRecord record;
+  if (n > 0) {
+    auto json = nlohmann::json::parse(std::string(buf, static_cast<size_t>(n)), nullptr, false);
+    if (!json.is_discarded()) record = RecordFromLeaseSpec(json);
+  }
+  if (record.holder_identity.empty()) record.holder_identity = kUnknownFileLockHolder;
+  return record;
+}
+
+}  // namespace
+
+FileLock::FileLock(std::string path) : path_(std::move(path)) {}
+
+FileLock::~FileLock() { Close(); }
+
+void FileLock::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  written_ = {};
+}
+
+bool FileLock::StillNamed(int fd) const {
+  struct stat by_fd {};
+  struct stat by_path {};
+  if (fstat(fd, &by_fd) != 0 || stat(path_.c_str(), &by_path) != 0) return false;
+  return by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
+}
+
+base::Result<int> FileLock::TryLock(bool* busy, LeaderElectionRecord* holder) const {
+  *busy = false;
+  const int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return base::ErrnoError("open", path_, errno);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      *busy = true;
+      *holder = ReadRecord(fd);
+      close(fd);
+      return -1;
+    }
+    close(fd);
+    return base::ErrnoError("flock", path_, err);
+  }
+  if (!StillNamed(fd)) {  // removed or replaced between open and flock: that lock means nothing
+    close(fd);
+    return base::Status::Error("flock " + path_ + ": the file was replaced while locking it");
+  }
+  return fd;
+}
+
+void FileLock::Get(std::function<void(GetResult)> done) {
+  GetResult result;
+  if (fd_ >= 0 && StillNamed(fd_)) {
+    result.record = written_;
+    done(std::move(result));
+    return;
+  }
+  Close();
+  bool busy = false;
+  LeaderElectionRecord holder;
+  auto fd = TryLock(&busy, &holder);
+  if (!fd.ok()) {
+    result.status = fd.status();
+  } else if (busy) {
+    result.record = std::move(holder);
+  } else {
+    close(*fd);  // free: a record with no holder; Update takes it for real
+  }
+  done(std::move(result));
+}
+
+void FileLock::Create(const LeaderElectionRecord& record, std::function<void(base::Status)> done) {
+  done(DoUpdate(record));
+}
+
+void FileLock::Update(const LeaderElectionRecord& record, std::function<void(base::Status)> done) {
+  done(DoUpdate(record));
+}
+
+base::Status FileLock::DoUpdate(const LeaderElectionRecord& record) {
+  if (record.holder_identity.empty()) {  // release
+    if (fd_ < 0) return base::Status::OK();
+    // The text is for humans only: if emptying it fails, the flock goes with the descriptor all
+    // the same.
+    (void)!ftruncate(fd_, 0);
+    Close();
+    return base::Status::OK();
+  }
+  if (fd_ >= 0 && !StillNamed(fd_)) {
+    Close();
+    return base::Status::Error(path_ + " was removed or replaced while locked: lock lost");
+  }
+  if (fd_ < 0) {
+    bool busy = false;
+    LeaderElectionRecord holder;
+    auto fd = TryLock(&busy, &holder);
+    if (!fd.ok()) return fd.status();
+    if (busy) {
+      return base::Status::Error(path_ + " is locked by another process (holder " +
+                                 holder.holder_identity + ")");
+    }
+    fd_ = *fd;
+  }
+  if (record.holder_identity != written_.holder_identity ||
+      record.acquire_time != written_.acquire_time) {
+    base::Status s = WriteRecord(record);
+    if (!s.ok()) {
+      Close();  // do not hold a lock whose file names someone else
+      return s;
+    }
+  }
+  written_ = record;
+  return base::Status::OK();
+}
+
+base::Status FileLock::WriteRecord(const LeaderElectionRecord& record) const {
+  nlohmann::json text = LeaseSpecFromRecord(record);
+  text["pid"] = static_cast<long>(getpid());
+  const std::string bytes = text.dump() + "\n";
+  if (ftruncate(fd_, 0) != 0) return base::ErrnoError("truncate", path_, errno);
+  const ssize_t n = pwrite(fd_, bytes.data(), bytes.size(), 0);
+  if (n < 0) return base::ErrnoError("write", path_, errno);
+  if (static_cast<size_t>(n) != bytes.size()) {
+    return base::Status::Error("write " + path_ + ": short write");
+  }
+  return base::Status::OK();
+}
+
+}  // namespace leaderelection

@@ -1,0 +1,266 @@
+// Leader election over the file lock: two electors (or an elector and another process) on one
+// lock file. Every transition goes on one timeline that fails the test if two ever lead at once.
+#include "leaderelection/file_lock.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "leaderelection/leader_elector.h"
+#include "tests/support/election_timeline.h"
+#include "tests/support/test_loop.h"
+
+namespace leaderelection {
+namespace {
+
+using std::chrono::milliseconds;
+using vmtest::ElectionTimeline;
+using vmtest::TempDir;
+using vmtest::TestLoop;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class FileElectionTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (auto& e : electors_) e.reset();
+    EXPECT_LE(timeline_.max_leaders(), 1u) << timeline_.Dump();
+    EXPECT_TRUE(loop_.Close());
+  }
+
+  std::string LockPath() const { return dir_.File(kFileLockName); }
+
+  // Short durations: attempts 50-110 ms apart.
+  LeaderElector* AddElector(const std::string& identity) {
+    LeaderElectorOptions options;
+    options.identity = identity;
+    options.timing = {milliseconds(3000), milliseconds(1000), milliseconds(50)};
+    auto elector = LeaderElector::Create(loop_.get(), std::make_unique<FileLock>(LockPath()),
+                                         options, timeline_.CallbacksFor(identity));
+    EXPECT_TRUE(elector.ok()) << elector.status().message();
+    electors_.push_back(std::move(*elector));
+    return electors_.back().get();
+  }
+
+  TestLoop loop_;
+  TempDir dir_;
+  ElectionTimeline timeline_;
+  std::vector<std::unique_ptr<LeaderElector>> electors_;
+};
+
+TEST_F(FileElectionTest, ExactlyOneOfTwoLeadsAndAGracefulStopHandsOverAtTheNextAttempt) {
+  LeaderElector* a = AddElector("a");
+  LeaderElector* b = AddElector("b");
+  a->Start();
+  b->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader() || b->IsLeader(); }));
+  LeaderElector* holder = a->IsLeader() ? a : b;
+  LeaderElector* waiter = holder == a ? b : a;
+  // Both keep trying for a while: the holder renews, the other keeps being refused.
+  const uint64_t before = waiter->attempts();
+  ASSERT_TRUE(loop_.RunUntil([&] { return waiter->attempts() >= before + 5; }));
+  EXPECT_TRUE(holder->IsLeader());
+  EXPECT_FALSE(waiter->IsLeader());
+  EXPECT_EQ(waiter->leader(), holder->identity()) << "the holder's identity is in the file";
+  EXPECT_NE(ReadAll(LockPath()).find("\"holderIdentity\":\"" + holder->identity() + "\""),
+            std::string::npos)
+      << ReadAll(LockPath());
+
+  uint64_t attempts_at_release = 0;
+  bool stopped = false;
+  holder->Stop([&] {
+    stopped = true;
+    attempts_at_release = waiter->attempts();
+  });
+  ASSERT_TRUE(loop_.RunUntil([&] { return stopped; }));
+  EXPECT_EQ(ReadAll(LockPath()), "") << "a released file names nobody";
+  uint64_t acquired_at_attempt = 0;
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    if (waiter->IsLeader() && acquired_at_attempt == 0) acquired_at_attempt = waiter->attempts();
+    return waiter->IsLeader();
+  }));
+  EXPECT_EQ(acquired_at_attempt, attempts_at_release + 1)
+      << "the first attempt after the release takes over";
+  auto stop = timeline_.Find(holder->identity(), "stopped");
+  auto start = timeline_.Find(waiter->identity(), "started");
+  ASSERT_TRUE(stop && start);
+  EXPECT_LT(*stop, *start) << timeline_.Dump();
+  waiter->Stop();
+}
+
+// Another process that takes the lock and writes `record_text` into the file, then waits to be
+// killed. Returns its pid once it holds the lock.
+pid_t ForkHolder(const std::string& path, const std::string& record_text) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    close(ready[0]);
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+    if (write(fd, record_text.data(), record_text.size()) < 0) _exit(1);
+    if (write(ready[1], "x", 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char byte = 0;
+  const bool ok = read(ready[0], &byte, 1) == 1;
+  close(ready[0]);
+  return ok ? child : -1;
+}
+
+void KillHolder(pid_t child) {
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
+// Kills the holder process when a failed assertion leaves the test early.
+struct HolderGuard {
+  pid_t pid;
+  ~HolderGuard() {
+    if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+  }
+};
+
+// The holder's record claims an hour-long lease; killed with SIGKILL, the kernel drops its flock
+// and the elector's next attempt acquires: the kernel's lock is what counts, not the file's text.
+TEST_F(FileElectionTest, AHolderKilledWithSigkillIsReplacedAtTheNextAttempt) {
+  const pid_t child = ForkHolder(
+      LockPath(), "{\"holderIdentity\":\"other-process\",\"leaseDurationSeconds\":3600}\n");
+  ASSERT_GT(child, 0);
+  HolderGuard guard{child};
+  LeaderElector* a = AddElector("a");
+  a->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->leader() == "other-process"; }));
+  const uint64_t seen_at = a->attempts();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->attempts() >= seen_at + 3; }));
+  EXPECT_FALSE(a->IsLeader());
+
+  KillHolder(child);
+  guard.pid = -1;
+  const uint64_t attempts_at_kill = a->attempts();
+  uint64_t acquired_at_attempt = 0;
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    if (a->IsLeader() && acquired_at_attempt == 0) acquired_at_attempt = a->attempts();
+    return a->IsLeader();
+  }));
+  EXPECT_EQ(acquired_at_attempt, attempts_at_kill + 1);
+  EXPECT_EQ(a->leader(), "a");
+  a->Stop();
+}
+
+// A holder whose record has long expired (or says nothing) still holds the flock: the elector
+// tries to take it at every attempt and is refused every time.
+TEST_F(FileElectionTest, AnExpiredRecordDoesNotBeatTheKernelsLock) {
+  const pid_t child = ForkHolder(LockPath(), "garbage, no record");
+  ASSERT_GT(child, 0);
+  HolderGuard guard{child};
+  LeaderElector* a = AddElector("a");
+  a->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->leader() == kUnknownFileLockHolder; }));
+  const uint64_t seen_at = a->attempts();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->attempts() >= seen_at + 5; }));
+  EXPECT_FALSE(a->IsLeader());
+  EXPECT_EQ(timeline_.Count("a", "started"), 0u);
+  KillHolder(child);
+  guard.pid = -1;
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader(); }));
+  a->Stop();
+}
+
+// Someone replaces the lock file while it is held: a contender that locks the new file makes the
+// holder stop at its next renewal.
+TEST_F(FileElectionTest, AReplacedLockFileEndsTheOldHoldersTerm) {
+  LeaderElector* a = AddElector("a");
+  a->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader(); }));
+  // Another process locks a new file under the same name (as after rm + a restart).
+  vmtest::WriteFile(LockPath() + ".new", "");
+  std::filesystem::rename(LockPath() + ".new", LockPath());
+  FileLock other(LockPath());
+  LeaderElectionRecord record;
+  record.holder_identity = "intruder";
+  record.lease_duration_seconds = 3;
+  base::Status s;
+  other.Update(record, [&](base::Status st) { s = st; });
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(loop_.RunUntil([&] { return !a->IsLeader(); }));
+  EXPECT_EQ(timeline_.Count("a", "stopped"), 1u);
+  EXPECT_EQ(a->leader(), "intruder");
+}
+
+TEST_F(FileElectionTest, AliveWhileRunningAndNotOnceStopped) {
+  LeaderElector* a = AddElector("a");
+  EXPECT_FALSE(a->Alive(std::chrono::steady_clock::now()));
+  a->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader(); }));
+  const auto first = a->last_activity();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->last_activity() > first; }))
+      << "renewals keep the elector's loop visibly alive";
+  EXPECT_TRUE(a->Alive(std::chrono::steady_clock::now()));
+  EXPECT_FALSE(a->Alive(a->last_activity() + a->quiet_limit() + milliseconds(1)));
+  bool stopped = false;
+  a->Stop([&] { stopped = true; });
+  ASSERT_TRUE(loop_.RunUntil([&] { return stopped; }));
+  EXPECT_FALSE(a->Alive(std::chrono::steady_clock::now()));
+}
+
+TEST(FileLockTest, GetLeavesAFreeLockFreeAndUpdateTakesIt) {
+  TempDir dir;
+  FileLock a(dir.File("l"));
+  FileLock b(dir.File("l"));
+  GetResult got;
+  a.Get([&](GetResult r) { got = std::move(r); });
+  ASSERT_TRUE(got.status.ok());
+  EXPECT_FALSE(got.not_found);
+  EXPECT_EQ(got.record.holder_identity, "");
+  EXPECT_FALSE(a.held());
+
+  LeaderElectionRecord ra;
+  ra.holder_identity = "a";
+  base::Status s = base::Status::Error("not called");
+  a.Update(ra, [&](base::Status st) { s = st; });
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(a.held());
+
+  LeaderElectionRecord rb;
+  rb.holder_identity = "b";
+  b.Update(rb, [&](base::Status st) { s = st; });
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("holder a"), std::string::npos) << s.message();
+  b.Get([&](GetResult r) { got = std::move(r); });
+  EXPECT_EQ(got.record.holder_identity, "a");
+
+  a.Update(LeaderElectionRecord{}, [&](base::Status st) { s = st; });  // release
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(a.held());
+  b.Update(rb, [&](base::Status st) { s = st; });
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(FileLockTest, AMissingDirectoryIsAnErrorNamingThePath) {
+  FileLock lock("/nonexistent-dir-for-test/leader.lock");
+  GetResult got;
+  lock.Get([&](GetResult r) { got = std::move(r); });
+  EXPECT_FALSE(got.status.ok());
+  EXPECT_NE(got.status.message().find("/nonexistent-dir-for-test/leader.lock"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace leaderelection

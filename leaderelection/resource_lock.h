@@ -1,0 +1,49 @@
+// ResourceLock: where the leader-election record lives, as client-go's resourcelock.Interface:
+// Get / Create / Update of a LeaderElectionRecord, with the lock's own concurrency control
+// (a Lease's resourceVersion, a kernel file lock). LeaderElector drives it; the lock decides
+// nothing about timing.
+//
+// Calls are asynchronous: `done` runs on the loop thread, exactly once per call unless
+// CancelPending() or the destructor comes first. A lock may call `done` before the call returns
+// (the file lock does: its work is a few system calls). At most one call is outstanding at a time.
+// Not thread-safe.
+#ifndef VOLUMEMANAGER_LEADERELECTION_RESOURCE_LOCK_H_
+#define VOLUMEMANAGER_LEADERELECTION_RESOURCE_LOCK_H_
+
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "leaderelection/leader_election_record.h"
+
+namespace leaderelection {
+
+struct GetResult {
+  base::Status status;
+  // The lock does not exist yet (only when status is OK): Create comes next.
+  bool not_found = false;
+  LeaderElectionRecord record;
+};
+
+class ResourceLock {
+ public:
+  virtual ~ResourceLock() = default;
+
+  virtual void Get(std::function<void(GetResult)> done) = 0;
+  // Fails when the lock exists already (someone else created it first).
+  virtual void Create(const LeaderElectionRecord& record,
+                      std::function<void(base::Status)> done) = 0;
+  // Writes `record` over the one the last Get or Create or Update saw; fails when the lock changed
+  // since then (a conflict) or cannot be held.
+  virtual void Update(const LeaderElectionRecord& record,
+                      std::function<void(base::Status)> done) = 0;
+  // No callback of an outstanding call runs afterwards.
+  virtual void CancelPending() = 0;
+
+  // For log lines, e.g. "file /var/lib/volumemanager/leader.lock" or "lease vm-system/x".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace leaderelection
+
+#endif  // VOLUMEMANAGER_LEADERELECTION_RESOURCE_LOCK_H_

@@ -1,0 +1,129 @@
+// AdminServer: the daemon's admin HTTP endpoints on libmicrohttpd, on two listeners:
+//  * the probe address (--healthz-bind-address): /healthz, /readyz, /metrics;
+//  * the debug address (--debug-bind-address, loopback by default): /debug/state, /configz,
+//    which name every pod and object on the node.
+// Either address may be empty (not served); port 0 binds a free port (see bound addresses).
+//
+// Threads: libmicrohttpd runs one thread per listener plus one per connection (at most
+// kMaxConnections each). Handlers read only what the loop thread hands over: a heartbeat (Beat,
+// an atomic time) and immutable Snapshots (Publish). A handler that needs a snapshot asks for a
+// new one through `request_refresh` (thread-safe; the loop thread then builds and publishes it)
+// and waits at most `refresh_wait` for it; when the loop does not answer in time it serves the
+// last snapshot published, so /metrics and /debug/state still answer while the loop is stuck.
+//
+//  * /healthz: 200 "ok" while the loop thread's last heartbeat is younger than
+//    `liveness_timeout`, 500 naming its age otherwise. Nothing else: the API server's health
+//    never restarts the daemon.
+//  * /readyz: 200 "ok" when every ReadinessCheck holds, 503 otherwise; the body lists the checks
+//    ("[+]name ok" / "[-]name failed: ..."), with what is missing only under ?verbose.
+//  * /metrics: the Prometheus text format.
+//  * /debug/state, /configz: JSON.
+// Only GET and HEAD; anything else is 405, an unknown path 404. No handler throws into C code.
+#ifndef VOLUMEMANAGER_SERVER_ADMIN_SERVER_H_
+#define VOLUMEMANAGER_SERVER_ADMIN_SERVER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/status.h"
+#include "server/snapshot.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+namespace server {
+
+struct AdminServerOptions {
+  std::string healthz_address;  // "IP:PORT"; "" = not served
+  std::string debug_address;    // "IP:PORT"; "" = not served
+  // How errors name the two addresses (e.g. the flags that set them).
+  std::string healthz_name = "healthz address";
+  std::string debug_name = "debug address";
+  std::chrono::nanoseconds liveness_timeout = std::chrono::seconds(2);
+  std::chrono::milliseconds refresh_wait{1000};
+  // Called on a server thread (must be thread-safe and return at once): a handler wants a
+  // snapshot newer than Requests(); e.g. a uv_async_send to the loop.
+  std::function<void()> request_refresh;
+  // The steady clock, for tests.
+  std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;
+};
+
+class AdminServer {
+ public:
+  static constexpr unsigned kMaxConnections = 32;
+
+  // Binds and starts serving; an error names the address that failed (the caller adds the flag).
+  // The heartbeat counts from now.
+  static base::Result<std::unique_ptr<AdminServer>> Start(AdminServerOptions options);
+  // Stops both listeners; waits for running handlers.
+  ~AdminServer();
+  AdminServer(const AdminServer&) = delete;
+  AdminServer& operator=(const AdminServer&) = delete;
+
+  // "IP:PORT" actually bound (the port chosen when 0 was asked), or "" when not served.
+  const std::string& healthz_address() const { return healthz_bound_; }
+  const std::string& debug_address() const { return debug_bound_; }
+
+  // --- loop thread ---
+  // The loop thread is alive now.
+  void Beat();
+  struct Requests {
+    uint64_t seq = 0;        // any snapshot
+    uint64_t debug_seq = 0;  // one with the debug state
+  };
+  // The refresh requests so far: a snapshot built after this call and carrying these numbers
+  // answers them.
+  Requests requests() const;
+  void Publish(std::shared_ptr<const Snapshot> snapshot);
+
+  // --- any thread ---
+  std::shared_ptr<const Snapshot> latest() const;
+
+  // What a GET of `path` on the probe (`debug` false) or debug listener answers; the HTTP
+  // callback's body (server threads).
+  struct Response {
+    unsigned status = 200;
+    std::string content_type = "text/plain; charset=utf-8";
+    std::string body;
+  };
+  Response Serve(bool debug, const std::string& path, bool verbose);
+
+  struct Listener {
+    AdminServer* server;
+    bool debug;
+  };
+
+ private:
+  explicit AdminServer(AdminServerOptions options);
+  base::Status Listen(const std::string& address, Listener* listener, MHD_Daemon** daemon,
+                      std::string* bound);
+  Response Healthz(bool verbose) const;
+  Response Readyz(bool verbose);
+  // A snapshot published after the call (asking the loop for it), or the latest one when the
+  // loop does not publish within refresh_wait; null when none was ever published.
+  std::shared_ptr<const Snapshot> Fresh(bool debug);
+
+  AdminServerOptions options_;
+  Listener probe_listener_{this, false};
+  Listener debug_listener_{this, true};
+  MHD_Daemon* probe_ = nullptr;
+  MHD_Daemon* debug_ = nullptr;
+  std::string healthz_bound_;
+  std::string debug_bound_;
+  std::atomic<int64_t> heartbeat_ns_{0};
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> debug_seq_{0};
+  mutable std::mutex mu_;
+  std::condition_variable published_;
+  std::shared_ptr<const Snapshot> snapshot_;  // guarded by mu_
+};
+
+}  // namespace server
+
+#endif  // VOLUMEMANAGER_SERVER_ADMIN_SERVER_H_

@@ -1,0 +1,218 @@
+"""The admin endpoints and the configuration file of the real binary in standalone mode:
+/healthz, /readyz (?verbose), /metrics (checked by promtool, parsed by prometheus_client),
+/debug/state, /configz, which listener serves what, and --config with flags overriding it."""
+import json
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import BIN, configmap, pod, secret, visible_files, wait_for
+
+CM = "kubernetes.io~configmap"
+SECRET_VALUE = "s3cr3t-value-never-shown"
+
+# Every metric family /metrics lists in standalone mode (README.md, "Metrics").
+METRICS = {
+    "storage_operation_duration_seconds",
+    "volumemanager_propagation_duration_seconds",
+    "volumemanager_operation_errors_total",
+    "volumemanager_reconciler_outcomes_total",
+    "volumemanager_volumes",
+    "volume_manager_total_volumes",
+    "volumemanager_loop_iteration_busy_seconds",
+    "volumemanager_loop_longest_iteration_seconds",
+    "volumemanager_build_info",
+}
+
+
+def get(url):
+    """(status, body, content type) of a GET; error statuses are answers too."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.read().decode(), r.headers.get("Content-Type")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers.get("Content-Type")
+
+
+def metrics(probe):
+    """/metrics, checked by promtool, as {family name: prometheus_client family}."""
+    status, text, ctype = get(probe + "/metrics")
+    assert status == 200
+    assert ctype == "text/plain; version=0.0.4; charset=utf-8"
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # prometheus_client names a counter family without its _total suffix.
+    out = {}
+    for f in text_string_to_metric_families(text):
+        out[f.name + "_total" if f.type == "counter" else f.name] = f
+    return out, text
+
+
+def sample(families, family, suffix="", **labels):
+    """The value of the one sample of `family` (+ `suffix`) with these labels, or None."""
+    for s in families[family].samples:
+        if s.name == family + suffix and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return None
+
+
+def test_endpoints_metrics_and_debug_state(env):
+    env.put_object(configmap("cfg", {"greeting": "hello"}) | {
+        "metadata": {"name": "cfg", "resourceVersion": "41"}})
+    env.put_object(secret("creds", string_data={"password": SECRET_VALUE}))
+    env.put_pod(pod("web", [{"name": "cfg", "configMap": {"name": "cfg"}},
+                            {"name": "creds", "secret": {"secretName": "creds"}},
+                            {"name": "broken", "configMap": {"name": "missing"}}], uid="u1"))
+    env.start("--no-tmpfs")
+    probe, debug = env.admin_addresses()
+    cfg_dir = env.volume_dir("u1", CM, "cfg")
+    wait_for(lambda: visible_files(cfg_dir), what="the configMap volume")
+
+    assert get(probe + "/healthz")[:2] == (200, "ok")
+    assert get(probe + "/healthz?verbose")[:2] == (200, "[+]loop ok\nhealthz check passed\n")
+    wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
+    assert get(probe + "/readyz?verbose")[1] == (
+        "[+]volume-reconstruction ok\n[+]volumes-synced ok\n[+]pod-source-file ok\n"
+        "[+]shutdown ok\n"
+        "readyz check passed\n")
+
+    # An object change, published: its propagation time is measured.
+    env.put_object(configmap("cfg", {"greeting": "hi"}) | {
+        "metadata": {"name": "cfg", "resourceVersion": "42"}})
+    wait_for(lambda: visible_files(cfg_dir).get("greeting") == b"hi", what="the new content")
+    wait_for(lambda: sample(metrics(probe)[0], "volumemanager_propagation_duration_seconds",
+                            "_count", volume_plugin="kubernetes.io/configmap") == 1,
+             what="one propagation measured")
+    wait_for(lambda: sample(metrics(probe)[0], "volumemanager_volumes", state="failing") == 1,
+             what="the broken volume counted as failing")
+    families, text = metrics(probe)
+    assert METRICS <= set(families), METRICS - set(families)
+    ops = "storage_operation_duration_seconds"
+    assert sample(families, ops, "_count", operation_name="volume_mount", status="success",
+                  volume_plugin="kubernetes.io/configmap") == 2  # first mount and the update
+    assert sample(families, ops, "_count", operation_name="volume_mount", status="success",
+                  volume_plugin="kubernetes.io/secret") == 1
+    assert sample(families, ops, "_count", operation_name="volume_mount", status="fail-unknown",
+                  volume_plugin="kubernetes.io/configmap") >= 1
+    # The kubelet's buckets.
+    buckets = sorted(float(s.labels["le"]) for s in families[ops].samples
+                     if s.name == ops + "_bucket" and s.labels["volume_plugin"] ==
+                     "kubernetes.io/secret")
+    assert buckets == [.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600, float("inf")]
+    assert sample(families, "volumemanager_operation_errors_total",
+                  operation_name="volume_mount", volume_plugin="kubernetes.io/configmap",
+                  reason="object_unavailable") >= 1
+    assert sample(families, "volumemanager_volumes", state="mounted") == 2
+    assert sample(families, "volumemanager_reconciler_outcomes_total",
+                  outcome="version_published") == 3
+    assert sample(families, "volume_manager_total_volumes", plugin_name="kubernetes.io/configmap",
+                  state="desired_state_of_world") == 2
+    assert sample(families, "volumemanager_build_info")
+    assert families["volumemanager_loop_iteration_busy_seconds"].samples
+    assert SECRET_VALUE not in text
+
+    status, body, ctype = get(debug + "/debug/state")
+    assert status == 200 and ctype == "application/json"
+    assert SECRET_VALUE not in body
+    state = {v["volume"]: v for v in json.loads(body)["volumes"]}
+    assert state["cfg"]["pod"] == "default/web-e2e-node"  # a static pod is named after its node
+    assert state["cfg"]["podUID"] == "u1"
+    assert state["cfg"]["objects"] == [{"kind": "ConfigMap", "namespace": "default",
+                                        "name": "cfg", "exists": True, "resourceVersion": "42"}]
+    assert state["cfg"]["actual"]["version"].startswith("..")
+    assert state["cfg"]["actual"]["lastSync"]
+    assert state["cfg"]["backoff"] is None and state["cfg"]["lastError"] == ""
+    broken = state["broken"]
+    assert broken["actual"] is None and broken["desired"] is True
+    assert 'configmap "missing" not found' in broken["lastError"]
+    assert broken["backoff"]["until"] and broken["backoff"]["delay"]
+    assert broken["objects"][0]["exists"] is False
+    assert state["creds"]["objects"][0]["kind"] == "Secret"
+
+    # The debug endpoints are not on the probe listener, and the probes not on the debug one.
+    for path in ("/debug/state", "/configz"):
+        assert get(probe + path)[0] == 404
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert get(debug + path)[0] == 404
+    req = urllib.request.Request(probe + "/healthz", method="POST", data=b"x")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 405
+
+    configz = json.loads(get(debug + "/configz")[1])
+    assert configz["configFile"] is None
+    assert configz["volumemanager"]["kind"] == "VolumeManagerConfiguration"
+    assert configz["volumemanager"]["tmpfs"] is False
+    assert configz["sources"]["tmpfs"] == "flag"
+    assert configz["sources"]["syncFrequency"] == "default"
+    assert env.stop() == 0
+
+
+def test_readyz_names_the_missing_pod_source(env, tmp_path):
+    # A manifest URL that never answers: the http source is never seen, so the daemon never
+    # becomes ready (orphans must not be cleaned up yet), while it is alive.
+    env.start("--manifest-url", "http://127.0.0.1:9/pods")
+    probe, _ = env.admin_addresses()
+    wait_for(lambda: get(probe + "/readyz")[0] == 503, what="not ready")
+    status, body, _ = get(probe + "/readyz")
+    assert "[-]pod-source-http failed: reason withheld\n" in body
+    assert body.endswith("readyz check failed\n")
+    status, body, _ = get(probe + "/readyz?verbose")
+    assert status == 503
+    assert ("[-]pod-source-http failed: no complete list of pods received yet from "
+            "http://127.0.0.1:9/pods\n") in body
+    assert "[+]pod-source-file ok\n" in body
+    assert get(probe + "/healthz")[:2] == (200, "ok")
+    assert env.stop() == 0
+
+
+def test_config_file_with_flags_overriding_it(env, tmp_path):
+    env.put_object(configmap("cfg", {"k": "v"}))
+    env.put_pod(pod("web", [{"name": "cfg", "configMap": {"name": "cfg"}}], uid="u1"))
+    config = tmp_path / "vm.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "volumemanager.io/v1alpha1", "kind": "VolumeManagerConfiguration",
+        "syncFrequency": "5m", "tmpfs": False, "healthzBindAddress": "127.0.0.1:0",
+        "debugBindAddress": "127.0.0.1:0", "logging": {"format": "json", "verbosity": 2},
+        "nodeAllocatable": {"cpu": "3"},
+    }))
+    # --sync-frequency on the command line wins over the file's 5m.
+    env.start("--config", str(config), "--sync-frequency", "45s")
+    _, debug = env.admin_addresses()
+    wait_for(lambda: visible_files(env.volume_dir("u1", CM, "cfg")), what="the volume")
+    configz = json.loads(get(debug + "/configz")[1])
+    assert configz["configFile"] == str(config)
+    vm = configz["volumemanager"]
+    assert vm["syncFrequency"] == "45s" and configz["sources"]["syncFrequency"] == "flag"
+    assert vm["tmpfs"] is False and configz["sources"]["tmpfs"] == "file"
+    # The fixture's "-v 1" overrides the file's verbosity 2.
+    assert vm["logging"] == {"format": "json", "verbosity": 1}
+    assert configz["sources"]["logging.format"] == "file"
+    assert configz["sources"]["logging.verbosity"] == "flag"
+    assert vm["nodeAllocatable"] == {"cpu": "3"}
+    assert vm["rootDir"] == str(env.root) and configz["sources"]["rootDir"] == "flag"
+    assert configz["sources"]["objectCacheTTL"] == "default"
+    # The file's log format is in effect: JSON lines.
+    assert any(line.startswith("{") for line in env.log().splitlines())
+    assert env.stop() == 0
+
+
+@pytest.mark.parametrize("content,error", [
+    ({"syncFrequncy": "1m"}, 'unknown field "syncFrequncy"'),
+    ({"syncFrequency": 60}, "field syncFrequency: must be a duration string"),
+    ({"syncFrequency": "0s"},
+     "field syncFrequency: --sync-frequency: must be greater than 0"),
+])
+def test_bad_config_file_exits_2_naming_the_field(tmp_path, content, error):
+    config = tmp_path / "vm.yaml"
+    config.write_text(yaml.safe_dump({"apiVersion": "volumemanager.io/v1alpha1",
+                                      "kind": "VolumeManagerConfiguration",
+                                      "staticPodPath": str(tmp_path), **content}))
+    r = subprocess.run([BIN, "--config", str(config)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert f"volumemanager: --config {config}: {error}" in r.stderr, r.stderr

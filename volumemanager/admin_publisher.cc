@@ -1,0 +1,353 @@
+#include "volumemanager/admin_publisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "base/catch_all.h"
+#include "base/version.h"
+#include "config/go_duration.h"
+#include "volumemanager/operation_metrics.h"
+
+namespace volumemanager {
+namespace {
+
+constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
+
+using server::Labels;
+using server::MetricFamily;
+using server::MetricType;
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(ms % 1000));
+  return buf;
+}
+
+// A steady-clock time as wall-clock time, for people reading /debug/state.
+std::string Rfc3339(std::chrono::steady_clock::time_point t) {
+  const auto from_now = t - std::chrono::steady_clock::now();
+  return Rfc3339(std::chrono::system_clock::now() +
+                 std::chrono::duration_cast<std::chrono::system_clock::duration>(from_now));
+}
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+}  // namespace
+
+struct AdminPublisher::Handles {
+  uv_timer_t heartbeat{};
+  uv_async_t refresh{};
+  AdminPublisher* owner = nullptr;
+  int open = 0;
+};
+
+AdminPublisher::AdminPublisher(uv_loop_t* loop, Daemon* daemon, nlohmann::json configz)
+    : loop_(loop),
+      daemon_(daemon),
+      configz_(std::make_shared<const nlohmann::json>(std::move(configz))) {}
+
+AdminPublisher::~AdminPublisher() { Stop(); }
+
+base::Status AdminPublisher::Start(const std::string& healthz_address,
+                                   const std::string& debug_address) {
+  if (handles_ != nullptr || server_ != nullptr) {
+    return base::Status::Error("admin server: already started");
+  }
+  handles_ = new Handles;
+  handles_->owner = this;
+  uv_timer_init(loop_, &handles_->heartbeat);
+  handles_->heartbeat.data = handles_;
+  uv_async_init(loop_, &handles_->refresh, [](uv_async_t* a) {
+    auto* h = static_cast<Handles*>(a->data);
+    if (h->owner == nullptr) return;
+    base::Status s = base::CatchAll("admin snapshot", [&] { h->owner->Publish(); });
+    if (!s.ok()) spdlog::error("{}", s.message());
+  });
+  handles_->refresh.data = handles_;
+  handles_->open = 2;
+  for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&handles_->heartbeat),
+                         reinterpret_cast<uv_handle_t*>(&handles_->refresh)}) {
+    uv_unref(h);  // the admin server never keeps the daemon running
+  }
+
+  server::AdminServerOptions options;
+  options.healthz_address = healthz_address;
+  options.debug_address = debug_address;
+  options.healthz_name = "--healthz-bind-address";
+  options.debug_name = "--debug-bind-address";
+  uv_async_t* refresh = &handles_->refresh;
+  // Server threads: uv_async_send is the one libuv call that is safe from another thread. The
+  // server is destroyed (its threads joined) before the handle is closed.
+  options.request_refresh = [refresh] { uv_async_send(refresh); };
+  auto started = server::AdminServer::Start(std::move(options));
+  if (!started.ok()) {
+    Stop();
+    return started.status();
+  }
+  server_ = std::move(started).value();
+  if (!server_->healthz_address().empty()) {
+    spdlog::info("serving /healthz, /readyz and /metrics on {}", server_->healthz_address());
+  }
+  if (!server_->debug_address().empty()) {
+    spdlog::info("serving /debug/state and /configz on {}", server_->debug_address());
+  }
+  uv_timer_start(
+      &handles_->heartbeat,
+      [](uv_timer_t* t) {
+        auto* h = static_cast<Handles*>(t->data);
+        if (h->owner != nullptr && h->owner->server_ != nullptr) h->owner->server_->Beat();
+      },
+      kHeartbeatPeriod.count(), kHeartbeatPeriod.count());
+  return base::Status::OK();
+}
+
+void AdminPublisher::Stop() {
+  server_.reset();  // joins the server's threads: no uv_async_send after this
+  if (handles_ == nullptr) return;
+  handles_->owner = nullptr;
+  uv_timer_stop(&handles_->heartbeat);
+  auto closed = [](uv_handle_t* h) {
+    auto* handles = static_cast<Handles*>(h->data);
+    if (--handles->open == 0) delete handles;
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->heartbeat), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->refresh), closed);
+  handles_ = nullptr;
+}
+
+void AdminPublisher::Publish() {
+  if (server_ == nullptr) return;
+  const server::AdminServer::Requests requests = server_->requests();
+  auto snapshot = std::make_shared<server::Snapshot>();
+  snapshot->seq = requests.seq;
+  snapshot->readiness = daemon_->ReadinessChecks();
+  snapshot->metrics = BuildMetrics();
+  // The debug state lists every volume: built only when /debug/state asked since the last one.
+  if (requests.debug_seq > debug_seq_) {
+    debug_state_ = std::make_shared<const nlohmann::json>(BuildDebugState());
+    debug_seq_ = requests.debug_seq;
+  }
+  snapshot->debug_seq = debug_seq_;
+  snapshot->debug_state = debug_state_;
+  snapshot->configz = configz_;
+  server_->Publish(std::move(snapshot));
+}
+
+std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
+  std::vector<MetricFamily> out;
+  MetricFamily operations = Family(
+      "storage_operation_duration_seconds",
+      "Storage operation duration (the kubelet's metric): volume_mount covers first mounts and "
+      "refreshes, volume_unmount teardowns",
+      MetricType::kHistogram);
+  MetricFamily propagation =
+      Family("volumemanager_propagation_duration_seconds",
+             "Seconds from a remount request (an object or pod change observed, or the periodic "
+             "resync) to the new content published in the volume",
+             MetricType::kHistogram);
+  MetricFamily errors = Family("volumemanager_operation_errors_total",
+                               "Failed volume operations by reason (filesystem, "
+                               "object_unavailable, invalid_volume)",
+                               MetricType::kCounter);
+  MetricFamily outcomes =
+      Family("volumemanager_reconciler_outcomes_total",
+             "What the reconciler's operations came to, by outcome", MetricType::kCounter);
+  MetricFamily volumes =
+      Family("volumemanager_volumes",
+             "Volumes by state: mounted (content current as far as known), failing (the last "
+             "attempt failed, backing off), waiting_for_kubelet, left_to_kubelet",
+             MetricType::kGauge);
+  MetricFamily total_volumes = Family(
+      "volume_manager_total_volumes",
+      "Volumes in the desired and actual state of the world, by plugin (the kubelet's metric)",
+      MetricType::kGauge);
+  MetricFamily busy = Family("volumemanager_loop_iteration_busy_seconds",
+                             "Time each event-loop iteration spent running callbacks, i.e. how "
+                             "late an event could be served",
+                             MetricType::kHistogram);
+  MetricFamily longest = Family("volumemanager_loop_longest_iteration_seconds",
+                                "The busiest event-loop iteration since start", MetricType::kGauge);
+  MetricFamily build = Family("volumemanager_build_info", "The daemon's version; the value is 1",
+                              MetricType::kGauge);
+
+  if (const VolumeManager* vm = daemon_->volume_manager()) {
+    const OperationMetrics& m = vm->reconciler().metrics();
+    for (const auto& [key, h] : m.operations()) {
+      const auto& [plugin, operation, status] = key;
+      operations.histograms.push_back(
+          {{{"operation_name", operation}, {"status", status}, {"volume_plugin", plugin}}, h});
+    }
+    for (const auto& [plugin, h] : m.propagation()) {
+      propagation.histograms.push_back({{{"volume_plugin", plugin}}, h});
+    }
+    for (const auto& [key, count] : m.failures()) {
+      const auto& [operation, plugin, reason] = key;
+      errors.values.push_back(
+          {{{"operation_name", operation}, {"reason", reason}, {"volume_plugin", plugin}},
+           static_cast<double>(count)});
+    }
+    const ReconcilerStats& st = vm->stats();
+    static_assert(sizeof(ReconcilerStats) == 12 * sizeof(long),
+                  "a new ReconcilerStats counter needs its outcome below (and in README.md)");
+    for (const auto& [outcome, value] : std::initializer_list<std::pair<const char*, long>>{
+             {"mounted", st.mounts_ok},
+             {"mount_failed", st.mounts_failed},
+             {"version_published", st.versions_published},
+             {"unchanged", st.remounts_unchanged},
+             {"torn_down", st.teardowns_ok},
+             {"teardown_failed", st.teardowns_failed},
+             {"left_in_place", st.teardowns_not_owned},
+             {"cleanup_failed", st.cleanups_failed},
+             {"kubelet_setup_pending", st.kubelet_setup_checks},
+             {"released_to_kubelet", st.released_to_kubelet},
+             {"swap_verified", st.swaps_verified},
+             {"foreign_swap", st.foreign_swaps}}) {
+      outcomes.values.push_back({{{"outcome", outcome}}, static_cast<double>(value)});
+    }
+
+    long failing = 0;
+    std::map<std::string, long> desired_by_plugin, actual_by_plugin;
+    std::set<VolumeKey> failing_keys;
+    for (const auto& [key, d] : vm->desired().volumes()) {
+      ++desired_by_plugin[std::string(d.plugin->Name())];
+      const ExponentialBackoff* backoff = vm->executor().Backoff(key);
+      if (backoff != nullptr && backoff->delay().count() > 0) {
+        ++failing;
+        failing_keys.insert(key);
+      }
+    }
+    long mounted = 0;
+    for (const auto& [key, v] : vm->actual().volumes()) {
+      ++actual_by_plugin[PluginNameOfDir(v.plugin_dir)];
+      if (failing_keys.count(key) == 0) ++mounted;
+    }
+    volumes.values.push_back({{{"state", "mounted"}}, static_cast<double>(mounted)});
+    volumes.values.push_back({{{"state", "failing"}}, static_cast<double>(failing)});
+    volumes.values.push_back({{{"state", "waiting_for_kubelet"}},
+                              static_cast<double>(vm->reconciler().waiting_for_kubelet_count())});
+    volumes.values.push_back({{{"state", "left_to_kubelet"}},
+                              static_cast<double>(vm->populator().left_to_kubelet().size())});
+    for (const auto& [plugin, n] : desired_by_plugin) {
+      total_volumes.values.push_back(
+          {{{"plugin_name", plugin}, {"state", "desired_state_of_world"}}, static_cast<double>(n)});
+    }
+    for (const auto& [plugin, n] : actual_by_plugin) {
+      total_volumes.values.push_back(
+          {{{"plugin_name", plugin}, {"state", "actual_state_of_world"}}, static_cast<double>(n)});
+    }
+  }
+  busy.histograms.push_back({{}, daemon_->stall_monitor().busy_histogram()});
+  longest.values.push_back(
+      {{}, std::chrono::duration<double>(daemon_->stall_monitor().longest()).count()});
+  build.values.push_back({{{"compiler", __VERSION__}, {"version", base::kVersion}}, 1});
+
+  for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &volumes, &total_volumes,
+                          &busy, &longest, &build}) {
+    out.push_back(std::move(*f));
+  }
+  daemon_->AddSourceMetrics(&out);
+  return out;
+}
+
+nlohmann::json AdminPublisher::BuildDebugState() const {
+  nlohmann::json state = nlohmann::json::object();
+  nlohmann::json volumes = nlohmann::json::array();
+  const VolumeManager* vm = daemon_->volume_manager();
+  if (vm == nullptr) {
+    state["volumes"] = volumes;
+    return state;
+  }
+  cache::ObjectManager* objects = daemon_->objects_for_debug();
+  std::set<VolumeKey> keys;
+  for (const auto& [key, d] : vm->desired().volumes()) keys.insert(key);
+  for (const auto& [key, v] : vm->actual().volumes()) keys.insert(key);
+  for (const VolumeKey& key : keys) {
+    const DesiredVolume* d = vm->desired().Find(key);
+    const MountedVolume* m = vm->actual().Find(key);
+    nlohmann::json v;
+    v["podUID"] = key.pod_uid;
+    v["volume"] = key.volume_name;
+    v["desired"] = d != nullptr;
+    if (d != nullptr) {
+      v["pod"] = d->pod->metadata.NamespacedName();
+      v["plugin"] = std::string(d->plugin->Name());
+      v["uniqueName"] = d->unique_name;
+      nlohmann::json refs = nlohmann::json::array();
+      for (const kube::ObjectRef& ref : d->objects) {
+        nlohmann::json o;
+        o["kind"] = ref.kind == kube::ObjectKind::kConfigMap ? "ConfigMap" : "Secret";
+        o["namespace"] = ref.namespace_;
+        o["name"] = ref.name;
+        // What a get returns now: only the metadata, never the data.
+        base::Result<cache::ObjectRevision> revision = objects->GetRevision(ref);
+        if (!revision.ok()) {
+          o["error"] = revision.status().message();
+        } else if (!revision->exists()) {
+          o["exists"] = false;
+        } else {
+          o["exists"] = true;
+          const std::string& rv = revision->config_map
+                                      ? revision->config_map->metadata.resource_version
+                                      : revision->secret->metadata.resource_version;
+          o["resourceVersion"] = rv.empty() ? nlohmann::json() : nlohmann::json(rv);  // unknown
+        }
+        refs.push_back(std::move(o));
+      }
+      v["objects"] = std::move(refs);
+    } else if (m != nullptr) {
+      v["plugin"] = PluginNameOfDir(m->plugin_dir);
+    }
+    if (m != nullptr) {
+      nlohmann::json actual;
+      actual["dir"] = m->dir;
+      actual["version"] = m->ts_dir;
+      actual["uncertain"] = m->uncertain;
+      actual["remountRequired"] = m->remount_required;
+      if (m->last_sync.time_since_epoch().count() != 0) actual["lastSync"] = Rfc3339(m->last_sync);
+      v["actual"] = std::move(actual);
+    } else {
+      v["actual"] = nullptr;
+    }
+    v["lastError"] = vm->executor().LastError(key);
+    v["inFlight"] = vm->executor().InFlight(key);
+    const ExponentialBackoff* backoff = vm->executor().Backoff(key);
+    if (backoff != nullptr && backoff->delay().count() > 0) {
+      v["backoff"] = {{"delay", config::FormatGoDuration(backoff->delay())},
+                      {"until", Rfc3339(backoff->retry_at())}};
+    } else {
+      v["backoff"] = nullptr;
+    }
+    volumes.push_back(std::move(v));
+  }
+  state["volumes"] = std::move(volumes);
+  nlohmann::json left = nlohmann::json::array();
+  for (const VolumeKey& key : vm->populator().left_to_kubelet()) {
+    left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
+  }
+  state["leftToKubelet"] = std::move(left);
+  nlohmann::json readiness = nlohmann::json::array();
+  for (const server::ReadinessCheck& c : daemon_->ReadinessChecks()) {
+    readiness.push_back({{"name", c.name}, {"ok", c.ok}});
+  }
+  state["readiness"] = std::move(readiness);
+  return state;
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,70 @@
+// AdminPublisher: the loop-thread side of the admin server (server/admin_server.h) for one
+// Daemon. It owns the server and two loop handles:
+//  * a heartbeat timer (every 500 ms) that tells the server the loop is alive (/healthz);
+//  * an async handle the server's threads poke when a request needs current data; its callback
+//    builds a snapshot (readiness, metrics, and the debug state when asked for) from the daemon's
+//    state and publishes it. Nothing is built while nobody asks.
+// Neither handle keeps the loop running.
+//
+// Metrics (names in README.md, "Metrics"): the reconciler's operations (the kubelet's
+// storage_operation_duration_seconds), propagation, failures by reason, volumes by state, the
+// reconciler's outcome counters, loop busy time, build info, and whatever the daemon's sources
+// add (Daemon::AddSourceMetrics). The debug state lists, per volume, the pod, the objects read
+// with their resourceVersions, the version on disk, last sync, last error and backoff; never
+// object data.
+//
+// Loop thread only, except that the server's threads call into the async handle.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
+
+#include <uv.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "server/admin_server.h"
+#include "volumemanager/daemon.h"
+
+namespace volumemanager {
+
+class AdminPublisher {
+ public:
+  // `configz`: what /configz serves. The daemon must outlive the publisher.
+  AdminPublisher(uv_loop_t* loop, Daemon* daemon, nlohmann::json configz);
+  ~AdminPublisher();
+  AdminPublisher(const AdminPublisher&) = delete;
+  AdminPublisher& operator=(const AdminPublisher&) = delete;
+
+  // Binds the listeners (an empty address is not served) and starts the heartbeat. An error
+  // names the flag and address; nothing is served then.
+  base::Status Start(const std::string& healthz_address, const std::string& debug_address);
+  // Stops the server (waiting for its handlers), then closes the handles; the loop must run for
+  // them to close. Called again, does nothing.
+  void Stop();
+
+  // Null before Start or after Stop.
+  const server::AdminServer* server() const { return server_.get(); }
+
+  // The snapshot parts, as the async callback builds them.
+  std::vector<server::MetricFamily> BuildMetrics() const;
+  nlohmann::json BuildDebugState() const;
+
+ private:
+  struct Handles;
+  void Publish();
+
+  uv_loop_t* loop_;
+  Daemon* daemon_;
+  std::shared_ptr<const nlohmann::json> configz_;
+  std::unique_ptr<server::AdminServer> server_;
+  Handles* handles_ = nullptr;  // freed by the close callbacks
+  std::shared_ptr<const nlohmann::json> debug_state_;
+  uint64_t debug_seq_ = 0;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_ADMIN_PUBLISHER_H_

@@ -1,0 +1,79 @@
+#include "volumemanager/source_metrics.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+namespace volumemanager {
+namespace {
+
+server::MetricFamily Family(std::string name, std::string help, server::MetricType type) {
+  server::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+}  // namespace
+
+void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
+                             const podconfig::ApiSource& pods,
+                             const cache::ApiObjectManager* objects,
+                             std::vector<server::MetricFamily>* families) {
+  using server::MetricType;
+  auto requests = Family("volumemanager_api_requests_total",
+                         "Requests to the API server by HTTP method and outcome (status code, or "
+                         "<error> when no response came), retries included; a watch counts when "
+                         "it ends",
+                         MetricType::kCounter);
+  std::map<std::pair<std::string, std::string>, uint64_t> summed;
+  for (const kube::ApiClient* client : clients) {
+    if (client == nullptr) continue;
+    for (const auto& [key, n] : client->request_counts()) summed[key] += n;
+  }
+  for (const auto& [key, n] : summed) {
+    requests.values.push_back(
+        {{{"code", key.second}, {"method", key.first}}, static_cast<double>(n)});
+  }
+
+  auto lists = Family("volumemanager_reflector_lists_total",
+                      "Successful lists of the pod reflector (the first one, then relists)",
+                      MetricType::kCounter);
+  auto relists = Family("volumemanager_reflector_relists_total",
+                        "Lists of the pod reflector after its first one (after an expired "
+                        "resourceVersion or a failed watch)",
+                        MetricType::kCounter);
+  auto watch_requests = Family("volumemanager_reflector_watches_total",
+                               "Watch requests started by the pod reflector", MetricType::kCounter);
+  auto watches = Family("volumemanager_watches",
+                        "Watches running: the pod reflector's, and one per referenced object "
+                        "under the Watch strategy",
+                        MetricType::kGauge);
+  const kube::Reflector* reflector = pods.reflector();
+  const kube::Reflector::Stats stats =
+      reflector != nullptr ? reflector->stats() : kube::Reflector::Stats{};
+  lists.values.push_back({{{"resource", "pods"}}, static_cast<double>(stats.lists)});
+  relists.values.push_back(
+      {{{"resource", "pods"}}, static_cast<double>(stats.lists > 0 ? stats.lists - 1 : 0)});
+  watch_requests.values.push_back({{{"resource", "pods"}}, static_cast<double>(stats.watches)});
+  watches.values.push_back({{{"resource", "pods"}}, reflector != nullptr ? 1.0 : 0.0});
+
+  auto reads = Family("volumemanager_object_reads_total",
+                      "ConfigMap and Secret reads from the API server outside watches: get (the "
+                      "Get and Cache strategies), fresh_get (a quorum read after another "
+                      "writer's swap, or an immutable object's re-check)",
+                      MetricType::kCounter);
+  if (objects != nullptr) {
+    const cache::ApiObjectManager::Stats& s = objects->stats();
+    reads.values.push_back({{{"kind", "get"}}, static_cast<double>(s.gets)});
+    reads.values.push_back({{{"kind", "fresh_get"}}, static_cast<double>(s.fresh_gets)});
+    watches.values.push_back({{{"resource", "configmaps_and_secrets"}},
+                              static_cast<double>(objects->RunningReflectors())});
+  }
+  for (auto* f : {&requests, &lists, &relists, &watch_requests, &watches, &reads}) {
+    families->push_back(std::move(*f));
+  }
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,24 @@
+// Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in README.md,
+// "Metrics"): API requests by method and outcome, the pod reflector's lists, relists and watch
+// requests, and the object managers' reads and running per-object watches. Loop thread only.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_SOURCE_METRICS_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_SOURCE_METRICS_H_
+
+#include <vector>
+
+#include "cache/api_object_manager.h"
+#include "kubeclient/api_client.h"
+#include "podconfig/api_source.h"
+#include "server/metrics.h"
+
+namespace volumemanager {
+
+// `clients`: every ApiClient of the daemon (their counts are summed); `objects` may be null.
+void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
+                             const podconfig::ApiSource& pods,
+                             const cache::ApiObjectManager* objects,
+                             std::vector<server::MetricFamily>* families);
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_SOURCE_METRICS_H_
