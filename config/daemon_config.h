@@ -1,7 +1,8 @@
 // DaemonConfig: the daemon's configuration from its kubelet-style command line and an optional
 // configuration file (config_file.h), validated.
-// ParseDaemonFlags never exits or prints: it returns the config, a request for help/version
-// text, or an error message for the caller to print (exit code 2).
+// ParseDaemonFlags never exits or prints: it returns the config, text to print and exit 0 with
+// (--help, --version, and --validate-only's effective configuration), or an error message for the
+// caller to print (exit code 2).
 #ifndef VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
 #define VOLUMEMANAGER_CONFIG_DAEMON_CONFIG_H_
 
@@ -74,8 +75,10 @@ inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() ||
 
 struct ParsedFlags {
   std::optional<DaemonConfig> config;  // set when the daemon should run
-  std::string output;                  // help or version text to print (exit 0) when no config
-  std::string config_file;             // --config, "" when none
+  std::string output;  // help, version or --validate-only text to print (exit 0) when no config
+  // --validate-only: `output` is the effective configuration (Configz's JSON), `config` unset.
+  bool validate_only = false;
+  std::string config_file;  // --config, "" when none
   // Where each field's value came from (config_file.h's names): "flag", "file" or "default".
   std::map<std::string, std::string> sources;
 };

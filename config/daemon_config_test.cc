@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace config {
 namespace {
 
@@ -170,6 +172,28 @@ TEST(DaemonConfigTest, HelpAndVersionAreOutputNotConfig) {
   auto version = Parse({"--version"});
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(version->output.rfind("volumemanager ", 0), 0u);
+}
+
+// --validate-only: the daemon does not run; the effective values are the output, and a bad flag
+// is still an error (so the chart test can parse the DaemonSet's args with the binary).
+TEST(DaemonConfigTest, ValidateOnlyPrintsTheEffectiveConfigInsteadOfRunning) {
+  auto r = Parse({"--validate-only", "--in-cluster", "--root-dir=/var/lib/k0s/kubelet/",
+                  "--sync-frequency=90s"},
+                 {{"NODE_NAME", "Node-3"}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->config.has_value());
+  const nlohmann::json out = nlohmann::json::parse(r->output);
+  EXPECT_EQ(out["volumemanager"]["rootDir"], "/var/lib/k0s/kubelet");
+  EXPECT_EQ(out["volumemanager"]["nodeName"], "node-3");
+  EXPECT_EQ(out["volumemanager"]["syncFrequency"], "1m30s");
+  EXPECT_EQ(out["volumemanager"]["volumeOwnership"], "kubelet");
+  EXPECT_EQ(out["sources"]["syncFrequency"], "flag");
+  EXPECT_EQ(out["sources"]["stateDir"], "default");
+
+  auto bad = Parse({"--validate-only", "--in-cluster", "--state-dir=/var/lib/kubelet/pods/x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--state-dir /var/lib/kubelet/pods/x: must be outside /var/lib/kubelet/pods");
 }
 
 }  // namespace

@@ -96,10 +96,21 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
   // Server threads: uv_async_send is the one libuv call that is safe from another thread. The
   // server is destroyed (its threads joined) before the handle is closed.
   options.request_refresh = [refresh] { uv_async_send(refresh); };
-  auto started = server::AdminServer::Start(std::move(options));
+  auto started = server::AdminServer::Start(options);
+  base::Status error = started.status();
+  if (!started.ok() && !healthz_address.empty() && !debug_address.empty()) {
+    // One listener failed: serve the other (the probes above all), and still report the error.
+    options.debug_address.clear();
+    started = server::AdminServer::Start(options);
+    if (!started.ok()) {
+      options.healthz_address.clear();
+      options.debug_address = debug_address;
+      started = server::AdminServer::Start(options);
+    }
+  }
   if (!started.ok()) {
     Stop();
-    return started.status();
+    return error;
   }
   server_ = std::move(started).value();
   if (!server_->healthz_address().empty()) {
@@ -115,7 +126,7 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
         if (h->owner != nullptr && h->owner->server_ != nullptr) h->owner->server_->Beat();
       },
       kHeartbeatPeriod.count(), kHeartbeatPeriod.count());
-  return base::Status::OK();
+  return error;
 }
 
 void AdminPublisher::Stop() {

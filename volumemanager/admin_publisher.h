@@ -39,7 +39,8 @@ class AdminPublisher {
   AdminPublisher& operator=(const AdminPublisher&) = delete;
 
   // Binds the listeners (an empty address is not served) and starts the heartbeat. An error
-  // names the flag and address; nothing is served then.
+  // names the flag and address of a listener that could not bind; the other one is served
+  // (server() is null only when neither is).
   base::Status Start(const std::string& healthz_address, const std::string& debug_address);
   // Stops the server (waiting for its handlers), then closes the handles; the loop must run for
   // them to close. Called again, does nothing.

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   if (base::Status s =
           admin.Start(parsed->config->healthz_bind_address, parsed->config->debug_bind_address);
       !s.ok()) {
-    spdlog::error("admin endpoints not served: {}", s.message());
+    spdlog::error("admin endpoints: {}", s.message());
   }
   SignalStop signals(loop, &daemon);
   uv_run(loop, UV_RUN_DEFAULT);

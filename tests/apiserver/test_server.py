@@ -361,6 +361,29 @@ def test_status_faults_then_recovery(server, fault, code, content_type, retry_af
     assert server.raw_request("GET", CM)[0] == 200
 
 
+def test_reset_fault_resets_the_connection_without_an_answer(server):
+    server.admin("POST", "faults", {"verb": "get", "reset": True, "times": 1})
+    sock = server.connect()
+    sock.sendall(f"GET {CM}/any HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                 f"{server.token}\r\n\r\n".encode())
+    try:
+        answer = sock.recv(4096)
+    except (ConnectionResetError, ssl.SSLError):
+        answer = b""
+    sock.close()
+    assert answer == b""
+    assert [r.get("reset") for r in server.admin("GET", "requests")["requests"]
+            if r["path"] == f"{CM}/any"] == [True]
+    assert server.raw_request("GET", f"{CM}/any")[0] == 404
+
+
+def test_fault_for_one_user_leaves_the_others_alone(server):
+    server.admin("POST", "tokens", {"token": "other-token", "user": "other"})
+    server.admin("POST", "faults", {"user": "other", "status": 503, "times": -1})
+    assert server.raw_request("GET", CM, token="other-token")[0] == 503
+    assert server.raw_request("GET", CM)[0] == 200
+
+
 def test_delay_fault_holds_the_answer_while_later_requests_are_served(server):
     create_cm(server, "held")
     create_cm(server, "other")

@@ -54,6 +54,23 @@ def visible_files(volume_dir):
     return out
 
 
+def snapshot(path):
+    """Everything below `path`, without following links: type, mode, owner, bytes or target."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            rel = str(p.relative_to(path))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir", st.st_mode, st.st_uid, st.st_gid)
+            else:
+                out[rel] = ("file", st.st_mode, st.st_uid, p.read_bytes())
+    return out
+
+
 def dot_entries(volume_dir):
     return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
 
@@ -69,10 +86,13 @@ class DaemonProcess:
     def run(self, args):
         self._log = open(self.log_path, "ab")
         # Free ports for the admin endpoints, so that daemons of tests running at once never
-        # compete for the default ones (admin_addresses() reads them from the log). A config file
-        # names its own.
-        admin = [] if any(str(a).startswith("--config") for a in args) else [
-            "--healthz-bind-address", "127.0.0.1:0", "--debug-bind-address", "127.0.0.1:0"]
+        # compete for the default ones (admin_addresses() reads them from the log), unless the
+        # test names them (a config file names its own).
+        admin = []
+        if not any(str(a).startswith("--config") for a in args):
+            for flag in ("--healthz-bind-address", "--debug-bind-address"):
+                if flag not in args:
+                    admin += [flag, "127.0.0.1:0"]
         self.proc = subprocess.Popen([BIN, *args, *admin], stdout=self._log,
                                      stderr=subprocess.STDOUT)
         return self.proc

@@ -2,6 +2,8 @@
 /healthz, /readyz (?verbose), /metrics (checked by promtool, parsed by prometheus_client),
 /debug/state, /configz, which listener serves what, and --config with flags overriding it."""
 import json
+import re
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -169,6 +171,21 @@ def test_readyz_names_the_missing_pod_source(env, tmp_path):
     assert "[+]pod-source-file ok\n" in body
     assert get(probe + "/healthz")[:2] == (200, "ok")
     assert env.stop() == 0
+
+
+def test_a_taken_debug_port_is_logged_and_the_probes_are_still_served(env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = "127.0.0.1:%d" % taken.getsockname()[1]
+        env.start("--debug-bind-address", address)
+        wait_for(lambda: f"--debug-bind-address: {address}: cannot listen" in env.log(),
+                 what="the error naming the flag")
+        probe = wait_for(lambda: re.findall(r"serving /healthz, /readyz and /metrics on (\S+)",
+                                            env.log()), what="the probe listener")[-1]
+        assert get(f"http://{probe}/healthz")[:2] == (200, "ok")
+        assert "serving /debug/state" not in env.log()
+        assert env.stop() == 0
 
 
 def test_config_file_with_flags_overriding_it(env, tmp_path):

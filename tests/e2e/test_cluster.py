@@ -4,47 +4,255 @@ The real binary runs with --kubeconfig against tests/apiserver/kube-test-apiserv
 the kubelet: it sets volumes up with the kubelet's writer algorithm (kubelet_writer.py) and
 rewrites them as the kubelet's pod sync would. The daemon must refresh exactly those volumes, at
 once, and create, remove or touch nothing else.
+
+Every test that uses the `cluster` fixture runs twice: `http1`, the daemon talking to the test
+server directly (HTTP/1.1 over TLS, text logs), and `h2`, through nghttpx (Debian
+nghttp2-proxy) as an HTTP/2 TLS front (ALPN h2, the test server its TLS backend; the daemon logs
+with --log-format json). Every Secret value a test writes is a marker: after each test it must
+appear in no daemon log line and in no Event, neither as is nor base64-encoded.
 """
+import base64
 import json
 import os
+import shutil
 import signal
+import socket
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import DaemonProcess, visible_files, wait_for
+from conftest import BIN, DaemonProcess, snapshot, visible_files, wait_for
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
 from harness import TestApiServer  # noqa: E402
 
 NODE = "e2e-node"
-DAEMON_TOKEN = "volumemanager-token"
+DAEMON_TOKEN = "SECRET-MARKER-DAEMON-TOKEN"
 DAEMON_USER = "system:serviceaccount:kube-system:volumemanager"
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
 PROJECTED = "kubernetes.io~projected"
 DOWNWARD = "kubernetes.io~downward-api"
+NGHTTPX = shutil.which("nghttpx") or "/usr/sbin/nghttpx"
+
+# The reflectors' retry delay (kubeclient/backoff.h, client-go's): doubling up to a 30 s cap, each
+# wait drawn from [d, d + jitter * d) with jitter 1.0. Once an outage ends, a change made during it
+# must be on disk within the longest such wait plus 1 s. A bound for wait_for, not a measurement:
+# the tests pass in a second or two after the fault ends.
+BACKOFF_CAP_S = 30.0
+BACKOFF_JITTER = 1.0
+RECOVERY_BOUND_S = BACKOFF_CAP_S * (1 + BACKOFF_JITTER) + 1
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def answered(code):
+    return lambda r: r.get("code") == code
+
+
+def is_watch(r):
+    return r["query"].get("watch") in ("true", "1")
+
+
+class Http2Front:
+    """nghttpx in front of the test server: TLS with the test server's own certificate (so the
+    daemon's kubeconfig keeps its CA), HTTP/2 by ALPN, the test server as a TLS backend (not
+    verified: it is a test server). Watches stream through it: no read timeout can end a quiet
+    stream. Its access log has one line per request as the front received it, written as soon as
+    the response headers arrive (so watches appear while they run)."""
+
+    def __init__(self, tmp: Path, server: TestApiServer, port=None):
+        self.tmp = tmp
+        self.server = server
+        self.port = port or free_port()
+        self.access_log = tmp / "nghttpx-access.log"
+        self.proc = None
+
+    @property
+    def url(self):
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self):
+        pki = Path(self.server.pki)
+        self.proc = subprocess.Popen(
+            [NGHTTPX, "--conf=/dev/null", f"--frontend=127.0.0.1,{self.port}",
+             f"--backend=127.0.0.1,{self.server.port};;tls", "--insecure",
+             "--single-process", "--workers=1", "--no-ocsp",
+             "--frontend-http2-read-timeout=1h", "--frontend-read-timeout=1h",
+             "--backend-read-timeout=1h", "--stream-read-timeout=0", "--stream-write-timeout=0",
+             f"--accesslog-file={self.access_log}", "--accesslog-write-early",
+             "--accesslog-format=$protocol_version $alpn $status $method $path",
+             f"--errorlog-file={self.tmp / 'nghttpx-error.log'}",
+             str(pki / "server.key"), str(pki / "server.crt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: self.proc.poll() is not None or port_open(self.port),
+                 what="nghttpx listening")
+        assert self.proc.poll() is None, (self.tmp / "nghttpx-error.log").read_text()
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def requests(self):
+        """(protocol, alpn, status, method, path) of every request the front received."""
+        if not self.access_log.exists():
+            return []
+        return [tuple(line.split(" ", 4)) for line in self.access_log.read_text().splitlines()]
+
+
+class TcpForwarder:
+    """Listens on 127.0.0.1:`port` once started and pipes each connection to `target_port`
+    (TLS and ALPN pass through untouched): an API server address that is closed until then."""
+
+    def __init__(self, port, target_port):
+        self.port = port
+        self.target_port = target_port
+        self.listener = None
+        self.sockets = []
+        self.stopping = False
+
+    def start(self):
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.listener.settimeout(0.1)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                client, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def stop(self):
+        self.stopping = True
+        if self.listener is not None:
+            self.listener.close()
+        for s in self.sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+class Sampler:
+    """Records each change of content (visible_files) of some volumes, every few ms, while it
+    runs: what a container could have read, in order (a flap back shows as a repeat)."""
+
+    def __init__(self, *volumes):
+        self.volumes = volumes
+        self.seen = {v: [] for v in volumes}
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stopping:
+            self._sample()
+            time.sleep(0.003)
+
+    def _sample(self):
+        for v in self.volumes:
+            files = visible_files(v)
+            if not self.seen[v] or self.seen[v][-1] != files:
+                self.seen[v].append(files)
+
+    def add(self, volume):
+        self.seen[volume] = []
+        self.volumes += (volume,)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping = True
+        self.thread.join()
+        self._sample()  # the last state, whenever the thread last looked
 
 
 class Cluster(DaemonProcess):
-    def __init__(self, tmp: Path, server: TestApiServer):
+    def __init__(self, tmp: Path, server: TestApiServer, protocol="http1"):
         super().__init__(tmp / "daemon.log")
         self.tmp = tmp
         self.server = server
+        self.protocol = protocol
         self.root = tmp / "root"
         self.state = tmp / "state"
         self.root.mkdir()
+        self.started = False
+        # Secret values written by the test, and the daemon's token: none may reach a log line
+        # or an Event.
+        self.markers = {DAEMON_TOKEN}
+        self.front = None
+        if protocol == "h2":
+            self.front = Http2Front(tmp, server)
+            self.front.start()
         # The daemon's own user, so that ACLs can be set for it alone.
         server.admin("POST", "tokens", {"token": DAEMON_TOKEN, "user": DAEMON_USER})
-        config = yaml.safe_load(Path(server.kubeconfig).read_text())
-        for user in config["users"]:
-            user["user"] = {"token": DAEMON_TOKEN}
         self.kubeconfig = tmp / "daemon.kubeconfig"
+        self.token_file = tmp / "daemon.token"
+        self.write_kubeconfig()
+
+    @property
+    def api_port(self):
+        """Where the daemon reaches the API: the front with h2, else the test server."""
+        return self.front.port if self.front else self.server.port
+
+    def write_kubeconfig(self, port=None, token_file=False):
+        """The daemon's kubeconfig: the test server's cluster and CA, the daemon's token (inline,
+        or in a `tokenFile` the daemon re-reads as it rotates), the server at `port` (default:
+        api_port)."""
+        config = yaml.safe_load(Path(self.server.kubeconfig).read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = f"https://127.0.0.1:{port or self.api_port}"
+        for user in config["users"]:
+            if token_file:
+                self.rotate_token_file(DAEMON_TOKEN)
+                user["user"] = {"tokenFile": str(self.token_file)}
+            else:
+                user["user"] = {"token": DAEMON_TOKEN}
         self.kubeconfig.write_text(yaml.safe_dump(config))
+
+    def rotate_token_file(self, token):
+        """As a projected service-account token rotates: the new file replaces the old at once."""
+        tmp = self.token_file.with_suffix(".new")
+        tmp.write_text(token + "\n")
+        os.replace(tmp, self.token_file)
 
     # --- the API ---------------------------------------------------------------------------
     def api(self, method, path, body=None, expect=(200, 201)):
@@ -60,6 +268,7 @@ class Cluster(DaemonProcess):
         return self._put(f"/api/v1/namespaces/{namespace}/configmaps", name, obj)
 
     def put_secret(self, name, string_data, namespace="default"):
+        self.markers.update(string_data.values())
         obj = {"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": name, "namespace": namespace}, "stringData": string_data}
         return self._put(f"/api/v1/namespaces/{namespace}/secrets", name, obj)
@@ -94,6 +303,12 @@ class Cluster(DaemonProcess):
     def events(self, namespace="default"):
         return self.api("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
 
+    def daemon_requests(self, since=0.0):
+        """The requests the test server got from the daemon (its user agent) since `since`
+        (time.time()), oldest first: method, path, query, code (or reset)."""
+        return [r for r in self.server.admin("GET", "requests")["requests"]
+                if r["user_agent"].startswith("volumemanager/") and r["time"] >= since]
+
     # --- the node --------------------------------------------------------------------------
     def volume_dir(self, uid, plugin, volume):
         return self.root / "pods" / uid / "volumes" / plugin / volume
@@ -102,8 +317,11 @@ class Cluster(DaemonProcess):
         kubelet_writer.set_up(self.volume_dir(uid, plugin, volume), payload)
 
     def start(self, *extra):
+        log_format = ["--log-format", "json"] if self.protocol == "h2" else []
+        self.started = True
         return self.run(["--kubeconfig", str(self.kubeconfig), "--root-dir", str(self.root),
-                         "--state-dir", str(self.state), "--node-name", NODE, "-v", "1", *extra])
+                         "--state-dir", str(self.state), "--node-name", NODE, "-v", "1",
+                         *log_format, *extra])
 
     def start_and_sync(self, *extra):
         """Starts the daemon and waits until it has listed this node's pods and its objects."""
@@ -112,18 +330,86 @@ class Cluster(DaemonProcess):
                  what="the first list of pods")
         time.sleep(0.3)  # the per-object lists follow at once
 
+    def wait_synced(self, *objects):
+        """Waits until the daemon has listed this node's pods and each of `objects` ("configmap
+        default/app"): from then on it sees every change of them at once."""
+        wait_for(lambda: f"pods on node {NODE}: listed" in self.log() and
+                 all(f"{o}: listed" in self.log() for o in objects),
+                 what=f"the daemon's lists of pods and {objects}")
 
-@pytest.fixture
-def cluster(tmp_path):
+    def wait_watches_settled(self, watches=3):
+        """Waits until the daemon has `watches` watches open and the newest is older than the
+        reflector's short-watch limit (1 s, client-go's): a watch that ends from then on is
+        resumed from its resourceVersion, not replaced by a relist."""
+        def newest():
+            open_watches = {(r["path"], r["query"].get("fieldSelector"))
+                            for r in self.daemon_requests() if is_watch(r)}
+            if len(open_watches) < watches:
+                return None
+            return max(r["time"] for r in self.daemon_requests() if is_watch(r))
+        started = wait_for(newest, what=f"{watches} watches of the daemon")
+        time.sleep(max(0.0, started + 1.1 - time.time()))
+
+    def log(self):
+        """The daemon's log as text: with --log-format json, each line must be a JSON object and
+        its message is what is returned."""
+        if not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace")
+        if self.protocol != "h2":
+            return text
+        lines = []
+        for line in text.splitlines():
+            if line.startswith("{"):
+                try:
+                    lines.append(json.loads(line)["msg"])
+                except ValueError:
+                    if not line.endswith("}"):  # still being written
+                        continue
+                    raise AssertionError(f"log line is not JSON: {line!r}")
+            else:
+                lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    def assert_no_secret_leaked(self):
+        raw = self.log_path.read_bytes() if self.log_path.exists() else b""
+        events = json.dumps(self.api("GET", "/api/v1/events")["items"]).encode()
+        for marker in self.markers:
+            for form in (marker.encode(), base64.b64encode(marker.encode())):
+                assert form not in raw, f"secret value {form!r} in the daemon's log"
+                assert form not in events, f"secret value {form!r} in an Event"
+
+    def assert_spoke_http2(self):
+        """Every request the daemon sent went through the front as HTTP/2 (ALPN h2)."""
+        requests = self.front.requests()
+        assert requests, "the daemon sent nothing through the HTTP/2 front"
+        assert all(r[0] == "HTTP/2" and r[1] == "h2" for r in requests), requests[:5]
+
+
+@pytest.fixture(params=["http1", "h2"])
+def cluster(request, tmp_path):
     with TestApiServer() as server:
-        c = Cluster(tmp_path, server)
-        yield c
-        if c.proc is not None:
-            c.stop(signal.SIGKILL)
+        c = Cluster(tmp_path, server, request.param)
+        try:
+            yield c
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+            c.assert_no_secret_leaked()
+            if c.front is not None and c.started:
+                c.assert_spoke_http2()
+        finally:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+            if c.front is not None:
+                c.front.stop()
 
 
 def cm_volume(name, cm, **extra):
     return {"name": name, "configMap": {"name": cm, **extra}}
+
+
+def secret_volume(name, secret, **extra):
+    return {"name": name, "secret": {"secretName": secret, **extra}}
 
 
 def tree(path):
@@ -142,7 +428,8 @@ def test_refreshes_the_kubelets_volumes_of_this_nodes_pods_at_once(cluster):
     # The kubelets have set both up (the other node's only as a stand-in on this disk).
     cluster.kubelet_sets_up(mine, CM, "cfg", {"level": "info"})
     cluster.kubelet_sets_up(other, CM, "cfg", {"level": "info"})
-    cluster.start_and_sync()
+    cluster.start()
+    cluster.wait_synced("configmap default/app")
     cluster.put_configmap("app", {"level": "debug"})
     wait_for(lambda: visible_files(cluster.volume_dir(mine, CM, "cfg")) == {"level": b"debug"},
              what="the new ConfigMap content in this node's pod")
@@ -197,7 +484,9 @@ def test_secret_and_projected_content_with_pod_derived_items_left_as_the_kubelet
     cluster.kubelet_sets_up(uid, PROJECTED, "kube-api-access", {"token": "jwt", "level": "info"})
     cluster.kubelet_sets_up(uid, DOWNWARD, "info", {"labels": kubelet_labels})
     cluster.kubelet_sets_up(uid, SECRET, "tls", {"tls.key": "SECRET-MARKER-2"})
-    cluster.start_and_sync()
+    cluster.start()
+    wait_for(lambda: "is left to the kubelet" in cluster.log(), what="left-to-kubelet lines")
+    cluster.wait_synced("configmap default/app", "secret default/tls")
     cluster.put_configmap("app", {"level": "debug"})
     cluster.put_secret("tls", {"tls.key": "SECRET-MARKER-3"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, PROJECTED, "all")) ==
@@ -219,7 +508,8 @@ def test_secret_and_projected_content_with_pod_derived_items_left_as_the_kubelet
 def test_optional_missing_object_then_created(cluster):
     uid = cluster.create_pod("web", [cm_volume("cfg", "late", optional=True)])
     cluster.kubelet_sets_up(uid, CM, "cfg", {})
-    cluster.start_and_sync()
+    cluster.start()
+    cluster.wait_synced("configmap default/late")
     cluster.put_configmap("late", {"k": "v"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"k": b"v"},
              what="content of the object created after the pod")
@@ -230,7 +520,8 @@ def test_deleted_object_keeps_the_content_and_a_failure_posts_a_failed_mount_eve
     uid = cluster.create_pod("web", [cm_volume("cfg", "app", items=[{"key": "level",
                                                                      "path": "level"}])])
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "info"})
-    cluster.start_and_sync()
+    cluster.start()
+    cluster.wait_synced("configmap default/app")
     cluster.put_configmap("app", {"other": "x"})  # the item's key is gone
     event = wait_for(lambda: [e for e in cluster.events() if e["reason"] == "FailedMount"],
                      what="a FailedMount event")[0]
@@ -255,29 +546,14 @@ def test_a_403_on_one_object_affects_only_the_volumes_that_read_it(cluster):
     uid = cluster.create_pod("web", [cm_volume("a", "open"), cm_volume("b", "closed")])
     cluster.kubelet_sets_up(uid, CM, "a", {"k": "1"})
     cluster.kubelet_sets_up(uid, CM, "b", {"k": "1"})
-    cluster.start_and_sync()
+    cluster.start()
+    cluster.wait_synced("configmap default/open")
     cluster.put_configmap("open", {"k": "2"})
     cluster.put_configmap("closed", {"k": "2"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "a")) == {"k": b"2"},
              what="the readable object's volume current")
     time.sleep(0.5)
     assert visible_files(cluster.volume_dir(uid, CM, "b")) == {"k": b"1"}
-
-
-def test_an_api_outage_changes_nothing_and_recovery_is_prompt(cluster):
-    cluster.put_configmap("app", {"level": "1"})
-    uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
-    cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
-    cluster.start_and_sync()
-    # Every watch cut, every request answered 503 for a while.
-    cluster.server.admin("POST", "faults", {"status": 503, "times": 1000})
-    cluster.server.admin("POST", "drop-watches", {"abort": True})
-    time.sleep(2)
-    assert visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"1"}
-    cluster.server.admin("DELETE", "faults")
-    cluster.put_configmap("app", {"level": "2"})
-    wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"2"},
-             timeout=15, what="content current after the outage")
 
 
 def test_mirror_pods_and_terminating_pods(cluster):
@@ -287,7 +563,8 @@ def test_mirror_pods_and_terminating_pods(cluster):
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
     cluster.kubelet_sets_up(mirror, CM, "cfg", {"level": "1"})
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
-    cluster.start_and_sync()
+    cluster.start()
+    cluster.wait_synced("configmap default/app")
     cluster.put_configmap("app", {"level": "2"})
     wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"2"},
              what="the regular pod refreshed")
@@ -311,7 +588,8 @@ def test_swaps_by_a_kubelet_writer_older_are_corrected_newer_are_kept(cluster):
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
     vol = cluster.volume_dir(uid, CM, "cfg")
     cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
-    cluster.start_and_sync()
+    cluster.start()
+    cluster.wait_synced("configmap default/app")
     cluster.put_configmap("app", {"level": "2"})
     wait_for(lambda: visible_files(vol) == {"level": b"2"}, what="the daemon's refresh")
 
@@ -338,3 +616,251 @@ def test_swaps_by_a_kubelet_writer_older_are_corrected_newer_are_kept(cluster):
         time.sleep(0.005)
     assert seen == {b"3"}
     cluster.server.admin("DELETE", "faults")
+
+
+# --- credentials and start-up ----------------------------------------------------------------
+
+EXEC_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: SECRET-MARKER-EXEC,
+                         exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/false}}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.mark.parametrize("case", ["missing-kubeconfig", "exec-plugin", "in-cluster-no-host"])
+def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    if case == "missing-kubeconfig":
+        args, expected = ["--kubeconfig", str(tmp_path / "absent")], [
+            f"--kubeconfig {tmp_path / 'absent'}", "cannot read file"]
+    elif case == "exec-plugin":
+        (tmp_path / "exec.kubeconfig").write_text(EXEC_KUBECONFIG)
+        args, expected = ["--kubeconfig", str(tmp_path / "exec.kubeconfig")], [
+            f"--kubeconfig {tmp_path / 'exec.kubeconfig'}",
+            "exec credential plugins are not supported"]
+    else:
+        # The port is there, the host is not.
+        env["KUBERNETES_SERVICE_PORT"] = "443"
+        args, expected = ["--in-cluster"], ["--in-cluster", "KUBERNETES_SERVICE_HOST"]
+    root = tmp_path / "root"
+    done = subprocess.run([BIN, *args, "--root-dir", str(root), "--state-dir",
+                           str(tmp_path / "state"), "--node-name", NODE],
+                          capture_output=True, text=True, timeout=30, env=env)
+    assert done.returncode == 1, done
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("volumemanager: ")
+    for text in expected:
+        assert text in last, last
+    assert "SECRET-MARKER-EXEC" not in done.stdout + done.stderr
+    # At most the root's pods dir, which the daemon creates first as the kubelet does.
+    assert tree(root) in ([], ["pods"])
+
+
+@pytest.mark.parametrize("outage", ["503", "closed-port"])
+def test_api_server_unreachable_at_start_nothing_touched_then_current(cluster, outage):
+    cluster.put_configmap("app", {"level": "1"})
+    cluster.put_secret("tls", {"key": "SECRET-MARKER-START-1"})
+    uid = cluster.create_pod("web", [cm_volume("cfg", "app"), secret_volume("tls", "tls")])
+    cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "0"})
+    cluster.kubelet_sets_up(uid, SECRET, "tls", {"key": "SECRET-MARKER-START-0"})
+    cluster.markers.add("SECRET-MARKER-START-0")
+    before = snapshot(cluster.root)
+    started = time.time()
+    if outage == "503":
+        cluster.server.admin("POST", "faults", {"user": DAEMON_USER, "status": 503, "times": -1})
+    else:
+        forwarder = TcpForwarder(free_port(), cluster.api_port)
+        cluster.write_kubeconfig(port=forwarder.port)
+    cluster.start("--sync-frequency", "200ms")
+    # The daemon tries, and keeps trying, while nothing on disk changes.
+    if outage == "503":
+        wait_for(lambda: len([r for r in cluster.daemon_requests(started)
+                              if r.get("code") == 503]) >= 2, what="two refused requests")
+    else:
+        wait_for(lambda: len([line for line in cluster.log().splitlines()
+                              if "Couldn't connect" in line]) >= 2,
+                 what="two refused connections")
+    assert cluster.proc.poll() is None
+    assert snapshot(cluster.root) == before
+    if outage == "503":
+        cluster.server.admin("DELETE", "faults")
+    else:
+        forwarder.start()
+    try:
+        wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"1"} and
+                 visible_files(cluster.volume_dir(uid, SECRET, "tls")) ==
+                 {"key": b"SECRET-MARKER-START-1"},
+                 timeout=RECOVERY_BOUND_S, what="volumes current once the server answers")
+    finally:
+        if outage == "closed-port":
+            cluster.stop()
+            forwarder.stop()
+
+
+# --- outages -----------------------------------------------------------------------------------
+
+def is_list(r):
+    return not is_watch(r) and r["path"].split("/")[-1] in ("configmaps", "secrets", "pods")
+
+
+# Every outage the test server can stage. `rules`: its fault rules (for the daemon's requests)
+# while the outage lasts; `abort`: the open watches are reset rather than ended; `hit`: a daemon
+# request that ran into it, seen before the objects change; `hit_after`: one seen after (default
+# `hit`; None: the outage ends at once; "idle": nothing reaches the server, a short hold instead);
+# `pure`: the daemon cannot read the change before the outage ends (else, as after a cut watch,
+# it relists and the change may land during the fault: never torn, never older). `settings`: the
+# server's; `args`: the daemon's; `compact`: the history is compacted before the outage ends, so
+# the watches resume from an expired resourceVersion; `expect`: what shows that the daemon took
+# that path afterwards. Through the HTTP/2 front a reset by the server reaches the daemon as
+# nghttpx's 502 with an HTML body, as from any proxy in front of a failing API server.
+OUTAGES = {
+    "503": dict(rules=[{"status": 503, "times": -1}], hit=answered(503)),
+    "503-get-strategy": dict(rules=[{"status": 503, "times": -1}], hit=answered(503),
+                             args=["--config-map-and-secret-change-detection-strategy", "Get"]),
+    "429-retry-after": dict(rules=[{"status": 429, "retry_after": 1, "times": -1}],
+                            hit=answered(429)),
+    "connection-reset": dict(rules=[{"reset": True, "times": -1}], abort=True,
+                             hit=lambda r: r.get("reset")),
+    # 429s make the reflectors resume their watches (no relist), which then find the history
+    # compacted: a 410 ERROR event.
+    "410-expired": dict(rules=[{"status": 429, "times": -1}], hit=answered(429), hit_after=None,
+                        compact=True, expect=lambda c: "watch ERROR event: 410" in c.log()),
+    "stalled-watch": dict(rules=[{"verb": "watch", "watch": {"stall": True}, "times": -1}],
+                          hit=is_watch, hit_after="idle"),
+    "watch-cut-mid-event": dict(rules=[{"verb": "watch", "watch": {"close_after_bytes": 60},
+                                        "times": -1}],
+                                hit=is_watch, hit_after=is_list, pure=False),
+    "token-rotated": dict(token=True, hit=answered(401)),
+}
+
+
+@pytest.mark.parametrize("outage", list(OUTAGES))
+def test_an_outage_changes_nothing_on_disk_and_a_change_during_it_lands_after(cluster, outage):
+    o = OUTAGES[outage]
+    for key, value in o.get("settings", {}).items():
+        cluster.server.admin("POST", "settings", {key: value})
+    cluster.put_configmap("app", {"level": "1"})
+    cluster.put_secret("tls", {"key": f"SECRET-MARKER-{outage}-1"})
+    # Optional: an outage mistaken for "the object does not exist" would empty it.
+    uid = cluster.create_pod("web", [cm_volume("cfg", "app", optional=True),
+                                     secret_volume("tls", "tls")])
+    volumes = (cluster.volume_dir(uid, CM, "cfg"), cluster.volume_dir(uid, SECRET, "tls"))
+    old = ({"level": b"1"}, {"key": f"SECRET-MARKER-{outage}-1".encode()})
+    new = ({"level": b"2"}, {"key": f"SECRET-MARKER-{outage}-2".encode()})
+    cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
+    cluster.kubelet_sets_up(uid, SECRET, "tls", {"key": f"SECRET-MARKER-{outage}-1"})
+    if o.get("token"):
+        cluster.write_kubeconfig(token_file=True)
+    # Resyncs every 300 ms: the daemon re-verifies its volumes all through the outage.
+    cluster.start("--sync-frequency", "300ms", *o.get("args", []))
+    if "args" in o:
+        cluster.wait_synced()
+        cluster.wait_watches_settled(watches=1)
+    else:
+        cluster.wait_synced("configmap default/app", "secret default/tls")
+        cluster.wait_watches_settled(watches=3)
+    before = snapshot(cluster.root)
+
+    with Sampler(*volumes) as sampler:
+        started = time.time()
+        for rule in o.get("rules", []):
+            cluster.server.admin("POST", "faults", dict(rule, user=DAEMON_USER))
+        if o.get("token"):  # the server takes the next token; the daemon's file still has the old
+            cluster.markers.add(f"{DAEMON_TOKEN}-rotated")
+            cluster.server.admin("POST", "tokens", {"token": DAEMON_TOKEN})
+            cluster.server.admin("POST", "tokens", {"token": f"{DAEMON_TOKEN}-rotated",
+                                                    "user": DAEMON_USER})
+        cluster.server.admin("POST", "drop-watches", {"abort": bool(o.get("abort"))})
+        wait_for(lambda: any(o["hit"](r) for r in cluster.daemon_requests(started)),
+                 what=f"the daemon running into the {outage}")
+        changed = time.time()
+        cluster.put_configmap("app", {"level": "2"})
+        cluster.put_secret("tls", {"key": f"SECRET-MARKER-{outage}-2"})
+        hit_after = o.get("hit_after", o["hit"])
+        if hit_after == "idle":
+            # Nothing more reaches the server: give the resyncs time to do harm.
+            time.sleep(0.6)
+        elif hit_after is not None:
+            wait_for(lambda: any(hit_after(r) for r in cluster.daemon_requests(changed)),
+                     what=f"the daemon running into the {outage} after the change")
+        if o.get("pure", True):
+            assert snapshot(cluster.root) == before
+        assert cluster.proc.poll() is None
+        if o.get("compact"):
+            cluster.server.admin("POST", "compact")
+        cluster.server.admin("DELETE", "faults")
+        if hit_after == "idle":
+            cluster.server.admin("POST", "drop-watches", {"abort": False})
+        if o.get("token"):
+            cluster.rotate_token_file(f"{DAEMON_TOKEN}-rotated")
+        wait_for(lambda: tuple(visible_files(v) for v in volumes) == new,
+                 timeout=RECOVERY_BOUND_S, what=f"the change made during the {outage} on disk")
+    for volume, old_content, new_content in zip(volumes, old, new):
+        assert all(seen in (old_content, new_content) for seen in sampler.seen[volume]), \
+            sampler.seen[volume]
+    if "expect" in o:
+        assert o["expect"](cluster), f"the daemon did not take the {outage} path"
+
+
+# --- immutable objects and Events ----------------------------------------------------------
+
+def test_immutable_configmap_recreated_new_pods_get_the_new_content_nothing_goes_back(cluster):
+    cluster.put_configmap("frozen", {"v": "1"})
+    first = cluster.create_pod("first", [cm_volume("cfg", "frozen")])
+    first_vol = cluster.volume_dir(first, CM, "cfg")
+    cluster.kubelet_sets_up(first, CM, "cfg", {"v": "1"})
+    cluster.start()
+    cluster.wait_synced("configmap default/frozen")
+    # Its last change makes it immutable: refreshed, then no longer watched (as the kubelet).
+    cluster.put_configmap("frozen", {"v": "2"}, immutable=True)
+    wait_for(lambda: visible_files(first_vol) == {"v": b"2"}, what="the immutable content")
+    wait_for(lambda: "configmap default/frozen is immutable" in cluster.log(),
+             what="the immutable object no longer watched")
+    # Deleted and recreated under the same name with other content (another UID). The kubelet
+    # sets a new pod's volume up from a fresh read: the new content, which must stay.
+    cluster.delete("/api/v1/namespaces/default/configmaps/frozen")
+    cluster.put_configmap("frozen", {"v": "3"}, immutable=True)
+    with Sampler(first_vol) as sampler:
+        second = cluster.create_pod("second", [cm_volume("cfg", "frozen")])
+        second_vol = cluster.volume_dir(second, CM, "cfg")
+        cluster.kubelet_sets_up(second, CM, "cfg", {"v": "3"})
+        sampler.add(second_vol)
+        wait_for(lambda: f'SetUp succeeded for volume "cfg" pod UID "{second}"' in cluster.log(),
+                 what="the second pod's volume verified by the daemon")
+        # The new reference makes the daemon read the object again: the recreated one replaces
+        # the old in the daemon's cache, so the first pod's volume becomes current too (and a
+        # daemon serving the stale copy would rewrite the second pod's volume with it first).
+        wait_for(lambda: visible_files(first_vol) == {"v": b"3"} or
+                 visible_files(second_vol) != {"v": b"3"}, what="the recreated content")
+    assert sampler.seen[second_vol] == [{"v": b"3"}]
+    assert sampler.seen[first_vol] == [{"v": b"2"}, {"v": b"3"}]
+
+
+def test_repeated_failed_mounts_of_one_volume_are_one_event_with_a_count(cluster):
+    cluster.put_secret("tls", {"tls.crt": "SECRET-MARKER-EVENT-1"})
+    uid = cluster.create_pod("web", [secret_volume("tls", "tls", items=[
+        {"key": "tls.crt", "path": "tls.crt"}])])
+    cluster.kubelet_sets_up(uid, SECRET, "tls", {"tls.crt": "SECRET-MARKER-EVENT-1"})
+    cluster.start()
+    cluster.wait_synced("secret default/tls")
+    # The item's key is gone: every retry of the volume fails the same way.
+    cluster.put_secret("tls", {"other": "SECRET-MARKER-EVENT-2"})
+
+    def failed_mounts():
+        return [e for e in cluster.events() if e["reason"] == "FailedMount"
+                and e["involvedObject"]["uid"] == uid]
+
+    events = wait_for(lambda: [e for e in failed_mounts() if e["count"] > 1] and failed_mounts(),
+                      what="a FailedMount event counted more than once")
+    assert len(events) == 1, events
+    assert events[0]["message"] == ('MountVolume.SetUp failed for volume "tls" : references '
+                                    'non-existent secret key: tls.crt')
+    assert events[0]["lastTimestamp"] >= events[0]["firstTimestamp"]
+    patches = [r for r in cluster.daemon_requests()
+               if r["method"] == "PATCH" and "/events/" in r["path"]]
+    assert patches and all(r["code"] == 200 for r in patches), patches
+    assert visible_files(cluster.volume_dir(uid, SECRET, "tls")) == \
+        {"tls.crt": b"SECRET-MARKER-EVENT-1"}

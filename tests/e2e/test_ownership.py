@@ -5,7 +5,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from conftest import configmap, mounts_under, pod, secret, visible_files, wait_for
+from conftest import configmap, mounts_under, pod, secret, snapshot, visible_files, wait_for
 
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
@@ -40,23 +40,6 @@ def plant_kubelet_volume(volume_dir: Path, files: dict, tmpfs: bool):
     os.symlink("..2025_01_01_00_00_00.1", volume_dir / "..data_tmp")
     for top in sorted({rel.split("/")[0] for rel in files}):
         os.symlink(f"..data/{top}", volume_dir / top)
-
-
-def snapshot(path: Path):
-    """Everything below `path`, without following links: type, mode, owner, bytes or target."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            rel = str(p.relative_to(path))
-            if p.is_symlink():
-                out[rel] = ("link", os.readlink(p))
-            elif p.is_dir():
-                out[rel] = ("dir", st.st_mode, st.st_uid, st.st_gid)
-            else:
-                out[rel] = ("file", st.st_mode, st.st_uid, p.read_bytes())
-    return out
 
 
 def plant_unknown_pods(env, tmpfs_ok):

@@ -367,6 +367,9 @@ class ApiServer:
             await conn.send(err.code, err.body(), headers=err.headers, request=request,
                             keep_alive=keep_alive)
             return keep_alive
+        except _ConnectionReset:
+            record["reset"] = True
+            return False
         except _RawResponse as raw:
             record["code"] = raw.code
             await conn.send(raw.code, raw.body, raw.content_type, raw.headers,
@@ -450,7 +453,7 @@ class ApiServer:
         auth_name = name if name else field_selector.exact_name()
         self.authorize(request.user, verb, res, namespace, auth_name)
 
-        fault = self.faults.take(verb, res.name, namespace, path, request.query)
+        fault = self.faults.take(verb, res.name, namespace, path, request.query, request.user)
         if fault is not None:
             if fault.compact:
                 # As if another resource had been written and then compacted: everything up to
@@ -459,6 +462,9 @@ class ApiServer:
                 self.store.compact()
             if fault.delay:
                 await asyncio.sleep(fault.delay)
+            if fault.reset:
+                conn.writer.transport.abort()
+                raise _ConnectionReset()
             if fault.status:
                 self.raise_fault_status(fault, res, name)
 
@@ -901,6 +907,10 @@ class ApiServer:
         except st.ApiError as err:
             return err.code, err.body()
         return 404, {"error": f"unknown admin command {method} {command}"}
+
+
+class _ConnectionReset(Exception):
+    """A fault reset the connection: nothing more is written on it."""
 
 
 class _RawResponse(Exception):

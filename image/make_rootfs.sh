@@ -1,0 +1,60 @@
+#!/bin/bash
+# Builds the image's root filesystem in ROOTFS from Debian packages only: the packages that hold
+# the libraries BINARY loads (runtime_packages.sh), downloaded with apt-get into DEBS and unpacked
+# with dpkg-deb, plus the binary itself (debug info stripped), a few files in /etc, and the licence
+# notes (each package's /usr/share/doc/<package>/copyright comes with it; a list of the packages
+# and their versions goes to /usr/share/doc/volumemanager/). No shell, no package manager: nothing
+# runs in the container but the daemon.
+# Usage: image/make_rootfs.sh BINARY ROOTFS DEBS
+set -euo pipefail
+binary=${1:?usage: make_rootfs.sh BINARY ROOTFS DEBS}
+rootfs=${2:?usage: make_rootfs.sh BINARY ROOTFS DEBS}
+debs=${3:?usage: make_rootfs.sh BINARY ROOTFS DEBS}
+here=$(dirname "$(realpath "$0")")
+
+mapfile -t packages < <("$here/runtime_packages.sh" "$binary")
+# A package whose /usr/share/doc/<package> is a link to another package's (libgcc-s1 and
+# libstdc++6 to gcc-12-base) has its licence there: that package comes too.
+for p in "${packages[@]}"; do
+  target=$(dpkg-query -L "$p" 2>/dev/null | grep -x "/usr/share/doc/$p" > /dev/null &&
+           readlink "/usr/share/doc/$p" || true)
+  if [ -n "$target" ] && [[ "$target" != */* ]]; then packages+=("$target"); fi
+done
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+mkdir -p "$debs"
+# The archive's current version of each (the one `apt-get install` in the Dockerfile gets, with
+# its security fixes), downloaded once into $debs.
+wanted=()
+missing=()
+for p in "${packages[@]}"; do
+  version=$(apt-cache policy "$p" | awk '$1 == "Candidate:" {print $2}')
+  [ -n "$version" ] && [ "$version" != "(none)" ] || {
+    echo "make_rootfs.sh: no version of $p to download (apt-get update?)" >&2; exit 1; }
+  wanted+=("$p=$version")
+  compgen -G "$debs/${p}_${version//:/%3a}_*.deb" > /dev/null || missing+=("$p=$version")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  (cd "$debs" && apt-get download -q -o APT::Sandbox::User=root "${missing[@]}")
+fi
+
+rm -rf "$rootfs"
+mkdir -p "$rootfs"
+for w in "${wanted[@]}"; do
+  name=${w%%=*} version=${w#*=}
+  dpkg-deb -x "$(compgen -G "$debs/${name}_${version//:/%3a}_*.deb" | head -n1)" "$rootfs"
+done
+
+install -D -m 0755 "$binary" "$rootfs/usr/bin/volumemanager"
+strip --strip-debug "$rootfs/usr/bin/volumemanager"
+mkdir -p "$rootfs/etc" "$rootfs/tmp" "$rootfs/usr/share/doc/volumemanager"
+chmod 1777 "$rootfs/tmp"
+printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' \
+  > "$rootfs/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$rootfs/etc/group"
+printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$rootfs/etc/nsswitch.conf"
+{
+  echo "volumemanager image: the daemon and the Debian 12 packages below, unpacked unchanged."
+  echo "Each package's licence is in /usr/share/doc/<package>/copyright."
+  echo
+  for w in "${wanted[@]}"; do echo "${w%%=*} ${w#*=}"; done
+} > "$rootfs/usr/share/doc/volumemanager/packages.txt"
