@@ -94,6 +94,28 @@ std::vector<ConfigField> MakeFields() {
        [](C c) { return nlohmann::json(c.healthz_bind_address); }},
       {"debugBindAddress", "--debug-bind-address", T::kString, "IP:PORT of /debug/state, /configz",
        [](C c) { return nlohmann::json(c.debug_bind_address); }},
+      {"leaderElection.leaderElect", "--leader-elect", T::kBool,
+       "write only while holding this node's lock",
+       [](C c) { return nlohmann::json(c.leader_election.leader_elect); }},
+      {"leaderElection.resourceLock", "--leader-elect-resource-lock", T::kString, "file or leases",
+       [](C c) {
+         return nlohmann::json(leaderelection::LockTypeName(c.leader_election.resource_lock));
+       }},
+      {"leaderElection.leaseDuration", "--leader-elect-lease-duration", T::kDuration,
+       "how long an unrenewed lock lasts",
+       [](C c) { return Duration(c.leader_election_timing.lease_duration); }},
+      {"leaderElection.renewDeadline", "--leader-elect-renew-deadline", T::kDuration,
+       "how long the holder retries renewing",
+       [](C c) { return Duration(c.leader_election_timing.renew_deadline); }},
+      {"leaderElection.retryPeriod", "--leader-elect-retry-period", T::kDuration,
+       "between acquire and renew attempts",
+       [](C c) { return Duration(c.leader_election_timing.retry_period); }},
+      {"leaderElection.resourceNamespace", "--leader-elect-resource-namespace", T::kString,
+       "leases: the Lease's namespace",
+       [](C c) { return nlohmann::json(c.leader_election.resource_namespace); }},
+      {"leaderElection.resourceName", "--leader-elect-resource-name", T::kString,
+       "leases: the Lease's name",
+       [](C c) { return nlohmann::json(c.leader_election.resource_name); }},
   };
 }
 
@@ -200,20 +222,30 @@ base::Result<FileArgs> ConfigFileArgs(std::string_view text) {
     out.fields.push_back(name);
     return base::Status::OK();
   };
+  // Groups of fields ("logging", "leaderElection"): a map of their members.
+  std::map<std::string, std::vector<std::string>> groups;
+  for (const ConfigField& f : ConfigFields()) {
+    if (const size_t dot = f.name.find('.'); dot != std::string::npos) {
+      groups[f.name.substr(0, dot)].push_back(f.name.substr(dot + 1));
+    }
+  }
   for (const auto& [key, value] : doc.items()) {
     if (key == "apiVersion" || key == "kind") continue;
-    if (key == "logging" && value.is_object()) {
-      for (const auto& [sub, sub_value] : value.items()) {
-        if (base::Status s = add("logging." + sub, sub_value); !s.ok()) return s;
-      }
+    auto group = groups.find(key);
+    if (group == groups.end()) {
+      if (base::Status s = add(key, value); !s.ok()) return s;
       continue;
     }
-    if (key == "logging" && !value.is_null()) {
-      return base::Status::Error("field logging: must be a map (format, verbosity), not " +
+    if (value.is_null()) continue;
+    if (!value.is_object()) {
+      std::string members;
+      for (const std::string& m : group->second) members += (members.empty() ? "" : ", ") + m;
+      return base::Status::Error("field " + key + ": must be a map (" + members + "), not " +
                                  std::string(JsonTypeText(value)));
     }
-    if (key == "logging") continue;
-    if (base::Status s = add(key, value); !s.ok()) return s;
+    for (const auto& [sub, sub_value] : value.items()) {
+      if (base::Status s = add(key + "." + sub, sub_value); !s.ok()) return s;
+    }
   }
   return out;
 }

@@ -139,6 +139,25 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   app.add_option("--debug-bind-address", cfg.debug_bind_address,
                  "IP:PORT serving /debug/state and /configz, which name every pod and object on "
                  "the node: keep it on loopback unless it must be reachable (empty: not served)");
+  std::string lock_type = "file", lease_duration, renew_deadline, retry_period;
+  app.add_flag("--leader-elect", cfg.leader_election.leader_elect,
+               "Write only while holding this node's lock, so two daemons on one node (a "
+               "DaemonSet rolling update with surge) never both write (default true; "
+               "--leader-elect=false turns it off)");
+  app.add_option("--leader-elect-resource-lock", lock_type,
+                 "file (flock in --state-dir: no API load, freed at once when the holder dies) or "
+                 "leases (a per-node coordination.k8s.io Lease, the holder visible in the API)");
+  app.add_option("--leader-elect-lease-duration", lease_duration,
+                 "How long a holder's lock lasts unrenewed (default 15s for file, 40s for leases)");
+  app.add_option("--leader-elect-renew-deadline", renew_deadline,
+                 "How long the holder retries renewing before it stops writing (default 10s for "
+                 "file, 25s for leases)");
+  app.add_option("--leader-elect-retry-period", retry_period,
+                 "Between acquire and renew attempts (default 400ms for file, 10s for leases)");
+  app.add_option("--leader-elect-resource-namespace", cfg.leader_election.resource_namespace,
+                 "leases: the Lease's namespace (default: the pod's own namespace)");
+  app.add_option("--leader-elect-resource-name", cfg.leader_election.resource_name,
+                 "leases: the Lease's name (default volumemanager-<node name>)");
   app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
       ->check(CLI::Range(0, 10));
   bool validate_only = false;
@@ -194,6 +213,26 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
                                std::pair{"--debug-bind-address", &cfg.debug_bind_address}}) {
     if (address->empty()) continue;
     if (auto a = base::ParseBindAddress(*address); !a.ok()) return a.status().WithContext(flag);
+  }
+  {
+    auto lock = leaderelection::ParseLockType(lock_type);
+    if (!lock.ok()) return lock.status();
+    cfg.leader_election.resource_lock = *lock;
+    for (auto [flag, text, out] :
+         {std::tuple{"--leader-elect-lease-duration", &lease_duration,
+                     &cfg.leader_election.lease_duration},
+          std::tuple{"--leader-elect-renew-deadline", &renew_deadline,
+                     &cfg.leader_election.renew_deadline},
+          std::tuple{"--leader-elect-retry-period", &retry_period,
+                     &cfg.leader_election.retry_period}}) {
+      if (text->empty()) continue;
+      std::chrono::nanoseconds d{};
+      if (base::Status s = ParseDurationFlag(flag, *text, &d); !s.ok()) return s;
+      *out = d;
+    }
+    auto timing = leaderelection::ResolveTiming(cfg.leader_election);
+    if (!timing.ok()) return timing.status();
+    cfg.leader_election_timing = *timing;
   }
   if (cfg.node_name.empty()) {
     auto it = environment.find("NODE_NAME");

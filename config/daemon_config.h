@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "cache/change_detection_strategy.h"
+#include "leaderelection/leader_election_config.h"
 
 namespace config {
 
@@ -69,6 +70,11 @@ struct DaemonConfig {
   // name every pod and object, on loopback unless asked otherwise.
   std::string healthz_bind_address = kDefaultHealthzBindAddress;
   std::string debug_bind_address = kDefaultDebugBindAddress;
+  // One writer per node (--leader-elect*): validated, with each lock's default timing for the
+  // durations not given.
+  leaderelection::LeaderElectionConfig leader_election;
+  leaderelection::LeaderElectionTiming leader_election_timing =
+      leaderelection::DefaultTiming(leaderelection::LockType::kFile);
 };
 
 inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() || c.in_cluster; }

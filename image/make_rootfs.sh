@@ -24,12 +24,15 @@ mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
 mkdir -p "$debs"
 # The archive's current version of each (the one `apt-get install` in the Dockerfile gets, with
 # its security fixes), downloaded once into $debs.
+candidate() { apt-cache policy "$1" | awk '$1 == "Candidate:" && $2 != "(none)" {print $2}'; }
+# A machine whose package lists were never fetched (or were cleaned) knows no candidate: fetch
+# them once.
+if [ -z "$(candidate "${packages[0]}")" ]; then apt-get update -qq; fi
 wanted=()
 missing=()
 for p in "${packages[@]}"; do
-  version=$(apt-cache policy "$p" | awk '$1 == "Candidate:" {print $2}')
-  [ -n "$version" ] && [ "$version" != "(none)" ] || {
-    echo "make_rootfs.sh: no version of $p to download (apt-get update?)" >&2; exit 1; }
+  version=$(candidate "$p")
+  [ -n "$version" ] || { echo "make_rootfs.sh: no version of $p to download" >&2; exit 1; }
   wanted+=("$p=$version")
   compgen -G "$debs/${p}_${version//:/%3a}_*.deb" > /dev/null || missing+=("$p=$version")
 done

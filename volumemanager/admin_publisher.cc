@@ -123,7 +123,11 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
       &handles_->heartbeat,
       [](uv_timer_t* t) {
         auto* h = static_cast<Handles*>(t->data);
-        if (h->owner != nullptr && h->owner->server_ != nullptr) h->owner->server_->Beat();
+        // Alive: the loop ran this timer, and the election loop (when used) is running.
+        if (h->owner != nullptr && h->owner->server_ != nullptr &&
+            h->owner->daemon_->ElectionAlive(std::chrono::steady_clock::now())) {
+          h->owner->server_->Beat();
+        }
       },
       kHeartbeatPeriod.count(), kHeartbeatPeriod.count());
   return error;

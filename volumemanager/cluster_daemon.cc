@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kubeclient/rate_limiter.h"
+#include "leaderelection/lease_lock.h"
 #include "volumemanager/source_metrics.h"
 
 namespace volumemanager {
@@ -17,6 +18,7 @@ ClusterDaemon::~ClusterDaemon() {
   // The base destructor would call only its own StopSources; the API parts go first, while the
   // volume manager their callbacks reach still exists.
   StopSources();
+  DestroyElector();
 }
 
 std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
@@ -32,6 +34,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
     return StartError{1, "API client for " + credentials->server + ": " + http.status().message()};
   }
   http_ = std::move(http).value();
+  default_namespace_ = credentials->default_namespace;
   api_ = std::make_unique<kube::ApiClient>(
       http_.get(), kube::RetryPolicy{},
       kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
@@ -55,6 +58,18 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
 }
 
 cache::ObjectManager* ClusterDaemon::object_manager() { return objects_.get(); }
+
+base::Result<std::unique_ptr<leaderelection::ResourceLock>> ClusterDaemon::MakeLeaseLock() {
+  const leaderelection::LeaderElectionConfig& le = config().leader_election;
+  election_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
+                                                    kube::ClientGoRateLimits(5, 10));
+  const std::string ns = le.resource_namespace.empty() ? default_namespace_ : le.resource_namespace;
+  const std::string name = le.resource_name.empty()
+                               ? leaderelection::DefaultLeaseName(config().node_name)
+                               : le.resource_name;
+  return std::unique_ptr<leaderelection::ResourceLock>(
+      std::make_unique<leaderelection::LeaseLock>(election_api_.get(), ns, name));
+}
 
 void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
   options.on_mount_failure = [this](const kube::Pod& pod, const std::string& volume,

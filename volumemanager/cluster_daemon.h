@@ -49,6 +49,7 @@ class ClusterDaemon : public Daemon {
   std::optional<StartError> StartPodSources() override;
   void StopSources() override;
   void ConfigureVolumeManager(VolumeManagerOptions& options) override;
+  base::Result<std::unique_ptr<leaderelection::ResourceLock>> MakeLeaseLock() override;
 
  private:
   kube::EnvironmentLookup environment_;
@@ -57,6 +58,10 @@ class ClusterDaemon : public Daemon {
   // Events draw on a budget of their own (the kubelet's event QPS 50, burst 100), so a burst of
   // failures never delays pod or object requests.
   std::unique_ptr<kube::ApiClient> events_api_;
+  // The Lease lock's renewals on a client of their own (as the controller-manager's), so they
+  // never queue behind pod and object requests.
+  std::unique_ptr<kube::ApiClient> election_api_;
+  std::string default_namespace_;
   std::unique_ptr<cache::ApiObjectManager> objects_;
   std::unique_ptr<kube::EventRecorder> events_;
   podconfig::ApiSource api_source_;

@@ -12,9 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/catch_all.h"
 #include "base/version.h"
 #include "config/go_duration.h"
 #include "kube/quantity.h"
+#include "leaderelection/file_lock.h"
 #include "podconfig/redacted_url.h"
 
 namespace volumemanager {
@@ -105,6 +107,13 @@ std::optional<Daemon::StartError> Daemon::Start() {
   options.unpublished_grace =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.unpublished_grace);
   options.kubelet_owns_volumes = config_.volume_ownership == config::VolumeOwnership::kKubelet;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "localhost");
+  const std::string identity = leaderelection::NewIdentity(host);
+  if (config_.leader_election.leader_elect) {
+    options.writes_allowed_at_start = false;
+    options.writer_identity = identity;
+  }
   ConfigureVolumeManager(options);
   pods_ = std::make_unique<podconfig::PodConfig>(
       [this](const podconfig::PodUpdate& u) { manager_->OnPodUpdate(u); });
@@ -132,6 +141,9 @@ std::optional<Daemon::StartError> Daemon::Start() {
       config::FormatGoDuration(config_.sync_frequency),
       config::VolumeOwnershipName(config_.volume_ownership));
   manager_->Start();
+  if (config_.leader_election.leader_elect) {
+    if (auto error = StartElection(identity)) return error;
+  }
   if (auto error = StartPodSources()) return error;
 
   if (base::Status s = stall_monitor_.Start(
@@ -140,6 +152,45 @@ std::optional<Daemon::StartError> Daemon::Start() {
       !s.ok()) {
     spdlog::warn("{}; event-loop stalls are not measured", s.message());
   }
+  return std::nullopt;
+}
+
+std::optional<Daemon::StartError> Daemon::StartElection(const std::string& identity) {
+  std::unique_ptr<leaderelection::ResourceLock> lock;
+  if (config_.leader_election.resource_lock == leaderelection::LockType::kFile) {
+    lock = std::make_unique<leaderelection::FileLock>(config_.state_dir + "/" +
+                                                      leaderelection::kFileLockName);
+  } else {
+    auto lease = MakeLeaseLock();
+    if (!lease.ok()) return StartError{2, lease.status().message()};
+    lock = std::move(lease).value();
+  }
+  const std::string what = lock->Describe();
+  leaderelection::LeaderElectorOptions options;
+  options.identity = identity;
+  options.timing = config_.leader_election_timing;
+  leaderelection::LeaderCallbacks callbacks;
+  callbacks.on_started_leading = [this, what, identity] {
+    spdlog::info("holding the node's lock ({}) as {}: writing", what, identity);
+    if (manager_) manager_->SetWritesAllowed(true);
+  };
+  callbacks.on_stopped_leading = [this, what] {
+    if (manager_) manager_->SetWritesAllowed(false);
+    if (stopping_) return;
+    spdlog::warn("lost the node's lock ({}): no new writes until it is held again", what);
+    elector_->Start();  // campaign again
+  };
+  callbacks.on_new_leader = [identity](const std::string& leader) {
+    if (!leader.empty() && leader != identity) {
+      spdlog::info("the node's lock is held by {}: waiting, writing nothing", leader);
+    }
+  };
+  auto elector =
+      leaderelection::LeaderElector::Create(loop_, std::move(lock), options, std::move(callbacks));
+  if (!elector.ok()) return StartError{2, elector.status().message()};
+  elector_ = std::move(elector).value();
+  spdlog::info("acquiring the node's lock ({}) as {} before writing anything", what, identity);
+  elector_->Start();
   return std::nullopt;
 }
 
@@ -217,8 +268,10 @@ std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
                     desired.pod->metadata.NamespacedName() + " volume " + key.volume_name;
       }
     }
+    // Not holding the node's lock (another daemon writes, e.g. during a rolling update) is no
+    // reason to be unready: the rollout would stall.
     checks.push_back(
-        {"volumes-synced", pending == 0,
+        {"volumes-synced", pending == 0 || !manager_->writes_allowed(),
          std::to_string(pending) + " of " + std::to_string(manager_->desired().volumes().size()) +
              " volumes not yet fetched and written or checked since start (" + examples + ")"});
   }
@@ -249,7 +302,35 @@ void Daemon::Stop(std::function<void()> done) {
     if (done) done();
     return;
   }
-  manager_->Stop(std::move(done));
+  // Writes finish first; then the lock is released, so a successor takes over at once.
+  manager_->Stop([this, done = std::move(done)]() mutable {
+    if (elector_ == nullptr) {
+      if (done) done();
+      return;
+    }
+    elector_->Stop([this, done = std::move(done)]() mutable {
+      // Released. The elector may not be destroyed from its own callback: on the next loop
+      // iteration, so that its handles are closed too when `done` runs.
+      struct Next {
+        uv_timer_t timer;
+        Daemon* self;
+        std::function<void()> done;
+      };
+      auto* next = new Next{{}, this, std::move(done)};
+      uv_timer_init(loop_, &next->timer);
+      next->timer.data = next;
+      uv_timer_start(
+          &next->timer,
+          [](uv_timer_t* t) {
+            auto* n = static_cast<Next*>(t->data);
+            n->self->elector_.reset();
+            if (n->done) base::CatchAll("stop", [&] { n->done(); }).IgnoreError();
+            uv_close(reinterpret_cast<uv_handle_t*>(t),
+                     [](uv_handle_t* h) { delete static_cast<Next*>(h->data); });
+          },
+          0, 0);
+    });
+  });
 }
 
 }  // namespace volumemanager

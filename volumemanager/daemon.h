@@ -32,6 +32,8 @@
 #include "cache/local_object_store.h"
 #include "config/daemon_config.h"
 #include "kube/pod.h"
+#include "leaderelection/leader_elector.h"
+#include "leaderelection/resource_lock.h"
 #include "plugins/plugin_registry.h"
 #include "podconfig/file_source.h"
 #include "podconfig/http_source.h"
@@ -75,6 +77,12 @@ class Daemon {
   }
   // Null before Start.
   const VolumeManager* volume_manager() const { return manager_.get(); }
+  // One writer per node: null with --leader-elect=false.
+  const leaderelection::LeaderElector* elector() const { return elector_.get(); }
+  // Liveness beyond the loop (for /healthz): the election loop is alive (or not in use).
+  bool ElectionAlive(std::chrono::steady_clock::time_point now) const {
+    return elector_ == nullptr || stopping_ || elector_->Alive(now);
+  }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
   // The objects as the volume manager reads them (resourceVersions for /debug/state).
   cache::ObjectManager* objects_for_debug() { return object_manager(); }
@@ -93,8 +101,17 @@ class Daemon {
   // Last changes to the volume manager's options before it is created (e.g. where failures are
   // reported besides the log).
   virtual void ConfigureVolumeManager(VolumeManagerOptions& options) { (void)options; }
+  // The node lock for --leader-elect-resource-lock leases (cluster mode only); called after
+  // StartObjectSource.
+  virtual base::Result<std::unique_ptr<leaderelection::ResourceLock>> MakeLeaseLock() {
+    return base::Status::Error(
+        "--leader-elect-resource-lock leases: needs cluster mode (--kubeconfig or --in-cluster); "
+        "use the file lock");
+  }
 
   void OnObjectChanged(const kube::ObjectRef& object);
+  // For a derived destructor: the elector goes before the clients its lock uses.
+  void DestroyElector() { elector_.reset(); }
   uv_loop_t* loop() const { return loop_; }
   const config::DaemonConfig& config() const { return config_; }
   podconfig::PodConfig& pods() { return *pods_; }
@@ -107,9 +124,12 @@ class Daemon {
   std::unique_ptr<cache::LocalObjectStore> objects_;
   std::unique_ptr<podconfig::PodConfig> pods_;
   std::unique_ptr<VolumeManager> manager_;
+  std::unique_ptr<leaderelection::LeaderElector> elector_;
   podconfig::FileSource file_source_;
   podconfig::HttpSource http_source_;
   LoopStallMonitor stall_monitor_;
+  // Starts the node lock's election (--leader-elect); writes wait for it.
+  std::optional<StartError> StartElection(const std::string& identity);
   bool started_ = false;
   bool stopping_ = false;
 };

@@ -25,6 +25,7 @@
 #include "volumemanager/daemon.h"
 #include "volumemanager/json_log_formatter.h"
 #include "volumemanager/preflight_command.h"
+#include "volumemanager/process_hardening.h"
 
 extern char** environ;
 
@@ -144,6 +145,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   SetUpLogging(*parsed->config);
+  if (base::Status s = volumemanager::MakeNotDumpable(); !s.ok()) {
+    spdlog::warn("{}: a crash could hand Secret bytes in memory to the host's core handler",
+                 s.message());
+  }
 
   uv_loop_t* loop = uv_default_loop();
   std::unique_ptr<volumemanager::Daemon> owned =

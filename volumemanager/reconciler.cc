@@ -444,11 +444,14 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                 done_at + options_.unpublished_grace + std::chrono::milliseconds(100), key);
           }
           if (first_mount) {
-            spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({})",
-                         key.volume_name, key.pod_uid, (*result)->ts_dir);
-          } else if (published) {
-            spdlog::debug("volume \"{}\" of pod UID \"{}\" updated ({})", key.volume_name,
-                          key.pod_uid, (*result)->ts_dir);
+            spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({}{}{})",
+                         key.volume_name, key.pod_uid, (*result)->ts_dir, WriterSuffix(),
+                         options_.writer_identity);
+          } else {
+            // Every write is logged with its writer (one writer per node can be checked).
+            spdlog::debug("volume \"{}\" of pod UID \"{}\" {} ({}{}{})", key.volume_name,
+                          key.pod_uid, published ? "updated" : "checked, unchanged",
+                          (*result)->ts_dir, WriterSuffix(), options_.writer_identity);
           }
         } else {
           ++stats_.mounts_failed;

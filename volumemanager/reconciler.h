@@ -72,6 +72,8 @@ struct ReconcilerOptions {
   // volume dir for swaps by the kubelet's writer, and to stop.
   std::function<void(const VolumeKey& key, const std::string& dir)> on_volume_verified;
   std::function<void(const VolumeKey& key)> on_volume_released;
+  // Who writes (the node lock's holder identity), named in the log line of each write.
+  std::string writer_identity;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -157,6 +159,8 @@ class Reconciler {
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
+  // ", writer " when a writer identity is set, for the log line of a write.
+  const char* WriterSuffix() const { return options_.writer_identity.empty() ? "" : ", writer "; }
   // Metrics of a finished operation that started at `started`. RecordMount runs before the
   // actual state is updated (it reads the remount request the operation served).
   void RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,

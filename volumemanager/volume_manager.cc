@@ -49,6 +49,7 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.unpublished_grace = o.unpublished_grace;
   r.kubelet_owns_volumes = o.kubelet_owns_volumes;
   r.on_mount_failure = o.on_mount_failure;
+  r.writer_identity = o.writer_identity;
   return r;
 }
 
@@ -85,6 +86,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     if (m != nullptr && m->remount_required) SchedulePassSoon();
   });
   reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
+  writes_allowed_ = options_.writes_allowed_at_start;
 }
 
 VolumeManager::~VolumeManager() {
@@ -222,6 +224,12 @@ void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
   if (marked > 0) SchedulePassSoon();
 }
 
+void VolumeManager::SetWritesAllowed(bool allowed) {
+  if (writes_allowed_ == allowed) return;
+  writes_allowed_ = allowed;
+  if (allowed) SchedulePassSoon();
+}
+
 void VolumeManager::SchedulePassSoon() {
   if (stopping_ || soon_ == nullptr || soon_pending_) return;
   soon_pending_ = true;
@@ -239,6 +247,7 @@ void VolumeManager::RunPass() {
   if (stopping_ || !reconstructed_) return;
   const SteadyTime now = std::chrono::steady_clock::now();
   ResyncDuePods(now);
+  if (!writes_allowed_) return;
   const bool ready = all_sources_seen_();
   reconciler_.Reconcile(now, ready,
                         [this](const std::string& uid) { return populator_.IsTerminating(uid); });

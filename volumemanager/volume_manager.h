@@ -57,6 +57,10 @@ struct VolumeManagerOptions {
   // refreshes the content of those it has set up and leaves the volumes only it can produce
   // (plugins::VolumePlugin::KubeletOnly) alone.
   bool kubelet_owns_volumes = false;
+  // Whether operations may start before SetWritesAllowed(true) (false while a node lock is
+  // being acquired), and who writes, for the log lines of each write.
+  bool writes_allowed_at_start = true;
+  std::string writer_identity;
   // See ReconcilerOptions::on_mount_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
 };
@@ -74,6 +78,10 @@ class VolumeManager {
   void Start();
   void OnPodUpdate(const podconfig::PodUpdate& update);
   void OnObjectChanged(const kube::ObjectRef& object);
+  // One writer per node: while false no operation starts (those in flight finish); the desired
+  // state keeps following pods and objects, so the first pass after `true` catches up.
+  void SetWritesAllowed(bool allowed);
+  bool writes_allowed() const { return writes_allowed_; }
   // Stops timers and new work; `done` runs on the loop thread once nothing is in flight and the
   // manager's handles are closed.
   void Stop(std::function<void()> done);
@@ -125,6 +133,7 @@ class VolumeManager {
   std::map<std::string, std::multimap<SteadyTime, std::string>::iterator> resync_entry_;
   std::mt19937 rng_{std::random_device{}()};
 
+  bool writes_allowed_ = true;
   bool scan_in_flight_ = false;
   bool orphan_work_in_flight_ = false;
   bool stopping_ = false;

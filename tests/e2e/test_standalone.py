@@ -230,7 +230,9 @@ def test_restart_without_rewrite_and_after_changes_while_down(env):
     env.put_object(configmap("cfg", {"k": "v2"}))  # changed while the daemon is down
     env.start()
     wait_for(lambda: visible_files(d) == {"k": b"v2"}, what="the change made while down")
-    assert dot_entries(d) == sorted(["..data", os.readlink(d / "..data")])
+    # The old version goes right after the swap that made the new content visible.
+    wait_for(lambda: dot_entries(d) == sorted(["..data", os.readlink(d / "..data")]),
+             what="the old version removed")
 
 
 def test_sigkill_during_updates_then_restart_is_consistent(env):
@@ -252,7 +254,9 @@ def test_sigkill_during_updates_then_restart_is_consistent(env):
     wait_for(lambda: all(visible_files(d) == {"a": b"39", "b": b"39"} for d in dirs),
              what="the last version everywhere")
     for d in dirs:
-        assert dot_entries(d) == sorted(["..data", os.readlink(d / "..data")]), "debris left"
+        # Debris goes with the first write; the old version right after the last swap.
+        wait_for(lambda: dot_entries(d) == sorted(["..data", os.readlink(d / "..data")]),
+                 what=f"no debris left in {d}")
 
 
 def test_sigterm_stops_gracefully(env):
