@@ -253,7 +253,12 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
   if (idempotent && err.code >= 500 && err.retry_after_seconds < 0 &&
       call->transient_used < policy_.max_transient_retries) {
     ++call->transient_used;
-    RetryLater(call, call->backoff.Next());
+    auto delay = call->backoff.Next();
+    // Said as for a transport failure: an API server answering 5xx is otherwise silent until
+    // every retry is spent (tens of seconds).
+    spdlog::info("GET {}: {}; retry {} in {} ms", call->path, err.ToString(), call->transient_used,
+                 delay.count());
+    RetryLater(call, delay);
     return;
   }
   Complete(id, ApiResult{std::move(err), nullptr});

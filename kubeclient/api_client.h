@@ -5,7 +5,8 @@
 //   `max_retry_after` times, for every verb (the server did not apply it).
 // * GETs are also retried after a transport failure (refused, reset, EOF, timeout) or a 5xx
 //   without Retry-After, with capped exponential backoff and jitter, up to
-//   `max_transient_retries` times. Writes are not (the server may have applied them).
+//   `max_transient_retries` times, each retry logged (path and error, never a body's data).
+//   Writes are not retried (the server may have applied them).
 // * A 401 drops the cached token's age, so the next attempt re-reads the token file.
 // * Every attempt (retries included) and every stream (watch) set-up first takes a token from the
 //   client-side rate limiter (rate_limiter.h, client-go's QPS/burst bucket), as client-go's

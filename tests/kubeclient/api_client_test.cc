@@ -15,6 +15,7 @@
 #include "kubeclient/http_client.h"
 #include "kubeclient/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace kube {
@@ -238,6 +239,18 @@ TEST_F(ApiClientTest, RetryRules) {
     }
     EXPECT_EQ(CountRequests(c.method, kCms), c.requests);
   }
+  server_.Admin("DELETE", "faults");
+}
+
+TEST_F(ApiClientTest, EachRetryOfA5xxIsLogged) {
+  Connect(ServerCredentials());
+  server_.Admin("POST", "faults", {{"verb", "list"}, {"status", 503}, {"times", 2}});
+  vmtest::LogCapture log;
+  EXPECT_TRUE(Get(kCms).ok());
+  const std::string text = log.text();
+  EXPECT_THAT(text,
+              testing::HasSubstr("503 ServiceUnavailable: injected failure 503; retry 1 in "));
+  EXPECT_THAT(text, testing::HasSubstr("; retry 2 in "));
   server_.Admin("DELETE", "faults");
 }
 
