@@ -17,8 +17,9 @@ BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspd
                   libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
 # (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests, nghttpx (an HTTP/2 TLS front) for the
-# cluster end-to-end tests. A kubectl already on PATH (e.g. the Google Cloud SDK's package, whose
-# /usr/bin/kubectl conflicts with kubernetes-client) is used as is.
+# cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on
+# PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client)
+# is used as is.
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
@@ -47,7 +48,8 @@ RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image chart-tools \
-        chart-test image image-test build test-build run test test-asan fuzz bench format clean
+        chart-test image image-test build test-build run test test-asan fuzz bench bench-cluster \
+        format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
 # and only when something is missing.
@@ -167,6 +169,13 @@ fuzz: deps-fuzz
 
 bench: test-build
 	@for b in $(BUILD_DIR)/bin/bench_*; do echo "== $$b"; "$$b" || exit 1; done
+	@echo "== bench/cluster_bench.py --quick"; /usr/bin/python3 bench/cluster_bench.py --quick \
+	  --daemon $(BUILD_DIR)/bin/volumemanager
+
+# Cluster mode in full (about 20 minutes: 1,000-pod latencies, idle CPU, 2,000 and 10,000 watches
+# through nghttpx); arguments in CLUSTER_BENCH_ARGS, e.g. "--only scale --scale 2000".
+bench-cluster: test-build
+	/usr/bin/python3 bench/cluster_bench.py --daemon $(BUILD_DIR)/bin/volumemanager $(CLUSTER_BENCH_ARGS)
 
 format: deps-format
 	git ls-files '*.cc' '*.h' | xargs clang-format -i

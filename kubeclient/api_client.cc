@@ -22,6 +22,7 @@ struct ApiClient::Call {
   bool in_flight = false;
   RateLimiter::Ticket ticket = 0;  // waiting for a rate-limiter token
   uv_timer_t* timer = nullptr;
+  ApiClient* client = nullptr;  // for the retry timer
   // A stream (Stream()): sent once as given, its outcome handed over as HttpClient reports it.
   bool stream = false;
   HttpRequest stream_request;
@@ -181,23 +182,19 @@ void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
     call->timer = new uv_timer_t;
     uv_timer_init(http_->loop(), call->timer);
   }
-  struct Target {
-    ApiClient* client;
-    CallId id;
-  };
-  // The timer belongs to the call, so it cannot fire after the call (or this client) is gone.
-  call->timer->data = this;
+  // The timer belongs to the call, so it cannot fire after the call (or this client) is gone;
+  // it names its call directly (a search of every call per firing made 10,000 calls retrying
+  // after a 502 storm cost seconds of loop time).
+  call->timer->data = call;
+  call->client = this;
   uv_timer_start(
       call->timer,
       [](uv_timer_t* h) {
-        auto* self = static_cast<ApiClient*>(h->data);
-        for (auto& [id, c] : self->calls_) {
-          if (c->timer != h) continue;
-          const CallId call_id = id;
-          base::Status s = base::CatchAll("API retry timer", [&] { self->Attempt(c.get()); });
-          if (!s.ok()) self->Fail(call_id, s.message());
-          return;
-        }
+        auto* c = static_cast<Call*>(h->data);
+        ApiClient* self = c->client;
+        const CallId call_id = c->id;
+        base::Status s = base::CatchAll("API retry timer", [&] { self->Attempt(c); });
+        if (!s.ok()) self->Fail(call_id, s.message());
       },
       static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
 }

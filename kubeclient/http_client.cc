@@ -1,7 +1,10 @@
 #include "kubeclient/http_client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -124,7 +127,8 @@ struct HttpClient::Transfer {
   long status_line_code = 0;  // from the last status line seen
   bool buffer_body = true;
   bool cancelled = false;
-  bool added = false;
+  bool added = false;      // handed to libcurl (Admit)
+  bool confirmed = false;  // libcurl is about to send it on a ready connection (prereq)
   // libcurl reported the end of the transfer (result in `curl_result`); finished after libcurl
   // returns.
   bool completed = false;
@@ -171,7 +175,7 @@ struct HttpClient::Transfer {
       } catch (...) {
         abort_reason.clear();  // Finish then names libcurl's error
       }
-      if (client != nullptr) ++client->pending_finish_;
+      if (client != nullptr) client->QueueFinish(id);
     }
     spdlog::error("http {} {}: {}", request.method, request.path, why.message());
   }
@@ -351,12 +355,48 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &HttpClient::OnPrereq);
+  curl_easy_setopt(e, CURLOPT_PREREQDATA, t);
 
   t->headers = headers;
 
   RequestId id = t->id;
   transfers_[id] = std::move(transfer);
-  CURLMcode rc = curl_multi_add_handle(Multi(multi_), e);
+  // Room for every transfer to be queued for finishing without an allocation (QueueFinish).
+  finishing_.reserve(transfers_.size());
+  waiting_.push_back(id);
+  Admit();
+  return id;
+}
+
+// libcurl 7.88 multiplexes a transfer only onto a connection that is ready; while the only
+// connection with free streams is still connecting, it opens yet another connection for each
+// transfer (even with CURLOPT_PIPEWAIT, once the first connection is known to multiplex). So a
+// request goes to libcurl only when the ready connections have a free stream for it or when no
+// request is waiting for its connection; the others wait here, in order, and go as soon as a
+// connection becomes ready (OnPrereq) or a request ends. A request that ended before its
+// connection was ready (refused, timed out, cancelled) lets every waiting request go, as before
+// this gate, so a server that is slow to refuse never makes them wait in single file.
+void HttpClient::Admit(bool all) {
+  if (in_curl_ > 0) return;  // DriveCurl admits once libcurl has returned
+  const size_t per_connection = options_.max_streams_per_connection > 0
+                                    ? static_cast<size_t>(options_.max_streams_per_connection)
+                                    : 1;
+  while (!waiting_.empty()) {
+    if (!all && unconfirmed_ > 0 && in_curl_count_ >= per_connection * ready_ports_.size()) {
+      return;
+    }
+    const RequestId id = waiting_.front();
+    waiting_.pop_front();
+    auto it = transfers_.find(id);
+    if (it == transfers_.end() || it->second->cancelled || it->second->added) continue;
+    AddToCurl(it->second.get());
+  }
+}
+
+void HttpClient::AddToCurl(Transfer* t) {
+  const RequestId id = t->id;
+  CURLMcode rc = curl_multi_add_handle(Multi(multi_), t->easy);
   if (rc != CURLM_OK) {
     // Report asynchronously: callers never get a callback from inside Start().
     std::weak_ptr<bool> alive = alive_;
@@ -387,10 +427,11 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
                    [](uv_handle_t* hh) { delete reinterpret_cast<uv_timer_t*>(hh); });
         },
         0, 0);
-    return id;
+    return;
   }
-  transfers_[id]->added = true;
-  return id;
+  t->added = true;
+  ++in_curl_count_;
+  ++unconfirmed_;
 }
 
 void HttpClient::Cancel(RequestId id) {
@@ -399,15 +440,24 @@ void HttpClient::Cancel(RequestId id) {
   Transfer* t = it->second.get();
   t->cancelled = true;
   if (in_curl_ > 0) {
-    ++pending_finish_;  // removed after libcurl returns (see ProcessMessages)
+    QueueFinish(id);  // removed after libcurl returns (see ProcessMessages)
     return;
   }
   Remove(t);
 }
 
 void HttpClient::Remove(Transfer* t) {
-  if (t->added) curl_multi_remove_handle(Multi(multi_), t->easy);
+  bool unconfirmed = false;
+  if (t->added) {
+    curl_multi_remove_handle(Multi(multi_), t->easy);
+    --in_curl_count_;
+    if (!t->confirmed) {
+      --unconfirmed_;
+      unconfirmed = true;
+    }
+  }
   transfers_.erase(t->id);
+  if (!waiting_.empty()) Admit(unconfirmed);
 }
 
 void HttpClient::Finish(Transfer* t, base::Status transport) {
@@ -439,14 +489,19 @@ void HttpClient::ProcessMessages() {
     if (t == nullptr || t->completed) continue;
     t->completed = true;
     t->curl_result = msg->data.result;
-    ++pending_finish_;
+    QueueFinish(t->id);
   }
-  if (pending_finish_ == 0) return;
+  if (finishing_.empty() && !scan_all_) return;
   std::vector<RequestId> ready;
-  for (auto& [id, t] : transfers_) {
-    if (t->completed || t->aborted || t->cancelled) ready.push_back(id);
+  if (scan_all_) {
+    for (auto& [id, t] : transfers_) {
+      if (t->completed || t->aborted || t->cancelled) ready.push_back(id);
+    }
+  } else {
+    ready.assign(finishing_.begin(), finishing_.end());
   }
-  pending_finish_ = 0;
+  finishing_.clear();
+  scan_all_ = false;
   for (RequestId id : ready) {
     auto it = transfers_.find(id);
     if (it == transfers_.end()) continue;  // cancelled by an earlier completion callback
@@ -465,6 +520,14 @@ void HttpClient::ProcessMessages() {
   }
 }
 
+void HttpClient::QueueFinish(RequestId id) noexcept {
+  if (finishing_.size() < finishing_.capacity()) {
+    finishing_.push_back(id);  // within capacity: no allocation, cannot throw
+  } else {
+    scan_all_ = true;
+  }
+}
+
 void HttpClient::Fault(const char* callback) {
   if (options_.callback_fault) options_.callback_fault(callback);
 }
@@ -480,10 +543,13 @@ void HttpClient::DriveCurl(int fd, int flags) {
   --in_curl_;
   if (auto a = alive.lock(); !a || !*a) return;  // a completion callback destroyed the client
   if (s.ok()) s = base::CatchAll("http completion processing", [&] { ProcessMessages(); });
+  if (auto a = alive.lock(); !a || !*a) return;
+  // Connections that became ready take the requests waiting for them.
+  if (s.ok() && !waiting_.empty()) s = base::CatchAll("http admission", [&] { Admit(); });
   if (!s.ok()) {
     // What was marked stays marked: retry from the timer on the next loop iteration.
     spdlog::error("http client: {}; retrying", s.message());
-    ++pending_finish_;
+    scan_all_ = true;
     uv_timer_start(timer_, &HttpClient::OnUvTimer, 0, 0);
   }
 }
@@ -561,12 +627,36 @@ void HttpClient::OnUvTimer(uv_timer_t* handle) {
 
 int HttpClient::OnCloseSocket(void* clientp, int fd) {
   auto* self = static_cast<HttpClient*>(clientp);
+  sockaddr_storage local{};
+  socklen_t length = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    if (local.ss_family == AF_INET) {
+      self->ready_ports_.erase(ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port));
+    } else if (local.ss_family == AF_INET6) {
+      self->ready_ports_.erase(ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port));
+    }
+  }
   auto it = self->sockets_.find(fd);
   if (it == self->sockets_.end()) return close(fd);
   SocketContext* ctx = it->second;
   self->sockets_.erase(it);
   CloseSocketContext(&ctx->poll);  // closes the fd once libuv is done with it
   return 0;
+}
+
+int HttpClient::OnPrereq(void* clientp, char* /*remote_ip*/, char* /*local_ip*/,
+                         int /*remote_port*/, int local_port) {
+  auto* t = static_cast<Transfer*>(clientp);
+  HttpClient* self = t->client;
+  if (!t->confirmed) {
+    t->confirmed = true;
+    --self->unconfirmed_;
+  }
+  // Only the count of ready connections is lost if this fails: the gate then opens more slowly.
+  base::Status s =
+      base::CatchAll("http prereq callback", [&] { self->ready_ports_.insert(local_port); });
+  if (!s.ok()) spdlog::error("http client: {}", s.message());
+  return CURL_PREREQFUNC_OK;
 }
 
 size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) {
@@ -649,7 +739,12 @@ bool HttpClient::Body(Transfer* t, std::string_view data) {
 }
 
 HttpClient::Stats HttpClient::stats() const {
-  return Stats{connections_opened_, sockets_.size(), transfers_.size()};
+  size_t waiting = 0;
+  for (RequestId id : waiting_) {
+    auto it = transfers_.find(id);
+    if (it != transfers_.end() && !it->second->added && !it->second->cancelled) ++waiting;
+  }
+  return Stats{connections_opened_, sockets_.size(), transfers_.size(), waiting};
 }
 
 }  // namespace kube

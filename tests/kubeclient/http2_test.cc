@@ -1,6 +1,8 @@
 // HttpClient over HTTP/2 against nghttpd (Debian nghttp2-server): ALPN h2, concurrent requests
 // multiplexed on one connection, and another connection once a connection's concurrent streams
-// reach the limit. (kube-test-apiserver speaks HTTP/1.1 only.)
+// reach the limit. Long-lived streams (watches) against kube-test-apiserver behind nghttpx (Debian
+// nghttp2-proxy) as its HTTP/2 front, since the test server speaks HTTP/1.1 only.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "kubeclient/http_client.h"
 #include "tests/apiserver/test_apiserver_process.h"
@@ -66,6 +69,61 @@ class Nghttpd {
   }
   int port() const { return port_; }
   bool running() const { return pid_ > 0; }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+// nghttpx on 127.0.0.1: TLS + HTTP/2 in front (the test PKI's server certificate, at most 100
+// concurrent streams per connection), `backend_url` (https) behind it over HTTP/1.1.
+class Nghttpx {
+ public:
+  Nghttpx(const kube_testing::TestApiServerProcess& backend) : port_(FreePort()) {
+    const std::string url = backend.url();
+    const std::string backend_port = url.substr(url.rfind(':') + 1);
+    std::vector<std::string> args = {"/usr/sbin/nghttpx",
+                                     "--conf=/dev/null",
+                                     "--frontend=127.0.0.1," + std::to_string(port_),
+                                     "--backend=127.0.0.1," + backend_port + ";;tls",
+                                     "--insecure",
+                                     "--workers=1",
+                                     "--frontend-http2-max-concurrent-streams=100",
+                                     "--errorlog-file=/dev/null",
+                                     backend.pki("server.key"),
+                                     backend.pki("server.crt")};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    // Quiet: it prints a notice before it reads --errorlog-file.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Nghttpx() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  // Whether it accepts connections within 10 s.
+  bool Listening() const {
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(port_));
+      const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      close(fd);
+      if (ok) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
 
  private:
   int port_;
@@ -149,6 +207,50 @@ TEST_F(Http2Test, ServerStreamLimitIsHonouredToo) {
   auto [versions, connections] = Fetch(/*server_streams=*/5, /*client_streams=*/100, 30);
   EXPECT_EQ(versions, std::set<int>{2});
   EXPECT_GE(connections, 2);
+}
+
+// Watches started in one burst (a Reflector per object, --kube-api-burst raised) fill the
+// connections 100 streams at a time. libcurl alone opened a connection for every stream started
+// while its second connection was still connecting: 151 connections for these 250 watches.
+TEST_F(Http2Test, ABurstOfLongStreamsFillsConnectionsInsteadOfOpeningOneEach) {
+  if (access("/usr/sbin/nghttpx", X_OK) != 0) {
+    GTEST_FAIL() << "nghttpx missing: install the Debian package nghttp2-proxy";
+  }
+  Nghttpx front(pki_);
+  ASSERT_TRUE(front.Listening());
+  Credentials creds;
+  creds.server = "https://127.0.0.1:" + std::to_string(front.port());
+  creds.tls.ca_pem = ReadFile(pki_.ca_file());
+  creds.token = pki_.token();
+  auto http = HttpClient::Create(runner_.get(), creds);
+  ASSERT_TRUE(http.ok());
+  constexpr int kWatches = 250;
+  int answered = 0;
+  std::set<int> versions;
+  std::vector<HttpClient::RequestId> ids;
+  for (int i = 0; i < kWatches; ++i) {
+    HttpRequest watch;
+    watch.path =
+        "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=120"
+        "&fieldSelector=metadata.name%3Dcm-" +
+        std::to_string(i);
+    watch.stream = true;
+    StreamCallbacks stream;
+    stream.on_headers = [&](const HttpResponse& head) {
+      EXPECT_EQ(head.status, 200);
+      versions.insert(head.http_major);
+      ++answered;
+    };
+    ids.push_back((*http)->Start(
+        std::move(watch), [](base::Status, HttpResponse) {}, std::move(stream)));
+  }
+  // Every stream is served (none starves behind the others)...
+  ASSERT_TRUE(runner_.RunUntil([&] { return answered == kWatches; }));
+  EXPECT_EQ(versions, std::set<int>{2});
+  // ...on ceil(250 / 100) connections.
+  EXPECT_LE((*http)->stats().open_connections, 3u);
+  EXPECT_EQ((*http)->stats().requests_waiting, 0u);
+  for (auto id : ids) (*http)->Cancel(id);
 }
 
 }  // namespace
