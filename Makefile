@@ -172,7 +172,7 @@ fuzz: deps-fuzz
 	  -dict=kube/testdata/manifest.dict \
 	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
 
-# Every benchmark in its quick variant (about 6 minutes on 2 cores), then the plots: outputs,
+# Every benchmark in its quick variant (each stopped after 300 s), then the plots: outputs,
 # with date, commit, machine and load average, in $(BUILD_DIR)/bench-results (summary.md,
 # run.json), plots in bench/plots/ (bench/README.md). BENCH_ARGS, e.g. "--full" or
 # "--only cost_model,rss_by_pods".

@@ -315,7 +315,8 @@ def per_object_rates(r):
     out = {"gets_per_sync": gets / periods / n,
            "get_bytes_in": idle.get("bytes_in", 0) / gets if gets else 0.0,
            "get_bytes_out": idle.get("bytes_out", 0) / gets if gets else 0.0,
-           "bookmark_bytes": idle.get("bytes_out", 0) / bookmarks if bookmarks else 0.0}
+           "bookmark_bytes": idle.get("bytes_out", 0) / bookmarks if bookmarks and not gets
+           else 0.0}
     reads = start.get("requests", {})
     watch_requests = reads.get("watch", 0) + reads.get("list", 0)
     if watch_requests:  # a list and a watch per object: the bytes of a (re)start, per object

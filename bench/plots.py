@@ -138,14 +138,16 @@ def api_cost(results, out, run):
     series = (("requests_s", "requests/s", 1), ("watches", "watches open", 1),
               ("bytes_out_s", "MB/s to the nodes", 1e6))
     for ax, (key, label, scale) in zip(axes, series):
-        vals = [max(r[key] / scale, 1e-3) for r in fleet]
+        raw = [r[key] / scale for r in fleet]
+        vals = [max(v, 1e-3) for v in raw]  # a log axis: a zero is drawn at its floor
         ax.bar(names, vals, color=["C0", "C1", "C2", "C3"][:len(names)])
         ax.set_yscale("log")
         ax.set_title(label, fontsize=9)
         ax.tick_params(axis="x", labelsize=7, rotation=15)
         ax.grid(True, axis="y", which="both", alpha=0.3)
-        for i, v in enumerate(vals):
-            ax.text(i, v, f"{v:,.3g}", ha="center", va="bottom", fontsize=7)
+        for i, (v, shown) in enumerate(zip(raw, vals)):
+            ax.text(i, shown, f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:.2g}", ha="center",
+                    va="bottom", fontsize=7)
     a = data.get("fleet_assumptions", {})
     fig.suptitle(f"API server cost of {a.get('nodes', 0):,} nodes x {a.get('objects_per_node', 0)}"
                  f" objects (sync {a.get('sync_s', 0):.0f} s, Cache TTL "

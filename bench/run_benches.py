@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +27,7 @@ PY = "/usr/bin/python3"
 QUICK_ARGS = {
     "bench_atomicwriter": ["--seconds", "0.25"],
     "bench_local_object_store": ["--changes", "50"],
-    "bench_propagation": ["--quick"],
+    "bench_propagation": ["--quick", "--sync-frequency", "1m"],  # one idle run, not two
     "bench_watch": ["--quick"],
 }
 
@@ -78,12 +79,16 @@ def main():
     p.add_argument("--full", action="store_true", help="the full variants (tens of minutes)")
     p.add_argument("--only", default="", help="comma list of bench names to run")
     p.add_argument("--plots-out", default=str(REPO / "bench" / "plots"))
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds one bench may run before it is stopped and counted as failed "
+                        "(default 300 for the quick variants, none for --full)")
     args = p.parse_args()
     build = Path(args.build).resolve()
     results = Path(args.results or build / "bench-results").resolve()
     results.mkdir(parents=True, exist_ok=True)
     daemon = str(build / "bin" / "volumemanager")
     quick = [] if args.full else ["--quick"]
+    timeout = args.timeout if args.timeout is not None else (None if args.full else 300.0)
 
     steps = []
     for b in sorted((build / "bin").glob("bench_*")):
@@ -117,11 +122,21 @@ def main():
         t0 = time.monotonic()
         with open(results / f"{name}.txt", "w") as out:
             proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            timer = None
+            if timeout:
+                # The bench and whatever it started (daemons, test servers) go together.
+                timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGTERM))
+                timer.start()
             for line in proc.stdout:
                 sys.stdout.write(line)
                 out.write(line)
             rc = proc.wait()
+            if timer is not None:
+                timer.cancel()
+            if rc == -signal.SIGTERM and timeout and time.monotonic() - t0 >= timeout:
+                out.write(f"stopped after {timeout:.0f} s (--timeout)\n")
+                print(f"== {name}: stopped after {timeout:.0f} s", flush=True)
         entry = {"name": name, "command": " ".join(cmd), "seconds": round(time.monotonic() - t0, 1),
                  "exit": rc, **sampler.finish()}
         run["benches"].append(entry)
