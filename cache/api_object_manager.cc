@@ -278,6 +278,11 @@ base::Result<ObjectRevision> ApiObjectManager::Lookup(const kube::ObjectRef& ref
                              "\"/\"" + ref.name + "\" has not been read from the API server yet");
 }
 
+bool ApiObjectManager::Unread(const kube::ObjectRef& ref) const {
+  const Entry* e = Find(ref);
+  return e != nullptr && !e->served && !e->error;
+}
+
 base::Result<ObjectRevision> ApiObjectManager::GetRevision(const kube::ObjectRef& ref) {
   return Lookup(ref);
 }

@@ -108,6 +108,7 @@ class ApiObjectManager : public ObjectManager {
                                                               const std::string& name) override;
   // The digest was computed when the revision was decoded: nothing is hashed here.
   base::Result<ObjectRevision> GetRevision(const kube::ObjectRef& ref) override;
+  bool Unread(const kube::ObjectRef& ref) const override;
   void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) override;
   void Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
              std::function<void()> done) override;

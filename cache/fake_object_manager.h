@@ -44,6 +44,20 @@ class FakeObjectManager : public ObjectManager {
     errors_[ref] = std::move(status);
   }
   void ClearError(const kube::ObjectRef& ref) { errors_.erase(ref); }
+  // Makes `ref` unread (gets fail as an unsynced watch's do) until MarkRead, which notifies.
+  void SetUnread(const kube::ObjectRef& ref) {
+    unread_.insert(ref);
+    SetError(ref, base::Status::Error("failed to sync configmap cache: timed out waiting for the "
+                                      "condition"));
+  }
+  void MarkRead(const kube::ObjectRef& ref) {
+    unread_.erase(ref);
+    ClearError(ref);
+    Changed(ref);
+  }
+  bool Unread(const kube::ObjectRef& ref) const override {
+    return IsRegistered(ref) && unread_.count(ref) != 0;
+  }
 
   // What the code under test did.
   const std::map<std::string, std::vector<kube::ObjectRef>>& registrations() const { return pods_; }
@@ -121,6 +135,7 @@ class FakeObjectManager : public ObjectManager {
   std::map<kube::ObjectRef, std::shared_ptr<const kube::ConfigMap>> config_maps_;
   std::map<kube::ObjectRef, std::shared_ptr<const kube::Secret>> secrets_;
   std::map<kube::ObjectRef, base::Status> errors_;
+  std::set<kube::ObjectRef> unread_;
   std::map<std::string, std::vector<kube::ObjectRef>> pods_;
   std::function<void(const kube::ObjectRef&)> on_change_;
   int gets_ = 0;

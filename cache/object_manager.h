@@ -78,6 +78,15 @@ class ObjectManager {
     return revision;
   }
 
+  // True while `ref` has neither a revision nor an error to give: its first read is still under
+  // way (the Watch strategy's initial list can take longer than a fetch waits, e.g. 1,000 watches
+  // set up at the client's QPS). Its gets then fail ("failed to sync"), and the first read that
+  // lands runs the change handler. Beside the kubelet a volume waits for it instead of failing.
+  virtual bool Unread(const kube::ObjectRef& ref) const {
+    (void)ref;
+    return false;
+  }
+
   // Called on the loop thread when an object changes (created, updated, deleted); the Watch
   // strategy calls it at once on a change. Only for objects some registered pod references.
   virtual void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) = 0;

@@ -219,7 +219,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
            static_cast<double>(count)});
     }
     const ReconcilerStats& st = vm->stats();
-    static_assert(sizeof(ReconcilerStats) == 12 * sizeof(long),
+    static_assert(sizeof(ReconcilerStats) == 13 * sizeof(long),
                   "a new ReconcilerStats counter needs its outcome below (and in README.md)");
     for (const auto& [outcome, value] : std::initializer_list<std::pair<const char*, long>>{
              {"mounted", st.mounts_ok},
@@ -233,7 +233,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              {"kubelet_setup_pending", st.kubelet_setup_checks},
              {"released_to_kubelet", st.released_to_kubelet},
              {"swap_verified", st.swaps_verified},
-             {"foreign_swap", st.foreign_swaps}}) {
+             {"foreign_swap", st.foreign_swaps},
+             {"waited_for_first_read", st.waits_for_first_read}}) {
       outcomes.values.push_back({{{"outcome", outcome}}, static_cast<double>(value)});
     }
 

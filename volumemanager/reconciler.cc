@@ -334,6 +334,18 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   const VolumeKey key = desired.key;
   // In progress: the fetch's completion puts the key back.
   if (!FetchObjects(desired)) return true;
+  if (options_.kubelet_owns_volumes) {
+    // The kubelet's content is there; an object whose first read has not landed (1,000 watches
+    // being set up at the client's QPS) is no reason for a FailedMount on a healthy pod. Its
+    // first read notifies, and the volume comes back then.
+    for (const kube::ObjectRef& ref : desired.objects) {
+      if (!objects_->Unread(ref)) continue;
+      ++stats_.waits_for_first_read;
+      spdlog::debug("volume \"{}\" of pod UID \"{}\" waits for the first read of {}",
+                    key.volume_name, key.pod_uid, ref.ToString());
+      return true;
+    }
+  }
   const bool first_mount = mounted == nullptr;
   // The objects as they are now: shared immutable revisions, cheap to take on the loop thread.
   ObjectSnapshot objects;

@@ -90,6 +90,9 @@ struct ReconcilerStats {
   long released_to_kubelet = 0;   // no longer refreshed (pod gone); the kubelet tears it down
   long swaps_verified = 0;        // ..data checked after a swap report
   long foreign_swaps = 0;         // ..data found swapped by another writer: fetched fresh
+  // Beside the kubelet: a refresh put off until an object's first read lands (not a failure: the
+  // kubelet's content stays, and the read's change notification brings the volume back).
+  long waits_for_first_read = 0;
 };
 
 class Reconciler {

@@ -240,6 +240,24 @@ TEST_F(VolumeManagerTest, BesideTheKubeletOnlyVolumesItSetUpAreRefreshedAndNothi
   EXPECT_EQ(manager_->stats().teardowns_ok + manager_->stats().teardowns_not_owned, 0);
 }
 
+TEST_F(VolumeManagerTest, BesideTheKubeletAnObjectNotReadYetIsWaitedForNotAFailure) {
+  const kube::ObjectRef app{kube::ObjectKind::kConfigMap, "default", "app"};
+  Put("default", "app", {{"k", "v1"}});
+  objects_.SetUnread(app);  // its watch's first list has not landed
+  KubeletSetsUp(Dir("u1"), {{"k", {"v0", 0644, std::nullopt}}});
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return !objects_.fetches().empty(); }));
+  RunFor(300);
+  EXPECT_EQ(manager_->stats().mounts_failed, 0) << "a FailedMount on a pod the kubelet set up";
+  EXPECT_GE(manager_->stats().waits_for_first_read, 1);
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v0"}}));  // the kubelet's content stays
+  // The first read lands and notifies: the volume is refreshed at once.
+  objects_.MarkRead(app);
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  EXPECT_EQ(manager_->stats().mounts_failed, 0);
+}
+
 TEST_F(VolumeManagerTest, BesideTheKubeletASwapItDidNotMakeIsDecidedByAFreshRead) {
   Put("default", "app", {{"k", "v1"}});
   KubeletSetsUp(Dir("u1"), {{"k", {"v1", 0644, std::nullopt}}});
