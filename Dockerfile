@@ -26,6 +26,7 @@ RUN apt-get update \
  && mkdir -p /usr/share/doc/volumemanager \
  && dpkg-query -W -f '${Package} ${Version}\n' $(cat /tmp/runtime-packages) \
       > /usr/share/doc/volumemanager/packages.txt \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages
 COPY --from=build /volumemanager /usr/bin/volumemanager
 ENTRYPOINT ["/usr/bin/volumemanager"]
