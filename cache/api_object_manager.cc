@@ -7,6 +7,7 @@
 
 #include "base/catch_all.h"
 #include "kube/object_decoder.h"
+#include "kube/validation.h"
 #include "kubeclient/object_store.h"
 
 namespace cache {
@@ -115,8 +116,10 @@ ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& 
     d.rv = kube::ObjectStore::ResourceVersionOf(object);
     if (ref.kind == kube::ObjectKind::kConfigMap) {
       base::Result<kube::ConfigMap> cm = kube::DecodeConfigMap(object);
-      if (!cm.ok()) {
-        d.error = cm.status().message();
+      // What the API server would have refused (a key that is a path, a value that is not
+      // UTF-8) is refused as in a manifest: it must not reach a volume.
+      if (base::Status valid = cm.ok() ? kube::Validate(*cm) : cm.status(); !valid.ok()) {
+        d.error = valid.message();
         return;
       }
       d.uid = cm->metadata.uid;
@@ -125,8 +128,9 @@ ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& 
       d.revision.config_map = std::make_shared<const kube::ConfigMap>(std::move(*cm));
     } else {
       base::Result<kube::Secret> secret = kube::DecodeSecret(object);
-      if (!secret.ok()) {
-        d.error = secret.status().message();
+      if (base::Status valid = secret.ok() ? kube::Validate(*secret) : secret.status();
+          !valid.ok()) {
+        d.error = valid.message();
         return;
       }
       d.uid = secret->metadata.uid;
