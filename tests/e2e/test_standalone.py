@@ -124,15 +124,15 @@ def test_deleted_object_keeps_last_content_and_reports(env):
 # --- secret, downwardAPI, projected ----------------------------------------------------------
 
 def test_secret_string_data_and_mode(env):
-    env.put_object(secret("s", string_data={"password": "hunter2"},
+    env.put_object(secret("s", string_data={"password": "SECRET-MARKER-hunter2"},
                           data={"blob": base64.b64encode(b"\x00\x01").decode()}))
     env.put_pod(pod("p", [{"name": "v", "secret": {"secretName": "s", "defaultMode": 0o400}}],
                     uid="u1"))
     env.start()
     d = env.volume_dir("u1", SECRET, "v")
-    wait_for(lambda: visible_files(d) == {"password": b"hunter2", "blob": b"\x00\x01"})
+    wait_for(lambda: visible_files(d) == {"password": b"SECRET-MARKER-hunter2", "blob": b"\x00\x01"})
     assert mode_of(d / "password") == 0o400
-    assert "hunter2" not in env.log()  # secret values never reach the log
+    assert "SECRET-MARKER-hunter2" not in env.log()  # secret values never reach the log
     if str(d) in mounts_under(d):
         # On tmpfs, as the kubelet does: the bytes never reach the node's disk.
         assert mode_of(d) == 0o1777
@@ -141,11 +141,11 @@ def test_secret_string_data_and_mode(env):
 
 
 def test_no_tmpfs_keeps_secrets_in_a_plain_directory(env):
-    env.put_object(secret("s", string_data={"k": "v"}))
+    env.put_object(secret("s", string_data={"k": "SECRET-MARKER-v"}))
     env.put_pod(pod("p", [{"name": "v", "secret": {"secretName": "s"}}], uid="u1"))
     env.start("--no-tmpfs")
     d = env.volume_dir("u1", SECRET, "v")
-    wait_for(lambda: visible_files(d) == {"k": b"v"})
+    wait_for(lambda: visible_files(d) == {"k": b"SECRET-MARKER-v"})
     assert mounts_under(d) == []
     assert mode_of(d) == 0o777
 
@@ -187,7 +187,7 @@ def test_downward_api_follows_label_changes(env):
 
 def test_projected_combined(env):
     env.put_object(configmap("cfg", {"c": "from-cm"}))
-    env.put_object(secret("s", string_data={"s": "from-secret"}))
+    env.put_object(secret("s", string_data={"s": "SECRET-MARKER-from-secret"}))
     env.put_pod(pod("p", [{"name": "all", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "c", "path": "cm/c"}]}},
         {"secret": {"name": "s", "items": [{"key": "s", "path": "secret/s"}]}},
@@ -195,10 +195,10 @@ def test_projected_combined(env):
     ]}}], uid="u1"))
     env.start()
     d = env.volume_dir("u1", PROJECTED, "all")
-    wait_for(lambda: visible_files(d) == {"cm/c": b"from-cm", "secret/s": b"from-secret",
+    wait_for(lambda: visible_files(d) == {"cm/c": b"from-cm", "secret/s": b"SECRET-MARKER-from-secret",
                                           "podname": f"p-{NODE}".encode()})
-    env.put_object(secret("s", string_data={"s": "rotated"}))
-    wait_for(lambda: visible_files(d).get("secret/s") == b"rotated", what="secret rotation")
+    env.put_object(secret("s", string_data={"s": "SECRET-MARKER-rotated"}))
+    wait_for(lambda: visible_files(d).get("secret/s") == b"SECRET-MARKER-rotated", what="secret rotation")
 
 
 # --- pod lifecycle, restarts, crashes ----------------------------------------------------------
