@@ -156,20 +156,22 @@ def test_downward_api_fields(env):
         {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
         {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
         {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
-        {"path": "tier", "fieldRef": {"fieldPath": "metadata.labels['tier']"}},
+        {"path": "tier", "fieldRef": {"fieldPath": "metadata.annotations['note']"}},
         {"path": "mem", "resourceFieldRef": {"containerName": "app", "resource": "limits.memory",
                                              "divisor": "1Mi"}},
-    ]}}], uid="u1", labels={"key1": "value1", "tier": "front\"end"},
-        annotations={"a1": "x"}, resources={"limits": {"memory": "64Mi"}}))
+    ]}}], uid="u1", labels={"key1": "value1", "tier": "front-end"},
+        # A label value cannot hold a quote (the pod would be invalid); an annotation can.
+        annotations={"a1": "x", "note": "front\"end"}, resources={"limits": {"memory": "64Mi"}}))
     env.start()
     d = env.volume_dir("u1", DOWNWARD, "info")
     files = wait_for(lambda: visible_files(d) if len(visible_files(d)) == 6 else None)
-    assert files["labels"] == b'key1="value1"\ntier="front\\"end"'
+    assert files["labels"] == b'key1="value1"\ntier="front-end"'
     assert files["name"] == f"p-{NODE}".encode()
     assert files["namespace"] == b"default"
     assert files["tier"] == b'front"end'
     assert files["mem"] == b"64"
     assert b'a1="x"' in files["annotations"]
+    assert b'note="front\\"end"' in files["annotations"]
 
 
 def test_downward_api_follows_label_changes(env):
