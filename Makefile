@@ -53,7 +53,7 @@ VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
         chart-test image image-test build test-build run test test-asan fuzz crash-test bench \
-        bench-cluster \
+        bench-cluster soak \
         format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
@@ -190,6 +190,15 @@ crash-test: test-build
 # "--only cost_model,rss_by_pods".
 bench: test-build deps-bench
 	/usr/bin/python3 bench/run_benches.py --build $(BUILD_DIR) $(BENCH_ARGS)
+
+# The API outage soak for 10 minutes (tests/e2e/test_soak.py; `make test` runs 40 s of it):
+# every fault of the test API server, over and over, while objects change; its figures go to
+# $(BUILD_DIR)/soak-report.json (RELIABILITY.md, "API outage soak"). SOAK_SECONDS changes the length.
+SOAK_SECONDS ?= 600
+soak: test-build
+	VOLUMEMANAGER_BIN=$(BUILD_DIR)/bin/volumemanager VM_SOAK_SECONDS=$(SOAK_SECONDS) \
+	  VM_SOAK_REPORT=$(abspath $(BUILD_DIR))/soak-report.json \
+	  /usr/bin/python3 -m pytest -q -s -p no:cacheprovider tests/e2e/test_soak.py
 
 # Cluster mode in full (about 20 minutes: 1,000-pod latencies, idle CPU, 2,000 and 10,000 watches
 # through nghttpx); arguments in CLUSTER_BENCH_ARGS, e.g. "--only scale --scale 2000".

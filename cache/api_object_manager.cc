@@ -8,6 +8,7 @@
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
 #include "kube/object_decoder.h"
+#include "kube/validation.h"
 #include "kubeclient/object_store.h"
 
 namespace cache {
@@ -114,8 +115,10 @@ ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& 
     d.rv = kube::ObjectStore::ResourceVersionOf(object);
     if (ref.kind == kube::ObjectKind::kConfigMap) {
       base::Result<kube::ConfigMap> cm = kube::DecodeConfigMap(object);
-      if (!cm.ok()) {
-        d.error = cm.status().message();
+      // What the API server would have refused (a key that is a path, a value that is not
+      // UTF-8) is refused as in a manifest: it must not reach a volume.
+      if (base::Status valid = cm.ok() ? kube::Validate(*cm) : cm.status(); !valid.ok()) {
+        d.error = valid.message();
         return;
       }
       d.uid = cm->metadata.uid;
@@ -124,8 +127,9 @@ ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& 
       d.revision.config_map = std::make_shared<const kube::ConfigMap>(std::move(*cm));
     } else {
       base::Result<kube::Secret> secret = kube::DecodeSecret(object);
-      if (!secret.ok()) {
-        d.error = secret.status().message();
+      if (base::Status valid = secret.ok() ? kube::Validate(*secret) : secret.status();
+          !valid.ok()) {
+        d.error = valid.message();
         return;
       }
       d.uid = secret->metadata.uid;

@@ -51,7 +51,7 @@ TEST(ConfigFileTest, DecodesEveryFieldAndSaysWhereEachCameFrom) {
   auto r = ParseWithFile(std::string(kHead) + R"(
 rootDir: /data/kubelet
 stateDir: /data/vm
-nodeName: -Node-A
+nodeName: Node-A
 staticPodPath: /etc/pods
 staticPodURL: http://127.0.0.1/pods
 objectManifestPath: /etc/objects
@@ -76,7 +76,7 @@ volumeOwnership: self
   const DaemonConfig& c = *r->config;
   EXPECT_EQ(c.root_dir, "/data/kubelet");
   EXPECT_EQ(c.state_dir, "/data/vm");
-  EXPECT_EQ(c.node_name, "-node-a");
+  EXPECT_EQ(c.node_name, "node-a");
   EXPECT_EQ(c.pod_manifest_path, "/etc/pods");
   EXPECT_EQ(c.manifest_url, "http://127.0.0.1/pods");
   EXPECT_EQ(c.object_manifest_path, "/etc/objects");

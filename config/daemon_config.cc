@@ -12,6 +12,7 @@
 #include "base/version.h"
 #include "config/config_file.h"
 #include "config/go_duration.h"
+#include "kube/validation.h"
 
 namespace config {
 namespace {
@@ -239,6 +240,15 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   }
   std::transform(cfg.node_name.begin(), cfg.node_name.end(), cfg.node_name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // The node's name goes into field selectors and static pods' names: one the API would refuse
+  // fails here, before anything is created.
+  if (auto msgs = kube::ValidateSubdomainName(cfg.node_name); !msgs.empty()) {
+    return base::Status::Error("--node-name \"" + cfg.node_name + "\": " + msgs.front());
+  }
+  if (!cfg.manifest_url.empty() && !cfg.manifest_url.starts_with("http://") &&
+      !cfg.manifest_url.starts_with("https://")) {
+    return base::Status::Error("--manifest-url: scheme must be http or https");
+  }
   if (cfg.root_dir.empty()) return base::Status::Error("--root-dir: must not be empty");
   while (cfg.root_dir.size() > 1 && cfg.root_dir.back() == '/') cfg.root_dir.pop_back();
   if (cfg.state_dir.empty()) return base::Status::Error("--state-dir: must not be empty");

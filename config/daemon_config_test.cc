@@ -31,9 +31,20 @@ TEST(DaemonConfigTest, DefaultsAreTheKubeletsAndNodeNameFallsBack) {
   auto env = Parse({"--manifest-url", "http://127.0.0.1/pods"}, {{"NODE_NAME", "node-7"}});
   ASSERT_TRUE(env.ok());
   EXPECT_EQ(env->config->node_name, "node-7");
-  auto flag = Parse({"--manifest-url", "u", "--node-name", "n1"}, {{"NODE_NAME", "node-7"}});
+  auto flag = Parse({"--manifest-url", "http://u", "--node-name", "n1"}, {{"NODE_NAME", "node-7"}});
   ASSERT_TRUE(flag.ok());
   EXPECT_EQ(flag->config->node_name, "n1");
+  // Lowercased as the kubelet does, then it must be a name the API accepts.
+  auto upper = Parse({"--manifest-url", "http://u", "--node-name", "Node-1"}, {});
+  ASSERT_TRUE(upper.ok());
+  EXPECT_EQ(upper->config->node_name, "node-1");
+  auto bad = Parse({"--manifest-url", "http://u", "--node-name", "Bad_Node!"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("--node-name \"bad_node!\": a lowercase RFC 1123", 0), 0u)
+      << bad.status().message();
+  auto url = Parse({"--manifest-url", "not a url"}, {});
+  ASSERT_FALSE(url.ok());
+  EXPECT_EQ(url.status().message(), "--manifest-url: scheme must be http or https");
 }
 
 TEST(DaemonConfigTest, ParsesEveryFlag) {

@@ -1,5 +1,7 @@
 #include "kube/validation.h"
 
+#include <cctype>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string_view>
@@ -23,6 +25,12 @@ constexpr char kQualifiedNameMsg[] =
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
     "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+constexpr char kLabelValueMsg[] =
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+constexpr size_t kMaxAnnotationBytes = 256 * 1024;
 constexpr char kModeMsg[] = "must be a number between 0 and 0777 (octal), both inclusive";
 
 bool IsAlnumLower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -113,9 +121,83 @@ void CheckName(const std::string& field, const std::string& name, bool subdomain
   }
 }
 
+bool IsQualifiedName(const std::string& s, std::vector<std::string>* msgs);
+
+// A label value as apimachinery's IsValidLabelValue accepts it: empty, or at most 63 alphanumeric
+// characters, '-', '_' or '.', starting and ending with an alphanumeric one.
+bool IsLabelValue(std::string_view v) {
+  if (v.empty()) return true;
+  if (v.size() > 63 || !IsAlnum(v.front()) || !IsAlnum(v.back())) return false;
+  for (char c : v) {
+    if (!IsAlnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+// Labels and annotations as ValidateObjectMeta checks them: qualified-name keys (annotation keys
+// case-insensitively), label values, annotations at most 256 KiB in all.
+void CheckLabelsAndAnnotations(const ObjectMeta& m, Errors* errs) {
+  for (const auto& [key, value] : m.labels) {
+    std::vector<std::string> msgs;
+    IsQualifiedName(key, &msgs);
+    for (const std::string& msg : msgs) errs->Invalid("metadata.labels", key, msg);
+    if (!IsLabelValue(value)) errs->Invalid("metadata.labels", value, kLabelValueMsg);
+  }
+  size_t total = 0;
+  for (const auto& [key, value] : m.annotations) {
+    std::string lower = key;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::vector<std::string> msgs;
+    IsQualifiedName(lower, &msgs);
+    for (const std::string& msg : msgs) errs->Invalid("metadata.annotations", key, msg);
+    total += key.size() + value.size();
+  }
+  if (total > kMaxAnnotationBytes) {
+    errs->Add("metadata.annotations",
+              "Too long: must have at most " + std::to_string(kMaxAnnotationBytes) + " bytes");
+  }
+}
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF),
+// as a JSON string from the API server always is.
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 void CheckMeta(const ObjectMeta& m, Errors* errs) {
   CheckName("metadata.name", m.name, true, errs);
   if (!m.namespace_.empty()) CheckName("metadata.namespace", m.namespace_, false, errs);
+  CheckLabelsAndAnnotations(m, errs);
 }
 
 void CheckMode(const std::string& field, const std::optional<int32_t>& mode, Errors* errs) {
@@ -392,6 +474,13 @@ std::vector<std::string> ValidateQualifiedName(const std::string& key) {
   return msgs;
 }
 
+std::vector<std::string> ValidateSubdomainName(const std::string& name) {
+  std::vector<std::string> msgs;
+  if (name.size() > 253) msgs.push_back("must be no more than 253 characters");
+  if (!IsDnsSubdomainSyntax(name)) msgs.push_back(kSubdomainMsg);
+  return msgs;
+}
+
 std::vector<std::string> ValidateLocalPath(const std::string& path) {
   std::vector<std::string> msgs;
   if (!path.empty() && path[0] == '/') msgs.push_back("must be a relative path");
@@ -434,6 +523,9 @@ base::Status Validate(const ConfigMap& config_map) {
   CheckData(config_map.data, "data", &total, &errs);
   CheckData(config_map.binary_data, "binaryData", &total, &errs);
   for (const auto& [key, value] : config_map.data) {
+    if (!IsUtf8(value)) {
+      errs.Add("data[" + key + "]", "Invalid value: must be valid UTF-8 (binaryData holds bytes)");
+    }
     if (config_map.binary_data.count(key)) {
       errs.Invalid("data[" + key + "]", key, "duplicate of key present in binaryData");
     }

@@ -43,6 +43,8 @@ std::vector<std::string> ValidateLocalPath(const std::string& path);
 // A label or annotation key: an optional DNS-subdomain prefix and "/", then a name of at most 63
 // alphanumerics, '-', '_' or '.', starting and ending alphanumeric (upstream IsQualifiedName).
 std::vector<std::string> ValidateQualifiedName(const std::string& key);
+// An object or node name: a lowercase RFC 1123 subdomain of at most 253 characters.
+std::vector<std::string> ValidateSubdomainName(const std::string& name);
 
 }  // namespace kube
 

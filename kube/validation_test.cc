@@ -188,5 +188,52 @@ TEST(ValidationTest, ConfigMapAndSecretData) {
   EXPECT_EQ(s.message().find("hidden-value"), std::string::npos);
 }
 
+TEST(ValidationTest, ConfigMapDataIsUtf8) {
+  ConfigMap cm;
+  cm.metadata.name = "c";
+  cm.data["ok"] = "plain, \xc3\xa9t\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x99\x82";
+  EXPECT_TRUE(Validate(cm).ok()) << Validate(cm).message();
+  for (const char* bad :
+       {"\xff\xfe", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok\xe2\x82"}) {
+    cm.data["k"] = bad;
+    EXPECT_EQ(Validate(cm).message(),
+              "configmaps/c: data[k]: Invalid value: must be valid UTF-8 (binaryData holds bytes)")
+        << bad;
+  }
+  cm.data.erase("k");
+  cm.binary_data["b"] = "\xff\xfe";  // bytes
+  EXPECT_TRUE(Validate(cm).ok());
+}
+
+TEST(ValidationTest, LabelsAndAnnotations) {
+  ConfigMap cm;
+  cm.metadata.name = "c";
+  cm.metadata.labels = {{"app", "web"}, {"example.com/tier", ""}, {"v", "1.2_b-3"}};
+  cm.metadata.annotations = {{"Example.com/Note", "any value at all: !"}};
+  EXPECT_TRUE(Validate(cm).ok()) << Validate(cm).message();
+
+  cm.metadata.labels = {{"bad key!", "x"}};
+  EXPECT_EQ(Validate(cm).message().rfind(
+                "configmaps/c: metadata.labels: Invalid value: \"bad key!\": name part must", 0),
+            0u)
+      << Validate(cm).message();
+  cm.metadata.labels = {{"app", "-x"}};
+  EXPECT_EQ(Validate(cm).message().rfind(
+                "configmaps/c: metadata.labels: Invalid value: \"-x\": a valid label must", 0),
+            0u)
+      << Validate(cm).message();
+  cm.metadata.labels = {{"app", std::string(64, 'a')}};
+  EXPECT_FALSE(Validate(cm).ok());
+  cm.metadata.labels.clear();
+
+  cm.metadata.annotations = {{"/no-name", "x"}};
+  EXPECT_NE(Validate(cm).message().find("metadata.annotations: Invalid value: \"/no-name\""),
+            std::string::npos)
+      << Validate(cm).message();
+  cm.metadata.annotations = {{"big", std::string(256 * 1024, 'x')}};
+  EXPECT_EQ(Validate(cm).message(),
+            "configmaps/c: metadata.annotations: Too long: must have at most 262144 bytes");
+}
+
 }  // namespace
 }  // namespace kube

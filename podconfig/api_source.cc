@@ -11,6 +11,7 @@
 #include "base/catch_all.h"
 #include "kube/defaults.h"
 #include "kube/object_decoder.h"
+#include "kube/validation.h"
 #include "kubeclient/object_store.h"
 
 namespace podconfig {
@@ -80,6 +81,15 @@ void ApiSource::Impl::Upsert(const nlohmann::json& object) {
     return;
   }
   kube::ApplyDefaults(&*pod);
+  // The API server validated it, unless it is not one (or a proxy rewrote it): a pod the file
+  // source would refuse is refused here too, before any path of it reaches the disk.
+  if (base::Status s = kube::Validate(*pod); !s.ok()) {
+    ++stats.decode_failures;
+    spdlog::error("API pod source: pod {} (resourceVersion {}) is invalid: {}; {}", key, rv,
+                  s.message(), entry.pod ? "keeping its last valid version" : "left out");
+    if (!entry.pod) pods.erase(key);
+    return;
+  }
   entry.pod = std::move(pod).value();
   dirty = true;
 }

@@ -2,12 +2,21 @@
 
 Each test gets fresh pod, object and root directories and a helper that starts the real binary
 (VOLUMEMANAGER_BIN) on them, waits for conditions on disk and stops it.
+
+Every Secret value an end-to-end test writes contains SECRET_MARKER. Whatever a daemon of any test
+emits is searched for it, as is and base64-encoded (at each alignment): its whole log (text or
+JSON) after the test, and, when the test's body ends with the daemon still running, every admin
+endpoint (/metrics, /healthz, /readyz?verbose, /debug/state, /configz). One occurrence fails the
+test.
 """
+import base64
 import os
 import re
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,6 +24,33 @@ import yaml
 
 BIN = os.environ.get("VOLUMEMANAGER_BIN", "build/bin/volumemanager")
 NODE = "e2e-node"
+SECRET_MARKER = "SECRET-MARKER"
+
+
+def marker_forms(marker=SECRET_MARKER):
+    """`marker` as bytes, and the base64 text it becomes inside any encoded value: for each of
+    the three alignments, the characters that only its own bytes determine."""
+    raw = marker.encode()
+    forms = [raw]
+    for skip in range(3):
+        whole = raw[skip:]
+        whole = whole[:len(whole) // 3 * 3]
+        forms.append(base64.b64encode(whole))
+    return forms
+
+
+def find_markers(data: bytes, marker=SECRET_MARKER):
+    """Each form of `marker` found in `data`, with some context."""
+    found = []
+    for form in marker_forms(marker):
+        at = data.find(form)
+        if at >= 0:
+            found.append(data[max(0, at - 120):at + len(form) + 40])
+    return found
+
+
+# Every DaemonProcess of the running test (and of module-scoped fixtures), for the marker checks.
+_DAEMONS = []
 
 
 def wait_for(predicate, timeout=10.0, what="condition"):
@@ -82,6 +118,39 @@ class DaemonProcess:
         self.proc = None
         self.log_path = log_path
         self._log = None
+        self.scraped = []  # (what, bytes) of admin endpoints read while it ran
+        _DAEMONS.append(self)
+
+    def scrape_admin(self):
+        """Reads every admin endpoint of the running daemon (those it has announced)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        address = r"([0-9a-f.:\[\]]+)"
+        log = self.log()
+        probe = re.findall(r"serving /healthz, /readyz and /metrics on " + address, log)
+        debug = re.findall(r"serving /debug/state and /configz on " + address, log)
+        urls = []
+        if probe:
+            urls += [f"http://{probe[-1]}{p}" for p in ("/metrics", "/healthz", "/readyz?verbose")]
+        if debug:
+            urls += [f"http://{debug[-1]}{p}" for p in ("/debug/state", "/configz")]
+        for url in urls:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    self.scraped.append((url, r.read()))
+            except urllib.error.HTTPError as e:
+                self.scraped.append((url, e.read()))
+            except OSError:
+                pass  # stopping, or the endpoint failed to bind (a test of that)
+
+    def leaked_markers(self):
+        """Where a marker shows in its log or in what was scraped from it."""
+        out = []
+        raw = self.log_path.read_bytes() if self.log_path.exists() else b""
+        out += [(str(self.log_path), f) for f in find_markers(raw)]
+        for url, body in self.scraped:
+            out += [(url, f) for f in find_markers(body)]
+        return out
 
     def run(self, args):
         self._log = open(self.log_path, "ab")
@@ -172,6 +241,29 @@ def mounts_under(path):
             if target == prefix or target.startswith(prefix + "/"):
                 found.append(target)
     return sorted(found, key=len, reverse=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Once a test's body has run, every daemon still running is scraped (before fixtures stop
+    it)."""
+    yield
+    for daemon in list(_DAEMONS):
+        daemon.scrape_admin()
+
+
+@pytest.fixture(autouse=True)
+def no_secret_marker_in_any_output():
+    """After each test (its daemons stopped by then), no daemon's log or scraped endpoint shows a
+    secret value."""
+    yield
+    leaks = []
+    for daemon in list(_DAEMONS):
+        leaks += daemon.leaked_markers()
+        daemon.scraped = []
+        if daemon.proc is None:
+            _DAEMONS.remove(daemon)
+    assert not leaks, f"secret values in the daemon's output: {leaks[:5]}"
 
 
 @pytest.fixture

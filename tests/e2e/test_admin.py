@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import BIN, configmap, pod, secret, visible_files, wait_for
 
 CM = "kubernetes.io~configmap"
-SECRET_VALUE = "s3cr3t-value-never-shown"
+SECRET_VALUE = "SECRET-MARKER-value-never-shown"
 
 # Every metric family /metrics lists in standalone mode (README.md, "Metrics").
 METRICS = {

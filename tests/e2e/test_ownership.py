@@ -66,7 +66,7 @@ def test_volumes_of_unknown_pods_survive_start_churn_and_restart_byte_for_byte(e
     mounts_before = mounts_under(env.root)
 
     env.put_object(configmap("cfg", {"k": "v1"}))
-    env.put_object(secret("s", string_data={"s": "x"}))
+    env.put_object(secret("s", string_data={"s": "SECRET-MARKER-x"}))
     env.put_pod(pod("own", [{"name": "v", "configMap": {"name": "cfg"}},
                             {"name": "sv", "secret": {"secretName": "s"}}], uid="own"))
     env.start()

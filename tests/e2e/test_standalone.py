@@ -126,15 +126,15 @@ def test_deleted_object_keeps_last_content_and_reports(env):
 # --- secret, downwardAPI, projected ----------------------------------------------------------
 
 def test_secret_string_data_and_mode(env):
-    env.put_object(secret("s", string_data={"password": "hunter2"},
+    env.put_object(secret("s", string_data={"password": "SECRET-MARKER-hunter2"},
                           data={"blob": base64.b64encode(b"\x00\x01").decode()}))
     env.put_pod(pod("p", [{"name": "v", "secret": {"secretName": "s", "defaultMode": 0o400}}],
                     uid="u1"))
     env.start()
     d = env.volume_dir("u1", SECRET, "v")
-    wait_for(lambda: visible_files(d) == {"password": b"hunter2", "blob": b"\x00\x01"})
+    wait_for(lambda: visible_files(d) == {"password": b"SECRET-MARKER-hunter2", "blob": b"\x00\x01"})
     assert mode_of(d / "password") == 0o400
-    assert "hunter2" not in env.log()  # secret values never reach the log
+    assert "SECRET-MARKER-hunter2" not in env.log()  # secret values never reach the log
     if str(d) in mounts_under(d):
         # On tmpfs, as the kubelet does: the bytes never reach the node's disk.
         assert mode_of(d) == 0o1777
@@ -143,11 +143,11 @@ def test_secret_string_data_and_mode(env):
 
 
 def test_no_tmpfs_keeps_secrets_in_a_plain_directory(env):
-    env.put_object(secret("s", string_data={"k": "v"}))
+    env.put_object(secret("s", string_data={"k": "SECRET-MARKER-v"}))
     env.put_pod(pod("p", [{"name": "v", "secret": {"secretName": "s"}}], uid="u1"))
     env.start("--no-tmpfs")
     d = env.volume_dir("u1", SECRET, "v")
-    wait_for(lambda: visible_files(d) == {"k": b"v"})
+    wait_for(lambda: visible_files(d) == {"k": b"SECRET-MARKER-v"})
     assert mounts_under(d) == []
     assert mode_of(d) == 0o777
 
@@ -158,20 +158,22 @@ def test_downward_api_fields(env):
         {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
         {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
         {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
-        {"path": "tier", "fieldRef": {"fieldPath": "metadata.labels['tier']"}},
+        {"path": "tier", "fieldRef": {"fieldPath": "metadata.annotations['note']"}},
         {"path": "mem", "resourceFieldRef": {"containerName": "app", "resource": "limits.memory",
                                              "divisor": "1Mi"}},
-    ]}}], uid="u1", labels={"key1": "value1", "tier": "front\"end"},
-        annotations={"a1": "x"}, resources={"limits": {"memory": "64Mi"}}))
+    ]}}], uid="u1", labels={"key1": "value1", "tier": "front-end"},
+        # A label value cannot hold a quote (the pod would be invalid); an annotation can.
+        annotations={"a1": "x", "note": "front\"end"}, resources={"limits": {"memory": "64Mi"}}))
     env.start()
     d = env.volume_dir("u1", DOWNWARD, "info")
     files = wait_for(lambda: visible_files(d) if len(visible_files(d)) == 6 else None)
-    assert files["labels"] == b'key1="value1"\ntier="front\\"end"'
+    assert files["labels"] == b'key1="value1"\ntier="front-end"'
     assert files["name"] == f"p-{NODE}".encode()
     assert files["namespace"] == b"default"
     assert files["tier"] == b'front"end'
     assert files["mem"] == b"64"
     assert b'a1="x"' in files["annotations"]
+    assert b'note="front\\"end"' in files["annotations"]
 
 
 def test_downward_api_follows_label_changes(env):
@@ -189,7 +191,7 @@ def test_downward_api_follows_label_changes(env):
 
 def test_projected_combined(env):
     env.put_object(configmap("cfg", {"c": "from-cm"}))
-    env.put_object(secret("s", string_data={"s": "from-secret"}))
+    env.put_object(secret("s", string_data={"s": "SECRET-MARKER-from-secret"}))
     env.put_pod(pod("p", [{"name": "all", "projected": {"sources": [
         {"configMap": {"name": "cfg", "items": [{"key": "c", "path": "cm/c"}]}},
         {"secret": {"name": "s", "items": [{"key": "s", "path": "secret/s"}]}},
@@ -197,10 +199,10 @@ def test_projected_combined(env):
     ]}}], uid="u1"))
     env.start()
     d = env.volume_dir("u1", PROJECTED, "all")
-    wait_for(lambda: visible_files(d) == {"cm/c": b"from-cm", "secret/s": b"from-secret",
+    wait_for(lambda: visible_files(d) == {"cm/c": b"from-cm", "secret/s": b"SECRET-MARKER-from-secret",
                                           "podname": f"p-{NODE}".encode()})
-    env.put_object(secret("s", string_data={"s": "rotated"}))
-    wait_for(lambda: visible_files(d).get("secret/s") == b"rotated", what="secret rotation")
+    env.put_object(secret("s", string_data={"s": "SECRET-MARKER-rotated"}))
+    wait_for(lambda: visible_files(d).get("secret/s") == b"SECRET-MARKER-rotated", what="secret rotation")
 
 
 # --- pod lifecycle, restarts, crashes ----------------------------------------------------------

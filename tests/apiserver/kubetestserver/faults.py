@@ -21,7 +21,8 @@ cleared); the first matching rule with uses left wins. What it does, any combina
                    end_immediately       send headers, then end with no events
                    inject                [{"after": N, "kind": K, ...}] with K one of
                                          invalid_json, unknown_type, wrong_kind, non_object,
-                                         oversized (with "size"), error (with "code", "reason")
+                                         oversized (with "size"), error (with "code", "reason"),
+                                         raw (with "line": any text, sent as one line)
 """
 
 

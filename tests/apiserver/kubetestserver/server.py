@@ -264,6 +264,8 @@ class WatchStream:
                 out.append(_line({"type": "MODIFIED", "object": {
                     "kind": kind_name, "apiVersion": api_version, "metadata": meta,
                     "data": {"big": "x" * int(inj.get("size", 17 << 20))}}}))
+            elif kind == "raw":
+                out.append(inj["line"].encode("utf-8", "surrogateescape") + b"\n")
             elif kind == "error":
                 code = int(inj.get("code", 410))
                 out.append(_line({"type": "ERROR", "object": st.status_body(
