@@ -20,11 +20,12 @@ BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspd
 # cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on
 # PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client)
 # is used as is.
+# e2fsprogs: mkfs.ext4 for the disk-full test's loop-mounted ext4 image.
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
                  openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
-                 prometheus python3-prometheus-client nghttp2-proxy
+                 prometheus python3-prometheus-client nghttp2-proxy e2fsprogs
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
@@ -48,7 +49,7 @@ RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image chart-tools \
-        chart-test image image-test build test-build run test test-asan fuzz bench bench-cluster \
+        chart-test image image-test build test-build run test test-asan fuzz crash-test bench bench-cluster \
         format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
@@ -166,6 +167,15 @@ fuzz: deps-fuzz
 	  -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/ \
 	  -dict=kube/testdata/manifest.dict \
 	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
+
+# The crash loop (tests/crash/crash_loop.py): the daemon killed with SIGKILL at random moments
+# under a stream of changes and restarted CRASH_ITERATIONS times, every volume and the ownership
+# journal checked after each kill (about 4 restarts a second; RELIABILITY.md). `make test` runs a
+# short version. CRASH_ARGS adds flags, e.g. "--seed 7 --workdir /tmp/crash".
+CRASH_ITERATIONS ?= 10000
+crash-test: test-build
+	nice /usr/bin/python3 tests/crash/crash_loop.py --daemon $(BUILD_DIR)/bin/volumemanager \
+	  --iterations $(CRASH_ITERATIONS) --report 500 $(CRASH_ARGS)
 
 bench: test-build
 	@for b in $(BUILD_DIR)/bin/bench_*; do echo "== $$b"; "$$b" || exit 1; done

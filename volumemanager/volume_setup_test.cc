@@ -192,6 +192,32 @@ TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
   EXPECT_TRUE(r.problems.empty());
 }
 
+// Found by the crash loop (tests/crash): a kill after a teardown released its volume and before
+// the empty dirs above it went, in a pod dir the daemon did not make (the kubelet's), left the
+// owned volumes and plugin dirs behind for good: reconstruction named only pods whose pod dir
+// the daemon owns, so the orphan cleanup never looked at this pod.
+TEST_F(VolumeSetupTest, ReconstructionNamesPodsWhoseOwnedDirsAreBelowAPodDirNotItsOwn) {
+  fs::create_directories(root_ + "/pods/kubelets/containers");  // the kubelet's pod dir
+  ASSERT_TRUE(SetUpVolume(Req(Loc("kubelets", "a"), Payload("1"))).ok());
+  ASSERT_FALSE(journal_->Owns(OwnedKind::kDir, OwnershipJournal::PodPath("kubelets")));
+  ASSERT_TRUE(journal_->Owns(OwnedKind::kDir, OwnershipJournal::PodVolumesPath("kubelets")));
+  // The kill: the volume is removed and released, its dirs are not.
+  fs::remove_all(Loc("kubelets", "a").dir());
+  ASSERT_TRUE(journal_
+                  ->Remove({OwnedPath{OwnedKind::kVolume,
+                                      OwnershipJournal::VolumePath(
+                                          "kubelets", "kubernetes.io~configmap", "a")}})
+                  .ok());
+  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  EXPECT_TRUE(r.volumes.empty());
+  ASSERT_EQ(r.pod_uids, (std::vector<std::string>{"kubelets"}));
+  // What the orphan cleanup then does with it: the owned dirs go, the kubelet's stay.
+  RemoveOwnedEmptyPodDirs(root_, "kubelets", *journal_);
+  EXPECT_FALSE(fs::exists(root_ + "/pods/kubelets/volumes"));
+  EXPECT_TRUE(fs::exists(root_ + "/pods/kubelets/containers"));
+  EXPECT_TRUE(journal_->EntriesOfPod("kubelets").empty());
+}
+
 TEST_F(VolumeSetupTest, AnOwnedVolumeThatCannotBeCheckedIsReportedAndTheRestProceeds) {
   ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
   ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
