@@ -6,6 +6,7 @@
 
 #include "base/catch_all.h"
 #include "base/strings.h"
+#include "base/uv_timer.h"
 #include "config/config_file.h"
 
 namespace dynamicconfig {
@@ -40,17 +41,14 @@ Controller::Controller(uv_loop_t* loop, kube::ApiClient* api, CheckpointStore* s
       startup_(std::move(startup)),
       options_(std::move(options)),
       hooks_(std::move(hooks)) {
-  trial_timer_ = new uv_timer_t;
-  uv_timer_init(loop_, trial_timer_);
-  trial_timer_->data = this;
+  trial_timer_ = base::NewTimer(loop_, this);
   uv_unref(reinterpret_cast<uv_handle_t*>(trial_timer_));
   if (!startup_.errors.empty()) last_error_ = startup_.errors.back();
 }
 
 Controller::~Controller() {
   Stop();
-  uv_close(reinterpret_cast<uv_handle_t*>(trial_timer_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  base::CloseTimer(trial_timer_);
 }
 
 int64_t Controller::Now() const {
