@@ -113,6 +113,9 @@ class ApiObjectManager : public ObjectManager {
   void Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
              std::function<void()> done) override;
 
+  // A new Cache TTL (dynamic config): applies to every cached object from now on.
+  void SetCacheTtl(std::chrono::milliseconds ttl) { options_.cache_ttl = ttl; }
+
   // Observability and tests.
   const Stats& stats() const { return stats_; }
   size_t ReferencedObjectCount() const { return entries_.size(); }

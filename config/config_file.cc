@@ -1,6 +1,7 @@
 #include "config/config_file.h"
 
 #include <map>
+#include <set>
 
 #include "config/go_duration.h"
 #include "kube/yaml_to_json.h"
@@ -82,6 +83,19 @@ std::vector<ConfigField> MakeFields() {
       {"tmpfs", "--no-tmpfs", T::kBool,
        "secret, downwardAPI and projected volumes on tmpfs (false = --no-tmpfs)",
        [](C c) { return nlohmann::json(c.tmpfs); }, /*inverted=*/true},
+      {"eventRecordQPS", "--event-qps", T::kNumber, "Events posted per second",
+       [](C c) { return nlohmann::json(c.event_qps); }},
+      {"eventBurst", "--event-burst", T::kInteger, "Events allowed at once above the QPS",
+       [](C c) { return nlohmann::json(c.event_burst); }},
+      {"dynamicConfig", "--dynamic-config", T::kString,
+       "namespace/name of the dynamic config's ConfigMap (<name>-<node> overrides it)",
+       [](C c) { return nlohmann::json(c.dynamic_config); }},
+      {"dynamicConfigDir", "--dynamic-config-dir", T::kString,
+       "dynamic config checkpoints (default <state dir>/dynamic-config)",
+       [](C c) { return nlohmann::json(c.dynamic_config_dir); }},
+      {"dynamicConfigTrialDuration", "--dynamic-config-trial-duration", T::kDuration,
+       "trial of a new dynamic config before it is last known good",
+       [](C c) { return Duration(c.dynamic_config_trial_duration); }},
       {"logging.format", "--log-format", T::kString, "text or json",
        [](C c) { return nlohmann::json(c.log_format == LogFormat::kJson ? "json" : "text"); }},
       {"logging.verbosity", "--v", T::kInteger, "log verbosity (-v)",
@@ -261,6 +275,28 @@ nlohmann::json EncodeConfiguration(const DaemonConfig& config) {
     }
   }
   return doc;
+}
+
+bool DynamicConfigForbidden(const std::string& field) {
+  static const std::set<std::string> forbidden = {
+      "dynamicConfig", "dynamicConfigDir", "dynamicConfigTrialDuration", "stateDir", "nodeName",
+      "kubeconfig",    "inCluster"};
+  return forbidden.count(field) > 0;
+}
+
+bool LiveField(const std::string& field) {
+  static const std::set<std::string> live = {"syncFrequency",  "objectCacheTTL",
+                                             "logging.format", "logging.verbosity",
+                                             "eventRecordQPS", "eventBurst"};
+  return live.count(field) > 0;
+}
+
+std::vector<std::string> ChangedFields(const DaemonConfig& a, const DaemonConfig& b) {
+  std::vector<std::string> out;
+  for (const ConfigField& f : ConfigFields()) {
+    if (f.get(a) != f.get(b)) out.push_back(f.name);
+  }
+  return out;
 }
 
 std::string ConfigFileHelp() {

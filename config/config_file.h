@@ -61,11 +61,22 @@ base::Result<FileArgs> ConfigFileArgs(std::string_view text);
 // `config` as a VolumeManagerConfiguration document (every field, with apiVersion and kind).
 nlohmann::json EncodeConfiguration(const DaemonConfig& config);
 
+// The fields a dynamic config may not set: those that locate the dynamic config itself and the
+// daemon's identity and state (stateDir, nodeName, kubeconfig, inCluster).
+bool DynamicConfigForbidden(const std::string& field);
+
+// The fields that can change in a running daemon (dynamic config applies them live):
+// syncFrequency, objectCacheTTL, logging.format, logging.verbosity, eventRecordQPS, eventBurst.
+bool LiveField(const std::string& field);
+
+// The names of the fields whose values differ between `a` and `b`.
+std::vector<std::string> ChangedFields(const DaemonConfig& a, const DaemonConfig& b);
+
 // The --help section listing the file's fields.
 std::string ConfigFileHelp();
 
 // What /configz serves: {"volumemanager": EncodeConfiguration(config), "configFile": path or
-// null, "sources": {field: "flag" | "file" | "default"}}.
+// null, "sources": {field: "flag" | "dynamic" | "file" | "default"}}.
 nlohmann::json Configz(const DaemonConfig& config, const std::string& config_file,
                        const std::map<std::string, std::string>& sources);
 

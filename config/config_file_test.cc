@@ -133,6 +133,70 @@ logging: {verbosity: 3, format: json}
   ASSERT_TRUE(bad_but_overridden.ok()) << bad_but_overridden.status().message();
 }
 
+TEST(ConfigFileTest, ADynamicConfigOverridesTheFileAndTheFlagsOverrideIt) {
+  const std::string file = std::string(kHead) +
+                           "kubeconfig: /k\nsyncFrequency: 2m\nfsync: true\nobjectCacheTTL: 5s\n"
+                           "unpublishedGrace: 3s\n";
+  auto parse = [&](const std::string& dynamic, std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"--config", "vm.yaml"});
+    return ParseDaemonFlags(
+        flags, {}, "host", [file](const std::string&) { return base::Result<std::string>(file); },
+        dynamic);
+  };
+  auto r = parse(std::string(kHead) + "syncFrequency: 3m\nfsync: false\nobjectCacheTTL: 9s\n",
+                 {"--object-cache-ttl", "1s"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->config->sync_frequency, std::chrono::minutes(3));
+  EXPECT_FALSE(r->config->fsync);
+  EXPECT_EQ(r->config->object_cache_ttl, std::chrono::seconds(1));
+  EXPECT_EQ(r->config->unpublished_grace, std::chrono::seconds(3));
+  EXPECT_EQ(r->sources.at("syncFrequency"), "dynamic");
+  EXPECT_EQ(r->sources.at("fsync"), "dynamic");
+  EXPECT_EQ(r->sources.at("objectCacheTTL"), "flag");
+  EXPECT_EQ(r->sources.at("unpublishedGrace"), "file");
+  EXPECT_EQ(r->config->dynamic_config_dir, "/var/lib/volumemanager/dynamic-config");
+
+  // Errors name the dynamic config's field; fields that locate it or name the node are refused.
+  auto bad = parse(std::string(kHead) + "syncFrequency: 0s\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "dynamic config: field syncFrequency: --sync-frequency: must be greater than 0");
+  for (const char* field :
+       {"stateDir: /x", "nodeName: x", "kubeconfig: /x", "inCluster: true", "dynamicConfig: a/b",
+        "dynamicConfigDir: /x", "dynamicConfigTrialDuration: 1m"}) {
+    auto refused = parse(std::string(kHead) + field + "\n");
+    ASSERT_FALSE(refused.ok()) << field;
+    EXPECT_NE(refused.status().message().find("cannot be set by the dynamic config"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_TRUE(LiveField("syncFrequency"));
+  EXPECT_FALSE(LiveField("configMapAndSecretChangeDetectionStrategy"));
+}
+
+TEST(ConfigFileTest, DynamicConfigFlagsAreChecked) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--dynamic-config", "vm-config"}, "--dynamic-config: \"vm-config\" is not namespace/name"},
+      {{"--dynamic-config", "a/b/c"}, "is not namespace/name"},
+      {{"--dynamic-config", "/b"}, "is not namespace/name"},
+      {{"--dynamic-config-trial-duration", "0s"},
+       "--dynamic-config-trial-duration: must be greater"},
+      {{"--event-qps", "-1"}, "--event-qps: must not be negative"},
+  };
+  for (const auto& [flags, error] : cases) {
+    std::vector<std::string> args = {"--kubeconfig", "/k"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto r = ParseDaemonFlags(args, {}, "host");
+    ASSERT_FALSE(r.ok()) << flags[0];
+    EXPECT_NE(r.status().message().find(error), std::string::npos) << r.status().message();
+  }
+  auto standalone =
+      ParseDaemonFlags({"--pod-manifest-path", "/p", "--dynamic-config", "a/b"}, {}, "host");
+  ASSERT_FALSE(standalone.ok());
+  EXPECT_NE(standalone.status().message().find("--dynamic-config: needs cluster mode"),
+            std::string::npos);
+}
+
 TEST(ConfigFileTest, StrictDecodingNamesTheField) {
   const struct {
     const char* name;

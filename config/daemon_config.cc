@@ -64,6 +64,7 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   std::string object_cache_ttl = "1m";
   std::string unpublished_grace = "30s";
   std::string loop_stall_log_threshold = "100ms";
+  std::string trial_duration = "10m";
   std::string strategy = "Watch";
   std::string log_format = "text";
   std::string allocatable;
@@ -159,6 +160,21 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
                  "leases: the Lease's namespace (default: the pod's own namespace)");
   app.add_option("--leader-elect-resource-name", cfg.leader_election.resource_name,
                  "leases: the Lease's name (default volumemanager-<node name>)");
+  app.add_option("--event-qps", cfg.event_qps,
+                 "Events posted per second (their own token bucket, as the kubelet's; 0 means "
+                 "client-go's default of 5)");
+  app.add_option("--event-burst", cfg.event_burst,
+                 "Events allowed at once above --event-qps (0 means client-go's default of 10)");
+  app.add_option("--dynamic-config", cfg.dynamic_config,
+                 "Cluster mode: namespace/name of a ConfigMap whose key \"volumemanager\" holds a "
+                 "VolumeManagerConfiguration applied over --config (flags still win); a ConfigMap "
+                 "<name>-<node name> in that namespace overrides it for this node");
+  app.add_option("--dynamic-config-dir", cfg.dynamic_config_dir,
+                 "Where dynamic config checkpoints and trial records are kept (default: "
+                 "<state dir>/dynamic-config)");
+  app.add_option("--dynamic-config-trial-duration", trial_duration,
+                 "How long a new dynamic config is on trial before it becomes the last known good "
+                 "one (Go duration; default 10m)");
   app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
       ->check(CLI::Range(0, 10));
   bool validate_only = false;
@@ -188,7 +204,9 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
         std::tuple{"--object-cache-ttl", &object_cache_ttl, &cfg.object_cache_ttl},
         std::tuple{"--unpublished-grace", &unpublished_grace, &cfg.unpublished_grace},
         std::tuple{"--loop-stall-log-threshold", &loop_stall_log_threshold,
-                   &cfg.loop_stall_log_threshold}}) {
+                   &cfg.loop_stall_log_threshold},
+        std::tuple{"--dynamic-config-trial-duration", &trial_duration,
+                   &cfg.dynamic_config_trial_duration}}) {
     base::Status s = ParseDurationFlag(flag, *text, out);
     if (!s.ok()) return s;
   }
@@ -253,6 +271,7 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   while (cfg.root_dir.size() > 1 && cfg.root_dir.back() == '/') cfg.root_dir.pop_back();
   if (cfg.state_dir.empty()) return base::Status::Error("--state-dir: must not be empty");
   while (cfg.state_dir.size() > 1 && cfg.state_dir.back() == '/') cfg.state_dir.pop_back();
+  if (cfg.dynamic_config_dir.empty()) cfg.dynamic_config_dir = cfg.state_dir + "/dynamic-config";
   if (const std::string pods = cfg.root_dir + "/pods";
       cfg.state_dir == pods || cfg.state_dir.starts_with(pods + "/")) {
     return base::Status::Error("--state-dir " + cfg.state_dir + ": must be outside " + pods);
@@ -263,6 +282,24 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   if (cfg.kube_api_burst < 0) return base::Status::Error("--kube-api-burst: must not be negative");
   if (!(cfg.kube_api_qps >= 0)) {
     return base::Status::Error("--kube-api-qps: must not be negative");
+  }
+  if (cfg.event_burst < 0) return base::Status::Error("--event-burst: must not be negative");
+  if (!(cfg.event_qps >= 0)) return base::Status::Error("--event-qps: must not be negative");
+  if (!cfg.dynamic_config.empty()) {
+    const size_t slash = cfg.dynamic_config.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == cfg.dynamic_config.size() ||
+        cfg.dynamic_config.find('/', slash + 1) != std::string::npos) {
+      return base::Status::Error("--dynamic-config: \"" + cfg.dynamic_config +
+                                 "\" is not namespace/name");
+    }
+    if (!ClusterMode(cfg)) {
+      return base::Status::Error(
+          "--dynamic-config: needs cluster mode (--kubeconfig or --in-cluster): the config comes "
+          "from a ConfigMap");
+    }
+  }
+  if (cfg.dynamic_config_trial_duration.count() <= 0) {
+    return base::Status::Error("--dynamic-config-trial-duration: must be greater than 0");
   }
   if (ownership.empty()) {
     cfg.volume_ownership = ClusterMode(cfg) ? VolumeOwnership::kKubelet : VolumeOwnership::kSelf;
@@ -320,19 +357,28 @@ base::Result<std::string> ReadConfigFile(const std::string& path) {
 base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& environment,
                                            const std::string& hostname,
-                                           const ReadFileFunction& read_file) {
+                                           const ReadFileFunction& read_file,
+                                           const std::optional<std::string>& dynamic_config) {
   std::set<std::string> given;
   std::string config_file;
   auto first = ParseArgs(args, environment, hostname, &given, &config_file);
-  auto with_sources =
-      [&](base::Result<ParsedFlags> r,
-          const std::vector<std::string>& file_fields) -> base::Result<ParsedFlags> {
+  // Layers of fields below the command line, lowest first: the file, then the dynamic config.
+  struct Layer {
+    std::string where;   // error context
+    std::string source;  // "file" or "dynamic"
+    FileArgs fields;
+  };
+  std::vector<Layer> layers;
+  auto with_sources = [&](base::Result<ParsedFlags> r) -> base::Result<ParsedFlags> {
     if (!r.ok() || !r->config) return r;
     r->config_file = config_file;
     for (const ConfigField& f : ConfigFields()) {
-      const bool in_file =
-          std::find(file_fields.begin(), file_fields.end(), f.name) != file_fields.end();
-      r->sources[f.name] = given.count(f.flag) ? "flag" : in_file ? "file" : "default";
+      std::string source = given.count(f.flag) ? "flag" : "default";
+      for (auto layer = layers.rbegin(); source == "default" && layer != layers.rend(); ++layer) {
+        const auto& names = layer->fields.fields;
+        if (std::find(names.begin(), names.end(), f.name) != names.end()) source = layer->source;
+      }
+      r->sources[f.name] = source;
     }
     if (r->validate_only) {
       r->output = Configz(*r->config, config_file, r->sources).dump(2) + "\n";
@@ -340,31 +386,56 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
     }
     return r;
   };
-  if (config_file.empty() || (first.ok() && !first->config)) return with_sources(first, {});
+  if (first.ok() && !first->config) return with_sources(std::move(first));
+  if (config_file.empty() && !dynamic_config) return with_sources(std::move(first));
 
-  const std::string where = "--config " + config_file;
-  auto text = read_file(config_file);
-  if (!text.ok()) return text.status().WithContext(where);
-  auto file = ConfigFileArgs(*text);
-  if (!file.ok()) return file.status().WithContext(where);
-  std::vector<std::string> merged = file->args;
+  if (!config_file.empty()) {
+    const std::string where = "--config " + config_file;
+    auto text = read_file(config_file);
+    if (!text.ok()) return text.status().WithContext(where);
+    auto file = ConfigFileArgs(*text);
+    if (!file.ok()) return file.status().WithContext(where);
+    layers.push_back({where, "file", std::move(file).value()});
+  }
+  if (dynamic_config) {
+    const std::string where = "dynamic config";
+    auto dynamic = ConfigFileArgs(*dynamic_config);
+    if (!dynamic.ok()) return dynamic.status().WithContext(where);
+    for (const std::string& name : dynamic->fields) {
+      if (DynamicConfigForbidden(name)) {
+        return base::Status::Error(where + ": field " + name +
+                                   ": cannot be set by the dynamic config (give it as a flag or "
+                                   "in --config)");
+      }
+    }
+    layers.push_back({where, "dynamic", std::move(dynamic).value()});
+  }
+  std::vector<std::string> merged;
+  for (const Layer& layer : layers) {
+    merged.insert(merged.end(), layer.fields.args.begin(), layer.fields.args.end());
+  }
   merged.insert(merged.end(), args.begin(), args.end());
   std::set<std::string> given_merged;
   std::string again;
   auto second = ParseArgs(merged, environment, hostname, &given_merged, &again);
   if (!second.ok()) {
-    // The file's values pass the flags' checks: name the field when its value is at fault.
+    // The layers' values pass the flags' checks: name the field when its value is at fault (the
+    // highest layer that set it, unless the command line did).
     const std::string message = second.status().message();
-    for (const ConfigField& f : ConfigFields()) {
-      if (given.count(f.flag) ||
-          std::find(file->fields.begin(), file->fields.end(), f.name) == file->fields.end()) {
-        continue;
+    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      for (const ConfigField& f : ConfigFields()) {
+        const auto& names = layer->fields.fields;
+        if (given.count(f.flag) || std::find(names.begin(), names.end(), f.name) == names.end()) {
+          continue;
+        }
+        if (Names(message, f.flag)) {
+          return second.status().WithContext(layer->where + ": field " + f.name);
+        }
       }
-      if (Names(message, f.flag)) return second.status().WithContext(where + ": field " + f.name);
     }
     return second;
   }
-  return with_sources(std::move(second), file->fields);
+  return with_sources(std::move(second));
 }
 
 }  // namespace config

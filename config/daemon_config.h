@@ -75,6 +75,16 @@ struct DaemonConfig {
   leaderelection::LeaderElectionConfig leader_election;
   leaderelection::LeaderElectionTiming leader_election_timing =
       leaderelection::DefaultTiming(leaderelection::LockType::kFile);
+  // Events' own client-side rate limit (the kubelet's --event-qps and --event-burst; 0 QPS:
+  // client-go's default of 5).
+  double event_qps = 50;
+  int event_burst = 100;
+  // Dynamic config (dynamicconfig/): "namespace/name" of the shared ConfigMap ("" = off; a
+  // ConfigMap "<name>-<node name>" in the same namespace overrides it for this node), where its
+  // checkpoints go (default <state dir>/dynamic-config) and how long a new one is on trial.
+  std::string dynamic_config;
+  std::string dynamic_config_dir;
+  std::chrono::nanoseconds dynamic_config_trial_duration = std::chrono::minutes(10);
 };
 
 inline bool ClusterMode(const DaemonConfig& c) { return !c.kubeconfig.empty() || c.in_cluster; }
@@ -85,7 +95,8 @@ struct ParsedFlags {
   // --validate-only: `output` is the effective configuration (Configz's JSON), `config` unset.
   bool validate_only = false;
   std::string config_file;  // --config, "" when none
-  // Where each field's value came from (config_file.h's names): "flag", "file" or "default".
+  // Where each field's value came from (config_file.h's names): "flag", "dynamic" (the dynamic
+  // config), "file" or "default".
   std::map<std::string, std::string> sources;
 };
 
@@ -96,10 +107,15 @@ base::Result<std::string> ReadConfigFile(const std::string& path);
 // for reading the --config file, for tests. With --config, the file's fields are applied first
 // and the command line's flags override them (config_file.h); an error about a value from the
 // file starts with "--config FILE: field NAME: ".
-base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
-                                           const std::map<std::string, std::string>& environment,
-                                           const std::string& hostname,
-                                           const ReadFileFunction& read_file = ReadConfigFile);
+// `dynamic_config` is the text of a dynamically assigned VolumeManagerConfiguration
+// (dynamicconfig/): its fields override the file's and the command line's flags override them
+// (flags > dynamic > file > defaults); an error about one of its values starts with "dynamic
+// config: field NAME: ". It may not set the fields that locate it or the daemon's identity
+// (DynamicConfigForbidden).
+base::Result<ParsedFlags> ParseDaemonFlags(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& environment,
+    const std::string& hostname, const ReadFileFunction& read_file = ReadConfigFile,
+    const std::optional<std::string>& dynamic_config = std::nullopt);
 
 }  // namespace config
 

@@ -76,6 +76,7 @@ class ApiClient {
 
   HttpClient* http() const { return http_; }
   const RateLimiter& rate_limiter() const { return limiter_; }
+  RateLimiter& rate_limiter() { return limiter_; }
 
   // Every attempt that got an outcome (retries included), by HTTP method and outcome: the status
   // code, or "<error>" when no response came (as client-go's rest_client_requests_total). A

@@ -74,8 +74,8 @@ void RateLimiter::Cancel(Ticket ticket) {
 void RateLimiter::Drain() {
   std::shared_ptr<bool> alive = alive_;
   Refill();
-  while (!queue_.empty() && tokens_ >= 1) {
-    tokens_ -= 1;
+  while (!queue_.empty() && (!limited() || tokens_ >= 1)) {
+    if (limited()) tokens_ -= 1;
     std::function<void()> go = std::move(queue_.front().go);
     queue_.pop_front();
     base::Status s = base::CatchAll("rate-limited request", go);
@@ -86,10 +86,26 @@ void RateLimiter::Drain() {
   if (!queue_.empty()) ArmTimer();
 }
 
-void RateLimiter::ArmTimer() {
+void RateLimiter::SetLimits(double qps, int burst) {
+  if (limited()) Refill();
+  options_.qps = qps;
+  options_.burst = std::max(1, burst);
+  tokens_ = std::min<double>(tokens_, options_.burst);
+  refilled_at_ = Now();
+  if (queue_.empty()) return;
+  // From the timer, as no caller expects a `go` to run inside this call.
+  StartTimer(limited() ? WaitMs() : 0);
+}
+
+uint64_t RateLimiter::WaitMs() const {
   // The wait until the bucket holds one whole token again (at least 1 ms: libuv's resolution).
   const double missing = std::max(0.0, 1.0 - tokens_);
-  const auto ms = static_cast<uint64_t>(std::max(1.0, std::ceil(missing * 1000.0 / options_.qps)));
+  return static_cast<uint64_t>(std::max(1.0, std::ceil(missing * 1000.0 / options_.qps)));
+}
+
+void RateLimiter::ArmTimer() { StartTimer(WaitMs()); }
+
+void RateLimiter::StartTimer(uint64_t ms) {
   uv_timer_start(
       timer_,
       [](uv_timer_t* t) {

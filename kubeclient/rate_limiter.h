@@ -49,6 +49,10 @@ class RateLimiter {
   // `go` of that ticket will not run. Unknown or finished tickets are ignored.
   void Cancel(Ticket ticket);
 
+  // New limits for a running limiter (dynamic config): tokens earned so far are kept, up to the
+  // new burst; waiters are served at the new rate (all at once when no longer limited).
+  void SetLimits(double qps, int burst);
+
   bool limited() const { return options_.qps > 0; }
   // Requests waiting for a token now.
   size_t waiting() const { return queue_.size(); }
@@ -67,6 +71,8 @@ class RateLimiter {
   // Runs the waiters the bucket can serve now, then arms the timer for the next one.
   void Drain();
   void ArmTimer();
+  uint64_t WaitMs() const;
+  void StartTimer(uint64_t ms);
 
   RateLimiterOptions options_;
   uv_timer_t* timer_ = nullptr;  // heap: closed asynchronously

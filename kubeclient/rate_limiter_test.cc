@@ -92,6 +92,21 @@ TEST_F(RateLimiterTest, BurstAtOnceThenPacedAtQpsInArrivalOrder) {
   EXPECT_EQ(limiter.waiting(), 0u);
 }
 
+TEST_F(RateLimiterTest, NewLimitsPaceTheWaitersAtTheNewRateOrReleaseThem) {
+  RateLimiter limiter(loop_.get(), Limits(1, 1));  // one token per second
+  for (int i = 0; i < 6; ++i) Request(limiter, i);
+  EXPECT_EQ(ran_.size(), 1u);
+  limiter.SetLimits(10, 1);  // one per 100 ms from now
+  EXPECT_EQ(ran_.size(), 1u) << "no request runs inside SetLimits";
+  ASSERT_TRUE(AdvanceUntil(milliseconds(100), 2));
+  loop_.RunFor(milliseconds(50));
+  EXPECT_EQ(ran_.size(), 2u);
+  limiter.SetLimits(0, 1);  // no limit: every waiter goes
+  ASSERT_TRUE(loop_.RunUntil([&] { return ran_.size() == 6; }));
+  EXPECT_EQ(ran_, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_FALSE(limiter.limited());
+}
+
 TEST_F(RateLimiterTest, AnIdleBucketHoldsAtMostBurstTokens) {
   RateLimiter limiter(loop_.get(), Limits(10, 3));
   now_ += std::chrono::hours(1);

@@ -216,8 +216,8 @@ AdminServer::Response AdminServer::Serve(bool debug, const std::string& path, bo
                   "\n"};
     }
     if (path == "/configz") {
-      std::shared_ptr<const Snapshot> snapshot = latest();
-      if (snapshot == nullptr) snapshot = Fresh(false);
+      // Fresh: a dynamic config changes it while the daemon runs.
+      std::shared_ptr<const Snapshot> snapshot = Fresh(false);
       if (snapshot == nullptr || snapshot->configz == nullptr) {
         return {503, "text/plain; charset=utf-8", "the event loop has not answered\n"};
       }

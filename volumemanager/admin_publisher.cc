@@ -279,6 +279,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     out.push_back(std::move(*f));
   }
   daemon_->AddSourceMetrics(&out);
+  if (extra_metrics_) extra_metrics_(&out);
   return out;
 }
 

@@ -19,6 +19,7 @@
 
 #include <uv.h>
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -46,6 +47,15 @@ class AdminPublisher {
   // them to close. Called again, does nothing.
   void Stop();
 
+  // What /configz serves from now on (loop thread).
+  void SetConfigz(nlohmann::json configz) {
+    configz_ = std::make_shared<const nlohmann::json>(std::move(configz));
+  }
+  // Metrics added to the daemon's on every scrape (e.g. the dynamic config's), built on the loop.
+  void SetExtraMetrics(std::function<void(std::vector<server::MetricFamily>*)> add) {
+    extra_metrics_ = std::move(add);
+  }
+
   // Null before Start or after Stop.
   const server::AdminServer* server() const { return server_.get(); }
 
@@ -60,6 +70,7 @@ class AdminPublisher {
   uv_loop_t* loop_;
   Daemon* daemon_;
   std::shared_ptr<const nlohmann::json> configz_;
+  std::function<void(std::vector<server::MetricFamily>*)> extra_metrics_;
   std::unique_ptr<server::AdminServer> server_;
   Handles* handles_ = nullptr;  // freed by the close callbacks
   std::shared_ptr<const nlohmann::json> debug_state_;

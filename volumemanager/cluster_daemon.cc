@@ -48,8 +48,8 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
 
   kube::EventRecorderOptions events;
   events.host = cfg.node_name;
-  events_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
-                                                  kube::ClientGoRateLimits(50, 100));
+  events_api_ = std::make_unique<kube::ApiClient>(
+      http_.get(), kube::RetryPolicy{}, kube::ClientGoRateLimits(cfg.event_qps, cfg.event_burst));
   events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
 
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
@@ -59,6 +59,24 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
 }
 
 cache::ObjectManager* ClusterDaemon::object_manager() { return objects_.get(); }
+
+void ClusterDaemon::ApplyLiveConfig(const config::DaemonConfig& config) {
+  Daemon::ApplyLiveConfig(config);
+  if (objects_) {
+    objects_->SetCacheTtl(
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.object_cache_ttl));
+  }
+  if (events_api_) {
+    const kube::RateLimiterOptions limits =
+        kube::ClientGoRateLimits(config.event_qps, config.event_burst);
+    events_api_->rate_limiter().SetLimits(limits.qps, limits.burst);
+  }
+}
+
+void ClusterDaemon::RecordWarning(const kube::InvolvedObject& object, const std::string& reason,
+                                  const std::string& message) {
+  if (events_) events_->Record(object, kube::EventType::kWarning, reason, message);
+}
 
 base::Result<std::unique_ptr<leaderelection::ResourceLock>> ClusterDaemon::MakeLeaseLock() {
   const leaderelection::LeaderElectionConfig& le = config().leader_election;

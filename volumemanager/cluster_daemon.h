@@ -40,6 +40,14 @@ class ClusterDaemon : public Daemon {
   const kube::EventRecorder* events() const { return events_.get(); }
   const podconfig::ApiSource& pod_source() const { return api_source_; }
 
+  // The Cache TTL and the event rate limits besides the base's.
+  void ApplyLiveConfig(const config::DaemonConfig& config) override;
+  // For the dynamic config (dynamicconfig/): the API client (null before Start) and Warning
+  // Events about any object.
+  kube::ApiClient* api() { return api_.get(); }
+  void RecordWarning(const kube::InvolvedObject& object, const std::string& reason,
+                     const std::string& message);
+
   // API requests, the pod reflector, the object managers (source_metrics.h).
   void AddSourceMetrics(std::vector<server::MetricFamily>* families) const override;
 
@@ -55,8 +63,8 @@ class ClusterDaemon : public Daemon {
   kube::EnvironmentLookup environment_;
   std::unique_ptr<kube::HttpClient> http_;
   std::unique_ptr<kube::ApiClient> api_;
-  // Events draw on a budget of their own (the kubelet's event QPS 50, burst 100), so a burst of
-  // failures never delays pod or object requests.
+  // Events draw on a budget of their own (--event-qps, --event-burst: the kubelet's 50 and 100),
+  // so a burst of failures never delays pod or object requests.
   std::unique_ptr<kube::ApiClient> events_api_;
   // The Lease lock's renewals on a client of their own (as the controller-manager's), so they
   // never queue behind pod and object requests.

@@ -213,6 +213,19 @@ std::optional<Daemon::StartError> Daemon::StartObjectSource() {
 
 cache::ObjectManager* Daemon::object_manager() { return objects_.get(); }
 
+void Daemon::ApplyLiveConfig(const config::DaemonConfig& config) {
+  config_.sync_frequency = config.sync_frequency;
+  config_.object_cache_ttl = config.object_cache_ttl;
+  config_.event_qps = config.event_qps;
+  config_.event_burst = config.event_burst;
+  config_.log_format = config.log_format;
+  config_.verbosity = config.verbosity;
+  if (manager_) {
+    manager_->SetSyncFrequency(
+        std::chrono::duration_cast<std::chrono::milliseconds>(config.sync_frequency));
+  }
+}
+
 void Daemon::OnObjectChanged(const kube::ObjectRef& object) {
   if (manager_) manager_->OnObjectChanged(object);
 }

@@ -76,6 +76,10 @@ class Daemon {
   virtual void AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
     (void)families;
   }
+  // Applies the fields of `config` that can change in a running daemon (config::LiveField):
+  // the sync frequency here; cluster mode adds the Cache TTL and the event rate limits. Logging
+  // is the binary's (main.cc).
+  virtual void ApplyLiveConfig(const config::DaemonConfig& config);
   // Null before Start.
   const VolumeManager* volume_manager() const { return manager_.get(); }
   // One writer per node: null with --leader-elect=false.

@@ -1,8 +1,10 @@
-// volumemanager: the daemon's binary. Parses the flags (or runs the `preflight` subcommand), sets
-// up logging, and runs a Daemon (a ClusterDaemon with --kubeconfig or --in-cluster) on the
-// default libuv loop until SIGTERM or SIGINT, after which the
+// volumemanager: the daemon's binary. Parses the flags (or runs the `preflight` subcommand), with
+// --dynamic-config picks the configuration this start runs on from its checkpoints
+// (dynamicconfig/startup.h), sets up logging, and runs a Daemon (a ClusterDaemon with
+// --kubeconfig or --in-cluster) on the default libuv loop until SIGTERM or SIGINT, after which the
 // daemon takes no new work, lets in-flight writes finish and the process exits 0 (3 when they
-// had not finished after 5 s).
+// had not finished after 5 s), or until a new dynamic config needs a restart (the same graceful
+// stop, exit 5).
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -12,14 +14,20 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/catch_all.h"
 #include "config/config_file.h"
 #include "config/daemon_config.h"
+#include "dynamicconfig/checkpoint_store.h"
+#include "dynamicconfig/controller.h"
+#include "dynamicconfig/startup.h"
 #include "volumemanager/admin_publisher.h"
 #include "volumemanager/cluster_daemon.h"
 #include "volumemanager/daemon.h"
@@ -36,10 +44,18 @@ constexpr auto kShutdownGrace = std::chrono::seconds(5);
 // period, or the stop itself failed. 0 means every write finished and every handle closed.
 constexpr int kExitStopTimedOut = 3;
 constexpr int kExitStopFailed = 4;
+// A graceful stop to be restarted onto a new dynamic config (its DaemonSet restarts the pod's
+// container whatever the code; a distinct one tells the operator why).
+constexpr int kExitRestartForConfig = 5;
 
-void SetUpLogging(const config::DaemonConfig& cfg) {
+void CreateLogger() {
   auto logger = spdlog::stderr_logger_mt("volumemanager");
   spdlog::set_default_logger(logger);
+  spdlog::flush_on(spdlog::level::info);
+}
+
+// Format and verbosity; again on a live dynamic config change.
+void ApplyLogSettings(const config::DaemonConfig& cfg) {
   if (cfg.log_format == config::LogFormat::kJson) {
     spdlog::set_formatter(std::make_unique<volumemanager::JsonLogFormatter>());
   } else {
@@ -52,7 +68,6 @@ void SetUpLogging(const config::DaemonConfig& cfg) {
     level = spdlog::level::debug;
   }
   spdlog::set_level(level);
-  spdlog::flush_on(spdlog::level::info);
 }
 
 std::string HostName() {
@@ -71,37 +86,44 @@ std::map<std::string, std::string> Environment() {
   return env;
 }
 
-// SIGTERM and SIGINT stop the daemon gracefully; the loop then runs out of work and uv_run
-// returns (exit 0). Should in-flight writes take longer than kShutdownGrace, the process exits
-// with kExitStopTimedOut.
-class SignalStop {
+// A graceful stop: on SIGTERM or SIGINT (exit 0), or asked for (a new dynamic config that needs a
+// restart). The daemon takes no new work, the loop then runs out of work and uv_run returns.
+// Should in-flight writes take longer than kShutdownGrace, the process exits with
+// kExitStopTimedOut. `on_stop` runs first (the dynamic config's watches stop there).
+class GracefulStop {
  public:
-  SignalStop(uv_loop_t* loop, volumemanager::Daemon* daemon) : loop_(loop), daemon_(daemon) {
+  GracefulStop(uv_loop_t* loop, volumemanager::Daemon* daemon, std::function<void()> on_stop)
+      : loop_(loop), daemon_(daemon), on_stop_(std::move(on_stop)) {
     for (auto [handle, signum] : {std::pair{&sigterm_, SIGTERM}, std::pair{&sigint_, SIGINT}}) {
       uv_signal_init(loop_, handle);
       handle->data = this;
       uv_signal_start(
           handle,
           [](uv_signal_t* s, int sig) {
-            static_cast<SignalStop*>(s->data)->StopFromLoop(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            static_cast<GracefulStop*>(s->data)->StopFromLoop(sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                                                              0);
           },
           signum);
     }
   }
 
- private:
-  // The body of a signal callback: a stop that throws midway cannot finish gracefully.
-  void StopFromLoop(const char* why) {
-    if (base::Status s = base::CatchAll("stop", [&] { Stop(why); }); !s.ok()) {
+  // The body of a loop callback: a stop that throws midway cannot finish gracefully.
+  void StopFromLoop(const std::string& why, int exit_code) {
+    if (base::Status s = base::CatchAll("stop", [&] { Stop(why, exit_code); }); !s.ok()) {
       spdlog::error("{}: {}; exiting now", why, s.message());
       spdlog::shutdown();
       std::_Exit(kExitStopFailed);
     }
   }
 
-  void Stop(const char* why) {
+  int exit_code() const { return exit_code_; }
+
+ private:
+  void Stop(const std::string& why, int exit_code) {
     if (daemon_->stopping()) return;
+    exit_code_ = exit_code;
     spdlog::info("{}: stopping; waiting for in-flight volume writes", why);
+    if (on_stop_) on_stop_();
     uv_timer_init(loop_, &deadline_);
     uv_timer_start(
         &deadline_,
@@ -117,15 +139,21 @@ class SignalStop {
       uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
       uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
       uv_close(reinterpret_cast<uv_handle_t*>(&deadline_), nullptr);
-      spdlog::info("stopped");
+      if (exit_code_ == 0) {
+        spdlog::info("stopped");
+      } else {
+        spdlog::info("stopped; exiting with status {} to be restarted", exit_code_);
+      }
     });
   }
 
   uv_loop_t* loop_;
   volumemanager::Daemon* daemon_;
+  std::function<void()> on_stop_;
   uv_signal_t sigterm_{};
   uv_signal_t sigint_{};
   uv_timer_t deadline_{};
+  int exit_code_ = 0;
 };
 
 }  // namespace
@@ -134,8 +162,10 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "preflight") {
     return volumemanager::RunPreflightCommand(std::vector<std::string>(argv + 2, argv + argc));
   }
-  auto parsed = config::ParseDaemonFlags(std::vector<std::string>(argv + 1, argv + argc),
-                                         Environment(), HostName());
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const std::map<std::string, std::string> environment = Environment();
+  const std::string hostname = HostName();
+  auto parsed = config::ParseDaemonFlags(args, environment, hostname);
   if (!parsed.ok()) {
     std::fprintf(stderr, "volumemanager: %s\n", parsed.status().message().c_str());
     return 2;
@@ -144,7 +174,27 @@ int main(int argc, char** argv) {
     std::fputs(parsed->output.c_str(), stdout);
     return 0;
   }
-  SetUpLogging(*parsed->config);
+  // Dynamic config: the checkpoints decide what this start runs on (no API server needed).
+  const dynamicconfig::ParseFunction parse = [&](const std::optional<std::string>& dynamic) {
+    return config::ParseDaemonFlags(args, environment, hostname, config::ReadConfigFile, dynamic);
+  };
+  std::unique_ptr<dynamicconfig::CheckpointStore> checkpoints;
+  std::optional<dynamicconfig::Startup> startup;
+  const config::DaemonConfig base_config = *parsed->config;
+  if (!base_config.dynamic_config.empty()) {
+    checkpoints = std::make_unique<dynamicconfig::CheckpointStore>(base_config.dynamic_config_dir);
+    auto begun = dynamicconfig::BeginStartup(*checkpoints, static_cast<int64_t>(std::time(nullptr)),
+                                             dynamicconfig::kMaxFailedStarts, parse);
+    if (!begun.ok()) {
+      std::fprintf(stderr, "volumemanager: %s\n", begun.status().message().c_str());
+      return 2;
+    }
+    startup = std::move(begun).value();
+    *parsed = startup->parsed;
+  }
+  const config::DaemonConfig& cfg = *parsed->config;
+  CreateLogger();
+  ApplyLogSettings(cfg);
   if (base::Status s = volumemanager::MakeNotDumpable(); !s.ok()) {
     spdlog::warn("{}: a crash could hand Secret bytes in memory to the host's core handler",
                  s.message());
@@ -152,27 +202,69 @@ int main(int argc, char** argv) {
 
   uv_loop_t* loop = uv_default_loop();
   std::unique_ptr<volumemanager::Daemon> owned =
-      config::ClusterMode(*parsed->config)
-          ? std::make_unique<volumemanager::ClusterDaemon>(loop, *parsed->config)
-          : std::make_unique<volumemanager::Daemon>(loop, *parsed->config);
+      config::ClusterMode(cfg) ? std::make_unique<volumemanager::ClusterDaemon>(loop, cfg)
+                               : std::make_unique<volumemanager::Daemon>(loop, cfg);
   volumemanager::Daemon& daemon = *owned;
   if (auto error = daemon.Start()) {
+    if (startup) {
+      for (const std::string& e : startup->errors) spdlog::error("dynamic config: {}", e);
+    }
     std::fprintf(stderr, "volumemanager: %s\n", error->message.c_str());
     return error->exit_code;
   }
   // The admin endpoints. A listener that cannot bind is logged, not fatal (as the kubelet's
   // healthz server): the volumes matter more, and a failing liveness probe reports it.
-  volumemanager::AdminPublisher admin(
-      loop, &daemon, config::Configz(*parsed->config, parsed->config_file, parsed->sources));
-  if (base::Status s =
-          admin.Start(parsed->config->healthz_bind_address, parsed->config->debug_bind_address);
-      !s.ok()) {
+  volumemanager::AdminPublisher admin(loop, &daemon,
+                                      config::Configz(cfg, parsed->config_file, parsed->sources));
+  std::unique_ptr<dynamicconfig::Controller> dynamic;
+  GracefulStop stop(loop, &daemon, [&] {
+    if (dynamic) {
+      dynamic->RecordCleanExit();
+      dynamic->Stop();
+    }
+  });
+  if (startup) {
+    auto* cluster = static_cast<volumemanager::ClusterDaemon*>(&daemon);  // cluster mode only
+    const std::string& source = base_config.dynamic_config;
+    dynamicconfig::ControllerOptions options;
+    options.namespace_ = source.substr(0, source.find('/'));
+    options.name = source.substr(source.find('/') + 1);
+    options.node_name = base_config.node_name;
+    options.trial = base_config.dynamic_config_trial_duration;
+    dynamicconfig::ControllerHooks hooks;
+    hooks.parse = parse;
+    hooks.apply_live = [&](const config::ParsedFlags& live) {
+      ApplyLogSettings(*live.config);
+      daemon.ApplyLiveConfig(*live.config);
+    };
+    hooks.restart = [&](const std::string& why) { stop.StopFromLoop(why, kExitRestartForConfig); };
+    hooks.warn = [cluster](const dynamicconfig::Checkpoint& about, const std::string& reason,
+                           const std::string& message) {
+      cluster->RecordWarning(kube::InvolvedObject{"ConfigMap", "v1", about.namespace_, about.name,
+                                                  about.uid, about.resource_version},
+                             reason, message);
+    };
+    hooks.status_changed = [&] {
+      if (!dynamic) return;
+      const config::ParsedFlags& active = dynamic->active_config();
+      nlohmann::json configz = config::Configz(*active.config, active.config_file, active.sources);
+      configz["dynamicConfig"] = dynamic->Status();
+      admin.SetConfigz(std::move(configz));
+    };
+    dynamic = std::make_unique<dynamicconfig::Controller>(loop, cluster->api(), checkpoints.get(),
+                                                          std::move(*startup), options, hooks);
+    admin.SetExtraMetrics(
+        [&](std::vector<server::MetricFamily>* families) { dynamic->AddMetrics(families); });
+    hooks.status_changed();  // not yet called: `dynamic` was null
+    dynamic->Start();
+  }
+  if (base::Status s = admin.Start(cfg.healthz_bind_address, cfg.debug_bind_address); !s.ok()) {
     spdlog::error("admin endpoints: {}", s.message());
   }
-  SignalStop signals(loop, &daemon);
   uv_run(loop, UV_RUN_DEFAULT);
   admin.Stop();
-  uv_run(loop, UV_RUN_NOWAIT);  // closes the admin handles
+  dynamic.reset();
+  uv_run(loop, UV_RUN_NOWAIT);  // closes the admin and dynamic config handles
   spdlog::shutdown();
-  return 0;
+  return stop.exit_code();
 }

@@ -83,6 +83,9 @@ class VolumeManager {
   // state keeps following pods and objects, so the first pass after `true` catches up.
   void SetWritesAllowed(bool allowed);
   bool writes_allowed() const { return writes_allowed_; }
+  // A new --sync-frequency (dynamic config): each pod's next resync after the one already
+  // scheduled uses it.
+  void SetSyncFrequency(std::chrono::milliseconds period) { options_.sync_frequency = period; }
   // Stops timers and new work; `done` runs on the loop thread once nothing is in flight and the
   // manager's handles are closed.
   void Stop(std::function<void()> done);
