@@ -214,7 +214,10 @@ void Reflector::Replace(const std::string& list_rv) {
       if (handlers_.on_delete) handlers_.on_delete(last);
     });
   }
-  for (auto& [key, object] : fresh) {
+  for (auto& entry : fresh) {
+    // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture one.
+    const auto& key = entry.first;
+    auto& object = entry.second;
     const nlohmann::json* existing = store_.Get(key);
     if (existing == nullptr) {
       store_.Put(key, object);
