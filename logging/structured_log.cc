@@ -2,117 +2,46 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "logging/go_quote.h"
+
 namespace logging {
 namespace {
 
-constexpr char kHex[] = "0123456789abcdef";
-
+// A quoted string (Go's strconv.Quote).
 template <typename Out>
-void AppendByteEscape(Out& out, unsigned char c) {
-  const char esc[4] = {'\\', 'x', kHex[c >> 4], kHex[c & 0xf]};
-  out.append(esc, esc + 4);
-}
-
-template <typename Out>
-void AppendRuneEscape(Out& out, uint32_t rune) {
-  const char esc[6] = {'\\',
-                       'u',
-                       kHex[(rune >> 12) & 0xf],
-                       kHex[(rune >> 8) & 0xf],
-                       kHex[(rune >> 4) & 0xf],
-                       kHex[rune & 0xf]};
-  out.append(esc, esc + 6);
-}
-
-// The length of the valid UTF-8 sequence at s[i] (0 if there is none) and its code point.
-size_t DecodeRune(std::string_view s, size_t i, uint32_t* rune) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const auto cont = [&](size_t k) { return i + k < s.size() && (b(k) & 0xc0) == 0x80; };
-  const unsigned char c = b(0);
-  if (c >= 0xc2 && c <= 0xdf && cont(1)) {
-    *rune = ((c & 0x1fu) << 6) | (b(1) & 0x3fu);
-    return 2;
-  }
-  if (c >= 0xe0 && c <= 0xef && cont(1) && cont(2)) {
-    *rune = ((c & 0x0fu) << 12) | ((b(1) & 0x3fu) << 6) | (b(2) & 0x3fu);
-    // Overlong forms and UTF-16 surrogates are not valid UTF-8.
-    if (*rune < 0x800 || (*rune >= 0xd800 && *rune <= 0xdfff)) return 0;
-    return 3;
-  }
-  if (c >= 0xf0 && c <= 0xf4 && cont(1) && cont(2) && cont(3)) {
-    *rune = ((c & 0x07u) << 18) | ((b(1) & 0x3fu) << 12) | ((b(2) & 0x3fu) << 6) | (b(3) & 0x3fu);
-    if (*rune < 0x10000 || *rune > 0x10ffff) return 0;
-    return 4;
-  }
-  return 0;
-}
-
-// The inside of a quoted string (no quotes).
-template <typename Out>
-void AppendEscaped(Out& out, std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    if (c < 0x80) {
-      static constexpr char kShort[] = "\a\b\f\n\r\t\v";
-      static constexpr char kLetter[] = "abfnrtv";
-      bool done = false;
-      for (int k = 0; kShort[k] != '\0'; ++k) {
-        if (c == static_cast<unsigned char>(kShort[k])) {
-          out.push_back('\\');
-          out.push_back(kLetter[k]);
-          done = true;
-          break;
-        }
-      }
-      if (!done) AppendByteEscape(out, c);
-      ++i;
-      continue;
-    }
-    uint32_t rune = 0;
-    const size_t n = DecodeRune(s, i, &rune);
-    if (n == 0) {
-      AppendByteEscape(out, c);
-      ++i;
-    } else if (rune <= 0x9f || rune == 0x2028 || rune == 0x2029 || rune == 0xfeff) {
-      AppendRuneEscape(out, rune);
-      i += n;
-    } else {
-      out.append(s.data() + i, s.data() + i + n);
-      i += n;
-    }
-  }
+void AppendQuoted(Out& out, std::string_view s) {
+  const std::string quoted = GoQuote(s);
+  out.append(quoted.data(), quoted.data() + quoted.size());
 }
 
 template <typename Out>
 void AppendValue(Out& out, const Value& v) {
   switch (v.type()) {
     case Value::Type::kString:
-      out.push_back('"');
-      AppendEscaped(out, v.a());
-      out.push_back('"');
+      AppendQuoted(out, v.a());
       return;
-    case Value::Type::kPath:
-      out.push_back('"');
-      for (bool first = true; std::string_view part : {v.a(), v.b(), v.c()}) {
+    case Value::Type::kPath: {
+      std::string path;
+      for (std::string_view part : {v.a(), v.b(), v.c()}) {
         if (part.empty()) continue;
-        if (!first) out.push_back('/');
-        first = false;
-        AppendEscaped(out, part);
+        if (!path.empty()) path.push_back('/');
+        path.append(part);
       }
-      out.push_back('"');
+      if (v.lower_a()) {
+        for (size_t i = 0; i < v.a().size(); ++i) {
+          if (path[i] >= 'A' && path[i] <= 'Z') path[i] = static_cast<char>(path[i] - 'A' + 'a');
+        }
+      }
+      AppendQuoted(out, path);
       return;
+    }
     case Value::Type::kInt:
       fmt::format_to(std::back_inserter(out), "{}", v.int_value());
       return;
     case Value::Type::kUint:
       fmt::format_to(std::back_inserter(out), "{}", v.uint_value());
+      return;
+    case Value::Type::kAbsent:
       return;
     case Value::Type::kBool:
       if (v.uint_value() != 0) {
@@ -126,10 +55,9 @@ void AppendValue(Out& out, const Value& v) {
 
 template <typename Out>
 void AppendLine(Out& out, std::string_view msg, std::initializer_list<Field> fields) {
-  out.push_back('"');
-  AppendEscaped(out, msg);
-  out.push_back('"');
+  AppendQuoted(out, msg);
   for (const Field& f : fields) {
+    if (f.value.type() == Value::Type::kAbsent) continue;
     out.push_back(' ');
     out.append(f.key.name());
     out.push_back('=');
@@ -158,6 +86,11 @@ void AppendUtf8(std::string& out, uint32_t rune) {
     out.push_back(static_cast<char>(rune));
   } else if (rune < 0x800) {
     out.push_back(static_cast<char>(0xc0 | (rune >> 6)));
+    out.push_back(static_cast<char>(0x80 | (rune & 0x3f)));
+  } else if (rune >= 0x10000) {
+    out.push_back(static_cast<char>(0xf0 | (rune >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((rune >> 12) & 0x3f)));
+    out.push_back(static_cast<char>(0x80 | ((rune >> 6) & 0x3f)));
     out.push_back(static_cast<char>(0x80 | (rune & 0x3f)));
   } else {
     out.push_back(static_cast<char>(0xe0 | (rune >> 12)));
@@ -193,15 +126,17 @@ bool ReadQuoted(std::string_view s, size_t* pos, std::string* out) {
     } else if (e == 'x' && i + 3 < s.size() && HexDigit(s[i + 2]) >= 0 && HexDigit(s[i + 3]) >= 0) {
       out->push_back(static_cast<char>(HexDigit(s[i + 2]) * 16 + HexDigit(s[i + 3])));
       i += 4;
-    } else if (e == 'u' && i + 5 < s.size()) {
+    } else if ((e == 'u' || e == 'U') && i + (e == 'u' ? 5 : 9) < s.size()) {
+      const size_t digits = e == 'u' ? 4 : 8;
       uint32_t rune = 0;
-      for (size_t j = 2; j < 6; ++j) {
+      for (size_t j = 2; j < 2 + digits; ++j) {
         const int d = HexDigit(s[i + j]);
         if (d < 0) return false;
         rune = rune * 16 + static_cast<uint32_t>(d);
       }
+      if (rune > 0x10ffff) return false;
       AppendUtf8(*out, rune);
-      i += 6;
+      i += 2 + digits;
     } else {
       return false;
     }
@@ -235,13 +170,6 @@ std::string FormatStructuredLine(std::string_view msg, std::initializer_list<Fie
   StringOut out{s};
   AppendLine(out, msg, fields);
   return s;
-}
-
-void AppendQuoted(std::string& out, std::string_view s) {
-  StringOut o{out};
-  o.push_back('"');
-  AppendEscaped(o, s);
-  o.push_back('"');
 }
 
 std::optional<ParsedLine> ParseStructuredLine(std::string_view payload) {

@@ -10,8 +10,9 @@
 //
 //   "MountVolume.SetUp failed" pod="default/web" podUID="1234" volume="cfg" err="..."
 //
-// (message and string values quoted and escaped as Go's strconv.Quote does, so a value can hold
-// quotes, newlines or invalid UTF-8 and the line stays one line; integers and booleans bare).
+// (message and string values quoted as Go's strconv.Quote does, `GoQuote` in go_quote.h, so a
+// value can hold quotes, newlines or invalid UTF-8 and the line stays one line; integers and
+// booleans bare).
 // `ParseStructuredLine` reads such a payload back, which is how the JSON formatter
 // (volumemanager/json_log_formatter.h) turns the keys into JSON fields.
 //
@@ -27,7 +28,7 @@
 // ConfigMap cannot be passed as a whole; a string value must be a name, never data (the same rule
 // as every error message of this project).
 //
-// Thread-safe as spdlog's default logger is; the text is built in a stack buffer per call.
+// Thread-safe as spdlog's default logger is; a written line is built in a stack buffer.
 #ifndef VOLUMEMANAGER_LOGGING_STRUCTURED_LOG_H_
 #define VOLUMEMANAGER_LOGGING_STRUCTURED_LOG_H_
 
@@ -75,7 +76,7 @@ class Key {
 // when passed in the call's own expression).
 class Value {
  public:
-  enum class Type { kString, kPath, kInt, kUint, kBool };
+  enum class Type { kString, kPath, kInt, kUint, kBool, kAbsent };
 
   Value(std::string_view s) : type_(Type::kString), a_(s) {}    // NOLINT: implicit on purpose
   Value(const std::string& s) : type_(Type::kString), a_(s) {}  // NOLINT
@@ -100,7 +101,24 @@ class Value {
     return v;
   }
 
+  // No value: the field is left out of the line (a name that is not known).
+  static Value Absent() {
+    Value v("");
+    v.type_ = Type::kAbsent;
+    return v;
+  }
+  // The string, or Absent() when it is empty.
+  static Value IfSet(std::string_view s) { return s.empty() ? Absent() : Value(s); }
+
+  // Path(kind, namespace, name) with the kind written in lower case ("ConfigMap" -> "configmap").
+  static Value KindPath(std::string_view kind, std::string_view b, std::string_view c) {
+    Value v = Path(kind, b, c);
+    v.lower_a_ = true;
+    return v;
+  }
+
   Type type() const { return type_; }
+  bool lower_a() const { return lower_a_; }
   // The parts, for the writer: a string or path's parts, an integer's value.
   std::string_view a() const { return a_; }
   std::string_view b() const { return b_; }
@@ -113,6 +131,7 @@ class Value {
   std::string_view a_, b_, c_;
   int64_t i_ = 0;
   uint64_t u_ = 0;
+  bool lower_a_ = false;
 };
 
 struct Field {
@@ -129,16 +148,16 @@ Value KObj(const Meta& meta) {
 inline Value KObj(std::string_view namespace_, std::string_view name) {
   return Value::Path(namespace_, name);
 }
-// `object`-style names: "kind/namespace/name", kind as the kubelet's lower-case singular word
-// ("configmap", "secret", "pod", "lease"). The overload for a reference (kube::ObjectRef) finds
-// the kind's name with `ObjectKindName(ref.kind)` in the kind's namespace, so this header does
-// not depend on kube/.
+// `object`-style names: "kind/namespace/name", the kind in lower case as kubectl writes it
+// ("configmap", "secret", "pod", "lease"; an API Kind such as "ConfigMap" is lowered when the line
+// is written). The overload for a reference (kube::ObjectRef) finds the kind's name with
+// `ObjectKindName(ref.kind)` in the kind's namespace, so this header does not depend on kube/.
 inline Value KRef(std::string_view kind, std::string_view namespace_, std::string_view name) {
-  return Value::Path(kind, namespace_, name);
+  return Value::KindPath(kind, namespace_, name);
 }
 template <typename Ref>
 Value KRef(const Ref& ref) {
-  return Value::Path(ObjectKindName(ref.kind), ref.namespace_, ref.name);
+  return Value::KindPath(ObjectKindName(ref.kind), ref.namespace_, ref.name);
 }
 
 // Writes the line (nothing at all when the default logger is not at `level`).
@@ -171,11 +190,6 @@ inline void Critical(std::string_view msg, std::initializer_list<Field> fields =
 
 // The text form of a line, as Emit writes it (for tests and the formatter's tests).
 std::string FormatStructuredLine(std::string_view msg, std::initializer_list<Field> fields);
-
-// Appends `s` quoted as Go's strconv.Quote would: `"` and `\` escaped, \a \b \f \n \r \t \v,
-// other control bytes and bytes that are not valid UTF-8 as \xHH, C1 controls, U+2028, U+2029
-// and U+FEFF as \uHHHH; every other character, ASCII or not, as it is.
-void AppendQuoted(std::string& out, std::string_view s);
 
 // A payload read back: the message and each field, its value unescaped. `quoted` is false for a
 // bare value (an integer or a boolean).

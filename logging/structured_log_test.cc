@@ -74,9 +74,16 @@ TEST(StructuredLogTest, TextFormIsKlogs) {
   EXPECT_EQ(FormatStructuredLine("m", {{"object", KRef("node", "", "n1")}}),
             R"("m" object="node/n1")");
   EXPECT_EQ(FormatStructuredLine("m", {}), R"("m")");
+  // A name that is not known is left out rather than written empty.
+  EXPECT_EQ(FormatStructuredLine("m", {{"pod", Value::IfSet("")}, {"volume", Value::IfSet("v")}}),
+            R"("m" volume="v")");
+  // An API Kind is written in lower case, as kubectl names objects; names are kept as they are.
+  EXPECT_EQ(FormatStructuredLine("m", {{"object", KRef("ConfigMap", "NS", "App")}}),
+            R"("m" object="configmap/NS/App")");
 }
 
-TEST(StructuredLogTest, QuotingAsGoStrconvQuote) {
+// Values are quoted as klog's text format does (GoQuote; go_quote_test.cc has its own table).
+TEST(StructuredLogTest, ValuesQuotedAsGoStrconvQuote) {
   struct Case {
     const char* name;
     std::string in;
@@ -99,9 +106,8 @@ TEST(StructuredLogTest, QuotingAsGoStrconvQuote) {
       {"byte order mark", "\xef\xbb\xbfx", R"("\ufeffx")"},
   };
   for (const Case& c : cases) {
-    std::string out;
-    AppendQuoted(out, c.in);
-    EXPECT_EQ(out, c.quoted) << c.name;
+    EXPECT_EQ(FormatStructuredLine("m", {{"v", c.in}}), "\"m\" v=" + c.quoted) << c.name;
+    EXPECT_EQ(FormatStructuredLine(c.in, {}), c.quoted) << c.name;
   }
 }
 
@@ -114,7 +120,7 @@ TEST(StructuredLogTest, ParseReadsBackWhatWasWritten) {
       std::string("nul \0 and \x01 \x7f", 14),
       "invalid \xff\xc3 utf-8",
       "looks like fields\" key=\"x\" n=1",
-      "caf\xc3\xa9 \xe2\x80\xa8 \xc2\x85",
+      "caf\xc3\xa9 \xe2\x80\xa8 \xc2\x85 \xf3\xa0\x80\x81",
   };
   for (const std::string& v : tricky) {
     const std::string line = FormatStructuredLine(v, {{"value", v}, {"n", 42}, {"ok", false}});

@@ -1,8 +1,8 @@
-#include "plugins/downwardapi/go_quote.h"
+#include "logging/go_quote.h"
 
 #include <cstdint>
 
-namespace plugins {
+namespace logging {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -125,4 +125,4 @@ std::string GoQuote(std::string_view s) {
   return out + "\"";
 }
 
-}  // namespace plugins
+}  // namespace logging
