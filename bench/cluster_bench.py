@@ -24,7 +24,7 @@ Scenarios (each on a fresh test server, and a fresh daemon):
 
 Usage: bench/cluster_bench.py [--daemon PATH] [--only latency,idle,scale] [--changes N]
                               [--pods N] [--scale N ...] [--idle-seconds S] [--qps Q --burst B]
-                              [--default-qps-scale N ...] [--quick]
+                              [--default-qps-scale N ...] [--quick] [--json FILE]
 Prints one line per measurement; the numbers go to BENCHMARKS.md ("Cluster mode").
 """
 import argparse
@@ -57,6 +57,7 @@ NS = "bench"
 CM_PLUGIN = "kubernetes.io~configmap"
 STATIC = "x" * 512
 WRAPPER = []  # --wrapper
+RESULTS = {"latency": []}  # every sample, for --json (bench/plots.py draws them)
 
 # --- inotify (ctypes) ----------------------------------------------------------------------
 
@@ -460,6 +461,9 @@ def summarize(label, rows, load_before):
         return f"{percentile(vals, 50):.1f} / {percentile(vals, 99):.1f} / {max(vals):.1f}"
     print(f"| {label} | {len(rows)} | {pp('first')} | {pp('last')} | {pp('server')} | "
           f"{pp('rtt')} | {load_before} -> {load()} |", flush=True)
+    RESULTS["latency"].append({"scenario": label, "load": [load_before, load()],
+                               **{key: [r[key] for r in rows]
+                                  for key in ("first", "last", "server", "rtt")}})
 
 
 def scenario_latency(args, kind, pods, workroot, idle_seconds=0):
@@ -611,6 +615,8 @@ def main():
     p.add_argument("--wrapper", default="",
                    help="run the daemon under this command (e.g. 'heaptrack -o FILE'); the "
                         "memory and CPU figures are then the wrapper's")
+    p.add_argument("--json", default="",
+                   help="also write every latency sample to this file (bench/plots.py reads it)")
     p.add_argument("--quick", action="store_true",
                    help="20 changes, 100 pods, N=200 through nghttpx, 10 s idle")
     args = p.parse_args()
@@ -643,6 +649,10 @@ def main():
             scenario_scale(args, n, args.workdir, args.qps, args.burst)
         for n in args.default_qps_scale:
             scenario_scale(args, n, args.workdir, 50, 100)
+    if args.json:
+        RESULTS["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(RESULTS, indent=1))
 
 
 if __name__ == "__main__":

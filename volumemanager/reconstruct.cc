@@ -44,7 +44,11 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
       continue;
     }
     if (entry.kind == OwnedKind::kDir) {
-      if (entry.path.find('/', 5) == std::string::npos) pods.insert(entry.path.substr(5));
+      // The pod of any owned dir, not only of an owned pod dir: a pod dir the kubelet made may
+      // hold a volumes or plugin dir the daemon made, left empty by a stop between a teardown
+      // and the removal of its dirs.
+      const size_t slash = entry.path.find('/', 5);
+      pods.insert(entry.path.substr(5, slash == std::string::npos ? slash : slash - 5));
       continue;
     }
     FoundVolume v;

@@ -24,7 +24,7 @@ struct FoundVolume {
 
 struct ReconstructResult {
   std::vector<FoundVolume> volumes;   // owned, present, of a known plugin
-  std::vector<std::string> pod_uids;  // pods with a directory the daemon owns
+  std::vector<std::string> pod_uids;  // pods with a directory the daemon owns (at any depth)
   std::vector<std::string> problems;  // owned entries that could not be checked (for the log)
   int released = 0;                   // owned entries gone from disk, dropped from the journal
 };

@@ -3,6 +3,7 @@
 import base64
 import json
 import ssl
+import threading
 import time
 
 import pytest
@@ -522,3 +523,66 @@ def test_pod_graceful_delete(server):
     assert server.request("GET", "/api/v1/namespaces/default/pods/g")[0] == 200
     status, _ = server.request("DELETE", "/api/v1/namespaces/default/pods/g?gracePeriodSeconds=0")
     assert server.request("GET", "/api/v1/namespaces/default/pods/g")[0] == 404
+
+
+# ---- per-client counters (admin) ----------------------------------------------------------------
+
+def _exchange_counted(server, request_bytes):
+    """One request on its own connection; returns every byte the client read back."""
+    sock = server.connect()
+    try:
+        sock.sendall(request_bytes)
+        received = b""
+        while True:
+            piece = sock.recv(65536)
+            if not piece:
+                return received
+            received += piece
+    finally:
+        sock.close()
+
+
+def test_client_counters_count_each_users_requests_bytes_watches_and_events(server):
+    server.admin("POST", "tokens", {"token": "node-token", "user": "system:node:n1"})
+    create_cm(server, "counted")  # as test-admin
+    server.admin("DELETE", "clients")
+    get = (f"GET {CM}/counted HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer node-token\r\n"
+           "Connection: close\r\n\r\n").encode()
+    answer = _exchange_counted(server, get)
+    assert b"200 OK" in answer.split(b"\r\n")[0]
+    node = server.admin("GET", "clients")["clients"]["system:node:n1"]
+    assert node["requests"] == {"get": 1} and node["codes"] == {"200": 1}
+    assert (node["bytes_in"], node["bytes_out"]) == (len(get), len(answer))
+    assert (node["connections_total"], node["connections_open"]) == (1, 0)
+
+    # A watch of one object: open while it lasts, its events by type, every byte of the stream.
+    rv = server.request("GET", f"{CM}/counted")[1]["metadata"]["resourceVersion"]
+    watch = (f"GET {CM}?watch=true&fieldSelector=metadata.name%3Dcounted&resourceVersion={rv}"
+             f"&timeoutSeconds=3 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer node-token\r\n"
+             "Connection: close\r\n\r\n").encode()
+    result = {}
+    reader = threading.Thread(
+        target=lambda: result.update(data=_exchange_counted(server, watch)))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while server.admin("GET", "clients")["clients"]["system:node:n1"]["watches_open"] != 1:
+        assert time.monotonic() < deadline, "the watch never opened"
+        time.sleep(0.05)
+    obj = server.request("GET", f"{CM}/counted")[1]
+    obj["data"] = {"a": "2"}
+    assert server.request("PUT", f"{CM}/counted", obj)[0] == 200
+    reader.join(timeout=60)
+    node = server.admin("GET", "clients")["clients"]["system:node:n1"]
+    assert node["requests"] == {"get": 1, "watch": 1}
+    assert (node["watches_total"], node["watches_open"]) == (1, 0)
+    assert node["watch_events"] == {"MODIFIED": 1}
+    assert node["bytes_in"] == len(get) + len(watch)
+    assert node["bytes_out"] == len(answer) + len(result["data"])
+    # The admin user's own requests are its own; admin traffic counts for nobody.
+    admin = server.admin("GET", "clients")["clients"]["test-admin"]
+    assert admin["requests"] == {"get": 2, "update": 1}
+
+    # A reset zeroes what was counted, not what is open.
+    server.admin("DELETE", "clients")
+    node = server.admin("GET", "clients")["clients"]["system:node:n1"]
+    assert node["requests"] == {} and node["bytes_out"] == 0 and node["watch_events"] == {}

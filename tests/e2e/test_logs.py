@@ -26,10 +26,10 @@ def scenario(env, log_format):
     env.put_pod(pod("missing", [cm_volume("v", "absent")], uid="miss"))
     env.start("--log-format", log_format)
     d = env.volume_dir("good", CM, "v")
-    wait_for(lambda: visible_files(d) == {"k": b"v1"}, what="the good pod's volume")
+    wait_for(lambda: visible_files(d) == {"k": b"v1"}, timeout=30, what="the good pod's volume")
     wait_for(lambda: visible_files(env.volume_dir("good", SECRET, "s")), what="the secret volume")
     env.put_object(configmap("cfg", {"k": "v2"}))
-    wait_for(lambda: visible_files(d) == {"k": b"v2"}, what="the update")
+    wait_for(lambda: visible_files(d) == {"k": b"v2"}, timeout=30, what="the update")
     wait_for(lambda: env.records(msg="FailedMount: MountVolume.SetUp failed", podUID="miss"),
              what="the failed mount's line")
     wait_for(lambda: env.records(msg="Volume updated", podUID="good", volume="v"),

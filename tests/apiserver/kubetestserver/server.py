@@ -58,11 +58,61 @@ class Request:
         self.user = None
 
 
+class ClientCounters:
+    """What one client (an authenticated user) cost the server since the last reset: what a cost
+    model needs (connections, requests by verb, watches, watch events, bytes both ways).
+
+    Bytes are HTTP/1.1 bytes as the server reads and writes them (heads, bodies, chunk framing),
+    without TLS; a connection belongs to the user of its first authenticated request, and every
+    byte on it (the bytes read before that request's authentication included) counts for that
+    user. Admin requests count for nobody."""
+
+    def __init__(self):
+        self.connections_open = 0
+        self.watches_open = 0
+        self.reset()
+
+    def reset(self):
+        self.connections_total = 0
+        self.requests = {}        # verb (get, list, watch, create, ..., discovery) -> count
+        self.codes = {}           # HTTP status (as a string) -> count; watches count their 200
+        self.watches_total = 0
+        self.watch_events = {}    # event type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) -> count
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def as_dict(self):
+        return {"connections_open": self.connections_open,
+                "connections_total": self.connections_total,
+                "requests": dict(self.requests), "codes": dict(self.codes),
+                "watches_open": self.watches_open, "watches_total": self.watches_total,
+                "watch_events": dict(self.watch_events),
+                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out}
+
+
+class _CountingWriter:
+    """The connection's StreamWriter, counting what is written (for ClientCounters)."""
+
+    def __init__(self, writer, conn):
+        self._writer = writer
+        self._conn = conn
+
+    def write(self, data):
+        self._conn.count_out(len(data))
+        self._writer.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._writer, name)
+
+
 class Connection:
     def __init__(self, reader, writer):
         self.reader = reader
-        self.writer = writer
+        self.writer = _CountingWriter(writer, self)
         self.cert_user = None
+        self.client = None         # ClientCounters of the user, once known
+        self.pending_in = 0        # bytes counted before the user was known
+        self.pending_out = 0
         ssl_object = writer.get_extra_info("ssl_object")
         cert = ssl_object.getpeercert() if ssl_object else None
         if cert:
@@ -71,11 +121,35 @@ class Connection:
                     if key == "commonName":
                         self.cert_user = value
 
+    def count_in(self, n):
+        if self.client is not None:
+            self.client.bytes_in += n
+        else:
+            self.pending_in += n
+
+    def count_out(self, n):
+        if self.client is not None:
+            self.client.bytes_out += n
+        else:
+            self.pending_out += n
+
+    def attribute(self, client):
+        """The connection's first authenticated request names its client."""
+        if self.client is not None:
+            return
+        self.client = client
+        client.connections_open += 1
+        client.connections_total += 1
+        client.bytes_in += self.pending_in
+        client.bytes_out += self.pending_out
+        self.pending_in = self.pending_out = 0
+
     async def read_request(self):
         try:
             head = await self.reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             return None
+        self.count_in(len(head))
         lines = head.decode("latin-1").split("\r\n")
         method, target, _ = lines[0].split(" ", 2)
         headers = {}
@@ -86,8 +160,10 @@ class Connection:
         body = b""
         if headers.get("transfer-encoding", "").lower() == "chunked":
             while True:
-                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                size_line = await self.reader.readuntil(b"\r\n")
+                size = int(size_line.split(b";")[0], 16)
                 chunk = await self.reader.readexactly(size + 2)
+                self.count_in(len(size_line) + len(chunk))
                 if size == 0:
                     break
                 body += chunk[:-2]
@@ -98,9 +174,12 @@ class Connection:
             if length > MAX_BODY:
                 # Read and drop it, so the client sees the 413 rather than a reset.
                 while length > 0:
-                    length -= len(await self.reader.readexactly(min(length, 1 << 16)))
+                    dropped = len(await self.reader.readexactly(min(length, 1 << 16)))
+                    self.count_in(dropped)
+                    length -= dropped
                 return Request(method, target, headers, None)
             body = await self.reader.readexactly(length)
+            self.count_in(length)
         return Request(method, target, headers, body)
 
     async def send(self, code, body, content_type="application/json", headers=None,
@@ -204,6 +283,7 @@ class WatchStream:
                 batch.append(injected)
             batch.append(line)
             self.events_sent += 1
+            self._count_event(line)
             if self.settings["chunk_mode"] != "batch":
                 if not await self._flush(batch):
                     return False
@@ -218,6 +298,16 @@ class WatchStream:
                 return False
             batch.append(injected)
         return await self._flush(batch)
+
+    def _count_event(self, line):
+        client = self.conn.client
+        if client is None:
+            return
+        # Lines are written by _line (compact JSON, "type" first): {"type":"MODIFIED",...
+        end = line.find(b'"', 9)
+        etype = line[9:end].decode("latin-1") if line.startswith(b'{"type":"') and end > 0 \
+            else "other"
+        client.watch_events[etype] = client.watch_events.get(etype, 0) + 1
 
     async def _flush(self, batch):
         if batch and not self.cut:
@@ -298,6 +388,13 @@ class ApiServer:
         self.connections_total = 0
         self.connections_open = 0
         self.watches_open = 0
+        self.clients = {}          # user -> ClientCounters
+
+    def client_counters(self, user):
+        counters = self.clients.get(user)
+        if counters is None:
+            counters = self.clients[user] = ClientCounters()
+        return counters
 
     def apply_settings(self, values):
         for key, value in values.items():
@@ -325,6 +422,8 @@ class ApiServer:
             pass
         finally:
             self.connections_open -= 1
+            if conn.client is not None:
+                conn.client.connections_open -= 1
             try:
                 writer.close()
             except (ConnectionError, OSError, RuntimeError):
@@ -353,17 +452,23 @@ class ApiServer:
             if path.startswith("/_admin/"):
                 code, body = self.admin(request, path[len("/_admin/"):])
                 await conn.send(code, body, keep_alive=keep_alive)
+                if conn.client is None:  # admin traffic costs no client anything
+                    conn.pending_in = conn.pending_out = 0
                 return keep_alive
             request.user = self.authenticate(conn, request)
             record["user"] = request.user
+            conn.attribute(self.client_counters(request.user))
             result = await self.route(conn, request, path)
             if result is None:  # a watch wrote its own response
+                self._count_code(conn, 200)
                 return False if conn.writer.transport.is_closing() else keep_alive
             code, body = result
             record["code"] = code
+            self._count_code(conn, code)
             await conn.send(code, body, request=request, keep_alive=keep_alive)
         except st.ApiError as err:
             record["code"] = err.code
+            self._count_code(conn, err.code)
             await conn.send(err.code, err.body(), headers=err.headers, request=request,
                             keep_alive=keep_alive)
             return keep_alive
@@ -372,9 +477,15 @@ class ApiServer:
             return False
         except _RawResponse as raw:
             record["code"] = raw.code
+            self._count_code(conn, raw.code)
             await conn.send(raw.code, raw.body, raw.content_type, raw.headers,
                             keep_alive=keep_alive)
         return keep_alive
+
+    @staticmethod
+    def _count_code(conn, code):
+        if conn.client is not None:
+            conn.client.codes[str(code)] = conn.client.codes.get(str(code), 0) + 1
 
     # ---- auth --------------------------------------------------------------------------------
 
@@ -412,6 +523,7 @@ class ApiServer:
         if request.method == "GET":
             discovery = self.discovery(parts)
             if discovery is not None:
+                self._count_verb(conn, "discovery")
                 return 200, discovery
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
             group, rest = "", parts[2:]
@@ -447,6 +559,7 @@ class ApiServer:
                               f"resource", "MethodNotAllowed")
         if namespace is None and verb not in ("list", "watch"):
             raise st.ApiError(404, "the server could not find the requested resource")
+        self._count_verb(conn, verb)
 
         field_selector = FieldSelector(res.name, request.query.get("fieldSelector"))
         label_selector = LabelSelector(request.query.get("labelSelector"))
@@ -494,6 +607,11 @@ class ApiServer:
                                              allow_create=res.name == "leases")
             return (201 if created else 200), obj
         raise AssertionError(verb)
+
+    @staticmethod
+    def _count_verb(conn, verb):
+        if conn.client is not None:
+            conn.client.requests[verb] = conn.client.requests.get(verb, 0) + 1
 
     def raise_fault_status(self, fault, res, name):
         code = int(fault.status)
@@ -700,6 +818,10 @@ class ApiServer:
         if not expired:
             store.add_watcher(watcher)
         self.watches_open += 1
+        client = conn.client
+        if client is not None:
+            client.watches_open += 1
+            client.watches_total += 1
         stream = WatchStream(conn, self.settings, fault)
         gone = asyncio.ensure_future(conn.reader.read(1))
         try:
@@ -736,6 +858,8 @@ class ApiServer:
                                    allow_bookmarks, gone)
         finally:
             self.watches_open -= 1
+            if client is not None:
+                client.watches_open -= 1
             store.remove_watcher(watcher)
             if not gone.done():
                 gone.cancel()
@@ -871,6 +995,12 @@ class ApiServer:
                     self.requests.clear()
                     return 200, {}
                 return 200, {"requests": self.requests}
+            if command == "clients":
+                if method == "DELETE":
+                    for counters in self.clients.values():
+                        counters.reset()
+                    return 200, {}
+                return 200, {"clients": {user: c.as_dict() for user, c in self.clients.items()}}
             if command == "faults":
                 if method == "DELETE":
                     self.faults.clear()

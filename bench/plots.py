@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Draws the benchmark plots (PNG, matplotlib: Debian python3-matplotlib) from the results that
+bench/run_benches.py leaves in a results dir:
+
+  propagation_latency.png  cluster_latency.json (bench/cluster_bench.py --json): the distribution
+                           (CDF) of PUT -> new bytes in the first and the last volume, per
+                           scenario, with the test server's own watch delivery for comparison
+  rss_by_pods.png          rss_by_pods.json (bench/rss_by_pods.py): RSS, PSS and anonymous
+                           memory against the number of pods (3 volumes each)
+  writer_vs_floor.png      bench_atomicwriter.txt (build/bin/bench_atomicwriter's table): time per
+                           changed write of the project's writer against the floor of its
+                           syscalls, per payload, medium and durability
+  api_cost.png             cost_model.json (bench/cost_model.py): per strategy, what one node
+                           costs the API server per minute (requests, bytes) and what the fleet
+                           extrapolation gives
+
+Each plot's title carries the date, commit and load average of the run (from run.json when
+present). A missing input skips its plot.
+
+Usage: bench/plots.py [--results build/bench-results] [--out bench/plots]
+"""
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def stamp(run):
+    if not run:
+        return ""
+    return (f"\n{run.get('date', '?')}, commit {run.get('commit', '?')}, load "
+            f"{run.get('load_min', 0):.1f}-{run.get('load_max', 0):.1f}, {run.get('cpus', '?')} "
+            f"CPUs")
+
+
+def cdf(ax, values, label, style="-"):
+    v = sorted(x for x in values if not math.isnan(x))
+    if not v:
+        return
+    ys = [(i + 1) / len(v) for i in range(len(v))]
+    ax.step(v, ys, style, where="post", label=label)
+
+
+def propagation(results, out, run):
+    data = json.loads((results / "cluster_latency.json").read_text())
+    scenarios = data.get("latency", [])
+    if not scenarios:
+        return False
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4), squeeze=False)
+    for ax, sc in zip(axes[0], scenarios):
+        cdf(ax, sc["first"], "to first volume")
+        cdf(ax, sc["last"], "to last volume")
+        cdf(ax, sc["server"], "test server's watch delivery", ":")
+        ax.set_xscale("log")
+        ax.set_xlabel("ms after the PUT was sent")
+        ax.set_ylabel("fraction of changes")
+        ax.set_title(sc["scenario"], fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Cluster mode: object change -> new bytes in the volume (CDF)" + stamp(run),
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "propagation_latency.png", dpi=90)
+    plt.close(fig)
+    return True
+
+
+def rss(results, out, run):
+    points = json.loads((results / "rss_by_pods.json").read_text())["points"]
+    pods = [p["pods"] for p in points]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("rss_kib", "RSS"), ("pss_kib", "PSS"), ("anon_kib", "anonymous")):
+        ax.plot(pods, [p[key] / 1024 for p in points], "o-", label=label)
+    ax.axhline(12, color="grey", ls="--", lw=1, label="goal at 1,000 pods (12 MiB)")
+    ax.axhline(20, color="grey", ls=":", lw=1, label="issue 15's bar (20 MiB)")
+    ax.set_xlabel("pods (3 volumes each: configMap, secret, downwardAPI)")
+    ax.set_ylabel("MiB")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Standalone daemon memory against pod count" + stamp(run), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "rss_by_pods.png", dpi=90)
+    plt.close(fig)
+    return True
+
+
+ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*(tmpfs|disk)\s*\|\s*(on|off)\s*\|\s*([\d.]+)\s*\|"
+                 r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|")
+
+
+def writer(results, out, run):
+    rows = []
+    for line in (results / "bench_atomicwriter.txt").read_text().splitlines():
+        m = ROW.match(line)
+        if m:
+            name, medium, durable, _rate, us, floor_rate, _ratio = m.groups()
+            rows.append((name, medium, durable, float(us), 1e6 / float(floor_rate)))
+    if not rows:
+        return False
+    groups = sorted({(r[1], r[2]) for r in rows}, key=lambda g: (g[0] != "tmpfs", g[1]))
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 4), squeeze=False)
+    for ax, (medium, durable) in zip(axes[0], groups):
+        sel = [r for r in rows if r[1] == medium and r[2] == durable]
+        xs = range(len(sel))
+        ax.bar([x - 0.2 for x in xs], [r[3] for r in sel], 0.4, label="writer")
+        ax.bar([x + 0.2 for x in xs], [r[4] for r in sel], 0.4, label="syscall floor")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([r[0].split(")")[0] + ")" for r in sel])
+        ax.set_yscale("log")
+        ax.set_ylabel("µs per changed write")
+        ax.set_title(f"{medium}, durable {durable}", fontsize=9)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("AtomicWriter against the floor of its syscalls (a: 1 file, b: 10 files, "
+                 "c: 100 files nested)" + stamp(run), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "writer_vs_floor.png", dpi=90)
+    plt.close(fig)
+    return True
+
+
+def api_cost(results, out, run):
+    data = json.loads((results / "cost_model.json").read_text())
+    fleet = data.get("fleet", [])
+    if not fleet:
+        return False
+    names = [r["strategy"] for r in fleet]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    series = (("requests_s", "requests/s", 1), ("watches", "watches open", 1),
+              ("bytes_out_s", "MB/s to the nodes", 1e6))
+    for ax, (key, label, scale) in zip(axes, series):
+        raw = [r[key] / scale for r in fleet]
+        vals = [max(v, 1e-3) for v in raw]  # a log axis: a zero is drawn at its floor
+        ax.bar(names, vals, color=["C0", "C1", "C2", "C3"][:len(names)])
+        ax.set_yscale("log")
+        ax.set_title(label, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7, rotation=15)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        for i, (v, shown) in enumerate(zip(raw, vals)):
+            ax.text(i, shown, f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:.2g}", ha="center",
+                    va="bottom", fontsize=7)
+    a = data.get("fleet_assumptions", {})
+    fig.suptitle(f"API server cost of {a.get('nodes', 0):,} nodes x {a.get('objects_per_node', 0)}"
+                 f" objects (sync {a.get('sync_s', 0):.0f} s, Cache TTL "
+                 f"{a.get('cache_ttl_s', 0):.0f} s), from one node measured" + stamp(run),
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "api_cost.png", dpi=90)
+    plt.close(fig)
+    return True
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--results", default=str(REPO / "build" / "bench-results"))
+    p.add_argument("--out", default=str(REPO / "bench" / "plots"))
+    args = p.parse_args()
+    results, out = Path(args.results), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_file = results / "run.json"
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
+    for name, draw in (("propagation_latency", propagation), ("rss_by_pods", rss),
+                       ("writer_vs_floor", writer), ("api_cost", api_cost)):
+        try:
+            drawn = draw(results, out, run)
+        except FileNotFoundError as err:
+            print(f"plots: {name}: skipped ({err.filename} missing)")
+            continue
+        print(f"plots: {out / (name + '.png')}" if drawn else f"plots: {name}: no data")
+
+
+if __name__ == "__main__":
+    main()
