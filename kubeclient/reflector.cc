@@ -368,7 +368,7 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
                     {{"reflector", options_.description},
                      {"object", logging::Value::IfSet(options_.object)},
                      {"type", WatchEventTypeName(event.type)},
-                     {"kind", kind->get_ref<const std::string&>().substr(0, 64)},
+                     {"kind", kind->get<std::string>().substr(0, 64)},
                      {"expected", options_.kind}});
       return true;
     }
