@@ -188,7 +188,11 @@ class DaemonProcess:
         """The log's lines (either format) as dicts, those whose fields equal `keys`; a key's
         value may also be a predicate."""
         out = []
-        for line in self.log().splitlines():
+        # The file as written (a subclass's log() may return the messages only).
+        text = DaemonProcess.log(self)
+        for line in text.splitlines():
+            if line.startswith("{") and not line.endswith("}"):
+                continue  # still being written
             r = parse_log_line(line)
             if r is None:
                 continue

@@ -731,7 +731,8 @@ OUTAGES = {
     # 429s make the reflectors resume their watches (no relist), which then find the history
     # compacted: a 410 ERROR event.
     "410-expired": dict(rules=[{"status": 429, "times": -1}], hit=answered(429), hit_after=None,
-                        compact=True, expect=lambda c: "watch ERROR event: 410" in c.log()),
+                        compact=True,
+                        expect=lambda c: c.records(err=lambda e: "watch ERROR event: 410" in e)),
     "stalled-watch": dict(rules=[{"verb": "watch", "watch": {"stall": True}, "times": -1}],
                           hit=is_watch, hit_after="idle"),
     "watch-cut-mid-event": dict(rules=[{"verb": "watch", "watch": {"close_after_bytes": 60},
