@@ -117,6 +117,11 @@ bool IsStagingName(std::string_view name) {
   return name.starts_with(kStagingPrefix) && name.size() > std::strlen(kStagingPrefix);
 }
 
+// A removal in progress (RemovalQueue), or left by a crash in the middle of one.
+bool IsRemovingName(std::string_view name) {
+  return name.starts_with(kRemovingPrefix) && name.size() > std::strlen(kRemovingPrefix);
+}
+
 // Opens `rel` (a cleaned relative path) beneath `dirfd` without following a symlink at any
 // component: intermediate components must be real directories, and the last one is opened with
 // `flags | O_NOFOLLOW`.
@@ -216,8 +221,8 @@ namespace {
 // One Write call. Names used in messages are relative to the volume dir.
 class WriteOperation {
  public:
-  WriteOperation(Filesystem& fs, int dir_fd, const Options& options)
-      : fs_(fs), dir_fd_(dir_fd), options_(options) {}
+  WriteOperation(Filesystem& fs, int dir_fd, const std::string& target_dir, const Options& options)
+      : fs_(fs), dir_fd_(dir_fd), target_dir_(target_dir), options_(options) {}
 
   Result<WriteResult> Run(const Payload& payload, const PermissionCallback& set_permissions) {
     Result<std::vector<CleanFile>> files = CleanPayload(payload);
@@ -259,7 +264,7 @@ class WriteOperation {
       }
     }
     old_fd_.Reset();
-    Status cleanup = RemoveStaleEntries(&result.awaiting_grace);
+    Status cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
   }
@@ -397,6 +402,7 @@ class WriteOperation {
         RemoveAllAt(fs_, dir_fd_, name, name).IgnoreError();
         return s;
       }
+      new_fd_ = std::move(fd);  // WriteFiles writes through it
       return name;
     }
     return Status::Error("mkdir: no free timestamp dir name after " +
@@ -404,8 +410,8 @@ class WriteOperation {
   }
 
   Status WriteFiles(const std::string& ts_dir) {
-    ScopedFd root(&fs_, fs_.OpenAt(dir_fd_, ts_dir, kDirOpenFlags, 0));
-    if (!root.valid()) return ErrnoError("open", ts_dir, errno);
+    ScopedFd root = std::move(new_fd_);
+    if (!root.valid()) return ErrnoError("open", ts_dir, EBADF);
     std::set<std::string> dirs_made;
     // Files come sorted by path, so siblings are consecutive: keep the last parent dir open.
     std::string parent_rel;
@@ -488,31 +494,65 @@ class WriteOperation {
   }
 
   // After the live version is settled: removes the writer's own top-level links for names the
-  // payload no longer has, and timestamp dirs and staging links that ..data does not point to
-  // once the ledger has seen them unpublished for the grace period (counted in `*awaiting`
-  // until then). ..data is read again before each removal: another writer may have published
-  // meanwhile. Entries the writer did not make, and the kubelet's ..data_tmp, are left alone.
-  // Continues past failures and reports the last one.
-  Status RemoveStaleEntries(int* awaiting) {
+  // payload no longer has, and timestamp dirs, staging links and removals in progress that
+  // ..data does not point to once the ledger has seen them unpublished for the grace period
+  // (counted in `*awaiting` until then), or hands them all to Options::removals (counted in
+  // `*queued`), due when their grace period runs out. ..data is read again before each removal:
+  // another writer may have published meanwhile. Entries the writer did not make, and the
+  // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
+  Status RemoveStaleEntries(int* awaiting, int* queued) {
     std::vector<DirEntry> entries;
     if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
     Status last;
     UnpublishedLedger& ledger = *options_.ledger;
     const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
     std::set<std::string> unpublished;
+    struct stat dir_st {};
+    bool have_dir_st = false;
+    // With a queue, ..data is read once: the queue reads it again before each removal.
+    std::string queue_live;
+    bool queue_live_read = false;
     for (const DirEntry& e : entries) {
       const std::string& name = e.name;
       if (name.starts_with("..")) {
-        if (!IsTimestampDirName(name) && !IsStagingName(name)) continue;
+        if (!IsTimestampDirName(name) && !IsStagingName(name) && !IsRemovingName(name)) continue;
         std::string live;
-        if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == name) continue;
+        if (options_.removals != nullptr) {
+          if (!queue_live_read) {
+            queue_live_read = true;
+            if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &queue_live) != 0) queue_live.clear();
+          }
+          if (queue_live == name) continue;
+          if (ledger.Contains(name)) {
+            // Queued by an earlier write and unpublished ever since: the queue checks, at the
+            // due time, that it is unchanged.
+            unpublished.insert(name);
+            ++*queued;
+            continue;
+          }
+        } else if (fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == name) {
+          continue;
+        }
         struct stat st {};
         if (fs_.FstatAt(dir_fd_, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
           if (errno != ENOENT) last = ErrnoError("lstat", name, errno);  // ENOENT: gone already
           continue;
         }
         unpublished.insert(name);
-        if (!ledger.Observe(name, st, now, options_.unpublished_grace)) {
+        const bool due = ledger.Observe(name, st, now, options_.unpublished_grace);
+        if (options_.removals != nullptr) {
+          if (!have_dir_st && fs_.FstatAt(dir_fd_, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
+            last = ErrnoError("lstat", ".", errno);
+            continue;
+          }
+          have_dir_st = true;
+          options_.removals->Add(target_dir_, dir_st, name, st,
+                                 ledger.Since(name) + options_.unpublished_grace,
+                                 options_.unpublished_grace);
+          ++*queued;
+          continue;
+        }
+        if (!due) {
           ++*awaiting;
           continue;
         }
@@ -545,6 +585,7 @@ class WriteOperation {
 
   Filesystem& fs_;
   const int dir_fd_;
+  const std::string& target_dir_;
   const Options& options_;
   std::vector<CleanFile> files_;
   std::map<std::string, const FileProjection*> by_path_;  // cleaned path -> file
@@ -552,13 +593,14 @@ class WriteOperation {
   std::set<std::string> first_components_;
   std::string old_ts_;
   ScopedFd old_fd_{&fs_, -1};
+  ScopedFd new_fd_{&fs_, -1};  // the new version's dir, from its mkdir to WriteFiles
 };
 
 }  // namespace
 
 Result<WriteResult> AtomicWriter::Write(const Payload& payload,
                                         const PermissionCallback& set_permissions) {
-  WriteOperation op(*fs_, dir_fd_, options_);
+  WriteOperation op(*fs_, dir_fd_, target_dir_, options_);
   return op.Run(payload, set_permissions);
 }
 

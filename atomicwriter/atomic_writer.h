@@ -45,6 +45,7 @@
 
 #include "atomicwriter/filesystem.h"
 #include "atomicwriter/path_validation.h"
+#include "atomicwriter/removal_queue.h"
 #include "atomicwriter/unpublished_ledger.h"
 #include "base/status.h"
 
@@ -90,6 +91,12 @@ struct Options {
   UnpublishedLedger* ledger = nullptr;
   // Monotonic clock for the grace period; nullptr means std::chrono::steady_clock::now.
   std::function<std::chrono::steady_clock::time_point()> steady_now;
+  // When set, the write removes no tree itself: every unpublished entry it sees (the version it
+  // replaced first of all) goes to this queue, due when its grace period runs out, and the write
+  // returns without waiting for any removal. nullptr: entries past their grace period are
+  // removed by the write, the others by a later write. Not owned; it uses the same clock as
+  // `steady_now`.
+  RemovalQueue* removals = nullptr;
 };
 
 struct WriteResult {
@@ -103,8 +110,11 @@ struct WriteResult {
   // write retries the cleanup.
   std::string cleanup_error;
   // Unpublished timestamp dirs and staging links left in place because their grace period has
-  // not run out; a write after `unpublished_grace` removes them.
+  // not run out; a write after `unpublished_grace` removes them. Always 0 with
+  // Options::removals: the queue removes them.
   int awaiting_grace = 0;
+  // Entries handed to Options::removals by this write.
+  int queued_removals = 0;
 };
 
 class AtomicWriter {

@@ -89,7 +89,7 @@ class Posix final : public Filesystem {
         off += e->d_reclen;
         const std::string_view name = e->d_name;
         if (name == "." || name == "..") continue;
-        entries->push_back(DirEntry{std::string(name), e->d_type});
+        entries->push_back(DirEntry{std::string(name), e->d_type, e->d_ino});
       }
     }
   }

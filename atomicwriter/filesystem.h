@@ -23,6 +23,8 @@ struct DirEntry {
   std::string name;
   // DT_REG, DT_DIR, DT_LNK, ... or DT_UNKNOWN when the filesystem does not say (then lstat).
   unsigned char type = 0;
+  // The inode number readdir reports (0 when unknown).
+  ino_t ino = 0;
 };
 
 class Filesystem {

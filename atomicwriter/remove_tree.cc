@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -12,19 +13,29 @@ namespace atomicwriter {
 using base::ErrnoError;
 
 base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
-                          const std::string& shown) {
-  if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return base::Status::OK();
-  if (errno != EISDIR) return ErrnoError("remove", shown, errno);
+                          const std::string& shown, unsigned char type) {
+  if (type != DT_DIR) {
+    if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return base::Status::OK();
+    if (errno != EISDIR) return ErrnoError("remove", shown, errno);
+  }
   const int fd = fs.OpenAt(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
   if (fd < 0) {
     if (errno == ENOENT) return base::Status::OK();
+    // Replaced by a file or a link since it was listed: removed as one.
+    if (type == DT_DIR && (errno == ENOTDIR || errno == ELOOP)) {
+      return RemoveTreeAt(fs, dirfd, name, shown, DT_UNKNOWN);
+    }
     return ErrnoError("open", shown, errno);
   }
   std::vector<DirEntry> children;
   base::Status s;
   if (fs.ReadDir(fd, &children) != 0) s = ErrnoError("read dir", shown, errno);
+  // In inode order rather than the directory's hash order: the inode table blocks an ext4
+  // removal updates are then visited once each, in order.
+  std::sort(children.begin(), children.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.ino < b.ino; });
   for (size_t i = 0; s.ok() && i < children.size(); ++i) {
-    s = RemoveTreeAt(fs, fd, children[i].name, shown + "/" + children[i].name);
+    s = RemoveTreeAt(fs, fd, children[i].name, shown + "/" + children[i].name, children[i].type);
   }
   fs.Close(fd);
   if (!s.ok()) return s;

@@ -13,9 +13,11 @@
 namespace atomicwriter {
 
 // Removes `name` in the open directory `dirfd` and, for a directory, everything below it. A
-// missing entry is not an error. `shown` names the entry in error messages.
+// missing entry is not an error. `shown` names the entry in error messages. `type` is what
+// readdir or lstat said the entry is (DT_UNKNOWN: not known); a known directory is opened at
+// once instead of first being tried as a file.
 base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
-                          const std::string& shown);
+                          const std::string& shown, unsigned char type = DT_UNKNOWN);
 
 // The same for a path: its parent is opened (the parent path itself is trusted), then the last
 // component is removed with RemoveTreeAt. `fs` nullptr means PosixFilesystem().

@@ -32,6 +32,12 @@ class UnpublishedLedger {
   // grace of zero).
   bool Observe(const std::string& name, const struct stat& st, Clock::time_point now,
                Clock::duration grace);
+  // Since when `name` has been seen unpublished and unchanged (Observe first); the epoch if never.
+  Clock::time_point Since(const std::string& name) const {
+    auto it = seen_.find(name);
+    return it == seen_.end() ? Clock::time_point{} : it->second.since;
+  }
+  bool Contains(const std::string& name) const { return seen_.count(name) != 0; }
   // Forgets an entry (it was removed, or became live).
   void Forget(const std::string& name) { seen_.erase(name); }
   // Forgets every entry whose name is not in `present`.

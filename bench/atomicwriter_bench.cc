@@ -1,22 +1,53 @@
-// Atomic writer throughput: writes per second for four payload shapes, on tmpfs and on the disk
-// that holds the build dir, with durability off and on. A "floor" column times the bare syscalls
-// any writer of that payload must make (mkdir, create+write+close each file, symlink, rename,
-// remove the old dir), so the writer's own overhead is visible.
+// Atomic writer against the kubelet's writer algorithm, on tmpfs and on the disk that holds the
+// build dir, for four payload shapes, changed and unchanged writes, no fsync.
 //
-// Usage: bench_atomicwriter [--seconds S] [--disk-dir DIR]
+// "kubelet" is the kubelet's AtomicWriter algorithm (docs/kubelet-behavior.md §2) written here
+// step by step with the system calls its Go implementation makes: readlink ..data, a walk of the
+// old version (lstat + readdir), an lstat and a whole-file read per payload path, a temporary
+// dir + chmod, per file MkdirAll (stat) + create/truncate/write/close + chmod, symlink
+// ..data_tmp + rename, readlink per top-level name, and the old version removed by RemoveAll's
+// unlinkat sequence before the write returns.
+//
+// "writer" is atomicwriter::AtomicWriter as the daemon runs it, with a RemovalQueue whose worker
+// thread removes replaced versions; the grace period is 0 here, so every removal happens during
+// the measurement, on the other core, and the clock stops only once the queue is empty.
+//
+// "floor" is the bare system calls that publish a version (mkdir, create+write+close per file,
+// symlink, rename), with no reading, no comparing and no removal.
+//
+// Per cell, rounds of the writers in turn (fresh volume dirs, `--seconds` each) and the median
+// round: the machine is shared, and interleaving spreads the load over all of them. Columns:
+// writes/s including the queue's removals; the mean time inside Write (what a pod waits for);
+// the process's CPU time per write (both threads).
+//
+// `--no-queue`: the writer without a RemovalQueue (it then removes the replaced version itself,
+// inside Write, as before the queue existed).
+//
+// Usage: bench_atomicwriter [--seconds S] [--rounds N] [--disk-dir DIR] [--only tmpfs|disk]
+//                           [--no-queue] [--shape a|b|c|d|e|f]
+//                           [--writer kubelet|writer|floor]
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <functional>
+#include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/removal_queue.h"
 
 namespace {
 
@@ -48,98 +79,330 @@ Payload MakePayload(const Shape& s, int version) {
   return p;
 }
 
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "bench_atomicwriter: %s: %s\n", what.c_str(), std::strerror(errno));
+  std::exit(1);
+}
+
 std::string MakeTempDir(const std::string& parent) {
   std::string tmpl = parent + "/aw-bench-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    std::perror("mkdtemp");
-    std::exit(1);
-  }
+  if (::mkdtemp(tmpl.data()) == nullptr) Die("mkdtemp");
   return tmpl;
 }
 
-// Runs `one` (which gets the iteration number) until `seconds` have passed and at least 3 runs
-// were made; returns writes per second.
-template <typename F>
-double Rate(double seconds, F one) {
-  const auto start = Clock::now();
-  long n = 0;
-  double elapsed = 0;
-  do {
-    one(n++);
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < seconds || n < 3);
-  return static_cast<double>(n) / elapsed;
+double CpuSeconds() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-double WriterRate(const Shape& s, const std::string& parent, bool durable, double seconds) {
-  const std::string vol = MakeTempDir(parent);
-  atomicwriter::Options o;
-  o.durable = durable;
-  auto w = AtomicWriter::Open(vol, o);
-  if (!w.ok()) {
-    std::fprintf(stderr, "%s\n", w.status().message().c_str());
-    std::exit(1);
+// --- The kubelet's writer algorithm, with the system calls of its Go implementation. ---------
+
+// os.RemoveAll: unlinkat as a file, then as a dir; when not empty, open, read the names, remove
+// each the same way, close, and unlinkat the dir.
+void GoRemoveAllAt(int parent, const std::string& name) {
+  if (::unlinkat(parent, name.c_str(), 0) == 0 || errno == ENOENT) return;
+  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return;
+  const int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) Die("open " + name);
+  DIR* d = ::fdopendir(fd);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      names.emplace_back(e->d_name);
+    }
   }
-  const Payload a = MakePayload(s, 1);
-  const Payload b = MakePayload(s, 2);
-  if (!(*w)->Write(a).ok()) std::exit(1);
-  const double rate = Rate(seconds, [&](long i) {
-    const Payload& p = s.no_change ? a : (i % 2 == 0 ? b : a);
-    auto r = (*w)->Write(p);
-    if (!r.ok() || r->published == s.no_change) {
-      std::fprintf(stderr, "unexpected write result\n");
-      std::exit(1);
-    }
-  });
-  fs::remove_all(vol);
-  return rate;
+  for (const std::string& n : names) GoRemoveAllAt(::dirfd(d), n);
+  ::closedir(d);
+  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) Die("rmdir " + name);
 }
 
-// The syscalls a writer of `s` cannot avoid, with no reading, checking or cleanup logic.
-double FloorRate(const Shape& s, const std::string& parent, bool durable, double seconds) {
+// filepath.Walk: lstat each entry, read each dir's names (open, getdents, close).
+void GoWalk(const std::string& root, const std::string& rel, std::vector<std::string>* out) {
+  const std::string path = rel.empty() ? root : root + "/" + rel;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (!rel.empty()) out->push_back(rel);
+  if (!S_ISDIR(st.st_mode)) return;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      names.emplace_back(e->d_name);
+    }
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) GoWalk(root, rel.empty() ? n : rel + "/" + n, out);
+}
+
+// os.ReadFile: open, fstat, read until EOF, close.
+bool GoReadFile(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  ::fstat(fd, &st);
+  out->assign(static_cast<size_t>(st.st_size) + 512, '\0');
+  size_t got = 0;
+  for (;;) {
+    if (got == out->size()) out->resize(out->size() * 2);
+    const ssize_t n = ::read(fd, out->data() + got, out->size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out->resize(got);
+  ::close(fd);
+  return true;
+}
+
+// os.MkdirAll: stat; if missing, the parent first, then mkdir.
+void GoMkdirAll(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return;
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) GoMkdirAll(path.substr(0, slash));
+  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) Die("mkdir " + path);
+}
+
+std::string GoTimestampDirName() {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "..%Y_%m_%d_%H_%M_%S.", &tm);
+  return std::string(buf) + std::to_string(rng());
+}
+
+// One write; returns whether a new version was published.
+bool KubeletWrite(const std::string& target, const Payload& payload) {
+  const std::string data_link = target + "/..data";
+  char buf[4096];
+  const ssize_t n = ::readlink(data_link.c_str(), buf, sizeof(buf));
+  std::string old_ts = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  const std::string old_dir = old_ts.empty() ? "" : target + "/" + old_ts;
+  std::set<std::string> removals;
+  if (!old_ts.empty()) {
+    std::vector<std::string> walked;
+    GoWalk(old_dir, "", &walked);
+    std::set<std::string> keep;
+    for (const auto& [p, f] : payload) {
+      for (size_t slash = p.find('/'); slash != std::string::npos; slash = p.find('/', slash + 1)) {
+        keep.insert(p.substr(0, slash));
+      }
+      keep.insert(p);
+    }
+    for (const std::string& w : walked) {
+      if (keep.count(w) == 0) removals.insert(w);
+    }
+  }
+  bool changed = old_ts.empty();
+  std::string content;
+  for (auto it = payload.begin(); !changed && it != payload.end(); ++it) {
+    const std::string path = old_dir + "/" + it->first;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !GoReadFile(path, &content) ||
+        content != it->second.data) {
+      changed = true;
+    }
+  }
+  if (!changed && removals.empty()) {
+    for (const auto& [p, f] : payload) {
+      const std::string first = p.substr(0, p.find('/'));
+      if (::readlink((target + "/" + first).c_str(), buf, sizeof(buf)) < 0 && errno == ENOENT) {
+        ::symlink(("..data/" + first).c_str(), (target + "/" + first).c_str());
+      }
+    }
+    return false;
+  }
+  const std::string ts = GoTimestampDirName();
+  const std::string ts_dir = target + "/" + ts;
+  if (::mkdir(ts_dir.c_str(), 0700) != 0) Die("mkdir " + ts_dir);
+  ::chmod(ts_dir.c_str(), 0755);
+  for (const auto& [p, f] : payload) {
+    const std::string path = ts_dir + "/" + p;
+    GoMkdirAll(path.substr(0, path.rfind('/')));
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, f.mode);
+    if (fd < 0) Die("create " + path);
+    if (::write(fd, f.data.data(), f.data.size()) < 0) Die("write " + path);
+    ::close(fd);
+    ::chmod(path.c_str(), f.mode);
+  }
+  const std::string tmp = target + "/..data_tmp";
+  if (::symlink(ts.c_str(), tmp.c_str()) != 0) Die("symlink " + tmp);
+  if (::rename(tmp.c_str(), data_link.c_str()) != 0) Die("rename " + tmp);
+  for (const auto& [p, f] : payload) {
+    const std::string first = p.substr(0, p.find('/'));
+    if (::readlink((target + "/" + first).c_str(), buf, sizeof(buf)) < 0 && errno == ENOENT) {
+      ::symlink(("..data/" + first).c_str(), (target + "/" + first).c_str());
+    }
+  }
+  for (const std::string& r : removals) {
+    if (r.find('/') == std::string::npos) ::unlink((target + "/" + r).c_str());
+  }
+  if (!old_ts.empty()) {
+    const int tfd = ::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    GoRemoveAllAt(tfd, old_ts);
+    ::close(tfd);
+  }
+  return true;
+}
+
+// --- Measurement. -------------------------------------------------------------------------------
+
+struct Round {
+  double writes_per_s = 0;  // including the removals
+  double us_in_write = 0;   // mean time inside one write call
+  double cpu_us = 0;        // process CPU time per write
+};
+
+// Calls `one(i)` until `seconds` passed (at least 3 times), then `settle()`; times both.
+Round Measure(double seconds, const std::function<void(long)>& one,
+              const std::function<void()>& settle) {
+  const double cpu0 = CpuSeconds();
+  const auto start = Clock::now();
+  Clock::duration inside{};
+  long n = 0;
+  for (;;) {
+    const auto t0 = Clock::now();
+    one(n++);
+    const auto t1 = Clock::now();
+    inside += t1 - t0;
+    if ((std::chrono::duration<double>(t1 - start).count() >= seconds && n >= 3)) break;
+  }
+  if (settle) settle();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  Round r;
+  r.writes_per_s = static_cast<double>(n) / elapsed;
+  r.us_in_write =
+      std::chrono::duration<double, std::micro>(inside).count() / static_cast<double>(n);
+  r.cpu_us = (CpuSeconds() - cpu0) * 1e6 / static_cast<double>(n);
+  return r;
+}
+
+bool g_no_queue = false;
+
+Round WriterRound(const Shape& s, const std::string& parent, double seconds) {
+  const std::string vol = MakeTempDir(parent);
+  atomicwriter::RemovalQueue queue;
+  queue.Start();
+  atomicwriter::Options o;
+  o.unpublished_grace = std::chrono::milliseconds(0);
+  if (!g_no_queue) o.removals = &queue;
+  auto w = AtomicWriter::Open(vol, o);
+  if (!w.ok()) Die(w.status().message());
+  const Payload a = MakePayload(s, 1);
+  const Payload b = MakePayload(s, 2);
+  if (!(*w)->Write(a).ok()) Die("first write");
+  const Round r = Measure(
+      seconds,
+      [&](long i) {
+        const Payload& p = s.no_change ? a : (i % 2 == 0 ? b : a);
+        auto res = (*w)->Write(p);
+        if (!res.ok() || res->published == s.no_change) Die("unexpected write result");
+      },
+      [&] {
+        while (queue.pending() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+  queue.Stop();
+  if (queue.stats().failed != 0) Die("removal failed: " + queue.stats().last_error);
+  fs::remove_all(vol);
+  return r;
+}
+
+Round KubeletRound(const Shape& s, const std::string& parent, double seconds) {
   const std::string vol = MakeTempDir(parent);
   const Payload a = MakePayload(s, 1);
   const Payload b = MakePayload(s, 2);
-  std::string live;
-  const double rate = Rate(seconds, [&](long i) {
-    const std::string dir = vol + "/v" + std::to_string(i);
-    ::mkdir(dir.c_str(), 0755);
-    for (const auto& [path, file] : (i % 2 == 0 ? b : a)) {
-      const fs::path full = fs::path(dir) / path;
-      if (s.nested) fs::create_directories(full.parent_path());
-      int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-      if (::write(fd, file.data.data(), file.data.size()) < 0) std::exit(1);
-      if (durable) ::fsync(fd);
-      ::close(fd);
-    }
-    if (durable) {
-      int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-    const std::string tmp = vol + "/tmp";
-    if (::symlink(("v" + std::to_string(i)).c_str(), tmp.c_str()) != 0) std::exit(1);
-    ::rename(tmp.c_str(), (vol + "/data").c_str());
-    if (durable) {
-      int vfd = ::open(vol.c_str(), O_RDONLY | O_DIRECTORY);
-      ::fsync(vfd);
-      ::close(vfd);
-    }
-    if (!live.empty()) fs::remove_all(live);
-    live = dir;
-  });
+  KubeletWrite(vol, a);
+  const Round r = Measure(
+      seconds,
+      [&](long i) {
+        const Payload& p = s.no_change ? a : (i % 2 == 0 ? b : a);
+        if (KubeletWrite(vol, p) == s.no_change) Die("unexpected kubelet write result");
+      },
+      nullptr);
   fs::remove_all(vol);
-  return rate;
+  return r;
+}
+
+// The system calls that publish a version, nothing else (the old versions are removed after the
+// clock stops).
+Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
+  const std::string vol = MakeTempDir(parent);
+  const Payload a = MakePayload(s, 1);
+  const Payload b = MakePayload(s, 2);
+  const Round r = Measure(
+      seconds,
+      [&](long i) {
+        const std::string dir = vol + "/v" + std::to_string(i);
+        ::mkdir(dir.c_str(), 0755);
+        std::string made;
+        for (const auto& [path, file] : (i % 2 == 0 ? b : a)) {
+          const std::string full = dir + "/" + path;
+          if (s.nested) {
+            const std::string parent_dir = full.substr(0, full.rfind('/'));
+            if (parent_dir != made) {
+              fs::create_directories(parent_dir);
+              made = parent_dir;
+            }
+          }
+          const int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+          if (::write(fd, file.data.data(), file.data.size()) < 0) Die("write");
+          ::close(fd);
+        }
+        const std::string tmp = vol + "/tmp";
+        if (::symlink(("v" + std::to_string(i)).c_str(), tmp.c_str()) != 0) Die("symlink");
+        ::rename(tmp.c_str(), (vol + "/data").c_str());
+      },
+      nullptr);
+  fs::remove_all(vol);
+  return r;
+}
+
+Round Median(std::vector<Round> rounds) {
+  auto mid = [&](auto field) {
+    std::vector<double> v;
+    for (const Round& r : rounds) v.push_back(r.*field);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return Round{mid(&Round::writes_per_s), mid(&Round::us_in_write), mid(&Round::cpu_us)};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 1.0;
+  double seconds = 0.5;
+  int rounds = 5;
   std::string disk_dir = fs::current_path().string();
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
-    if (std::strcmp(argv[i], "--disk-dir") == 0) disk_dir = argv[i + 1];
+  std::string only;
+  std::string shape_only;   // the payload's letter, e.g. "a"
+  std::string writer_only;  // kubelet, writer or floor: that one alone (e.g. under strace)
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--no-queue") {
+      g_no_queue = true;
+      continue;
+    }
+    if (arg == "--seconds")
+      seconds = std::atof(value);
+    else if (arg == "--rounds")
+      rounds = std::atoi(value);
+    else if (arg == "--disk-dir")
+      disk_dir = value;
+    else if (arg == "--only")
+      only = value;
+    else if (arg == "--shape")
+      shape_only = value;
+    else if (arg == "--writer")
+      writer_only = value;
+    else
+      Die("unknown flag " + arg);
+    ++i;
   }
   const Shape shapes[] = {
       {"a) 1 file x 1 KiB", 1, 1024, false, false},
@@ -147,6 +410,7 @@ int main(int argc, char** argv) {
       {"c) 100 files x 10 KiB, nested", 100, 10240, true, false},
       {"d) no-change write of (c)", 100, 10240, true, true},
       {"e) no-change write of (b)", 10, 1024, false, true},
+      {"f) no-change write of (a)", 1, 1024, false, true},
   };
   const struct {
     const char* name;
@@ -154,22 +418,38 @@ int main(int argc, char** argv) {
   } media[] = {{"tmpfs", "/dev/shm"}, {"disk", disk_dir}};
 
   std::printf(
-      "| payload | medium | durable | writes/s | us/write | floor writes/s | floor/writer |\n");
-  std::printf("|---|---|---|---:|---:|---:|---:|\n");
+      "| payload | medium | kubelet writes/s | kubelet us/write | writer writes/s (removals "
+      "included) | writer us in Write | kubelet/writer time in write | kubelet/writer "
+      "throughput | CPU us/write kubelet / writer | floor us/write | writer in Write / floor "
+      "|\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : media) {
-    for (bool durable : {false, true}) {
-      for (const Shape& s : shapes) {
-        const double rate = WriterRate(s, m.dir, durable, seconds);
-        std::printf("| %s | %s | %s | %.0f | %.1f |", s.name, m.name, durable ? "on" : "off", rate,
-                    1e6 / rate);
-        if (s.no_change) {
-          std::printf(" - | - |\n");
-        } else {
-          const double floor = FloorRate(s, m.dir, durable, seconds);
-          std::printf(" %.0f | %.2f |\n", floor, floor / rate);
+    if (!only.empty() && only != m.name) continue;
+    for (const Shape& s : shapes) {
+      if (!shape_only.empty() && shape_only[0] != s.name[0]) continue;
+      std::vector<Round> k, w, f;
+      const Round none;
+      for (int r = 0; r < rounds; ++r) {
+        const bool all = writer_only.empty();
+        k.push_back(all || writer_only == "kubelet" ? KubeletRound(s, m.dir, seconds) : none);
+        w.push_back(all || writer_only == "writer" ? WriterRound(s, m.dir, seconds) : none);
+        if (!s.no_change) {
+          f.push_back(all || writer_only == "floor" ? FloorRound(s, m.dir, seconds) : none);
         }
-        std::fflush(stdout);
       }
+      const Round km = Median(k);
+      const Round wm = Median(w);
+      std::printf("| %s | %s | %.0f | %.1f | %.0f | %.1f | %.2f | %.2f | %.1f / %.1f |", s.name,
+                  m.name, km.writes_per_s, km.us_in_write, wm.writes_per_s, wm.us_in_write,
+                  km.us_in_write / wm.us_in_write, wm.writes_per_s / km.writes_per_s, km.cpu_us,
+                  wm.cpu_us);
+      if (s.no_change) {
+        std::printf(" - | - |\n");
+      } else {
+        const Round fm = Median(f);
+        std::printf(" %.1f | %.2f |\n", fm.us_in_write, wm.us_in_write / fm.us_in_write);
+      }
+      std::fflush(stdout);
     }
   }
   return 0;

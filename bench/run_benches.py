@@ -25,7 +25,7 @@ PY = "/usr/bin/python3"
 # Quick arguments of the C++ benches (their own --help / header comments say what they mean);
 # a bench_* not listed here runs with no arguments.
 QUICK_ARGS = {
-    "bench_atomicwriter": ["--seconds", "0.25"],
+    "bench_atomicwriter": ["--seconds", "0.25", "--rounds", "3"],
     "bench_local_object_store": ["--changes", "50"],
     "bench_propagation": ["--quick", "--sync-frequency", "1m"],  # one idle run, not two
     "bench_watch": ["--quick"],

@@ -382,6 +382,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   if (!ledger) ledger = std::make_shared<atomicwriter::UnpublishedLedger>();
   request->ledger = ledger.get();
   request->unpublished_grace = options_.unpublished_grace;
+  request->removals = options_.removals;
   auto result =
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;

@@ -58,6 +58,10 @@ struct ReconcilerOptions {
   // How long a version dir that ..data does not point to is left alone (it may be another
   // writer's write in progress); a volume that has such dirs is written again after it.
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+  // Removes replaced versions and other unpublished entries once their grace period is over, off
+  // the writes' path (null: the volume is written again after the grace period to remove them).
+  // Not owned.
+  atomicwriter::RemovalQueue* removals = nullptr;
   // Beside a kubelet that owns every volume's life (--volume-ownership kubelet): a volume is
   // written only once the kubelet has set it up (its ..data exists; until then it is looked at
   // again every `kubelet_setup_recheck`), nothing is created, mounted or torn down, and

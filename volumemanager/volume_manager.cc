@@ -68,6 +68,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       reconciler_(
           [this] {
             ReconcilerOptions r = ToReconcilerOptions(options_);
+            r.removals = &removals_;
             if (options_.kubelet_owns_volumes) {
               r.on_volume_verified = [this](const VolumeKey& key, const std::string& dir) {
                 WatchVolumeDir(key, dir);
@@ -101,6 +102,7 @@ void VolumeManager::Start() {
     spdlog::critical("volume manager started without an ownership journal");
     std::abort();
   }
+  removals_.Start();
   tick_ = new uv_timer_t;
   soon_ = new uv_timer_t;
   for (uv_timer_t* t : {tick_, soon_}) {
@@ -347,6 +349,8 @@ void VolumeManager::Stop(std::function<void()> done) {
 
 void VolumeManager::MaybeFinishStop() {
   if (!stopping_ || executor_.in_flight() > 0 || scan_in_flight_ || orphan_work_in_flight_) return;
+  // Removals not yet due stay on disk: the next start's writes find and queue them again.
+  removals_.Stop();
   if (tick_ == nullptr) {
     if (stop_done_) std::exchange(stop_done_, nullptr)();
     return;

@@ -29,6 +29,7 @@
 #include <random>
 #include <string>
 
+#include "atomicwriter/removal_queue.h"
 #include "cache/object_manager.h"
 #include "kube/object_ref.h"
 #include "plugins/plugin_registry.h"
@@ -116,6 +117,9 @@ class VolumeManager {
   std::function<bool()> all_sources_seen_;
   DesiredStateOfWorld dsw_;
   ActualStateOfWorld asw_;
+  // The writes' version dir removals, on a thread of its own; outlives every write (stopped
+  // once none is in flight).
+  atomicwriter::RemovalQueue removals_;
   OperationExecutor executor_;
   DesiredStateOfWorldPopulator populator_;
   Reconciler reconciler_;

@@ -121,6 +121,7 @@ base::Result<atomicwriter::WriteResult> WriteContent(const std::string& dir,
   options.durable = request.durable;
   options.ledger = request.ledger;
   options.unpublished_grace = request.unpublished_grace;
+  options.removals = request.removals;
   auto writer = atomicwriter::AtomicWriter::Open(dir, options);
   if (!writer.ok()) return writer.status();
   return (*writer)->Write(request.payload, request.set_permissions);

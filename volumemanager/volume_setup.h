@@ -55,6 +55,9 @@ struct SetUpRequest {
   // only this write's sightings count) and their grace period.
   atomicwriter::UnpublishedLedger* ledger = nullptr;
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
+  // Where the write hands the versions it replaced and other unpublished entries for removal
+  // (atomicwriter::Options::removals); null: the write removes them itself once due.
+  atomicwriter::RemovalQueue* removals = nullptr;
   // The kubelet owns the volume: refresh the content of a volume it has set up, nothing more.
   bool refresh_only = false;
 };

@@ -1,0 +1,282 @@
+#include "atomicwriter/removal_queue.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/remove_tree.h"
+#include "base/errno_error.h"
+
+namespace atomicwriter {
+namespace {
+
+// Entries falling due within this window of the first are removed in one batch: a fan-out's old
+// versions fall due within milliseconds of each other, and a burst of writes wakes the worker
+// once.
+constexpr auto kBatchWindow = std::chrono::milliseconds(10);
+
+bool SameCtime(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+std::string RemovingName() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(kRemovingPrefix) + hex;
+}
+
+bool IsLive(Filesystem& fs, int dir_fd, const std::string& name) {
+  std::string live;
+  return fs.ReadlinkAt(dir_fd, kDataDirName, &live) == 0 && live == name;
+}
+
+}  // namespace
+
+RemovalQueue::RemovalQueue(Filesystem* fs, std::function<Clock::time_point()> now)
+    : fs_(fs != nullptr ? fs : PosixFilesystem()), now_(std::move(now)) {
+  if (!now_) now_ = [] { return Clock::now(); };
+}
+
+RemovalQueue::~RemovalQueue() { Stop(); }
+
+void RemovalQueue::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (worker_.joinable()) return;
+  stopping_ = false;
+  stop_requested_ = false;
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+void RemovalQueue::Stop() {
+  std::thread worker;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    stop_requested_ = true;
+    worker = std::move(worker_);
+  }
+  cv_.notify_all();
+  if (worker.joinable()) worker.join();
+}
+
+void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
+                       const std::string& name, const struct stat& st, Clock::time_point due,
+                       Clock::duration grace) {
+  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace};
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Key key{volume_dir, name};
+    if (in_progress_.count(key) != 0) return;  // being removed right now
+    auto [it, inserted] = entries_.try_emplace(std::move(key), e);
+    Entry& have = it->second;
+    if (inserted) {
+      ++stats_.added;
+    } else if (have.dir_dev != e.dir_dev || have.dir_ino != e.dir_ino || have.dev != e.dev ||
+               have.ino != e.ino || !SameCtime(have.ctime, e.ctime)) {
+      have = e;  // another entry under that name, or changed: the caller's view wins
+    } else if (due < have.due) {
+      have.due = due;
+    }
+    wake = have.due + kBatchWindow < worker_wakes_at_;
+  }
+  if (wake) cv_.notify_all();
+}
+
+size_t RemovalQueue::RunDue(Clock::time_point now) {
+  std::vector<std::pair<Key, Entry>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.due <= now) {
+        batch.emplace_back(it->first, it->second);
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // The map's order: by volume dir, then name, so one dir's entries are removed together, through
+  // one descriptor of it.
+  size_t removed = 0;
+  Stats delta;
+  std::vector<std::pair<Key, Entry>> again;
+  std::string error;
+  std::string open_dir;
+  int dir_fd = -1;
+  int open_errno = 0;
+  struct stat dir_st {};
+  for (auto& [key, entry] : batch) {
+    if (stop_requested_.load(std::memory_order_relaxed)) break;  // the rest stays on disk
+    if (dir_fd < 0 || key.volume_dir != open_dir) {
+      if (dir_fd >= 0) fs_->Close(dir_fd);
+      open_dir = key.volume_dir;
+      dir_fd = fs_->OpenAt(AT_FDCWD, open_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+      open_errno = errno;
+      if (dir_fd >= 0 && fs_->FstatAt(dir_fd, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
+        open_errno = errno;
+        fs_->Close(dir_fd);
+        dir_fd = -1;
+      }
+    }
+    Outcome outcome;
+    Key retry_key = key;
+    if (dir_fd < 0) {
+      if (open_errno == ENOENT || open_errno == ENOTDIR || open_errno == ELOOP) {
+        outcome = Outcome::kKept;  // torn down
+      } else {
+        error = base::ErrnoError("open", open_dir, open_errno).message();
+        entry.due = now_() + entry.grace;
+        outcome = Outcome::kFailed;
+      }
+    } else if (dir_st.st_dev != entry.dir_dev || dir_st.st_ino != entry.dir_ino) {
+      outcome = Outcome::kKept;  // the volume dir was torn down and made again: not our entry
+    } else {
+      outcome = RemoveOne(dir_fd, retry_key, entry, &error);
+    }
+    switch (outcome) {
+      case Outcome::kRemoved:
+        ++removed;
+        ++delta.removed;
+        break;
+      case Outcome::kKept:
+        ++delta.kept;
+        break;
+      case Outcome::kRestarted:
+        ++delta.restarted;
+        again.emplace_back(std::move(retry_key), entry);
+        break;
+      case Outcome::kFailed:
+        ++delta.failed;
+        delta.last_error = error;
+        again.emplace_back(std::move(retry_key), entry);
+        break;
+    }
+  }
+  if (dir_fd >= 0) fs_->Close(dir_fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.removed += delta.removed;
+  stats_.kept += delta.kept;
+  stats_.restarted += delta.restarted;
+  stats_.failed += delta.failed;
+  if (!delta.last_error.empty()) stats_.last_error = delta.last_error;
+  for (auto& [key, entry] : again) entries_.try_emplace(std::move(key), entry);  // a newer Add wins
+  return removed;
+}
+
+RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry,
+                                              std::string* error) {
+  Filesystem& fs = *fs_;
+  struct stat st {};
+  if (fs.FstatAt(dir_fd, key.name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Outcome::kKept;
+    *error = base::ErrnoError("lstat", key.volume_dir + "/" + key.name, errno).message();
+    entry.due = now_() + entry.grace;
+    return Outcome::kFailed;
+  }
+  if (st.st_dev != entry.dev || st.st_ino != entry.ino || !SameCtime(st.st_ctim, entry.ctime)) {
+    // Still being written, or another entry under that name: a full grace period from now.
+    entry.dev = st.st_dev;
+    entry.ino = st.st_ino;
+    entry.ctime = st.st_ctim;
+    entry.due = now_() + entry.grace;
+    return Outcome::kRestarted;
+  }
+  if (IsLive(fs, dir_fd, key.name)) return Outcome::kKept;
+
+  // Claimed by a rename: no writer publishes a name of this shape, and whoever finds the old
+  // name gone (a write, a second queue) leaves it alone.
+  std::string removing;
+  for (int attempt = 0; attempt < 100 && removing.empty(); ++attempt) {
+    // 64 random bits: a clash needs another removal in progress under the same name, and then
+    // the rename fails (a non-empty dir, or a dir onto a link) or replaces an empty dir that was
+    // being removed anyway.
+    std::string name = RemovingName();
+    if (fs.RenameAt(dir_fd, key.name, dir_fd, name) != 0) {
+      if (errno == ENOENT) return Outcome::kKept;
+      if (errno == ENOTEMPTY || errno == EEXIST || errno == EISDIR || errno == ENOTDIR) continue;
+      *error = base::ErrnoError("rename " + key.volume_dir + "/" + key.name + " to", name, errno)
+                   .message();
+      entry.due = now_() + entry.grace;
+      return Outcome::kFailed;
+    }
+    removing = std::move(name);
+  }
+  if (removing.empty()) {
+    *error = "rename " + key.volume_dir + "/" + key.name + ": no free name";
+    entry.due = now_() + entry.grace;
+    return Outcome::kFailed;
+  }
+  if (IsLive(fs, dir_fd, key.name)) {
+    // Published between the check and the rename (a writer stalled past the grace period):
+    // give it back its name.
+    if (fs.RenameAt(dir_fd, removing, dir_fd, key.name) == 0) return Outcome::kKept;
+  }
+  const Key in_progress{key.volume_dir, removing};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_progress_.insert(in_progress);
+  }
+  base::Status s = RemoveTreeAt(fs, dir_fd, removing, key.volume_dir + "/" + removing,
+                                S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_progress_.erase(in_progress);
+  }
+  if (!s.ok()) {
+    *error = s.message();
+    key.name = removing;  // what is left is under its new name
+    if (fs.FstatAt(dir_fd, removing, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      entry.dev = st.st_dev;
+      entry.ino = st.st_ino;
+      entry.ctime = st.st_ctim;
+    }
+    entry.due = now_() + entry.grace;
+    return Outcome::kFailed;
+  }
+  return Outcome::kRemoved;
+}
+
+void RemovalQueue::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    Clock::time_point next = Clock::time_point::max();
+    for (const auto& [key, entry] : entries_) next = std::min(next, entry.due);
+    if (next == Clock::time_point::max()) {
+      worker_wakes_at_ = next;
+      cv_.wait(lock);
+      continue;
+    }
+    // Sleeps until a batch window after the first entry falls due, so that entries falling due
+    // meanwhile go in the same batch (an Add within the window does not wake the worker).
+    const Clock::time_point batch_end = next + kBatchWindow;
+    const Clock::time_point now = now_();
+    if (batch_end > now) {
+      worker_wakes_at_ = batch_end;
+      cv_.wait_for(lock, batch_end - now);
+      if (now_() < worker_wakes_at_) continue;  // woken for an earlier entry, or stopping
+    }
+    worker_wakes_at_ = Clock::time_point::min();
+    lock.unlock();
+    RunDue(now_());
+    lock.lock();
+  }
+}
+
+size_t RemovalQueue::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+RemovalQueue::Stats RemovalQueue::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace atomicwriter

@@ -1,0 +1,125 @@
+// RemovalQueue: removes the version dirs and staging links that writes leave behind (the version
+// a write replaced, another writer's abandoned dir, crash debris) later and elsewhere, so that no
+// write waits for a tree removal: publishing needs the old version gone no sooner than its grace
+// period allows, and on a disk mounted with `discard` removing a tree blocks for milliseconds.
+//
+// A write (Options::removals) hands every unpublished entry it sees to the queue with a due time:
+// the moment its grace period runs out. At that moment the queue removes the entry only if it is
+// still what the write saw: the volume dir is the same directory (device and inode), `..data`
+// does not point to the entry, and the entry has the same inode and ctime (one still being
+// written, or replaced, restarts its grace period). The removal renames the entry to
+// `kRemovingPrefix` + 16 hex digits first (one rename: from then on no writer can publish it, and
+// a write or a second queue that finds the name gone skips it), checks `..data` once more (and
+// renames it back in the unlikely case it became live), then removes the tree. A crash leaves at
+// worst such a `..volumemanager_removing.*` entry or the unpublished dir itself, which the next
+// write of the volume finds and queues again like any other unpublished entry.
+//
+// Due entries are taken in batches, sorted by volume dir and name, and each tree is removed
+// children first in inode order, which keeps the filesystem's inode table updates together.
+//
+// Thread safety: every method may be called from any thread. Start() runs a worker thread that
+// removes entries as they fall due; without it, RunDue() does the work on the caller's thread.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_REMOVAL_QUEUE_H_
+#define VOLUMEMANAGER_ATOMICWRITER_REMOVAL_QUEUE_H_
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "atomicwriter/filesystem.h"
+
+namespace atomicwriter {
+
+// The name an entry gets while the queue removes it.
+inline constexpr char kRemovingPrefix[] = "..volumemanager_removing.";
+
+class RemovalQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Stats {
+    uint64_t added = 0;      // entries queued (re-queueing a known entry counts once)
+    uint64_t removed = 0;    // entries removed
+    uint64_t kept = 0;       // dropped at due time: live, gone, or the volume dir replaced
+    uint64_t restarted = 0;  // changed since queued: queued again for a full grace period
+    uint64_t failed = 0;     // removals that failed (queued again for a full grace period)
+    std::string last_error;  // the last failure, naming the volume dir and entry
+  };
+
+  // `fs` nullptr means PosixFilesystem(); `now` empty means Clock::now.
+  explicit RemovalQueue(Filesystem* fs = nullptr, std::function<Clock::time_point()> now = {});
+  ~RemovalQueue();  // stops the worker; entries not yet removed stay on disk
+  RemovalQueue(const RemovalQueue&) = delete;
+  RemovalQueue& operator=(const RemovalQueue&) = delete;
+
+  // Starts the worker thread. Idempotent.
+  void Start();
+  // Stops the worker once the entry being removed is done; queued entries are dropped (a later
+  // write of their volume queues them again). RunDue after Stop does nothing until Start.
+  void Stop();
+
+  // Queues `name` in `volume_dir` (whose lstat is `dir_st`), seen as `st`, for removal at `due`
+  // if still unpublished and unchanged then; `grace` is the period to start again when it has
+  // changed. An entry already queued with the same identity keeps the earlier due time.
+  void Add(const std::string& volume_dir, const struct stat& dir_st, const std::string& name,
+           const struct stat& st, Clock::time_point due, Clock::duration grace);
+
+  // Processes every entry due at `now` on the calling thread; returns how many were removed.
+  size_t RunDue(Clock::time_point now);
+  // Processes every entry now, due or not (tests and benches; the checks still apply).
+  size_t RunAll() { return RunDue(Clock::time_point::max()); }
+
+  size_t pending() const;
+  Stats stats() const;
+
+ private:
+  struct Key {
+    std::string volume_dir;
+    std::string name;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Entry {
+    dev_t dir_dev;
+    ino_t dir_ino;
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime;
+    Clock::time_point due;
+    Clock::duration grace;
+  };
+  enum class Outcome { kRemoved, kKept, kRestarted, kFailed };
+
+  // Removes one due entry of the volume dir open as `dir_fd` (already checked to be the entry's);
+  // on kFailed `key` names what is left (it may have been renamed).
+  Outcome RemoveOne(int dir_fd, Key& key, Entry& entry, std::string* error);
+  void WorkerLoop();
+
+  Filesystem* fs_;
+  std::function<Clock::time_point()> now_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Key, Entry> entries_;
+  std::set<Key> in_progress_;  // renamed and being removed by RunDue
+  Stats stats_;
+  bool stopping_ = false;
+  // Stop() was called: a batch in progress ends after the entry being removed.
+  std::atomic<bool> stop_requested_{false};
+  // When the worker wakes next (max: not waiting for a due time): an Add that falls due earlier
+  // wakes it, any other Add does not.
+  Clock::time_point worker_wakes_at_ = Clock::time_point::max();
+  std::thread worker_;
+};
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_REMOVAL_QUEUE_H_

@@ -1,0 +1,248 @@
+#include "atomicwriter/removal_queue.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/writer_test_fixture.h"
+
+namespace atomicwriter {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+// Writes through a RemovalQueue; a fake monotonic clock, shared by the writer and the queue,
+// drives the grace period, and the test runs the queue (no worker thread) unless it says so.
+class QueuedWriterTest : public WriterTest {
+ protected:
+  Options Queued() {
+    Options o;
+    o.unpublished_grace = seconds(30);
+    o.ledger = &ledger_;
+    o.steady_now = [this] { return now_; };
+    o.removals = &queue_;
+    return o;
+  }
+  std::set<std::string> Removing() const {
+    std::set<std::string> out;
+    for (const std::string& n : DotDotEntries()) {
+      if (n.starts_with(kRemovingPrefix)) out.insert(n);
+    }
+    return out;
+  }
+
+  UnpublishedLedger ledger_;
+  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+  RemovalQueue queue_{nullptr, [this] { return now_; }};
+};
+
+TEST_F(QueuedWriterTest, TheReplacedVersionIsQueuedNotRemovedAndGoesWhenItsGraceIsOver) {
+  auto w = OpenWriter(Queued());
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  const Payload v2 = MakePayload({{"a", "2"}});
+  auto r2 = w->Write(v2);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(r2->published);
+  EXPECT_EQ(r2->queued_removals, 1);
+  EXPECT_EQ(r2->awaiting_grace, 0) << "the queue removes it: no later write is needed";
+  EXPECT_TRUE(fs::is_directory(fs::path(vol_) / r1->ts_dir)) << "removed inside the write";
+  EXPECT_EQ(queue_.pending(), 1u);
+
+  now_ += seconds(29);
+  EXPECT_EQ(queue_.RunDue(now_), 0u);
+  EXPECT_TRUE(fs::is_directory(fs::path(vol_) / r1->ts_dir)) << "removed before its grace ran out";
+
+  now_ += seconds(1);
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r1->ts_dir));
+  EXPECT_EQ(DescribeDebris(vol_, v2), "");
+  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v2));
+  EXPECT_EQ(queue_.pending(), 0u);
+}
+
+TEST_F(QueuedWriterTest, AWriteNeverRemovesATreeItself) {
+  // Even a write that finds an entry long past its grace period only queues it.
+  auto w = OpenWriter(Queued());
+  const Payload p = MakePayload({{"a", "1"}});
+  ASSERT_TRUE(w->Write(p).ok());
+  const fs::path debris = fs::path(vol_) / "..2020_01_01_00_00_00.1";
+  fs::create_directory(debris);
+  ASSERT_TRUE(w->Write(p).ok());
+  now_ += std::chrono::hours(1);
+  auto r = w->Write(p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(fs::exists(debris));
+  EXPECT_EQ(r->queued_removals, 1);
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(debris));
+}
+
+// What may happen to a queued entry before it falls due, and what the queue then does.
+TEST_F(QueuedWriterTest, AtItsDueTimeAnEntryIsRemovedOnlyIfStillUnpublishedAndUnchanged) {
+  struct Case {
+    const char* name;
+    // Runs between the queueing write and the due time; gets the volume dir and the queued
+    // version's path.
+    std::function<void(const fs::path& vol, const fs::path& old)> meanwhile;
+    bool exists_after_due;
+    bool exists_a_grace_later;
+  };
+  const Case cases[] = {
+      {"untouched", [](const fs::path&, const fs::path&) {}, false, false},
+      {"still being written (a file added: its ctime moved)",
+       [](const fs::path&, const fs::path& old) {
+         std::this_thread::sleep_for(std::chrono::milliseconds(20));
+         std::ofstream(old / "late") << "x";
+       },
+       true, false},
+      {"published again by another writer",
+       [](const fs::path& vol, const fs::path& old) {
+         fs::remove(vol / "..data");
+         fs::create_directory_symlink(old.filename(), vol / "..data");
+       },
+       true, true},
+      {"replaced by another entry of the same name",
+       [](const fs::path&, const fs::path& old) {
+         fs::remove_all(old);
+         fs::create_directory(old);
+       },
+       true, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(vol_);
+    fs::create_directory(vol_);
+    ledger_ = UnpublishedLedger();
+    auto w = OpenWriter(Queued());
+    auto r1 = w->Write(MakePayload({{"a", "1"}}));
+    ASSERT_TRUE(r1.ok());
+    ASSERT_TRUE(w->Write(MakePayload({{"a", "2"}})).ok());
+    const fs::path old = fs::path(vol_) / r1->ts_dir;
+    c.meanwhile(vol_, old);
+    now_ += seconds(30);
+    queue_.RunDue(now_);
+    EXPECT_EQ(fs::exists(old), c.exists_after_due);
+    now_ += seconds(30);
+    queue_.RunDue(now_);
+    EXPECT_EQ(fs::exists(old), c.exists_a_grace_later);
+    EXPECT_TRUE(Removing().empty());
+    EXPECT_EQ(queue_.pending(), 0u);
+  }
+}
+
+TEST_F(QueuedWriterTest, AVolumeDirMadeAgainIsNotTheQueuedOnes) {
+  auto w = OpenWriter(Queued());
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "2"}})).ok());
+  w.reset();
+  // Torn down and set up again, with an entry of the same name (another writer's, say).
+  fs::remove_all(vol_);
+  fs::create_directory(vol_);
+  fs::create_directory(fs::path(vol_) / r1->ts_dir);
+  now_ += seconds(30);
+  queue_.RunDue(now_);
+  // Kept (another volume dir), or, when the new dir got the old one's inode number, restarted
+  // (another entry): either way not removed at the old entry's due time.
+  EXPECT_TRUE(fs::exists(fs::path(vol_) / r1->ts_dir));
+  EXPECT_EQ(queue_.stats().removed, 0u);
+}
+
+TEST_F(QueuedWriterTest, AnInterruptedRemovalIsFoundAndFinishedByALaterWrite) {
+  // A crash in the middle of a removal leaves the renamed, partly removed tree.
+  auto w = OpenWriter(Queued());
+  const Payload p = MakePayload({{"a", "1"}});
+  ASSERT_TRUE(w->Write(p).ok());
+  const fs::path left = fs::path(vol_) / (std::string(kRemovingPrefix) + "00000000000000aa");
+  fs::create_directories(left / "sub");
+  std::ofstream(left / "sub" / "f") << "x";
+  auto r = w->Write(p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->queued_removals, 1);
+  now_ += seconds(30);
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(left));
+  EXPECT_EQ(DescribeDebris(vol_, p), "");
+}
+
+TEST_F(QueuedWriterTest, WithoutAQueueTheWriterStillRemovesInterruptedRemovals) {
+  Options o = SoleWriter();
+  auto w = OpenWriter(o);
+  const Payload p = MakePayload({{"a", "1"}});
+  ASSERT_TRUE(w->Write(p).ok());
+  const fs::path left = fs::path(vol_) / (std::string(kRemovingPrefix) + "00000000000000ab");
+  fs::create_directories(left / "sub");
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_FALSE(fs::exists(left));
+}
+
+TEST_F(QueuedWriterTest, AFailedRemovalIsRetriedAGracePeriodLaterUnderItsNewName) {
+  FaultInjectionFilesystem faulty(PosixFilesystem());
+  RemovalQueue queue(&faulty, [this] { return now_; });
+  Options o = Queued();
+  o.removals = &queue;
+  auto w = OpenWriter(o);
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  const Payload v2 = MakePayload({{"a", "2"}});
+  ASSERT_TRUE(w->Write(v2).ok());
+  now_ += seconds(30);
+  faulty.FailNext("unlinkat", EIO);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_EQ(queue.stats().failed, 1u);
+  EXPECT_NE(queue.stats().last_error.find(vol_), std::string::npos) << queue.stats().last_error;
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r1->ts_dir));
+  ASSERT_EQ(Removing().size(), 1u) << "claimed, then the removal failed";
+  EXPECT_EQ(queue.pending(), 1u);
+  now_ += seconds(30);
+  EXPECT_EQ(queue.RunDue(now_), 1u);
+  EXPECT_TRUE(Removing().empty());
+  EXPECT_EQ(DescribeDebris(vol_, v2), "");
+}
+
+TEST_F(WriterTest, TheQueuesWorkerRemovesDueEntriesByItself) {
+  RemovalQueue queue;
+  queue.Start();
+  Options o = SoleWriter();
+  o.removals = &queue;
+  auto w = OpenWriter(o);
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  const Payload v2 = MakePayload({{"a", "2"}, {"b/c", "3"}});
+  ASSERT_TRUE(w->Write(v2).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (fs::exists(fs::path(vol_) / r1->ts_dir) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r1->ts_dir));
+  while (queue.pending() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(DescribeDebris(vol_, v2), "");
+  queue.Stop();
+}
+
+TEST_F(WriterTest, StoppingTheQueueWithEntriesNotYetDueReturnsAndLeavesThem) {
+  RemovalQueue queue;
+  queue.Start();
+  Options o;
+  o.unpublished_grace = std::chrono::hours(1);
+  o.removals = &queue;
+  auto w = OpenWriter(o);
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "2"}})).ok());
+  EXPECT_EQ(queue.pending(), 1u);
+  queue.Stop();
+  EXPECT_TRUE(fs::exists(fs::path(vol_) / r1->ts_dir));
+}
+
+}  // namespace
+}  // namespace atomicwriter
