@@ -1,10 +1,10 @@
-#include "plugins/downwardapi/go_quote.h"
+#include "logging/go_quote.h"
 
 #include <cstdint>
 
 #include "base/utf8.h"
 
-namespace plugins {
+namespace logging {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -92,4 +92,4 @@ std::string GoQuote(std::string_view s) {
   return out + "\"";
 }
 
-}  // namespace plugins
+}  // namespace logging
