@@ -5,8 +5,16 @@ SHELL := /bin/bash
 
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
+TSAN_DIR   ?= build-tsan
 FUZZ_DIR   ?= build-fuzz
-FUZZ_SECONDS ?= 60
+# libFuzzer targets as <folder>/<target> (tests/fuzz/README.md): `make fuzz` runs each for
+# FUZZ_SECONDS, `make fuzz-long` for FUZZ_RUNS executions (FUZZ_LONG_TARGETS, default all).
+FUZZERS := kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_fuzzer \
+           kubeclient/watch_decoder_fuzzer kubeclient/kubeconfig_fuzzer \
+           plugins/downward_api_fuzzer plugins/payload_path_fuzzer config/go_duration_fuzzer
+FUZZ_SECONDS ?= 30
+FUZZ_RUNS ?= 10000000
+FUZZ_LONG_TARGETS ?= $(FUZZERS)
 BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= $(shell nproc)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -29,6 +37,8 @@ TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml p
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
+# ThreadSanitizer with g++: its runtime (g++ pulls it in on amd64; named here for other setups).
+TSAN_PACKAGES := libtsan2
 # `make bench`: matplotlib draws the plots (bench/plots.py); iproute2's `ss` reads socket byte
 # counts for the API-server cost model (bench/cost_model.py).
 BENCH_PACKAGES := python3-matplotlib iproute2
@@ -52,9 +62,8 @@ RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
-        chart-test image image-test build test-build run test test-asan fuzz crash-test bench \
-        bench-cluster soak \
-        format clean
+        chart-test image image-test build test-build run test test-asan test-tsan fuzz-build fuzz \
+        fuzz-long crash-test bench bench-cluster soak format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
 # and only when something is missing.
@@ -161,18 +170,33 @@ test-asan: deps-test
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L unit
 
-# The manifest decoder under libFuzzer (clang, ASan+UBSan) for FUZZ_SECONDS, from the committed
-# seed corpus (kube/testdata/fuzz_corpus); new inputs go to $(FUZZ_DIR)/corpus, crashes to
-# $(FUZZ_DIR)/artifacts.
-fuzz: deps-fuzz
+# The tests labelled `loop` (those that run the libuv loop, its thread pool or other threads, unit
+# and integration) under ThreadSanitizer (g++), built in $(TSAN_DIR). A race fails the test. No
+# suppressions file (tests/README.md says when one would be acceptable).
+TSAN_TESTS := volumemanager_test volume_dir_watcher_test manifestdir_test podconfig_test cache_test \
+              kubeclient_test server_test leaderelection_test kubeclient_integration_test \
+              cache_integration_test podconfig_integration_test leaderelection_integration_test
+test-tsan: deps-test
+	$(call install,$(TSAN_PACKAGES))
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVM_SANITIZE=thread -DVM_WERROR=ON
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
+	  ctest --test-dir $(TSAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L loop
+
+# The libFuzzer targets (clang, ASan+UBSan), each for FUZZ_SECONDS from its committed seeds; new
+# inputs go to $(FUZZ_DIR)/corpus/<target>, crashes to $(FUZZ_DIR)/artifacts/<target>.
+fuzz-build: deps-fuzz
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DVM_FUZZ=ON -DVM_TESTS=OFF -DVM_WERROR=OFF -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
-	cmake --build $(FUZZ_DIR) -j $(JOBS) --target manifest_decoder_fuzzer
-	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
-	$(FUZZ_DIR)/bin/manifest_decoder_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-	  -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/ \
-	  -dict=kube/testdata/manifest.dict \
-	  $(FUZZ_DIR)/corpus kube/testdata/fuzz_corpus
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(notdir $(FUZZERS))
+
+fuzz: fuzz-build
+	tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) short $(FUZZ_SECONDS) $(FUZZERS)
+
+# Each of FUZZ_LONG_TARGETS for FUZZ_RUNS executions (hours in all; RELIABILITY.md, "Fuzzing"):
+# logs and a table of executions, time, coverage and findings in $(FUZZ_DIR)/long/.
+fuzz-long: fuzz-build
+	tests/fuzz/run_fuzzers.sh $(FUZZ_DIR) long $(FUZZ_RUNS) $(FUZZ_LONG_TARGETS)
 
 # The crash loop (tests/crash/crash_loop.py): the daemon killed with SIGKILL at random moments
 # under a stream of changes and restarted CRASH_ITERATIONS times, every volume and the ownership

@@ -10,6 +10,7 @@
 #include "kube/object_decoder.h"
 #include "kube/validation.h"
 #include "kubeclient/object_store.h"
+#include "logging/structured_log.h"
 
 namespace cache {
 namespace {
@@ -442,7 +443,8 @@ void ApiObjectManager::FinishRead(Entry& e, bool fresh, Deferred& out) {
   // is an existing immutable object.
   if (fresh && options_.strategy == ChangeDetectionStrategy::kWatch && !stopped_ &&
       e.reflector == nullptr && !(e.immutable && e.served && e.served->exists())) {
-    spdlog::info("{}: no longer an existing immutable object; watching it again", e.ref.ToString());
+    logging::Info("No longer an existing immutable object; watching it again",
+                  {{"object", logging::KRef(e.ref)}});
     StartReflector(e);
   }
 }
@@ -511,8 +513,9 @@ void ApiObjectManager::Apply(Entry& e, Input& in, Deferred& out) {
       OnSynced(e, out);
       break;
     case Input::Kind::kError:
-      spdlog::warn("{}: read failed: {}; {}", e.ref.ToString(), in.error,
-                   e.served ? "serving the last good revision" : "nothing to serve yet");
+      logging::Warn(e.served ? "Object read failed; serving the last good revision"
+                             : "Object read failed; nothing to serve yet",
+                    {{"object", logging::KRef(e.ref)}, {"err", in.error}});
       if (!e.served) e.error = base::Status::Error(in.error);
       break;
     case Input::Kind::kGone:
@@ -520,9 +523,11 @@ void ApiObjectManager::Apply(Entry& e, Input& in, Deferred& out) {
       break;
     case Input::Kind::kObject:
       if (!in.decoded->error.empty()) {
-        spdlog::error("{}: revision {} cannot be used: {}; {}", e.ref.ToString(), in.decoded->rv,
-                      in.decoded->error,
-                      e.served ? "serving the last good revision" : "nothing to serve yet");
+        logging::Error(e.served ? "Object revision cannot be used; serving the last good revision"
+                                : "Object revision cannot be used; nothing to serve yet",
+                       {{"object", logging::KRef(e.ref)},
+                        {"resourceVersion", in.decoded->rv},
+                        {"err", in.decoded->error}});
         if (!e.served) {
           e.error = base::Status::Error(e.ref.ToString() + ": " + in.decoded->error);
         }
@@ -553,8 +558,10 @@ bool ApiObjectManager::ShouldApply(const Entry& e, Source source, bool exists,
 void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferred& out) {
   const bool exists = d.revision.exists();
   if (!ShouldApply(e, source, exists, d.rv, d.uid)) {
-    spdlog::debug("{}: revision {} is not newer than the served {}; kept", e.ref.ToString(), d.rv,
-                  e.served_rv);
+    logging::Debug("Object revision is not newer than the served one; kept",
+                   {{"object", logging::KRef(e.ref)},
+                    {"resourceVersion", d.rv},
+                    {"servedResourceVersion", e.served_rv}});
     return;
   }
   const bool changed = !e.served || e.served->digest != d.revision.digest;
@@ -568,15 +575,16 @@ void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferre
     e.invalidated = false;
   }
   if (changed) {
-    spdlog::debug("{}: now {} (resourceVersion {})", e.ref.ToString(), exists ? "served" : "absent",
-                  e.served_rv);
+    logging::Debug(exists ? "Object now served" : "Object now absent",
+                   {{"object", logging::KRef(e.ref)}, {"resourceVersion", e.served_rv}});
   }
   // Get and Cache tell nobody (the kubelet's behaviour); a watch event or a fresh read does.
   if (changed && (source == Source::kWatch || source == Source::kFresh)) {
     out.push_back([this, ref = e.ref] { Notify(ref); });
   }
   if (options_.strategy == ChangeDetectionStrategy::kWatch && e.immutable && e.reflector) {
-    spdlog::info("{} is immutable: no longer watched, its cached copy is served", e.ref.ToString());
+    logging::Info("Object is immutable: no longer watched, its cached copy is served",
+                  {{"object", logging::KRef(e.ref)}});
     ++stats_.immutable_stops;
     RetireReflector(e);
     // Its data can no longer change, so what is served is as good as a completed list.
@@ -593,6 +601,8 @@ void ApiObjectManager::StartReflector(Entry& e) {
   options.kind = e.ref.kind == kube::ObjectKind::kConfigMap ? "ConfigMap" : "Secret";
   options.api_version = "v1";
   options.description = e.ref.ToString();
+  options.object =
+      std::string(kube::ObjectKindName(e.ref.kind)) + "/" + e.ref.namespace_ + "/" + e.ref.name;
   const kube::ObjectRef ref = e.ref;
   const uint64_t id = e.id;
   // Each handler finds its entry again: a stopped reflector's last handler may run after the
@@ -693,8 +703,8 @@ void ApiObjectManager::OnSyncTimer(Entry& e) {
     e.sync_waiters.pop_front();
   }
   if (!out.empty()) {
-    spdlog::info("{}: not listed within {} ms; its gets fail until it is", e.ref.ToString(),
-                 options_.sync_timeout.count());
+    logging::Info("Object not listed in time; its gets fail until it is",
+                  {{"object", logging::KRef(e.ref)}, {"timeoutMs", options_.sync_timeout.count()}});
   }
   if (!e.sync_waiters.empty()) ArmSyncTimer(e);
   RunDeferred(std::move(out));

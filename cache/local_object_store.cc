@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kube/manifest_decoder.h"
+#include "logging/structured_log.h"
 
 namespace cache {
 
@@ -89,14 +90,14 @@ void LocalObjectStore::Apply(Scanner::Outcome outcome, bool notify) {
   using Listing = kube::ManifestDirScan::Listing;
   if (outcome.listing == Listing::kFailed) {
     if (dir_error_ != outcome.error) {
-      spdlog::error("object manifest path {}: {}; keeping the objects last read", options_.dir,
-                    outcome.error);
+      logging::Error("Cannot list the object manifest path; keeping the objects last read",
+                     {{"dir", options_.dir}, {"err", outcome.error}});
     }
     dir_error_ = outcome.error;
     return;
   }
   if (outcome.listing == Listing::kMissing && dir_error_.empty() && !files_.empty()) {
-    spdlog::warn("object manifest path {} does not exist; no objects", options_.dir);
+    logging::Warn("Object manifest path does not exist; no objects", {{"dir", options_.dir}});
   }
   if (outcome.listing != Listing::kNotListed) dir_error_.clear();
 
@@ -105,8 +106,9 @@ void LocalObjectStore::Apply(Scanner::Outcome outcome, bool notify) {
     auto it = files_.find(name);
     if (it == files_.end()) continue;
     if (!it->second.objects.empty()) {
-      spdlog::info("object manifest {}/{} removed: its {} objects are gone", options_.dir, name,
-                   it->second.objects.size());
+      logging::Info("Object manifest removed: its objects are gone",
+                    {{"file", logging::Value::Path(options_.dir, name)},
+                     {"objects", it->second.objects.size()}});
       changed = true;
     }
     files_.erase(it);
@@ -118,8 +120,8 @@ void LocalObjectStore::Apply(Scanner::Outcome outcome, bool notify) {
 bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
   const std::string& path = read.path;
   if (!read.status.ok()) {
-    spdlog::error("object manifest {}: {}; keeping its {} objects as last read", path,
-                  read.status.message(), file->objects.size());
+    logging::Error("Cannot read object manifest; keeping its objects as last read",
+                   {{"file", path}, {"err", read.status}, {"objects", file->objects.size()}});
     return false;
   }
   if (!read.decoded) return false;  // the same bytes as last read
@@ -127,23 +129,23 @@ bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
   const bool first_read = !file->read;
   file->read = true;
   if (decoded.empty && !first_read && !file->objects.empty()) {
-    spdlog::warn(
-        "object manifest {} is empty; keeping its {} objects until it has content or "
-        "is deleted",
-        path, file->objects.size());
+    logging::Warn(
+        "Object manifest is empty; keeping its objects until it has content or is deleted",
+        {{"file", path}, {"objects", file->objects.size()}});
     return false;
   }
   if (!decoded.objects.ok()) {
-    spdlog::error("invalid object manifest, keeping its {} objects as last read: {}",
-                  file->objects.size(), decoded.objects.status().message());
+    logging::Error(
+        "Invalid object manifest, keeping its objects as last read",
+        {{"file", path}, {"err", decoded.objects.status()}, {"objects", file->objects.size()}});
     return false;
   }
   for (const std::string& what : decoded.ignored) {
-    spdlog::warn("object manifest {}: ignoring {}: pods belong in the pod manifest path", path,
-                 what);
+    logging::Warn("Object manifest: ignoring a pod: pods belong in the pod manifest path",
+                  {{"file", path}, {"ignored", what}});
   }
   auto& objects = *decoded.objects;
-  spdlog::debug("object manifest {}: {} objects", path, objects.size());
+  logging::Debug("Object manifest read", {{"file", path}, {"objects", objects.size()}});
   const bool changed = !file->objects.empty() || !objects.empty();
   file->objects = std::move(objects);
   return changed;
@@ -155,8 +157,10 @@ void LocalObjectStore::RebuildView(bool notify) {
     for (const auto& [ref, revision] : file.objects) {
       auto [it, inserted] = next.try_emplace(ref, Served{revision, name});
       if (!inserted && logged_duplicates_.insert({ref, name}).second) {
-        spdlog::warn("{} is defined in {} and again in {}; serving the one from {}", ref.ToString(),
-                     it->second.file, name, it->second.file);
+        logging::Warn("Object is defined in two manifests; serving the one from the first",
+                      {{"object", logging::KRef(ref)},
+                       {"file", logging::Value::Path(options_.dir, it->second.file)},
+                       {"alsoIn", logging::Value::Path(options_.dir, name)}});
       }
     }
   }
@@ -182,11 +186,9 @@ void LocalObjectStore::RebuildView(bool notify) {
   view_ = std::move(next);
   for (const auto& [ref, what] : changed) {
     const bool referenced = references_.count(ref) > 0;
-    if (referenced) {
-      spdlog::info("{} {}", ref.ToString(), what);
-    } else {
-      spdlog::debug("{} {} (not referenced)", ref.ToString(), what);
-    }
+    logging::Log(referenced ? spdlog::level::info : spdlog::level::debug,
+                 referenced ? "Object changed" : "Object changed (not referenced)",
+                 {{"object", logging::KRef(ref)}, {"change", what}});
     if (notify && referenced && on_change_) on_change_(ref);
   }
 }

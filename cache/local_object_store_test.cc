@@ -397,7 +397,7 @@ TEST_F(LocalObjectStoreTest, SecretValuesNeverReachTheLog) {
   store_.Stop();
   spdlog::set_default_logger(previous);
 
-  EXPECT_THAT(log.str(), HasSubstr("secret default/s updated"));
+  EXPECT_THAT(log.str(), HasSubstr("object=\"secret/default/s\" change=\"updated\""));
   EXPECT_THAT(log.str(), HasSubstr("c.yaml"));
   EXPECT_THAT(log.str(), HasSubstr("d.yaml"));
   EXPECT_THAT(log.str(), Not(HasSubstr("hunter2"))) << log.str();

@@ -33,6 +33,10 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 }  // namespace
 
 base::Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) {
+  // Go's algorithm (time.ParseDuration), in the same integer and float64 steps, so that every
+  // value is exactly Go's: an earlier long double sum was 1 ns off near the int64 limit (found
+  // by go_duration_fuzzer: "9223372036.854775801s").
+  constexpr uint64_t kLimit = uint64_t{1} << 63;
   std::string_view s = text;
   if (s.starts_with("+")) s.remove_prefix(1);
   if (s.starts_with("-")) {
@@ -40,35 +44,51 @@ base::Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) 
   }
   if (s == "0") return std::chrono::nanoseconds(0);
   if (s.empty()) return Invalid(text);
-  long double total = 0;
+  const base::Status too_large =
+      base::Status::Error("invalid duration \"" + text + "\": too large");
+  uint64_t total = 0;
   while (!s.empty()) {
+    if (s[0] != '.' && !IsDigit(s[0])) return Invalid(text);
+    // The integer part; beyond 2^63 it is too large.
     size_t i = 0;
-    long double whole = 0;
-    bool digits = false;
-    while (i < s.size() && IsDigit(s[i])) {
-      whole = whole * 10 + (s[i] - '0');
-      ++i;
-      digits = true;
+    uint64_t v = 0;
+    for (; i < s.size() && IsDigit(s[i]); ++i) {
+      if (v > kLimit / 10) return too_large;
+      v = v * 10 + static_cast<uint64_t>(s[i] - '0');
+      if (v > kLimit) return too_large;
     }
-    long double frac = 0;
+    const bool pre = i > 0;
+    bool post = false;
+    // The fraction: digits beyond what fits in an int64 are ignored, as in Go.
+    uint64_t f = 0;
+    double scale = 1;
     if (i < s.size() && s[i] == '.') {
-      ++i;
-      long double scale = 0.1L;
-      while (i < s.size() && IsDigit(s[i])) {
-        frac += scale * (s[i] - '0');
-        scale /= 10;
-        ++i;
-        digits = true;
+      const size_t start = ++i;
+      bool overflow = false;
+      for (; i < s.size() && IsDigit(s[i]); ++i) {
+        if (overflow) continue;
+        if (f > (kLimit - 1) / 10) {
+          overflow = true;
+          continue;
+        }
+        const uint64_t y = f * 10 + static_cast<uint64_t>(s[i] - '0');
+        if (y > kLimit) {
+          overflow = true;
+          continue;
+        }
+        f = y;
+        scale *= 10;
       }
+      post = i > start;
     }
-    if (!digits) return Invalid(text);
+    if (!pre && !post) return Invalid(text);
     s.remove_prefix(i);
     size_t unit_len = 0;
     while (unit_len < s.size() && s[unit_len] != '.' && !IsDigit(s[unit_len])) ++unit_len;
     const std::string_view unit = s.substr(0, unit_len);
-    int64_t nanos = 0;
+    uint64_t nanos = 0;
     for (const Unit& u : kUnits) {
-      if (u.name == unit) nanos = u.nanos;
+      if (u.name == unit) nanos = static_cast<uint64_t>(u.nanos);
     }
     if (nanos == 0) {
       if (unit.empty()) {
@@ -78,12 +98,19 @@ base::Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) 
                                  std::string(unit) + "\"");
     }
     s.remove_prefix(unit_len);
-    total += (whole + frac) * static_cast<long double>(nanos);
-    if (total > static_cast<long double>(std::numeric_limits<int64_t>::max())) {
-      return base::Status::Error("invalid duration \"" + text + "\": too large");
+    if (v > kLimit / nanos) return too_large;
+    v *= nanos;
+    if (f > 0) {
+      // float64 keeps fractions of an hour nanosecond-accurate (Go's comment); truncated.
+      v += static_cast<uint64_t>(static_cast<double>(f) *
+                                 (static_cast<double>(nanos) / scale));
+      if (v > kLimit) return too_large;
     }
+    total += v;
+    if (total > kLimit) return too_large;
   }
-  return std::chrono::nanoseconds(static_cast<int64_t>(total + 0.5L));
+  if (total > kLimit - 1) return too_large;
+  return std::chrono::nanoseconds(static_cast<int64_t>(total));
 }
 
 std::string FormatGoDuration(std::chrono::nanoseconds d) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <utility>
 
+#include "base/utf8.h"
+
 namespace kube {
 namespace {
 
@@ -180,6 +182,10 @@ class JsonBuilder : public YAML::EventHandler {
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
+    // go-yaml refuses text that is not UTF-8, and a JSON string must be UTF-8: reject it here
+    // (yaml-cpp passes raw bytes and "\uD800" escapes through) rather than hand on a value
+    // nothing can render. The value itself is never quoted: it may be a Secret's.
+    if (!base::IsValidUtf8(value)) throw ConvertError{"invalid UTF-8 in a scalar", mark};
     if (ExpectingKey()) {
       Count(1, value.size(), mark);
       if (anchor != 0) anchors_[anchor] = {json(value), 1, value.size()};

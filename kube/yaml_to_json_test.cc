@@ -91,6 +91,12 @@ TEST(YamlToJsonTest, HostileInputFailsCleanly) {
       {"stray_comma", ",{\"a\":1}", "invalid YAML: line 1, column 1: unexpected token"},
       {"stray_comma_later_document", "a: 1\n---\n, x\n", "invalid YAML: line 3"},
       {"recursive_alias", "a: &x [1, *x]\n", "alias to a node that is not complete"},
+      // Strings that are not UTF-8 have no JSON form; go-yaml refuses them (found by the fuzzer:
+      // nlohmann's dump threw on the converted document).
+      {"raw_byte_in_key", "base: &b {x\xff\xff: 1}\n", "line 1, column 11: invalid UTF-8"},
+      {"raw_byte_in_value", "data: {k: \"v\xc3\"}\n", "invalid UTF-8 in a scalar"},
+      {"surrogate_escape", "a: \"\\ud800\"\n", "line 1, column 11: invalid unicode"},  // yaml-cpp's
+      {"overlong_slash", "a: \xc0\xaf\n", "invalid UTF-8 in a scalar"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -59,6 +59,19 @@ inline constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/ser
 base::Result<Credentials> LoadKubeconfig(const std::vector<std::string>& files,
                                          const std::string& context = "");
 
+// One kubeconfig file: its path (relative paths inside resolve against its directory) and text.
+struct KubeconfigFile {
+  std::string path;
+  std::string text;
+};
+// Reads a file a kubeconfig names (certificate-authority, client-certificate, client-key).
+using KubeconfigFileReader = std::function<base::Result<std::string>(const std::string& path)>;
+// LoadKubeconfig on files already read, reading the files they name through `read`: the parsing
+// and resolution alone, for tests and the fuzzer. Any text fails with a Status, never an exception.
+base::Result<Credentials> ParseKubeconfig(const std::vector<KubeconfigFile>& files,
+                                          const std::string& context,
+                                          const KubeconfigFileReader& read);
+
 // In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service-account directory's token, ca.crt and
 // namespace (POD_NAMESPACE wins; fallback "default").
 base::Result<Credentials> LoadInCluster(

@@ -167,6 +167,52 @@ TEST(LoadKubeconfigTest, ContextOverrideAndMissingContext) {
   EXPECT_THAT(missing.status().message(), HasSubstr("context \"ghost\" not found"));
 }
 
+// Kubeconfigs whose entries have the wrong shape: each fails with an error naming what is wrong,
+// never an exception out of yaml-cpp (which terminated the daemon at start-up: the first one was
+// found by kubeconfig_fuzzer) and never the "unexpected structure" wall.
+TEST(ParseKubeconfigTest, MisshapenEntriesAreNamedErrors) {
+  const std::string head = "current-context: ctx\n";
+  const std::string cluster = "clusters:\n- {name: c, cluster: {server: https://h}}\n";
+  const std::string context = "contexts:\n- {name: ctx, context: {cluster: c, user: u}}\n";
+  const struct {
+    const char* name;
+    std::string text;
+    const char* error;
+  } cases[] = {
+      {"context without its body", head + cluster + "contexts:\n- {name: ctx, contextserver: {}}\n",
+       "cluster \"\" not found"},
+      {"context body is a scalar", head + cluster + "contexts:\n- {name: ctx, context: x}\n",
+       "cluster \"\" not found"},
+      {"context body is a list", head + cluster + "contexts:\n- {name: ctx, context: [c]}\n",
+       "cluster \"\" not found"},
+      {"entry is a scalar", head + cluster + "contexts: [ctx]\n", "contexts entry without a name"},
+      {"entry is a list", head + "clusters:\n- [c]\n", "clusters entry without a name"},
+      {"cluster without its body", head + context + "clusters:\n- {name: c}\n",
+       "cluster \"c\" has no server"},
+      {"cluster body is a scalar", head + context + "clusters:\n- {name: c, cluster: https://h}\n",
+       "cluster \"c\" has no server"},
+      {"user body is a scalar", head + cluster + context + "users:\n- {name: u, user: tok}\n",
+       "user \"u\" is not a mapping"},
+      {"user without its body", head + cluster + context + "users:\n- {name: u}\n", ""},
+      {"document is a list", "[a, b]\n", "not a mapping"},
+  };
+  auto no_files = [](const std::string& path) -> base::Result<std::string> {
+    return base::Status::Error("cannot read " + path);
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto creds = ParseKubeconfig({KubeconfigFile{"/k/config", c.text}}, "", no_files);
+    if (*c.error == '\0') {
+      ASSERT_TRUE(creds.ok()) << creds.status().message();
+      EXPECT_EQ(creds->token, "");
+      continue;
+    }
+    ASSERT_FALSE(creds.ok());
+    EXPECT_THAT(creds.status().message(), HasSubstr(c.error));
+    EXPECT_THAT(creds.status().message(), Not(HasSubstr("unexpected structure")));
+  }
+}
+
 TEST(LoadInClusterTest, ReadsServiceAccountFiles) {
   TempDir dir;
   dir.Write("sa/token", "  tok-1\n");

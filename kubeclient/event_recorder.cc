@@ -7,6 +7,7 @@
 
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
+#include "logging/structured_log.h"
 
 namespace kube {
 namespace {
@@ -18,7 +19,11 @@ constexpr char kDefaultNamespace[] = "default";
 std::string EventsPath(const std::string& ns) { return "/api/v1/namespaces/" + ns + "/events"; }
 
 // "FailedMount on Pod shop/web-0": how logs name an event (never by its message).
-std::string Describe(const Event& e) { return e.reason + " on " + e.involved_object.ToString(); }
+// The event's object as log lines name it ("pod/shop/web-0").
+logging::Value ObjectOf(const Event& e) {
+  const InvolvedObject& o = e.involved_object;
+  return logging::KRef(o.kind, o.namespace_, o.name);
+}
 
 // The code, reason and the fields a Status names; never its message, which a server may build
 // from the request's values.
@@ -67,8 +72,10 @@ void EventRecorder::Record(const InvolvedObject& object, EventType type, std::st
   if (queue_.size() >= options_.max_queued) {
     ++stats_.queue_full;
     if (stats_.queue_full == 1 || stats_.queue_full % 100 == 0) {
-      spdlog::warn("event queue full ({} events); dropped event {} ({} dropped so far)",
-                   queue_.size(), Describe(event), stats_.queue_full);
+      logging::Warn("Event queue full; event dropped", {{"object", ObjectOf(event)},
+                                                        {"reason", event.reason},
+                                                        {"queued", queue_.size()},
+                                                        {"droppedSoFar", stats_.queue_full}});
     }
     return;
   }
@@ -83,8 +90,9 @@ void EventRecorder::Pump() {
     EventCorrelator::Result correlated = correlator_.Correlate(std::move(event), Now());
     if (correlated.skip) {
       ++stats_.rate_limited;
-      spdlog::debug("event {} rate-limited (count {})", Describe(correlated.event),
-                    correlated.event.count);
+      logging::Debug("Event rate-limited", {{"object", ObjectOf(correlated.event)},
+                                            {"reason", correlated.event.reason},
+                                            {"count", correlated.event.count}});
       continue;
     }
     current_ = Write{std::move(correlated), 0};
@@ -127,7 +135,8 @@ void EventRecorder::OnWritten(ApiResult result) {
     }
     correlator_.UpdateState(write.correlated.key, event);
     ++(write.correlated.is_repeat ? stats_.patched : stats_.created);
-    spdlog::debug("event {} written (count {})", Describe(event), event.count);
+    logging::Debug("Event written",
+                   {{"object", ObjectOf(event)}, {"reason", event.reason}, {"count", event.count}});
     Finish();
     return;
   }
@@ -143,18 +152,23 @@ void EventRecorder::OnWritten(ApiResult result) {
   if (error.code >= 400 && error.code < 500) {
     ++stats_.rejected;
     if (error.IsAlreadyExists() || error.HasCause("NamespaceTerminating")) {
-      spdlog::debug("event {} rejected ({}); dropped", Describe(event), Summarize(error));
+      logging::Debug(
+          "Event rejected; dropped",
+          {{"object", ObjectOf(event)}, {"reason", event.reason}, {"err", Summarize(error)}});
     } else {
-      spdlog::error("event {} rejected by the API server ({}); dropped", Describe(event),
-                    Summarize(error));
+      logging::Error(
+          "Event rejected by the API server; dropped",
+          {{"object", ObjectOf(event)}, {"reason", event.reason}, {"err", Summarize(error)}});
     }
     Finish();
     return;
   }
   if (write.attempts >= options_.max_tries) {
     ++stats_.gave_up;
-    spdlog::error("event {} not written after {} attempts ({}); dropped", Describe(event),
-                  write.attempts, Summarize(error));
+    logging::Error("Event not written; dropped", {{"object", ObjectOf(event)},
+                                                  {"reason", event.reason},
+                                                  {"attempts", write.attempts},
+                                                  {"err", Summarize(error)}});
     Finish();
     return;
   }
@@ -165,8 +179,11 @@ void EventRecorder::OnWritten(ApiResult result) {
         std::uniform_real_distribution<double>(0, 1)(rng) * options_.retry_interval.count()));
   }
   ++stats_.retries;
-  spdlog::warn("event {} not written ({}); attempt {} in {} ms", Describe(event), Summarize(error),
-               write.attempts + 1, delay.count());
+  logging::Warn("Event not written; trying again", {{"object", ObjectOf(event)},
+                                                    {"reason", event.reason},
+                                                    {"err", Summarize(error)},
+                                                    {"attempt", write.attempts + 1},
+                                                    {"delayMs", delay.count()}});
   uv_timer_start(
       retry_timer_,
       [](uv_timer_t* t) {

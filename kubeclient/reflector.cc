@@ -8,6 +8,7 @@
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
 #include "base/strings.h"
+#include "logging/structured_log.h"
 
 namespace kube {
 namespace {
@@ -49,7 +50,9 @@ void Reflector::Start() {
           // Only an established watch is replaced; a list or a backoff wait is already a resync.
           if (self->phase_ != Phase::kWatching) return;
           self->Guarded("periodic relist", [self] {
-            spdlog::info("{}: periodic relist", self->options_.description);
+            logging::Info("Periodic relist",
+                          {{"reflector", self->options_.description},
+                           {"object", logging::Value::IfSet(self->options_.object)}});
             self->CancelWatch();
             self->ListNow();
           });
@@ -82,7 +85,11 @@ std::string Reflector::Query(bool /*watch*/) const {
 template <typename F>
 void Reflector::CallHandler(const char* what, F&& f) {
   base::Status s = base::CatchAll(what, std::forward<F>(f));
-  if (!s.ok()) spdlog::error("{}: {} handler: {}", options_.description, what, s.message());
+  if (!s.ok())
+    logging::Error("Reflector handler failed", {{"reflector", options_.description},
+                                                {"object", logging::Value::IfSet(options_.object)},
+                                                {"handler", what},
+                                                {"err", s}});
 }
 
 template <typename F>
@@ -96,7 +103,10 @@ void Reflector::Guarded(const char* where, F&& body) {
     list_in_flight_ = false;
     ScheduleRelist(s.message());
   });
-  if (!recovery.ok()) spdlog::error("{}: {}", options_.description, recovery.message());
+  if (!recovery.ok())
+    logging::Error("Reflector recovery failed", {{"reflector", options_.description},
+                                                 {"object", logging::Value::IfSet(options_.object)},
+                                                 {"err", recovery}});
 }
 
 void Reflector::ListNow() {
@@ -140,16 +150,21 @@ void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
     if (!continue_token.empty() && err.IsExpired()) {
       // client-go's pager: ignore the offered inconsistent token, list once more unpaged at the
       // RV originally asked for.
-      spdlog::info("{}: continue token expired; listing unpaged at resourceVersion \"{}\"",
-                   options_.description, list_rv_);
+      logging::Info("Continue token expired; listing unpaged",
+                    {{"reflector", options_.description},
+                     {"object", logging::Value::IfSet(options_.object)},
+                     {"resourceVersion", list_rv_}});
       pages_.clear();
       list_paged_ = false;
       RequestPage("");
       return;
     }
     if ((err.IsExpired() || err.IsTooLargeResourceVersion()) && !list_rv_.empty()) {
-      spdlog::info("{}: list at resourceVersion \"{}\" failed ({}); relisting from the latest",
-                   options_.description, list_rv_, err.ToString());
+      logging::Info("List at a resourceVersion failed; relisting from the latest",
+                    {{"reflector", options_.description},
+                     {"object", logging::Value::IfSet(options_.object)},
+                     {"resourceVersion", list_rv_},
+                     {"err", err.ToString()}});
       rv_unavailable_ = true;
       ListNow();
       return;
@@ -202,7 +217,10 @@ void Reflector::Replace(const std::string& list_rv) {
       if (handlers_.on_delete) handlers_.on_delete(last);
     });
   }
-  for (auto& [key, object] : fresh) {
+  for (auto& entry : fresh) {
+    // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture one.
+    const auto& key = entry.first;
+    auto& object = entry.second;
     const nlohmann::json* existing = store_.Get(key);
     if (existing == nullptr) {
       store_.Put(key, object);
@@ -221,8 +239,10 @@ void Reflector::Replace(const std::string& list_rv) {
   last_sync_rv_ = list_rv;
   rv_unavailable_ = false;
   ++stats_.lists;
-  spdlog::info("{}: listed {} objects at resourceVersion {}", options_.description, store_.size(),
-               list_rv);
+  logging::Info("Listed", {{"reflector", options_.description},
+                           {"object", logging::Value::IfSet(options_.object)},
+                           {"objects", store_.size()},
+                           {"resourceVersion", list_rv}});
   CallHandler("synced", [&] {
     if (handlers_.on_synced) handlers_.on_synced();
   });
@@ -283,8 +303,10 @@ void Reflector::ArmWatchdog(long long timeout_s) {
         if (self->phase_ != Phase::kWatching || !self->watch_in_flight_) return;
         ++self->stats_.watchdog_fired;
         self->Guarded("watchdog", [self] {
-          spdlog::warn("{}: watch from resourceVersion {} silent past its timeout; re-watching",
-                       self->options_.description, self->last_sync_rv_);
+          logging::Warn("Watch silent past its timeout; re-watching",
+                        {{"reflector", self->options_.description},
+                         {"object", logging::Value::IfSet(self->options_.object)},
+                         {"resourceVersion", self->last_sync_rv_}});
           self->CancelWatch();
           self->StartWatch();
         });
@@ -318,8 +340,11 @@ bool Reflector::OnWatchData(std::string_view data) {
 void Reflector::SetSyncedRv(const std::string& rv) {
   if (rv.empty()) return;
   if (ResourceVersionOlder(rv, last_sync_rv_)) {
-    spdlog::warn("{}: event resourceVersion {} is older than {}; not moving back",
-                 options_.description, rv, last_sync_rv_);
+    logging::Warn("Event resourceVersion is older than the last synced; not moving back",
+                  {{"reflector", options_.description},
+                   {"object", logging::Value::IfSet(options_.object)},
+                   {"resourceVersion", rv},
+                   {"lastSyncResourceVersion", last_sync_rv_}});
     return;
   }
   last_sync_rv_ = rv;
@@ -342,16 +367,21 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
     auto kind = object.find("kind");
     if (kind != object.end() && kind->is_string() && *kind != options_.kind) {
       ++stats_.skipped_wrong_kind;
-      spdlog::warn("{}: skipping a {} event carrying kind {} (expected {})", options_.description,
-                   WatchEventTypeName(event.type), kind->get<std::string>().substr(0, 64),
-                   options_.kind);
+      logging::Warn("Skipping a watch event of another kind",
+                    {{"reflector", options_.description},
+                     {"object", logging::Value::IfSet(options_.object)},
+                     {"type", WatchEventTypeName(event.type)},
+                     {"kind", kind->get<std::string>().substr(0, 64)},
+                     {"expected", options_.kind}});
       return true;
     }
   }
   std::string key = ObjectStore::KeyOf(object);
   if (key.empty()) {
-    spdlog::warn("{}: skipping a {} event without metadata.name", options_.description,
-                 WatchEventTypeName(event.type));
+    logging::Warn("Skipping a watch event without metadata.name",
+                  {{"reflector", options_.description},
+                   {"object", logging::Value::IfSet(options_.object)},
+                   {"type", WatchEventTypeName(event.type)}});
     return true;
   }
   const nlohmann::json* existing = store_.Get(key);
@@ -421,8 +451,10 @@ void Reflector::OnWatchEnded(base::Status transport, const HttpResponse& respons
     return;
   }
   if (!transport.ok()) {
-    spdlog::info("{}: watch broke ({}); re-watching from resourceVersion {}", options_.description,
-                 transport.message(), last_sync_rv_);
+    logging::Info("Watch broke; re-watching", {{"reflector", options_.description},
+                                               {"object", logging::Value::IfSet(options_.object)},
+                                               {"resourceVersion", last_sync_rv_},
+                                               {"err", transport}});
   }
   StartWatch();
 }
@@ -431,7 +463,10 @@ void Reflector::ScheduleRelist(const std::string& why) {
   phase_ = Phase::kWaiting;
   auto delay = backoff_.Next();
   ++stats_.backoff_waits;
-  spdlog::warn("{}: {}; relisting in {} ms", options_.description, why, delay.count());
+  logging::Warn("Relisting after a delay", {{"reflector", options_.description},
+                                            {"object", logging::Value::IfSet(options_.object)},
+                                            {"err", why},
+                                            {"delayMs", delay.count()}});
   After(delay, &Reflector::ListNow);
 }
 
@@ -439,7 +474,10 @@ void Reflector::ScheduleRewatch(const std::string& why) {
   phase_ = Phase::kWaiting;
   auto delay = backoff_.Next();
   ++stats_.backoff_waits;
-  spdlog::warn("{}: {}; re-watching in {} ms", options_.description, why, delay.count());
+  logging::Warn("Re-watching after a delay", {{"reflector", options_.description},
+                                              {"object", logging::Value::IfSet(options_.object)},
+                                              {"err", why},
+                                              {"delayMs", delay.count()}});
   After(delay, &Reflector::StartWatch);
 }
 

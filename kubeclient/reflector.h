@@ -53,8 +53,11 @@ struct ReflectorOptions {
   // events of another kind are skipped. Empty: no check.
   std::string kind;
   std::string api_version;
-  // For logs, e.g. "pods on node-1".
+  // For logs (key "reflector"), e.g. "pods on node-1".
   std::string description;
+  // The one object watched as "kind/namespace/name", when there is one: its lines carry it as
+  // their "object" key, as every line about an object does.
+  std::string object;
   int page_size = 500;
   std::chrono::seconds min_watch_timeout{300};
   std::chrono::seconds max_watch_timeout{600};

@@ -1,6 +1,6 @@
 #include "plugins/object_payload.h"
 
-#include <spdlog/spdlog.h>
+#include "logging/structured_log.h"
 
 namespace plugins {
 
@@ -40,14 +40,16 @@ base::Result<atomicwriter::Payload> MakeKeysPayload(const std::vector<kube::KeyT
 
 void LogReceived(std::string_view kind, const std::string& namespace_, const std::string& name,
                  const std::vector<const KeyMap*>& maps) {
+  if (!logging::Enabled(spdlog::level::debug)) return;
   size_t pieces = 0;
   size_t total = 0;
   for (const KeyMap* map : maps) {
     pieces += map->size();
     for (const auto& [key, value] : *map) total += value.size();
   }
-  spdlog::debug("Received {} {}/{} containing ({}) pieces of data, {} total bytes", kind,
-                namespace_, name, pieces, total);
+  logging::Debug(
+      "Received object data",
+      {{"object", logging::KRef(kind, namespace_, name)}, {"pieces", pieces}, {"bytes", total}});
 }
 
 }  // namespace plugins

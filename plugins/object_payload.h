@@ -40,7 +40,7 @@ struct ObjectKeys;
 template <>
 struct ObjectKeys<kube::ConfigMap> {
   static constexpr std::string_view kKind = "configmap";     // in error texts
-  static constexpr std::string_view kLogKind = "configMap";  // in the "Received" debug line
+  static constexpr std::string_view kLogKind = "configmap";  // the "Received" debug line's object
   static constexpr std::string_view kMissingKey = "configmap references non-existent config key: ";
   static base::Result<std::shared_ptr<const kube::ConfigMap>> Get(ObjectLookup& objects,
                                                                   const std::string& namespace_,

@@ -1,12 +1,13 @@
 #include "plugins/ownership_pass.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <vector>
+
+#include "logging/structured_log.h"
 
 namespace plugins {
 namespace {
@@ -49,7 +50,8 @@ class OwnershipWalker {
 
   void Failed(const char* op, const std::string& rel) {
     ++stats_->failures;
-    spdlog::debug(fmt::runtime("fsGroup ownership pass: {} {}: {}"), op, rel, std::strerror(errno));
+    logging::Debug("fsGroup ownership pass: a call failed",
+                   {{"op", op}, {"path", rel}, {"err", std::strerror(errno)}});
   }
 
   void Entry(int dir_fd, const std::string& name, const std::string& rel) {
@@ -117,29 +119,32 @@ base::Status SetVolumeOwnership(atomicwriter::Filesystem& fs, int volume_dir_fd,
   return base::Status::OK();
 }
 
-atomicwriter::PermissionCallback OwnershipPass(gid_t fs_group, std::string log_context) {
-  return [fs_group, log_context = std::move(log_context)](
-             atomicwriter::Filesystem& fs, int volume_dir_fd,
-             const std::string& /*ts_dir*/) -> base::Status {
+atomicwriter::PermissionCallback OwnershipPass(gid_t fs_group, OwnershipPassTarget target) {
+  return [fs_group, target = std::move(target)](atomicwriter::Filesystem& fs, int volume_dir_fd,
+                                                const std::string& /*ts_dir*/) -> base::Status {
     OwnershipPassStats stats;
     base::Status s = SetVolumeOwnership(fs, volume_dir_fd, fs_group, &stats);
-    if (!s.ok()) return s.WithContext(log_context);
-    if (stats.failures > 0) {
-      spdlog::warn(fmt::runtime("fsGroup {} ownership pass on {}: {} of {} entries could not be "
-                                "changed (skipped)"),
-                   fs_group, log_context, stats.failures, stats.entries);
-    } else {
-      spdlog::debug(fmt::runtime("fsGroup {} ownership pass on {}: {} entries"), fs_group,
-                    log_context, stats.entries);
+    if (!s.ok()) {
+      return s.WithContext("volume \"" + target.volume + "\" of pod \"" + target.pod + "\"");
     }
+    logging::Log(stats.failures > 0 ? spdlog::level::warn : spdlog::level::debug,
+                 stats.failures > 0
+                     ? "fsGroup ownership pass: some entries could not be changed (skipped)"
+                     : "fsGroup ownership pass done",
+                 {{"pod", target.pod},
+                  {"podUID", target.pod_uid},
+                  {"volume", target.volume},
+                  {"fsGroup", fs_group},
+                  {"entries", stats.entries},
+                  {"failures", stats.failures}});
     return base::Status::OK();
   };
 }
 
-atomicwriter::PermissionCallback OwnershipPassFor(const kube::Pod& pod, std::string log_context) {
+atomicwriter::PermissionCallback OwnershipPassFor(const kube::Pod& pod, const std::string& volume) {
   if (!pod.spec.security_context || !pod.spec.security_context->fs_group) return nullptr;
   return OwnershipPass(static_cast<gid_t>(*pod.spec.security_context->fs_group),
-                       std::move(log_context));
+                       {pod.metadata.NamespacedName(), pod.metadata.uid, volume});
 }
 
 }  // namespace plugins

@@ -35,12 +35,20 @@ struct OwnershipPassStats {
 base::Status SetVolumeOwnership(atomicwriter::Filesystem& fs, int volume_dir_fd, gid_t fs_group,
                                 OwnershipPassStats* stats = nullptr);
 
-// The pass as a permission callback. `log_context` names the volume in the log line, e.g.
-// `volume "cfg" of pod "shop/web-0"`.
-atomicwriter::PermissionCallback OwnershipPass(gid_t fs_group, std::string log_context);
+// The volume a pass runs on, as its log lines (keys pod, podUID, volume) and errors
+// (`volume "cfg" of pod "shop/web-0": ...`) name it.
+struct OwnershipPassTarget {
+  std::string pod;  // namespace/name
+  std::string pod_uid;
+  std::string volume;
+};
 
-// OwnershipPass(pod's fsGroup), or nullptr when the pod sets no fsGroup.
-atomicwriter::PermissionCallback OwnershipPassFor(const kube::Pod& pod, std::string log_context);
+// The pass as a permission callback.
+atomicwriter::PermissionCallback OwnershipPass(gid_t fs_group, OwnershipPassTarget target);
+
+// OwnershipPass(pod's fsGroup) on the pod's volume `volume`, or nullptr when the pod sets no
+// fsGroup.
+atomicwriter::PermissionCallback OwnershipPassFor(const kube::Pod& pod, const std::string& volume);
 
 }  // namespace plugins
 

@@ -86,7 +86,7 @@ TEST_F(OwnershipPassTest, GroupAndModesAsTheKubelet) {
   const atomicwriter::Payload payload = {{"key.0400", {"a", 0400, {}}},
                                          {"dir/nested.0600", {"b", 0600, {}}},
                                          {"dir/deeper/x.0644", {"c", 0644, {}}}};
-  auto written = Write(payload, OwnershipPassFor(pod, "volume \"cfg\" of pod \"ns/p\""));
+  auto written = Write(payload, OwnershipPassFor(pod, "cfg"));
   ASSERT_TRUE(written.ok()) << written.status().message();
   const std::string ts = volume_ + "/" + written->ts_dir;
 
@@ -121,7 +121,7 @@ TEST_F(OwnershipPassTest, NeverFollowsSymlinksOutOfTheVolume) {
   const StatInfo outside_before = Lstat(outside_);
   const StatInfo root_before = Lstat(root_);
 
-  auto written = Write({{"k", {"v", 0400, {}}}}, OwnershipPass(kFsGroup, "test"));
+  auto written = Write({{"k", {"v", 0400, {}}}}, OwnershipPass(kFsGroup, {"ns/p", "uid-1", "test"}));
   ASSERT_TRUE(written.ok()) << written.status().message();
 
   const StatInfo outside_after = Lstat(outside_);

@@ -13,6 +13,7 @@
 #include "kube/object_decoder.h"
 #include "kube/validation.h"
 #include "kubeclient/object_store.h"
+#include "logging/structured_log.h"
 
 namespace podconfig {
 namespace {
@@ -57,7 +58,7 @@ void ApiSource::Impl::Upsert(const nlohmann::json& object) {
   const std::string rv = kube::ObjectStore::ResourceVersionOf(object);
   if (IsMirrorPod(object)) {
     ++stats.mirror_skipped;
-    spdlog::debug("API pod source: {} is a mirror pod; left out", key);
+    logging::Debug("API pod source: mirror pod left out", {{"pod", key}});
     if (pods.erase(key) > 0) dirty = true;
     return;
   }
@@ -67,16 +68,17 @@ void ApiSource::Impl::Upsert(const nlohmann::json& object) {
   base::Result<kube::Pod> pod = kube::DecodePod(object);
   if (!pod.ok()) {
     ++stats.decode_failures;
-    spdlog::error("API pod source: pod {} (resourceVersion {}) cannot be decoded: {}; {}", key, rv,
-                  pod.status().message(),
-                  entry.pod ? "keeping its last decoded version" : "left out");
+    logging::Error(entry.pod ? "API pod source: pod cannot be decoded; keeping its last decoded "
+                               "version"
+                             : "API pod source: pod cannot be decoded; left out",
+                   {{"pod", key}, {"resourceVersion", rv}, {"err", pod.status()}});
     if (!entry.pod) pods.erase(key);
     return;
   }
   if (pod->spec.node_name != node_name) {  // a server that ignored the field selector
     ++stats.other_node;
-    spdlog::warn("API pod source: pod {} is bound to node \"{}\", not this one; left out", key,
-                 pod->spec.node_name);
+    logging::Warn("API pod source: pod is bound to another node; left out",
+                  {{"pod", key}, {"podUID", pod->metadata.uid}, {"node", pod->spec.node_name}});
     if (pods.erase(key) > 0) dirty = true;
     return;
   }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "logging/structured_log.h"
 #include "manifestdir/manifest_dir_scanner.h"
 #include "manifestdir/manifest_dir_watcher.h"
 #include "podconfig/static_pod.h"
@@ -38,11 +39,14 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
   using Listing = kube::ManifestDirScan::Listing;
   const std::string& path = options.path;
   if (scan.listing == Listing::kFailed) {
-    spdlog::error("pod manifest path {}: {}; keeping its last pods", path, scan.error);
+    logging::Error("Cannot list the pod manifest path; keeping its last pods",
+                   {{"dir", path}, {"err", scan.error}});
     return;
   }
   if (scan.listing == Listing::kMissing) {
-    if (!missing_logged) spdlog::warn("pod manifest path {} does not exist; no static pods", path);
+    if (!missing_logged) {
+      logging::Warn("Pod manifest path does not exist; no static pods", {{"dir", path}});
+    }
     missing_logged = true;
     pods.clear();
     delivered = false;  // delivered below, and again at each relist until the path appears
@@ -56,7 +60,8 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
   for (Scanner::File& read : scan.files) {
     const std::string& file = read.path;
     if (!read.status.ok()) {
-      spdlog::error("pod manifest {}: {}; skipping it", file, read.status.message());
+      logging::Error("Cannot read pod manifest; skipping it",
+                     {{"file", file}, {"err", read.status}});
       changed |= pods.erase(read.name) > 0;
       continue;
     }
@@ -66,11 +71,12 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
     std::optional<kube::Pod>& entry = pods[read.name];
     if (pod.ok()) {
       entry = std::move(pod).value();
-      spdlog::debug("pod manifest {}: pod {}/{} (UID {})", file, entry->metadata.namespace_,
-                    entry->metadata.name, entry->metadata.uid);
+      logging::Debug("Pod manifest read", {{"file", file},
+                                           {"pod", logging::KObj(entry->metadata)},
+                                           {"podUID", entry->metadata.uid}});
     } else {
       entry.reset();
-      spdlog::error("invalid pod manifest, skipping it: {}", pod.status().message());
+      logging::Error("Invalid pod manifest, skipping it", {{"file", file}, {"err", pod.status()}});
     }
   }
   // The relist usually finds nothing new: then the sink, which holds this state, is spared.

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "logging/structured_log.h"
+
 namespace podconfig {
 namespace {
 
@@ -88,17 +90,20 @@ void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
   for (kube::Pod& pod : pods) {
     const std::string full_name = pod.metadata.NamespacedName();
     if (pod.metadata.uid.empty()) {
-      spdlog::warn("pod {} from source {} has no metadata.uid; ignoring it", full_name, source);
+      logging::Warn("Pod has no metadata.uid; ignoring it",
+                    {{"pod", logging::KObj(pod.metadata)}, {"source", source}});
       continue;
     }
     if (!full_names.insert(full_name).second) {
-      spdlog::warn("pod {} (UID {}) from source {}: duplicate pod full name; ignoring it",
-                   full_name, pod.metadata.uid, source);
+      logging::Warn(
+          "Duplicate pod full name; ignoring it",
+          {{"pod", logging::KObj(pod.metadata)}, {"podUID", pod.metadata.uid}, {"source", source}});
       continue;
     }
     if (new_pods.count(pod.metadata.uid)) {
-      spdlog::warn("pod {} from source {}: duplicate UID {}; ignoring it", full_name, source,
-                   pod.metadata.uid);
+      logging::Warn(
+          "Duplicate pod UID; ignoring it",
+          {{"pod", logging::KObj(pod.metadata)}, {"podUID", pod.metadata.uid}, {"source", source}});
       continue;
     }
     pod.metadata.annotations[kConfigSourceAnnotation] = source;
@@ -121,8 +126,10 @@ void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
   for (PodUpdate* u : {&removes, &adds, &updates, &deletes}) {
     if (u->pods.empty()) continue;
     for (const kube::Pod& pod : u->pods) {
-      spdlog::debug("pod {}/{} (UID {}) from source {}: {}", pod.metadata.namespace_,
-                    pod.metadata.name, pod.metadata.uid, source, PodOpName(u->op));
+      logging::Debug("Pod update", {{"pod", logging::KObj(pod.metadata)},
+                                    {"podUID", pod.metadata.uid},
+                                    {"source", source},
+                                    {"op", PodOpName(u->op)}});
     }
     on_update_(*u);
   }

@@ -35,6 +35,7 @@ struct MountedVolume {
   std::chrono::system_clock::time_point last_sync;  // last successful write or verification
   std::string last_error;                           // of the last failed attempt, "" after success
   VolumeInputs inputs;  // what the content last written or verified on disk was built from
+  std::string pod;      // "namespace/name" for log lines, once a mount for the pod succeeded
   std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
 };
 
@@ -57,6 +58,8 @@ class ActualStateOfWorld {
   // Remount requests remembered for volumes not mounted yet (bounded memory, tests).
   size_t early_request_count() const { return early_requests_.size(); }
   void SetLastError(const VolumeKey& key, const std::string& error);
+  // The pod's namespace/name (for log lines about the volume after the pod is gone).
+  void SetPod(const VolumeKey& key, const std::string& namespace_, const std::string& name);
   // After a write or verification on disk of content built from `inputs`.
   void SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when);
   // Inputs found to give the content on disk without reading it (the disk is not verified).

@@ -1,10 +1,9 @@
 #include "volumemanager/desired_state_of_world_populator.h"
 
-#include <spdlog/spdlog.h>
-
 #include <utility>
 #include <vector>
 
+#include "logging/structured_log.h"
 #include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
@@ -42,8 +41,8 @@ void DesiredStateOfWorldPopulator::Apply(const podconfig::PodUpdate& update, Ste
         // Terminating: the containers still run and keep their volumes, which are no longer
         // refreshed (docs/kubelet-behavior.md §6.3).
         if (terminating_.insert(pod.metadata.uid).second) {
-          spdlog::info("pod \"{}\" (UID: \"{}\") is terminating: its volumes stay, not refreshed",
-                       pod.metadata.NamespacedName(), pod.metadata.uid);
+          logging::Info("Pod is terminating: its volumes stay, not refreshed",
+                        {{"pod", logging::KObj(pod.metadata)}, {"podUID", pod.metadata.uid}});
         }
         pods_[pod.metadata.uid] = std::make_shared<const kube::Pod>(pod);
         break;
@@ -63,8 +62,8 @@ std::shared_ptr<const kube::Pod> DesiredStateOfWorldPopulator::FindPod(
 void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime now) {
   const std::string& uid = pod_in.metadata.uid;
   if (base::Status s = CheckPathComponent(uid, "pod UID"); !s.ok()) {
-    spdlog::error("pod \"{}\": {}; its volumes are not set up", pod_in.metadata.NamespacedName(),
-                  s.message());
+    logging::Error("Invalid pod UID: its volumes are not set up",
+                   {{"pod", logging::KObj(pod_in.metadata)}, {"podUID", uid}, {"err", s}});
     return;
   }
   auto pod = std::make_shared<const kube::Pod>(pod_in);
@@ -81,20 +80,23 @@ void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime no
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
     if (base::Status s = CheckPathComponent(volume.name, "volume name"); !s.ok()) {
-      spdlog::error("pod \"{}\" (UID: \"{}\"): {}; volume not set up",
-                    pod->metadata.NamespacedName(), uid, s.message());
+      logging::Error("Invalid volume name: volume not set up",
+                     {{"pod", logging::KObj(pod->metadata)},
+                      {"podUID", uid},
+                      {"volume", volume.name},
+                      {"err", s}});
       continue;
     }
     VolumeKey key{uid, volume.name};
     if (kubelet_owns_volumes_ && plugin->KubeletOnly(volume)) {
       if (left_to_kubelet_.insert(key).second) {
-        spdlog::info(
-            "volume \"{}\" of pod \"{}\" (UID: \"{}\") is left to the kubelet: only it can "
-            "produce its content ({})",
-            volume.name, pod->metadata.NamespacedName(), uid,
-            plugin->Name() == "kubernetes.io/downward-api"
-                ? "downward API fields from its copy of the pod"
-                : "service account token or cluster trust bundle sources");
+        logging::Info("Volume is left to the kubelet: only it can produce its content",
+                      {{"pod", logging::KObj(pod->metadata)},
+                       {"podUID", uid},
+                       {"volume", volume.name},
+                       {"reason", plugin->Name() == "kubernetes.io/downward-api"
+                                      ? "downward API fields from its copy of the pod"
+                                      : "service account token or cluster trust bundle sources"}});
       }
       continue;
     }

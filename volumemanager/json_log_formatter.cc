@@ -1,11 +1,35 @@
 #include "volumemanager/json_log_formatter.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "logging/structured_log.h"
+
 namespace volumemanager {
+namespace {
+
+// A bare value of a structured line: an integer or a boolean (ParseStructuredLine checked that).
+nlohmann::ordered_json BareValue(const std::string& v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  errno = 0;
+  char* end = nullptr;
+  if (v[0] == '-') {
+    const long long i = std::strtoll(v.c_str(), &end, 10);
+    if (errno == 0 && *end == '\0') return i;
+  } else {
+    const unsigned long long u = std::strtoull(v.c_str(), &end, 10);
+    if (errno == 0 && *end == '\0') return u;
+  }
+  return v;  // out of range: kept as its digits
+}
+
+}  // namespace
 
 void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {
   const auto since_epoch = msg.time.time_since_epoch();
@@ -19,12 +43,22 @@ void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memor
   const size_t n = std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(ts + n, sizeof(ts) - n, ".%06lldZ", static_cast<long long>(micros));
 
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   j["ts"] = ts;
   const auto level = spdlog::level::to_string_view(msg.level);
   j["level"] = std::string(level.data(), level.size());
-  j["msg"] = std::string(msg.payload.data(), msg.payload.size());
-  const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string_view payload(msg.payload.data(), msg.payload.size());
+  if (std::optional<logging::ParsedLine> parsed = logging::ParseStructuredLine(payload)) {
+    j["msg"] = std::move(parsed->msg);
+    for (logging::ParsedField& f : parsed->fields) {
+      if (j.contains(f.key)) continue;  // the first of a repeated key wins
+      j[f.key] = f.quoted ? nlohmann::ordered_json(std::move(f.value)) : BareValue(f.value);
+    }
+  } else {
+    j["msg"] = std::string(payload);
+  }
+  const std::string line =
+      j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   dest.append(line.data(), line.data() + line.size());
 }
 

@@ -1,6 +1,10 @@
 // JsonLogFormatter: spdlog formatter for --log-format=json. Each record becomes one line holding a
-// JSON object {"ts": RFC 3339 UTC with microseconds, "level", "msg"}, with the message escaped
-// so that any text (quotes, control characters, invalid UTF-8) yields valid JSON.
+// JSON object {"ts": RFC 3339 UTC with microseconds, "level", "msg", ...}. A structured line
+// (logging/structured_log.h) gives its message as "msg" and each key/value pair as a field of its
+// own, in order after "msg" (integers and booleans as JSON numbers and booleans, everything else as
+// strings), so `jq 'select(.pod == "default/web")'` finds every line about a pod; any other line
+// is "msg" as written. Escaped so that any text (quotes, control characters, invalid UTF-8,
+// replaced by U+FFFD) yields valid JSON.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
 

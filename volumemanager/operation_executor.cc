@@ -1,12 +1,11 @@
 #include "volumemanager/operation_executor.h"
 
-#include <spdlog/spdlog.h>
-
 #include <exception>
 #include <memory>
 #include <utility>
 
 #include "base/catch_all.h"
+#include "logging/structured_log.h"
 
 namespace volumemanager {
 
@@ -60,7 +59,8 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
         if (!r->done) return;
         if (base::Status s = base::CatchAll("operation completion", [&] { r->done(r->result); });
             !s.ok()) {
-          spdlog::error("pod {} volume {}: {}", r->key.pod_uid, r->key.volume_name, s.message());
+          logging::Error("Operation completion failed",
+                         {{"podUID", r->key.pod_uid}, {"volume", r->key.volume_name}, {"err", s}});
         }
       });
   if (rc != 0) return false;

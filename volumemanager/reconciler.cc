@@ -1,7 +1,6 @@
 #include "volumemanager/reconciler.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "base/errno_error.h"
+#include "logging/structured_log.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
 
@@ -158,9 +158,8 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       verify_.erase(key);
       if (options_.on_volume_released) options_.on_volume_released(key);
       ++stats_.released_to_kubelet;
-      spdlog::debug(
-          "volume \"{}\" of pod UID \"{}\" is no longer refreshed; the kubelet tears it down",
-          key.volume_name, key.pod_uid);
+      logging::Debug("Volume no longer refreshed; the kubelet tears it down",
+                     {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
       return true;
     }
     if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
@@ -185,19 +184,24 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
 
 void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& error) {
   const ExponentialBackoff* backoff = executor_->Backoff(desired.key);
-  std::string retry;
-  if (backoff != nullptr) {
-    const auto wait = backoff->delay();
-    retry = "; no retries permitted until " + FormatTime(std::chrono::system_clock::now() + wait) +
-            " (durationBeforeRetry " + FormatDelay(wait) + ")";
-  }
-  spdlog::warn(
-      "FailedMount: MountVolume.SetUp failed for volume \"{}\" (UniqueName: \"{}\") pod \"{}\" "
-      "(UID: \"{}\"): {}{}",
-      desired.key.volume_name, desired.unique_name, desired.pod->metadata.NamespacedName(),
-      desired.key.pod_uid, error, retry);
+  const auto wait = backoff != nullptr ? backoff->delay() : std::chrono::milliseconds(0);
+  // The kubelet's "no retries permitted until <time> (durationBeforeRetry <delay>)", as keys.
+  logging::Warn("FailedMount: MountVolume.SetUp failed",
+                {{"pod", logging::KObj(desired.pod->metadata)},
+                 {"podUID", desired.key.pod_uid},
+                 {"volume", desired.key.volume_name},
+                 {"uniqueName", desired.unique_name},
+                 {"err", error},
+                 {"noRetriesUntil", FormatTime(std::chrono::system_clock::now() + wait)},
+                 {"durationBeforeRetry", FormatDelay(wait)}});
   if (options_.on_mount_failure)
     options_.on_mount_failure(*desired.pod, desired.key.volume_name, error);
+}
+
+logging::Value Reconciler::PodName(const VolumeKey& key) const {
+  if (const DesiredVolume* d = dsw_->Find(key)) return logging::KObj(d->pod->metadata);
+  if (const MountedVolume* m = asw_->Find(key)) return logging::Value::IfSet(m->pod);
+  return logging::Value::Absent();
 }
 
 void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
@@ -268,16 +272,22 @@ bool Reconciler::StartVerify(const MountedVolume& mounted) {
       [this, key, seen, expected = mounted.ts_dir, dir = mounted.dir](const base::Status& s) {
         ++stats_.swaps_verified;
         if (!s.ok()) {
-          spdlog::warn("volume \"{}\" of pod UID \"{}\": checking its ..data link: {}",
-                       key.volume_name, key.pod_uid, s.message());
+          logging::Warn("Checking the volume's ..data link failed", {{"pod", PodName(key)},
+                                                                     {"podUID", key.pod_uid},
+                                                                     {"volume", key.volume_name},
+                                                                     {"err", s}});
         } else if (!seen->exists) {
           if (options_.kubelet_owns_volumes) AwaitKubeletSetUp(key, /*was_mounted=*/true);
         } else if (seen->target != expected) {
           ++stats_.foreign_swaps;
-          spdlog::info(
-              "volume \"{}\" of pod UID \"{}\": ..data was swapped by another writer ({} -> {}); "
-              "reading its objects fresh from the source",
-              key.volume_name, key.pod_uid, expected, seen->target);
+          logging::Info(
+              "..data was swapped by another writer; reading the volume's objects fresh from the "
+              "source",
+              {{"pod", PodName(key)},
+               {"podUID", key.pod_uid},
+               {"volume", key.volume_name},
+               {"expected", expected},
+               {"found", seen->target}});
           RequestFreshRemount(key, std::chrono::steady_clock::now());
         } else if (options_.on_volume_verified) {
           options_.on_volume_verified(key, dir);  // e.g. re-arms a watch that was lost
@@ -373,9 +383,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   auto request = std::make_shared<SetUpRequest>();
   request->location = VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                                      key.volume_name};
-  request->set_permissions =
-      plugins::OwnershipPassFor(*desired.pod, "volume \"" + key.volume_name + "\" of pod \"" +
-                                                  desired.pod->metadata.NamespacedName() + "\"");
+  request->set_permissions = plugins::OwnershipPassFor(*desired.pod, key.volume_name);
   request->durable = options_.durable;
   const bool kubelet = options_.kubelet_owns_volumes;
   request->refresh_only = kubelet;
@@ -432,6 +440,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           RecordMount(key, plugin_dir, published, started_at);
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
+          if (d != nullptr) asw_->SetPod(key, d->pod->metadata.namespace_, d->pod->metadata.name);
           const auto done_at = std::chrono::steady_clock::now();
           const atomicwriter::WriteResult& w = **result;
           const bool leftovers = !w.cleanup_error.empty() || w.awaiting_grace > 0;
@@ -444,13 +453,14 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           if (options_.on_volume_verified) options_.on_volume_verified(key, dir);
           if (!w.cleanup_error.empty()) {
             ++stats_.cleanups_failed;
-            spdlog::warn(
-                "volume \"{}\" of pod UID \"{}\" shows its new content, but cleaning up after "
-                "the write failed (retried in {}s): {}",
-                key.volume_name, key.pod_uid,
-                std::chrono::duration_cast<std::chrono::seconds>(options_.unpublished_grace)
-                    .count(),
-                w.cleanup_error);
+            logging::Warn("Volume shows its new content, but cleaning up after the write failed",
+                          {{"pod", PodName(key)},
+                           {"podUID", key.pod_uid},
+                           {"volume", key.volume_name},
+                           {"err", w.cleanup_error},
+                           {"retryInS", std::chrono::duration_cast<std::chrono::seconds>(
+                                            options_.unpublished_grace)
+                                            .count()}});
           }
           if (leftovers) {
             // Back to the disk once the leftovers may go.
@@ -458,14 +468,19 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                 done_at + options_.unpublished_grace + std::chrono::milliseconds(100), key);
           }
           if (first_mount) {
-            spdlog::info("MountVolume.SetUp succeeded for volume \"{}\" pod UID \"{}\" ({}{}{})",
-                         key.volume_name, key.pod_uid, (*result)->ts_dir, WriterSuffix(),
-                         options_.writer_identity);
+            logging::Info("MountVolume.SetUp succeeded", {{"pod", PodName(key)},
+                                                          {"podUID", key.pod_uid},
+                                                          {"volume", key.volume_name},
+                                                          {"version", (*result)->ts_dir},
+                                                          {"writer", options_.writer_identity}});
           } else {
             // Every write is logged with its writer (one writer per node can be checked).
-            spdlog::debug("volume \"{}\" of pod UID \"{}\" {} ({}{}{})", key.volume_name,
-                          key.pod_uid, published ? "updated" : "checked, unchanged",
-                          (*result)->ts_dir, WriterSuffix(), options_.writer_identity);
+            logging::Debug(published ? "Volume updated" : "Volume checked, unchanged",
+                           {{"pod", PodName(key)},
+                            {"podUID", key.pod_uid},
+                            {"volume", key.volume_name},
+                            {"version", (*result)->ts_dir},
+                            {"writer", options_.writer_identity}});
           }
         } else {
           ++stats_.mounts_failed;
@@ -474,16 +489,18 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           if (d != nullptr) {
             LogFailure(*d, s.message());
           } else {
-            spdlog::warn("FailedMount: volume \"{}\" of pod UID \"{}\": {}", key.volume_name,
-                         key.pod_uid, s.message());
+            logging::Warn("FailedMount: MountVolume.SetUp failed", {{"pod", PodName(key)},
+                                                                    {"podUID", key.pod_uid},
+                                                                    {"volume", key.volume_name},
+                                                                    {"err", s}});
           }
         }
         pending_.insert(key);  // look again: a failure retries, a success may have more to do
         if (on_done_) on_done_(key);
       });
   if (!started) {
-    spdlog::error("volume \"{}\" of pod UID \"{}\": could not queue the mount operation",
-                  key.volume_name, key.pod_uid);
+    logging::Error("Could not queue the mount operation",
+                   {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
   }
   return started;
 }
@@ -499,7 +516,7 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
         if (r.ok()) *outcome = *r;
         return r.status();
       },
-      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir,
+      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir, pod = mounted.pod,
        started = std::chrono::steady_clock::now()](const base::Status& s) {
         if (s.ok()) {
           metrics_.ObserveOperation(kOperationUnmount, PluginNameOfDir(plugin_dir), true,
@@ -510,20 +527,26 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
           ledgers_.erase(key);
           if (*outcome == TearDownOutcome::kNotOwned) {
             ++stats_.teardowns_not_owned;
-            spdlog::info(
-                "volume \"{}\" of pod UID \"{}\" is no longer refreshed; left in place ({}): "
-                "this daemon did not set it up",
-                key.volume_name, key.pod_uid, dir);
+            logging::Info(
+                "Volume no longer refreshed; left in place: this daemon did not set it up",
+                {{"pod", logging::Value::IfSet(pod)},
+                 {"podUID", key.pod_uid},
+                 {"volume", key.volume_name},
+                 {"dir", dir}});
           } else {
             ++stats_.teardowns_ok;
-            spdlog::info("UnmountVolume.TearDown succeeded for volume \"{}\" pod UID \"{}\" ({})",
-                         key.volume_name, key.pod_uid, dir);
+            logging::Info("UnmountVolume.TearDown succeeded", {{"pod", logging::Value::IfSet(pod)},
+                                                               {"podUID", key.pod_uid},
+                                                               {"volume", key.volume_name},
+                                                               {"dir", dir}});
           }
         } else {
           ++stats_.teardowns_failed;
           RecordFailure(kOperationUnmount, nullptr, plugin_dir, s, started);
-          spdlog::warn("UnmountVolume.TearDown failed for volume \"{}\" pod UID \"{}\": {}",
-                       key.volume_name, key.pod_uid, s.message());
+          logging::Warn("UnmountVolume.TearDown failed", {{"pod", logging::Value::IfSet(pod)},
+                                                          {"podUID", key.pod_uid},
+                                                          {"volume", key.volume_name},
+                                                          {"err", s}});
         }
         pending_.insert(key);
         if (on_done_) on_done_(key);

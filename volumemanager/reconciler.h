@@ -34,6 +34,7 @@
 #include "atomicwriter/atomic_writer.h"
 #include "cache/object_manager.h"
 #include "kube/pod.h"
+#include "logging/structured_log.h"
 #include "plugins/plugin_registry.h"
 #include "volumemanager/actual_state_of_world.h"
 #include "volumemanager/desired_state_of_world.h"
@@ -166,8 +167,10 @@ class Reconciler {
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
+  // The volume's pod for log lines: namespace/name from the desired state, else as last mounted
+  // ("" for a volume reconstructed at start whose pod has not been seen).
+  logging::Value PodName(const VolumeKey& key) const;
   // ", writer " when a writer identity is set, for the log line of a write.
-  const char* WriterSuffix() const { return options_.writer_identity.empty() ? "" : ", writer "; }
   // Metrics of a finished operation that started at `started`. RecordMount runs before the
   // actual state is updated (it reads the remount request the operation served).
   void RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,

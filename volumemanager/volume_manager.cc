@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/catch_all.h"
+#include "logging/structured_log.h"
 #include "volumemanager/volume_paths.h"
 #include "volumemanager/volume_setup.h"
 
@@ -223,7 +224,8 @@ void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
       ++marked;
     }
   }
-  spdlog::debug("{} changed: {} volume(s) marked for remount", object.ToString(), marked);
+  logging::Debug("Object changed: volumes marked for remount",
+                 {{"object", logging::KRef(object)}, {"volumes", marked}});
   if (marked > 0) SchedulePassSoon();
 }
 
@@ -321,9 +323,12 @@ void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir)
   auto armed = state == VolumeDirWatcher::State::kUnknown ? dir_watcher_.Watch(key, dir)
                                                           : dir_watcher_.Rearm(key);
   if (!armed.ok()) {
-    spdlog::warn(
-        "volume \"{}\" of pod UID \"{}\": {}; swaps by the kubelet are noticed at its resync",
-        key.volume_name, key.pod_uid, armed.status().message());
+    const MountedVolume* m = asw_.Find(key);
+    logging::Warn("Cannot watch the volume dir; swaps by the kubelet are noticed at its resync",
+                  {{"pod", m != nullptr ? logging::Value::IfSet(m->pod) : logging::Value::Absent()},
+                   {"podUID", key.pod_uid},
+                   {"volume", key.volume_name},
+                   {"err", armed.status()}});
     return;
   }
   // A swap between the write just done and the watch being first armed went unreported: look

@@ -1,20 +1,14 @@
-// GoQuote: a string as Go's strconv.Quote (fmt's %q) writes it, which is how the downward API
-// renders label and annotation values (`key="value"`): \a \b \f \n \r \t \v \\ \" escapes,
-// other control bytes and invalid UTF-8 as \xNN, non-printable runes as \uNNNN / \UNNNNNNNN,
-// printable runes verbatim.
-//
-// Printability follows Go's unicode.IsPrint for the non-printable runes that occur in practice
-// (C0/C1 controls, DEL, spaces other than U+0020, line/paragraph separators, format characters,
-// private use, surrogates, noncharacters); unassigned code points are treated as printable.
+// GoQuote for the downward API's label and annotation files: Go's strconv.Quote, which lives in
+// logging/go_quote.h because klog's text format quotes log values the same way. This name is
+// the downward API's view of it.
 #ifndef VOLUMEMANAGER_PLUGINS_DOWNWARDAPI_GO_QUOTE_H_
 #define VOLUMEMANAGER_PLUGINS_DOWNWARDAPI_GO_QUOTE_H_
 
-#include <string>
-#include <string_view>
+#include "logging/go_quote.h"
 
 namespace plugins {
 
-std::string GoQuote(std::string_view s);
+using logging::GoQuote;
 
 }  // namespace plugins
 

@@ -1,10 +1,9 @@
 #include "plugins/projected/projected_plugin.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <variant>
 
+#include "logging/structured_log.h"
 #include "plugins/aggregate_error.h"
 #include "plugins/downwardapi/downward_api_plugin.h"
 #include "plugins/object_payload.h"
@@ -177,8 +176,11 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
     }
   }
   if (base::Status s = AggregateError(errors); !s.ok()) {
-    spdlog::debug(fmt::runtime("Error preparing data for projected volume {} for pod {}/{}: {}"),
-                  volume.name, ns, pod.metadata.name, s.message());
+    logging::Debug("Error preparing data for projected volume",
+                   {{"pod", logging::KObj(ns, pod.metadata.name)},
+                    {"podUID", pod.metadata.uid},
+                    {"volume", volume.name},
+                    {"err", s}});
     return s;
   }
   return payload;

@@ -10,6 +10,7 @@ endpoint (/metrics, /healthz, /readyz?verbose, /debug/state, /configz). One occu
 test.
 """
 import base64
+import json
 import os
 import re
 import signal
@@ -111,6 +112,66 @@ def dot_entries(volume_dir):
     return sorted(e.name for e in Path(volume_dir).iterdir() if e.name.startswith(".."))
 
 
+# A text log line: `<ts> <level letter> <payload>`; a structured payload is klog's text form,
+# `"message" key="value" n=3` (logging/structured_log.h), strings quoted as Go's strconv.Quote.
+TEXT_LINE = re.compile(r"^(\S+) ([A-Z]) (.*)$")
+QUOTED = r'"(?:[^"\\]|\\.)*"'
+FIELD = re.compile(r' ([a-z][A-Za-z0-9]*)=(' + QUOTED + r'|-?[0-9]+|true|false)')
+LEVELS = {"T": "trace", "D": "debug", "I": "info", "W": "warning", "E": "error", "C": "critical"}
+
+
+def go_unquote(quoted):
+    """The string a Go-quoted literal stands for (\\xHH bytes that are not UTF-8 become U+FFFD)."""
+    out = bytearray()
+    body = quoted[1:-1]
+    i = 0
+    simple = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, '"': 34, "\\": 92}
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+        elif body[i + 1] in simple:
+            out.append(simple[body[i + 1]])
+            i += 2
+        elif body[i + 1] == "x":
+            out.append(int(body[i + 2:i + 4], 16))
+            i += 4
+        elif body[i + 1] == "u":
+            out += chr(int(body[i + 2:i + 6], 16)).encode()
+            i += 6
+        else:
+            raise ValueError(f"bad escape in {quoted!r}")
+    return out.decode(errors="replace")
+
+
+def parse_log_line(line):
+    """One log line as a dict: `level`, `msg` and each key of a structured line, for either
+    --log-format; None for a line that is neither JSON nor `<ts> <level> <payload>`."""
+    if line.startswith("{"):
+        return json.loads(line)
+    m = TEXT_LINE.match(line)
+    if not m:
+        return None
+    record = {"ts": m.group(1), "level": LEVELS.get(m.group(2), m.group(2)), "msg": m.group(3)}
+    payload = m.group(3)
+    head = re.match(QUOTED, payload)
+    if not head:
+        return record
+    fields, pos = {}, head.end()
+    for f in FIELD.finditer(payload, pos):
+        if f.start() != pos:
+            return record
+        value = f.group(2)
+        fields.setdefault(f.group(1), go_unquote(value) if value.startswith('"') else json.loads(value))
+        pos = f.end()
+    if pos != len(payload):
+        return record  # not exactly the structured form: the payload is the message
+    record["msg"] = go_unquote(head.group(0))
+    record.update(fields)
+    return record
+
+
 class DaemonProcess:
     """The real binary, its output appended to `log_path`."""
 
@@ -191,6 +252,22 @@ class DaemonProcess:
 
     def log(self):
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def records(self, **keys):
+        """The log's lines (either format) as dicts, those whose fields equal `keys`; a key's
+        value may also be a predicate."""
+        out = []
+        # The file as written (a subclass's log() may return the messages only).
+        text = DaemonProcess.log(self)
+        for line in text.splitlines():
+            if line.startswith("{") and not line.endswith("}"):
+                continue  # still being written
+            r = parse_log_line(line)
+            if r is None:
+                continue
+            if all(k in r and (v(r[k]) if callable(v) else r[k] == v) for k, v in keys.items()):
+                out.append(r)
+        return out
 
 
 class Env(DaemonProcess):

@@ -333,8 +333,10 @@ class Cluster(DaemonProcess):
     def wait_synced(self, *objects):
         """Waits until the daemon has listed this node's pods and each of `objects` ("configmap
         default/app"): from then on it sees every change of them at once."""
-        wait_for(lambda: f"pods on node {NODE}: listed" in self.log() and
-                 all(f"{o}: listed" in self.log() for o in objects),
+        def listed():
+            done = {r["reflector"] for r in self.records(msg="Listed")}
+            return f"pods on node {NODE}" in done and all(o in done for o in objects)
+        wait_for(listed,
                  what=f"the daemon's lists of pods and {objects}")
 
     def wait_watches_settled(self, watches=3):
@@ -499,8 +501,9 @@ def test_secret_and_projected_content_with_pod_derived_items_left_as_the_kubelet
     assert visible_files(cluster.volume_dir(uid, DOWNWARD, "info")) == \
         {"labels": kubelet_labels.encode()}
     log = cluster.log()
-    assert 'volume "kube-api-access" of pod "default/web"' in log
-    assert 'volume "info" of pod "default/web"' in log
+    left = {r["volume"] for r in cluster.records(pod="default/web")
+            if r["msg"].startswith("Volume is left to the kubelet")}
+    assert left == {"kube-api-access", "info"}
     for marker in ("SECRET-MARKER-2", "SECRET-MARKER-3"):
         assert marker not in log
 
@@ -728,7 +731,8 @@ OUTAGES = {
     # 429s make the reflectors resume their watches (no relist), which then find the history
     # compacted: a 410 ERROR event.
     "410-expired": dict(rules=[{"status": 429, "times": -1}], hit=answered(429), hit_after=None,
-                        compact=True, expect=lambda c: "watch ERROR event: 410" in c.log()),
+                        compact=True,
+                        expect=lambda c: c.records(err=lambda e: "watch ERROR event: 410" in e)),
     "stalled-watch": dict(rules=[{"verb": "watch", "watch": {"stall": True}, "times": -1}],
                           hit=is_watch, hit_after="idle"),
     "watch-cut-mid-event": dict(rules=[{"verb": "watch", "watch": {"close_after_bytes": 60},
@@ -818,7 +822,8 @@ def test_immutable_configmap_recreated_new_pods_get_the_new_content_nothing_goes
     # Its last change makes it immutable: refreshed, then no longer watched (as the kubelet).
     cluster.put_configmap("frozen", {"v": "2"}, immutable=True)
     wait_for(lambda: visible_files(first_vol) == {"v": b"2"}, what="the immutable content")
-    wait_for(lambda: "configmap default/frozen is immutable" in cluster.log(),
+    wait_for(lambda: cluster.records(object="configmap/default/frozen",
+                                     msg=lambda m: m.startswith("Object is immutable")),
              what="the immutable object no longer watched")
     # Deleted and recreated under the same name with other content (another UID). The kubelet
     # sets a new pod's volume up from a fresh read: the new content, which must stay.
@@ -829,7 +834,8 @@ def test_immutable_configmap_recreated_new_pods_get_the_new_content_nothing_goes
         second_vol = cluster.volume_dir(second, CM, "cfg")
         cluster.kubelet_sets_up(second, CM, "cfg", {"v": "3"})
         sampler.add(second_vol)
-        wait_for(lambda: f'SetUp succeeded for volume "cfg" pod UID "{second}"' in cluster.log(),
+        wait_for(lambda: cluster.records(msg="MountVolume.SetUp succeeded", volume="cfg",
+                                         podUID=second),
                  what="the second pod's volume verified by the daemon")
         # The new reference makes the daemon read the object again: the recreated one replaces
         # the old in the daemon's cache, so the first pod's volume becomes current too (and a

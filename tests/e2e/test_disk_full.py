@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NODE, Env, configmap, mounts_under, pod, secret, visible_files, wait_for
+from conftest import (NODE, Env, configmap, mounts_under, parse_log_line, pod, secret,
+                      visible_files, wait_for)
 from test_ownership import can_mount_tmpfs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
@@ -27,9 +28,7 @@ from test_cluster import Cluster, Sampler  # noqa: E402
 
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
-FAILED = re.compile(r'FailedMount: MountVolume.SetUp failed for volume "(\w+)" '
-                    r'.*pod "[^"]*/([\w-]+)" .*: (.*); no retries permitted until \S+ '
-                    r'\(durationBeforeRetry ([0-9.]+)(ms|s)\)')
+DELAY = re.compile(r"^(?:(\d+)m)?(?:(\d+)(ms|s))?$")  # the kubelet's durationBeforeRetry
 
 
 def small_payload(gen):
@@ -95,13 +94,20 @@ class Filler:
 
 
 def failures(log, volume, pod_name):
-    """(error, backoff seconds) of each FailedMount log line for `volume` of `pod_name`."""
+    """(error, backoff seconds) of each FailedMount log line for `volume` of `pod_name` (its
+    keys: logging/structured_log.h)."""
     out = []
-    for m in FAILED.finditer(log):
+    for line in log.splitlines():
+        r = parse_log_line(line)
+        if not r or r.get("msg") != "FailedMount: MountVolume.SetUp failed" or \
+                r.get("volume") != volume or "durationBeforeRetry" not in r:
+            continue
         # Standalone names a static pod <name>-<node>.
-        if m.group(1) == volume and m.group(2) in (pod_name, f"{pod_name}-{NODE}"):
-            delay = float(m.group(4)) / (1000 if m.group(5) == "ms" else 1)
-            out.append((m.group(3), delay))
+        if r.get("pod", "").split("/")[-1] in (pod_name, f"{pod_name}-{NODE}"):
+            m = DELAY.match(r["durationBeforeRetry"])
+            delay = int(m.group(1) or 0) * 60 + \
+                int(m.group(2) or 0) / (1000 if m.group(3) == "ms" else 1)
+            out.append((r["err"], delay))
     return out
 
 

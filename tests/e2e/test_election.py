@@ -9,7 +9,8 @@ from conftest import DaemonProcess, configmap, pod, visible_files, wait_for
 from test_standalone import CM, cm_volume
 
 HOLDING = re.compile(r"holding the node's lock \(.*\) as (\S+): writing")
-WRITE = re.compile(r"(?:MountVolume.SetUp succeeded|updated|checked, unchanged) .*, writer (\S+)\)")
+WRITE = re.compile(r'"(?:MountVolume.SetUp succeeded|Volume updated|Volume checked, unchanged)" '
+                   r'.* writer="([^"]+)"')
 
 
 def second_daemon(env, name):

@@ -106,9 +106,9 @@ def test_missing_required_key_fails_without_a_directory(env):
     env.start()
     wait_for(lambda: "configmap references non-existent config key: absent" in env.log(),
              what="the FailedMount log line")
-    log = env.log()
-    assert 'FailedMount: MountVolume.SetUp failed for volume "v"' in log
-    assert 'pod "default/p-e2e-node"' in log
+    failed = env.records(msg="FailedMount: MountVolume.SetUp failed", volume="v")
+    assert failed and failed[0]["pod"] == "default/p-e2e-node" and failed[0]["podUID"] == "u1"
+    assert failed[0]["err"] == "configmap references non-existent config key: absent"
     assert not env.volume_dir("u1", CM, "v").exists()
 
 
@@ -119,7 +119,8 @@ def test_deleted_object_keeps_last_content_and_reports(env):
     d = env.volume_dir("u1", CM, "v")
     wait_for(lambda: visible_files(d) == {"k": b"v1"})
     os.remove(env.objects / "configmap-cfg.yaml")
-    wait_for(lambda: 'configmap "cfg" not found' in env.log(), what="not-found FailedMount")
+    wait_for(lambda: env.records(err='configmap "cfg" not found', volume="v"),
+             what="not-found FailedMount")
     assert visible_files(d) == {"k": b"v1"}
 
 
@@ -351,4 +352,4 @@ def test_json_log_format_writes_one_object_per_line(env):
     records = [json.loads(l) for l in lines]
     failed = [r for r in records if "FailedMount" in r["msg"]]
     assert failed and failed[0]["level"] == "warning"
-    assert 'volume "v"' in failed[0]["msg"]
+    assert failed[0]["volume"] == "v" and failed[0]["pod"] == "default/p-e2e-node"

@@ -266,7 +266,7 @@ TEST_F(EventRecorderTest, LogsNameReasonAndObjectButNeverTheMessage) {
   EXPECT_GE(recorder_->stats().retries, 1);
   EXPECT_GE(recorder_->stats().rate_limited, 1);
   const std::string log = log_.text();
-  EXPECT_THAT(log, HasSubstr("FailedMount on Pod shop/web-0"));
+  EXPECT_THAT(log, HasSubstr("object=\"pod/shop/web-0\" reason=\"FailedMount\""));
   EXPECT_THAT(log, Not(HasSubstr("marker-7f3a9c")));
   // What reached the server is the caller's message, as given.
   for (const auto& e : ServerEvents()) EXPECT_EQ(e["message"], message);

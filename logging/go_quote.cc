@@ -1,46 +1,13 @@
-#include "plugins/downwardapi/go_quote.h"
+#include "logging/go_quote.h"
 
 #include <cstdint>
 
-namespace plugins {
+#include "base/utf8.h"
+
+namespace logging {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
-
-// Decodes one UTF-8 rune at s[i]; returns its length, or 0 for an invalid sequence.
-size_t DecodeRune(std::string_view s, size_t i, uint32_t* rune) {
-  const auto b0 = static_cast<uint8_t>(s[i]);
-  size_t len;
-  uint32_t r;
-  if (b0 < 0x80) {
-    *rune = b0;
-    return 1;
-  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-    r = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    r = b0 & 0x0F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    r = b0 & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<uint8_t>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return 0;
-    r = (r << 6) | (b & 0x3F);
-  }
-  // Overlong forms, surrogates and values above U+10FFFF are invalid, as in Go.
-  if ((len == 3 && r < 0x800) || (len == 4 && (r < 0x10000 || r > 0x10FFFF)) ||
-      (r >= 0xD800 && r <= 0xDFFF)) {
-    return 0;
-  }
-  *rune = r;
-  return len;
-}
 
 bool IsPrint(uint32_t r) {
   if (r < 0x20 || r == 0x7F) return false;
@@ -68,7 +35,7 @@ std::string GoQuote(std::string_view s) {
   std::string out = "\"";
   for (size_t i = 0; i < s.size();) {
     uint32_t r = 0;
-    const size_t len = DecodeRune(s, i, &r);
+    const size_t len = base::DecodeUtf8Rune(s, i, &r);
     if (len == 0) {
       const auto b = static_cast<uint8_t>(s[i]);
       out += "\\x";
@@ -125,4 +92,4 @@ std::string GoQuote(std::string_view s) {
   return out + "\"";
 }
 
-}  // namespace plugins
+}  // namespace logging

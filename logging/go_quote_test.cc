@@ -1,8 +1,8 @@
-#include "plugins/downwardapi/go_quote.h"
+#include "logging/go_quote.h"
 
 #include <gtest/gtest.h>
 
-namespace plugins {
+namespace logging {
 namespace {
 
 TEST(GoQuoteTest, MatchesStrconvQuote) {
@@ -36,4 +36,4 @@ TEST(GoQuoteTest, MatchesStrconvQuote) {
 }
 
 }  // namespace
-}  // namespace plugins
+}  // namespace logging

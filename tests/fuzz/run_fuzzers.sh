@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs libFuzzer targets built by `make fuzz` (tests/fuzz/README.md).
+#   run_fuzzers.sh <fuzz build dir> short <seconds per target> <folder/target>...
+#   run_fuzzers.sh <fuzz build dir> long <executions per target> <folder/target>...
+# Each target starts from its committed seeds (<folder>/testdata/fuzz/<target>/) and its
+# dictionary (<folder>/testdata/fuzz/<target>.dict), and keeps what it finds in
+# <build dir>/corpus/<target>/; crashing inputs go to <build dir>/artifacts/<target>/.
+# short: every target for the given time; exits non-zero when any target found a crash.
+# long: every target for the given number of executions, one after the other (a finding stops that
+# target, not the others); logs in <build dir>/long/, and a Markdown table of executions, time,
+# coverage and findings in <build dir>/long/summary.md. Exits non-zero when any target found one.
+set -uo pipefail
+build=$1 mode=$2 amount=$3
+shift 3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$build/long"
+summary=$build/long/summary.md
+if [ "$mode" = long ]; then
+  printf '| target | executions | time (s) | exec/s | coverage (edges) | features | corpus | findings |\n' >"$summary"
+  printf '|---|---:|---:|---:|---:|---:|---:|---|\n' >>"$summary"
+fi
+failed=0
+for spec in "$@"; do
+  folder=${spec%/*} name=${spec#*/}
+  seeds=$src/$folder/testdata/fuzz/$name dict=$src/$folder/testdata/fuzz/$name.dict
+  corpus=$build/corpus/$name artifacts=$build/artifacts/$name
+  mkdir -p "$corpus" "$artifacts"
+  args=(-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/")
+  [ -f "$dict" ] && args+=(-dict="$dict")
+  if [ "$mode" = short ]; then
+    echo "== $name: ${amount}s"
+    "$build/bin/$name" "${args[@]}" -max_total_time="$amount" "$corpus" "$seeds" 2>&1 |
+      grep -vE '^#[0-9]+ +(NEW|REDUCE|pulse|RELOAD) |^INFO: ' || true
+    [ "${PIPESTATUS[0]}" = 0 ] || { echo "== $name: FAILED (inputs in $artifacts)"; failed=1; }
+  else
+    log=$build/long/$name.log
+    echo "== $name: $amount executions (log $log)"
+    start=$(date +%s)
+    "$build/bin/$name" "${args[@]}" -runs="$amount" "$corpus" "$seeds" >"$log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1)
+    last=$(grep -E '^#[0-9]+ ' "$log" | tail -1)
+    cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+    ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+    corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9a-zA-Z]*\).*/\1/p' <<<"$last")
+    if [ $rc = 0 ]; then
+      findings=none
+    else
+      failed=1
+      findings="exit $rc: $(grep -m1 -E 'ERROR: |deadly signal|Test unit written' "$log" | cut -c1-80)"
+    fi
+    rate=$(( ${execs:-0} / (secs > 0 ? secs : 1) ))
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "${execs:-?}" "$secs" "$rate" \
+      "${cov:-?}" "${ft:-?}" "${corp:-?}" "$findings" | tee -a "$summary"
+  fi
+done
+[ "$mode" = long ] && { echo; cat "$summary"; }
+exit $failed
