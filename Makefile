@@ -176,8 +176,9 @@ fuzz: deps-fuzz
 
 # The crash loop (tests/crash/crash_loop.py): the daemon killed with SIGKILL at random moments
 # under a stream of changes and restarted CRASH_ITERATIONS times, every volume and the ownership
-# journal checked after each kill (about 4 restarts a second; RELIABILITY.md). `make test` runs a
-# short version. CRASH_ARGS adds flags, e.g. "--seed 7 --workdir /tmp/crash".
+# journal checked after each kill (2-4 restarts a second; RELIABILITY.md). `make test` runs a
+# short version. CRASH_ARGS adds flags, e.g. "--seed 7 --workdir /tmp/crash", or "--cluster"
+# (pods and objects from the test API server).
 CRASH_ITERATIONS ?= 10000
 crash-test: test-build
 	nice /usr/bin/python3 tests/crash/crash_loop.py --daemon $(BUILD_DIR)/bin/volumemanager \

@@ -298,7 +298,7 @@ TEST_F(WriterTest, CrashDebrisIsRemovedEvenByANoChangeWrite) {
   std::ofstream(v / "..2020_01_01_00_00_00.11" / "a") << "old";
   fs::create_directory(v / "..2020_01_01_00_00_00.22");
   fs::create_directory_symlink("..2020_01_01_00_00_00.22", v / "..volumemanager_tmp.0123abcd");
-  fs::create_symlink("..data/gone", v / "gone");  // dangling top-level
+  fs::create_symlink("..data/gone", v / "gone");        // dangling top-level
   fs::create_directory(v / "nested-mount");             // not the writer's: must stay
   fs::create_symlink("elsewhere", v / "foreign-link");  // not the writer's: must stay
 

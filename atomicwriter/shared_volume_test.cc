@@ -75,9 +75,8 @@ class KubeletStyleWriter {
       }
       std::set<std::string> keep;
       for (const auto& [path, data] : payload) {
-        for (std::string p = path; !p.empty(); p = p.substr(0, p.rfind('/') == std::string::npos
-                                                                   ? 0
-                                                                   : p.rfind('/'))) {
+        for (std::string p = path; !p.empty();
+             p = p.substr(0, p.rfind('/') == std::string::npos ? 0 : p.rfind('/'))) {
           keep.insert(p);
         }
       }
@@ -264,6 +263,10 @@ TEST_F(SharedVolumeTest, KubeletWriterAndAtomicWriterNeverTearOrFailEachOther) {
   // Long against a write (~100 us), short against the test, so that old versions and the other
   // writer's leftovers are removed while both writers run.
   const auto grace = std::chrono::milliseconds(1000);
+  // The kubelet sets the volume up first (the daemon writes beside the kubelet only once `..data`
+  // and its top-level links exist: volumemanager's KubeletHasSetUp). Without this, both writers'
+  // first writes race to create the top-level links, and the kubelet's symlink fails with EEXIST.
+  ASSERT_EQ(KubeletStyleWriter(vol_).Write(TaggedPayload("k-initial")), "");
 
   std::atomic<bool> writers_done{false};
   std::mutex mu;

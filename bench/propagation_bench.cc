@@ -3,16 +3,16 @@
 // costs while idle.
 //
 // Scenarios: a ConfigMap created after its pod (the mount fails and backs off until then): the
-// time from its creation to the content (polled every 1 ms). 1, 100 and 1,000 pods sharing one ConfigMap; 1,000 pods with one ConfigMap each
-// (one object changed at a time). For each change the object file is replaced (write + rename,
-// as editors do) and the time until each affected volume's ..data is swapped is taken from
-// inotify (IN_MOVED_TO "..data" on every volume dir), then the new bytes are checked. Reports
-// p50/p99 of the time to the first and to the last volume over --changes changes. Then a 1 MiB
-// Secret shared by 1,000 pods (--big-changes changes): p50/p99 to the last volume and the event
-// loop's longest stall while the change spreads (the daemon logs every loop iteration busy for
-// 1 ms or more, --loop-stall-log-threshold; the largest such line between the edit and the last
-// swap, or "< 1" when there is none). Then, with 1,000 pods x 3 volumes mounted, the daemon's RSS
-// and CPU over --idle-seconds.
+// time from its creation to the content (polled every 1 ms). 1, 100 and 1,000 pods sharing one
+// ConfigMap; 1,000 pods with one ConfigMap each (one object changed at a time). For each change the
+// object file is replaced (write + rename, as editors do) and the time until each affected volume's
+// ..data is swapped is taken from inotify (IN_MOVED_TO "..data" on every volume dir), then the new
+// bytes are checked. Reports p50/p99 of the time to the first and to the last volume over --changes
+// changes. Then a 1 MiB Secret shared by 1,000 pods (--big-changes changes): p50/p99 to the last
+// volume and the event loop's longest stall while the change spreads (the daemon logs every loop
+// iteration busy for 1 ms or more, --loop-stall-log-threshold; the largest such line between the
+// edit and the last swap, or "< 1" when there is none). Then, with 1,000 pods x 3 volumes mounted,
+// the daemon's RSS and CPU over --idle-seconds.
 //
 // Usage: bench_propagation [--changes N] [--big-changes N] [--idle-seconds S] [--daemon PATH]
 //                          [--quick] [--idle-only] [--big-only] [--late-only]
@@ -355,10 +355,10 @@ void RunLateObjectScenario(const std::string& bin, int samples) {
   }
   d.Stop();
   RemoveWorkDir(work);
-  std::printf("| ConfigMap created 2-9 s after its pod (failing, backing off) | %d | %.1f / %.1f | "
-              "(max %.1f) |\n",
-              samples, Percentile(ms, 50), Percentile(ms, 99),
-              *std::max_element(ms.begin(), ms.end()));
+  std::printf(
+      "| ConfigMap created 2-9 s after its pod (failing, backing off) | %d | %.1f / %.1f | "
+      "(max %.1f) |\n",
+      samples, Percentile(ms, 50), Percentile(ms, 99), *std::max_element(ms.begin(), ms.end()));
   std::fflush(stdout);
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 #include "kube/object_decoder.h"
 #include "kubeclient/object_store.h"
 
@@ -91,9 +92,7 @@ struct ApiObjectManager::Entry {
 
   ~Entry() {
     if (sync_timer != nullptr) {
-      uv_timer_stop(sync_timer);
-      uv_close(reinterpret_cast<uv_handle_t*>(sync_timer),
-               [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+      base::CloseTimer(sync_timer);
     }
   }
 };
@@ -147,9 +146,7 @@ ApiObjectManager::ApiObjectManager(kube::ApiClient* api, ApiObjectManagerOptions
       loop_(api->http()->loop()),
       options_(std::move(options)),
       alive_(std::make_shared<bool>(true)) {
-  reap_timer_ = new uv_timer_t;
-  uv_timer_init(loop_, reap_timer_);
-  reap_timer_->data = this;
+  reap_timer_ = base::NewTimer(loop_, this);
 }
 
 ApiObjectManager::~ApiObjectManager() {
@@ -157,9 +154,7 @@ ApiObjectManager::~ApiObjectManager() {
   *alive_ = false;
   retired_.clear();
   entries_.clear();
-  uv_timer_stop(reap_timer_);
-  uv_close(reinterpret_cast<uv_handle_t*>(reap_timer_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  base::CloseTimer(reap_timer_);
 }
 
 ApiObjectManager::Clock::time_point ApiObjectManager::Now() const {
@@ -662,9 +657,7 @@ void ApiObjectManager::AddSyncWaiter(Entry& e, std::function<void()> waiter) {
   e.sync_waiters.emplace_back(Clock::now() + options_.sync_timeout, std::move(waiter));
   if (e.sync_waiters.size() > 1) return;  // the timer is armed for an earlier deadline
   if (e.sync_timer == nullptr) {
-    e.sync_timer = new uv_timer_t;
-    uv_timer_init(loop_, e.sync_timer);
-    e.sync_timer->data = &e;
+    e.sync_timer = base::NewTimer(loop_, &e);
   }
   ArmSyncTimer(e);
 }

@@ -218,13 +218,12 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
     auto lock = leaderelection::ParseLockType(lock_type);
     if (!lock.ok()) return lock.status();
     cfg.leader_election.resource_lock = *lock;
-    for (auto [flag, text, out] :
-         {std::tuple{"--leader-elect-lease-duration", &lease_duration,
-                     &cfg.leader_election.lease_duration},
-          std::tuple{"--leader-elect-renew-deadline", &renew_deadline,
-                     &cfg.leader_election.renew_deadline},
-          std::tuple{"--leader-elect-retry-period", &retry_period,
-                     &cfg.leader_election.retry_period}}) {
+    for (auto [flag, text, out] : {std::tuple{"--leader-elect-lease-duration", &lease_duration,
+                                              &cfg.leader_election.lease_duration},
+                                   std::tuple{"--leader-elect-renew-deadline", &renew_deadline,
+                                              &cfg.leader_election.renew_deadline},
+                                   std::tuple{"--leader-elect-retry-period", &retry_period,
+                                              &cfg.leader_election.retry_period}}) {
       if (text->empty()) continue;
       std::chrono::nanoseconds d{};
       if (base::Status s = ParseDurationFlag(flag, *text, &d); !s.ok()) return s;

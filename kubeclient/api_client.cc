@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 
 namespace kube {
 
@@ -33,9 +34,7 @@ struct ApiClient::Call {
   explicit Call(const BackoffOptions& options) : backoff(options) {}
   ~Call() {
     if (timer != nullptr) {
-      uv_timer_stop(timer);
-      uv_close(reinterpret_cast<uv_handle_t*>(timer),
-               [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+      base::CloseTimer(timer);
     }
   }
 };
@@ -179,8 +178,7 @@ void ApiClient::Fail(CallId id, const std::string& why) {
 
 void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
   if (call->timer == nullptr) {
-    call->timer = new uv_timer_t;
-    uv_timer_init(http_->loop(), call->timer);
+    call->timer = base::NewTimer(http_->loop(), nullptr);
   }
   // The timer belongs to the call, so it cannot fire after the call (or this client) is gone;
   // it names its call directly (a search of every call per firing made 10,000 calls retrying

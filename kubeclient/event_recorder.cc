@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 
 namespace kube {
 namespace {
@@ -35,17 +36,13 @@ std::string Summarize(const ApiError& error) {
 
 EventRecorder::EventRecorder(ApiClient* api, EventRecorderOptions options)
     : api_(api), options_(std::move(options)), correlator_(options_.correlator) {
-  retry_timer_ = new uv_timer_t;
-  uv_timer_init(api_->http()->loop(), retry_timer_);
-  retry_timer_->data = this;
+  retry_timer_ = base::NewTimer(api_->http()->loop(), this);
 }
 
 EventRecorder::~EventRecorder() {
   if (call_ != 0) api_->Cancel(call_);
   if (pending() > 0) spdlog::info("event recorder stopping: {} events not written", pending());
-  uv_timer_stop(retry_timer_);
-  uv_close(reinterpret_cast<uv_handle_t*>(retry_timer_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  base::CloseTimer(retry_timer_);
 }
 
 EventTime EventRecorder::Now() const {

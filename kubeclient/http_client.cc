@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 #include "base/version.h"
 
 namespace kube {
@@ -219,9 +220,7 @@ base::Status HttpClient::Init() {
   curl_multi_setopt(Multi(multi_), CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
   curl_multi_setopt(Multi(multi_), CURLMOPT_MAX_CONCURRENT_STREAMS,
                     options_.max_streams_per_connection);
-  timer_ = new uv_timer_t;
-  uv_timer_init(loop_, timer_);
-  timer_->data = this;
+  timer_ = base::NewTimer(loop_, this);
   if (!credentials_.tls.ca_file.empty()) {
     ca_file_identity_ = FileIdentity(credentials_.tls.ca_file);
     ca_checked_at_ = std::chrono::steady_clock::now();
@@ -239,9 +238,7 @@ HttpClient::~HttpClient() {
   for (auto& [fd, ctx] : sockets_) CloseSocketContext(&ctx->poll);
   sockets_.clear();
   if (timer_ != nullptr) {
-    uv_timer_stop(timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(timer_),
-             [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    base::CloseTimer(timer_);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 
 namespace kube {
 
@@ -22,16 +23,12 @@ RateLimiter::RateLimiter(uv_loop_t* loop, RateLimiterOptions options)
   options_.burst = std::max(1, options_.burst);
   tokens_ = options_.burst;
   refilled_at_ = Now();
-  timer_ = new uv_timer_t;
-  uv_timer_init(loop, timer_);
-  timer_->data = this;
+  timer_ = base::NewTimer(loop, this);
 }
 
 RateLimiter::~RateLimiter() {
   *alive_ = false;
-  uv_timer_stop(timer_);
-  uv_close(reinterpret_cast<uv_handle_t*>(timer_),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  base::CloseTimer(timer_);
 }
 
 RateLimiter::Clock::time_point RateLimiter::Now() const {

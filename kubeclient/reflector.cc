@@ -6,23 +6,11 @@
 #include <set>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 #include "base/strings.h"
 
 namespace kube {
 namespace {
-
-uv_timer_t* NewTimer(uv_loop_t* loop, void* data) {
-  auto* timer = new uv_timer_t;
-  uv_timer_init(loop, timer);
-  timer->data = data;
-  return timer;
-}
-
-void CloseTimer(uv_timer_t* timer) {
-  uv_timer_stop(timer);
-  uv_close(reinterpret_cast<uv_handle_t*>(timer),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
-}
 
 // "?a=1&b=2"; "" without parameters.
 std::string QueryString(const std::vector<std::string>& params) {
@@ -38,16 +26,16 @@ Reflector::Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers
       backoff_(options_.backoff) {
   if (options_.description.empty()) options_.description = options_.path;
   uv_loop_t* loop = api_->http()->loop();
-  retry_timer_ = NewTimer(loop, this);
-  watchdog_timer_ = NewTimer(loop, this);
-  resync_timer_ = NewTimer(loop, this);
+  retry_timer_ = base::NewTimer(loop, this);
+  watchdog_timer_ = base::NewTimer(loop, this);
+  resync_timer_ = base::NewTimer(loop, this);
 }
 
 Reflector::~Reflector() {
   Stop();
-  CloseTimer(retry_timer_);
-  CloseTimer(watchdog_timer_);
-  CloseTimer(resync_timer_);
+  base::CloseTimer(retry_timer_);
+  base::CloseTimer(watchdog_timer_);
+  base::CloseTimer(resync_timer_);
 }
 
 void Reflector::Start() {

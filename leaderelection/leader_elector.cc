@@ -7,24 +7,12 @@
 #include <utility>
 
 #include "base/catch_all.h"
+#include "base/uv_timer.h"
 
 namespace leaderelection {
 namespace {
 
 using std::chrono::milliseconds;
-
-uv_timer_t* NewTimer(uv_loop_t* loop, void* data) {
-  auto* timer = new uv_timer_t;
-  uv_timer_init(loop, timer);
-  timer->data = data;
-  return timer;
-}
-
-void CloseTimer(uv_timer_t* timer) {
-  uv_timer_stop(timer);
-  uv_close(reinterpret_cast<uv_handle_t*>(timer),
-           [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
-}
 
 uint64_t TimerMillis(std::chrono::steady_clock::duration d) {
   // Rounded down: a deadline fires early rather than late.
@@ -53,8 +41,8 @@ LeaderElector::LeaderElector(uv_loop_t* loop, std::unique_ptr<ResourceLock> lock
     : lock_(std::move(lock)),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
-      attempt_timer_(NewTimer(loop, this)),
-      deadline_timer_(NewTimer(loop, this)) {
+      attempt_timer_(base::NewTimer(loop, this)),
+      deadline_timer_(base::NewTimer(loop, this)) {
   if (!options_.random01) {
     auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
     options_.random01 = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
@@ -64,8 +52,8 @@ LeaderElector::LeaderElector(uv_loop_t* loop, std::unique_ptr<ResourceLock> lock
 
 LeaderElector::~LeaderElector() {
   CancelAttempt();
-  CloseTimer(attempt_timer_);
-  CloseTimer(deadline_timer_);
+  base::CloseTimer(attempt_timer_);
+  base::CloseTimer(deadline_timer_);
 }
 
 template <typename F>

@@ -168,9 +168,12 @@ TEST_F(FileSourceTest, RelistWithoutChangesDeliversNothingAndCatchesMissedChange
   Start(std::chrono::milliseconds(10));
   loop_.RunFor(std::chrono::milliseconds(100));
   EXPECT_EQ(deliveries_, 1);
-  // A change made while the loop does not run still arrives (by event or relist).
-  WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
+  // A change made while the loop does not run still arrives (by event or relist). Replaced, not
+  // written in place: a relist already reading on the pool could catch an in-place write
+  // half done (an empty file drops the pod until the next read), which is not what this tests.
+  ReplaceFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
   ASSERT_TRUE(loop_.RunUntil([&] { return deliveries_ == 2; }));
+  ASSERT_THAT(Names(), ElementsAre("a-node-1"));
   EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v2");
 }
 

@@ -26,8 +26,9 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   base::Result<kube::Credentials> credentials =
       cfg.in_cluster ? kube::LoadInCluster(environment_) : kube::LoadKubeconfig({cfg.kubeconfig});
   if (!credentials.ok()) {
-    return StartError{1, (cfg.in_cluster ? std::string("--in-cluster") : "--kubeconfig " + cfg.kubeconfig) +
-                             ": " + credentials.status().message()};
+    return StartError{
+        1, (cfg.in_cluster ? std::string("--in-cluster") : "--kubeconfig " + cfg.kubeconfig) +
+               ": " + credentials.status().message()};
   }
   auto http = kube::HttpClient::Create(loop(), *credentials, kube::HttpClientOptions{});
   if (!http.ok()) {
@@ -48,7 +49,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   kube::EventRecorderOptions events;
   events.host = cfg.node_name;
   events_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
-                                                 kube::ClientGoRateLimits(50, 100));
+                                                  kube::ClientGoRateLimits(50, 100));
   events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
 
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",

@@ -22,8 +22,7 @@ kube::Pod PodReading(const std::string& uid, const std::string& config_map) {
 // Everything the manager and the store keep per pod or per volume, as one comparable value.
 struct Sizes {
   size_t executor, desired, read_objects, actual, early_requests, pending, ledgers, cleanups_due,
-      pods, terminating,
-      resync, store_pods, store_refs;
+      pods, terminating, resync, store_pods, store_refs;
   bool operator==(const Sizes&) const = default;
 };
 

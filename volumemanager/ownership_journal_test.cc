@@ -98,7 +98,12 @@ TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
     const char* detail;
   };
   const std::vector<Case> cases = {
-      {"a flipped byte", [&] { std::string t = good; t[t.size() - 3] ^= 1; WriteFile(t); },
+      {"a flipped byte",
+       [&] {
+         std::string t = good;
+         t[t.size() - 3] ^= 1;
+         WriteFile(t);
+       },
        "line 3 is corrupt"},
       {"an old version", [&] { WriteFile("volumemanager-ownership v0\n" + second_line); },
        "version 0"},
@@ -106,7 +111,12 @@ TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
        "version 2"},
       {"not a journal", [&] { WriteFile("{\"volumes\": []}\n"); }, "not an ownership journal"},
       {"empty", [&] { WriteFile(""); }, "no complete header"},
-      {"unreadable", [&] { fs::remove(file_); fs::create_directory(file_); }, ""},
+      {"unreadable",
+       [&] {
+         fs::remove(file_);
+         fs::create_directory(file_);
+       },
+       ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -137,8 +147,12 @@ TEST_F(OwnershipJournalTest, PathsOutsideThePodsDirAreRefused) {
 
 TEST_F(OwnershipJournalTest, EntriesOfAPodAreItsDirAndWhatIsBelowIt) {
   auto r = Open();
-  ASSERT_TRUE(r.journal->Add({kPod, kVol, {OwnedKind::kDir, "pods/u1-x"},
-                              {OwnedKind::kDir, "pods/u1-x/volumes"}, {OwnedKind::kDir, "pods/u10"}})
+  ASSERT_TRUE(r.journal
+                  ->Add({kPod,
+                         kVol,
+                         {OwnedKind::kDir, "pods/u1-x"},
+                         {OwnedKind::kDir, "pods/u1-x/volumes"},
+                         {OwnedKind::kDir, "pods/u10"}})
                   .ok());
   EXPECT_EQ(r.journal->EntriesOfPod("u1"), (std::vector<OwnedPath>{kPod, kVol}));
   EXPECT_EQ(r.journal->EntriesOfPod("u2"), std::vector<OwnedPath>{});

@@ -4,8 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <climits>
 #include <cerrno>
+#include <climits>
 #include <ctime>
 #include <utility>
 
@@ -196,7 +196,8 @@ void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& err
       "(UID: \"{}\"): {}{}",
       desired.key.volume_name, desired.unique_name, desired.pod->metadata.NamespacedName(),
       desired.key.pod_uid, error, retry);
-  if (options_.on_mount_failure) options_.on_mount_failure(*desired.pod, desired.key.volume_name, error);
+  if (options_.on_mount_failure)
+    options_.on_mount_failure(*desired.pod, desired.key.volume_name, error);
 }
 
 void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
@@ -214,9 +215,9 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
 bool Reconciler::StartSetUpCheck(const DesiredVolume& desired) {
   const VolumeKey key = desired.key;
   auto set_up = std::make_shared<bool>(false);
-  const std::string dir = VolumeLocation{options_.root_dir, key.pod_uid,
-                                         desired.plugin->EscapedName(), key.volume_name}
-                              .dir();
+  const std::string dir =
+      VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(), key.volume_name}
+          .dir();
   return executor_->Run(
       key,
       [set_up, dir] {

@@ -127,7 +127,8 @@ void VolumeManager::Start() {
     };
     if (base::Status s = dir_watcher_.Start(loop_, std::move(handler)); !s.ok()) {
       spdlog::warn(
-          "{}: swaps of ..data by the kubelet are noticed at each pod's periodic resync only", s.message());
+          "{}: swaps of ..data by the kubelet are noticed at each pod's periodic resync only",
+          s.message());
     }
   }
   const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
@@ -318,8 +319,9 @@ void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir)
   auto armed = state == VolumeDirWatcher::State::kUnknown ? dir_watcher_.Watch(key, dir)
                                                           : dir_watcher_.Rearm(key);
   if (!armed.ok()) {
-    spdlog::warn("volume \"{}\" of pod UID \"{}\": {}; swaps by the kubelet are noticed at its resync",
-                 key.volume_name, key.pod_uid, armed.status().message());
+    spdlog::warn(
+        "volume \"{}\" of pod UID \"{}\": {}; swaps by the kubelet are noticed at its resync",
+        key.volume_name, key.pod_uid, armed.status().message());
     return;
   }
   // A swap between the write just done and the watch being first armed went unreported: look

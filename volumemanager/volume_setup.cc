@@ -1,6 +1,7 @@
 #include "volumemanager/volume_setup.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "atomicwriter/remove_tree.h"
@@ -131,8 +133,33 @@ std::string VolumeLocation::dir() const {
 }
 
 bool KubeletHasSetUp(const std::string& dir) {
+  const int vol = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (vol < 0) return false;
   struct stat st {};
-  return ::lstat((dir + "/" + atomicwriter::kDataDirName).c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+  bool set_up = ::fstatat(vol, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(st.st_mode);
+  // The kubelet publishes `..data` first and creates the top-level links after it. A write that
+  // starts in between would create a link the kubelet is about to create, and the kubelet's
+  // symlink would fail with EEXIST (a FailedMount for the user). So the set-up counts as done
+  // once every top-level name of the live version exists too.
+  const int data =
+      set_up ? ::openat(vol, atomicwriter::kDataDirName, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (data < 0) set_up = false;
+  DIR* d = data >= 0 ? ::fdopendir(data) : nullptr;
+  if (data >= 0 && d == nullptr) {
+    ::close(data);
+    set_up = false;
+  }
+  while (d != nullptr && set_up) {
+    const dirent* e = ::readdir(d);
+    if (e == nullptr) break;
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    set_up = ::fstatat(vol, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  }
+  if (d != nullptr) ::closedir(d);
+  ::close(vol);
+  return set_up;
 }
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {

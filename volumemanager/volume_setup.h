@@ -17,8 +17,9 @@
 // and a warning is logged once per process.
 //
 // With `refresh_only` (the kubelet owns the volume's life), SetUpVolume writes only into a volume
-// the kubelet has set up (its `..data` link exists) and creates, mounts and records nothing else;
-// KubeletHasSetUp tells beforehand whether it has.
+// the kubelet has set up (its `..data` link exists, and so does every top-level name of the
+// version it points at) and creates, mounts and records nothing else; KubeletHasSetUp tells
+// beforehand whether it has.
 //
 // TearDownVolume removes a volume only when the journal lists it: it unmounts a tmpfs volume dir,
 // removes it without following any symlink inside, then the directories above it that the journal

@@ -83,10 +83,10 @@ TEST_F(VolumeSetupTest, FailedFirstMountLeavesNoDirectory) {
 
 TEST_F(VolumeSetupTest, FailedRemountKeepsThePublishedContent) {
   ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"), nullptr)).ok());
-  auto r = SetUpVolume(Req(Loc(), Payload("v2"),
-                           [](atomicwriter::Filesystem&, int, const std::string&) {
-                             return base::Status::Error("ownership pass failed");
-                           }));
+  auto r =
+      SetUpVolume(Req(Loc(), Payload("v2"), [](atomicwriter::Filesystem&, int, const std::string&) {
+        return base::Status::Error("ownership pass failed");
+      }));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(atomicwriter::VisibleContent(Loc().dir()),
             (std::map<std::string, std::string>{{"key", "v1"}}));
@@ -177,8 +177,8 @@ TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
   fs::create_directories(root_ + "/pods/u3/volumes/kubernetes.io~configmap/kubelets");
   fs::create_directory_symlink(root_ + "/pods/u1/volumes/kubernetes.io~configmap/a",
                                root_ + "/pods/u2/volumes/kubernetes.io~configmap/link");
-  ReconstructResult r =
-      ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap", "kubernetes.io~secret"});
+  ReconstructResult r = ReconstructOwnedVolumes(
+      root_, *journal_, {"kubernetes.io~configmap", "kubernetes.io~secret"});
   std::set<std::string> found;
   for (const FoundVolume& v : r.volumes) {
     found.insert(v.pod_uid + "/" + v.plugin_dir + "/" + v.volume_name);
@@ -187,8 +187,8 @@ TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
                                           "u2/kubernetes.io~configmap/b"}));
   EXPECT_EQ(r.pod_uids, (std::vector<std::string>{"u1", "u2"}));
   EXPECT_EQ(r.released, 1);  // "gone"
-  EXPECT_FALSE(journal_->Owns(OwnedKind::kVolume,
-                              OwnershipJournal::VolumePath("u2", "kubernetes.io~configmap", "gone")));
+  EXPECT_FALSE(journal_->Owns(
+      OwnedKind::kVolume, OwnershipJournal::VolumePath("u2", "kubernetes.io~configmap", "gone")));
   EXPECT_TRUE(r.problems.empty());
 }
 
@@ -256,6 +256,24 @@ TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
   EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
   RemoveOwnedEmptyPodDirs(root_, "uid-1", *journal_);
   EXPECT_TRUE(fs::exists(dir));
+}
+
+TEST_F(VolumeSetupTest, TheKubeletHasSetUpAVolumeOnceItsTopLevelLinksExist) {
+  // The kubelet's order: the version dir, `..data`, then one link per top-level name.
+  const std::string dir = Loc().dir();
+  EXPECT_FALSE(KubeletHasSetUp(dir)) << "no dir";
+  fs::create_directories(dir + "/..2026_11_24_00_00_00.1/sub");
+  std::ofstream(dir + "/..2026_11_24_00_00_00.1/key") << "v1";
+  EXPECT_FALSE(KubeletHasSetUp(dir)) << "no ..data";
+  fs::create_directory_symlink("..2026_11_24_00_00_00.1", dir + "/..data");
+  EXPECT_FALSE(KubeletHasSetUp(dir)) << "..data published, links not yet created";
+  fs::create_symlink("..data/key", dir + "/key");
+  EXPECT_FALSE(KubeletHasSetUp(dir)) << "one link of two";
+  fs::create_directory(dir + "/sub");  // anything under the name counts, as for the kubelet
+  EXPECT_TRUE(KubeletHasSetUp(dir));
+  fs::remove(dir + "/..data");
+  fs::create_directory_symlink("..missing", dir + "/..data");
+  EXPECT_FALSE(KubeletHasSetUp(dir)) << "..data pointing at nothing";
 }
 
 TEST_F(VolumeSetupTest, OnlyTheDirectoriesTheDaemonCreatedAreRecordedAndRemoved) {

@@ -20,6 +20,7 @@ Prints one progress line every --report iterations and a summary (iterations, ki
 restarts per second, findings); exits 1 on the first violation, naming it, and keeps the workdir.
 """
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -169,8 +170,76 @@ def pod_doc(pod):
                      "volumes": pod["volumes"]}}
 
 
+class FileBackend:
+    """Standalone mode: manifest files, rewritten, added and removed as an editor does."""
+
+    def __init__(self, pods_dir: Path, objects_dir: Path):
+        self.pods_dir, self.objects_dir = pods_dir, objects_dir
+
+    def put_object(self, obj, gen):
+        write_yaml(self.objects_dir / f"{obj}.yaml", object_doc(obj, gen))
+
+    def delete_object(self, obj):
+        os.remove(self.objects_dir / f"{obj}.yaml")
+
+    def put_pod(self, pod):
+        write_yaml(self.pods_dir / f"pod-{pod['slot']}.yaml", pod_doc(pod))
+
+    def delete_pod(self, pod):
+        os.remove(self.pods_dir / f"pod-{pod['slot']}.yaml")
+
+    def daemon_args(self):
+        return ["--pod-manifest-path", str(self.pods_dir),
+                "--object-manifest-path", str(self.objects_dir)]
+
+
+class ApiBackend:
+    """Cluster mode: the same changes through the test API server (tests/apiserver), whose pods
+    are bound to the daemon's node; the daemon sets its volumes up itself."""
+
+    NS = "/api/v1/namespaces/default"
+
+    def __init__(self, server):
+        self.server = server
+
+    def _call(self, method, path, body=None, expect=(200, 201)):
+        status, data = self.server.request(method, path, body)
+        if status not in expect:
+            raise RuntimeError(f"{method} {path}: {status} {data}")
+        return data
+
+    def _put(self, coll, name, doc):
+        status, current = self.server.request("GET", f"{coll}/{name}")
+        if status == 404:
+            return self._call("POST", coll, doc)
+        doc["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return self._call("PUT", f"{coll}/{name}", doc)
+
+    def put_object(self, obj, gen):
+        doc = object_doc(obj, gen)
+        doc["metadata"]["namespace"] = "default"
+        self._put(f"{self.NS}/{'secrets' if doc['kind'] == 'Secret' else 'configmaps'}", obj, doc)
+
+    def delete_object(self, obj):
+        self._call("DELETE", f"{self.NS}/configmaps/{obj}", expect=(200, 202))
+
+    def put_pod(self, pod):
+        doc = pod_doc(pod)
+        doc["metadata"]["namespace"] = "default"
+        doc["spec"]["nodeName"] = "crash-node"
+        del doc["metadata"]["uid"]
+        pod["uid"] = self._put(f"{self.NS}/pods", pod["name"], doc)["metadata"]["uid"]
+
+    def delete_pod(self, pod):
+        self._call("DELETE", f"{self.NS}/pods/{pod['name']}?gracePeriodSeconds=0",
+                   expect=(200, 202))
+
+    def daemon_args(self):
+        return ["--kubeconfig", self.server.kubeconfig, "--volume-ownership", "self"]
+
+
 class World:
-    def __init__(self, work: Path, rng):
+    def __init__(self, work: Path, rng, server=None):
         self.work = work
         self.pods_dir = work / "pods"
         self.objects_dir = work / "objects"
@@ -182,8 +251,10 @@ class World:
         self.model = Model(rng)
         self.last_seen = {}  # (volume dir, object or "labels") -> highest generation seen
         self.foreign = {}    # planted path -> snapshot
+        self.backend = ApiBackend(server) if server else FileBackend(self.pods_dir,
+                                                                     self.objects_dir)
         for obj in CONFIGMAPS + SECRETS:
-            write_yaml(self.objects_dir / f"{obj}.yaml", object_doc(obj, 0))
+            self.backend.put_object(obj, 0)
         for slot in range(SLOTS):
             self.add_pod(slot)
 
@@ -192,13 +263,14 @@ class World:
         pod = self.model.new_pod(slot)
         # Some pods get a file of the kubelet's in their pod dir before the daemon sees them: the
         # daemon did not create that dir, so it must leave it (and the file) when the pod goes.
-        if self.rng.random() < 0.3:
+        # (Not in cluster mode: the API server gives the UID only when the pod is created.)
+        if isinstance(self.backend, FileBackend) and self.rng.random() < 0.3:
             planted = self.root / "pods" / pod["uid"] / "etc-hosts"
             planted.parent.mkdir(parents=True)
             planted.write_bytes(f"127.0.0.1 {pod['uid']}\n".encode())
             self.foreign[planted] = snapshot(planted)
+        self.backend.put_pod(pod)
         self.model.pods[slot] = pod
-        write_yaml(self.pods_dir / f"pod-{slot}.yaml", pod_doc(pod))
 
     def mutate(self):
         rng, m = self.rng, self.model
@@ -206,26 +278,26 @@ class World:
         if r < 0.45:
             obj = rng.choice(CONFIGMAPS + SECRETS)
             gen = m.next_gen(obj)
-            write_yaml(self.objects_dir / f"{obj}.yaml", object_doc(obj, gen))
+            self.backend.put_object(obj, gen)
             m.gens[obj].append(gen)
         elif r < 0.55:
             if m.current(OPTIONAL) is None:
                 gen = m.next_gen(OPTIONAL)
-                write_yaml(self.objects_dir / f"{OPTIONAL}.yaml", object_doc(OPTIONAL, gen))
+                self.backend.put_object(OPTIONAL, gen)
                 m.gens[OPTIONAL].append(gen)
             else:
-                os.remove(self.objects_dir / f"{OPTIONAL}.yaml")
+                self.backend.delete_object(OPTIONAL)
                 m.gens[OPTIONAL].append(None)
         elif r < 0.75:
             live = [p for p in m.pods.values() if p]
             if live:
                 pod = rng.choice(live)
                 pod["labels"].append(pod["labels"][-1] + 1)
-                write_yaml(self.pods_dir / f"pod-{pod['slot']}.yaml", pod_doc(pod))
+                self.backend.put_pod(pod)
         else:
             slot = rng.randrange(SLOTS)
             if m.pods.get(slot):
-                os.remove(self.pods_dir / f"pod-{slot}.yaml")
+                self.backend.delete_pod(m.pods[slot])
                 m.retired_uids.add(m.pods[slot]["uid"])
                 m.pods[slot] = None
             else:
@@ -370,8 +442,7 @@ class World:
                 self.check_volume(pod, vdir, spec, converged)
         # Every volume dir of a pod of ours on disk is in the journal; none of a removed pod
         # after the first reconcile; no ..data_tmp in any.
-        ours = [d for d in (root / "pods").iterdir() if d.name.startswith("crash-")
-                and d not in self.foreign]
+        ours = [d for d in (root / "pods").iterdir() if d not in self.foreign]
         for poddir in ours:
             vols = poddir / "volumes"
             for plugin_dir in (vols.iterdir() if vols.is_dir() else []):
@@ -436,8 +507,7 @@ class Daemon:
         self.mark = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.proc = subprocess.Popen(
             [self.binary, "--root-dir", str(w.root), "--state-dir", str(w.state),
-             "--node-name", "crash-node", "--pod-manifest-path", str(w.pods_dir),
-             "--object-manifest-path", str(w.objects_dir), "--unpublished-grace", "0s",
+             "--node-name", "crash-node", *w.backend.daemon_args(), "--unpublished-grace", "0s",
              "--healthz-bind-address", "127.0.0.1:0", "--debug-bind-address", ""],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -508,6 +578,11 @@ def main(argv=None):
     ap.add_argument("--report", type=int, default=100, help="progress line every N iterations")
     ap.add_argument("--converge-every", type=float, default=0.2,
                     help="share of iterations that wait for the first reconcile before the kill")
+    ap.add_argument("--cluster", action="store_true",
+                    help="cluster mode: pods and objects from the test API server")
+    ap.add_argument("--kill-window", type=float, default=None,
+                    help="kills fall at random in this many seconds after the start (default "
+                         "0.25, 0.8 in cluster mode, whose start-up takes longer)")
     ap.add_argument("--deadline", type=float, default=60.0,
                     help="seconds to wait for convergence (generous: the machine may be loaded)")
     args = ap.parse_args(argv)
@@ -515,8 +590,22 @@ def main(argv=None):
     rng = random.Random(seed)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="crash-loop-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"crash loop: seed {seed}, workdir {work}, {args.iterations} iterations", flush=True)
-    world = World(work, rng)
+    if args.kill_window is None:
+        args.kill_window = 0.8 if args.cluster else 0.25
+    mode = "cluster" if args.cluster else "standalone"
+    print(f"crash loop ({mode}): seed {seed}, workdir {work}, {args.iterations} iterations",
+          flush=True)
+    with contextlib.ExitStack() as stack:
+        server = None
+        if args.cluster:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+            from harness import TestApiServer
+            server = stack.enter_context(TestApiServer())
+        return run(args, seed, rng, work, server)
+
+
+def run(args, seed, rng, work, server):
+    world = World(work, rng, server)
     world.plant_foreign()
     daemon = Daemon(os.path.abspath(args.daemon), world, work / "daemon.log")
     start = time.monotonic()
@@ -529,8 +618,7 @@ def main(argv=None):
                 world.mutate()
                 stats["mutations"] += 1
             daemon.start()
-            mode = rng.random()
-            if mode < args.converge_every:
+            if rng.random() < args.converge_every:
                 wait_converged(world, daemon, args.deadline)
                 stats["converged"] += 1
                 # Then a burst of changes and a kill in the middle of their writes.
@@ -541,7 +629,7 @@ def main(argv=None):
             else:
                 # A kill at a random moment of start-up, reconstruction or the writes after it,
                 # with changes streaming in meanwhile.
-                until = time.monotonic() + rng.uniform(0, 0.25)
+                until = time.monotonic() + rng.uniform(0, args.kill_window)
                 while time.monotonic() < until:
                     if rng.random() < 0.5:
                         world.mutate()

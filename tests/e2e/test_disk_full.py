@@ -1,5 +1,5 @@
 """The root dir filling up mid-write, at daemon level: on a small tmpfs (out of bytes, and out of
-inodes) and on a loop-mounted ext4 image. A remount that runs out of space keeps the volume's last
+inodes) and on a loop-mounted ext4 image (out of bytes, and remounted read-only). A remount that runs out of space keeps the volume's last
 complete content, the failure is logged (and posted as a FailedMount Event in cluster mode), the
 operation backs off (the delay grows), and once space returns every volume converges and no debris
 of the failed writes is left.
@@ -47,11 +47,13 @@ def as_bytes(data):
 
 class Filler:
     """Takes the free space (bytes or inodes) of the filesystem at `root`, leaving `leave` bytes
-    (whole blocks) free, and gives it back."""
+    (whole blocks) or inodes free, or makes it read-only; release() undoes it."""
 
     def __init__(self, root: Path):
+        self.root = root
         self.dir = root / "filler"
         self.dir.mkdir()
+        self.read_only = False
 
     def fill_bytes(self, leave):
         big = self.dir / "big"
@@ -78,7 +80,16 @@ class Filler:
         for i in range(leave):
             (self.dir / f"i{n - 1 - i}").unlink()
 
+    def remount_read_only(self):
+        """An I/O error's usual end on a real disk (ext4 errors=remount-ro): every write fails
+        with EROFS."""
+        subprocess.run(["mount", "-o", "remount,ro", str(self.root)], check=True)
+        self.read_only = True
+
     def release(self):
+        if self.read_only:
+            subprocess.run(["mount", "-o", "remount,rw", str(self.root)], check=True)
+            self.read_only = False
         shutil.rmtree(self.dir)
         self.dir.mkdir()
 
@@ -132,14 +143,18 @@ def small_root(request, tmp_path):
     return tmp_path
 
 
-def fill(filler, kind):
-    if kind == "tmpfs-inodes":
-        filler.fill_inodes(leave=3)  # a version dir and a file or two, not the whole write
-    else:
-        filler.fill_bytes(leave=32 * 1024)  # a few files' worth, not the whole write
+# How each case takes the space away, and the error every failed attempt must name.
+FAULTS = {
+    # a few files' worth left, not the whole write
+    "tmpfs-bytes": (lambda f: f.fill_bytes(leave=32 * 1024), "no space left on device"),
+    # a version dir and a file or two, not the whole write
+    "tmpfs-inodes": (lambda f: f.fill_inodes(leave=3), "no space left on device"),
+    "ext4-loop": (lambda f: f.fill_bytes(leave=32 * 1024), "no space left on device"),
+    "ext4-loop-read-only": (lambda f: f.remount_read_only(), "read-only file system"),
+}
 
 
-@pytest.mark.parametrize("kind", ["tmpfs-bytes", "tmpfs-inodes", "ext4-loop"])
+@pytest.mark.parametrize("kind", list(FAULTS))
 def test_standalone_root_dir_fills_up_mid_write_then_space_returns(small_root, kind):
     env = Env(small_root)
     cleanup = mount_root(kind, env.root, small_root)
@@ -162,7 +177,8 @@ def run_standalone(env, kind):
     wait_for(lambda: visible_files(cfg) == as_bytes(small_payload(1)) and
              visible_files(sec) == as_bytes(small_payload(1)), timeout=60, what="first content")
     filler = Filler(env.root)
-    fill(filler, kind)
+    take_away, error = FAULTS[kind]
+    take_away(filler)
     with Sampler(cfg, sec) as sampler:
         env.put_object(configmap("cfg", big_payload(2)))
         env.put_object(secret("sec", string_data=big_payload(2)))
@@ -173,7 +189,7 @@ def run_standalone(env, kind):
             wait_for(lambda: len(failures(env.log(), name, pod_name)) >= 3, timeout=60,
                      what=f"three failed attempts of {pod_name}/{name}")
             got = failures(env.log(), name, pod_name)
-            assert all("no space left on device" in e.lower() for e, _ in got), got
+            assert all(error in e.lower() for e, _ in got), got
             delays = [d for _, d in got]
             assert delays == sorted(delays) and delays[-1] > delays[0], delays
         # While it lasts: the last complete content, nothing half-written left behind.

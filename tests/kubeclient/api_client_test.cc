@@ -369,12 +369,13 @@ TEST_F(ApiClientTest, RequestsAreCountedByMethodAndOutcomeRetriesIncluded) {
   HttpRequest watch;
   watch.path = kCms + "?watch=true&timeoutSeconds=1";
   watch.stream = true;
-  api_->Stream(watch, [&](base::Status, HttpResponse) { ended = true; }, StreamCallbacks{});
+  api_->Stream(
+      watch, [&](base::Status, HttpResponse) { ended = true; }, StreamCallbacks{});
   ASSERT_TRUE(runner_.RunUntil([&] { return ended; }));
-  EXPECT_EQ(api_->request_counts(), (ApiClient::RequestCounts{{{"GET", "429"}, 2},
-                                                               {{"GET", "200"}, 2},
-                                                               {{"POST", "201"}, 1},
-                                                               {{"GET", "404"}, 1}}));
+  EXPECT_EQ(
+      api_->request_counts(),
+      (ApiClient::RequestCounts{
+          {{"GET", "429"}, 2}, {{"GET", "200"}, 2}, {{"POST", "201"}, 1}, {{"GET", "404"}, 1}}));
   // No answer at all.
   server_.Stop();
   ASSERT_FALSE(Get(kCms).ok());

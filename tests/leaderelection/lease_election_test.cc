@@ -1,8 +1,8 @@
 // Leader election on a Lease against kube-test-apiserver: two electors (each with its own HTTP
 // and API client, as two daemons on a node), short durations (lease 3 s, renew deadline 2 s,
-// retry period 250 ms; the deadline leaves a loaded test server time to answer). Every transition goes on one timeline that fails the test if two ever
-// lead at once; safety is asserted as an order on one clock (the wall clock of this host, which
-// also stamps renewTime), never as a time limit.
+// retry period 250 ms; the deadline leaves a loaded test server time to answer). Every transition
+// goes on one timeline that fails the test if two ever lead at once; safety is asserted as an order
+// on one clock (the wall clock of this host, which also stamps renewTime), never as a time limit.
 #include <gtest/gtest.h>
 #include <time.h>
 
