@@ -100,6 +100,8 @@ def main():
                         "--json", str(results / "cost_model.json")]),
         ("rss_by_pods", [PY, "bench/rss_by_pods.py", *quick, "--daemon", daemon,
                          "--json", str(results / "rss_by_pods.json")]),
+        ("takeover_bench", [PY, "bench/takeover_bench.py", "--daemon", daemon,
+                            *([] if args.full else ["--rounds", "5"])]),
     ]
     if args.only:
         wanted = set(args.only.split(","))
