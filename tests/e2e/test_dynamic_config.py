@@ -85,7 +85,9 @@ def rv(obj):
 
 def test_live_apply_then_restart_apply_then_a_start_with_the_api_down_uses_the_checkpoint(node):
     probe, debug = node.start_dynamic(trial="1s")
-    wait_for(lambda: f"configmap {NS}/{NAME}-{NODE}: listed" in node.log(), what="the watches")
+    wait_for(lambda: node.records(msg="Listed",
+                                  reflector=f"dynamic config configmap {NS}/{NAME}-{NODE}"),
+             what="the watches")
     assert node.configz(debug)["dynamicConfig"]["active"] is None
     pid = node.proc.pid
 
