@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, Env, NODE, mounts_under, snapshot, visible_files, wait_for
+from conftest import (BIN, Env, NODE, mounts_under, parse_log_line, snapshot, visible_files,
+                      wait_for)
 from test_cluster import DAEMON_USER
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
@@ -50,10 +51,26 @@ def merge(base, override):
     return out
 
 
+def decoded(line):
+    """A structured line (either format) spelled out for substring checks: the message, each key
+    as `key "value"`, then the bare values, all unquoted (so an error's own quotes read as
+    written); the line itself when it is not structured."""
+    r = parse_log_line(line)
+    if r is None:
+        return line
+    keys = [(k, v) for k, v in r.items() if k not in ("ts", "level", "msg")]
+    return " ".join([str(r.get("msg", ""))] +
+                    [f'{k} "{v}"' if isinstance(v, str) else f"{k} {v}" for k, v in keys] +
+                    [str(v) for _, v in keys] +
+                    # `object` is kind/namespace/name; the table names objects as the kubelet's
+                    # messages do, "kind namespace/name"
+                    [str(v).replace("/", " ", 1) for k, v in keys if k == "object"])
+
+
 def log_line_with(text, expect):
-    """The first line of `text` holding every substring of `expect`."""
+    """The first line of `text` holding every substring of `expect`, as written or decoded."""
     for line in text.splitlines():
-        if all(e in line for e in expect):
+        if all(e in line for e in expect) or all(e in decoded(line) for e in expect):
             return line
     return None
 
