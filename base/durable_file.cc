@@ -8,9 +8,7 @@
 #include "base/errno_error.h"
 
 namespace base {
-namespace {
-
-Status WriteAllFd(int fd, std::string_view data, const std::string& path) {
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
@@ -21,8 +19,6 @@ Status WriteAllFd(int fd, std::string_view data, const std::string& path) {
   }
   return Status::OK();
 }
-
-}  // namespace
 
 Result<std::string> ReadWholeFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -49,7 +45,7 @@ Status WriteFileDurably(const std::string& dir, const std::string& name, std::st
   const std::string tmp = file + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return ErrnoError("create", tmp, errno);
-  Status s = WriteAllFd(fd, data, tmp);
+  Status s = WriteAll(fd, data, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync", tmp, errno);
   if (::close(fd) != 0 && s.ok()) s = ErrnoError("close", tmp, errno);
   if (s.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) s = ErrnoError("rename", tmp, errno);

@@ -20,6 +20,9 @@ Result<std::string> ReadWholeFile(const std::string& path);
 // `name`.tmp and is removed again on failure.
 Status WriteFileDurably(const std::string& dir, const std::string& name, std::string_view data);
 
+// Writes all of `data` to `fd` (retrying short writes and EINTR); errors name `path`.
+Status WriteAll(int fd, std::string_view data, const std::string& path);
+
 // fsync of a directory, so that renames and removals in it are durable.
 Status SyncDir(const std::string& dir);
 

@@ -102,8 +102,7 @@ base::Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) 
     v *= nanos;
     if (f > 0) {
       // float64 keeps fractions of an hour nanosecond-accurate (Go's comment); truncated.
-      v += static_cast<uint64_t>(static_cast<double>(f) *
-                                 (static_cast<double>(nanos) / scale));
+      v += static_cast<uint64_t>(static_cast<double>(f) * (static_cast<double>(nanos) / scale));
       if (v > kLimit) return too_large;
     }
     total += v;

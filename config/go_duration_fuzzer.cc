@@ -40,8 +40,10 @@ Ref Reference(std::string_view s, int64_t* out) {
     Int128 whole = 0;
     bool digits = false, huge = false;
     for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-      if (whole < (Int128{1} << 100)) whole = whole * 10 + (s[i] - '0');
-      else huge = true;
+      if (whole < (Int128{1} << 100))
+        whole = whole * 10 + (s[i] - '0');
+      else
+        huge = true;
       digits = true;
     }
     std::string frac;
@@ -57,13 +59,20 @@ Ref Reference(std::string_view s, int64_t* out) {
     s.remove_prefix(n);
     int64_t nanos = 0;
     int unit_digits = 0;  // log10 of the unit in nanoseconds, or -1 when not a power of ten
-    if (unit == "ns") nanos = 1, unit_digits = 0;
-    else if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs") nanos = 1000, unit_digits = 3;
-    else if (unit == "ms") nanos = 1000000, unit_digits = 6;
-    else if (unit == "s") nanos = 1000000000, unit_digits = 9;
-    else if (unit == "m") nanos = 60000000000, unit_digits = -1;
-    else if (unit == "h") nanos = 3600000000000, unit_digits = -1;
-    else return Ref::kInvalid;
+    if (unit == "ns")
+      nanos = 1, unit_digits = 0;
+    else if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs")
+      nanos = 1000, unit_digits = 3;
+    else if (unit == "ms")
+      nanos = 1000000, unit_digits = 6;
+    else if (unit == "s")
+      nanos = 1000000000, unit_digits = 9;
+    else if (unit == "m")
+      nanos = 60000000000, unit_digits = -1;
+    else if (unit == "h")
+      nanos = 3600000000000, unit_digits = -1;
+    else
+      return Ref::kInvalid;
     if (huge) return Ref::kInvalid;  // far beyond the maximum
     total += whole * nanos;
     // The fraction's digits beyond the unit's nanosecond, ignoring trailing zeros.

@@ -29,7 +29,8 @@ std::string Decimal(Int128 v) {
   if (v == 0) return "0";
   const bool negative = v < 0;
   std::string digits;
-  for (; v != 0; v /= 10) digits.insert(digits.begin(), static_cast<char>('0' + (negative ? -(v % 10) : v % 10)));
+  for (; v != 0; v /= 10)
+    digits.insert(digits.begin(), static_cast<char>('0' + (negative ? -(v % 10) : v % 10)));
   return negative ? "-" + digits : digits;
 }
 

@@ -235,8 +235,8 @@ base::Result<Credentials> ParseKubeconfigNodes(const std::vector<KubeconfigFile>
   if (std::string file = Scalar(user, "tokenFile"); !file.empty()) {
     creds.token_file = Resolve(file, user_dir);
   }
-  auto cert = PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what,
-                      read);
+  auto cert =
+      PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what, read);
   if (!cert.ok()) return cert.status().WithContext("kubeconfig");
   auto key = PemFrom(user, "client-key-data", "client-key", user_dir, user_what, read);
   if (!key.ok()) return key.status().WithContext("kubeconfig");

@@ -27,8 +27,8 @@ base::Result<std::string> ReadMarker(const std::string& path) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto creds = kube::ParseKubeconfig({kube::KubeconfigFile{"/fuzz/kubeconfig", text}}, "",
-                                     ReadMarker);
+  auto creds =
+      kube::ParseKubeconfig({kube::KubeconfigFile{"/fuzz/kubeconfig", text}}, "", ReadMarker);
   if (!creds.ok()) {
     const std::string m = creds.status().message();
     if (m.empty() || m.find(kFileBytes) != std::string::npos) __builtin_trap();

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "base/catch_all.h"
-#include "base/uv_timer.h"
 #include "base/strings.h"
+#include "base/uv_timer.h"
 #include "logging/structured_log.h"
 
 namespace kube {

@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t pos = 0;
   for (size_t k = 0; pos < stream.size(); ++k) {
     // Cut lengths cycle through the chosen ones; a zero-length feed is allowed too.
-    const size_t len = cuts.empty() ? stream.size() : std::min(cuts[k % cuts.size()], stream.size() - pos);
+    const size_t len =
+        cuts.empty() ? stream.size() : std::min(cuts[k % cuts.size()], stream.size() - pos);
     chunked_status = chunked.Feed(std::string_view(stream).substr(pos, len), chunked_events);
     if (!chunked_status.ok()) break;
     if (chunked.buffered_bytes() > cap) __builtin_trap();

@@ -68,16 +68,35 @@ bool GoUnquote(const std::string& q, std::string* out) {
     const char e = q[i + 1];
     i += 2;
     switch (e) {
-      case 'a': *out += '\a'; continue;
-      case 'b': *out += '\b'; continue;
-      case 'f': *out += '\f'; continue;
-      case 'n': *out += '\n'; continue;
-      case 'r': *out += '\r'; continue;
-      case 't': *out += '\t'; continue;
-      case 'v': *out += '\v'; continue;
-      case '\\': *out += '\\'; continue;
-      case '"': *out += '"'; continue;
-      default: break;
+      case 'a':
+        *out += '\a';
+        continue;
+      case 'b':
+        *out += '\b';
+        continue;
+      case 'f':
+        *out += '\f';
+        continue;
+      case 'n':
+        *out += '\n';
+        continue;
+      case 'r':
+        *out += '\r';
+        continue;
+      case 't':
+        *out += '\t';
+        continue;
+      case 'v':
+        *out += '\v';
+        continue;
+      case '\\':
+        *out += '\\';
+        continue;
+      case '"':
+        *out += '"';
+        continue;
+      default:
+        break;
     }
     const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (n == 0 || i + n >= q.size()) return false;
@@ -124,8 +143,8 @@ Int128 CeilDiv(Int128 a, Int128 b) {
   return (a % b != 0 && ((a > 0) == (b > 0))) ? q + 1 : q;
 }
 
-const char* const kResources[] = {"cpu", "memory", "ephemeral-storage", "hugepages-2Mi",
-                                  "hugepages-", "pods"};
+const char* const kResources[] = {"cpu",           "memory",     "ephemeral-storage",
+                                  "hugepages-2Mi", "hugepages-", "pods"};
 
 std::optional<kube::Quantity> ConsumeQuantity(FuzzedDataProvider& in) {
   auto q = kube::Quantity::Parse(in.ConsumeRandomLengthString(24));
@@ -165,8 +184,8 @@ std::optional<std::string> ExpectedResource(const kube::ResourceFieldSelector& s
       (name == "cpu" || name == "memory" || name == "ephemeral-storage")) {
     value = Lookup(allocatable, name);
   }
-  kube::Quantity divisor = sel.divisor && !sel.divisor->IsZero() ? *sel.divisor
-                                                                  : kube::Quantity::FromInt(1);
+  kube::Quantity divisor =
+      sel.divisor && !sel.divisor->IsZero() ? *sel.divisor : kube::Quantity::FromInt(1);
   const Int128 unit = name == "cpu" ? 1'000'000 : 1'000'000'000;  // nanos per (milli-)unit
   if (name != "cpu" && name != "memory" && name != "ephemeral-storage" &&
       !(name.rfind("hugepages-", 0) == 0 && name.size() > 10)) {
@@ -209,18 +228,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kube::DownwardAPIVolumeFile item;
   item.path = in.ConsumeRandomLengthString(32);
   if (in.ConsumeBool()) {
-    static const char* const kFields[] = {"metadata.name", "metadata.namespace", "metadata.uid",
-                                          "metadata.labels", "metadata.annotations",
-                                          "metadata.labels['", "metadata.annotations['", ""};
+    static const char* const kFields[] = {
+        "metadata.name",        "metadata.namespace", "metadata.uid",           "metadata.labels",
+        "metadata.annotations", "metadata.labels['",  "metadata.annotations['", ""};
     std::string field = in.PickValueInArray(kFields);
     field += in.ConsumeRandomLengthString(24);
     item.field_ref = kube::ObjectFieldSelector{"v1", field};
   } else {
     kube::ResourceFieldSelector sel;
     sel.container_name = in.ConsumeBool() ? "c0" : in.ConsumeRandomLengthString(4);
-    sel.resource = std::string(in.ConsumeBool() ? "limits." : "requests.") +
-                   (in.ConsumeBool() ? in.PickValueInArray(kResources)
-                                     : in.ConsumeRandomLengthString(16));
+    sel.resource =
+        std::string(in.ConsumeBool() ? "limits." : "requests.") +
+        (in.ConsumeBool() ? in.PickValueInArray(kResources) : in.ConsumeRandomLengthString(16));
     if (in.ConsumeBool()) sel.divisor = ConsumeQuantity(in);
     item.resource_field_ref = sel;
   }
@@ -259,7 +278,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto payload = plugins::CollectDownwardAPIData({item}, pod, allocatable, 0644);
   if (payload.ok()) {
-    if (payload->size() != 1 || !payload->count(atomicwriter::CleanPath(item.path))) __builtin_trap();
+    if (payload->size() != 1 || !payload->count(atomicwriter::CleanPath(item.path)))
+      __builtin_trap();
   } else if (payload.status().message().empty()) {
     __builtin_trap();
   }

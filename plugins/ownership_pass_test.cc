@@ -121,7 +121,8 @@ TEST_F(OwnershipPassTest, NeverFollowsSymlinksOutOfTheVolume) {
   const StatInfo outside_before = Lstat(outside_);
   const StatInfo root_before = Lstat(root_);
 
-  auto written = Write({{"k", {"v", 0400, {}}}}, OwnershipPass(kFsGroup, {"ns/p", "uid-1", "test"}));
+  auto written =
+      Write({{"k", {"v", 0400, {}}}}, OwnershipPass(kFsGroup, {"ns/p", "uid-1", "test"}));
   ASSERT_TRUE(written.ok()) << written.status().message();
 
   const StatInfo outside_after = Lstat(outside_);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/durable_file.h"
 #include "base/errno_error.h"
 
 namespace volumemanager {
@@ -86,64 +87,11 @@ bool DecodeRecord(std::string_view line, char* op, OwnedPath* out) {
   return ValidPath(out->path);
 }
 
-Result<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return ErrnoError("open", path, errno);
-  std::string data;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError("read", path, err);
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
-
-Status WriteAllFd(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("write", path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return Status::OK();
-}
-
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open", dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : ErrnoError("fsync", dir, err);
-}
-
-// Writes a complete journal holding `owned` to `file` by way of a temporary file and a rename.
-Status WriteJournal(const std::string& state_dir, const std::string& file,
-                    const std::map<std::string, OwnedKind>& owned) {
+// Replaces the journal in `state_dir` with one holding `owned` (atomically and durably).
+Status WriteJournal(const std::string& state_dir, const std::map<std::string, OwnedKind>& owned) {
   std::string data = Header();
   for (const auto& [path, kind] : owned) data += EncodeRecord('+', OwnedPath{kind, path});
-  const std::string tmp = file + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return ErrnoError("create", tmp, errno);
-  Status s = WriteAllFd(fd, data, tmp);
-  if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync", tmp, errno);
-  if (::close(fd) != 0 && s.ok()) s = ErrnoError("close", tmp, errno);
-  if (s.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) s = ErrnoError("rename", tmp, errno);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return SyncDir(state_dir);
+  return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
 }
 
 struct Parsed {
@@ -215,7 +163,7 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   const std::string file = state_dir + "/" + kFileName;
   OpenResult result;
   Parsed parsed;
-  Result<std::string> data = ReadWholeFile(file);
+  Result<std::string> data = base::ReadWholeFile(file);
   if (!data.ok()) {
     if (data.status().sys_errno() == ENOENT) {
       parsed.loaded = Loaded::kNew;
@@ -237,7 +185,7 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
     }
   }
   // Start every run from a compact file: one record per owned path.
-  Status s = WriteJournal(state_dir, file, parsed.owned);
+  Status s = WriteJournal(state_dir, parsed.owned);
   if (!s.ok()) return s;
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoError("open", file, errno);
@@ -350,7 +298,7 @@ Status OwnershipJournal::Commit(std::string lines, size_t count) {
     } else if (::fstat(fd, &before) != 0) {
       s = ErrnoError("fstat", file_, errno);
     } else {
-      s = WriteAllFd(fd, batch, file_);
+      s = base::WriteAll(fd, batch, file_);
       if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoError("fsync", file_, errno);
       if (!s.ok() && ::ftruncate(fd, before.st_size) != 0) {
         // A partial record would make the whole journal untrusted at the next start; keep it
@@ -386,7 +334,7 @@ Status OwnershipJournal::Commit(std::string lines, size_t count) {
 }
 
 Status OwnershipJournal::CompactLocked() {
-  Status s = WriteJournal(state_dir_, file_, owned_);
+  Status s = WriteJournal(state_dir_, owned_);
   if (!s.ok()) return s;
   const int fd = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoError("open", file_, errno);

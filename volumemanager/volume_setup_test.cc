@@ -203,11 +203,11 @@ TEST_F(VolumeSetupTest, ReconstructionNamesPodsWhoseOwnedDirsAreBelowAPodDirNotI
   ASSERT_TRUE(journal_->Owns(OwnedKind::kDir, OwnershipJournal::PodVolumesPath("kubelets")));
   // The kill: the volume is removed and released, its dirs are not.
   fs::remove_all(Loc("kubelets", "a").dir());
-  ASSERT_TRUE(journal_
-                  ->Remove({OwnedPath{OwnedKind::kVolume,
-                                      OwnershipJournal::VolumePath(
-                                          "kubelets", "kubernetes.io~configmap", "a")}})
-                  .ok());
+  ASSERT_TRUE(
+      journal_
+          ->Remove({OwnedPath{OwnedKind::kVolume, OwnershipJournal::VolumePath(
+                                                      "kubelets", "kubernetes.io~configmap", "a")}})
+          .ok());
   ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
   EXPECT_TRUE(r.volumes.empty());
   ASSERT_EQ(r.pod_uids, (std::vector<std::string>{"kubelets"}));
