@@ -166,6 +166,18 @@ bool SameContent(Filesystem& fs, int dirfd, const std::string& name, const std::
          std::memcmp(got.data(), data.data(), data.size()) == 0;
 }
 
+bool SameTime(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+// The same directory, with no entry added, removed or renamed since `before` was taken (as far as
+// its timestamps' granularity shows: UnpublishedLedger::LastWrite).
+bool SameDirState(const struct stat& now, const struct stat& before) {
+  return now.st_dev == before.st_dev && now.st_ino == before.st_ino &&
+         now.st_nlink == before.st_nlink && now.st_size == before.st_size &&
+         SameTime(now.st_mtim, before.st_mtim) && SameTime(now.st_ctim, before.st_ctim);
+}
+
 struct CleanFile {
   std::string path;  // cleaned
   const FileProjection* file;
@@ -237,8 +249,26 @@ class WriteOperation {
       }
     }
 
+    // Taken out for the whole write: a write that fails leaves no memo, and the next one reads
+    // the volume dir in full.
+    std::optional<UnpublishedLedger::LastWrite> last = options_.ledger->last_write();
+    options_.ledger->set_last_write(std::nullopt);
+    struct stat dir_before {};
+    const bool dir_untouched = last && options_.removals != nullptr &&
+                               fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
+                               SameDirState(dir_before, last->dir);
+
     Status s = LocateCurrentVersion();
     if (!s.ok()) return s;
+
+    UnpublishedLedger& ledger = *options_.ledger;
+    const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
+    const uint64_t names = TopLevelNamesHash();
+    // Only this process's last write touched the volume dir since it ended, with the same
+    // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
+    // version this write replaces is all there is to queue.
+    as_left_ = dir_untouched && last->live == old_ts_ && last->top_level_names == names &&
+               now - last->scanned < options_.unpublished_grace;
 
     bool changed = !old_fd_.valid();
     if (!changed) {
@@ -250,8 +280,10 @@ class WriteOperation {
     WriteResult result;
     if (!changed) {
       // Same content: keep the live version and only repair what a crash may have left.
-      s = LinkTopLevelNames(nullptr);
-      if (!s.ok()) return s;
+      if (!as_left_) {
+        s = LinkTopLevelNames(nullptr);
+        if (!s.ok()) return s;
+      }
       result.ts_dir = old_ts_;
     } else {
       Result<std::string> published = PublishNewVersion(set_permissions);
@@ -264,7 +296,24 @@ class WriteOperation {
       }
     }
     old_fd_.Reset();
-    Status cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
+    Status cleanup;
+    if (as_left_) {
+      if (result.published && !old_ts_.empty()) {
+        cleanup = QueueReplacedVersion(last->dir, now, &result.queued_removals);
+      }
+    } else {
+      cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
+    }
+    if (cleanup.ok() && options_.removals != nullptr) {
+      // A write that changed nothing left the dir as it found it.
+      struct stat dir_after = dir_before;
+      if ((result.published || !as_left_) &&
+          fs_.FstatAt(dir_fd_, ".", &dir_after, AT_SYMLINK_NOFOLLOW) != 0) {
+        return result;  // no memo: the next write reads the dir in full
+      }
+      ledger.set_last_write(UnpublishedLedger::LastWrite{
+          result.ts_dir, names, as_left_ ? last->scanned : now, dir_after});
+    }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
   }
@@ -354,8 +403,10 @@ class WriteOperation {
     }
     // New top-level names are linked before the swap, so the moment ..data moves every file of
     // the new version is reachable. Until then they dangle, as a removed name does.
-    s = LinkTopLevelNames(&created_links);
-    if (!s.ok()) return abandon(s);
+    if (!as_left_) {
+      s = LinkTopLevelNames(&created_links);
+      if (!s.ok()) return abandon(s);
+    }
 
     // Staged under a name no other writer uses: the kubelet's writer owns ..data_tmp (it fails,
     // and tears the volume down, when that name is disturbed mid-write), and a second daemon
@@ -500,6 +551,34 @@ class WriteOperation {
   // `*queued`), due when their grace period runs out. ..data is read again before each removal:
   // another writer may have published meanwhile. Entries the writer did not make, and the
   // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
+  // The fast path's cleanup: queues the version this write replaced (old_ts_), due when its grace
+  // period runs out, in the volume dir whose lstat is `dir_st`.
+  Status QueueReplacedVersion(const struct stat& dir_st, std::chrono::steady_clock::time_point now,
+                              int* queued) {
+    struct stat st {};
+    if (fs_.FstatAt(dir_fd_, old_ts_, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return Status::OK();  // removed by another writer meanwhile
+      return ErrnoError("lstat", old_ts_, errno);
+    }
+    UnpublishedLedger& ledger = *options_.ledger;
+    ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
+    options_.removals->Add(target_dir_, dir_st, old_ts_, st,
+                           ledger.Since(old_ts_) + options_.unpublished_grace,
+                           options_.unpublished_grace);
+    ++*queued;
+    return Status::OK();
+  }
+
+  // FNV-1a over the payload's top-level names (UnpublishedLedger::LastWrite).
+  uint64_t TopLevelNamesHash() const {
+    uint64_t h = 14695981039346656037ULL;
+    for (const std::string& name : first_components_) {
+      for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+      h = (h ^ 0x2f) * 1099511628211ULL;  // '/', which no name holds
+    }
+    return h;
+  }
+
   Status RemoveStaleEntries(int* awaiting, int* queued) {
     std::vector<DirEntry> entries;
     if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
@@ -508,7 +587,10 @@ class WriteOperation {
     const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
     std::set<std::string> unpublished;
     struct stat dir_st {};
-    bool have_dir_st = false;
+    if (options_.removals != nullptr &&
+        fs_.FstatAt(dir_fd_, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError("lstat", ".", errno);
+    }
     // With a queue, ..data is read once: the queue reads it again before each removal.
     std::string queue_live;
     bool queue_live_read = false;
@@ -541,11 +623,6 @@ class WriteOperation {
         unpublished.insert(name);
         const bool due = ledger.Observe(name, st, now, options_.unpublished_grace);
         if (options_.removals != nullptr) {
-          if (!have_dir_st && fs_.FstatAt(dir_fd_, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
-            last = ErrnoError("lstat", ".", errno);
-            continue;
-          }
-          have_dir_st = true;
           options_.removals->Add(target_dir_, dir_st, name, st,
                                  ledger.Since(name) + options_.unpublished_grace,
                                  options_.unpublished_grace);
@@ -594,6 +671,7 @@ class WriteOperation {
   std::string old_ts_;
   ScopedFd old_fd_{&fs_, -1};
   ScopedFd new_fd_{&fs_, -1};  // the new version's dir, from its mkdir to WriteFiles
+  bool as_left_ = false;       // the volume dir is as this process's last write left it
 };
 
 }  // namespace
