@@ -166,18 +166,6 @@ bool SameContent(Filesystem& fs, int dirfd, const std::string& name, const std::
          std::memcmp(got.data(), data.data(), data.size()) == 0;
 }
 
-bool SameTime(const struct timespec& a, const struct timespec& b) {
-  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
-// The same directory, with no entry added, removed or renamed since `before` was taken (as far as
-// its timestamps' granularity shows: UnpublishedLedger::LastWrite).
-bool SameDirState(const struct stat& now, const struct stat& before) {
-  return now.st_dev == before.st_dev && now.st_ino == before.st_ino &&
-         now.st_nlink == before.st_nlink && now.st_size == before.st_size &&
-         SameTime(now.st_mtim, before.st_mtim) && SameTime(now.st_ctim, before.st_ctim);
-}
-
 struct CleanFile {
   std::string path;  // cleaned
   const FileProjection* file;
@@ -253,35 +241,47 @@ class WriteOperation {
     // the volume dir in full.
     std::optional<UnpublishedLedger::LastWrite> last = options_.ledger->last_write();
     options_.ledger->set_last_write(std::nullopt);
-    struct stat dir_before {};
-    const bool dir_untouched = last && options_.removals != nullptr &&
-                               fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
-                               SameDirState(dir_before, last->dir);
-
-    Status s = LocateCurrentVersion();
-    if (!s.ok()) return s;
-
     UnpublishedLedger& ledger = *options_.ledger;
     const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
     const uint64_t names = TopLevelNamesHash();
+    const uint64_t content = options_.removals != nullptr ? ContentHash() : 0;
+    struct stat dir_before {};
     // Only this process's last write touched the volume dir since it ended, with the same
     // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
-    // version this write replaces is all there is to queue.
-    as_left_ = dir_untouched && last->live == old_ts_ && last->top_level_names == names &&
-               now - last->scanned < options_.unpublished_grace;
+    // version this write replaces is all there is to queue, once ..data is seen to name it.
+    const bool may_be_as_left = last && options_.removals != nullptr &&
+                                last->top_level_names == names &&
+                                now - last->scanned < options_.unpublished_grace &&
+                                fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                UnpublishedLedger::DirState::Of(dir_before) == last->dir;
 
-    bool changed = !old_fd_.valid();
-    if (!changed) {
-      Result<bool> needs = NeedsNewVersion();
-      if (!needs.ok()) return needs.status();
-      changed = *needs;
+    bool changed = false;
+    std::string live;
+    if (may_be_as_left && content != last->content &&
+        fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == last->live) {
+      // Other paths or bytes than the live version was written with: a new version, without
+      // opening or reading the live one.
+      as_left_ = true;
+      changed = true;
+      old_ts_ = std::move(live);
+      ledger.Forget(old_ts_);
+    } else {
+      Status s = LocateCurrentVersion();
+      if (!s.ok()) return s;
+      as_left_ = may_be_as_left && last->live == old_ts_;
+      changed = !old_fd_.valid();
+      if (!changed) {
+        Result<bool> needs = NeedsNewVersion();
+        if (!needs.ok()) return needs.status();
+        changed = *needs;
+      }
     }
 
     WriteResult result;
     if (!changed) {
       // Same content: keep the live version and only repair what a crash may have left.
       if (!as_left_) {
-        s = LinkTopLevelNames(nullptr);
+        Status s = LinkTopLevelNames(nullptr);
         if (!s.ok()) return s;
       }
       result.ts_dir = old_ts_;
@@ -311,8 +311,9 @@ class WriteOperation {
           fs_.FstatAt(dir_fd_, ".", &dir_after, AT_SYMLINK_NOFOLLOW) != 0) {
         return result;  // no memo: the next write reads the dir in full
       }
-      ledger.set_last_write(UnpublishedLedger::LastWrite{
-          result.ts_dir, names, as_left_ ? last->scanned : now, dir_after});
+      ledger.set_last_write(
+          UnpublishedLedger::LastWrite{result.ts_dir, names, content, as_left_ ? last->scanned : now,
+                                       UnpublishedLedger::DirState::Of(dir_after)});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
@@ -552,9 +553,9 @@ class WriteOperation {
   // another writer may have published meanwhile. Entries the writer did not make, and the
   // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
   // The fast path's cleanup: queues the version this write replaced (old_ts_), due when its grace
-  // period runs out, in the volume dir whose lstat is `dir_st`.
-  Status QueueReplacedVersion(const struct stat& dir_st, std::chrono::steady_clock::time_point now,
-                              int* queued) {
+  // period runs out, in the volume dir `dir`.
+  Status QueueReplacedVersion(const UnpublishedLedger::DirState& dir,
+                              std::chrono::steady_clock::time_point now, int* queued) {
     struct stat st {};
     if (fs_.FstatAt(dir_fd_, old_ts_, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) return Status::OK();  // removed by another writer meanwhile
@@ -562,11 +563,26 @@ class WriteOperation {
     }
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
+    struct stat dir_st {};
+    dir_st.st_dev = dir.dev;
+    dir_st.st_ino = dir.ino;
     options_.removals->Add(target_dir_, dir_st, old_ts_, st,
                            ledger.Since(old_ts_) + options_.unpublished_grace,
                            options_.unpublished_grace);
     ++*queued;
     return Status::OK();
+  }
+
+  // The payload's cleaned paths and bytes (not modes or owners, which never make a new version),
+  // hashed (UnpublishedLedger::LastWrite).
+  uint64_t ContentHash() const {
+    uint64_t h = 0;
+    for (const CleanFile& f : files_) {
+      const uint64_t parts[] = {std::hash<std::string_view>{}(f.path), f.file->data.size(),
+                                std::hash<std::string_view>{}(f.file->data)};
+      for (const uint64_t p : parts) h = (h ^ p) * 1099511628211ULL + 0x9e3779b97f4a7c15ULL;
+    }
+    return h;
   }
 
   // FNV-1a over the payload's top-level names (UnpublishedLedger::LastWrite).
