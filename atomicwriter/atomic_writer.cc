@@ -311,9 +311,9 @@ class WriteOperation {
           fs_.FstatAt(dir_fd_, ".", &dir_after, AT_SYMLINK_NOFOLLOW) != 0) {
         return result;  // no memo: the next write reads the dir in full
       }
-      ledger.set_last_write(
-          UnpublishedLedger::LastWrite{result.ts_dir, names, content, as_left_ ? last->scanned : now,
-                                       UnpublishedLedger::DirState::Of(dir_after)});
+      ledger.set_last_write(UnpublishedLedger::LastWrite{
+          result.ts_dir, names, content, as_left_ ? last->scanned : now,
+          UnpublishedLedger::DirState::Of(dir_after)});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
