@@ -253,12 +253,13 @@ class WriteOperation {
                                 last->top_level_names == names &&
                                 now - last->scanned < options_.unpublished_grace &&
                                 fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
-                                UnpublishedLedger::DirState::Of(dir_before) == last->dir;
+                                UnpublishedLedger::DirStateHash(dir_before) == last->dir;
 
     bool changed = false;
     std::string live;
     if (may_be_as_left && content != last->content &&
-        fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && live == last->live) {
+        fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 &&
+        UnpublishedLedger::NameHash(live) == last->live) {
       // Other paths or bytes than the live version was written with: a new version, without
       // opening or reading the live one.
       as_left_ = true;
@@ -268,7 +269,8 @@ class WriteOperation {
     } else {
       Status s = LocateCurrentVersion();
       if (!s.ok()) return s;
-      as_left_ = may_be_as_left && last->live == old_ts_;
+      as_left_ =
+          may_be_as_left && !old_ts_.empty() && UnpublishedLedger::NameHash(old_ts_) == last->live;
       changed = !old_fd_.valid();
       if (!changed) {
         Result<bool> needs = NeedsNewVersion();
@@ -299,7 +301,7 @@ class WriteOperation {
     Status cleanup;
     if (as_left_) {
       if (result.published && !old_ts_.empty()) {
-        cleanup = QueueReplacedVersion(last->dir, now, &result.queued_removals);
+        cleanup = QueueReplacedVersion(dir_before, now, &result.queued_removals);
       }
     } else {
       cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
@@ -312,8 +314,8 @@ class WriteOperation {
         return result;  // no memo: the next write reads the dir in full
       }
       ledger.set_last_write(UnpublishedLedger::LastWrite{
-          result.ts_dir, names, content, as_left_ ? last->scanned : now,
-          UnpublishedLedger::DirState::Of(dir_after)});
+          UnpublishedLedger::NameHash(result.ts_dir), names, content,
+          UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
@@ -553,9 +555,9 @@ class WriteOperation {
   // another writer may have published meanwhile. Entries the writer did not make, and the
   // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
   // The fast path's cleanup: queues the version this write replaced (old_ts_), due when its grace
-  // period runs out, in the volume dir `dir`.
-  Status QueueReplacedVersion(const UnpublishedLedger::DirState& dir,
-                              std::chrono::steady_clock::time_point now, int* queued) {
+  // period runs out, in the volume dir whose lstat is `dir_st`.
+  Status QueueReplacedVersion(const struct stat& dir_st, std::chrono::steady_clock::time_point now,
+                              int* queued) {
     struct stat st {};
     if (fs_.FstatAt(dir_fd_, old_ts_, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) return Status::OK();  // removed by another writer meanwhile
@@ -563,9 +565,6 @@ class WriteOperation {
     }
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
-    struct stat dir_st {};
-    dir_st.st_dev = dir.dev;
-    dir_st.st_ino = dir.ino;
     options_.removals->Add(target_dir_, dir_st, old_ts_, st,
                            ledger.Since(old_ts_) + options_.unpublished_grace,
                            options_.unpublished_grace);

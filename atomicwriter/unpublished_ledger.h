@@ -46,41 +46,27 @@ class UnpublishedLedger {
   void ForgetAllBut(const std::set<std::string>& present);
   size_t size() const { return seen_.size(); }
 
-  // A directory's identity and the parts of its lstat that any change of its entries moves.
-  struct DirState {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    nlink_t nlink = 0;
-    off_t size = 0;
-    struct timespec mtime {};
-    struct timespec ctime {};
-
-    static DirState Of(const struct stat& st) {
-      return DirState{st.st_dev, st.st_ino, st.st_nlink, st.st_size, st.st_mtim, st.st_ctim};
-    }
-    bool operator==(const DirState& o) const {
-      return dev == o.dev && ino == o.ino && nlink == o.nlink && size == o.size &&
-             mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec &&
-             ctime.tv_sec == o.ctime.tv_sec && ctime.tv_nsec == o.ctime.tv_nsec;
-    }
-  };
-
   // What this process's last write of the volume left behind, so that the next write (with a
   // RemovalQueue) can skip reading the whole volume dir when nothing but that write changed it:
   // the volume dir's lstat is the same as when the write ended (same inode, mtime, ctime, link
   // count and size: no entry was added, removed or renamed since, by another writer or by the
-  // queue), `..data` still names `live`, the next write's payload has the same top-level names
-  // (no link went stale), and the dir was read in full less than a grace period ago. The last
-  // condition bounds what a timestamp too coarse to show a change could hide: the next full read
-  // finds it. When the payload's paths and bytes differ from those `live` was written with, the
-  // write needs no comparison with the live version either: it publishes.
+  // queue), `..data` still names the version that write left live, the next write's payload has
+  // the same top-level names (no link went stale), and the dir was read in full less than a
+  // grace period ago. The last condition bounds what a timestamp too coarse to show a change
+  // could hide: the next full read finds it. When the payload's paths and bytes differ from those
+  // the live version was written with, the write needs no comparison with the live version
+  // either: it publishes. Hashes, 40 bytes a volume: a false match (odds 2^-64) could only delay
+  // a cleanup to the next full read, or publish a version whose bytes equal the live one's.
   struct LastWrite {
-    std::string live;           // the version ..data pointed to when the write ended
-    uint64_t top_level_names;   // a hash of the payload's top-level names
-    uint64_t content;           // a hash of the payload's paths and bytes
+    uint64_t live;              // the name of the version ..data pointed to when the write ended
+    uint64_t top_level_names;   // the payload's top-level names
+    uint64_t content;           // the payload's paths and bytes
+    uint64_t dir;               // the volume dir's lstat when the write ended (DirStateHash)
     Clock::time_point scanned;  // when the volume dir was last read in full
-    DirState dir;               // the volume dir when the write ended
   };
+  // The parts of a directory's lstat that any change of its entries moves, and its identity.
+  static uint64_t DirStateHash(const struct stat& st);
+  static uint64_t NameHash(const std::string& name);
   const std::optional<LastWrite>& last_write() const { return last_write_; }
   void set_last_write(std::optional<LastWrite> w) { last_write_ = std::move(w); }
 
