@@ -29,9 +29,13 @@ for spec in "$@"; do
   [ -f "$dict" ] && args+=(-dict="$dict")
   if [ "$mode" = short ]; then
     echo "== $name: ${amount}s"
+    # The target's status is read from PIPESTATUS in the same command as the pipeline: any
+    # command after it (an `|| true` included) resets PIPESTATUS. grep's own status (1 when it
+    # keeps no line) does not matter.
     "$build/bin/$name" "${args[@]}" -max_total_time="$amount" "$corpus" "$seeds" 2>&1 |
-      grep -vE '^#[0-9]+ +(NEW|REDUCE|pulse|RELOAD) |^INFO: ' || true
-    [ "${PIPESTATUS[0]}" = 0 ] || { echo "== $name: FAILED (inputs in $artifacts)"; failed=1; }
+      grep -vE '^#[0-9]+ +(NEW|REDUCE|pulse|RELOAD) |^INFO: '
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || { echo "== $name: FAILED, exit $rc (inputs in $artifacts)"; failed=1; }
   else
     log=$build/long/$name.log
     echo "== $name: $amount executions (log $log)"
