@@ -2,8 +2,8 @@
 # Runs libFuzzer targets built by `make fuzz` (tests/fuzz/README.md).
 #   run_fuzzers.sh <fuzz build dir> short <seconds per target> <folder/target>...
 #   run_fuzzers.sh <fuzz build dir> long <executions per target> <folder/target>...
-# Each target starts from its committed seeds (<folder>/testdata/fuzz/<target>/) and its
-# dictionary (<folder>/testdata/fuzz/<target>.dict), and keeps what it finds in
+# Each target starts from its committed seeds (<folder>/testdata/fuzz/<target>/), its dictionary
+# (<folder>/testdata/fuzz/<target>.dict) and its flags (<target>.options, if any), and keeps what it finds in
 # <build dir>/corpus/<target>/; crashing inputs go to <build dir>/artifacts/<target>/.
 # short: every target for the given time; exits non-zero when any target found a crash.
 # long: every target for the given number of executions, one after the other (a finding stops that
@@ -27,6 +27,12 @@ for spec in "$@"; do
   mkdir -p "$corpus" "$artifacts"
   args=(-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/")
   [ -f "$dict" ] && args+=(-dict="$dict")
+  # <target>.options: the target's own libFuzzer flags (-max_len sized to its input kind), one a
+  # line; '#' starts a comment.
+  options=$src/$folder/testdata/fuzz/$name.options
+  [ -f "$options" ] && while read -r opt _; do
+    [ -n "$opt" ] && [ "${opt:0:1}" != "#" ] && args+=("$opt")
+  done <"$options"
   if [ "$mode" = short ]; then
     echo "== $name: ${amount}s"
     # The target's status is read from PIPESTATUS in the same command as the pipeline: any
