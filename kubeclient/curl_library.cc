@@ -32,25 +32,27 @@ base::Result<const CurlLibrary*> Open() {
   static CurlLibrary lib;
   decltype(&curl_global_init) global_init = nullptr;
   std::string error;
-  const bool found =
-      Find(handle, "curl_global_init", &global_init, &error) &&
-      Find(handle, "curl_easy_init", &lib.easy_init, &error) &&
-      Find(handle, "curl_easy_cleanup", &lib.easy_cleanup, &error) &&
-      Find(handle, "curl_easy_setopt", &lib.easy_setopt, &error) &&
-      Find(handle, "curl_easy_getinfo", &lib.easy_getinfo, &error) &&
-      Find(handle, "curl_easy_strerror", &lib.easy_strerror, &error) &&
-      Find(handle, "curl_multi_init", &lib.multi_init, &error) &&
-      Find(handle, "curl_multi_cleanup", &lib.multi_cleanup, &error) &&
-      Find(handle, "curl_multi_setopt", &lib.multi_setopt, &error) &&
-      Find(handle, "curl_multi_add_handle", &lib.multi_add_handle, &error) &&
-      Find(handle, "curl_multi_remove_handle", &lib.multi_remove_handle, &error) &&
-      Find(handle, "curl_multi_assign", &lib.multi_assign, &error) &&
-      Find(handle, "curl_multi_info_read", &lib.multi_info_read, &error) &&
-      Find(handle, "curl_multi_socket_action", &lib.multi_socket_action, &error) &&
-      Find(handle, "curl_multi_strerror", &lib.multi_strerror, &error) &&
-      Find(handle, "curl_slist_append", &lib.slist_append, &error) &&
-      Find(handle, "curl_slist_free_all", &lib.slist_free_all, &error);
+  const bool found = Find(handle, "curl_global_init", &global_init, &error) &&
+                     Find(handle, "curl_easy_init", &lib.easy_init, &error) &&
+                     Find(handle, "curl_easy_cleanup", &lib.easy_cleanup, &error) &&
+                     Find(handle, "curl_easy_setopt", &lib.easy_setopt, &error) &&
+                     Find(handle, "curl_easy_getinfo", &lib.easy_getinfo, &error) &&
+                     Find(handle, "curl_easy_strerror", &lib.easy_strerror, &error) &&
+                     Find(handle, "curl_multi_init", &lib.multi_init, &error) &&
+                     Find(handle, "curl_multi_cleanup", &lib.multi_cleanup, &error) &&
+                     Find(handle, "curl_multi_setopt", &lib.multi_setopt, &error) &&
+                     Find(handle, "curl_multi_add_handle", &lib.multi_add_handle, &error) &&
+                     Find(handle, "curl_multi_remove_handle", &lib.multi_remove_handle, &error) &&
+                     Find(handle, "curl_multi_assign", &lib.multi_assign, &error) &&
+                     Find(handle, "curl_multi_info_read", &lib.multi_info_read, &error) &&
+                     Find(handle, "curl_multi_socket_action", &lib.multi_socket_action, &error) &&
+                     Find(handle, "curl_multi_strerror", &lib.multi_strerror, &error) &&
+                     Find(handle, "curl_slist_append", &lib.slist_append, &error) &&
+                     Find(handle, "curl_slist_free_all", &lib.slist_free_all, &error);
   if (!found) return base::Status::Error(error);
+  // Looked up through libcurl's handle, i.e. in the libraries it links; absent with a libcurl
+  // built on another TLS library, which is fine.
+  lib.ssl_ctx_ctrl = reinterpret_cast<decltype(lib.ssl_ctx_ctrl)>(dlsym(handle, "SSL_CTX_ctrl"));
   if (CURLcode rc = global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
     return base::Status::Error("curl_global_init failed with code " + std::to_string(rc));
   }
