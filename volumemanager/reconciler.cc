@@ -185,12 +185,25 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
 void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& error) {
   const ExponentialBackoff* backoff = executor_->Backoff(desired.key);
   const auto wait = backoff != nullptr ? backoff->delay() : std::chrono::milliseconds(0);
+  // The objects whose content did not reach the volume (a write error names only a file): the
+  // one `object`, or a projected volume's several as `objects` ("kind/namespace/name,...").
+  std::string objects;
+  if (desired.objects.size() > 1) {
+    for (const kube::ObjectRef& ref : desired.objects) {
+      if (!objects.empty()) objects += ',';
+      objects +=
+          std::string(kube::ObjectKindName(ref.kind)) + '/' + ref.namespace_ + '/' + ref.name;
+    }
+  }
   // The kubelet's "no retries permitted until <time> (durationBeforeRetry <delay>)", as keys.
   logging::Warn("FailedMount: MountVolume.SetUp failed",
                 {{"pod", logging::KObj(desired.pod->metadata)},
                  {"podUID", desired.key.pod_uid},
                  {"volume", desired.key.volume_name},
                  {"uniqueName", desired.unique_name},
+                 {"object", desired.objects.size() == 1 ? logging::KRef(desired.objects.front())
+                                                        : logging::Value::Absent()},
+                 {"objects", logging::Value::IfSet(objects)},
                  {"err", error},
                  {"noRetriesUntil", FormatTime(std::chrono::system_clock::now() + wait)},
                  {"durationBeforeRetry", FormatDelay(wait)}});

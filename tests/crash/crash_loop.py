@@ -560,6 +560,11 @@ def wait_converged(world, daemon, deadline_s):
     raise Violation(f"not converged within {deadline_s}s: {last}")
 
 
+def load_average():
+    """The 1, 5 and 15 minute load averages, for the run's record (RELIABILITY.md)."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def unmount_under(path):
     prefix = str(path)
     with open("/proc/self/mounts") as f:
@@ -611,6 +616,8 @@ def run(args, seed, rng, work, server):
     start = time.monotonic()
     stats = {"kills": 0, "converged": 0, "mutations": 0, "kill_before_ready": 0}
     ok = False
+    i = 0
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         for i in range(1, args.iterations + 1):
             # Changes made while the daemon is down, then the restart.
@@ -644,8 +651,10 @@ def run(args, seed, rng, work, server):
             world.check(converged=False)
             if i % args.report == 0 or i == args.iterations:
                 el = time.monotonic() - start
-                print(f"{i} iterations, {stats['kills']} kills, {stats['converged']} converged, "
-                      f"{stats['mutations']} changes, {el:.0f} s ({i / el:.2f}/s)", flush=True)
+                print(f"{i} iterations, {stats['kills']} kills "
+                      f"({stats['kill_before_ready']} before ready), {stats['converged']} "
+                      f"converged restarts, {stats['mutations']} changes, {el:.0f} s "
+                      f"({i / el:.2f} restarts/s), load {load_average()}", flush=True)
         # The end: a last start, convergence, and a clean stop.
         daemon.start()
         wait_converged(world, daemon, args.deadline)
@@ -659,6 +668,9 @@ def run(args, seed, rng, work, server):
     except Violation as e:
         print(f"VIOLATION (seed {seed}, iteration {i}): {e}", flush=True)
         print(f"workdir kept: {work}; daemon log: {work / 'daemon.log'}", flush=True)
+    except KeyboardInterrupt:
+        # Stopped from outside (Ctrl-C, SIGTERM): the summary below still records the counts.
+        print(f"STOPPED at iteration {i} (seed {seed}), no violation until then", flush=True)
     finally:
         if daemon.proc is not None:
             daemon.proc.kill()
@@ -666,7 +678,8 @@ def run(args, seed, rng, work, server):
     el = time.monotonic() - start
     print(f"summary: {stats['kills']} kills ({stats['kill_before_ready']} before ready), "
           f"{stats['converged']} converged restarts, {stats['mutations']} changes, "
-          f"{el:.0f} s, seed {seed}: {'no violation' if ok else 'FAILED'}", flush=True)
+          f"{el:.0f} s ({stats['kills'] / el:.2f} restarts/s), load {load_average()}, "
+          f"seed {seed}: {'no violation' if ok else 'FAILED'}", flush=True)
     unmount_under(work)
     if ok and args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -93,6 +93,36 @@ class Filler:
         self.dir.mkdir()
 
 
+def read_version(volume):
+    """{path: bytes} of the version `..data` points to, read through the link once resolved (a
+    published version dir is complete and never changes; reading file by file through the
+    top-level links can straddle a swap); None when there is none or it went while being read."""
+    try:
+        version = volume / os.readlink(volume / "..data")
+        out = {}
+        for dirpath, _, filenames in os.walk(version, onerror=on_walk_error):
+            for f in filenames:
+                p = Path(dirpath) / f
+                out[str(p.relative_to(version))] = p.read_bytes()
+        return out
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def on_walk_error(e):
+    raise e
+
+
+class VersionSampler(Sampler):
+    """Records each version a volume shows (read_version), every few ms, in order."""
+
+    def _sample(self):
+        for v in self.volumes:
+            files = read_version(v)
+            if files is not None and (not self.seen[v] or self.seen[v][-1] != files):
+                self.seen[v].append(files)
+
+
 def failures(log, volume, pod_name):
     """(error, backoff seconds) of each FailedMount log line for `volume` of `pod_name` (its
     keys: logging/structured_log.h)."""
@@ -185,7 +215,7 @@ def run_standalone(env, kind):
     filler = Filler(env.root)
     take_away, error = FAULTS[kind]
     take_away(filler)
-    with Sampler(cfg, sec) as sampler:
+    with VersionSampler(cfg, sec) as sampler:
         env.put_object(configmap("cfg", big_payload(2)))
         env.put_object(secret("sec", string_data=big_payload(2)))
         # A new pod's first mount fails too, and leaves no volume dir.
@@ -209,7 +239,7 @@ def run_standalone(env, kind):
             wait_for(lambda: visible_files(d) == as_bytes(big_payload(2)) and no_debris(d),
                      timeout=180, what=f"{d} converged once space returned")
     for d in (cfg, sec):
-        # A container saw the old content, then the new, nothing in between.
+        # The old version, then the new, nothing in between (no version written in part).
         assert sampler.seen[d] == [as_bytes(small_payload(1)), as_bytes(big_payload(2))], \
             [sorted(s) for s in sampler.seen[d]]
     assert env.stop() == 0
