@@ -185,9 +185,12 @@ test-tsan: deps-test
 
 # The libFuzzer targets (clang, ASan+UBSan), each for FUZZ_SECONDS from its committed seeds; new
 # inputs go to $(FUZZ_DIR)/corpus/<target>, crashes to $(FUZZ_DIR)/artifacts/<target>.
+# -fno-sanitize-recover: UBSan's reports abort the target (by default it prints and goes on, and
+# libFuzzer would count undefined behaviour as a clean run).
 fuzz-build: deps-fuzz
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-	  -DVM_FUZZ=ON -DVM_TESTS=OFF -DVM_WERROR=OFF -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined"
+	  -DVM_FUZZ=ON -DVM_TESTS=OFF -DVM_WERROR=OFF \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(notdir $(FUZZERS))
 
 fuzz: fuzz-build

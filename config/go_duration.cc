@@ -105,8 +105,11 @@ base::Result<std::chrono::nanoseconds> ParseGoDuration(const std::string& text) 
       v += static_cast<uint64_t>(static_cast<double>(f) * (static_cast<double>(nanos) / scale));
       if (v > kLimit) return too_large;
     }
+    // Go adds first and compares after, so 2^63 + 2^63 wraps to 0 and
+    // "9223372036854775808ns9223372036854775808ns" parses as 0 there (go_duration_fuzzer): a
+    // flag meant as "forever" must not become 0. Compared before adding, it is too large.
+    if (v > kLimit - total) return too_large;
     total += v;
-    if (total > kLimit) return too_large;
   }
   if (total > kLimit - 1) return too_large;
   return std::chrono::nanoseconds(static_cast<int64_t>(total));

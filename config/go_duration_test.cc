@@ -33,6 +33,12 @@ TEST(GoDurationTest, Parses) {
       // Below a nanosecond Go truncates.
       {"1.9ns", 1},
       {"0.1234567899s", 123456789},
+      // Go's fraction step, float64(f) * (unit / 10^k) with the trailing zeros counted in f and
+      // k, is inexact when 10^k does not divide the unit: 59 ns and 0 ns in Go, not 60 and 1
+      // (go_duration_fuzzer's reference expected the exact values).
+      {".00000000100000m", 59},
+      {"0.00000100000000000ms", 0},
+      {"1h.00000000100000m0.000000001s0m0.000000001s0001s", 3601000000061},
   };
   for (const auto& c : cases) {
     auto d = ParseGoDuration(c.in);
@@ -55,6 +61,13 @@ TEST(GoDurationTest, RejectsWithAClearMessage) {
       {"99999999999h", "invalid duration \"99999999999h\": too large"},
       {"2562047h47m16.854775808s", "invalid duration \"2562047h47m16.854775808s\": too large"},
       {"9223372036854775808ns", "invalid duration \"9223372036854775808ns\": too large"},
+      // Two terms of 2^63 ns: Go's uint64 sum wraps to 0 and accepts it; too large here
+      // (found by go_duration_fuzzer).
+      {"9223372036854775808ns9223372036854775808ns",
+       "invalid duration \"9223372036854775808ns9223372036854775808ns\": too large"},
+      // Out of range whatever the unit (go_duration_fuzzer's 128-bit reference overflowed here).
+      {"1m1m854775809223378547758054775807s",
+       "invalid duration \"1m1m854775809223378547758054775807s\": too large"},
   };
   for (const auto& c : cases) {
     auto d = ParseGoDuration(c.in);

@@ -6,11 +6,17 @@
 //  * decode the same way as YAML and as JSON: a single-document YAML stream whose document is an
 //    object decodes to exactly what the JSON rendering of that object decodes to (both paths share
 //    one object mapping, so any difference is a converter bug).
+// Input whose first non-blank byte is '{' is one JSON value to the decoder (as to the kubelet and
+// kubectl, which never read such a file as YAML): `{kind: Pod}` is refused there although YAML
+// would read it. So the YAML side of that comparison is the input behind a "---" line, which the
+// decoder reads as YAML; comparing the JSON reading of the bytes with their YAML reading would
+// hold the decoder to a rule the API machinery does not have.
 // Built only with -DVM_FUZZ=ON (clang).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -23,6 +29,12 @@ namespace {
 
 bool Revalidates(const kube::ManifestObject& object) {
   return std::visit([](const auto& o) { return kube::Validate(o).ok(); }, object);
+}
+
+// manifest_decoder.h: a file whose first non-blank character is '{' is read as JSON.
+bool ReadAsJson(std::string_view bytes) {
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && bytes[first] == '{';
 }
 
 }  // namespace
@@ -54,8 +66,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();  // YamlToJson must produce values that render (valid UTF-8 strings)
   }
   if (!kube::AllFinite((*docs)[0])) return 0;
+  base::Result<std::vector<kube::ManifestObject>> from_yaml =
+      ReadAsJson(bytes) ? kube::DecodeManifest("---\n" + std::string(bytes), "fuzz")
+                        : std::move(result);
   auto from_json = kube::DecodeManifest(json_text, "fuzz");
-  if (from_json.ok() != result.ok()) __builtin_trap();
-  if (from_json.ok() && *from_json != *result) __builtin_trap();
+  if (from_json.ok() != from_yaml.ok()) __builtin_trap();
+  if (from_json.ok() && *from_json != *from_yaml) __builtin_trap();
   return 0;
 }

@@ -92,6 +92,38 @@ TEST(ManifestDecoderTest, JsonAndListsAreAccepted) {
   EXPECT_EQ(MetadataOf((*typed)[1]).name, "b");
 }
 
+// A file that opens with '{' is one JSON value, never YAML, as for the kubelet's static pods and
+// kubectl (apimachinery's yaml.ToJSON and YAMLOrJSONDecoder pass JSON-looking input to the JSON
+// decoder as it is). YAML flow syntax there is invalid JSON, though a YAML reader would take it;
+// behind a "---" line the same text is YAML. manifest_decoder_fuzzer's first oracle held the
+// decoder to the YAML reading (RELIABILITY.md, "Fuzzing", finding 4).
+TEST(ManifestDecoderTest, InputOpeningWithABraceIsJsonNotYaml) {
+  const struct {
+    const char* name;
+    const char* input;
+    const char* error;
+  } cases[] = {
+      {"unquoted_keys", "{kind: ConfigMap, metadata: {name: a}}", "m.json: invalid JSON at byte 2"},
+      {"tab_in_string", "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\",\"x\t\":\"\"}}",
+       "m.json: invalid JSON at byte 46"},
+      {"single_quotes", "\n {'kind': 'ConfigMap', 'metadata': {'name': 'a'}}",
+       "m.json: invalid JSON at byte 4"},
+      {"plain_scalar_key",  // reduced from the fuzzer's input
+       "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\",x\"y\":\"z\"w\"}}",
+       "m.json: invalid JSON at byte 44"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto as_json = DecodeManifest(c.input, "m.json");
+    ASSERT_FALSE(as_json.ok());
+    EXPECT_EQ(as_json.status().message(), c.error);
+    auto as_yaml = DecodeManifest(std::string("---\n") + c.input, "m.yaml");
+    ASSERT_TRUE(as_yaml.ok()) << as_yaml.status().message();
+    ASSERT_EQ(as_yaml->size(), 1u);
+    EXPECT_EQ(MetadataOf((*as_yaml)[0]).name, "a");
+  }
+}
+
 TEST(ManifestDecoderTest, ErrorsNameSourceDocumentObjectAndField) {
   std::string huge_value(10u << 20, 'x');
   std::string huge =

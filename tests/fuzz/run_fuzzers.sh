@@ -2,8 +2,8 @@
 # Runs libFuzzer targets built by `make fuzz` (tests/fuzz/README.md).
 #   run_fuzzers.sh <fuzz build dir> short <seconds per target> <folder/target>...
 #   run_fuzzers.sh <fuzz build dir> long <executions per target> <folder/target>...
-# Each target starts from its committed seeds (<folder>/testdata/fuzz/<target>/) and its
-# dictionary (<folder>/testdata/fuzz/<target>.dict), and keeps what it finds in
+# Each target starts from its committed seeds (<folder>/testdata/fuzz/<target>/), its dictionary
+# (<folder>/testdata/fuzz/<target>.dict) and its flags (<target>.options, if any), and keeps what it finds in
 # <build dir>/corpus/<target>/; crashing inputs go to <build dir>/artifacts/<target>/.
 # short: every target for the given time; exits non-zero when any target found a crash.
 # long: every target for the given number of executions, one after the other (a finding stops that
@@ -27,20 +27,33 @@ for spec in "$@"; do
   mkdir -p "$corpus" "$artifacts"
   args=(-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/")
   [ -f "$dict" ] && args+=(-dict="$dict")
+  # <target>.options: the target's own libFuzzer flags (-max_len sized to its input kind), one a
+  # line; '#' starts a comment.
+  options=$src/$folder/testdata/fuzz/$name.options
+  [ -f "$options" ] && while read -r opt _; do
+    [ -n "$opt" ] && [ "${opt:0:1}" != "#" ] && args+=("$opt")
+  done <"$options"
   if [ "$mode" = short ]; then
     echo "== $name: ${amount}s"
+    # The target's status is read from PIPESTATUS in the same command as the pipeline: any
+    # command after it (an `|| true` included) resets PIPESTATUS. grep's own status (1 when it
+    # keeps no line) does not matter.
     "$build/bin/$name" "${args[@]}" -max_total_time="$amount" "$corpus" "$seeds" 2>&1 |
-      grep -vE '^#[0-9]+ +(NEW|REDUCE|pulse|RELOAD) |^INFO: ' || true
-    [ "${PIPESTATUS[0]}" = 0 ] || { echo "== $name: FAILED (inputs in $artifacts)"; failed=1; }
+      grep -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD) |^INFO: '
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || { echo "== $name: FAILED, exit $rc (inputs in $artifacts)"; failed=1; }
   else
     log=$build/long/$name.log
+    # No allocation stacks in ASan reports: recording one per malloc was a tenth of the YAML
+    # targets' time. A finding's input is kept; rerun it for the full report.
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0}
     echo "== $name: $amount executions (log $log)"
     start=$(date +%s)
     "$build/bin/$name" "${args[@]}" -runs="$amount" "$corpus" "$seeds" >"$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1)
-    last=$(grep -E '^#[0-9]+ ' "$log" | tail -1)
+    last=$(grep -E '^#[0-9]+[[:space:]]' "$log" | tail -1)
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
     corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9a-zA-Z]*\).*/\1/p' <<<"$last")
