@@ -50,9 +50,6 @@ base::Result<const CurlLibrary*> Open() {
                      Find(handle, "curl_slist_append", &lib.slist_append, &error) &&
                      Find(handle, "curl_slist_free_all", &lib.slist_free_all, &error);
   if (!found) return base::Status::Error(error);
-  // Looked up through libcurl's handle, i.e. in the libraries it links; absent with a libcurl
-  // built on another TLS library, which is fine.
-  lib.ssl_ctx_ctrl = reinterpret_cast<decltype(lib.ssl_ctx_ctrl)>(dlsym(handle, "SSL_CTX_ctrl"));
   if (CURLcode rc = global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
     return base::Status::Error("curl_global_init failed with code " + std::to_string(rc));
   }

@@ -34,9 +34,6 @@ struct CurlLibrary {
   decltype(&curl_multi_strerror) multi_strerror;
   decltype(&curl_slist_append) slist_append;
   decltype(&curl_slist_free_all) slist_free_all;
-  // OpenSSL's SSL_CTX_ctrl when libcurl's TLS backend is OpenSSL (null otherwise): the client
-  // asks it to release a connection's TLS buffers while the connection is idle.
-  long (*ssl_ctx_ctrl)(void* ctx, int cmd, long larg, void* parg) = nullptr;
 };
 
 // The loaded library, or why it could not be loaded (the library or a function missing, or

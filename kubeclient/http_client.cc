@@ -37,19 +37,6 @@ CURLM* Multi(void* m) { return static_cast<CURLM*>(m); }
 // finds it loaded.
 const CurlLibrary& Curl() { return *LoadCurl().value(); }
 
-// OpenSSL's SSL_CTRL_MODE and SSL_MODE_RELEASE_BUFFERS (openssl/ssl.h; the client does not build
-// against OpenSSL, libcurl brings it).
-constexpr int kSslCtrlMode = 33;
-constexpr long kSslModeReleaseBuffers = 0x10;
-
-// CURLOPT_SSL_CTX_FUNCTION: each new TLS connection frees its read and write buffers (about
-// 34 KiB) whenever they are empty. An idle watch holds its connection for minutes (over HTTP/1.1,
-// one connection per watch), and would otherwise keep both buffers for its whole life.
-CURLcode ReleaseIdleTlsBuffers(CURL*, void* ssl_ctx, void*) noexcept {
-  Curl().ssl_ctx_ctrl(ssl_ctx, kSslCtrlMode, kSslModeReleaseBuffers, nullptr);
-  return CURLE_OK;
-}
-
 struct UrlParts {
   std::string host;  // without brackets
   std::string port;
@@ -311,15 +298,6 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   Curl().easy_setopt(e, CURLOPT_PRIVATE, t);
   Curl().easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
   Curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  if (t->request.stream) {
-    // libcurl allocates each transfer a receive buffer of this size for its whole life (16 KiB
-    // by default). A watch lives for minutes and its events are mostly small: 4 KiB (a larger
-    // event arrives in more pieces).
-    Curl().easy_setopt(e, CURLOPT_BUFFERSIZE, 4096L);
-  }
-  if (Curl().ssl_ctx_ctrl != nullptr) {
-    Curl().easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, &ReleaseIdleTlsBuffers);
-  }
   Curl().easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
   Curl().easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   Curl().easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
