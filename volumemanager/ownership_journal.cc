@@ -230,7 +230,7 @@ Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
 
 Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
   std::string lines;
-  size_t count = 0;
+  std::vector<OwnedPath> released;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const OwnedPath& p : paths) {
@@ -238,11 +238,18 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
       if (it == owned_.end() || it->second != p.kind) continue;
       owned_.erase(it);
       lines += EncodeRecord('-', p);
-      ++count;
+      released.push_back(p);
     }
   }
-  if (count == 0) return Status::OK();
-  return Commit(std::move(lines), count);
+  if (released.empty()) return Status::OK();
+  Status s = Commit(std::move(lines), released.size());
+  if (!s.ok()) {
+    // The file still lists them: owned, so a teardown's retry releases them (and the owned dirs
+    // above them) instead of taking the volume for one this daemon never set up.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const OwnedPath& p : released) owned_.emplace(p.path, p.kind);
+  }
+  return s;
 }
 
 bool OwnershipJournal::Owns(OwnedKind kind, const std::string& path) const {

@@ -76,7 +76,9 @@ class OwnershipJournal {
 
   // Records that the daemon owns `paths`; durable when it returns OK.
   base::Status Add(const std::vector<OwnedPath>& paths);
-  // Records that the daemon no longer owns `paths` (removed, or never created after all).
+  // Records that the daemon no longer owns `paths` (removed, or never created after all). When
+  // the record cannot be written, they stay owned (as the file says), so the caller's retry
+  // releases them again.
   base::Status Remove(const std::vector<OwnedPath>& paths);
 
   bool Owns(OwnedKind kind, const std::string& path) const;

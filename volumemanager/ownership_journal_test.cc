@@ -1,9 +1,11 @@
 #include "volumemanager/ownership_journal.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -45,6 +47,29 @@ class OwnershipJournalTest : public ::testing::Test {
 
   std::string dir_;
   std::string file_;
+};
+
+// While it lives, this process can write no file past `bytes` (writes fail with EFBIG instead
+// of raising SIGXFSZ): the journal's next append fails as on a full or failing disk.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit limit = old_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
 };
 
 TEST_F(OwnershipJournalTest, NoJournalMeansOwningNothing) {
@@ -186,6 +211,23 @@ TEST_F(OwnershipJournalTest, ManyReleasedEntriesAreCompactedAway) {
   ASSERT_TRUE(r.journal->Add({kPod}).ok());
   const std::string text = FileText();
   EXPECT_LT(std::count(text.begin(), text.end(), '\n'), 1100);
+  r.journal.reset();
+  EXPECT_EQ(Open().journal->Entries(), std::vector<OwnedPath>{kPod});
+}
+
+// A release the file did not take leaves the paths owned, as the file still lists them: the
+// teardown's retry then releases them (RELIABILITY.md, "Disk full and I/O errors", finding 2).
+TEST_F(OwnershipJournalTest, AReleaseThatCannotBeWrittenLeavesThePathsOwned) {
+  auto r = Open();
+  ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+  {
+    FileSizeLimit full(fs::file_size(file_));
+    EXPECT_FALSE(r.journal->Remove({kVol}).ok());
+  }
+  EXPECT_TRUE(r.journal->Owns(OwnedKind::kVolume, kVol.path));
+  EXPECT_EQ(r.journal->Entries(), (std::vector<OwnedPath>{kPod, kVol}));
+  ASSERT_TRUE(r.journal->Remove({kVol}).ok());  // the retry
+  EXPECT_FALSE(r.journal->Owns(OwnedKind::kVolume, kVol.path));
   r.journal.reset();
   EXPECT_EQ(Open().journal->Entries(), std::vector<OwnedPath>{kPod});
 }

@@ -261,8 +261,9 @@ def test_cluster_mode_disk_full_posts_failed_mount_events_and_converges(small_ro
 def run_cluster(cluster):
     cluster.put_configmap("app", small_payload(1))
     uid = cluster.create_pod("web", [{"name": "cfg", "configMap": {"name": "app"}}])
-    # The daemon sets volumes up itself (--volume-ownership self): the root dir is its alone.
-    cluster.start("--volume-ownership", "self")
+    # The daemon sets volumes up itself (--volume-ownership self): the root dir is its alone, so
+    # the version a write replaces may go at once (no_debris holds as soon as the new one is live).
+    cluster.start("--volume-ownership", "self", "--unpublished-grace", "0s")
     cfg = cluster.volume_dir(uid, CM, "cfg")
     wait_for(lambda: visible_files(cfg) == as_bytes(small_payload(1)), timeout=60,
              what="first content")

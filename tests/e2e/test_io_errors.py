@@ -247,3 +247,35 @@ def run_cluster(cluster, errors):
     wait_for(lambda: visible_files(cfg) == as_bytes(payload(2)) and no_debris(cfg),
              timeout=60, what="converged once writes work again")
     assert cluster.stop() == 0
+
+
+def test_pod_removed_while_the_ownership_journal_cannot_be_written(tmp_path, monkeypatch):
+    """EIO on the state dir: the teardown of a removed pod's volume fails when the journal
+    cannot record the release; once writes work again the retry releases it and removes the dirs
+    the daemon made (RELIABILITY.md, "Disk full and I/O errors", finding 2)."""
+    env = Env(tmp_path)
+    errors = IoErrors(tmp_path, env.state, monkeypatch)
+    try:
+        env.put_object(configmap("cfg", payload(1)))
+        env.put_pod(pod("p1", [{"name": "cfg", "configMap": {"name": "cfg"}}], uid="p1"))
+        env.start("--no-tmpfs")
+        vdir = env.volume_dir("p1", CM, "cfg")
+        wait_for(lambda: visible_files(vdir) == as_bytes(payload(1)), timeout=60,
+                 what="first content")
+        errors.fail("write")
+        (env.pods / "p1.yaml").unlink()
+        failed = wait_for(lambda: env.records(msg="UnmountVolume.TearDown failed", podUID="p1",
+                                              volume="cfg"), timeout=60,
+                          what="a teardown failing on the journal")
+        assert EIO_TEXT in failed[0]["err"].lower() and "ownership.journal" in failed[0]["err"]
+        assert errors.injected("write", env.state)
+        errors.stop()
+        # The pod dir and everything below it were the daemon's: all of it goes.
+        wait_for(lambda: not (env.root / "pods" / "p1").exists(), timeout=60,
+                 what="the removed pod's dirs gone once the journal can be written")
+        assert not env.records(podUID="p1", msg=lambda m: "left in place" in m), \
+            "the daemon took its own volume for one it did not set up"
+        assert env.stop() == 0
+    finally:
+        if env.proc is not None:
+            env.stop(signal.SIGKILL)
