@@ -237,21 +237,55 @@ class WriteOperation {
       }
     }
 
-    Status s = LocateCurrentVersion();
-    if (!s.ok()) return s;
+    // Taken out for the whole write: a write that fails leaves no memo, and the next one reads
+    // the volume dir in full.
+    std::optional<UnpublishedLedger::LastWrite> last = options_.ledger->last_write();
+    options_.ledger->set_last_write(std::nullopt);
+    UnpublishedLedger& ledger = *options_.ledger;
+    const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
+    const uint64_t names = TopLevelNamesHash();
+    const uint64_t content = options_.removals != nullptr ? ContentHash() : 0;
+    struct stat dir_before {};
+    // Only this process's last write touched the volume dir since it ended, with the same
+    // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
+    // version this write replaces is all there is to queue, once ..data is seen to name it.
+    const bool may_be_as_left = last && options_.removals != nullptr &&
+                                last->top_level_names == names &&
+                                now - last->scanned < options_.unpublished_grace &&
+                                fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                UnpublishedLedger::DirStateHash(dir_before) == last->dir;
 
-    bool changed = !old_fd_.valid();
-    if (!changed) {
-      Result<bool> needs = NeedsNewVersion();
-      if (!needs.ok()) return needs.status();
-      changed = *needs;
+    bool changed = false;
+    std::string live;
+    if (may_be_as_left && content != last->content &&
+        fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 &&
+        UnpublishedLedger::NameHash(live) == last->live) {
+      // Other paths or bytes than the live version was written with: a new version, without
+      // opening or reading the live one.
+      as_left_ = true;
+      changed = true;
+      old_ts_ = std::move(live);
+      ledger.Forget(old_ts_);
+    } else {
+      Status s = LocateCurrentVersion();
+      if (!s.ok()) return s;
+      as_left_ =
+          may_be_as_left && !old_ts_.empty() && UnpublishedLedger::NameHash(old_ts_) == last->live;
+      changed = !old_fd_.valid();
+      if (!changed) {
+        Result<bool> needs = NeedsNewVersion();
+        if (!needs.ok()) return needs.status();
+        changed = *needs;
+      }
     }
 
     WriteResult result;
     if (!changed) {
       // Same content: keep the live version and only repair what a crash may have left.
-      s = LinkTopLevelNames(nullptr);
-      if (!s.ok()) return s;
+      if (!as_left_) {
+        Status s = LinkTopLevelNames(nullptr);
+        if (!s.ok()) return s;
+      }
       result.ts_dir = old_ts_;
     } else {
       Result<std::string> published = PublishNewVersion(set_permissions);
@@ -264,7 +298,25 @@ class WriteOperation {
       }
     }
     old_fd_.Reset();
-    Status cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
+    Status cleanup;
+    if (as_left_) {
+      if (result.published && !old_ts_.empty()) {
+        cleanup = QueueReplacedVersion(dir_before, now, &result.queued_removals);
+      }
+    } else {
+      cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
+    }
+    if (cleanup.ok() && options_.removals != nullptr) {
+      // A write that changed nothing left the dir as it found it.
+      struct stat dir_after = dir_before;
+      if ((result.published || !as_left_) &&
+          fs_.FstatAt(dir_fd_, ".", &dir_after, AT_SYMLINK_NOFOLLOW) != 0) {
+        return result;  // no memo: the next write reads the dir in full
+      }
+      ledger.set_last_write(UnpublishedLedger::LastWrite{
+          UnpublishedLedger::NameHash(result.ts_dir), names, content,
+          UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now});
+    }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
   }
@@ -354,8 +406,10 @@ class WriteOperation {
     }
     // New top-level names are linked before the swap, so the moment ..data moves every file of
     // the new version is reachable. Until then they dangle, as a removed name does.
-    s = LinkTopLevelNames(&created_links);
-    if (!s.ok()) return abandon(s);
+    if (!as_left_) {
+      s = LinkTopLevelNames(&created_links);
+      if (!s.ok()) return abandon(s);
+    }
 
     // Staged under a name no other writer uses: the kubelet's writer owns ..data_tmp (it fails,
     // and tears the volume down, when that name is disturbed mid-write), and a second daemon
@@ -500,6 +554,46 @@ class WriteOperation {
   // `*queued`), due when their grace period runs out. ..data is read again before each removal:
   // another writer may have published meanwhile. Entries the writer did not make, and the
   // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
+  // The fast path's cleanup: queues the version this write replaced (old_ts_), due when its grace
+  // period runs out, in the volume dir whose lstat is `dir_st`.
+  Status QueueReplacedVersion(const struct stat& dir_st, std::chrono::steady_clock::time_point now,
+                              int* queued) {
+    struct stat st {};
+    if (fs_.FstatAt(dir_fd_, old_ts_, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return Status::OK();  // removed by another writer meanwhile
+      return ErrnoError("lstat", old_ts_, errno);
+    }
+    UnpublishedLedger& ledger = *options_.ledger;
+    ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
+    options_.removals->Add(target_dir_, dir_st, old_ts_, st,
+                           ledger.Since(old_ts_) + options_.unpublished_grace,
+                           options_.unpublished_grace);
+    ++*queued;
+    return Status::OK();
+  }
+
+  // The payload's cleaned paths and bytes (not modes or owners, which never make a new version),
+  // hashed (UnpublishedLedger::LastWrite).
+  uint64_t ContentHash() const {
+    uint64_t h = 0;
+    for (const CleanFile& f : files_) {
+      const uint64_t parts[] = {std::hash<std::string_view>{}(f.path), f.file->data.size(),
+                                std::hash<std::string_view>{}(f.file->data)};
+      for (const uint64_t p : parts) h = (h ^ p) * 1099511628211ULL + 0x9e3779b97f4a7c15ULL;
+    }
+    return h;
+  }
+
+  // FNV-1a over the payload's top-level names (UnpublishedLedger::LastWrite).
+  uint64_t TopLevelNamesHash() const {
+    uint64_t h = 14695981039346656037ULL;
+    for (const std::string& name : first_components_) {
+      for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+      h = (h ^ 0x2f) * 1099511628211ULL;  // '/', which no name holds
+    }
+    return h;
+  }
+
   Status RemoveStaleEntries(int* awaiting, int* queued) {
     std::vector<DirEntry> entries;
     if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
@@ -508,7 +602,10 @@ class WriteOperation {
     const auto now = options_.steady_now ? options_.steady_now() : std::chrono::steady_clock::now();
     std::set<std::string> unpublished;
     struct stat dir_st {};
-    bool have_dir_st = false;
+    if (options_.removals != nullptr &&
+        fs_.FstatAt(dir_fd_, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError("lstat", ".", errno);
+    }
     // With a queue, ..data is read once: the queue reads it again before each removal.
     std::string queue_live;
     bool queue_live_read = false;
@@ -541,11 +638,6 @@ class WriteOperation {
         unpublished.insert(name);
         const bool due = ledger.Observe(name, st, now, options_.unpublished_grace);
         if (options_.removals != nullptr) {
-          if (!have_dir_st && fs_.FstatAt(dir_fd_, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
-            last = ErrnoError("lstat", ".", errno);
-            continue;
-          }
-          have_dir_st = true;
           options_.removals->Add(target_dir_, dir_st, name, st,
                                  ledger.Since(name) + options_.unpublished_grace,
                                  options_.unpublished_grace);
@@ -594,6 +686,7 @@ class WriteOperation {
   std::string old_ts_;
   ScopedFd old_fd_{&fs_, -1};
   ScopedFd new_fd_{&fs_, -1};  // the new version's dir, from its mkdir to WriteFiles
+  bool as_left_ = false;       // the volume dir is as this process's last write left it
 };
 
 }  // namespace

@@ -153,6 +153,7 @@ int FaultInjectionFilesystem::UnlinkAt(int dirfd, const std::string& path, int f
 }
 
 int FaultInjectionFilesystem::ReadDir(int dirfd, std::vector<DirEntry>* entries) {
+  ++read_dirs_;
   if (ShouldFail("readdir")) return -1;
   return base_->ReadDir(dirfd, entries);
 }

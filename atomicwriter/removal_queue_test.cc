@@ -155,6 +155,75 @@ TEST_F(QueuedWriterTest, AVolumeDirMadeAgainIsNotTheQueuedOnes) {
   EXPECT_EQ(queue_.stats().removed, 0u);
 }
 
+// A burst of writes to one volume reads the volume dir once: the changed writes after the first
+// find it as the last one left it, read nothing (their bytes differ from those the live version
+// was written with, so there is nothing to compare) and only queue the version they replaced. A
+// write of the same bytes still compares them with the live version. Anything that changes the
+// dir (an entry of another writer, a link removed), other top-level names, or a grace period
+// since the last full read make the next write read the dir again.
+TEST_F(QueuedWriterTest, WritesReadTheVolumeDirAgainOnlyWhenSomethingElseMayHaveChangedIt) {
+  FaultInjectionFilesystem counting(PosixFilesystem());
+  Options o = Queued();
+  o.fs = &counting;
+  auto w = OpenWriter(o);
+  const Payload v1 = MakePayload({{"a", "1"}});
+  const Payload v2 = MakePayload({{"a", "2"}});
+  // ReadDir calls: one to compare with the live version, one for a full read of the volume dir.
+  bool published = false;
+  auto read_dirs_of = [&](const Payload& p, int* queued) {
+    const int before = counting.read_dir_calls();
+    auto r = w->Write(p);
+    EXPECT_TRUE(r.ok());
+    *queued = r.ok() ? r->queued_removals : -1;
+    published = r.ok() && r->published;
+    return counting.read_dir_calls() - before;
+  };
+  int queued = 0;
+  EXPECT_EQ(read_dirs_of(v1, &queued), 1) << "the first write: nothing to compare, a full read";
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(read_dirs_of(i % 2 == 0 ? v2 : v1, &queued), 0) << "write " << i;
+    EXPECT_EQ(queued, 1) << "write " << i;
+  }
+  EXPECT_EQ(queue_.pending(), 6u);
+  EXPECT_EQ(read_dirs_of(v1, &queued), 1) << "the same bytes: compared, not published";
+  EXPECT_FALSE(published);
+
+  // The live file changed in place (the volume dir does not show it): a write of the same bytes
+  // compares and publishes them again.
+  {
+    std::ofstream(fs::path(vol_) / "..data" / "a", std::ios::trunc) << "tampered";
+  }
+  EXPECT_EQ(read_dirs_of(v1, &queued), 1);
+  EXPECT_TRUE(published);
+  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v1));
+
+  // Another writer's dir appears: the next write reads the dir and queues it too.
+  const fs::path other = fs::path(vol_) / "..2020_01_01_00_00_00.7";
+  fs::create_directory(other);
+  EXPECT_EQ(read_dirs_of(v2, &queued), 2);
+  EXPECT_EQ(queued, 9) << "the seven queued earlier, the one replaced now, the other writer's dir";
+  EXPECT_EQ(read_dirs_of(v1, &queued), 0);
+
+  // A grace period after the last full read, the next write reads the dir again.
+  now_ += seconds(31);
+  EXPECT_EQ(read_dirs_of(v2, &queued), 2);
+
+  // Other top-level names: the write reads the dir, and the stale link goes.
+  EXPECT_EQ(read_dirs_of(MakePayload({{"b", "1"}}), &queued), 2);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(fs::path(vol_) / "a")));
+
+  // A top-level link removed by someone else: the next write, even one that changes nothing,
+  // sees the dir changed and puts it back.
+  fs::remove(fs::path(vol_) / "b");
+  EXPECT_EQ(read_dirs_of(MakePayload({{"b", "1"}}), &queued), 2);
+  EXPECT_TRUE(fs::is_symlink(fs::path(vol_) / "b"));
+  EXPECT_EQ(read_dirs_of(MakePayload({{"b", "1"}}), &queued), 1);
+
+  queue_.RunDue(now_ + seconds(30));
+  EXPECT_FALSE(fs::exists(other));
+  EXPECT_EQ(DescribeDebris(vol_, MakePayload({{"b", "1"}})), "");
+}
+
 TEST_F(QueuedWriterTest, AnInterruptedRemovalIsFoundAndFinishedByALaterWrite) {
   // A crash in the middle of a removal leaves the renamed, partly removed tree.
   auto w = OpenWriter(Queued());

@@ -1,5 +1,8 @@
 #include "atomicwriter/unpublished_ledger.h"
 
+#include <functional>
+#include <string_view>
+
 namespace atomicwriter {
 
 bool UnpublishedLedger::Observe(const std::string& name, const struct stat& st,
@@ -11,6 +14,20 @@ bool UnpublishedLedger::Observe(const std::string& name, const struct stat& st,
     s = Seen{now, st.st_dev, st.st_ino, st.st_ctim};  // another entry, or still being written
   }
   return now - s.since >= grace;
+}
+
+uint64_t UnpublishedLedger::DirStateHash(const struct stat& st) {
+  const uint64_t parts[] = {
+      static_cast<uint64_t>(st.st_dev),         st.st_ino,
+      static_cast<uint64_t>(st.st_nlink),       static_cast<uint64_t>(st.st_size),
+      static_cast<uint64_t>(st.st_mtim.tv_sec), static_cast<uint64_t>(st.st_mtim.tv_nsec),
+      static_cast<uint64_t>(st.st_ctim.tv_sec), static_cast<uint64_t>(st.st_ctim.tv_nsec)};
+  return std::hash<std::string_view>{}(
+      std::string_view(reinterpret_cast<const char*>(parts), sizeof(parts)));
+}
+
+uint64_t UnpublishedLedger::NameHash(const std::string& name) {
+  return std::hash<std::string_view>{}(name);
 }
 
 void UnpublishedLedger::ForgetAllBut(const std::set<std::string>& present) {

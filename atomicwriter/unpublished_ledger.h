@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -44,6 +46,30 @@ class UnpublishedLedger {
   void ForgetAllBut(const std::set<std::string>& present);
   size_t size() const { return seen_.size(); }
 
+  // What this process's last write of the volume left behind, so that the next write (with a
+  // RemovalQueue) can skip reading the whole volume dir when nothing but that write changed it:
+  // the volume dir's lstat is the same as when the write ended (same inode, mtime, ctime, link
+  // count and size: no entry was added, removed or renamed since, by another writer or by the
+  // queue), `..data` still names the version that write left live, the next write's payload has
+  // the same top-level names (no link went stale), and the dir was read in full less than a
+  // grace period ago. The last condition bounds what a timestamp too coarse to show a change
+  // could hide: the next full read finds it. When the payload's paths and bytes differ from those
+  // the live version was written with, the write needs no comparison with the live version
+  // either: it publishes. Hashes, 40 bytes a volume: a false match (odds 2^-64) could only delay
+  // a cleanup to the next full read, or publish a version whose bytes equal the live one's.
+  struct LastWrite {
+    uint64_t live;              // the name of the version ..data pointed to when the write ended
+    uint64_t top_level_names;   // the payload's top-level names
+    uint64_t content;           // the payload's paths and bytes
+    uint64_t dir;               // the volume dir's lstat when the write ended (DirStateHash)
+    Clock::time_point scanned;  // when the volume dir was last read in full
+  };
+  // The parts of a directory's lstat that any change of its entries moves, and its identity.
+  static uint64_t DirStateHash(const struct stat& st);
+  static uint64_t NameHash(const std::string& name);
+  const std::optional<LastWrite>& last_write() const { return last_write_; }
+  void set_last_write(std::optional<LastWrite> w) { last_write_ = std::move(w); }
+
  private:
   struct Seen {
     Clock::time_point since;
@@ -52,6 +78,7 @@ class UnpublishedLedger {
     struct timespec ctime;
   };
   std::map<std::string, Seen> seen_;
+  std::optional<LastWrite> last_write_;
 };
 
 }  // namespace atomicwriter
