@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <limits>
@@ -325,9 +327,44 @@ std::string Where(const YAML::Mark& mark) {
          ": ";
 }
 
+// go-yaml refuses a stream holding a character outside YAML's printable set: C0 controls other
+// than tab, line feed and carriage return, DEL, C1 controls other than NEL (U+0085), U+FFFE and
+// U+FFFF. yaml-cpp passes them through, into keys and values a real decoder never produces.
+// Bytes that are not UTF-8 are left to the scalar check, which names them. Returns the error, or
+// an empty string.
+std::string FindControlCharacter(std::string_view yaml) {
+  size_t line = 1;
+  size_t column = 1;
+  for (size_t i = 0; i < yaml.size();) {
+    uint32_t rune = 0;
+    size_t len = base::DecodeUtf8Rune(yaml, i, &rune);
+    if (len == 0) {
+      len = 1;
+    } else if (!(rune == 0x09 || rune == 0x0A || rune == 0x0D || (rune >= 0x20 && rune <= 0x7E) ||
+                 rune == 0x85 || (rune >= 0xA0 && rune <= 0xD7FF) ||
+                 (rune >= 0xE000 && rune <= 0xFFFD) || rune >= 0x10000)) {
+      char code[16];
+      std::snprintf(code, sizeof(code), "U+%04X", static_cast<unsigned>(rune));
+      return "line " + std::to_string(line) + ", column " + std::to_string(column) +
+             ": control characters are not allowed (" + code + ")";
+    }
+    if (rune == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += len;
+  }
+  return "";
+}
+
 }  // namespace
 
 base::Result<std::vector<json>> YamlToJson(std::string_view yaml) {
+  if (std::string bad = FindControlCharacter(yaml); !bad.empty()) {
+    return base::Status::Error("invalid YAML: " + bad);
+  }
   JsonBuilder builder;
   try {
     std::istringstream in{std::string(yaml)};

@@ -97,6 +97,16 @@ TEST(YamlToJsonTest, HostileInputFailsCleanly) {
       {"raw_byte_in_value", "data: {k: \"v\xc3\"}\n", "invalid UTF-8 in a scalar"},
       {"surrogate_escape", "a: \"\\ud800\"\n", "line 1, column 11: invalid unicode"},  // yaml-cpp's
       {"overlong_slash", "a: \xc0\xaf\n", "invalid UTF-8 in a scalar"},
+      // Characters outside YAML's printable set; go-yaml refuses the stream, yaml-cpp passed
+      // them into keys and values (found by the fuzzer: a merge key between such bytes did not
+      // survive a round trip).
+      {"c0_control", "a: b\x01" "c\n",
+       "line 1, column 5: control characters are not allowed (U+0001)"},
+      {"c0_in_comment", "a: 1\n# x\x16\n", "line 2, column 4: control characters"},
+      {"del", "a: \x7f\n", "(U+007F)"},
+      {"c1_control", "a: \xc2\x80\n",
+       "line 1, column 4: control characters are not allowed (U+0080)"},
+      {"noncharacter", "a: \xef\xbf\xbf\n", "(U+FFFF)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -104,6 +114,16 @@ TEST(YamlToJsonTest, HostileInputFailsCleanly) {
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(c.error), std::string::npos) << r.status().message();
   }
+}
+
+TEST(YamlToJsonTest, PrintableCharactersOutsideAsciiAndWhitespaceAreAccepted) {
+  // Tab, CR LF line ends, NEL, a BOM and characters above the BMP are YAML text.
+  auto r = YamlToJson(
+      "\xef\xbb\xbf"
+      "a: \"x\ty\"\r\nb: \"n\xc2\x85\xf0\x9f\x99\x82\"\r\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0]["a"], "x\ty");
+  EXPECT_EQ((*r)[0]["b"], "n\xc2\x85\xf0\x9f\x99\x82");
 }
 
 TEST(YamlToJsonTest, AliasesAsKeysAndValues) {
