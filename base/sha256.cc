@@ -1,28 +1,101 @@
 #include "base/sha256.h"
 
-#include <openssl/evp.h>
+#include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace base {
+namespace {
+
+// FIPS 180-4, section 4.2.2: the first 32 bits of the fractional parts of the cube roots of the
+// first 64 primes.
+constexpr std::array<uint32_t, 64> kRound = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+constexpr uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+}  // namespace
 
 struct Sha256::Context {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  unsigned char block[64];
+  size_t used = 0;     // bytes of `block` filled
+  uint64_t total = 0;  // bytes added so far
+
+  void Compress(const unsigned char* p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; ++i) {
+      w[i] = uint32_t{p[4 * i]} << 24 | uint32_t{p[4 * i + 1]} << 16 | uint32_t{p[4 * i + 2]} << 8 |
+             uint32_t{p[4 * i + 3]};
+    }
+    for (int i = 16; i < 64; ++i) {
+      const uint32_t s0 = Rotr(w[i - 15], 7) ^ Rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      const uint32_t s1 = Rotr(w[i - 2], 17) ^ Rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    for (int i = 0; i < 64; ++i) {
+      const uint32_t t1 =
+          k + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
+      const uint32_t t2 = (Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+      k = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += k;
+  }
+
+  void Update(const unsigned char* p, size_t n) {
+    total += n;
+    if (used > 0) {
+      const size_t take = std::min(n, sizeof(block) - used);
+      std::memcpy(block + used, p, take);
+      used += take;
+      p += take;
+      n -= take;
+      if (used < sizeof(block)) return;
+      Compress(block);
+      used = 0;
+    }
+    for (; n >= sizeof(block); p += sizeof(block), n -= sizeof(block)) Compress(p);
+    std::memcpy(block, p, n);
+    used = n;
+  }
 };
 
-Sha256::Sha256() : ctx_(std::make_unique<Context>()) {
-  EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr);
-}
+Sha256::Sha256() : ctx_(std::make_unique<Context>()) {}
 
 Sha256::~Sha256() = default;
 
 Sha256& Sha256::Add(std::string_view bytes) {
-  EVP_DigestUpdate(ctx_->md.get(), bytes.data(), bytes.size());
+  ctx_->Update(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   return *this;
 }
 
 Sha256& Sha256::AddNumber(uint64_t value) {
   unsigned char b[8];
   for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(value >> (8 * i));
-  EVP_DigestUpdate(ctx_->md.get(), b, sizeof(b));
+  ctx_->Update(b, sizeof(b));
   return *this;
 }
 
@@ -32,10 +105,17 @@ Sha256& Sha256::AddField(std::string_view bytes) {
 }
 
 std::string Sha256::Finish() {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx_->md.get(), out, &len);
-  return std::string(reinterpret_cast<char*>(out), len);
+  // Padding (FIPS 180-4, 5.1.1): 0x80, zeros up to 56 mod 64, the length in bits big-endian.
+  const uint64_t bits = ctx_->total * 8;
+  unsigned char pad[72] = {0x80};
+  const size_t pad_len = (ctx_->used < 56 ? 56 : 120) - ctx_->used;
+  for (int i = 0; i < 8; ++i) pad[pad_len + i] = static_cast<unsigned char>(bits >> (56 - 8 * i));
+  ctx_->Update(pad, pad_len + 8);
+  std::string out(32, '\0');
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<char>(ctx_->h[i] >> (24 - 8 * j));
+  }
+  return out;
 }
 
 std::string Sha256Of(std::string_view bytes) { return Sha256().Add(bytes).Finish(); }

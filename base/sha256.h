@@ -1,4 +1,5 @@
-// Sha256: an incremental SHA-256 (OpenSSL's EVP), for recognising content without keeping it: a
+// Sha256: an incremental SHA-256 (FIPS 180-4, no library: the daemon need not load and
+// initialise a crypto library for digests alone), for recognising content without keeping it: a
 // manifest file's bytes, an object revision, a volume's inputs. A digest reveals nothing of what it
 // was computed from, but is still never logged (it would tell equal secrets apart).
 //

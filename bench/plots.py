@@ -6,7 +6,9 @@ bench/run_benches.py leaves in a results dir:
                            (CDF) of PUT -> new bytes in the first and the last volume, per
                            scenario, with the test server's own watch delivery for comparison
   rss_by_pods.png          rss_by_pods.json (bench/rss_by_pods.py): RSS, PSS and anonymous
-                           memory against the number of pods (3 volumes each)
+                           memory against the number of pods (3 volumes each); beside it, faint,
+                           rss_by_pods_before.json when present (an earlier commit's run, with
+                           a "label" naming it)
   writer_vs_floor.png      bench_atomicwriter.txt (build/bin/bench_atomicwriter's table): time in
                            one changed write of the project's writer, of the kubelet's writer
                            algorithm and of the publish-only syscall floor, per payload and medium
@@ -77,8 +79,15 @@ def rss(results, out, run):
     points = json.loads((results / "rss_by_pods.json").read_text())["points"]
     pods = [p["pods"] for p in points]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("rss_kib", "RSS"), ("pss_kib", "PSS"), ("anon_kib", "anonymous")):
-        ax.plot(pods, [p[key] / 1024 for p in points], "o-", label=label)
+    before_file = results / "rss_by_pods_before.json"
+    before = json.loads(before_file.read_text()) if before_file.exists() else None
+    for color, (key, label) in enumerate(
+            (("rss_kib", "RSS"), ("pss_kib", "PSS"), ("anon_kib", "anonymous"))):
+        ax.plot(pods, [p[key] / 1024 for p in points], "o-", color=f"C{color}", label=label)
+        if before:
+            ax.plot([p["pods"] for p in before["points"]],
+                    [p[key] / 1024 for p in before["points"]], "o--", color=f"C{color}",
+                    alpha=0.35, label=f"{label}, {before.get('label', 'before')}")
     ax.axhline(12, color="grey", ls="--", lw=1, label="goal at 1,000 pods (12 MiB)")
     ax.axhline(20, color="grey", ls=":", lw=1, label="issue 15's bar (20 MiB)")
     ax.set_xlabel("pods (3 volumes each: configMap, secret, downwardAPI)")

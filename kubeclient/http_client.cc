@@ -10,13 +10,13 @@
 
 #include <cctype>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <vector>
 
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
 #include "base/version.h"
+#include "kubeclient/curl_library.h"
 
 namespace kube {
 namespace {
@@ -32,6 +32,10 @@ const char* Arch() {
 }
 
 CURLM* Multi(void* m) { return static_cast<CURLM*>(m); }
+
+// libcurl's functions. Create() loads the library before any client exists, so every use below
+// finds it loaded.
+const CurlLibrary& Curl() { return *LoadCurl().value(); }
 
 struct UrlParts {
   std::string host;  // without brackets
@@ -140,9 +144,9 @@ struct HttpClient::Transfer {
   char error[CURL_ERROR_SIZE] = {0};
 
   ~Transfer() {
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    if (headers != nullptr) curl_slist_free_all(headers);
-    if (connect_to != nullptr) curl_slist_free_all(connect_to);
+    if (easy != nullptr) Curl().easy_cleanup(easy);
+    if (headers != nullptr) Curl().slist_free_all(headers);
+    if (connect_to != nullptr) Curl().slist_free_all(connect_to);
   }
 
   // Delivers on_headers once; false when the callback threw (the transfer is then aborted).
@@ -150,11 +154,11 @@ struct HttpClient::Transfer {
     if (headers_delivered) return true;
     headers_delivered = true;
     long code = 0;
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
+    Curl().easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
     if (code == 0) code = status_line_code;
     response.status = code;
     long version = 0;
-    curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
+    Curl().easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version);
     response.http_major = version == CURL_HTTP_VERSION_2_0 ? 2 : version != 0 ? 1 : 0;
     buffer_body = !request.stream || code < 200 || code >= 300;
     if (!stream.on_headers || cancelled) return true;
@@ -194,8 +198,7 @@ HttpClient::HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptio
 base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
                                                              const Credentials& credentials,
                                                              HttpClientOptions options) {
-  static std::once_flag curl_init;
-  std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (const auto& curl = LoadCurl(); !curl.ok()) return curl.status();
   UrlParts parts;
   if (!SplitUrl(credentials.server, parts)) {
     return base::Status::Error("server URL " + credentials.server + " is not http(s)://host");
@@ -211,15 +214,15 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
 }
 
 base::Status HttpClient::Init() {
-  multi_ = curl_multi_init();
+  multi_ = Curl().multi_init();
   if (multi_ == nullptr) return base::Status::Error("curl_multi_init failed");
-  curl_multi_setopt(Multi(multi_), CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
-  curl_multi_setopt(Multi(multi_), CURLMOPT_SOCKETDATA, this);
-  curl_multi_setopt(Multi(multi_), CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
-  curl_multi_setopt(Multi(multi_), CURLMOPT_TIMERDATA, this);
-  curl_multi_setopt(Multi(multi_), CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-  curl_multi_setopt(Multi(multi_), CURLMOPT_MAX_CONCURRENT_STREAMS,
-                    options_.max_streams_per_connection);
+  Curl().multi_setopt(Multi(multi_), CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
+  Curl().multi_setopt(Multi(multi_), CURLMOPT_SOCKETDATA, this);
+  Curl().multi_setopt(Multi(multi_), CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
+  Curl().multi_setopt(Multi(multi_), CURLMOPT_TIMERDATA, this);
+  Curl().multi_setopt(Multi(multi_), CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+  Curl().multi_setopt(Multi(multi_), CURLMOPT_MAX_CONCURRENT_STREAMS,
+                      options_.max_streams_per_connection);
   timer_ = base::NewTimer(loop_, this);
   if (!credentials_.tls.ca_file.empty()) {
     ca_file_identity_ = FileIdentity(credentials_.tls.ca_file);
@@ -231,10 +234,10 @@ base::Status HttpClient::Init() {
 HttpClient::~HttpClient() {
   *alive_ = false;
   for (auto& [id, transfer] : transfers_) {
-    if (transfer->added) curl_multi_remove_handle(Multi(multi_), transfer->easy);
+    if (transfer->added) Curl().multi_remove_handle(Multi(multi_), transfer->easy);
   }
   transfers_.clear();
-  if (multi_ != nullptr) curl_multi_cleanup(Multi(multi_));
+  if (multi_ != nullptr) Curl().multi_cleanup(Multi(multi_));
   for (auto& [fd, ctx] : sockets_) CloseSocketContext(&ctx->poll);
   sockets_.clear();
   if (timer_ != nullptr) {
@@ -270,7 +273,7 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   t->request = std::move(request);
   t->done = std::move(done);
   t->stream = std::move(stream);
-  t->easy = curl_easy_init();
+  t->easy = Curl().easy_init();
   CURL* e = t->easy;
 
   const TlsConfig& tls = credentials_.tls;
@@ -281,79 +284,79 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
     SplitUrl(credentials_.server, parts);
     std::string host = parts.ipv6 ? "[" + parts.host + "]" : parts.host;
     url = "https://" + tls.server_name + ":" + parts.port + parts.rest + t->request.path;
-    t->connect_to = curl_slist_append(
+    t->connect_to = Curl().slist_append(
         nullptr, (tls.server_name + ":" + parts.port + ":" + host + ":" + parts.port).c_str());
-    curl_easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
+    Curl().easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
   }
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  Curl().easy_setopt(e, CURLOPT_URL, url.c_str());
+  Curl().easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   if (t->request.follow_redirects) {
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    Curl().easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    Curl().easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+    Curl().easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   }
-  curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
-  curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(options_.connect_timeout.count()));
+  Curl().easy_setopt(e, CURLOPT_PRIVATE, t);
+  Curl().easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+  Curl().easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  Curl().easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  Curl().easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  Curl().easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  Curl().easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  Curl().easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+  Curl().easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
+  Curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(options_.connect_timeout.count()));
   auto timeout = t->request.timeout.count() > 0 ? t->request.timeout
                  : t->request.stream            ? std::chrono::milliseconds(0)
                                                 : options_.request_timeout;
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent_.c_str());
+  Curl().easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  Curl().easy_setopt(e, CURLOPT_USERAGENT, user_agent_.c_str());
   if (tls.insecure_skip_tls_verify) {
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    Curl().easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    Curl().easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
   } else if (!ca_pem_.empty()) {
     curl_blob ca = Blob(ca_pem_);
-    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+    Curl().easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
   }
   if (!tls.client_cert_pem.empty()) {
     curl_blob cert = Blob(tls.client_cert_pem);
     curl_blob key = Blob(tls.client_key_pem);
-    curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    Curl().easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+    Curl().easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    Curl().easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+    Curl().easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
   }
   curl_slist* headers = nullptr;
   if (!t->request.accept.empty()) {
-    headers = curl_slist_append(headers, ("Accept: " + t->request.accept).c_str());
+    headers = Curl().slist_append(headers, ("Accept: " + t->request.accept).c_str());
   }
   if (const std::string& token = tokens_.Token(); !token.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+    headers = Curl().slist_append(headers, ("Authorization: Bearer " + token).c_str());
   }
   if (t->request.method != "GET" && t->request.method != "HEAD") {
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->request.method.c_str());
+    Curl().easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->request.method.c_str());
   }
   if (!t->request.body.empty() || t->request.method == "POST" || t->request.method == "PUT" ||
       t->request.method == "PATCH") {
     std::string type =
         t->request.content_type.empty() ? "application/json" : t->request.content_type;
-    headers = curl_slist_append(headers, ("Content-Type: " + type).c_str());
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->request.body.size()));
-    curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, t->request.body.c_str());
+    headers = Curl().slist_append(headers, ("Content-Type: " + type).c_str());
+    Curl().easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->request.body.size()));
+    Curl().easy_setopt(e, CURLOPT_COPYPOSTFIELDS, t->request.body.c_str());
     // COPYPOSTFIELDS turns the request into a POST; keep the intended method.
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->request.method.c_str());
+    Curl().easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->request.method.c_str());
   }
   // Never send "Expect: 100-continue": the API server answers at once.
-  headers = curl_slist_append(headers, "Expect:");
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpClient::OnHeader);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
-  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, &HttpClient::OnPrereq);
-  curl_easy_setopt(e, CURLOPT_PREREQDATA, t);
+  headers = Curl().slist_append(headers, "Expect:");
+  Curl().easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  Curl().easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &HttpClient::OnCloseSocket);
+  Curl().easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+  Curl().easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpClient::OnHeader);
+  Curl().easy_setopt(e, CURLOPT_HEADERDATA, t);
+  Curl().easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
+  Curl().easy_setopt(e, CURLOPT_WRITEDATA, t);
+  Curl().easy_setopt(e, CURLOPT_PREREQFUNCTION, &HttpClient::OnPrereq);
+  Curl().easy_setopt(e, CURLOPT_PREREQDATA, t);
 
   t->headers = headers;
 
@@ -393,7 +396,7 @@ void HttpClient::Admit(bool all) {
 
 void HttpClient::AddToCurl(Transfer* t) {
   const RequestId id = t->id;
-  CURLMcode rc = curl_multi_add_handle(Multi(multi_), t->easy);
+  CURLMcode rc = Curl().multi_add_handle(Multi(multi_), t->easy);
   if (rc != CURLM_OK) {
     // Report asynchronously: callers never get a callback from inside Start().
     std::weak_ptr<bool> alive = alive_;
@@ -404,7 +407,7 @@ void HttpClient::AddToCurl(Transfer* t) {
       std::weak_ptr<bool> alive;
       std::string message;
     };
-    req->data = new Pending{this, id, alive, curl_multi_strerror(rc)};
+    req->data = new Pending{this, id, alive, Curl().multi_strerror(rc)};
     uv_timer_init(loop_, req);
     uv_timer_start(
         req,
@@ -446,7 +449,7 @@ void HttpClient::Cancel(RequestId id) {
 void HttpClient::Remove(Transfer* t) {
   bool unconfirmed = false;
   if (t->added) {
-    curl_multi_remove_handle(Multi(multi_), t->easy);
+    Curl().multi_remove_handle(Multi(multi_), t->easy);
     --in_curl_count_;
     if (!t->confirmed) {
       --unconfirmed_;
@@ -459,7 +462,7 @@ void HttpClient::Remove(Transfer* t) {
 
 void HttpClient::Finish(Transfer* t, base::Status transport) {
   long connects = 0;
-  curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects);
+  Curl().easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &connects);
   connections_opened_ += connects;
   if (transport.ok() && !t->headers_delivered) {
     if (!t->DeliverHeaders()) transport = base::Status::Error(t->abort_reason);
@@ -479,10 +482,10 @@ void HttpClient::ProcessMessages() {
   // Marks in place first (no allocation), so a failure below loses no message of libcurl's: the
   // marks stay and the next call finishes those transfers.
   int pending = 0;
-  while (CURLMsg* msg = curl_multi_info_read(Multi(multi_), &pending)) {
+  while (CURLMsg* msg = Curl().multi_info_read(Multi(multi_), &pending)) {
     if (msg->msg != CURLMSG_DONE) continue;
     Transfer* t = nullptr;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+    Curl().easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
     if (t == nullptr || t->completed) continue;
     t->completed = true;
     t->curl_result = msg->data.result;
@@ -510,7 +513,7 @@ void HttpClient::ProcessMessages() {
     } else if (t->curl_result == CURLE_OK) {
       Finish(t, base::Status::OK());
     } else {
-      std::string message = curl_easy_strerror(t->curl_result);
+      std::string message = Curl().easy_strerror(t->curl_result);
       if (t->error[0] != '\0') message += std::string(": ") + t->error;
       Finish(t, base::Status::Error(message));
     }
@@ -535,7 +538,7 @@ void HttpClient::DriveCurl(int fd, int flags) {
   ++in_curl_;
   base::Status s = base::CatchAll("http poll callback", [&] {
     Fault("poll");
-    curl_multi_socket_action(Multi(multi_), fd, flags, &running);
+    Curl().multi_socket_action(Multi(multi_), fd, flags, &running);
   });
   --in_curl_;
   if (auto a = alive.lock(); !a || !*a) return;  // a completion callback destroyed the client
@@ -576,13 +579,13 @@ int HttpClient::OnSocket(void* easy, int fd, int what, void* userp, void* socket
       return base::Status::Error(std::string("cannot poll a socket: ") + uv_strerror(rc));
     }
     ctx = slot->second = fresh.release();
-    curl_multi_assign(Multi(self->multi_), fd, ctx);
+    Curl().multi_assign(Multi(self->multi_), fd, ctx);
     return base::Status::OK();
   });
   if (!s.ok()) {
     // Returning -1 would stop libcurl's whole multi handle: fail only this transfer instead.
     Transfer* t = nullptr;
-    curl_easy_getinfo(static_cast<CURL*>(easy), CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+    Curl().easy_getinfo(static_cast<CURL*>(easy), CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
     if (t != nullptr) t->Abort(s);
     if (ctx == nullptr) return 0;
   }

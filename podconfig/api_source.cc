@@ -43,7 +43,7 @@ struct ApiSource::Impl {
 
   struct Entry {
     std::string resource_version;  // of the object last looked at
-    std::optional<kube::Pod> pod;  // its last decoded version, if any
+    PodPtr pod;                    // its last decoded version, if any
   };
   std::map<std::string, Entry> pods;  // "namespace/name" -> entry
 
@@ -92,7 +92,8 @@ void ApiSource::Impl::Upsert(const nlohmann::json& object) {
     if (!entry.pod) pods.erase(key);
     return;
   }
-  entry.pod = std::move(pod).value();
+  pod->metadata.annotations[kConfigSourceAnnotation] = kApiSource;  // PodConfig keeps it as is
+  entry.pod = std::make_shared<const kube::Pod>(std::move(pod).value());
   dirty = true;
 }
 
@@ -118,10 +119,10 @@ void ApiSource::Impl::ScheduleFlush() {
 void ApiSource::Impl::Flush() {
   if (stopped || !dirty) return;
   dirty = false;
-  std::vector<kube::Pod> set;
+  std::vector<PodPtr> set;
   set.reserve(pods.size());
   for (const auto& [key, entry] : pods) {
-    if (entry.pod) set.push_back(*entry.pod);
+    if (entry.pod) set.push_back(entry.pod);
   }
   ++stats.deliveries;
   spdlog::debug("API pod source: {} pods", set.size());

@@ -36,6 +36,7 @@
 #include "kube/pod.h"
 #include "kubeclient/api_client.h"
 #include "kubeclient/reflector.h"
+#include "podconfig/pod_update.h"
 
 namespace podconfig {
 
@@ -48,7 +49,7 @@ struct ApiSourceOptions {
 
 class ApiSource {
  public:
-  using Sink = std::function<void(std::vector<kube::Pod>)>;
+  using Sink = std::function<void(std::vector<PodPtr>)>;
 
   struct Stats {
     int deliveries = 0;       // sink calls

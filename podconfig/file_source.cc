@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -29,8 +30,8 @@ struct FileSource::Impl {
   Scanner scanner;
   kube::ManifestDirWatcher watcher;
   bool missing_logged = false;
-  bool delivered = false;                                // the sink has the state of `pods`
-  std::map<std::string, std::optional<kube::Pod>> pods;  // by file name; empty: failed to decode
+  bool delivered = false;              // the sink has the state of `pods`
+  std::map<std::string, PodPtr> pods;  // by file name; null: failed to decode
 
   void Apply(Scanner::Outcome scan);
 };
@@ -68,9 +69,12 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
     if (!read.decoded) continue;  // the same bytes: the same pod
     changed = true;
     base::Result<kube::Pod>& pod = *read.decoded;
-    std::optional<kube::Pod>& entry = pods[read.name];
+    PodPtr& entry = pods[read.name];
     if (pod.ok()) {
-      entry = std::move(pod).value();
+      // Annotated as PodConfig would, so that it passes this object on and keeps it rather than
+      // a copy: the pod is held once, here and downstream.
+      pod->metadata.annotations[kConfigSourceAnnotation] = kFileSource;
+      entry = std::make_shared<const kube::Pod>(std::move(pod).value());
       logging::Debug("Pod manifest read", {{"file", file},
                                            {"pod", logging::KObj(entry->metadata)},
                                            {"podUID", entry->metadata.uid}});
@@ -81,9 +85,9 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
   }
   // The relist usually finds nothing new: then the sink, which holds this state, is spared.
   if (!changed) return;
-  std::vector<kube::Pod> out;
+  std::vector<PodPtr> out;
   for (const auto& [name, pod] : pods) {
-    if (pod) out.push_back(*pod);
+    if (pod) out.push_back(pod);
   }
   delivered = true;
   sink(std::move(out));

@@ -14,6 +14,9 @@
 // (files linked through a swapped "..data") is followed. A file is decoded again only when its
 // bytes changed.
 //
+// The pods come annotated with `kubernetes.io/config.source: file` and are shared, not copied, with
+// the sink (an unchanged file delivers the same object again).
+//
 // Failures: a file that cannot be read, decoded or validated is logged once per distinct content
 // (file, object, field; never a value) and contributes no pod; the other files' pods stay (a
 // file that cannot be read is tried again at each relist). A missing path counts as "seen, no
@@ -36,6 +39,7 @@
 
 #include "base/status.h"
 #include "kube/pod.h"
+#include "podconfig/pod_update.h"
 
 namespace podconfig {
 
@@ -48,7 +52,7 @@ struct FileSourceOptions {
 
 class FileSource {
  public:
-  using Sink = std::function<void(std::vector<kube::Pod>)>;
+  using Sink = std::function<void(std::vector<PodPtr>)>;
 
   FileSource() = default;
   ~FileSource();

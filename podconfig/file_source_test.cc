@@ -31,7 +31,7 @@ class FileSourceTest : public ::testing::Test {
     options.path = dir_.path();
     options.node_name = "node-1";
     options.relist_interval = relist;
-    base::Status s = source_.Start(loop_.get(), options, [this](std::vector<kube::Pod> pods) {
+    base::Status s = source_.Start(loop_.get(), options, [this](std::vector<PodPtr> pods) {
       ++deliveries_;
       last_ = std::move(pods);
     });
@@ -40,13 +40,13 @@ class FileSourceTest : public ::testing::Test {
 
   std::vector<std::string> Names() const {
     std::vector<std::string> names;
-    for (const auto& p : last_.value_or(std::vector<kube::Pod>{})) names.push_back(p.metadata.name);
+    for (const auto& p : last_.value_or(std::vector<PodPtr>{})) names.push_back(p->metadata.name);
     return names;
   }
 
   std::string UidOf(const std::string& name) const {
     for (const auto& p : *last_) {
-      if (p.metadata.name == name) return p.metadata.uid;
+      if (p->metadata.name == name) return p->metadata.uid;
     }
     return "";
   }
@@ -60,7 +60,7 @@ class FileSourceTest : public ::testing::Test {
   vmtest::TempDir dir_;
   FileSource source_;
   int deliveries_ = 0;
-  std::optional<std::vector<kube::Pod>> last_;
+  std::optional<std::vector<PodPtr>> last_;
 };
 
 TEST_F(FileSourceTest, FirstStateListsManifestsInNameOrderAndIgnoresOtherEntries) {
@@ -94,19 +94,33 @@ TEST_F(FileSourceTest, AddEditRenameIntoPlaceAndDeleteAreFollowed) {
 
   WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));  // in-place edit
   ASSERT_TRUE(loop_.RunUntil([&] { return UidOf("a-node-1") != uid_a; }));
-  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v2");
+  EXPECT_EQ(last_->at(0)->metadata.labels.at("version"), "v2");
   const std::string uid_a2 = UidOf("a-node-1");
   EXPECT_FALSE(uid_a2.empty());
 
   ReplaceFile(dir_.File("a.yaml"), PodYaml("a", "v3"));  // editor-style rename over it
   ASSERT_TRUE(loop_.RunUntil([&] { return UidOf("a-node-1") != uid_a2; }));
-  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v3");
+  EXPECT_EQ(last_->at(0)->metadata.labels.at("version"), "v3");
 
   ReplaceFile(dir_.File("c.yaml"), PodYaml("c"));  // rename of a new file into place
   ASSERT_TRUE(WaitForNames({"a-node-1", "b-node-1", "c-node-1"}));
 
   std::filesystem::remove(dir_.File("b.yaml"));
   ASSERT_TRUE(WaitForNames({"a-node-1", "c-node-1"}));
+}
+
+// The pods come annotated with their source (so PodConfig keeps them without a copy), and a file
+// that did not change is delivered again as the same object: one copy of each pod.
+TEST_F(FileSourceTest, AnUnchangedFileDeliversTheSamePodObject) {
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  Start();
+  ASSERT_TRUE(WaitForNames({"a-node-1", "b-node-1"}));
+  const PodPtr first = last_->at(0);
+  EXPECT_EQ(first->metadata.annotations.at(kConfigSourceAnnotation), kFileSource);
+  ReplaceFile(dir_.File("b.yaml"), PodYaml("c"));
+  ASSERT_TRUE(WaitForNames({"a-node-1", "c-node-1"}));
+  EXPECT_EQ(last_->at(0), first);
 }
 
 TEST_F(FileSourceTest, SameContentKeepsItsUidAcrossRestarts) {
@@ -119,7 +133,7 @@ TEST_F(FileSourceTest, SameContentKeepsItsUidAcrossRestarts) {
   FileSourceOptions options{dir_.path(), "node-1"};
   ASSERT_TRUE(again
                   .Start(loop_.get(), options,
-                         [&](std::vector<kube::Pod> pods) { uid_again = pods.at(0).metadata.uid; })
+                         [&](std::vector<PodPtr> pods) { uid_again = pods.at(0)->metadata.uid; })
                   .ok());
   EXPECT_EQ(uid_again, uid);
 }
@@ -136,7 +150,7 @@ TEST_F(FileSourceTest, FollowsADataSymlinkSwap) {
   WriteFile(dir_.File("..v2/a.yaml"), PodYaml("a", "v2"));
   fs::create_directory_symlink("..v2", dir_.File("..data_tmp"));
   fs::rename(dir_.File("..data_tmp"), dir_.File("..data"));
-  ASSERT_TRUE(loop_.RunUntil([&] { return last_->at(0).metadata.labels.at("version") == "v2"; }));
+  ASSERT_TRUE(loop_.RunUntil([&] { return last_->at(0)->metadata.labels.at("version") == "v2"; }));
 }
 
 TEST_F(FileSourceTest, InvalidFileIsSkippedAndOthersStay) {
@@ -174,7 +188,7 @@ TEST_F(FileSourceTest, RelistWithoutChangesDeliversNothingAndCatchesMissedChange
   ReplaceFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
   ASSERT_TRUE(loop_.RunUntil([&] { return deliveries_ == 2; }));
   ASSERT_THAT(Names(), ElementsAre("a-node-1"));
-  EXPECT_EQ(last_->at(0).metadata.labels.at("version"), "v2");
+  EXPECT_EQ(last_->at(0)->metadata.labels.at("version"), "v2");
 }
 
 TEST_F(FileSourceTest, MissingDirectoryIsSeenEmptyThenPickedUpByTheRelist) {
@@ -196,7 +210,7 @@ TEST_F(FileSourceTest, SingleFilePath) {
   FileSourceOptions options{dir_.File("only.yaml"), "node-1"};
   ASSERT_TRUE(source_
                   .Start(loop_.get(), options,
-                         [this](std::vector<kube::Pod> pods) { last_ = std::move(pods); })
+                         [this](std::vector<PodPtr> pods) { last_ = std::move(pods); })
                   .ok());
   EXPECT_THAT(Names(), ElementsAre("only-node-1"));
   ReplaceFile(dir_.File("only.yaml"), PodYaml("renamed"));
@@ -215,8 +229,8 @@ TEST_F(FileSourceTest, NoDeliveryAfterStop) {
 TEST(FileSourceOptionsTest, RejectsEmptyPathAndNodeName) {
   vmtest::TestLoop loop;
   FileSource source;
-  EXPECT_FALSE(source.Start(loop.get(), {"", "n"}, [](std::vector<kube::Pod>) {}).ok());
-  EXPECT_FALSE(source.Start(loop.get(), {"/tmp", ""}, [](std::vector<kube::Pod>) {}).ok());
+  EXPECT_FALSE(source.Start(loop.get(), {"", "n"}, [](std::vector<PodPtr>) {}).ok());
+  EXPECT_FALSE(source.Start(loop.get(), {"/tmp", ""}, [](std::vector<PodPtr>) {}).ok());
 }
 
 }  // namespace

@@ -87,7 +87,12 @@ void HttpSource::Impl::OnFetched(const base::Status& transport,
     return;
   }
   spdlog::debug("manifest URL {}: {} pods", shown, pods->size());
-  sink(std::move(pods).value());
+  std::vector<PodPtr> out;
+  for (kube::Pod& pod : *pods) {
+    pod.metadata.annotations[kConfigSourceAnnotation] = kHttpSource;  // PodConfig keeps it as is
+    out.push_back(std::make_shared<const kube::Pod>(std::move(pod)));
+  }
+  sink(std::move(out));
 }
 
 HttpSource::~HttpSource() { Stop(); }

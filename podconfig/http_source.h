@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "kube/pod.h"
+#include "podconfig/pod_update.h"
 
 namespace podconfig {
 
@@ -38,7 +39,7 @@ struct HttpSourceOptions {
 
 class HttpSource {
  public:
-  using Sink = std::function<void(std::vector<kube::Pod>)>;
+  using Sink = std::function<void(std::vector<PodPtr>)>;
 
   HttpSource() = default;
   ~HttpSource();

@@ -116,7 +116,7 @@ class HttpSourceTest : public ::testing::Test {
     options.node_name = "node-1";
     options.poll_interval = std::chrono::milliseconds(20);
     options.timeout = timeout;
-    base::Status s = source_.Start(loop_.get(), options, [this](std::vector<kube::Pod> pods) {
+    base::Status s = source_.Start(loop_.get(), options, [this](std::vector<PodPtr> pods) {
       ++deliveries_;
       last_ = std::move(pods);
     });
@@ -124,8 +124,8 @@ class HttpSourceTest : public ::testing::Test {
   }
   std::vector<std::string> Names() const {
     std::vector<std::string> names;
-    for (const auto& p : last_.value_or(std::vector<kube::Pod>{})) {
-      names.push_back(p.metadata.namespace_ + "/" + p.metadata.name);
+    for (const auto& p : last_.value_or(std::vector<PodPtr>{})) {
+      names.push_back(p->metadata.namespace_ + "/" + p->metadata.name);
     }
     return names;
   }
@@ -140,7 +140,7 @@ class HttpSourceTest : public ::testing::Test {
   TestLoop loop_;
   HttpSource source_;
   int deliveries_ = 0;
-  std::optional<std::vector<kube::Pod>> last_;
+  std::optional<std::vector<PodPtr>> last_;
 };
 
 TEST_F(HttpSourceTest, PodListBecomesTheSourcesPods) {
@@ -148,8 +148,8 @@ TEST_F(HttpSourceTest, PodListBecomesTheSourcesPods) {
   Start();
   ASSERT_TRUE(loop_.RunUntil([&] { return last_.has_value(); }));
   EXPECT_THAT(Names(), ElementsAre("default/a-node-1", "shop/b-node-1"));
-  EXPECT_EQ(last_->at(0).spec.node_name, "node-1");
-  EXPECT_EQ(last_->at(0).metadata.uid.size(), 32u);
+  EXPECT_EQ(last_->at(0)->spec.node_name, "node-1");
+  EXPECT_EQ(last_->at(0)->metadata.uid.size(), 32u);
 }
 
 TEST_F(HttpSourceTest, SinglePodThenChangedBody) {
@@ -237,8 +237,7 @@ TEST(HttpSourceUnreachableTest, ConnectionRefusedDeliversNothing) {
   int deliveries = 0;
   HttpSourceOptions options{"http://127.0.0.1:" + std::to_string(port) + "/pods", "node-1",
                             std::chrono::milliseconds(20), std::chrono::seconds(1)};
-  ASSERT_TRUE(
-      source.Start(loop.get(), options, [&](std::vector<kube::Pod>) { ++deliveries; }).ok());
+  ASSERT_TRUE(source.Start(loop.get(), options, [&](std::vector<PodPtr>) { ++deliveries; }).ok());
   loop.RunFor(std::chrono::milliseconds(200));
   EXPECT_EQ(deliveries, 0);
 }
@@ -246,7 +245,7 @@ TEST(HttpSourceUnreachableTest, ConnectionRefusedDeliversNothing) {
 TEST(HttpSourceOptionsTest, RejectsOtherSchemesAndEmptyNodeName) {
   TestLoop loop;
   HttpSource source;
-  auto sink = [](std::vector<kube::Pod>) {};
+  auto sink = [](std::vector<PodPtr>) {};
   EXPECT_FALSE(source.Start(loop.get(), {"file:///etc/passwd", "n"}, sink).ok());
   EXPECT_FALSE(source.Start(loop.get(), {"ftp://127.0.0.1/", "n"}, sink).ok());
   EXPECT_FALSE(source.Start(loop.get(), {"http://127.0.0.1/", ""}, sink).ok());

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <memory>
 #include <utility>
 
 #include "logging/structured_log.h"
@@ -63,23 +64,23 @@ PodConfig::PodConfig(std::function<void(const PodUpdate&)> on_update)
 PodConfig::Sink PodConfig::RegisterSource(const std::string& source) {
   sources_.insert(source);
   pods_by_source_[source];
-  return [this, source](std::vector<kube::Pod> pods) { Set(source, std::move(pods)); };
+  return [this, source](std::vector<PodPtr> pods) { Set(source, std::move(pods)); };
 }
 
 bool PodConfig::AllSourcesSeen() const { return seen_.size() == sources_.size(); }
 
 bool PodConfig::SourceSeen(const std::string& source) const { return seen_.count(source) > 0; }
 
-const std::map<std::string, kube::Pod>& PodConfig::PodsOf(const std::string& source) const {
-  static const std::map<std::string, kube::Pod> kNone;
+const std::map<std::string, PodPtr>& PodConfig::PodsOf(const std::string& source) const {
+  static const std::map<std::string, PodPtr> kNone;
   auto it = pods_by_source_.find(source);
   return it == pods_by_source_.end() ? kNone : it->second;
 }
 
-void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
+void PodConfig::Set(const std::string& source, std::vector<PodPtr> pods) {
   const bool first_set = seen_.insert(source).second;
-  std::map<std::string, kube::Pod> old_pods = std::move(pods_by_source_[source]);
-  std::map<std::string, kube::Pod> new_pods;
+  std::map<std::string, PodPtr> old_pods = std::move(pods_by_source_[source]);
+  std::map<std::string, PodPtr> new_pods;
   PodUpdate adds{PodOp::kAdd, {}, source};
   PodUpdate updates{PodOp::kUpdate, {}, source};
   PodUpdate deletes{PodOp::kDelete, {}, source};
@@ -87,33 +88,37 @@ void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
   PodUpdate reconciles{PodOp::kReconcile, {}, source};
 
   std::set<std::string> full_names;
-  for (kube::Pod& pod : pods) {
-    const std::string full_name = pod.metadata.NamespacedName();
-    if (pod.metadata.uid.empty()) {
+  for (PodPtr& pod : pods) {
+    const kube::ObjectMeta& meta = pod->metadata;
+    const std::string full_name = meta.NamespacedName();
+    if (meta.uid.empty()) {
       logging::Warn("Pod has no metadata.uid; ignoring it",
-                    {{"pod", logging::KObj(pod.metadata)}, {"source", source}});
+                    {{"pod", logging::KObj(meta)}, {"source", source}});
       continue;
     }
     if (!full_names.insert(full_name).second) {
-      logging::Warn(
-          "Duplicate pod full name; ignoring it",
-          {{"pod", logging::KObj(pod.metadata)}, {"podUID", pod.metadata.uid}, {"source", source}});
+      logging::Warn("Duplicate pod full name; ignoring it",
+                    {{"pod", logging::KObj(meta)}, {"podUID", meta.uid}, {"source", source}});
       continue;
     }
-    if (new_pods.count(pod.metadata.uid)) {
-      logging::Warn(
-          "Duplicate pod UID; ignoring it",
-          {{"pod", logging::KObj(pod.metadata)}, {"podUID", pod.metadata.uid}, {"source", source}});
+    if (new_pods.count(meta.uid)) {
+      logging::Warn("Duplicate pod UID; ignoring it",
+                    {{"pod", logging::KObj(meta)}, {"podUID", meta.uid}, {"source", source}});
       continue;
     }
-    pod.metadata.annotations[kConfigSourceAnnotation] = source;
-    const std::string uid = pod.metadata.uid;
+    auto annotation = meta.annotations.find(kConfigSourceAnnotation);
+    if (annotation == meta.annotations.end() || annotation->second != source) {
+      auto annotated = std::make_shared<kube::Pod>(*pod);
+      annotated->metadata.annotations[kConfigSourceAnnotation] = source;
+      pod = std::move(annotated);
+    }
+    const std::string uid = pod->metadata.uid;
     auto old = old_pods.find(uid);
     if (old == old_pods.end()) {
       adds.pods.push_back(pod);
-    } else if (DifferSemantically(old->second, pod)) {
-      (pod.metadata.deletion_timestamp ? deletes : updates).pods.push_back(pod);
-    } else if (old->second.status != pod.status) {
+    } else if (DifferSemantically(*old->second, *pod)) {
+      (pod->metadata.deletion_timestamp ? deletes : updates).pods.push_back(pod);
+    } else if (old->second->status != pod->status) {
       reconciles.pods.push_back(pod);
     }
     new_pods.emplace(uid, std::move(pod));
@@ -125,9 +130,9 @@ void PodConfig::Set(const std::string& source, std::vector<kube::Pod> pods) {
 
   for (PodUpdate* u : {&removes, &adds, &updates, &deletes}) {
     if (u->pods.empty()) continue;
-    for (const kube::Pod& pod : u->pods) {
-      logging::Debug("Pod update", {{"pod", logging::KObj(pod.metadata)},
-                                    {"podUID", pod.metadata.uid},
+    for (const PodPtr& pod : u->pods) {
+      logging::Debug("Pod update", {{"pod", logging::KObj(pod->metadata)},
+                                    {"podUID", pod->metadata.uid},
                                     {"source", source},
                                     {"op", PodOpName(u->op)}});
     }

@@ -15,6 +15,9 @@
 // dropped and logged; pods without a UID are dropped and logged. Sources are independent: the
 // same pod in two sources is two entries (the kubelet's pod manager sorts that out).
 //
+// The config.source annotation is set on a copy of a pod that lacks it; a source that sets it
+// itself (as the file source does) has its pod objects passed on, and kept, without a copy.
+//
 // Thread model: every method, and every sink RegisterSource returns, must be called on one thread
 // (the loop thread); `on_update` runs synchronously on it, inside the sink call.
 #ifndef VOLUMEMANAGER_PODCONFIG_POD_CONFIG_H_
@@ -33,7 +36,7 @@ namespace podconfig {
 
 class PodConfig {
  public:
-  using Sink = std::function<void(std::vector<kube::Pod>)>;
+  using Sink = std::function<void(std::vector<PodPtr>)>;
 
   explicit PodConfig(std::function<void(const PodUpdate&)> on_update);
   PodConfig(const PodConfig&) = delete;
@@ -52,13 +55,13 @@ class PodConfig {
   const std::set<std::string>& sources() const { return sources_; }
 
   // The current pods of one source, by UID (for tests and debug output).
-  const std::map<std::string, kube::Pod>& PodsOf(const std::string& source) const;
+  const std::map<std::string, PodPtr>& PodsOf(const std::string& source) const;
 
  private:
-  void Set(const std::string& source, std::vector<kube::Pod> pods);
+  void Set(const std::string& source, std::vector<PodPtr> pods);
 
   std::function<void(const PodUpdate&)> on_update_;
-  std::map<std::string, std::map<std::string, kube::Pod>> pods_by_source_;  // source -> UID -> pod
+  std::map<std::string, std::map<std::string, PodPtr>> pods_by_source_;  // source -> UID -> pod
   std::set<std::string> sources_;
   std::set<std::string> seen_;
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,6 +44,13 @@ void PrintTo(const Seen& s, std::ostream* os) {
   *os << "]";
 }
 
+// The pods as a source delivers them.
+std::vector<PodPtr> Shared(std::vector<kube::Pod> pods) {
+  std::vector<PodPtr> out;
+  for (kube::Pod& pod : pods) out.push_back(std::make_shared<const kube::Pod>(std::move(pod)));
+  return out;
+}
+
 struct MergeCase {
   const char* name;
   std::optional<std::vector<kube::Pod>> before;  // the source's earlier state, if any
@@ -60,13 +68,13 @@ TEST_P(MergeTest, EmitsTheKubeletsUpdates) {
   PodConfig config([&](const PodUpdate& u) {
     EXPECT_EQ(u.source, "file");
     Seen s{u.op, {}};
-    for (const auto& p : u.pods) s.uids.push_back(p.metadata.uid);
+    for (const auto& p : u.pods) s.uids.push_back(p->metadata.uid);
     seen.push_back(s);
   });
   auto sink = config.RegisterSource("file");
-  if (c.before) sink(*c.before);
+  if (c.before) sink(Shared(*c.before));
   seen.clear();
-  sink(c.after);
+  sink(Shared(c.after));
   EXPECT_EQ(seen, c.want);
 }
 
@@ -157,7 +165,7 @@ TEST(PodConfigTest, AllSourcesSeenAfterEachDeliveredOnce) {
   auto file = config.RegisterSource("file");
   auto http = config.RegisterSource("http");
   EXPECT_FALSE(config.AllSourcesSeen());
-  file({MakePod("u1", "a")});
+  file(Shared({MakePod("u1", "a")}));
   EXPECT_TRUE(config.SourceSeen("file"));
   EXPECT_FALSE(config.AllSourcesSeen());
   http({});
@@ -168,13 +176,13 @@ TEST(PodConfigTest, SourcesAreIndependent) {
   std::vector<std::pair<std::string, Seen>> seen;
   PodConfig config([&](const PodUpdate& u) {
     Seen s{u.op, {}};
-    for (const auto& p : u.pods) s.uids.push_back(p.metadata.uid);
+    for (const auto& p : u.pods) s.uids.push_back(p->metadata.uid);
     seen.emplace_back(u.source, s);
   });
   auto file = config.RegisterSource("file");
   auto http = config.RegisterSource("http");
-  file({MakePod("u1", "a")});
-  http({MakePod("u2", "b")});
+  file(Shared({MakePod("u1", "a")}));
+  http(Shared({MakePod("u2", "b")}));
   file({});  // removes u1 only
   EXPECT_THAT(seen, ElementsAre(std::pair<std::string, Seen>{"file", {PodOp::kAdd, {"u1"}}},
                                 std::pair<std::string, Seen>{"http", {PodOp::kAdd, {"u2"}}},
@@ -184,25 +192,51 @@ TEST(PodConfigTest, SourcesAreIndependent) {
 }
 
 TEST(PodConfigTest, AnnotatesPodsWithTheirSource) {
-  std::vector<kube::Pod> added;
+  std::vector<PodPtr> added;
   PodConfig config([&](const PodUpdate& u) {
     if (u.op == PodOp::kAdd) added = u.pods;
   });
-  config.RegisterSource("api")({MakePod("u1", "a")});
+  const std::vector<PodPtr> delivered = Shared({MakePod("u1", "a")});
+  config.RegisterSource("api")(delivered);
   ASSERT_EQ(added.size(), 1u);
-  EXPECT_EQ(added[0].metadata.annotations.at(kConfigSourceAnnotation), "api");
+  EXPECT_EQ(added[0]->metadata.annotations.at(kConfigSourceAnnotation), "api");
+  // A copy was annotated: the source's object, shared and immutable, is left as it was.
+  EXPECT_EQ(delivered[0]->metadata.annotations.count(kConfigSourceAnnotation), 0u);
+  EXPECT_EQ(config.PodsOf("api").at("u1"), added[0]);
+}
+
+// A pod that already names its source (the file source annotates its own) is passed on and kept
+// as the very object the source holds: one copy of each pod in the daemon, not one per stage.
+TEST(PodConfigTest, APodAlreadyAnnotatedWithItsSourceIsSharedNotCopied) {
+  std::vector<PodUpdate> seen;
+  PodConfig config([&](const PodUpdate& u) { seen.push_back(u); });
+  auto sink = config.RegisterSource("file");
+  auto pod = std::make_shared<const kube::Pod>(MakePod(
+      "u1", "a", [](kube::Pod* p) { p->metadata.annotations[kConfigSourceAnnotation] = "file"; }));
+  sink({pod});
+  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_EQ(seen[0].pods.size(), 1u);
+  EXPECT_EQ(seen[0].pods[0], pod);
+  EXPECT_EQ(config.PodsOf("file").at("u1"), pod);
+  // Annotated for another source, it is copied (and the copy annotated).
+  auto http = config.RegisterSource("http");
+  http({std::make_shared<const kube::Pod>(MakePod("u2", "b", [](kube::Pod* p) {
+    p->metadata.annotations[kConfigSourceAnnotation] = "file";
+  }))});
+  EXPECT_EQ(config.PodsOf("http").at("u2")->metadata.annotations.at(kConfigSourceAnnotation),
+            "http");
 }
 
 TEST(PodConfigTest, UpdateCarriesTheNewPod) {
   std::vector<PodUpdate> seen;
   PodConfig config([&](const PodUpdate& u) { seen.push_back(u); });
   auto sink = config.RegisterSource("file");
-  sink({MakePod("u1", "a")});
-  sink({MakePod("u1", "a", [](kube::Pod* p) { p->metadata.labels["tier"] = "web"; })});
+  sink(Shared({MakePod("u1", "a")}));
+  sink(Shared({MakePod("u1", "a", [](kube::Pod* p) { p->metadata.labels["tier"] = "web"; })}));
   ASSERT_EQ(seen.size(), 2u);
   ASSERT_EQ(seen[1].op, PodOp::kUpdate);
-  EXPECT_EQ(seen[1].pods.at(0).metadata.labels.at("tier"), "web");
-  EXPECT_EQ(config.PodsOf("file").at("u1").metadata.labels.at("tier"), "web");
+  EXPECT_EQ(seen[1].pods.at(0)->metadata.labels.at("tier"), "web");
+  EXPECT_EQ(config.PodsOf("file").at("u1")->metadata.labels.at("tier"), "web");
 }
 
 }  // namespace

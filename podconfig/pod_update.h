@@ -2,10 +2,12 @@
 // from the merged pod sources, as the kubelet's podConfig does in incremental mode.
 //
 // Every pod in an update carries the `kubernetes.io/config.source` annotation naming its source.
-// Plain values.
+// Pods are immutable and shared (`PodPtr`): the source that decoded a pod, PodConfig, the updates
+// and the desired state hold one object between them.
 #ifndef VOLUMEMANAGER_PODCONFIG_POD_UPDATE_H_
 #define VOLUMEMANAGER_PODCONFIG_POD_UPDATE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,9 +26,11 @@ enum class PodOp {
 // "ADD", "UPDATE", "DELETE", "REMOVE", "RECONCILE": for logs.
 const char* PodOpName(PodOp op);
 
+using PodPtr = std::shared_ptr<const kube::Pod>;
+
 struct PodUpdate {
   PodOp op = PodOp::kAdd;
-  std::vector<kube::Pod> pods;
+  std::vector<PodPtr> pods;
   std::string source;  // kFileSource, kHttpSource or kApiSource
 };
 

@@ -1,13 +1,12 @@
 #include "podconfig/static_pod.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <variant>
 
+#include "base/md5.h"
 #include "kube/manifest_decoder.h"
 #include "kube/validation.h"
 #include "kube/yaml_to_json.h"
@@ -48,7 +47,7 @@ base::Status ApplyStaticPodDefaults(const json& manifest, const std::string& nod
     std::string input = manifest.dump();
     if (origin.starts_with("file:")) input += "host:" + node_name;
     input += origin;
-    pod->metadata.uid = Md5Hex(input);
+    pod->metadata.uid = base::Md5Hex(input);
   }
   std::string node_lower = node_name;
   std::transform(node_lower.begin(), node_lower.end(), node_lower.begin(),
@@ -95,19 +94,6 @@ base::Result<std::vector<kube::Pod>> DecodeStaticPods(std::string_view bytes,
 }
 
 }  // namespace
-
-std::string Md5Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_md5(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 0xf];
-  }
-  return out;
-}
 
 base::Result<kube::Pod> DecodeStaticPodFile(std::string_view bytes, const std::string& path,
                                             const std::string& node_name) {

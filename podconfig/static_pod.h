@@ -37,9 +37,6 @@ base::Result<std::vector<kube::Pod>> DecodeStaticPodsFromUrl(std::string_view by
                                                              const std::string& url,
                                                              const std::string& node_name);
 
-// Lower-case hex MD5 of `data`.
-std::string Md5Hex(std::string_view data);
-
 }  // namespace podconfig
 
 #endif  // VOLUMEMANAGER_PODCONFIG_STATIC_POD_H_

@@ -30,12 +30,13 @@ bool ContentInputsEqual(const kube::Pod& a, const kube::Pod& b) {
 }  // namespace
 
 void DesiredStateOfWorldPopulator::Apply(const podconfig::PodUpdate& update, SteadyTime now) {
-  for (const kube::Pod& pod : update.pods) {
+  for (const podconfig::PodPtr& shared : update.pods) {
+    const kube::Pod& pod = *shared;
     switch (update.op) {
       case podconfig::PodOp::kAdd:
       case podconfig::PodOp::kUpdate:
       case podconfig::PodOp::kReconcile:
-        SetPod(pod, now);
+        SetPod(shared, now);
         break;
       case podconfig::PodOp::kDelete:
         // Terminating: the containers still run and keep their volumes, which are no longer
@@ -44,7 +45,7 @@ void DesiredStateOfWorldPopulator::Apply(const podconfig::PodUpdate& update, Ste
           logging::Info("Pod is terminating: its volumes stay, not refreshed",
                         {{"pod", logging::KObj(pod.metadata)}, {"podUID", pod.metadata.uid}});
         }
-        pods_[pod.metadata.uid] = std::make_shared<const kube::Pod>(pod);
+        pods_[pod.metadata.uid] = shared;
         break;
       case podconfig::PodOp::kRemove:
         RemovePod(pod.metadata.uid);
@@ -59,14 +60,14 @@ std::shared_ptr<const kube::Pod> DesiredStateOfWorldPopulator::FindPod(
   return it == pods_.end() ? nullptr : it->second;
 }
 
-void DesiredStateOfWorldPopulator::SetPod(const kube::Pod& pod_in, SteadyTime now) {
-  const std::string& uid = pod_in.metadata.uid;
+void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>& pod,
+                                          SteadyTime now) {
+  const std::string& uid = pod->metadata.uid;
   if (base::Status s = CheckPathComponent(uid, "pod UID"); !s.ok()) {
     logging::Error("Invalid pod UID: its volumes are not set up",
-                   {{"pod", logging::KObj(pod_in.metadata)}, {"podUID", uid}, {"err", s}});
+                   {{"pod", logging::KObj(pod->metadata)}, {"podUID", uid}, {"err", s}});
     return;
   }
-  auto pod = std::make_shared<const kube::Pod>(pod_in);
   std::shared_ptr<const kube::Pod> old = FindPod(uid);
   pods_[uid] = pod;
   if (pod->metadata.deletion_timestamp) terminating_.insert(uid);

@@ -54,7 +54,8 @@ class DesiredStateOfWorldPopulator {
   const std::set<VolumeKey>& left_to_kubelet() const { return left_to_kubelet_; }
 
  private:
-  void SetPod(const kube::Pod& pod, SteadyTime now);
+  // `pod` is kept as it is (shared with PodConfig and the source), never copied.
+  void SetPod(const std::shared_ptr<const kube::Pod>& pod, SteadyTime now);
   void RemovePod(const std::string& uid);
 
   const plugins::PluginRegistry* registry_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -75,8 +76,10 @@ TEST(LoopThreadTest, PayloadsAreBuiltOnThePoolAndNotAtAllForUnchangedInputs) {
   manager.Start();
 
   constexpr int kPods = 20;
-  std::vector<kube::Pod> pods;
-  for (int i = 0; i < kPods; ++i) pods.push_back(PodReading("p" + std::to_string(i)));
+  std::vector<podconfig::PodPtr> pods;
+  for (int i = 0; i < kPods; ++i) {
+    pods.push_back(std::make_shared<const kube::Pod>(PodReading("p" + std::to_string(i))));
+  }
   manager.OnPodUpdate(podconfig::PodUpdate{podconfig::PodOp::kAdd, pods, "file"});
   ASSERT_TRUE(loop.RunUntil([&] { return manager.stats().mounts_ok == kPods; }));
   EXPECT_EQ(plugin->builds_on_loop, 0);

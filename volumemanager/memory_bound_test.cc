@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,9 +77,10 @@ TEST(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
   // One pod in ten mounts; the others reference a ConfigMap that does not exist, so their
   // volumes never mount and only back off.
   constexpr int kPods = 10'000;
-  std::vector<kube::Pod> pods;
+  std::vector<podconfig::PodPtr> pods;
   for (int i = 0; i < kPods; ++i) {
-    pods.push_back(PodReading("p" + std::to_string(i), i % 10 == 0 ? "app" : "missing"));
+    pods.push_back(std::make_shared<const kube::Pod>(
+        PodReading("p" + std::to_string(i), i % 10 == 0 ? "app" : "missing")));
   }
   manager.OnPodUpdate(podconfig::PodUpdate{podconfig::PodOp::kAdd, pods, "file"});
   // Generous bounds against hangs, not timing: 1,000 mounts and teardowns each commit to the

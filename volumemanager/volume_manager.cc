@@ -195,8 +195,8 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
 void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
   const SteadyTime now = std::chrono::steady_clock::now();
   populator_.Apply(update, now);
-  for (const kube::Pod& pod : update.pods) {
-    const std::string& uid = pod.metadata.uid;
+  for (const podconfig::PodPtr& pod : update.pods) {
+    const std::string& uid = pod->metadata.uid;
     auto entry = resync_entry_.find(uid);
     if (populator_.FindPod(uid) == nullptr) {
       if (entry != resync_entry_.end()) {

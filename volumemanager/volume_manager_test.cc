@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
@@ -87,7 +88,9 @@ class VolumeManagerTest : public ::testing::Test {
   }
 
   void Send(podconfig::PodOp op, std::vector<kube::Pod> pods) {
-    manager_->OnPodUpdate(podconfig::PodUpdate{op, std::move(pods), "file"});
+    std::vector<podconfig::PodPtr> shared;
+    for (kube::Pod& pod : pods) shared.push_back(std::make_shared<const kube::Pod>(std::move(pod)));
+    manager_->OnPodUpdate(podconfig::PodUpdate{op, std::move(shared), "file"});
   }
 
   std::string Dir(const std::string& uid, const std::string& vol = "cfg",
@@ -422,6 +425,18 @@ TEST_F(VolumeManagerTest, AVolumeItDidNotSetUpIsRefreshedButLeftInPlaceWhenItsPo
   EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
   EXPECT_EQ(manager_->stats().teardowns_ok, 0);
   EXPECT_EQ(manager_->actual().Find(VolumeKey{"u1", "cfg"}), nullptr);
+}
+
+// The desired state keeps the pod object of the update, not a copy of it (one copy of each pod in
+// the daemon, shared with PodConfig and the source).
+TEST_F(VolumeManagerTest, DesiredVolumesShareThePodObjectOfTheUpdate) {
+  Put("default", "app", {{"k", "v"}});
+  StartManager();
+  auto pod = std::make_shared<const kube::Pod>(MakePod("u1", "app"));
+  manager_->OnPodUpdate(podconfig::PodUpdate{podconfig::PodOp::kAdd, {pod}, "file"});
+  ASSERT_EQ(manager_->desired().volumes().size(), 1u);
+  EXPECT_EQ(manager_->desired().volumes().begin()->second.pod, pod);
+  EXPECT_EQ(manager_->populator().FindPod("u1"), pod);
 }
 
 TEST_F(VolumeManagerTest, StopWaitsForInFlightWrites) {

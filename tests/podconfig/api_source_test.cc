@@ -82,7 +82,7 @@ class ApiSourceTest : public ::testing::Test {
     PodConfig::Sink sink = config_->RegisterSource(kApiSource);
     ASSERT_TRUE(source_
                     .Start(api_.get(), options,
-                           [this, sink](std::vector<kube::Pod> pods) {
+                           [this, sink](std::vector<PodPtr> pods) {
                              set_sizes_.push_back(pods.size());
                              sink(std::move(pods));
                            })
@@ -112,7 +112,7 @@ class ApiSourceTest : public ::testing::Test {
   std::set<std::string> Names() {
     std::set<std::string> names;
     for (const auto& [uid, pod] : config_->PodsOf(kApiSource)) {
-      names.insert(pod.metadata.NamespacedName());
+      names.insert(pod->metadata.NamespacedName());
     }
     return names;
   }
@@ -153,9 +153,9 @@ TEST_F(ApiSourceTest, DeliversOnlyThisNodesPodsAndNoMirrorPods) {
   EXPECT_TRUE(config_->SourceSeen(kApiSource));
   // Every delivered pod is this node's and carries the server's defaults and the source.
   for (const auto& [uid, pod] : config_->PodsOf(kApiSource)) {
-    EXPECT_EQ(pod.spec.node_name, kNode);
+    EXPECT_EQ(pod->spec.node_name, kNode);
     EXPECT_FALSE(uid.empty());
-    EXPECT_EQ(pod.metadata.annotations.at(kConfigSourceAnnotation), kApiSource);
+    EXPECT_EQ(pod->metadata.annotations.at(kConfigSourceAnnotation), kApiSource);
   }
   // The server filtered by node; the source itself left the mirror pod out.
   EXPECT_EQ(source_.stats().mirror_skipped, 1);
@@ -239,7 +239,7 @@ TEST_F(ApiSourceTest, UpdateThenGracefulDeletionThenRemoval) {
   ASSERT_EQ(updates_.size(), 1u);
   EXPECT_EQ(updates_[0].op, PodOp::kUpdate);
   ASSERT_EQ(updates_[0].pods.size(), 1u);
-  EXPECT_EQ(updates_[0].pods[0].metadata.labels.at("tier"), "front");
+  EXPECT_EQ(updates_[0].pods[0]->metadata.labels.at("tier"), "front");
   updates_.clear();
 
   // A graceful delete: the pod stays, with its deletionTimestamp (PodConfig's DELETE) ...
@@ -248,8 +248,8 @@ TEST_F(ApiSourceTest, UpdateThenGracefulDeletionThenRemoval) {
   ASSERT_EQ(updates_.size(), 1u);
   EXPECT_EQ(updates_[0].op, PodOp::kDelete);
   ASSERT_EQ(updates_[0].pods.size(), 1u);
-  EXPECT_EQ(updates_[0].pods[0].metadata.name, "web-0");
-  EXPECT_TRUE(updates_[0].pods[0].metadata.deletion_timestamp.has_value());
+  EXPECT_EQ(updates_[0].pods[0]->metadata.name, "web-0");
+  EXPECT_TRUE(updates_[0].pods[0]->metadata.deletion_timestamp.has_value());
   EXPECT_EQ(Names(), (std::set<std::string>{"shop/web-0", "shop/web-1"}));
   updates_.clear();
 
@@ -258,7 +258,7 @@ TEST_F(ApiSourceTest, UpdateThenGracefulDeletionThenRemoval) {
   ASSERT_TRUE(WaitForNames({"shop/web-1"}));
   ASSERT_EQ(updates_.size(), 1u);
   EXPECT_EQ(updates_[0].op, PodOp::kRemove);
-  EXPECT_EQ(updates_[0].pods[0].metadata.name, "web-0");
+  EXPECT_EQ(updates_[0].pods[0]->metadata.name, "web-0");
 }
 
 TEST_F(ApiSourceTest, APodThatCannotBeDecodedIsNamedAndSkipped) {
@@ -283,7 +283,7 @@ TEST_F(ApiSourceTest, APodThatCannotBeDecodedIsNamedAndSkipped) {
   ASSERT_TRUE(runner_.RunUntil([&] { return source_.stats().decode_failures == 2; }));
   runner_.RunFor(std::chrono::milliseconds(50));
   ASSERT_EQ(config_->PodsOf(kApiSource).size(), 1u);
-  EXPECT_EQ(config_->PodsOf(kApiSource).begin()->second.metadata.labels.count("v"), 0u);
+  EXPECT_EQ(config_->PodsOf(kApiSource).begin()->second->metadata.labels.count("v"), 0u);
   EXPECT_THAT(log.text(), Not(HasSubstr("hunter2")));
 
   // Fixed, it is delivered again; the one that never decoded arrives once it does.
@@ -297,7 +297,7 @@ TEST_F(ApiSourceTest, APodThatCannotBeDecodedIsNamedAndSkipped) {
   ASSERT_TRUE(runner_.RunUntil([&] {
     return config_->PodsOf(kApiSource).size() == 2 &&
            std::any_of(config_->PodsOf(kApiSource).begin(), config_->PodsOf(kApiSource).end(),
-                       [](const auto& e) { return e.second.metadata.labels.count("v") == 1; });
+                       [](const auto& e) { return e.second->metadata.labels.count("v") == 1; });
   }));
 }
 
@@ -354,7 +354,7 @@ TEST_F(ApiSourceTest, StopFromTheSinkEndsDeliveries) {
   int calls = 0;
   ASSERT_TRUE(source_
                   .Start(api_.get(), options,
-                         [&](std::vector<kube::Pod>) {
+                         [&](std::vector<PodPtr>) {
                            ++calls;
                            source_.Stop();
                          })
@@ -374,7 +374,7 @@ TEST(ApiSourceOptionsTest, AnEmptyNodeNameIsRefused) {
   ASSERT_TRUE(http.ok());
   kube::ApiClient api(http->get());
   ApiSource source;
-  base::Status s = source.Start(&api, ApiSourceOptions{}, [](std::vector<kube::Pod>) {});
+  base::Status s = source.Start(&api, ApiSourceOptions{}, [](std::vector<PodPtr>) {});
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("node name"));
 }

@@ -1,0 +1,67 @@
+#include "kubeclient/curl_library.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace kube {
+namespace {
+
+// libcurl's soname (ABI 4 since 2006). In its own section so that the image build can read it.
+[[gnu::used, gnu::section(".vm_dlopen")]] constexpr char kLibcurl[] = "libcurl.so.4";
+
+// Sets `fn` to the library's `name`; false (and the error in `error`) when it has none.
+template <typename Fn>
+bool Find(void* handle, const char* name, Fn* fn, std::string* error) {
+  void* symbol = dlsym(handle, name);
+  if (symbol == nullptr) {
+    *error = std::string(kLibcurl) + " has no " + name;
+    return false;
+  }
+  *fn = reinterpret_cast<Fn>(symbol);
+  return true;
+}
+
+base::Result<const CurlLibrary*> Open() {
+  void* handle = dlopen(kLibcurl, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return base::Status::Error(std::string("cannot load ") + kLibcurl + ": " +
+                               (why != nullptr ? why : "unknown error"));
+  }
+  static CurlLibrary lib;
+  decltype(&curl_global_init) global_init = nullptr;
+  std::string error;
+  const bool found = Find(handle, "curl_global_init", &global_init, &error) &&
+                     Find(handle, "curl_easy_init", &lib.easy_init, &error) &&
+                     Find(handle, "curl_easy_cleanup", &lib.easy_cleanup, &error) &&
+                     Find(handle, "curl_easy_setopt", &lib.easy_setopt, &error) &&
+                     Find(handle, "curl_easy_getinfo", &lib.easy_getinfo, &error) &&
+                     Find(handle, "curl_easy_strerror", &lib.easy_strerror, &error) &&
+                     Find(handle, "curl_multi_init", &lib.multi_init, &error) &&
+                     Find(handle, "curl_multi_cleanup", &lib.multi_cleanup, &error) &&
+                     Find(handle, "curl_multi_setopt", &lib.multi_setopt, &error) &&
+                     Find(handle, "curl_multi_add_handle", &lib.multi_add_handle, &error) &&
+                     Find(handle, "curl_multi_remove_handle", &lib.multi_remove_handle, &error) &&
+                     Find(handle, "curl_multi_assign", &lib.multi_assign, &error) &&
+                     Find(handle, "curl_multi_info_read", &lib.multi_info_read, &error) &&
+                     Find(handle, "curl_multi_socket_action", &lib.multi_socket_action, &error) &&
+                     Find(handle, "curl_multi_strerror", &lib.multi_strerror, &error) &&
+                     Find(handle, "curl_slist_append", &lib.slist_append, &error) &&
+                     Find(handle, "curl_slist_free_all", &lib.slist_free_all, &error);
+  if (!found) return base::Status::Error(error);
+  if (CURLcode rc = global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
+    return base::Status::Error("curl_global_init failed with code " + std::to_string(rc));
+  }
+  return &lib;
+}
+
+}  // namespace
+
+const base::Result<const CurlLibrary*>& LoadCurl() {
+  // A function-local static: initialised once, thread-safe, the same outcome every time.
+  static const base::Result<const CurlLibrary*> loaded = Open();
+  return loaded;
+}
+
+}  // namespace kube
