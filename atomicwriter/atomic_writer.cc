@@ -547,13 +547,6 @@ class WriteOperation {
     return Status::OK();
   }
 
-  // After the live version is settled: removes the writer's own top-level links for names the
-  // payload no longer has, and timestamp dirs, staging links and removals in progress that
-  // ..data does not point to once the ledger has seen them unpublished for the grace period
-  // (counted in `*awaiting` until then), or hands them all to Options::removals (counted in
-  // `*queued`), due when their grace period runs out. ..data is read again before each removal:
-  // another writer may have published meanwhile. Entries the writer did not make, and the
-  // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
   // The fast path's cleanup: queues the version this write replaced (old_ts_), due when its grace
   // period runs out, in the volume dir whose lstat is `dir_st`.
   Status QueueReplacedVersion(const struct stat& dir_st, std::chrono::steady_clock::time_point now,
@@ -594,6 +587,13 @@ class WriteOperation {
     return h;
   }
 
+  // After the live version is settled: removes the writer's own top-level links for names the
+  // payload no longer has, and timestamp dirs, staging links and removals in progress that
+  // ..data does not point to once the ledger has seen them unpublished for the grace period
+  // (counted in `*awaiting` until then), or hands them all to Options::removals (counted in
+  // `*queued`), due when their grace period runs out. ..data is read again before each removal:
+  // another writer may have published meanwhile. Entries the writer did not make, and the
+  // kubelet's ..data_tmp, are left alone. Continues past failures and reports the last one.
   Status RemoveStaleEntries(int* awaiting, int* queued) {
     std::vector<DirEntry> entries;
     if (fs_.ReadDir(dir_fd_, &entries) != 0) return ErrnoError("read dir", ".", errno);
