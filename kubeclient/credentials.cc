@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/redacted_url.h"
 #include "kube/base64.h"
 
 namespace kube {
@@ -179,8 +180,8 @@ base::Result<Credentials> ParseKubeconfigNodes(const std::vector<KubeconfigFile>
     return base::Status::Error("kubeconfig: " + cluster_what + " has no server");
   }
   if (creds.server.rfind("https://", 0) != 0) {
-    return base::Status::Error("kubeconfig: " + cluster_what + ": server " + creds.server +
-                               " is not an https:// URL");
+    return base::Status::Error("kubeconfig: " + cluster_what + ": server " +
+                               base::RedactedUrl(creds.server) + " is not an https:// URL");
   }
   creds.tls.insecure_skip_tls_verify = Bool(cluster, "insecure-skip-tls-verify");
   creds.tls.server_name = Scalar(cluster, "tls-server-name");

@@ -117,6 +117,9 @@ TEST(LoadKubeconfigTest, Table) {
        nullptr},
       {"plain http server", "    server: http://h:1\n", "    token: abc\n", "not an https://",
        nullptr},
+      // User info in the URL is a credential: the error names the URL without it.
+      {"plain http server with a password", "    server: http://admin:hunter2@h:1\n",
+       "    token: abc\n", "server http://xxxxx@h:1 is not an https://", nullptr},
       {"bad base64", "    server: https://h:1\n    certificate-authority-data: '%%%'\n",
        "    token: abc\n", "not valid base64", nullptr},
       {"missing CA file", "    server: https://h:1\n    certificate-authority: nope.crt\n",

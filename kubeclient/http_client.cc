@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/catch_all.h"
+#include "base/redacted_url.h"
 #include "base/uv_timer.h"
 #include "base/version.h"
 #include "kubeclient/curl_library.h"
@@ -201,7 +202,8 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   if (const auto& curl = LoadCurl(); !curl.ok()) return curl.status();
   UrlParts parts;
   if (!SplitUrl(credentials.server, parts)) {
-    return base::Status::Error("server URL " + credentials.server + " is not http(s)://host");
+    return base::Status::Error("server URL " + base::RedactedUrl(credentials.server) +
+                               " is not http(s)://host");
   }
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
   base::Status s = client->Init();

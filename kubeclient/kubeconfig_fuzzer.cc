@@ -3,7 +3,8 @@
 // when their path contains "missing". Whatever the text:
 //  * parsing returns a Status, never throws (a kubeconfig is user input read at start-up), and
 //    never needs its last wall (a yaml-cpp exception turned into "unexpected structure");
-//  * an error says why and never quotes the bytes of a file the kubeconfig named;
+//  * an error says why and never quotes the bytes of a file the kubeconfig named (the marker
+//    counts only when the kubeconfig text does not hold it itself);
 //  * success means what the HTTP client relies on: an https:// server without a trailing slash,
 //    a client certificate exactly when there is a key, no CA together with
 //    insecure-skip-tls-verify, and a namespace.
@@ -31,7 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       kube::ParseKubeconfig({kube::KubeconfigFile{"/fuzz/kubeconfig", text}}, "", ReadMarker);
   if (!creds.ok()) {
     const std::string m = creds.status().message();
-    if (m.empty() || m.find(kFileBytes) != std::string::npos) __builtin_trap();
+    if (m.empty()) __builtin_trap();
+    // The marker in the error is a file's bytes quoted, unless the kubeconfig's own text holds
+    // it (an error may quote a value of the file, e.g. a malformed server URL).
+    if (m.find(kFileBytes) != std::string::npos && text.find(kFileBytes) == std::string::npos) {
+      __builtin_trap();
+    }
     // ParseKubeconfig's last wall caught a yaml-cpp exception: a shape the parser should have
     // checked for and named. (Its prefix, not the words anywhere: an error may quote a value of
     // the file, and a value may read "unexpected structure".)

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "base/catch_all.h"
+#include "base/redacted_url.h"
 #include "kubeclient/http_client.h"
-#include "podconfig/redacted_url.h"
 #include "podconfig/static_pod.h"
 
 namespace podconfig {
@@ -40,7 +40,7 @@ void HttpSource::Impl::FetchLater() {
         auto* impl = static_cast<Impl*>(t->data);
         if (base::Status s = base::CatchAll("manifest URL fetch", [impl] { impl->StartFetch(); });
             !s.ok()) {
-          spdlog::error("manifest URL {}: {}", RedactedUrl(impl->options.url), s.message());
+          spdlog::error("manifest URL {}: {}", base::RedactedUrl(impl->options.url), s.message());
           impl->FetchLater();
         }
       },
@@ -63,7 +63,7 @@ void HttpSource::Impl::StartFetch() {
 
 void HttpSource::Impl::OnFetched(const base::Status& transport,
                                  const kube::HttpResponse& response) {
-  const std::string shown = RedactedUrl(options.url);
+  const std::string shown = base::RedactedUrl(options.url);
   if (!transport.ok()) {
     spdlog::error("manifest URL {}: {}; keeping the last pods", shown, transport.message());
     return;
@@ -101,7 +101,7 @@ base::Status HttpSource::Start(uv_loop_t* loop, HttpSourceOptions options, Sink 
   if (impl_ != nullptr) return base::Status::Error("HTTP source: already started");
   if (options.node_name.empty()) return base::Status::Error("HTTP source: empty node name");
   if (!options.url.starts_with("http://") && !options.url.starts_with("https://")) {
-    return base::Status::Error("manifest URL " + RedactedUrl(options.url) +
+    return base::Status::Error("manifest URL " + base::RedactedUrl(options.url) +
                                ": scheme must be http or https");
   }
   kube::Credentials server;  // no token, no client certificate, the system's CAs
@@ -109,7 +109,7 @@ base::Status HttpSource::Start(uv_loop_t* loop, HttpSourceOptions options, Sink 
   server.source = "--manifest-url";
   auto http = kube::HttpClient::Create(loop, server);
   if (!http.ok()) {  // its message would show the URL as given, credentials included
-    return base::Status::Error("manifest URL " + RedactedUrl(options.url) +
+    return base::Status::Error("manifest URL " + base::RedactedUrl(options.url) +
                                ": not an http(s)://host URL, or libcurl cannot start");
   }
   auto* impl = new Impl;
@@ -119,7 +119,7 @@ base::Status HttpSource::Start(uv_loop_t* loop, HttpSourceOptions options, Sink 
   uv_timer_init(loop, &impl->poll_timer);
   impl->poll_timer.data = impl;
   impl_ = impl;
-  spdlog::info("HTTP pod source polling {} every {} ms", RedactedUrl(impl->options.url),
+  spdlog::info("HTTP pod source polling {} every {} ms", base::RedactedUrl(impl->options.url),
                impl->options.poll_interval.count());
   impl->StartFetch();
   return base::Status::OK();

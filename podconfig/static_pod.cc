@@ -7,11 +7,11 @@
 #include <variant>
 
 #include "base/md5.h"
+#include "base/redacted_url.h"
 #include "kube/manifest_decoder.h"
 #include "kube/validation.h"
 #include "kube/yaml_to_json.h"
 #include "podconfig/pod_update.h"
-#include "podconfig/redacted_url.h"
 
 namespace podconfig {
 namespace {
@@ -111,7 +111,7 @@ base::Result<std::vector<kube::Pod>> DecodeStaticPodsFromUrl(std::string_view by
                                                              const std::string& url,
                                                              const std::string& node_name) {
   // Errors name the URL without its credentials; the UID still hashes the URL as given.
-  return DecodeStaticPods(bytes, RedactedUrl(url), node_name, "url:" + url);
+  return DecodeStaticPods(bytes, base::RedactedUrl(url), node_name, "url:" + url);
 }
 
 }  // namespace podconfig

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "base/redacted_url.h"
 #include "kubeclient/rate_limiter.h"
 #include "leaderelection/lease_lock.h"
 #include "volumemanager/source_metrics.h"
@@ -53,7 +54,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
 
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
-               credentials->server, credentials->source, cfg.node_name,
+               base::RedactedUrl(credentials->server), credentials->source, cfg.node_name,
                config::VolumeOwnershipName(cfg.volume_ownership));
   return std::nullopt;
 }

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "base/catch_all.h"
+#include "base/redacted_url.h"
 #include "base/version.h"
 #include "config/go_duration.h"
 #include "kube/quantity.h"
 #include "leaderelection/file_lock.h"
-#include "podconfig/redacted_url.h"
 
 namespace volumemanager {
 
@@ -125,7 +125,7 @@ std::optional<Daemon::StartError> Daemon::Start() {
   if (config::ClusterMode(config_)) pod_sources.push_back("the API server");
   if (!config_.pod_manifest_path.empty()) pod_sources.push_back(config_.pod_manifest_path);
   if (!config_.manifest_url.empty()) {
-    pod_sources.push_back(podconfig::RedactedUrl(config_.manifest_url));
+    pod_sources.push_back(base::RedactedUrl(config_.manifest_url));
   }
   std::string pods_from;
   for (const std::string& source : pod_sources) {
@@ -249,7 +249,7 @@ std::optional<Daemon::StartError> Daemon::StartPodSources() {
     o.node_name = config_.node_name;
     if (base::Status s = http_source_.Start(loop_, o, http_sink); !s.ok()) {
       return StartError{
-          2, "--manifest-url " + podconfig::RedactedUrl(config_.manifest_url) + ": " + s.message()};
+          2, "--manifest-url " + base::RedactedUrl(config_.manifest_url) + ": " + s.message()};
     }
   }
   return std::nullopt;
@@ -293,7 +293,7 @@ std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
     for (const std::string& source : pods_->sources()) {
       std::string from = source == podconfig::kFileSource ? config_.pod_manifest_path
                          : source == podconfig::kHttpSource
-                             ? podconfig::RedactedUrl(config_.manifest_url)
+                             ? base::RedactedUrl(config_.manifest_url)
                              : "the API server";
       checks.push_back({"pod-source-" + source, pods_->SourceSeen(source),
                         "no complete list of pods received yet from " + from});

@@ -1,8 +1,8 @@
-#include "podconfig/redacted_url.h"
+#include "base/redacted_url.h"
 
 #include <gtest/gtest.h>
 
-namespace podconfig {
+namespace base {
 namespace {
 
 TEST(RedactedUrlTest, HidesPasswordsAndQueries) {
@@ -23,4 +23,4 @@ TEST(RedactedUrlTest, HidesPasswordsAndQueries) {
 }
 
 }  // namespace
-}  // namespace podconfig
+}  // namespace base

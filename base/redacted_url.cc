@@ -1,6 +1,6 @@
-#include "podconfig/redacted_url.h"
+#include "base/redacted_url.h"
 
-namespace podconfig {
+namespace base {
 
 std::string RedactedUrl(std::string_view url) {
   std::string out;
@@ -34,4 +34,4 @@ std::string RedactedUrl(std::string_view url) {
   return out;
 }
 
-}  // namespace podconfig
+}  // namespace base
