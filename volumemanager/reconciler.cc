@@ -420,9 +420,12 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
        plugin = desired.plugin, allocatable = options_.node_allocatable]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
         const std::string volume_dir = request->location.dir();
-        if (kubelet && !KubeletHasSetUp(volume_dir)) {
-          *not_set_up = true;  // not a failure: looked at again later
-          return base::Status::OK();
+        if (kubelet) {
+          if (!KubeletHasSetUp(volume_dir)) {
+            *not_set_up = true;  // not a failure: looked at again later
+            return base::Status::OK();
+          }
+          request->kubelet_set_up_checked = true;  // SetUpVolume need not look again
         }
         plugins::VolumeHost host;
         host.objects = lookup.get();

@@ -188,7 +188,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   if (request.refresh_only) {
     // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
     const std::string dir = loc.dir();
-    if (!KubeletHasSetUp(dir)) {
+    if (!request.kubelet_set_up_checked && !KubeletHasSetUp(dir)) {
       return base::Status::Error("volume dir " + dir +
                                  " has no ..data link: the kubelet has not set it up (yet)");
     }

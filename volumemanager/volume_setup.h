@@ -60,6 +60,9 @@ struct SetUpRequest {
   atomicwriter::RemovalQueue* removals = nullptr;
   // The kubelet owns the volume: refresh the content of a volume it has set up, nothing more.
   bool refresh_only = false;
+  // With refresh_only: the caller has just seen KubeletHasSetUp true for this dir on this thread,
+  // so the set-up is not checked again (about eight system calls per write).
+  bool kubelet_set_up_checked = false;
 };
 
 // True when the volume dir holds a `..data` link (the kubelet, or another writer, has set it up).
