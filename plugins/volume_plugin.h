@@ -83,13 +83,20 @@ class LiveContent {
 struct VolumeHost {
   ObjectLookup* objects = nullptr;
   // Node allocatable ("cpu", "memory", "ephemeral-storage"), from configuration: the downward
-  // API's value for a container limit that is unset.
-  kube::ResourceList node_allocatable;
+  // API's value for a container limit that is unset. Null: none configured. Shared and never
+  // changed, so that a build per volume copies nothing.
+  std::shared_ptr<const kube::ResourceList> node_allocatable;
   ServiceAccountTokenSource* tokens = nullptr;
   ClusterTrustBundleSource* trust_bundles = nullptr;
   // When set, pod-derived files come from here (see LiveContent), not from the pod.
   LiveContent* pod_derived_from = nullptr;
 };
+
+// The host's node allocatable, empty when none is configured.
+inline const kube::ResourceList& AllocatableOf(const VolumeHost& host) {
+  static const kube::ResourceList kNone;
+  return host.node_allocatable != nullptr ? *host.node_allocatable : kNone;
+}
 
 // Where the volume's bytes live: configMap on the node's disk, the others on tmpfs (§1.1).
 enum class Medium { kDisk, kMemory };

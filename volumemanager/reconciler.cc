@@ -101,7 +101,12 @@ std::string FormatDelay(std::chrono::milliseconds d) {
 
 Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
                        OperationExecutor* executor, cache::ObjectManager* objects)
-    : options_(std::move(options)), dsw_(dsw), asw_(asw), executor_(executor), objects_(objects) {}
+    : options_(std::move(options)),
+      node_allocatable_(std::make_shared<const kube::ResourceList>(options_.node_allocatable)),
+      dsw_(dsw),
+      asw_(asw),
+      executor_(executor),
+      objects_(objects) {}
 
 Reconciler::~Reconciler() = default;
 
@@ -417,7 +422,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   const bool started = executor_->Run(
       key,
       [request, result, ledger, lookup, not_set_up, kubelet, pod = desired.pod, spec = desired.spec,
-       plugin = desired.plugin, allocatable = options_.node_allocatable]() -> base::Status {
+       plugin = desired.plugin, allocatable = node_allocatable_]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
         const std::string volume_dir = request->location.dir();
         if (kubelet) {

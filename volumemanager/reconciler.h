@@ -179,6 +179,8 @@ class Reconciler {
                      const std::string& plugin_dir, const base::Status& error, SteadyTime started);
 
   ReconcilerOptions options_;
+  // options_.node_allocatable, shared by every payload build instead of copied into each.
+  std::shared_ptr<const kube::ResourceList> node_allocatable_;
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
   OperationExecutor* executor_;

@@ -67,6 +67,8 @@ class VolumeManagerTest : public ::testing::Test {
     o.sync_frequency = std::chrono::hours(1);
     o.journal = journal_.get();
     o.unpublished_grace = std::chrono::milliseconds(0);
+    o.node_allocatable = node_allocatable_;
+    o.tmpfs = tmpfs_;
     manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
@@ -117,6 +119,8 @@ class VolumeManagerTest : public ::testing::Test {
   // Gets of objects the pod did not register first fail, as with the real managers.
   cache::FakeObjectManager objects_;
   bool sources_seen_ = true;
+  kube::ResourceList node_allocatable_;
+  bool tmpfs_ = true;
   std::unique_ptr<VolumeManager> manager_;
 };
 
@@ -141,6 +145,28 @@ TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
   EXPECT_TRUE(RunUntil([&] { return manager_->stats().versions_published == 4; }));
   RunFor(200);
   EXPECT_EQ(manager_->stats().versions_published, 4);
+}
+
+// A container without a CPU limit shows the node's allocatable CPU in a downward API file, as
+// configured: the setting reaches every payload build on the pool.
+TEST_F(VolumeManagerTest, TheNodeAllocatableStandsInForAnUnsetLimit) {
+  node_allocatable_ = {{"cpu", *kube::Quantity::Parse("4")}};
+  tmpfs_ = false;  // the test's dir is removed as a plain tree
+  StartManager();
+  kube::Pod pod = MakePod("u1", "app");
+  pod.spec.volumes = {
+      {"info",
+       kube::DownwardAPIVolumeSource{
+           {{"cpu", std::nullopt,
+             kube::ResourceFieldSelector{pod.spec.containers[0].name, "limits.cpu", std::nullopt},
+             std::nullopt}},
+           0644}}};
+  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{"info", "/etc/info", "", true}};
+  Send(podconfig::PodOp::kAdd, {pod});
+  EXPECT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(Dir("u1", "info", "kubernetes.io~downward-api")) ==
+           Files{{"cpu", "4"}};
+  }));
 }
 
 TEST_F(VolumeManagerTest, AChangeThatLeavesThePayloadAloneTouchesNoDisk) {

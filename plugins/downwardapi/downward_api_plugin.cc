@@ -178,7 +178,7 @@ base::Result<atomicwriter::Payload> DownwardAPIPlugin::BuildPayload(const kube::
                                                                     const kube::Volume& volume,
                                                                     const VolumeHost& host) const {
   const auto& src = std::get<kube::DownwardAPIVolumeSource>(volume.source);
-  return CollectDownwardAPIData(src.items, pod, host.node_allocatable, src.default_mode);
+  return CollectDownwardAPIData(src.items, pod, AllocatableOf(host), src.default_mode);
 }
 
 }  // namespace plugins

@@ -79,7 +79,8 @@ TEST(DownwardAPIPluginTest, FieldAndResourceValues) {
   };
   DownwardAPIPlugin plugin;
   VolumeHost host;
-  host.node_allocatable = {{"cpu", Q("4")}, {"memory", Q("8Gi")}, {"ephemeral-storage", Q("100G")}};
+  host.node_allocatable = std::make_shared<const kube::ResourceList>(
+      kube::ResourceList{{"cpu", Q("4")}, {"memory", Q("8Gi")}, {"ephemeral-storage", Q("100G")}});
   for (const ValueCase& c : cases) {
     SCOPED_TRACE(c.name);
     kube::Volume v{"info", kube::DownwardAPIVolumeSource{{c.item}, 0644}};

@@ -113,8 +113,8 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
     } else if (s.secret) {
       AddObjectSource<kube::Secret>(host, ns, *s.secret, src.default_mode, &payload, &errors);
     } else if (s.downward_api) {
-      auto part = CollectDownwardAPIData(s.downward_api->items, pod, host.node_allocatable,
-                                         src.default_mode);
+      auto part =
+          CollectDownwardAPIData(s.downward_api->items, pod, AllocatableOf(host), src.default_mode);
       if (!part.ok()) {
         errors.push_back(part.status());
         continue;
