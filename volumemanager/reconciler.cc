@@ -381,7 +381,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
   for (const kube::ObjectRef& ref : desired.objects) {
     objects.emplace_back(ref, objects_->GetRevision(ref));
   }
-  VolumeInputs inputs{ObjectsDigest(objects), desired.pod};
+  VolumeInputs inputs{digests_.Digest(objects), desired.pod};
   if (mounted != nullptr && !mounted->uncertain &&
       SameInputs(mounted->inputs, inputs, key.volume_name,
                  desired.plugin->DependsOnPod(desired.volume())) &&

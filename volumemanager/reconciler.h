@@ -181,6 +181,7 @@ class Reconciler {
   ReconcilerOptions options_;
   // options_.node_allocatable, shared by every payload build instead of copied into each.
   std::shared_ptr<const kube::ResourceList> node_allocatable_;
+  ObjectsDigestMemo digests_;
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
   OperationExecutor* executor_;

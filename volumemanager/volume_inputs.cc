@@ -15,6 +15,32 @@ std::string ObjectsDigest(const ObjectSnapshot& snapshot) {
   return h.Finish();
 }
 
+std::string ObjectsDigestMemo::Digest(const ObjectSnapshot& snapshot) {
+  if (valid_ && Matches(snapshot)) return last_digest_;
+  last_digest_ = ObjectsDigest(snapshot);
+  // A snapshot with a failed get has no digest to remember.
+  valid_ = !last_digest_.empty();
+  last_.clear();
+  if (valid_) {
+    for (const auto& [ref, revision] : snapshot) {
+      last_.push_back({ref, revision->exists(), revision->digest});
+    }
+  }
+  return last_digest_;
+}
+
+bool ObjectsDigestMemo::Matches(const ObjectSnapshot& snapshot) const {
+  if (snapshot.size() != last_.size()) return false;
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    const auto& [ref, revision] = snapshot[i];
+    if (!revision.ok() || !(ref == last_[i].ref) || revision->exists() != last_[i].exists ||
+        revision->digest != last_[i].digest) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool SameInputs(const VolumeInputs& a, const VolumeInputs& b, const std::string& volume_name,
                 bool depends_on_pod) {
   if (a.objects_digest.empty() || a.objects_digest != b.objects_digest) return false;

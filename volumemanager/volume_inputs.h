@@ -31,6 +31,26 @@ struct VolumeInputs {
 // error is not an input the content can be compared on).
 std::string ObjectsDigest(const ObjectSnapshot& snapshot);
 
+// ObjectsDigest with the last snapshot remembered: a fan-out (1,000 volumes reading one object)
+// hashes once per object revision, and every other volume only compares refs and content
+// digests. Not thread-safe (the reconciler's, on the loop thread).
+class ObjectsDigestMemo {
+ public:
+  std::string Digest(const ObjectSnapshot& snapshot);
+
+ private:
+  bool Matches(const ObjectSnapshot& snapshot) const;
+
+  struct Seen {
+    kube::ObjectRef ref;
+    bool exists;
+    std::string digest;
+  };
+  bool valid_ = false;
+  std::vector<Seen> last_;
+  std::string last_digest_;
+};
+
 // True when content built from `a` equals content built from `b` for the volume `volume_name`:
 // equal object digests (both known) and the same volume spec and pod security context, plus, when
 // the content `depends_on_pod` (downward API), the same pod metadata and containers.

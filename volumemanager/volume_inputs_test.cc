@@ -46,6 +46,24 @@ TEST(VolumeInputsTest, ObjectsDigestFollowsContentAndExistence) {
   EXPECT_TRUE(ObjectsDigest(failed).empty());
 }
 
+TEST(VolumeInputsTest, TheMemoGivesWhatObjectsDigestGivesForEverySnapshot) {
+  ObjectsDigestMemo memo;
+  ObjectSnapshot absent = {
+      {kube::ObjectRef{kube::ObjectKind::kConfigMap, "default", "app"}, cache::ObjectRevision{}}};
+  ObjectSnapshot failed = {{kube::ObjectRef{kube::ObjectKind::kConfigMap, "default", "app"},
+                            base::Status::Error("forbidden")}};
+  ObjectSnapshot other_name = Snapshot("a");
+  other_name[0].first.name = "other";
+  ObjectSnapshot two = Snapshot("a");
+  two.push_back(Snapshot("b")[0]);
+  // Repeats (the memo's answer) and every kind of difference after one.
+  for (const ObjectSnapshot& s :
+       {Snapshot("a"), Snapshot("a"), Snapshot("b"), Snapshot("b"), absent, absent, Snapshot("b"),
+        failed, failed, Snapshot("a"), other_name, other_name, two, two, Snapshot("a")}) {
+    EXPECT_EQ(memo.Digest(s), ObjectsDigest(s));
+  }
+}
+
 TEST(VolumeInputsTest, PodChangesMatterOnlyWhereTheContentReadsThem) {
   const struct {
     const char* name;
