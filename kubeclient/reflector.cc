@@ -193,6 +193,19 @@ void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
   if (phase_ == Phase::kListing) StartWatch();
 }
 
+nlohmann::json Reflector::Stored(const nlohmann::json& object) const {
+  if (options_.keep_objects) return object;
+  nlohmann::json identity = nlohmann::json::object();
+  if (auto meta = object.find("metadata"); meta != object.end() && meta->is_object()) {
+    for (const char* field : {"name", "namespace", "resourceVersion"}) {
+      if (auto value = meta->find(field); value != meta->end()) identity[field] = *value;
+    }
+  }
+  nlohmann::json stored = nlohmann::json::object();
+  stored["metadata"] = std::move(identity);
+  return stored;
+}
+
 void Reflector::Replace(const std::string& list_rv) {
   std::map<std::string, nlohmann::json> fresh;
   for (auto& item : pages_) {
@@ -223,14 +236,14 @@ void Reflector::Replace(const std::string& list_rv) {
     auto& object = entry.second;
     const nlohmann::json* existing = store_.Get(key);
     if (existing == nullptr) {
-      store_.Put(key, object);
+      store_.Put(key, Stored(object));
       CallHandler("add", [&] {
         if (handlers_.on_add) handlers_.on_add(object);
       });
     } else if (ObjectStore::ResourceVersionOf(*existing) !=
                ObjectStore::ResourceVersionOf(object)) {
       nlohmann::json old = *existing;
-      store_.Put(key, object);
+      store_.Put(key, Stored(object));
       CallHandler("update", [&] {
         if (handlers_.on_update) handlers_.on_update(old, object);
       });
@@ -365,7 +378,8 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
   }
   if (!options_.kind.empty()) {
     auto kind = object.find("kind");
-    if (kind != object.end() && kind->is_string() && *kind != options_.kind) {
+    if (kind != object.end() && kind->is_string() &&
+        kind->get_ref<const std::string&>() != options_.kind) {
       ++stats_.skipped_wrong_kind;
       logging::Warn("Skipping a watch event of another kind",
                     {{"reflector", options_.description},
@@ -394,14 +408,14 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
       });
     }
   } else if (existing == nullptr) {
-    store_.Put(key, object);
+    store_.Put(key, Stored(object));
     ++stats_.events;
     CallHandler("add", [&] {
       if (handlers_.on_add) handlers_.on_add(object);
     });
   } else if (ObjectStore::ResourceVersionOf(*existing) != rv) {
     nlohmann::json old = *existing;
-    store_.Put(key, object);
+    store_.Put(key, Stored(object));
     ++stats_.events;
     CallHandler("update", [&] {
       if (handlers_.on_update) handlers_.on_update(old, object);
