@@ -131,6 +131,9 @@ class AtomicWriter {
                                   const PermissionCallback& set_permissions = nullptr);
 
   const std::string& target_dir() const { return target_dir_; }
+  // The volume dir's descriptor, owned by the writer: for the caller's own checks of the dir the
+  // write goes to (fstatat and the like), never to be closed.
+  int dir_fd() const { return dir_fd_; }
 
  private:
   AtomicWriter(std::string target_dir, int dir_fd, Options options);

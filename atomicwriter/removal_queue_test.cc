@@ -190,9 +190,7 @@ TEST_F(QueuedWriterTest, WritesReadTheVolumeDirAgainOnlyWhenSomethingElseMayHave
 
   // The live file changed in place (the volume dir does not show it): a write of the same bytes
   // compares and publishes them again.
-  {
-    std::ofstream(fs::path(vol_) / "..data" / "a", std::ios::trunc) << "tampered";
-  }
+  { std::ofstream(fs::path(vol_) / "..data" / "a", std::ios::trunc) << "tampered"; }
   EXPECT_EQ(read_dirs_of(v1, &queued), 1);
   EXPECT_TRUE(published);
   EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v1));

@@ -100,7 +100,9 @@ TEST(YamlToJsonTest, HostileInputFailsCleanly) {
       // Characters outside YAML's printable set; go-yaml refuses the stream, yaml-cpp passed
       // them into keys and values (found by the fuzzer: a merge key between such bytes did not
       // survive a round trip).
-      {"c0_control", "a: b\x01" "c\n",
+      {"c0_control",
+       "a: b\x01"
+       "c\n",
        "line 1, column 5: control characters are not allowed (U+0001)"},
       {"c0_in_comment", "a: 1\n# x\x16\n", "line 2, column 4: control characters"},
       {"del", "a: \x7f\n", "(U+007F)"},

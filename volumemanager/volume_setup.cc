@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <vector>
@@ -114,17 +115,30 @@ void Undo(const std::vector<std::string>& created, const std::string& volume_dir
   journal.Remove(release).IgnoreError();  // an entry for a missing path is dropped at next start
 }
 
-// The payload through the atomic writer, into an existing volume dir.
-base::Result<atomicwriter::WriteResult> WriteContent(const std::string& dir,
-                                                     const SetUpRequest& request) {
+// The atomic writer for an existing volume dir (opened without following a link at its path).
+base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(const std::string& dir,
+                                                                     const SetUpRequest& request) {
   atomicwriter::Options options;
   options.durable = request.durable;
   options.ledger = request.ledger;
   options.unpublished_grace = request.unpublished_grace;
   options.removals = request.removals;
-  auto writer = atomicwriter::AtomicWriter::Open(dir, options);
+  return atomicwriter::AtomicWriter::Open(dir, options);
+}
+
+// The payload through the atomic writer, into an existing volume dir.
+base::Result<atomicwriter::WriteResult> WriteContent(const std::string& dir,
+                                                     const SetUpRequest& request) {
+  auto writer = OpenWriter(dir, request);
   if (!writer.ok()) return writer.status();
   return (*writer)->Write(request.payload, request.set_permissions);
+}
+
+// Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
+// be empty: only then are the emptiness and mount checks worth their system calls.
+bool MayBeEmpty(int dir_fd) {
+  struct stat st {};
+  return ::fstatat(dir_fd, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) != 0;
 }
 
 }  // namespace
@@ -186,10 +200,13 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   const std::string dir = loc.dir();
   const std::string volume_path =
       OwnershipJournal::VolumePath(loc.pod_uid, loc.plugin_dir, loc.volume_name);
-  // The common case, a remount or resync of a live volume, needs no directory work at all: one
-  // lstat, and the writer's own reads.
+  // The common case, a change, remount or resync of a live volume, needs no directory work at
+  // all: the writer's open of the volume dir (a real directory, not a link) is the check that it
+  // exists, and the write goes through that same descriptor.
+  std::unique_ptr<atomicwriter::AtomicWriter> writer;
+  if (auto opened = OpenWriter(dir, request); opened.ok()) writer = std::move(opened).value();
   struct stat st {};
-  const bool existed = ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const bool existed = writer != nullptr || (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
   std::vector<std::string> created;
   std::vector<OwnedPath> recorded;
   if (!existed) {
@@ -237,18 +254,33 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
     }
     if (!not_made.empty()) journal.Remove(not_made).IgnoreError();
   }
-  const bool owned = !existed || journal.Owns(OwnedKind::kVolume, volume_path);
+  // Owned: made by this call (a dir that appeared between the check and the mkdir is another
+  // writer's), or recorded as the daemon's.
+  const bool owned = std::find(created.begin(), created.end(), dir) != created.end() ||
+                     journal.Owns(OwnedKind::kVolume, volume_path);
   // A new volume dir, or one of ours left empty (e.g. its tmpfs vanished with a reboot), gets its
   // tmpfs. Never one the daemon does not own: the kubelet may be setting it up right now.
-  if (request.tmpfs && owned && (!existed || (IsEmptyDir(dir) && !IsMountPoint(dir)))) {
+  if (request.tmpfs && owned &&
+      (!existed || ((writer == nullptr || MayBeEmpty(writer->dir_fd())) && IsEmptyDir(dir) &&
+                    !IsMountPoint(dir)))) {
     auto mounted = MountTmpfs(dir);
     if (!mounted.ok()) {
       if (!existed) Undo(created, dir, journal, recorded, loc);
       return mounted.status();
     }
+    // The descriptor opened before the mount names the dir beneath it.
+    if (*mounted) writer.reset();
   }
 
-  auto result = WriteContent(dir, request);
+  if (writer == nullptr) {
+    auto opened = OpenWriter(dir, request);
+    if (!opened.ok()) {
+      if (!existed) Undo(created, dir, journal, recorded, loc);
+      return opened.status();
+    }
+    writer = std::move(opened).value();
+  }
+  auto result = writer->Write(request.payload, request.set_permissions);
   // Only a write that published nothing may be undone (the writer never reports failure after
   // its point of no return).
   if (!result.ok() && !existed) Undo(created, dir, journal, recorded, loc);

@@ -157,6 +157,27 @@ TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
+// An owned volume whose tmpfs went away (unmounted, or a reboot) is an empty dir: the next
+// write mounts a tmpfs again and writes into it, not into the dir the mount now hides.
+TEST_F(VolumeSetupTest, AnOwnedVolumeThatLostItsTmpfsGetsItBackAndTheContentGoesIntoIt) {
+  if (!CanMountTmpfs(root_ + "/probe")) GTEST_SKIP() << "needs the privilege to mount";
+  SetUpRequest req = Req(Loc("uid-1", "secret"), Payload("v1"), nullptr);
+  req.tmpfs = true;
+  ASSERT_TRUE(SetUpVolume(req).ok());
+  const std::string dir = Loc("uid-1", "secret").dir();
+  ASSERT_TRUE(IsMountPoint(dir));
+  ASSERT_EQ(::umount2(dir.c_str(), 0), 0);
+  ASSERT_TRUE(fs::is_empty(dir));
+  req.payload = Payload("v2");
+  auto r = SetUpVolume(req);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(IsMountPoint(dir));
+  EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v2"}}));
+  // Nothing was written beneath the mount.
+  ASSERT_EQ(::umount2(dir.c_str(), 0), 0);
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
 TEST_F(VolumeSetupTest, FailedFirstMountOnTmpfsLeavesNothingMounted) {
   atomicwriter::Payload bad;
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
