@@ -27,14 +27,13 @@ Reflector::Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers
       backoff_(options_.backoff) {
   if (options_.description.empty()) options_.description = options_.path;
   uv_loop_t* loop = api_->http()->loop();
-  retry_timer_ = base::NewTimer(loop, this);
   watchdog_timer_ = base::NewTimer(loop, this);
   resync_timer_ = base::NewTimer(loop, this);
 }
 
 Reflector::~Reflector() {
   Stop();
-  base::CloseTimer(retry_timer_);
+  if (retry_timer_ != nullptr) base::CloseTimer(retry_timer_);
   base::CloseTimer(watchdog_timer_);
   base::CloseTimer(resync_timer_);
 }
@@ -67,7 +66,7 @@ void Reflector::Stop() {
   if (list_in_flight_) api_->Cancel(list_call_);
   list_in_flight_ = false;
   CancelWatch();
-  uv_timer_stop(retry_timer_);
+  if (retry_timer_ != nullptr) uv_timer_stop(retry_timer_);
   uv_timer_stop(resync_timer_);
 }
 
@@ -367,7 +366,7 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
   ++watch_events_;
   nlohmann::json& object = event.object;
   if (event.type == WatchEventType::kError) {
-    watch_error_ = ApiErrorFromStatusObject(500, object.dump());
+    watch_error_ = std::make_unique<ApiError>(ApiErrorFromStatusObject(500, object.dump()));
     return false;
   }
   const std::string rv = ObjectStore::ResourceVersionOf(object);
@@ -497,6 +496,7 @@ void Reflector::ScheduleRewatch(const std::string& why) {
 
 void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)()) {
   pending_ = next;
+  if (retry_timer_ == nullptr) retry_timer_ = base::NewTimer(api_->http()->loop(), this);
   uv_timer_start(
       retry_timer_,
       [](uv_timer_t* t) {

@@ -167,10 +167,12 @@ class Reflector {
   std::chrono::steady_clock::time_point watch_started_;
   int watch_events_ = 0;
   long watch_status_ = 0;
-  std::optional<ApiError> watch_error_;
+  // Heap, not inline: an ApiError is about 230 bytes and an ERROR event is rare, while a daemon
+  // holds a reflector per watched object.
+  std::unique_ptr<ApiError> watch_error_;
   std::optional<std::string> decode_error_;
 
-  uv_timer_t* retry_timer_;
+  uv_timer_t* retry_timer_ = nullptr;  // created on the first wait (most reflectors never wait)
   uv_timer_t* watchdog_timer_;
   uv_timer_t* resync_timer_;
   void (Reflector::*pending_)() = nullptr;
