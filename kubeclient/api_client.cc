@@ -18,7 +18,8 @@ struct ApiClient::Call {
   ApiCallback done;
   int retry_after_used = 0;
   int transient_used = 0;
-  Backoff backoff;
+  // Created on the first transient retry: streams (a watch per watched object) never retry.
+  std::unique_ptr<Backoff> backoff;
   HttpClient::RequestId request = 0;
   bool in_flight = false;
   RateLimiter::Ticket ticket = 0;  // waiting for a rate-limiter token
@@ -31,7 +32,6 @@ struct ApiClient::Call {
   StreamCallbacks stream_callbacks;
   std::function<void()> on_start;
 
-  explicit Call(const BackoffOptions& options) : backoff(options) {}
   ~Call() {
     if (timer != nullptr) {
       base::CloseTimer(timer);
@@ -76,7 +76,7 @@ ApiClient::CallId ApiClient::Delete(std::string object_path, ApiCallback done) {
 
 ApiClient::CallId ApiClient::Stream(HttpRequest request, HttpDoneCallback done,
                                     StreamCallbacks stream, std::function<void()> on_start) {
-  auto call = std::make_unique<Call>(policy_.backoff);
+  auto call = std::make_unique<Call>();
   call->id = next_id_++;
   call->method = request.method;
   call->path = request.path;
@@ -101,7 +101,7 @@ void ApiClient::Cancel(CallId id) {
 
 ApiClient::CallId ApiClient::StartCall(std::string method, std::string path, std::string body,
                                        std::string content_type, ApiCallback done) {
-  auto call = std::make_unique<Call>(policy_.backoff);
+  auto call = std::make_unique<Call>();
   call->id = next_id_++;
   call->method = std::move(method);
   call->path = std::move(path);
@@ -202,6 +202,11 @@ void ApiClient::CountRequest(const std::string& method, const base::Status& tran
   ++request_counts_[{method, transport.ok() ? std::to_string(status) : "<error>"}];
 }
 
+std::chrono::milliseconds ApiClient::NextBackoff(Call* call) {
+  if (call->backoff == nullptr) call->backoff = std::make_unique<Backoff>(policy_.backoff);
+  return call->backoff->Next();
+}
+
 void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
@@ -212,7 +217,7 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
   if (!transport.ok()) {
     if (idempotent && call->transient_used < policy_.max_transient_retries) {
       ++call->transient_used;
-      auto delay = call->backoff.Next();
+      auto delay = NextBackoff(call);
       spdlog::info("GET {} failed ({}); retry {} in {} ms", call->path, transport.message(),
                    call->transient_used, delay.count());
       RetryLater(call, delay);
@@ -251,7 +256,7 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
   if (idempotent && err.code >= 500 && err.retry_after_seconds < 0 &&
       call->transient_used < policy_.max_transient_retries) {
     ++call->transient_used;
-    auto delay = call->backoff.Next();
+    auto delay = NextBackoff(call);
     // Said as for a transport failure: an API server answering 5xx is otherwise silent until
     // every retry is spent (tens of seconds).
     spdlog::info("GET {}: {}; retry {} in {} ms", call->path, err.ToString(), call->transient_used,

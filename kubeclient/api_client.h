@@ -95,6 +95,8 @@ class ApiClient {
   void Fail(CallId id, const std::string& why);
   void OnDone(CallId id, base::Status transport, HttpResponse response);
   void RetryLater(Call* call, std::chrono::milliseconds delay);
+  // The call's next transient-retry delay (its Backoff made on first use).
+  std::chrono::milliseconds NextBackoff(Call* call);
   void Complete(CallId id, ApiResult result);
   void CountRequest(const std::string& method, const base::Status& transport, long status);
 

@@ -88,7 +88,9 @@ struct HttpResponse {
 };
 
 struct StreamCallbacks {
-  // Once, before the first body byte (or at the end for a body-less response).
+  // Once, before the first body byte (or at the end for a body-less response). For a 2xx
+  // response the headers are handed over here only: the HttpDoneCallback's response then has
+  // the status without them.
   std::function<void(const HttpResponse& head)> on_headers;
   // Body bytes, in order, any chunking. Return false to abort the transfer.
   std::function<bool(std::string_view data)> on_data;
@@ -180,7 +182,8 @@ class HttpClient {
   std::unordered_set<int> ready_ports_;
   long connections_opened_ = 0;
   // Current CA and what identified its file when read.
-  std::string ca_pem_;
+  // Shared with the transfers started with it (libcurl reads it in place).
+  std::shared_ptr<const std::string> ca_pem_;
   std::chrono::steady_clock::time_point ca_checked_at_{};
   std::string ca_file_identity_;
   std::string user_agent_;

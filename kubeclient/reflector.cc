@@ -27,14 +27,13 @@ Reflector::Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers
       backoff_(options_.backoff) {
   if (options_.description.empty()) options_.description = options_.path;
   uv_loop_t* loop = api_->http()->loop();
-  retry_timer_ = base::NewTimer(loop, this);
   watchdog_timer_ = base::NewTimer(loop, this);
   resync_timer_ = base::NewTimer(loop, this);
 }
 
 Reflector::~Reflector() {
   Stop();
-  base::CloseTimer(retry_timer_);
+  if (retry_timer_ != nullptr) base::CloseTimer(retry_timer_);
   base::CloseTimer(watchdog_timer_);
   base::CloseTimer(resync_timer_);
 }
@@ -67,7 +66,7 @@ void Reflector::Stop() {
   if (list_in_flight_) api_->Cancel(list_call_);
   list_in_flight_ = false;
   CancelWatch();
-  uv_timer_stop(retry_timer_);
+  if (retry_timer_ != nullptr) uv_timer_stop(retry_timer_);
   uv_timer_stop(resync_timer_);
 }
 
@@ -193,6 +192,19 @@ void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
   if (phase_ == Phase::kListing) StartWatch();
 }
 
+nlohmann::json Reflector::Stored(const nlohmann::json& object) const {
+  if (options_.keep_objects) return object;
+  nlohmann::json identity = nlohmann::json::object();
+  if (auto meta = object.find("metadata"); meta != object.end() && meta->is_object()) {
+    for (const char* field : {"name", "namespace", "resourceVersion"}) {
+      if (auto value = meta->find(field); value != meta->end()) identity[field] = *value;
+    }
+  }
+  nlohmann::json stored = nlohmann::json::object();
+  stored["metadata"] = std::move(identity);
+  return stored;
+}
+
 void Reflector::Replace(const std::string& list_rv) {
   std::map<std::string, nlohmann::json> fresh;
   for (auto& item : pages_) {
@@ -223,14 +235,14 @@ void Reflector::Replace(const std::string& list_rv) {
     auto& object = entry.second;
     const nlohmann::json* existing = store_.Get(key);
     if (existing == nullptr) {
-      store_.Put(key, object);
+      store_.Put(key, Stored(object));
       CallHandler("add", [&] {
         if (handlers_.on_add) handlers_.on_add(object);
       });
     } else if (ObjectStore::ResourceVersionOf(*existing) !=
                ObjectStore::ResourceVersionOf(object)) {
       nlohmann::json old = *existing;
-      store_.Put(key, object);
+      store_.Put(key, Stored(object));
       CallHandler("update", [&] {
         if (handlers_.on_update) handlers_.on_update(old, object);
       });
@@ -354,7 +366,7 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
   ++watch_events_;
   nlohmann::json& object = event.object;
   if (event.type == WatchEventType::kError) {
-    watch_error_ = ApiErrorFromStatusObject(500, object.dump());
+    watch_error_ = std::make_unique<ApiError>(ApiErrorFromStatusObject(500, object.dump()));
     return false;
   }
   const std::string rv = ObjectStore::ResourceVersionOf(object);
@@ -365,7 +377,8 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
   }
   if (!options_.kind.empty()) {
     auto kind = object.find("kind");
-    if (kind != object.end() && kind->is_string() && *kind != options_.kind) {
+    if (kind != object.end() && kind->is_string() &&
+        kind->get_ref<const std::string&>() != options_.kind) {
       ++stats_.skipped_wrong_kind;
       logging::Warn("Skipping a watch event of another kind",
                     {{"reflector", options_.description},
@@ -394,14 +407,14 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
       });
     }
   } else if (existing == nullptr) {
-    store_.Put(key, object);
+    store_.Put(key, Stored(object));
     ++stats_.events;
     CallHandler("add", [&] {
       if (handlers_.on_add) handlers_.on_add(object);
     });
   } else if (ObjectStore::ResourceVersionOf(*existing) != rv) {
     nlohmann::json old = *existing;
-    store_.Put(key, object);
+    store_.Put(key, Stored(object));
     ++stats_.events;
     CallHandler("update", [&] {
       if (handlers_.on_update) handlers_.on_update(old, object);
@@ -483,6 +496,7 @@ void Reflector::ScheduleRewatch(const std::string& why) {
 
 void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)()) {
   pending_ = next;
+  if (retry_timer_ == nullptr) retry_timer_ = base::NewTimer(api_->http()->loop(), this);
   uv_timer_start(
       retry_timer_,
       [](uv_timer_t* t) {

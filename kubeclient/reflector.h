@@ -65,6 +65,11 @@ struct ReflectorOptions {
   std::chrono::milliseconds short_watch{1000};
   std::chrono::milliseconds resync_period{std::chrono::minutes(30)};
   size_t max_event_bytes = WatchDecoder::kDefaultMaxEventBytes;
+  // False: the store keeps each object's identity only (metadata.name, namespace,
+  // resourceVersion), for owners that take what they need from the handlers' new objects. The
+  // handlers' `old_object` and, for a deletion found by a relist, `last_state` are then that
+  // identity too. A watched ConfigMap costs about 2.5 KiB of heap in full.
+  bool keep_objects = true;
   BackoffOptions backoff{};
 };
 
@@ -116,6 +121,8 @@ class Reflector {
   void RequestPage(const std::string& continue_token);
   void OnPage(ApiResult result, const std::string& continue_token);
   void Replace(const std::string& list_rv);
+  // What the store keeps of `object` (see ReflectorOptions::keep_objects).
+  nlohmann::json Stored(const nlohmann::json& object) const;
   void StartWatch();
   bool OnWatchData(std::string_view data);
   // False when the stream must end (ERROR event).
@@ -160,10 +167,12 @@ class Reflector {
   std::chrono::steady_clock::time_point watch_started_;
   int watch_events_ = 0;
   long watch_status_ = 0;
-  std::optional<ApiError> watch_error_;
+  // Heap, not inline: an ApiError is about 230 bytes and an ERROR event is rare, while a daemon
+  // holds a reflector per watched object.
+  std::unique_ptr<ApiError> watch_error_;
   std::optional<std::string> decode_error_;
 
-  uv_timer_t* retry_timer_;
+  uv_timer_t* retry_timer_ = nullptr;  // created on the first wait (most reflectors never wait)
   uv_timer_t* watchdog_timer_;
   uv_timer_t* resync_timer_;
   void (Reflector::*pending_)() = nullptr;

@@ -146,6 +146,9 @@ base::Status ApiSource::Start(kube::ApiClient* api, ApiSourceOptions options, Si
   reflector.kind = "Pod";
   reflector.api_version = "v1";
   reflector.description = "pods on node " + options.node_name;
+  // The handlers decode the new object and key deletions by name: the reflector's store need not
+  // hold every pod as JSON beside its decoded copy.
+  reflector.keep_objects = false;
   kube::ReflectorHandlers handlers;
   handlers.on_add = [impl](const nlohmann::json& object) {
     impl->Upsert(object);

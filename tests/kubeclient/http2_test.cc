@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -149,6 +150,21 @@ class Http2Test : public ::testing::Test {
     return request;
   }
 
+  // nghttpd needs a moment to listen: retries a first request until it answers.
+  void WaitForServer(const Credentials& creds) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      auto probe = HttpClient::Create(runner_.get(), creds);
+      bool done = false, ok = false;
+      (*probe)->Start(Blob(), [&](base::Status s, HttpResponse r) {
+        ok = s.ok() && r.status == 200;
+        done = true;
+      });
+      runner_.RunUntil([&] { return done; });
+      if (ok) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
   std::pair<std::set<int>, long> Fetch(int server_streams, long client_streams, int n) {
     Nghttpd server(pki_, htdocs_, server_streams);
     Credentials creds;
@@ -157,18 +173,7 @@ class Http2Test : public ::testing::Test {
     HttpClientOptions options;
     options.max_streams_per_connection = client_streams;
     std::set<int> versions;
-    // nghttpd needs a moment to listen: retry the first request until it answers.
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      auto probe = HttpClient::Create(runner_.get(), creds, options);
-      bool done = false, ok = false;
-      (*probe)->Start(Blob(), [&](base::Status s, HttpResponse r) {
-        ok = s.ok() && r.status == 200;
-        done = true;
-      });
-      runner_.RunUntil([&] { return done; });
-      if (ok) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    WaitForServer(creds);
     auto http = HttpClient::Create(runner_.get(), creds, options);
     EXPECT_TRUE(http.ok());
     int finished = 0;
@@ -207,6 +212,51 @@ TEST_F(Http2Test, ServerStreamLimitIsHonouredToo) {
   auto [versions, connections] = Fetch(/*server_streams=*/5, /*client_streams=*/100, 30);
   EXPECT_EQ(versions, std::set<int>{2});
   EXPECT_GE(connections, 2);
+}
+
+// A streamed body (a watch's) goes through a receive buffer of 1 KiB, not libcurl's default of
+// 16 KiB, which every watch would hold for its whole life: the body arrives whole, in pieces of
+// at most 1 KiB (pieces of up to 16 KiB before). Its headers go to on_headers and are not kept.
+TEST_F(Http2Test, AStreamedBodyArrivesWholeInPiecesOfAtMostOneKiB) {
+  Nghttpd server(pki_, htdocs_, 100);
+  Credentials creds;
+  creds.server = "https://127.0.0.1:" + std::to_string(server.port());
+  creds.tls.ca_pem = ReadFile(pki_.ca_file());
+  WaitForServer(creds);
+  auto http = HttpClient::Create(runner_.get(), creds);
+  ASSERT_TRUE(http.ok());
+  HttpRequest request = Blob();
+  request.stream = true;
+  size_t received = 0, largest = 0;
+  int major = 0;
+  bool done = false;
+  StreamCallbacks stream;
+  size_t head_headers = 0;
+  stream.on_headers = [&](const HttpResponse& head) {
+    major = head.http_major;
+    head_headers = head.headers.size();
+  };
+  stream.on_data = [&](std::string_view data) {
+    received += data.size();
+    largest = std::max(largest, data.size());
+    return true;
+  };
+  (*http)->Start(
+      std::move(request),
+      [&](base::Status s, HttpResponse r) {
+        EXPECT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(r.status, 200);
+        // The headers went to on_headers; the transfer did not keep them for its whole life.
+        EXPECT_TRUE(r.headers.empty());
+        done = true;
+      },
+      std::move(stream));
+  ASSERT_TRUE(runner_.RunUntil([&] { return done; }));
+  EXPECT_GT(head_headers, 0u);
+  EXPECT_EQ(major, 2);
+  EXPECT_EQ(received, 1u << 20);
+  EXPECT_LE(largest, 1024u);
+  EXPECT_GT(largest, 0u);
 }
 
 // Watches started in one burst (a Reflector per object, --kube-api-burst raised) fill the

@@ -82,6 +82,7 @@ class ReflectorTest : public ::testing::Test {
                                        ObjectStore::ResourceVersionOf(o)))
           << ObjectStore::KeyOf(o) << ": " << ObjectStore::ResourceVersionOf(old) << " then "
           << ObjectStore::ResourceVersionOf(o);
+      old_objects_.push_back(old);
       Record("update", o);
     };
     handlers.on_delete = [this](const nlohmann::json& o) { Record("delete", o); };
@@ -92,6 +93,7 @@ class ReflectorTest : public ::testing::Test {
 
   void Record(const std::string& type, const nlohmann::json& o) {
     deliveries_.push_back({type, ObjectStore::KeyOf(o), ObjectStore::ResourceVersionOf(o)});
+    objects_.push_back(o);
     std::string rv = reflector_->last_sync_resource_version();
     if (!rvs_seen_.empty()) {
       EXPECT_FALSE(ResourceVersionOlder(rv, rvs_seen_.back()))
@@ -179,6 +181,8 @@ class ReflectorTest : public ::testing::Test {
   std::unique_ptr<ApiClient> api_;
   std::unique_ptr<Reflector> reflector_;
   std::vector<Delivery> deliveries_;
+  std::vector<nlohmann::json> objects_;      // as each handler got it, in delivery order
+  std::vector<nlohmann::json> old_objects_;  // on_update's old objects
   std::vector<std::string> rvs_seen_;
   int round_ = 0;
 };
@@ -207,6 +211,47 @@ TEST_F(ReflectorTest, ListThenWatchDeliversAddUpdateDeleteWithOldAndNew) {
   ASSERT_FALSE(watches.empty());
   EXPECT_EQ(watches[0]["query"]["allowWatchBookmarks"], "true");
   EXPECT_EQ(watches[0]["query"]["resourceVersion"], first_rv);
+}
+
+// keep_objects = false (the daemon's watches of single objects and of its node's pods): the store
+// holds each object's identity only, while the add and update handlers get whole objects, and a
+// deletion found by a relist still reaches on_delete, with that identity.
+TEST_F(ReflectorTest, WithoutKeptObjectsTheStoreHoldsIdentitiesAndHandlersWholeObjects) {
+  Create("kept", "1");
+  ReflectorOptions options = FastOptions();
+  options.keep_objects = false;
+  StartReflector(options);
+  Modify("kept", "2");
+  Create("gone", "3");
+  ASSERT_TRUE(Converge());
+  ASSERT_EQ(objects_.size(), 3u);
+  EXPECT_EQ(objects_[0]["data"]["a"], "1");
+  EXPECT_EQ(objects_[1]["data"]["a"], "2");
+  EXPECT_EQ(objects_[2]["data"]["a"], "3");
+  ASSERT_EQ(old_objects_.size(), 1u);
+  EXPECT_FALSE(old_objects_[0].contains("data"));
+  EXPECT_EQ(ObjectStore::ResourceVersionOf(old_objects_[0]), deliveries_[0].rv);
+  ASSERT_EQ(reflector_->store().size(), 2u);
+  for (const auto& [key, object] : reflector_->store().items()) {
+    SCOPED_TRACE(key);
+    EXPECT_EQ(object.size(), 1u) << object.dump();  // metadata only
+    const nlohmann::json& meta = object["metadata"];
+    EXPECT_EQ(meta.size(), 3u) << meta.dump();  // name, namespace, resourceVersion
+    EXPECT_EQ(meta["namespace"], "default");
+    EXPECT_EQ(ObjectStore::ResourceVersionOf(object), ServerState()[key]);
+  }
+  // The watch ends and "gone" is deleted and compacted away before the re-watch: the relist
+  // finds it missing.
+  server_.Admin("POST", "faults", {{"verb", "watch"}, {"delay", 0.5}});
+  DropWatchesAfterShortWatchLimit();
+  Delete("gone");
+  server_.Admin("POST", "compact");
+  ASSERT_TRUE(Converge());
+  EXPECT_EQ(reflector_->stats().lists, 2);
+  ASSERT_EQ(deliveries_.back().type, "delete");
+  EXPECT_EQ(deliveries_.back().key, "default/gone");
+  EXPECT_FALSE(objects_.back().contains("data"));
+  ExpectNoDuplicateDeliveries();
 }
 
 TEST_F(ReflectorTest, PagedListAndExpiredContinueTokenFallsBackToOneUnpagedList) {
