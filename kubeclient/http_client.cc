@@ -18,6 +18,7 @@
 #include "base/uv_timer.h"
 #include "base/version.h"
 #include "kubeclient/curl_library.h"
+#include "kubeclient/http2_transport.h"
 
 namespace kube {
 namespace {
@@ -44,8 +45,8 @@ constexpr long kStreamBufferBytes = 1024;
 // allocations (8 MiB of free heap, 2 MiB of it resident); at 4 KiB the holes are reused.
 constexpr long kRequestBufferBytes = 4096;
 
-// libcurl's functions. Create() loads the library before any client exists, so every use below
-// finds it loaded.
+// libcurl's functions. EnsureCurl() loads the library before a transfer exists, so every use
+// below finds it loaded.
 const CurlLibrary& Curl() { return *LoadCurl().value(); }
 
 struct UrlParts {
@@ -219,15 +220,40 @@ HttpClient::HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptio
 base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
                                                              const Credentials& credentials,
                                                              HttpClientOptions options) {
-  if (const auto& curl = LoadCurl(); !curl.ok()) return curl.status();
   UrlParts parts;
   if (!SplitUrl(credentials.server, parts)) {
     return base::Status::Error("server URL " + base::RedactedUrl(credentials.server) +
                                " is not http(s)://host");
   }
+  const bool native = options.native_http2 && credentials.server.starts_with("https://");
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
-  base::Status s = client->Init();
-  if (!s.ok()) return s;
+  if (!credentials.tls.ca_file.empty()) {
+    client->ca_file_identity_ = FileIdentity(credentials.tls.ca_file);
+    client->ca_checked_at_ = std::chrono::steady_clock::now();
+  }
+  if (native) {
+    Http2Transport::Options h2;
+    h2.connect_timeout = options.connect_timeout;
+    h2.request_timeout = options.request_timeout;
+    h2.max_streams_per_connection = options.max_streams_per_connection;
+    h2.user_agent = client->user_agent_;
+    h2.callback_fault = options.callback_fault;
+    HttpClient* self = client.get();
+    auto transport = Http2Transport::Create(
+        loop, client->credentials_, &client->tokens_,
+        [self] {
+          self->RefreshCa();
+          return self->ca_pem_;
+        },
+        std::move(h2),
+        [self](RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream) {
+          self->StartCurl(id, std::move(request), std::move(done), std::move(stream));
+        });
+    if (!transport.ok()) return transport.status();
+    client->h2_ = std::move(*transport);
+  } else if (base::Status s = client->EnsureCurl(); !s.ok()) {
+    return s;
+  }
   if (credentials.tls.insecure_skip_tls_verify) {
     spdlog::warn("TLS verification of {} is disabled (insecure-skip-tls-verify)",
                  credentials.server);
@@ -235,9 +261,17 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   return client;
 }
 
-base::Status HttpClient::Init() {
+base::Status HttpClient::EnsureCurl() {
+  if (curl_status_) return *curl_status_;
+  if (const auto& curl = LoadCurl(); !curl.ok()) {
+    curl_status_ = curl.status();
+    return *curl_status_;
+  }
   multi_ = Curl().multi_init();
-  if (multi_ == nullptr) return base::Status::Error("curl_multi_init failed");
+  if (multi_ == nullptr) {
+    curl_status_ = base::Status::Error("curl_multi_init failed");
+    return *curl_status_;
+  }
   Curl().multi_setopt(Multi(multi_), CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
   Curl().multi_setopt(Multi(multi_), CURLMOPT_SOCKETDATA, this);
   Curl().multi_setopt(Multi(multi_), CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
@@ -246,15 +280,13 @@ base::Status HttpClient::Init() {
   Curl().multi_setopt(Multi(multi_), CURLMOPT_MAX_CONCURRENT_STREAMS,
                       options_.max_streams_per_connection);
   timer_ = base::NewTimer(loop_, this);
-  if (!credentials_.tls.ca_file.empty()) {
-    ca_file_identity_ = FileIdentity(credentials_.tls.ca_file);
-    ca_checked_at_ = std::chrono::steady_clock::now();
-  }
-  return base::Status::OK();
+  curl_status_ = base::Status::OK();
+  return *curl_status_;
 }
 
 HttpClient::~HttpClient() {
   *alive_ = false;
+  h2_.reset();
   for (auto& [id, transfer] : transfers_) {
     if (transfer->added) Curl().multi_remove_handle(Multi(multi_), transfer->easy);
   }
@@ -287,11 +319,48 @@ void HttpClient::RefreshCa() {
 
 HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback done,
                                         StreamCallbacks stream) {
+  const RequestId id = next_id_++;
+  if (h2_ != nullptr && h2_->mode() != Http2Transport::Mode::kHttp1 &&
+      !request.follow_redirects) {
+    h2_->Start(id, std::move(request), std::move(done), std::move(stream));
+  } else {
+    StartCurl(id, std::move(request), std::move(done), std::move(stream));
+  }
+  return id;
+}
+
+void HttpClient::FailLater(HttpDoneCallback done, std::string message) {
+  struct Pending {
+    std::weak_ptr<bool> alive;
+    HttpDoneCallback done;
+    std::string message;
+  };
+  auto* timer = base::NewTimer(loop_, new Pending{alive_, std::move(done), std::move(message)});
+  uv_timer_start(
+      timer,
+      [](uv_timer_t* h) {
+        std::unique_ptr<Pending> p(static_cast<Pending*>(h->data));
+        base::CloseTimer(h);
+        if (auto a = p->alive.lock(); !a || !*a || !p->done) return;
+        base::Status s = base::CatchAll("http completion callback", [&] {
+          p->done(base::Status::Error(p->message), HttpResponse{});
+        });
+        if (!s.ok()) spdlog::error("http client: {}", s.message());
+      },
+      0, 0);
+}
+
+void HttpClient::StartCurl(RequestId id, HttpRequest request, HttpDoneCallback done,
+                           StreamCallbacks stream) {
+  if (base::Status s = EnsureCurl(); !s.ok()) {
+    FailLater(std::move(done), s.message());
+    return;
+  }
   RefreshCa();
   auto transfer = std::make_unique<Transfer>();
   Transfer* t = transfer.get();
   t->client = this;
-  t->id = next_id_++;
+  t->id = id;
   t->request = std::move(request);
   t->done = std::move(done);
   t->stream = std::move(stream);
@@ -386,13 +455,11 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
 
   t->headers = headers;
 
-  RequestId id = t->id;
   transfers_[id] = std::move(transfer);
   // Room for every transfer to be queued for finishing without an allocation (QueueFinish).
   finishing_.reserve(transfers_.size());
   waiting_.push_back(id);
   Admit();
-  return id;
 }
 
 // libcurl 7.88 multiplexes a transfer only onto a connection that is ready; while the only
@@ -461,6 +528,7 @@ void HttpClient::AddToCurl(Transfer* t) {
 }
 
 void HttpClient::Cancel(RequestId id) {
+  if (h2_ != nullptr && h2_->Cancel(id)) return;
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return;
   Transfer* t = it->second.get();
@@ -770,7 +838,15 @@ HttpClient::Stats HttpClient::stats() const {
     auto it = transfers_.find(id);
     if (it != transfers_.end() && !it->second->added && !it->second->cancelled) ++waiting;
   }
-  return Stats{connections_opened_, sockets_.size(), transfers_.size(), waiting};
+  Stats stats{connections_opened_, sockets_.size(), transfers_.size(), waiting};
+  if (h2_ != nullptr) {
+    const Http2Transport::Stats h2 = h2_->stats();
+    stats.connections_opened += h2.connections_opened;
+    stats.open_connections += h2.open_connections;
+    stats.requests_in_flight += h2.requests_in_flight;
+    stats.requests_waiting += h2.requests_waiting;
+  }
+  return stats;
 }
 
 }  // namespace kube

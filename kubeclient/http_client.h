@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -47,6 +48,8 @@
 
 namespace kube {
 
+class Http2Transport;
+
 struct HttpClientOptions {
   std::chrono::milliseconds connect_timeout{10000};
   // Total time for a non-streaming request that sets no timeout of its own.
@@ -54,6 +57,10 @@ struct HttpClientOptions {
   long max_streams_per_connection = 100;
   std::chrono::milliseconds ca_check_interval{10000};
   std::chrono::milliseconds token_refresh{50000};
+  // https servers: requests (but those following redirects) go over HTTP/2 on the project's own
+  // transport (http2_transport.h) instead of libcurl, which is then loaded only if the server
+  // turns out not to speak HTTP/2. The daemon's API clients set it; a --manifest-url does not.
+  bool native_http2 = false;
   // Fault injection for tests: called at the start of every libuv and libcurl callback body with
   // the callback's name ("socket", "timer", "poll", "header", "write"); it may throw, as an
   // allocation inside the callback could.
@@ -114,7 +121,7 @@ class HttpClient {
     size_t requests_waiting = 0;
   };
 
-  // Fails when the CA or client certificate cannot be used or libcurl cannot start.
+  // Fails when the URL is not http(s), or libcurl (libnghttp2 with native_http2) cannot be loaded.
   static base::Result<std::unique_ptr<HttpClient>> Create(uv_loop_t* loop,
                                                           const Credentials& credentials,
                                                           HttpClientOptions options = {});
@@ -137,7 +144,12 @@ class HttpClient {
 
  private:
   HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptions options);
-  base::Status Init();
+  // Loads libcurl and makes the multi handle, once; the same answer afterwards.
+  base::Status EnsureCurl();
+  // The libcurl path of Start (and of the requests the HTTP/2 transport hands back).
+  void StartCurl(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
+  // Runs `done` with a transport failure on the next loop iteration (never inside Start).
+  void FailLater(HttpDoneCallback done, std::string message);
   void RefreshCa();
   void ProcessMessages();
   void Finish(Transfer* transfer, base::Status transport);
@@ -169,6 +181,9 @@ class HttpClient {
   Credentials credentials_;
   HttpClientOptions options_;
   TokenSource tokens_;
+  // Set when options_.native_http2 and the server is https (see there).
+  std::unique_ptr<Http2Transport> h2_;
+  std::optional<base::Status> curl_status_;  // EnsureCurl's answer, once asked
   void* multi_ = nullptr;        // CURLM*
   uv_timer_t* timer_ = nullptr;  // heap: it outlives the client until its close callback
   std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;

@@ -33,6 +33,24 @@ std::string ObjectStore::ResourceVersionOf(const nlohmann::json& object) {
   return MetadataString(object, "resourceVersion");
 }
 
+std::string ObjectStore::StoredResourceVersion(const nlohmann::json& stored) {
+  return stored.is_string() ? stored.get<std::string>() : ResourceVersionOf(stored);
+}
+
+nlohmann::json ObjectStore::Expand(const std::string& key, const nlohmann::json& stored) {
+  if (!stored.is_string()) return stored;
+  nlohmann::json meta = nlohmann::json::object();
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) {
+    meta["name"] = key;
+  } else {
+    meta["name"] = key.substr(slash + 1);
+    meta["namespace"] = key.substr(0, slash);
+  }
+  meta["resourceVersion"] = stored;
+  return nlohmann::json{{"metadata", std::move(meta)}};
+}
+
 const nlohmann::json* ObjectStore::Get(const std::string& key) const {
   auto it = items_.find(key);
   return it == items_.end() ? nullptr : &it->second;

@@ -29,6 +29,21 @@ TEST(ObjectStoreTest, KeysAndResourceVersions) {
   }
 }
 
+TEST(ObjectStoreTest, AStoredIdentityIsItsResourceVersionAndExpandsFromTheKey) {
+  const nlohmann::json identity = "42";
+  EXPECT_EQ(ObjectStore::StoredResourceVersion(identity), "42");
+  EXPECT_EQ(ObjectStore::Expand("shop/a", identity),
+            nlohmann::json({{"metadata", {{"name", "a"}, {"namespace", "shop"},
+                                          {"resourceVersion", "42"}}}}));
+  EXPECT_EQ(ObjectStore::Expand("node-1", identity),
+            nlohmann::json({{"metadata", {{"name", "node-1"}, {"resourceVersion", "42"}}}}));
+  // A whole object stays as it is.
+  const nlohmann::json whole = {{"metadata", {{"name", "a"}, {"resourceVersion", "7"}}},
+                                {"data", {{"k", "v"}}}};
+  EXPECT_EQ(ObjectStore::StoredResourceVersion(whole), "7");
+  EXPECT_EQ(ObjectStore::Expand("a", whole), whole);
+}
+
 TEST(ObjectStoreTest, ResourceVersionOrderIsNumericAndOpaqueOtherwise) {
   struct Case {
     std::string a, b;

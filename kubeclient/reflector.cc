@@ -194,15 +194,9 @@ void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
 
 nlohmann::json Reflector::Stored(const nlohmann::json& object) const {
   if (options_.keep_objects) return object;
-  nlohmann::json identity = nlohmann::json::object();
-  if (auto meta = object.find("metadata"); meta != object.end() && meta->is_object()) {
-    for (const char* field : {"name", "namespace", "resourceVersion"}) {
-      if (auto value = meta->find(field); value != meta->end()) identity[field] = *value;
-    }
-  }
-  nlohmann::json stored = nlohmann::json::object();
-  stored["metadata"] = std::move(identity);
-  return stored;
+  // The identity: the key holds the name and namespace. As a JSON object it cost about 0.5 KiB
+  // (two maps, four nodes); as one string, a tenth of that.
+  return nlohmann::json(ObjectStore::ResourceVersionOf(object));
 }
 
 void Reflector::Replace(const std::string& list_rv) {
@@ -223,7 +217,7 @@ void Reflector::Replace(const std::string& list_rv) {
     if (!fresh.count(key)) gone.push_back(key);
   }
   for (const std::string& key : gone) {
-    nlohmann::json last = *store_.Get(key);
+    nlohmann::json last = ObjectStore::Expand(key, *store_.Get(key));
     store_.Erase(key);
     CallHandler("delete", [&] {
       if (handlers_.on_delete) handlers_.on_delete(last);
@@ -239,9 +233,9 @@ void Reflector::Replace(const std::string& list_rv) {
       CallHandler("add", [&] {
         if (handlers_.on_add) handlers_.on_add(object);
       });
-    } else if (ObjectStore::ResourceVersionOf(*existing) !=
+    } else if (ObjectStore::StoredResourceVersion(*existing) !=
                ObjectStore::ResourceVersionOf(object)) {
-      nlohmann::json old = *existing;
+      nlohmann::json old = ObjectStore::Expand(key, *existing);
       store_.Put(key, Stored(object));
       CallHandler("update", [&] {
         if (handlers_.on_update) handlers_.on_update(old, object);
@@ -412,8 +406,8 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
     CallHandler("add", [&] {
       if (handlers_.on_add) handlers_.on_add(object);
     });
-  } else if (ObjectStore::ResourceVersionOf(*existing) != rv) {
-    nlohmann::json old = *existing;
+  } else if (ObjectStore::StoredResourceVersion(*existing) != rv) {
+    nlohmann::json old = ObjectStore::Expand(key, *existing);
     store_.Put(key, Stored(object));
     ++stats_.events;
     CallHandler("update", [&] {

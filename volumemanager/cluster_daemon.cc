@@ -31,9 +31,13 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
         1, (cfg.in_cluster ? std::string("--in-cluster") : "--kubeconfig " + cfg.kubeconfig) +
                ": " + credentials.status().message()};
   }
-  auto http = kube::HttpClient::Create(loop(), *credentials, kube::HttpClientOptions{});
+  kube::HttpClientOptions http_options;
+  // HTTP/2 on the client's own transport (libcurl only for an API server without HTTP/2): a
+  // watch costs a small record instead of a libcurl transfer (BENCHMARKS.md).
+  http_options.native_http2 = true;
+  auto http = kube::HttpClient::Create(loop(), *credentials, http_options);
   if (!http.ok()) {
-    return StartError{1, "API client for " + credentials->server + ": " + http.status().message()};
+    return StartError{1, "API client for " + base::RedactedUrl(credentials->server) + ": " + http.status().message()};
   }
   http_ = std::move(http).value();
   default_namespace_ = credentials->default_namespace;

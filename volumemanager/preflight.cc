@@ -20,6 +20,7 @@ class BlockingClient {
     HttpClientOptions options;
     options.request_timeout = timeout;
     options.connect_timeout = timeout;
+    options.native_http2 = true;  // the daemon's transport, checked as the daemon will use it
     auto http = HttpClient::Create(&loop_, credentials, options);
     if (!http.ok()) {
       error_ = http.status().message();

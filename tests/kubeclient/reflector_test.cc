@@ -115,7 +115,7 @@ class ReflectorTest : public ::testing::Test {
   std::map<std::string, std::string> StoreState() {
     std::map<std::string, std::string> state;
     for (const auto& [key, object] : reflector_->store().items()) {
-      state[key] = ObjectStore::ResourceVersionOf(object);
+      state[key] = ObjectStore::StoredResourceVersion(object);
     }
     return state;
   }
@@ -231,14 +231,21 @@ TEST_F(ReflectorTest, WithoutKeptObjectsTheStoreHoldsIdentitiesAndHandlersWholeO
   ASSERT_EQ(old_objects_.size(), 1u);
   EXPECT_FALSE(old_objects_[0].contains("data"));
   EXPECT_EQ(ObjectStore::ResourceVersionOf(old_objects_[0]), deliveries_[0].rv);
+  EXPECT_EQ(old_objects_[0]["metadata"].size(), 3u) << old_objects_[0].dump();
+  EXPECT_EQ(old_objects_[0]["metadata"]["namespace"], "default");
+  EXPECT_EQ(old_objects_[0]["metadata"]["name"], deliveries_[0].key.substr(8));
   ASSERT_EQ(reflector_->store().size(), 2u);
-  for (const auto& [key, object] : reflector_->store().items()) {
+  for (const auto& [key, stored] : reflector_->store().items()) {
     SCOPED_TRACE(key);
+    // The resourceVersion alone, as a string; the name and namespace are the key's.
+    EXPECT_TRUE(stored.is_string()) << stored.dump();
+    EXPECT_EQ(ObjectStore::StoredResourceVersion(stored), ServerState()[key]);
+    const nlohmann::json object = ObjectStore::Expand(key, stored);
     EXPECT_EQ(object.size(), 1u) << object.dump();  // metadata only
     const nlohmann::json& meta = object["metadata"];
     EXPECT_EQ(meta.size(), 3u) << meta.dump();  // name, namespace, resourceVersion
     EXPECT_EQ(meta["namespace"], "default");
-    EXPECT_EQ(ObjectStore::ResourceVersionOf(object), ServerState()[key]);
+    EXPECT_EQ(key, "default/" + meta["name"].get<std::string>());
   }
   // The watch ends and "gone" is deleted and compacted away before the re-watch: the relist
   // finds it missing.

@@ -1,0 +1,72 @@
+#include "kubeclient/nghttp2_library.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace kube {
+namespace {
+
+// libnghttp2's soname. In its own section so that the image build can read it.
+[[gnu::used, gnu::section(".vm_dlopen")]] constexpr char kLibnghttp2[] = "libnghttp2.so.14";
+
+template <typename Fn>
+bool Find(void* handle, const char* name, Fn* fn, std::string* error) {
+  void* symbol = dlsym(handle, name);
+  if (symbol == nullptr) {
+    *error = std::string(kLibnghttp2) + " has no " + name;
+    return false;
+  }
+  *fn = reinterpret_cast<Fn>(symbol);
+  return true;
+}
+
+base::Result<const Nghttp2Library*> Open() {
+  void* handle = dlopen(kLibnghttp2, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return base::Status::Error(std::string("cannot load ") + kLibnghttp2 + ": " +
+                               (why != nullptr ? why : "unknown error"));
+  }
+  static Nghttp2Library lib;
+  std::string error;
+  const bool found =
+      Find(handle, "nghttp2_session_callbacks_new", &lib.callbacks_new, &error) &&
+      Find(handle, "nghttp2_session_callbacks_del", &lib.callbacks_del, &error) &&
+      Find(handle, "nghttp2_session_callbacks_set_on_header_callback", &lib.set_on_header,
+           &error) &&
+      Find(handle, "nghttp2_session_callbacks_set_on_frame_recv_callback", &lib.set_on_frame_recv,
+           &error) &&
+      Find(handle, "nghttp2_session_callbacks_set_on_data_chunk_recv_callback",
+           &lib.set_on_data_chunk_recv, &error) &&
+      Find(handle, "nghttp2_session_callbacks_set_on_stream_close_callback",
+           &lib.set_on_stream_close, &error) &&
+      Find(handle, "nghttp2_session_client_new", &lib.session_client_new, &error) &&
+      Find(handle, "nghttp2_session_del", &lib.session_del, &error) &&
+      Find(handle, "nghttp2_submit_settings", &lib.submit_settings, &error) &&
+      Find(handle, "nghttp2_submit_request", &lib.submit_request, &error) &&
+      Find(handle, "nghttp2_submit_rst_stream", &lib.submit_rst_stream, &error) &&
+      Find(handle, "nghttp2_session_terminate_session", &lib.terminate_session, &error) &&
+      Find(handle, "nghttp2_session_mem_recv", &lib.mem_recv, &error) &&
+      Find(handle, "nghttp2_session_mem_send", &lib.mem_send, &error) &&
+      Find(handle, "nghttp2_session_want_read", &lib.want_read, &error) &&
+      Find(handle, "nghttp2_session_want_write", &lib.want_write, &error) &&
+      Find(handle, "nghttp2_session_get_remote_settings", &lib.get_remote_settings, &error) &&
+      Find(handle, "nghttp2_session_set_local_window_size", &lib.set_local_window_size,
+           &error) &&
+      Find(handle, "nghttp2_session_get_stream_user_data", &lib.get_stream_user_data, &error) &&
+      Find(handle, "nghttp2_session_set_stream_user_data", &lib.set_stream_user_data, &error) &&
+      Find(handle, "nghttp2_strerror", &lib.strerror, &error) &&
+      Find(handle, "nghttp2_http2_strerror", &lib.http2_strerror, &error);
+  if (!found) return base::Status::Error(error);
+  return &lib;
+}
+
+}  // namespace
+
+const base::Result<const Nghttp2Library*>& LoadNghttp2() {
+  static const base::Result<const Nghttp2Library*> loaded = Open();
+  return loaded;
+}
+
+}  // namespace kube
