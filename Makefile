@@ -22,18 +22,20 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages by purpose; each target installs the lists it uses, and only what is missing.
 # Building and running the daemon:
 BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
-                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev
+                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev \
+                  libgnutls28-dev libnghttp2-dev
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
 # (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests, nghttpx (an HTTP/2 TLS front) for the
 # cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on
 # PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client)
 # is used as is.
 # e2fsprogs: mkfs.ext4 for the disk-full test's loop-mounted ext4 image.
+# python3-h2: a scripted HTTP/2 server (GOAWAY) for the client transport test.
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
                  openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
-                 prometheus python3-prometheus-client nghttp2-proxy e2fsprogs
+                 prometheus python3-prometheus-client nghttp2-proxy e2fsprogs python3-h2
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format

@@ -1045,7 +1045,9 @@ void Http2Transport::AfterIo(bool deliver) {
   if (!st.ok()) spdlog::error("http2 client: {}", st.message());
   if (!completed_.empty()) {
     if (deliver) {
+      std::weak_ptr<bool> alive = alive_;
       DeliverCompletions();
+      if (auto a = alive.lock(); !a || !*a) return;  // a callback destroyed the client
     } else {
       uv_timer_start(
           kick_timer_,
@@ -1054,6 +1056,26 @@ void Http2Transport::AfterIo(bool deliver) {
             t->Guard("http2 completion", [] {});
           },
           0, 0);
+    }
+  }
+  UpdateLoopRefs();
+}
+
+void Http2Transport::UpdateLoopRefs() {
+  // An open connection keeps the loop running only while the transport has requests: a daemon
+  // that has stopped its watches must see uv_run return (as libcurl's idle connections let it).
+  const bool busy = !streams_.empty();
+  for (auto& c : connections_) {
+    if (c->dead) continue;
+    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(c->timer),
+                           c->socket != nullptr ? reinterpret_cast<uv_handle_t*>(&c->socket->poll)
+                                                : nullptr}) {
+      if (h == nullptr) continue;
+      if (busy) {
+        uv_ref(h);
+      } else {
+        uv_unref(h);
+      }
     }
   }
 }

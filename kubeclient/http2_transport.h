@@ -124,6 +124,8 @@ class Http2Transport {
   // connections, frees closed ones, arms the deadline timer; `deliver`: runs completion callbacks
   // (last: one may destroy the client), else leaves them to the next loop iteration.
   void AfterIo(bool deliver);
+  // Connections keep the loop alive (uv_ref) while there are requests, not after.
+  void UpdateLoopRefs();
   // Runs `body` as an I/O callback of the loop: nothing escapes, AfterIo(true) follows.
   template <typename Fn>
   void Guard(const char* what, Fn&& body);

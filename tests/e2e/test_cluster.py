@@ -685,7 +685,8 @@ def test_api_server_unreachable_at_start_nothing_touched_then_current(cluster, o
                               if r.get("code") == 503]) >= 2, what="two refused requests")
     else:
         wait_for(lambda: len([line for line in cluster.log().splitlines()
-                              if "Couldn't connect" in line]) >= 2,
+                              if "cannot connect to" in line
+                              or "Couldn't connect" in line]) >= 2,
                  what="two refused connections")
     assert cluster.proc.poll() is None
     assert snapshot(cluster.root) == before

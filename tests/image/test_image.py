@@ -64,8 +64,9 @@ def test_entrypoint_runs_in_a_chroot_of_the_image(image):
     r = in_chroot(rootfs, *entrypoint, "--validate-only", "--in-cluster", "--node-name=n1")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["volumemanager"]["inCluster"] is True
-    # libcurl, which the binary opens only when it speaks HTTP (not in its ldd closure), is in
-    # the image with what it links: preflight gets as far as connecting (nothing listens there).
+    # libnghttp2, which the binary opens only when it speaks to an API server (not in its ldd
+    # closure), is in the image: preflight gets as far as connecting (nothing listens there).
+    # libcurl (opened for HTTP/1.1 only) is there too, with what it links.
     (rootfs / "kubeconfig").write_text(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
         "    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\n"
@@ -73,7 +74,10 @@ def test_entrypoint_runs_in_a_chroot_of_the_image(image):
         "  context: {cluster: c, user: u}\ncurrent-context: x\n")
     r = in_chroot(rootfs, *entrypoint, "preflight", "--kubeconfig", "/kubeconfig",
                   "--node-name", "n1")
-    assert "server reachable" in r.stdout and "Couldn't connect" in r.stdout, r.stdout + r.stderr
+    assert "server reachable" in r.stdout and "cannot connect to 127.0.0.1:1" in r.stdout, \
+        r.stdout + r.stderr
+    for soname in ("libnghttp2.so.14", "libcurl.so.4"):
+        assert list(rootfs.glob("usr/lib/*/" + soname)), soname + " missing from the image"
 
 
 def test_only_the_daemon_and_its_packages_with_their_licences(image):

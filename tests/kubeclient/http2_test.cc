@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -502,6 +503,86 @@ TEST_F(NativeHttp2Test, CancelledStreamsGetNoCallbackAndLostConnectionsFailTheRe
   EXPECT_FALSE(cancelled_done);
   EXPECT_EQ(http->stats().requests_in_flight, 0u);
   EXPECT_EQ(http->stats().open_connections, 0u);
+}
+
+// A server that stops taking streams (GOAWAY naming the last one it processed, as a
+// kube-apiserver does with --goaway-chance or when it shuts down) refuses the others: they are
+// sent again on a new connection, and their callers see answers, not errors.
+TEST(NativeHttp2GoawayTest, StreamsBeyondAGoawayAreSentAgainOnANewConnection) {
+  kube_testing::TestApiServerProcess pki;  // its certificates only
+  ASSERT_TRUE(pki.Start().ok());
+  const int port = FreePort();
+  pid_t pid = -1;
+  std::vector<std::string> args = {"/usr/bin/python3", VM_H2_GOAWAY_SERVER, std::to_string(port),
+                                   pki.pki("server.crt"), pki.pki("server.key")};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  } reap{pid};
+  vmtest::TestLoop runner;
+  Credentials creds;
+  creds.server = "https://127.0.0.1:" + std::to_string(port);
+  creds.tls.ca_pem = ReadFile(pki.ca_file());
+  HttpClientOptions options;
+  options.native_http2 = true;
+  // The server needs a moment to listen.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool up = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto http = HttpClient::Create(runner.get(), creds, options);
+  ASSERT_TRUE(http.ok());
+  std::map<std::string, std::string> bodies;
+  for (std::string path : {"/a", "/b"}) {
+    HttpRequest request;
+    request.path = path;
+    (*http)->Start(request, [&bodies, path](base::Status s, HttpResponse r) {
+      EXPECT_TRUE(s.ok()) << path << ": " << s.message();
+      EXPECT_EQ(r.status, 200);
+      bodies[path] = r.body;
+    });
+  }
+  ASSERT_TRUE(runner.RunUntil([&] { return bodies.size() == 2; }));
+  // /a was processed by the first connection; /b, refused there, by the second.
+  EXPECT_EQ(bodies["/a"], "connection 1 /a");
+  EXPECT_EQ(bodies["/b"], "connection 2 /b");
+  EXPECT_EQ((*http)->stats().connections_opened, 2);
+}
+
+// A daemon stops by cancelling its watches and letting uv_run return once nothing is left: an
+// open but unused connection (and its idle timer) must not keep the loop running.
+TEST_F(NativeHttp2Test, AnIdleConnectionDoesNotKeepTheLoopRunning) {
+  auto http = Client(Front());
+  bool headed = false;
+  StreamCallbacks stream;
+  stream.on_headers = [&](const HttpResponse&) { headed = true; };
+  auto watch = http->Start(Watch("idle"), [](base::Status, HttpResponse) {}, std::move(stream));
+  ASSERT_TRUE(runner_.RunUntil([&] { return headed; }));
+  // While a request is open the loop runs...
+  EXPECT_FALSE(runner_.RunUntilIdle(std::chrono::milliseconds(300)));
+  http->Cancel(watch);
+  // ...and once none is, it ends, the connection still open for the next request.
+  EXPECT_TRUE(runner_.RunUntilIdle(std::chrono::seconds(5)));
+  EXPECT_EQ(http->stats().open_connections, 1u);
+  auto [ok, after] = Fetch(*http, Get("/api/v1/namespaces/default/configmaps"));
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(after.status, 200);
+  EXPECT_TRUE(runner_.RunUntilIdle(std::chrono::seconds(5)));
+  EXPECT_EQ(http->stats().connections_opened, 1);
 }
 
 TEST_F(NativeHttp2Test, ARequestTimesOutAndTheConnectionCarriesOn) {
