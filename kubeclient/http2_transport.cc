@@ -388,7 +388,11 @@ Http2Transport::Stats Http2Transport::stats() const {
 }
 
 void Http2Transport::Admit() {
-  if (mode_ == Mode::kHttp1) return;
+  if (mode_ == Mode::kHttp1) {
+    // A stream refused on a connection of before the switch: libcurl takes it.
+    HandWaitingToFallback();
+    return;
+  }
   const size_t ours = options_.max_streams_per_connection > 0
                           ? static_cast<size_t>(options_.max_streams_per_connection)
                           : 1;
@@ -409,7 +413,9 @@ void Http2Transport::Admit() {
       }
     }
     if (target == nullptr) {
-      if (!opening) OpenConnection();
+      // One connection opening at a time, and no more connections than the requests need at
+      // our own limit (a server allowing no stream at all must not make us open them forever).
+      if (!opening && connections_.size() < streams_.size() / ours + 2) OpenConnection();
       return;
     }
     Stream* s = Find(waiting_.front());
@@ -827,6 +833,10 @@ void Http2Transport::SwitchToHttp1(Connection* c) {
   mode_ = Mode::kHttp1;
   c->dead = true;
   c->CloseSocket();
+  HandWaitingToFallback();
+}
+
+void Http2Transport::HandWaitingToFallback() {
   while (!waiting_.empty()) {
     auto it = streams_.find(waiting_.front());
     waiting_.pop_front();
@@ -902,12 +912,14 @@ void Http2Transport::Data(Stream* s, const uint8_t* data, size_t len) {
   if (!st.ok()) {
     Abort(s, st.message());
   } else if (!more) {
-    Abort(s, "aborted by the stream consumer");
+    Abort(s, "aborted by the stream consumer", /*log=*/false);
   }
 }
 
-void Http2Transport::Abort(Stream* s, const std::string& why) {
-  spdlog::error("http {} {}: {}", s->request.method, s->request.path, why);
+void Http2Transport::Abort(Stream* s, const std::string& why, bool log) {
+  // A failing callback is logged here, as libcurl's path does; a timeout or the consumer's own
+  // stop is its caller's to report.
+  if (log) spdlog::error("http {} {}: {}", s->request.method, s->request.path, why);
   if (s->connection != nullptr && s->connection->h2 != nullptr) {
     H2().set_stream_user_data(s->connection->h2, s->stream_id, nullptr);
     H2().submit_rst_stream(s->connection->h2, NGHTTP2_FLAG_NONE, s->stream_id, NGHTTP2_CANCEL);
@@ -983,7 +995,7 @@ void Http2Transport::OnDeadlines() {
     s->has_deadline = false;
     const std::string why = "timed out after " + std::to_string(s->timeout.count()) + " ms";
     if (s->connection != nullptr) {
-      Abort(s, why);
+      Abort(s, why, /*log=*/false);
     } else {
       Complete(s, base::Status::Error(why + " waiting for a connection"));
     }

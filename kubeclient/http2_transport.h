@@ -114,9 +114,11 @@ class Http2Transport {
   // never became ready and no other connection is opening. Freed by AfterIo.
   void Fail(Connection* c, const std::string& why);
   void SwitchToHttp1(Connection* c);
+  // Every waiting request to the fallback (libcurl), in order, with its id.
+  void HandWaitingToFallback();
   void OnConnectionTimer(Connection* c);
   // Ends a stream that is still open on its connection: RST_STREAM(CANCEL), then Complete.
-  void Abort(Stream* s, const std::string& why);
+  void Abort(Stream* s, const std::string& why, bool log = true);
   // A request ends: queued for DeliverCompletions, which runs its callback outside nghttp2.
   void Complete(Stream* s, base::Status transport);
   void DeliverCompletions();
