@@ -250,41 +250,23 @@ struct Http2Callbacks {
 };
 
 base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
-    uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-    std::function<std::shared_ptr<const std::string>()> current_ca, Options options,
-    Fallback fallback) {
+    uv_loop_t* loop, const Credentials& credentials, const ServerAddress& address,
+    TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
+    Options options, Fallback fallback) {
   if (const auto& lib = LoadNghttp2(); !lib.ok()) return lib.status();
+  if (address.host.empty() || address.port.empty()) return base::Status::Error("no host");
   std::unique_ptr<Http2Transport> t(new Http2Transport(loop, credentials, tokens,
                                                        std::move(current_ca), std::move(options),
                                                        std::move(fallback)));
-  const std::string& url = credentials.server;
-  if (!url.starts_with("https://")) return base::Status::Error("not an https:// URL");
-  std::string hostport = url.substr(8);
-  if (size_t slash = hostport.find('/'); slash != std::string::npos) {
-    t->prefix_ = hostport.substr(slash);
-    hostport.resize(slash);
-  }
-  if (!hostport.empty() && hostport[0] == '[') {
-    size_t close = hostport.find(']');
-    if (close == std::string::npos) return base::Status::Error("bad IPv6 address in the URL");
-    t->host_ = hostport.substr(1, close - 1);
-    if (close + 1 < hostport.size() && hostport[close + 1] == ':') {
-      t->port_ = hostport.substr(close + 2);
-    }
-  } else {
-    size_t colon = hostport.rfind(':');
-    t->host_ = hostport.substr(0, colon);
-    if (colon != std::string::npos) t->port_ = hostport.substr(colon + 1);
-  }
-  if (t->port_.empty()) t->port_ = "443";
-  if (t->host_.empty()) return base::Status::Error("no host in the URL");
+  t->host_ = address.host;
+  t->port_ = address.port;
+  t->prefix_ = address.path_prefix;
   const TlsConfig& tls = credentials.tls;
   if (!tls.server_name.empty()) {
     t->authority_ = tls.server_name + ":" + t->port_;
     t->verify_name_ = tls.server_name;
   } else {
-    t->authority_ = (t->host_.find(':') != std::string::npos ? "[" + t->host_ + "]" : t->host_) +
-                    ":" + t->port_;
+    t->authority_ = t->Where();
     t->verify_name_ = t->host_;
   }
   t->sni_ = !IsIpAddress(t->verify_name_);

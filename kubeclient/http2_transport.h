@@ -67,11 +67,18 @@ class Http2Transport {
     std::function<void(const char* callback)> callback_fault;
   };
 
-  // Fails when libnghttp2 cannot be loaded or the URL is not https://host.
+  // The https server's URL in parts (HttpClient splits it).
+  struct ServerAddress {
+    std::string host;  // without brackets
+    std::string port;
+    std::string path_prefix;
+  };
+
+  // Fails when libnghttp2 cannot be loaded.
   static base::Result<std::unique_ptr<Http2Transport>> Create(
-      uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-      std::function<std::shared_ptr<const std::string>()> current_ca, Options options,
-      Fallback fallback);
+      uv_loop_t* loop, const Credentials& credentials, const ServerAddress& address,
+      TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
+      Options options, Fallback fallback);
   ~Http2Transport();
   Http2Transport(const Http2Transport&) = delete;
   Http2Transport& operator=(const Http2Transport&) = delete;

@@ -240,7 +240,7 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
     h2.callback_fault = options.callback_fault;
     HttpClient* self = client.get();
     auto transport = Http2Transport::Create(
-        loop, client->credentials_, &client->tokens_,
+        loop, client->credentials_, {parts.host, parts.port, parts.rest}, &client->tokens_,
         [self] {
           self->RefreshCa();
           return self->ca_pem_;
@@ -329,19 +329,24 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback do
   return id;
 }
 
-void HttpClient::FailLater(HttpDoneCallback done, std::string message) {
+void HttpClient::FailLater(RequestId id, HttpDoneCallback done, std::string message) {
   struct Pending {
     std::weak_ptr<bool> alive;
+    HttpClient* client;
+    RequestId id;
     HttpDoneCallback done;
     std::string message;
   };
-  auto* timer = base::NewTimer(loop_, new Pending{alive_, std::move(done), std::move(message)});
+  failing_.insert(id);  // Cancel() takes it out: then no callback
+  auto* timer =
+      base::NewTimer(loop_, new Pending{alive_, this, id, std::move(done), std::move(message)});
   uv_timer_start(
       timer,
       [](uv_timer_t* h) {
         std::unique_ptr<Pending> p(static_cast<Pending*>(h->data));
         base::CloseTimer(h);
-        if (auto a = p->alive.lock(); !a || !*a || !p->done) return;
+        if (auto a = p->alive.lock(); !a || !*a) return;
+        if (p->client->failing_.erase(p->id) == 0 || !p->done) return;  // cancelled
         base::Status s = base::CatchAll("http completion callback", [&] {
           p->done(base::Status::Error(p->message), HttpResponse{});
         });
@@ -353,7 +358,7 @@ void HttpClient::FailLater(HttpDoneCallback done, std::string message) {
 void HttpClient::StartCurl(RequestId id, HttpRequest request, HttpDoneCallback done,
                            StreamCallbacks stream) {
   if (base::Status s = EnsureCurl(); !s.ok()) {
-    FailLater(std::move(done), s.message());
+    FailLater(id, std::move(done), s.message());
     return;
   }
   RefreshCa();
@@ -529,6 +534,7 @@ void HttpClient::AddToCurl(Transfer* t) {
 
 void HttpClient::Cancel(RequestId id) {
   if (h2_ != nullptr && h2_->Cancel(id)) return;
+  if (failing_.erase(id) > 0) return;
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return;
   Transfer* t = it->second.get();

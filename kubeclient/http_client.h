@@ -148,8 +148,9 @@ class HttpClient {
   base::Status EnsureCurl();
   // The libcurl path of Start (and of the requests the HTTP/2 transport hands back).
   void StartCurl(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
-  // Runs `done` with a transport failure on the next loop iteration (never inside Start).
-  void FailLater(HttpDoneCallback done, std::string message);
+  // Runs `done` with a transport failure on the next loop iteration (never inside Start),
+  // unless `id` is cancelled first.
+  void FailLater(RequestId id, HttpDoneCallback done, std::string message);
   void RefreshCa();
   void ProcessMessages();
   void Finish(Transfer* transfer, base::Status transport);
@@ -184,6 +185,7 @@ class HttpClient {
   // Set when options_.native_http2 and the server is https (see there).
   std::unique_ptr<Http2Transport> h2_;
   std::optional<base::Status> curl_status_;  // EnsureCurl's answer, once asked
+  std::unordered_set<RequestId> failing_;     // requests FailLater will fail
   void* multi_ = nullptr;        // CURLM*
   uv_timer_t* timer_ = nullptr;  // heap: it outlives the client until its close callback
   std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;
