@@ -235,9 +235,8 @@ struct Http2Callbacks {
     return 0;
   }
 
-  static ssize_t ReadBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf,
-                          size_t length, uint32_t* data_flags, nghttp2_data_source* /*source*/,
-                          void* /*user*/) {
+  static ssize_t ReadBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
+                          uint32_t* data_flags, nghttp2_data_source* /*source*/, void* /*user*/) {
     Stream* s = StreamOf(session, stream_id);
     if (s == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     const std::string& body = s->request.body;
@@ -255,9 +254,8 @@ base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
     Options options, Fallback fallback) {
   if (const auto& lib = LoadNghttp2(); !lib.ok()) return lib.status();
   if (address.host.empty() || address.port.empty()) return base::Status::Error("no host");
-  std::unique_ptr<Http2Transport> t(new Http2Transport(loop, credentials, tokens,
-                                                       std::move(current_ca), std::move(options),
-                                                       std::move(fallback)));
+  std::unique_ptr<Http2Transport> t(new Http2Transport(
+      loop, credentials, tokens, std::move(current_ca), std::move(options), std::move(fallback)));
   t->host_ = address.host;
   t->port_ = address.port;
   t->prefix_ = address.path_prefix;
@@ -274,8 +272,7 @@ base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
   return t;
 }
 
-Http2Transport::Http2Transport(uv_loop_t* loop, const Credentials& credentials,
-                               TokenSource* tokens,
+Http2Transport::Http2Transport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
                                std::function<std::shared_ptr<const std::string>()> current_ca,
                                Options options, Fallback fallback)
     : loop_(loop),
@@ -488,8 +485,8 @@ void Http2Transport::OpenConnection() {
         conn->next_address = result;
         conn->owner->Guard("http2 resolve callback", [&] {
           if (status < 0) {
-            conn->owner->Fail(conn, "cannot resolve " + conn->owner->host_ + ": " +
-                                        uv_strerror(status));
+            conn->owner->Fail(conn,
+                              "cannot resolve " + conn->owner->host_ + ": " + uv_strerror(status));
             return;
           }
           conn->state = Connection::State::kConnecting;
@@ -600,10 +597,12 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
     }
   }
   if (!tls.client_cert_pem.empty()) {
-    gnutls_datum_t cert{reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_cert_pem.data())),
-                        static_cast<unsigned>(tls.client_cert_pem.size())};
-    gnutls_datum_t key{reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_key_pem.data())),
-                       static_cast<unsigned>(tls.client_key_pem.size())};
+    gnutls_datum_t cert{
+        reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_cert_pem.data())),
+        static_cast<unsigned>(tls.client_cert_pem.size())};
+    gnutls_datum_t key{
+        reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_key_pem.data())),
+        static_cast<unsigned>(tls.client_key_pem.size())};
     if (int rc = gnutls_certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
         rc < 0) {
       *error = std::string("the client certificate or key cannot be used: ") + gnutls_strerror(rc);
@@ -631,8 +630,9 @@ void Http2Transport::StartTls(Connection* c) {
     rc = gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, name.data(), name.size());
   }
   if (rc >= 0) {
-    gnutls_datum_t protocols[2] = {{reinterpret_cast<unsigned char*>(const_cast<char*>("h2")), 2},
-                                   {reinterpret_cast<unsigned char*>(const_cast<char*>("http/1.1")), 8}};
+    gnutls_datum_t protocols[2] = {
+        {reinterpret_cast<unsigned char*>(const_cast<char*>("h2")), 2},
+        {reinterpret_cast<unsigned char*>(const_cast<char*>("http/1.1")), 8}};
     rc = gnutls_alpn_set_protocols(c->tls, protocols, 2, 0);
   }
   if (rc < 0) {
@@ -717,7 +717,8 @@ void Http2Transport::ReadFrom(Connection* c) {
     }
     ssize_t rv = H2().mem_recv(c->h2, buffer, static_cast<size_t>(n));
     if (rv < 0) {
-      Fail(c, std::string("HTTP/2 error on the connection: ") + H2().strerror(static_cast<int>(rv)));
+      Fail(c,
+           std::string("HTTP/2 error on the connection: ") + H2().strerror(static_cast<int>(rv)));
       return;
     }
   }
@@ -743,9 +744,10 @@ bool Http2Transport::Flush(Connection* c) {
       }
       if (c->out.empty()) break;
     }
-    ssize_t n = gnutls_record_send(c->tls, c->out.data() + c->out_offset,
-                                   c->out.size() - c->out_offset);
-    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) break;  // sent again, as is, when writable
+    ssize_t n =
+        gnutls_record_send(c->tls, c->out.data() + c->out_offset, c->out.size() - c->out_offset);
+    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+      break;  // sent again, as is, when writable
     if (n < 0) {
       Fail(c, "writing to " + Where() + ": " + gnutls_strerror(static_cast<int>(n)));
       return false;
@@ -1002,8 +1004,7 @@ void Http2Transport::AfterIo(bool deliver) {
             c->timer,
             [](uv_timer_t* h) {
               auto* conn = static_cast<Connection*>(h->data);
-              conn->owner->Guard("http2 idle timer",
-                                 [&] { conn->owner->OnConnectionTimer(conn); });
+              conn->owner->Guard("http2 idle timer", [&] { conn->owner->OnConnectionTimer(conn); });
             },
             static_cast<uint64_t>(options_.idle_timeout.count()), 0);
       } else if (!idle && c->idle_armed) {
@@ -1061,9 +1062,9 @@ void Http2Transport::UpdateLoopRefs() {
   const bool busy = !streams_.empty();
   for (auto& c : connections_) {
     if (c->dead) continue;
-    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(c->timer),
-                           c->socket != nullptr ? reinterpret_cast<uv_handle_t*>(&c->socket->poll)
-                                                : nullptr}) {
+    for (uv_handle_t* h :
+         {reinterpret_cast<uv_handle_t*>(c->timer),
+          c->socket != nullptr ? reinterpret_cast<uv_handle_t*>(&c->socket->poll) : nullptr}) {
       if (h == nullptr) continue;
       if (busy) {
         uv_ref(h);

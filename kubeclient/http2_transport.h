@@ -53,9 +53,8 @@ namespace kube {
 class Http2Transport {
  public:
   using RequestId = HttpClient::RequestId;
-  using Fallback =
-      std::function<void(RequestId id, HttpRequest request, HttpDoneCallback done,
-                         StreamCallbacks stream)>;
+  using Fallback = std::function<void(RequestId id, HttpRequest request, HttpDoneCallback done,
+                                      StreamCallbacks stream)>;
   enum class Mode { kUnknown, kHttp2, kHttp1 };
 
   struct Options {
@@ -153,10 +152,10 @@ class Http2Transport {
   std::function<std::shared_ptr<const std::string>()> current_ca_;
   Options options_;
   Fallback fallback_;
-  std::string host_;       // to connect to (no brackets)
+  std::string host_;  // to connect to (no brackets)
   std::string port_;
-  std::string prefix_;     // the URL's path prefix
-  std::string authority_;  // :authority
+  std::string prefix_;       // the URL's path prefix
+  std::string authority_;    // :authority
   std::string verify_name_;  // checked in the certificate; empty: no check
   bool sni_ = false;
 

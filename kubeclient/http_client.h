@@ -185,8 +185,8 @@ class HttpClient {
   // Set when options_.native_http2 and the server is https (see there).
   std::unique_ptr<Http2Transport> h2_;
   std::optional<base::Status> curl_status_;  // EnsureCurl's answer, once asked
-  std::unordered_set<RequestId> failing_;     // requests FailLater will fail
-  void* multi_ = nullptr;        // CURLM*
+  std::unordered_set<RequestId> failing_;    // requests FailLater will fail
+  void* multi_ = nullptr;                    // CURLM*
   uv_timer_t* timer_ = nullptr;  // heap: it outlives the client until its close callback
   std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;
   std::unordered_map<int, SocketContext*> sockets_;

@@ -52,8 +52,7 @@ base::Result<const Nghttp2Library*> Open() {
       Find(handle, "nghttp2_session_want_read", &lib.want_read, &error) &&
       Find(handle, "nghttp2_session_want_write", &lib.want_write, &error) &&
       Find(handle, "nghttp2_session_get_remote_settings", &lib.get_remote_settings, &error) &&
-      Find(handle, "nghttp2_session_set_local_window_size", &lib.set_local_window_size,
-           &error) &&
+      Find(handle, "nghttp2_session_set_local_window_size", &lib.set_local_window_size, &error) &&
       Find(handle, "nghttp2_session_get_stream_user_data", &lib.get_stream_user_data, &error) &&
       Find(handle, "nghttp2_session_set_stream_user_data", &lib.set_stream_user_data, &error) &&
       Find(handle, "nghttp2_strerror", &lib.strerror, &error) &&

@@ -315,7 +315,6 @@ TEST_P(Http2Test, ABurstOfLongStreamsFillsConnectionsInsteadOfOpeningOneEach) {
   for (auto id : ids) (*http)->Cancel(id);
 }
 
-
 // The project's own HTTP/2 transport on its own (HttpClientOptions::native_http2): what libcurl
 // did for it before, it must do too.
 class NativeHttp2Test : public ::testing::Test {
@@ -362,7 +361,8 @@ class NativeHttp2Test : public ::testing::Test {
     HttpRequest watch;
     watch.path =
         "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=120"
-        "&fieldSelector=metadata.name%3D" + name;
+        "&fieldSelector=metadata.name%3D" +
+        name;
     watch.stream = true;
     return watch;
   }
@@ -457,8 +457,7 @@ TEST_F(NativeHttp2Test, NoServerFailsEveryWaitingRequestWithTheReason) {
   for (int i = 0; i < 3; ++i) {
     http->Start(Get("/api"), [&](base::Status s, HttpResponse r) {
       EXPECT_FALSE(s.ok());
-      EXPECT_NE(s.message().find("cannot connect to 127.0.0.1:"), std::string::npos)
-          << s.message();
+      EXPECT_NE(s.message().find("cannot connect to 127.0.0.1:"), std::string::npos) << s.message();
       EXPECT_EQ(r.status, 0);
       ++failed;
     });
@@ -478,8 +477,9 @@ TEST_F(NativeHttp2Test, CancelledStreamsGetNoCallbackAndLostConnectionsFailTheRe
     headed = true;
     http->Cancel(self);
   };
-  self = http->Start(Watch("a"), [&](base::Status, HttpResponse) { cancelled_done = true; },
-                     std::move(cancel_self));
+  self = http->Start(
+      Watch("a"), [&](base::Status, HttpResponse) { cancelled_done = true; },
+      std::move(cancel_self));
   // Five watches left open.
   int heads = 0, ended = 0;
   for (int i = 0; i < 5; ++i) {
@@ -489,11 +489,14 @@ TEST_F(NativeHttp2Test, CancelledStreamsGetNoCallbackAndLostConnectionsFailTheRe
       EXPECT_EQ(head.http_major, 2);
       ++heads;
     };
-    http->Start(Watch("w" + std::to_string(i)), [&](base::Status s, HttpResponse) {
-      EXPECT_FALSE(s.ok());
-      EXPECT_FALSE(s.message().empty());
-      ++ended;
-    }, std::move(stream));
+    http->Start(
+        Watch("w" + std::to_string(i)),
+        [&](base::Status s, HttpResponse) {
+          EXPECT_FALSE(s.ok());
+          EXPECT_FALSE(s.message().empty());
+          ++ended;
+        },
+        std::move(stream));
   }
   ASSERT_TRUE(runner_.RunUntil([&] { return heads == 5 && headed; }));
   EXPECT_EQ(http->stats().requests_in_flight, 5u);
@@ -570,7 +573,8 @@ TEST_F(NativeHttp2Test, AnIdleConnectionDoesNotKeepTheLoopRunning) {
   bool headed = false;
   StreamCallbacks stream;
   stream.on_headers = [&](const HttpResponse&) { headed = true; };
-  auto watch = http->Start(Watch("idle"), [](base::Status, HttpResponse) {}, std::move(stream));
+  auto watch = http->Start(
+      Watch("idle"), [](base::Status, HttpResponse) {}, std::move(stream));
   ASSERT_TRUE(runner_.RunUntil([&] { return headed; }));
   // While a request is open the loop runs...
   EXPECT_FALSE(runner_.RunUntilIdle(std::chrono::milliseconds(300)));
@@ -591,8 +595,7 @@ TEST_F(NativeHttp2Test, ARequestTimesOutAndTheConnectionCarriesOn) {
   slow.timeout = std::chrono::milliseconds(300);
   auto [status, response] = Fetch(*http, slow);
   ASSERT_FALSE(status.ok());
-  EXPECT_NE(status.message().find("timed out after 300 ms"), std::string::npos)
-      << status.message();
+  EXPECT_NE(status.message().find("timed out after 300 ms"), std::string::npos) << status.message();
   auto [ok, after] = Fetch(*http, Get("/api/v1/namespaces/default/configmaps"));
   ASSERT_TRUE(ok.ok()) << ok.message();
   EXPECT_EQ(after.status, 200);
