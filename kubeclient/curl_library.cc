@@ -1,8 +1,8 @@
 #include "kubeclient/curl_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
+
+#include "kubeclient/dl_library.h"
 
 namespace kube {
 namespace {
@@ -10,28 +10,17 @@ namespace {
 // libcurl's soname (ABI 4 since 2006). In its own section so that the image build can read it.
 [[gnu::used, gnu::section(".vm_dlopen")]] constexpr char kLibcurl[] = "libcurl.so.4";
 
-// Sets `fn` to the library's `name`; false (and the error in `error`) when it has none.
 template <typename Fn>
 bool Find(void* handle, const char* name, Fn* fn, std::string* error) {
-  void* symbol = dlsym(handle, name);
-  if (symbol == nullptr) {
-    *error = std::string(kLibcurl) + " has no " + name;
-    return false;
-  }
-  *fn = reinterpret_cast<Fn>(symbol);
-  return true;
+  return dl::Find(handle, kLibcurl, name, fn, error);
 }
 
 base::Result<const CurlLibrary*> Open() {
-  void* handle = dlopen(kLibcurl, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    return base::Status::Error(std::string("cannot load ") + kLibcurl + ": " +
-                               (why != nullptr ? why : "unknown error"));
-  }
+  std::string error;
+  void* handle = dl::Open(kLibcurl, &error);
+  if (handle == nullptr) return base::Status::Error(error);
   static CurlLibrary lib;
   decltype(&curl_global_init) global_init = nullptr;
-  std::string error;
   const bool found = Find(handle, "curl_global_init", &global_init, &error) &&
                      Find(handle, "curl_easy_init", &lib.easy_init, &error) &&
                      Find(handle, "curl_easy_cleanup", &lib.easy_cleanup, &error) &&

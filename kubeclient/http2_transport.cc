@@ -235,6 +235,19 @@ struct Http2Callbacks {
     return 0;
   }
 
+  // libuv callbacks shared by every connection and timer of the transport.
+  static void OnConnectionTimer(uv_timer_t* h) {
+    auto* conn = static_cast<Connection*>(h->data);
+    conn->owner->Guard("http2 connection timer", [&] { conn->owner->OnConnectionTimer(conn); });
+  }
+  static void OnPoll(uv_poll_t* h, int status, int events) {
+    auto* conn = static_cast<Connection*>(h->data);
+    conn->owner->Guard("http2 poll callback", [&] { conn->owner->OnEvents(conn, status, events); });
+  }
+  static void OnKick(uv_timer_t* h) {
+    static_cast<Http2Transport*>(h->data)->Guard("http2 completion", [] {});
+  }
+
   static ssize_t ReadBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
                           uint32_t* data_flags, nghttp2_data_source* /*source*/, void* /*user*/) {
     Stream* s = StreamOf(session, stream_id);
@@ -448,13 +461,8 @@ void Http2Transport::OpenConnection() {
   c->serial = next_connection_++;
   c->timer = base::NewTimer(loop_, c);
   connections_.push_back(std::move(owned));
-  uv_timer_start(
-      c->timer,
-      [](uv_timer_t* h) {
-        auto* conn = static_cast<Connection*>(h->data);
-        conn->owner->Guard("http2 connection timer", [&] { conn->owner->OnConnectionTimer(conn); });
-      },
-      static_cast<uint64_t>(options_.connect_timeout.count()), 0);
+  uv_timer_start(c->timer, &Http2Callbacks::OnConnectionTimer,
+                 static_cast<uint64_t>(options_.connect_timeout.count()), 0);
 
   struct Resolve {
     uv_getaddrinfo_t request;
@@ -532,11 +540,7 @@ void Http2Transport::ConnectNext(Connection* c) {
     c->socket = socket;
     c->state = Connection::State::kConnecting;
     c->poll_events = UV_WRITABLE;
-    uv_poll_start(&socket->poll, UV_WRITABLE, [](uv_poll_t* h, int status, int events) {
-      auto* conn = static_cast<Connection*>(h->data);
-      conn->owner->Guard("http2 poll callback",
-                         [&] { conn->owner->OnEvents(conn, status, events); });
-    });
+    uv_poll_start(&socket->poll, UV_WRITABLE, &Http2Callbacks::OnPoll);
     return;
   }
   Fail(c, "cannot connect to " + Where() + ": " + c->last_error);
@@ -766,10 +770,7 @@ bool Http2Transport::Flush(Connection* c) {
 
 void Http2Transport::UpdatePoll(Connection* c) {
   if (c->socket == nullptr) return;
-  uv_poll_start(&c->socket->poll, c->poll_events, [](uv_poll_t* h, int status, int events) {
-    auto* conn = static_cast<Connection*>(h->data);
-    conn->owner->Guard("http2 poll callback", [&] { conn->owner->OnEvents(conn, status, events); });
-  });
+  uv_poll_start(&c->socket->poll, c->poll_events, &Http2Callbacks::OnPoll);
 }
 
 void Http2Transport::Fail(Connection* c, const std::string& why) {
@@ -931,13 +932,7 @@ void Http2Transport::Complete(Stream* s, base::Status transport) {
   }
   completed_.push_back(s->id);
   if (in_io_ == 0) {
-    uv_timer_start(
-        kick_timer_,
-        [](uv_timer_t* h) {
-          auto* t = static_cast<Http2Transport*>(h->data);
-          t->Guard("http2 completion", [] {});
-        },
-        0, 0);
+    uv_timer_start(kick_timer_, &Http2Callbacks::OnKick, 0, 0);
   }
 }
 
@@ -1000,13 +995,8 @@ void Http2Transport::AfterIo(bool deliver) {
       const bool idle = c->state == Connection::State::kReady && c->active == 0;
       if (idle && !c->idle_armed) {
         c->idle_armed = true;
-        uv_timer_start(
-            c->timer,
-            [](uv_timer_t* h) {
-              auto* conn = static_cast<Connection*>(h->data);
-              conn->owner->Guard("http2 idle timer", [&] { conn->owner->OnConnectionTimer(conn); });
-            },
-            static_cast<uint64_t>(options_.idle_timeout.count()), 0);
+        uv_timer_start(c->timer, &Http2Callbacks::OnConnectionTimer,
+                       static_cast<uint64_t>(options_.idle_timeout.count()), 0);
       } else if (!idle && c->idle_armed) {
         c->idle_armed = false;
         uv_timer_stop(c->timer);
@@ -1044,13 +1034,7 @@ void Http2Transport::AfterIo(bool deliver) {
       DeliverCompletions();
       if (auto a = alive.lock(); !a || !*a) return;  // a callback destroyed the client
     } else {
-      uv_timer_start(
-          kick_timer_,
-          [](uv_timer_t* h) {
-            auto* t = static_cast<Http2Transport*>(h->data);
-            t->Guard("http2 completion", [] {});
-          },
-          0, 0);
+      uv_timer_start(kick_timer_, &Http2Callbacks::OnKick, 0, 0);
     }
   }
   UpdateLoopRefs();

@@ -1,8 +1,8 @@
 #include "kubeclient/nghttp2_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
+
+#include "kubeclient/dl_library.h"
 
 namespace kube {
 namespace {
@@ -12,24 +12,14 @@ namespace {
 
 template <typename Fn>
 bool Find(void* handle, const char* name, Fn* fn, std::string* error) {
-  void* symbol = dlsym(handle, name);
-  if (symbol == nullptr) {
-    *error = std::string(kLibnghttp2) + " has no " + name;
-    return false;
-  }
-  *fn = reinterpret_cast<Fn>(symbol);
-  return true;
+  return dl::Find(handle, kLibnghttp2, name, fn, error);
 }
 
 base::Result<const Nghttp2Library*> Open() {
-  void* handle = dlopen(kLibnghttp2, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    return base::Status::Error(std::string("cannot load ") + kLibnghttp2 + ": " +
-                               (why != nullptr ? why : "unknown error"));
-  }
-  static Nghttp2Library lib;
   std::string error;
+  void* handle = dl::Open(kLibnghttp2, &error);
+  if (handle == nullptr) return base::Status::Error(error);
+  static Nghttp2Library lib;
   const bool found =
       Find(handle, "nghttp2_session_callbacks_new", &lib.callbacks_new, &error) &&
       Find(handle, "nghttp2_session_callbacks_del", &lib.callbacks_del, &error) &&

@@ -49,6 +49,22 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// Whether something accepts connections on 127.0.0.1:`port` within 10 s.
+bool Listening(int port) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 // nghttpd on 127.0.0.1 serving `htdocs` with the test PKI's server certificate.
 class Nghttpd {
  public:
@@ -113,20 +129,7 @@ class Nghttpx {
   }
   int port() const { return port_; }
   // Whether it accepts connections within 10 s.
-  bool Listening() const {
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      addr.sin_port = htons(static_cast<uint16_t>(port_));
-      const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-      close(fd);
-      if (ok) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
+  bool Listening() const { return kube::Listening(port_); }
 
  private:
   int port_;
@@ -535,18 +538,7 @@ TEST(NativeHttp2GoawayTest, StreamsBeyondAGoawayAreSentAgainOnANewConnection) {
   creds.tls.ca_pem = ReadFile(pki.ca_file());
   HttpClientOptions options;
   options.native_http2 = true;
-  // The server needs a moment to listen.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool up = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(fd);
-    if (up) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  ASSERT_TRUE(Listening(port));  // the server needs a moment to listen
   auto http = HttpClient::Create(runner.get(), creds, options);
   ASSERT_TRUE(http.ok());
   std::map<std::string, std::string> bodies;
