@@ -12,7 +12,11 @@ rootfs=${2:?usage: make_rootfs.sh BINARY ROOTFS DEBS}
 debs=${3:?usage: make_rootfs.sh BINARY ROOTFS DEBS}
 here=$(dirname "$(realpath "$0")")
 
-mapfile -t packages < <("$here/runtime_packages.sh" "$binary")
+# Taken whole first: a failure of runtime_packages.sh must stop this script, not leave it an empty
+# list.
+found=$("$here/runtime_packages.sh" "$binary")
+mapfile -t packages <<< "$found"
+[ -n "${packages[0]}" ] || { echo "make_rootfs.sh: no packages for $binary" >&2; exit 1; }
 # A package whose /usr/share/doc/<package> is a link to another package's (libgcc-s1 and
 # libstdc++6 to gcc-12-base) has its licence there: that package comes too.
 for p in "${packages[@]}"; do
