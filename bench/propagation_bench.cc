@@ -19,9 +19,17 @@
 //                          [--work-parent DIR]
 //                          [--late-samples N]
 //                          [--sync-frequency D (repeatable; default 1m and 5m)]
+//                          [--samples-to FILE] [--no-settle]
+//
+// --samples-to FILE: every change of the change scenarios, one line each (scenario, change,
+// seconds since the first change, ms to the first volume, ms to the last), to see where a tail
+// comes from. --no-settle: the change scenarios start right after the set-up instead of after
+// its writes are retired (Settle).
 #include <poll.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -193,6 +201,7 @@ struct Result {
   std::string name;
   int changes = 0;
   std::vector<double> first_ms, last_ms;
+  std::vector<double> at_s;  // when each change was made, seconds after the first
   double daemon_cpu_ms_per_change = 0;  // the daemon's user + system time over the changes
 };
 
@@ -266,6 +275,27 @@ void RemoveWorkDir(const fs::path& work) {
 // Where the work dirs (and so the volumes) go: `--work-parent`, /tmp (the disk) by default.
 std::string g_work_parent = "/tmp";
 
+// --no-settle clears it: the changes then start while the set-up's writes are still being retired.
+bool g_settle = true;
+
+// Retires the set-up's disk work before the first change, so that the changes are measured and
+// not what setting up 1,000 volumes left behind: syncfs, then on ext4 a checkpoint of its journal
+// (EXT4_IOC_CHECKPOINT, Linux 5.13; elsewhere the ioctl fails and is ignored). Without it, the
+// first time the journal fills after the set-up, ext4 checkpoints the set-up's small
+// transactions (one per fsync of the daemon's ownership journal, about one per new volume) one
+// at a time, and every write waits: 0.1-1 s on the journaled loop ext4 (BENCHMARKS.md).
+void Settle(const fs::path& dir) {
+#ifndef EXT4_IOC_CHECKPOINT
+#define EXT4_IOC_CHECKPOINT _IOW('f', 43, uint32_t)
+#endif
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  syncfs(fd);
+  uint32_t flags = 0;
+  ioctl(fd, EXT4_IOC_CHECKPOINT, &flags);
+  close(fd);
+}
+
 fs::path MakeWorkDir() {
   std::string tmpl = g_work_parent + "/bench-propagation-XXXXXX";
   fs::path d = mkdtemp(tmpl.data());
@@ -303,8 +333,10 @@ Result RunScenario(const std::string& bin, const std::string& name, int pods, bo
                  (work / "daemon.log").c_str());
     std::exit(1);
   }
+  if (g_settle) Settle(work);
   SwapWatcher watcher(dirs);
   const double cpu_before = d.CpuSeconds();
+  const auto start = Clock::now();
   for (int c = 1; c <= changes; ++c) {
     const int obj = shared ? 0 : (c * 7919) % objects;
     const std::string value = "v" + std::to_string(c);
@@ -324,6 +356,7 @@ Result RunScenario(const std::string& bin, const std::string& name, int pods, bo
     }
     r.first_ms.push_back(first);
     r.last_ms.push_back(last);
+    r.at_s.push_back(std::chrono::duration<double>(t0 - start).count());
     ++r.changes;
     usleep(50000);  // let the daemon settle; changes are independent samples
   }
@@ -527,6 +560,7 @@ int main(int argc, char** argv) {
   bool late_only = false;
   bool shared_only = false;  // only "1,000 pods sharing 1 ConfigMap"
   int late_samples = 10;
+  std::string samples_to;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--changes" && i + 1 < argc) changes = std::atoi(argv[++i]);
@@ -540,6 +574,8 @@ int main(int argc, char** argv) {
     if (a == "--work-parent" && i + 1 < argc) g_work_parent = argv[++i];
     if (a == "--late-samples" && i + 1 < argc) late_samples = std::atoi(argv[++i]);
     if (a == "--big-changes" && i + 1 < argc) big_changes = std::atoi(argv[++i]);
+    if (a == "--samples-to" && i + 1 < argc) samples_to = argv[++i];
+    if (a == "--no-settle") g_settle = false;
     if (a == "--sync-frequency" && i + 1 < argc) {
       if (!custom_sync) sync_frequencies.clear();
       custom_sync = true;
@@ -577,6 +613,14 @@ int main(int argc, char** argv) {
                 Percentile(r.first_ms, 50), Percentile(r.first_ms, 99), Percentile(r.last_ms, 50),
                 Percentile(r.last_ms, 99), r.daemon_cpu_ms_per_change);
     std::fflush(stdout);
+    if (!samples_to.empty()) {
+      std::ofstream out(samples_to, std::ios::app);
+      for (size_t i = 0; i < r.last_ms.size(); ++i) {
+        out << r.name << '\t' << i + 1 << '\t' << r.at_s[i] << '\t' << r.first_ms[i] << '\t'
+            << r.last_ms[i] << '\n';
+      }
+      if (!out) std::fprintf(stderr, "cannot write %s\n", samples_to.c_str());
+    }
   }
   if (shared_only) return 0;
   if (!idle_only) RunBigSecretScenario(bin, 1000, big_changes);
