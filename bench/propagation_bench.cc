@@ -22,8 +22,9 @@
 //                          [--samples-to FILE] [--no-settle]
 //
 // --samples-to FILE: every change of the change scenarios, one line each (scenario, change,
-// seconds since the first change, ms to the first volume, ms to the last), to see where a tail
-// comes from. --no-settle: the change scenarios start right after the set-up instead of after
+// seconds since the first change, ms to the first volume, ms to the last), after a comment line
+// with the first change's CLOCK_MONOTONIC time (to line them up with a kernel trace taken with
+// trace_clock "mono"), to see where a tail comes from. --no-settle: the change scenarios start right after the set-up instead of after
 // its writes are retired (Settle).
 #include <poll.h>
 #include <signal.h>
@@ -202,6 +203,7 @@ struct Result {
   int changes = 0;
   std::vector<double> first_ms, last_ms;
   std::vector<double> at_s;  // when each change was made, seconds after the first
+  double start_s = 0;        // when the first was, CLOCK_MONOTONIC seconds (trace_clock "mono")
   double daemon_cpu_ms_per_change = 0;  // the daemon's user + system time over the changes
 };
 
@@ -337,6 +339,7 @@ Result RunScenario(const std::string& bin, const std::string& name, int pods, bo
   SwapWatcher watcher(dirs);
   const double cpu_before = d.CpuSeconds();
   const auto start = Clock::now();
+  r.start_s = std::chrono::duration<double>(start.time_since_epoch()).count();
   for (int c = 1; c <= changes; ++c) {
     const int obj = shared ? 0 : (c * 7919) % objects;
     const std::string value = "v" + std::to_string(c);
@@ -615,6 +618,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!samples_to.empty()) {
       std::ofstream out(samples_to, std::ios::app);
+      char first[64];
+      std::snprintf(first, sizeof(first), "%.6f", r.start_s);
+      out << "# " << r.name << ": first change at CLOCK_MONOTONIC " << first << " s\n";
       for (size_t i = 0; i < r.last_ms.size(); ++i) {
         out << r.name << '\t' << i + 1 << '\t' << r.at_s[i] << '\t' << r.first_ms[i] << '\t'
             << r.last_ms[i] << '\n';
