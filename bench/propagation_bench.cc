@@ -24,11 +24,11 @@
 // --samples-to FILE: every change of the change scenarios, one line each (scenario, change,
 // seconds since the first change, ms to the first volume, ms to the last), after a comment line
 // with the first change's CLOCK_MONOTONIC time (to line them up with a kernel trace taken with
-// trace_clock "mono"), to see where a tail comes from. --no-settle: the change scenarios start right after the set-up instead of after
-// its writes are retired (Settle).
+// trace_clock "mono"), to see where a tail comes from. --no-settle: the change scenarios start
+// right after the set-up instead of after its writes are retired (Settle).
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
