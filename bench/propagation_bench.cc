@@ -284,8 +284,9 @@ bool g_settle = true;
 // not what setting up 1,000 volumes left behind: syncfs, then on ext4 a checkpoint of its journal
 // (EXT4_IOC_CHECKPOINT, Linux 5.13; elsewhere the ioctl fails and is ignored). Without it, the
 // first time the journal fills after the set-up, ext4 checkpoints the set-up's small
-// transactions (one per fsync of the daemon's ownership journal, about one per new volume) one
-// at a time, and every write waits: 0.1-1 s on the journaled loop ext4 (BENCHMARKS.md).
+// transactions (one per fsync of the daemon's ownership journal, about 480 for 1,000 new
+// volumes) one at a time, and every write waits: 0.1-1 s on the journaled loop ext4
+// (BENCHMARKS.md).
 void Settle(const fs::path& dir) {
 #ifndef EXT4_IOC_CHECKPOINT
 #define EXT4_IOC_CHECKPOINT _IOW('f', 43, uint32_t)
