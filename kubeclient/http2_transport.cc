@@ -266,7 +266,9 @@ base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
     TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
     Options options, Fallback fallback) {
   if (const auto& lib = LoadNghttp2(); !lib.ok()) return lib.status();
-  if (address.host.empty() || address.port.empty()) return base::Status::Error("no host");
+  if (address.host.empty() || address.port.empty()) {
+    return base::Status::Error("no host and port in the server URL " + credentials.server);
+  }
   std::unique_ptr<Http2Transport> t(new Http2Transport(
       loop, credentials, tokens, std::move(current_ca), std::move(options), std::move(fallback)));
   t->host_ = address.host;
@@ -721,8 +723,8 @@ void Http2Transport::ReadFrom(Connection* c) {
     }
     ssize_t rv = H2().mem_recv(c->h2, buffer, static_cast<size_t>(n));
     if (rv < 0) {
-      Fail(c,
-           std::string("HTTP/2 error on the connection: ") + H2().strerror(static_cast<int>(rv)));
+      Fail(c, "HTTP/2 error on the connection to " + Where() + ": " +
+                  H2().strerror(static_cast<int>(rv)));
       return;
     }
   }
@@ -739,7 +741,7 @@ bool Http2Transport::Flush(Connection* c) {
         const uint8_t* data = nullptr;
         ssize_t n = H2().mem_send(c->h2, &data);
         if (n < 0) {
-          Fail(c, std::string("HTTP/2 error on the connection: ") +
+          Fail(c, "HTTP/2 error on the connection to " + Where() + ": " +
                       H2().strerror(static_cast<int>(n)));
           return false;
         }

@@ -54,9 +54,10 @@ struct UrlParts {
   std::string port;
   std::string rest;  // path prefix
   bool ipv6 = false;
+  bool userinfo = false;  // user[:password]@ before the host (not kept: it may be a secret)
 };
 
-// http(s)://host[:port][/prefix]; false when it is not that shape.
+// http(s)://[userinfo@]host[:port][/prefix]; false when it is not that shape.
 bool SplitUrl(const std::string& url, UrlParts& out) {
   const bool tls = url.starts_with("https://");
   if (!tls && !url.starts_with("http://")) return false;
@@ -65,6 +66,10 @@ bool SplitUrl(const std::string& url, UrlParts& out) {
   if (slash != std::string::npos) {
     out.rest = hostport.substr(slash);
     hostport = hostport.substr(0, slash);
+  }
+  if (size_t at = hostport.rfind('@'); at != std::string::npos) {
+    out.userinfo = true;
+    hostport.erase(0, at + 1);
   }
   if (!hostport.empty() && hostport[0] == '[') {
     size_t close = hostport.find(']');
@@ -225,7 +230,10 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
     return base::Status::Error("server URL " + base::RedactedUrl(credentials.server) +
                                " is not http(s)://host");
   }
-  const bool native = options.native_http2 && credentials.server.starts_with("https://");
+  // Credentials in the URL itself are libcurl's to send (basic auth); the transport of our own
+  // takes the kubeconfig's token or client certificate only.
+  const bool native =
+      options.native_http2 && credentials.server.starts_with("https://") && !parts.userinfo;
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
   if (!credentials.tls.ca_file.empty()) {
     client->ca_file_identity_ = FileIdentity(credentials.tls.ca_file);
@@ -320,8 +328,7 @@ void HttpClient::RefreshCa() {
 HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback done,
                                         StreamCallbacks stream) {
   const RequestId id = next_id_++;
-  if (h2_ != nullptr && h2_->mode() != Http2Transport::Mode::kHttp1 &&
-      !request.follow_redirects) {
+  if (h2_ != nullptr && h2_->mode() != Http2Transport::Mode::kHttp1 && !request.follow_redirects) {
     h2_->Start(id, std::move(request), std::move(done), std::move(stream));
   } else {
     StartCurl(id, std::move(request), std::move(done), std::move(stream));

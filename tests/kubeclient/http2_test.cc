@@ -469,6 +469,20 @@ TEST_F(NativeHttp2Test, NoServerFailsEveryWaitingRequestWithTheReason) {
   EXPECT_EQ(http->stats().requests_in_flight, 0u);
 }
 
+// A server URL with credentials in it (user:password@host) goes through libcurl, and no message
+// about it carries the password: the host and port are the ones after the '@'.
+TEST_F(NativeHttp2Test, CredentialsInTheServerUrlReachNoMessage) {
+  Credentials creds = Front();
+  creds.server = "https://user:s3cr3t@127.0.0.1:" + std::to_string(FreePort());
+  auto http = Client(creds);
+  ASSERT_NE(http, nullptr);
+  auto [status, response] = Fetch(*http, Get("/api"));
+  EXPECT_FALSE(status.ok());
+  EXPECT_FALSE(status.message().empty());
+  EXPECT_EQ(status.message().find("s3cr3t"), std::string::npos) << status.message();
+  EXPECT_EQ(response.status, 0);
+}
+
 TEST_F(NativeHttp2Test, CancelledStreamsGetNoCallbackAndLostConnectionsFailTheRest) {
   auto http = Client(Front());
   // A stream cancelled from inside its own on_headers: no callback afterwards.
