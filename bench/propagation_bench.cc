@@ -48,6 +48,11 @@
 #include <string>
 #include <vector>
 
+// Linux 5.13's ext4 journal checkpoint ioctl; Debian 12's headers predate it.
+#ifndef EXT4_IOC_CHECKPOINT
+#define EXT4_IOC_CHECKPOINT _IOW('f', 43, uint32_t)
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -288,9 +293,6 @@ bool g_settle = true;
 // volumes) one at a time, and every write waits: 0.1-1 s on the journaled loop ext4
 // (BENCHMARKS.md).
 void Settle(const fs::path& dir) {
-#ifndef EXT4_IOC_CHECKPOINT
-#define EXT4_IOC_CHECKPOINT _IOW('f', 43, uint32_t)
-#endif
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   syncfs(fd);
