@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "atomicwriter/freed_inodes.h"
 #include "atomicwriter/remove_tree.h"
 #include "base/errno_error.h"
 #include "base/strings.h"
@@ -298,14 +299,25 @@ class WriteOperation {
       }
     }
     old_fd_.Reset();
+    // The replaced version goes at once when the volume is this writer's alone: queued due now,
+    // or removed here without a queue (a failure leaves what is left of it to the grace period).
+    if (result.published && !old_ts_.empty() && ReplacedGoesAtOnce()) replaced_at_once_ = old_ts_;
+    Status removal;
+    if (!replaced_at_once_.empty() && options_.removals == nullptr) {
+      removal = RemoveTreeAt(fs_, dir_fd_, replaced_at_once_, replaced_at_once_, DT_DIR);
+      result.removed_replaced = removal.ok();
+      if (removal.ok()) ledger.Forget(old_ts_);
+      replaced_at_once_.clear();
+    }
     Status cleanup;
     if (as_left_) {
-      if (result.published && !old_ts_.empty()) {
+      if (result.published && !old_ts_.empty() && !result.removed_replaced) {
         cleanup = QueueReplacedVersion(dir_before, now, &result.queued_removals);
       }
     } else {
       cleanup = RemoveStaleEntries(&result.awaiting_grace, &result.queued_removals);
     }
+    if (cleanup.ok() && !removal.ok()) cleanup = removal;
     if (cleanup.ok() && options_.removals != nullptr) {
       // A write that changed nothing left the dir as it found it.
       struct stat dir_after = dir_before;
@@ -547,6 +559,27 @@ class WriteOperation {
     return Status::OK();
   }
 
+  // Whether the version this write replaced goes at once (Options::replaced_version).
+  bool ReplacedGoesAtOnce() const {
+    switch (options_.replaced_version) {
+      case ReplacedVersion::kAfterGrace:
+        return false;
+      case ReplacedVersion::kAtOnce:
+        return true;
+      case ReplacedVersion::kAtOnceWhereFreedInodesWait:
+        return FreedInodesWait(dir_fd_);
+    }
+    return false;
+  }
+
+  // When the queue should remove unpublished entry `name`, seen first at `since`: at once for the
+  // version this write replaced on a volume that is the writer's alone, else after the grace.
+  std::chrono::steady_clock::time_point DueTime(const std::string& name,
+                                                std::chrono::steady_clock::time_point since,
+                                                std::chrono::steady_clock::time_point now) const {
+    return name == replaced_at_once_ ? now : since + options_.unpublished_grace;
+  }
+
   // The fast path's cleanup: queues the version this write replaced (old_ts_), due when its grace
   // period runs out, in the volume dir whose lstat is `dir_st`.
   Status QueueReplacedVersion(const struct stat& dir_st, std::chrono::steady_clock::time_point now,
@@ -559,7 +592,7 @@ class WriteOperation {
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
     options_.removals->Add(target_dir_, dir_st, old_ts_, st,
-                           ledger.Since(old_ts_) + options_.unpublished_grace,
+                           DueTime(old_ts_, ledger.Since(old_ts_), now),
                            options_.unpublished_grace);
     ++*queued;
     return Status::OK();
@@ -639,7 +672,7 @@ class WriteOperation {
         const bool due = ledger.Observe(name, st, now, options_.unpublished_grace);
         if (options_.removals != nullptr) {
           options_.removals->Add(target_dir_, dir_st, name, st,
-                                 ledger.Since(name) + options_.unpublished_grace,
+                                 DueTime(name, ledger.Since(name), now),
                                  options_.unpublished_grace);
           ++*queued;
           continue;
@@ -687,6 +720,8 @@ class WriteOperation {
   ScopedFd old_fd_{&fs_, -1};
   ScopedFd new_fd_{&fs_, -1};  // the new version's dir, from its mkdir to WriteFiles
   bool as_left_ = false;       // the volume dir is as this process's last write left it
+  // The version this write replaced when it goes at once (ReplacedVersion::kAtOnce), else empty.
+  std::string replaced_at_once_;
 };
 
 }  // namespace

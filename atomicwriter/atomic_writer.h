@@ -75,6 +75,23 @@ using Payload = std::map<std::string, FileProjection>;
 using PermissionCallback =
     std::function<base::Status(Filesystem& fs, int volume_dir_fd, const std::string& ts_dir)>;
 
+// What becomes of the version a write replaces.
+enum class ReplacedVersion {
+  // It waits out Options::unpublished_grace like every unpublished entry, then goes (through
+  // Options::removals, or a later write): another writer that read ..data a moment before the
+  // swap (the kubelet's compares its payload with the live version) may still be reading it.
+  kAfterGrace,
+  // It goes at once: handed to Options::removals due now (its thread removes it while the next
+  // writes run), or, without a queue, removed by the write itself right after the swap, as the
+  // kubelet's writer does. Only for a volume dir no other writer touches: the replaced version is
+  // then nobody's work in progress.
+  kAtOnce,
+  // kAtOnce on a filesystem that withholds freed inodes from reuse (FreedInodesWait: ext4 without
+  // a journal), where a removal long after the write makes every create slower for minutes (the
+  // next writes then reuse the inodes it frees); kAfterGrace elsewhere. Sole writer only.
+  kAtOnceWhereFreedInodesWait,
+};
+
 struct Options {
   // fsync files and the new dir before publish and the volume dir after it.
   bool durable = false;
@@ -97,6 +114,9 @@ struct Options {
   // removed by the write, the others by a later write. Not owned; it uses the same clock as
   // `steady_now`.
   RemovalQueue* removals = nullptr;
+  // The version this write replaced (see ReplacedVersion). Other unpublished entries (crash
+  // debris, another writer's) always wait out the grace period.
+  ReplacedVersion replaced_version = ReplacedVersion::kAfterGrace;
 };
 
 struct WriteResult {
@@ -106,7 +126,8 @@ struct WriteResult {
   // The live timestamp dir's name after the write, e.g. "..2024_05_02_10_15_07.2349871102".
   std::string ts_dir;
   // Not empty when work after the point of no return failed: the volume dir's fsync after the
-  // swap, or removing old versions or stale links. The volume shows the payload in full; a later
+  // swap, or removing old versions or stale links (a replaced version that the write failed to
+  // remove itself is then left to the grace period). The volume shows the payload in full; a later
   // write retries the cleanup.
   std::string cleanup_error;
   // Unpublished timestamp dirs and staging links left in place because their grace period has
@@ -115,6 +136,9 @@ struct WriteResult {
   int awaiting_grace = 0;
   // Entries handed to Options::removals by this write.
   int queued_removals = 0;
+  // True when the write removed the version it replaced itself (ReplacedVersion::kAtOnce
+  // without Options::removals).
+  bool removed_replaced = false;
 };
 
 class AtomicWriter {

@@ -17,7 +17,8 @@ namespace {
 
 // Entries falling due within this window of the first are removed in one batch: a fan-out's old
 // versions fall due within milliseconds of each other, and a burst of writes wakes the worker
-// once.
+// once. Not for an entry due when it is added: it goes as soon as the worker can take it, so that
+// the writes running meanwhile reuse the inodes it frees in the same second (freed_inodes.h).
 constexpr auto kBatchWindow = std::chrono::milliseconds(10);
 
 bool SameCtime(const struct timespec& a, const struct timespec& b) {
@@ -68,7 +69,8 @@ void RemovalQueue::Stop() {
 void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
                        const std::string& name, const struct stat& st, Clock::time_point due,
                        Clock::duration grace) {
-  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace};
+  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace,
+          /*at_once=*/due <= now_()};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -83,8 +85,9 @@ void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
       have = e;  // another entry under that name, or changed: the caller's view wins
     } else if (due < have.due) {
       have.due = due;
+      have.at_once = e.at_once;
     }
-    wake = have.due + kBatchWindow < worker_wakes_at_;
+    wake = WakeTime(have) < worker_wakes_at_;
   }
   if (wake) cv_.notify_all();
 }
@@ -166,7 +169,10 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   stats_.restarted += delta.restarted;
   stats_.failed += delta.failed;
   if (!delta.last_error.empty()) stats_.last_error = delta.last_error;
-  for (auto& [key, entry] : again) entries_.try_emplace(std::move(key), entry);  // a newer Add wins
+  for (auto& [key, entry] : again) {
+    entry.at_once = false;  // due a grace period from now
+    entries_.try_emplace(std::move(key), entry);  // a newer Add wins
+  }
   return removed;
 }
 
@@ -246,16 +252,15 @@ RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry
 void RemovalQueue::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    Clock::time_point next = Clock::time_point::max();
-    for (const auto& [key, entry] : entries_) next = std::min(next, entry.due);
-    if (next == Clock::time_point::max()) {
-      worker_wakes_at_ = next;
+    Clock::time_point batch_end = Clock::time_point::max();
+    for (const auto& [key, entry] : entries_) batch_end = std::min(batch_end, WakeTime(entry));
+    if (batch_end == Clock::time_point::max()) {
+      worker_wakes_at_ = batch_end;
       cv_.wait(lock);
       continue;
     }
     // Sleeps until a batch window after the first entry falls due, so that entries falling due
     // meanwhile go in the same batch (an Add within the window does not wake the worker).
-    const Clock::time_point batch_end = next + kBatchWindow;
     const Clock::time_point now = now_();
     if (batch_end > now) {
       worker_wakes_at_ = batch_end;
@@ -267,6 +272,10 @@ void RemovalQueue::WorkerLoop() {
     RunDue(now_());
     lock.lock();
   }
+}
+
+RemovalQueue::Clock::time_point RemovalQueue::WakeTime(const Entry& e) {
+  return e.at_once ? e.due : e.due + kBatchWindow;
 }
 
 size_t RemovalQueue::pending() const {

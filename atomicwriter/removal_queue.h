@@ -15,7 +15,10 @@
 // write of the volume finds and queues again like any other unpublished entry.
 //
 // Due entries are taken in batches, sorted by volume dir and name, and each tree is removed
-// children first in inode order, which keeps the filesystem's inode table updates together.
+// children first in inode order, which keeps the filesystem's inode table updates together. The
+// worker waits a short batch window after the first entry falls due; an entry that is due when it
+// is added (a version replaced in a volume no other writer touches, ReplacedVersion::kAtOnce)
+// wakes it at once.
 //
 // Thread safety: every method may be called from any thread. Start() runs a worker thread that
 // removes entries as they fall due; without it, RunDue() does the work on the caller's thread.
@@ -96,6 +99,7 @@ class RemovalQueue {
     struct timespec ctime;
     Clock::time_point due;
     Clock::duration grace;
+    bool at_once;  // due when added: removed without waiting for a batch window
   };
   enum class Outcome { kRemoved, kKept, kRestarted, kFailed };
 
@@ -103,6 +107,8 @@ class RemovalQueue {
   // on kFailed `key` names what is left (it may have been renamed).
   Outcome RemoveOne(int dir_fd, Key& key, Entry& entry, std::string* error);
   void WorkerLoop();
+  // When the worker should take `e`: its due time, plus the batch window unless it is at_once.
+  static Clock::time_point WakeTime(const Entry& e);
 
   Filesystem* fs_;
   std::function<Clock::time_point()> now_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -293,6 +294,44 @@ TEST_F(WriterTest, TheQueuesWorkerRemovesDueEntriesByItself) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(DescribeDebris(vol_, v2), "");
+  queue.Stop();
+}
+
+// The worker takes an entry that is due when added (ReplacedVersion::kAtOnce) at once, without
+// waiting for a batch window: the queue's clock here moves only when the test moves it, and the
+// entry goes while it stands still.
+TEST_F(WriterTest, TheWorkerTakesAnEntryDueWhenAddedWithoutABatchWindow) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  std::atomic<int64_t> now_ms{3600 * 1000};
+  auto now = [&] { return RemovalQueue::Clock::time_point(milliseconds(now_ms.load())); };
+  RemovalQueue queue(nullptr, now);
+  queue.Start();
+  const fs::path later = fs::path(vol_) / "..2020_01_01_00_00_00.1";
+  const fs::path at_once = fs::path(vol_) / "..2020_01_01_00_00_00.2";
+  fs::create_directory(later);
+  fs::create_directory(at_once);
+  struct stat dir_st {};
+  struct stat st {};
+  ASSERT_EQ(::lstat(vol_.c_str(), &dir_st), 0);
+  ASSERT_EQ(::lstat(later.c_str(), &st), 0);
+  queue.Add(vol_, dir_st, later.filename(), st, now() + seconds(2), seconds(30));
+  now_ms += 1000;
+  ASSERT_EQ(::lstat(at_once.c_str(), &st), 0);
+  queue.Add(vol_, dir_st, at_once.filename(), st, now(), seconds(30));
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  auto wait_gone = [&](const fs::path& p) {
+    while (fs::exists(p) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return !fs::exists(p);
+  };
+  EXPECT_TRUE(wait_gone(at_once)) << "an entry due when added waited for the clock";
+  EXPECT_EQ(queue.pending(), 1u);
+
+  EXPECT_TRUE(fs::exists(later));
+  now_ms += 1010;  // the other one's due time and the batch window after it
+  EXPECT_TRUE(wait_gone(later));
   queue.Stop();
 }
 

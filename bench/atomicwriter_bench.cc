@@ -8,15 +8,22 @@
 // ..data_tmp + rename, readlink per top-level name, and the old version removed by RemoveAll's
 // unlinkat sequence before the write returns.
 //
-// "writer" is atomicwriter::AtomicWriter as the daemon runs it, with a RemovalQueue whose worker
-// thread removes replaced versions. The grace period is the daemon's (30 s), so during a round
-// nothing falls due, as in a burst of changes; the round's clock stops only after every replaced
-// version was removed (RunAll on the bench's thread), so throughput and CPU include the removals.
-// `--grace-ms 0` makes every removal due at once: the worker removes them during the round, on
-// the other core.
+// "writer" is atomicwriter::AtomicWriter as the daemon runs it for a volume it owns (standalone's
+// default), with a RemovalQueue whose worker thread removes replaced versions. The grace period is
+// the daemon's (30 s), so during a round nothing falls due, as in a burst of changes; the round's
+// clock stops only after every replaced version was removed (RunAll on the bench's thread), so
+// throughput and CPU include the removals. On a filesystem that withholds freed inodes (ext4
+// without a journal, atomicwriter::FreedInodesWait) the version a write replaced is due at once
+// instead (ReplacedVersion::kAtOnceWhereFreedInodesWait): the worker removes it during the round,
+// on the other core, as the daemon does for its own volumes there. `--shared`: as the daemon
+// writes a volume the kubelet owns (the replaced version always waits out the grace).
+// `--grace-ms 0` makes every removal due at once, on any filesystem.
 //
 // "floor" is the bare system calls that publish a version (mkdir, create+write+close per file,
-// symlink, rename), with no reading, no comparing and no removal.
+// symlink, rename), with no reading and no comparing. It removes the version it replaced between
+// two writes, outside its clock: on a journal-less ext4 the next write then reuses the inodes
+// just freed, as a writer that removes promptly does, instead of walking past thousands freed in
+// one batch at the round's end (which would also tax the rounds that follow).
 //
 // Per cell, rounds of the writers in turn (fresh volume dirs, `--seconds` each; who goes first
 // turns with each round) and the median round: the machine is shared, and interleaving spreads
@@ -24,11 +31,11 @@
 // writes/s including the queue's removals; the mean time inside Write (what a pod waits for);
 // the process's CPU time per write (both threads).
 //
-// `--no-queue`: the writer without a RemovalQueue (it then removes the replaced version itself,
-// inside Write, as before the queue existed).
+// `--no-queue`: the writer without a RemovalQueue (it then removes entries past their grace
+// period itself, inside Write, as before the queue existed).
 //
 // Usage: bench_atomicwriter [--seconds S] [--rounds N] [--disk-dir DIR] [--only tmpfs|disk]
-//                           [--no-queue] [--shape a|b|c|d|e|f]
+//                           [--no-queue] [--shared] [--shape a|b|c|d|e|f]
 //                           [--writer kubelet|writer|floor] [--grace-ms MS]
 #include <dirent.h>
 #include <fcntl.h>
@@ -262,19 +269,22 @@ struct Round {
   double cpu_us = 0;        // process CPU time per write
 };
 
-// Calls `one(i)` until `seconds` passed (at least 3 times), then `settle()`; times both.
+// Calls `one(i)` until `seconds` passed (at least 3 times), then `settle()`; times both. `between`
+// (may be empty) runs after each call, outside the time counted as inside a write.
 Round Measure(double seconds, const std::function<void(long)>& one,
-              const std::function<void()>& settle) {
+              const std::function<void()>& settle, const std::function<void(long)>& between = {}) {
   const double cpu0 = CpuSeconds();
   const auto start = Clock::now();
   Clock::duration inside{};
   long n = 0;
   for (;;) {
     const auto t0 = Clock::now();
-    one(n++);
+    one(n);
     const auto t1 = Clock::now();
     inside += t1 - t0;
-    if ((std::chrono::duration<double>(t1 - start).count() >= seconds && n >= 3)) break;
+    if (between) between(n);
+    ++n;
+    if ((std::chrono::duration<double>(Clock::now() - start).count() >= seconds && n >= 3)) break;
   }
   if (settle) settle();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -287,6 +297,7 @@ Round Measure(double seconds, const std::function<void(long)>& one,
 }
 
 bool g_no_queue = false;
+bool g_shared = false;
 // The writer's grace period (Options::unpublished_grace); the daemon's default unless --grace-ms.
 std::chrono::milliseconds g_grace = atomicwriter::kDefaultUnpublishedGrace;
 
@@ -297,6 +308,8 @@ Round WriterRound(const Shape& s, const std::string& parent, double seconds) {
   atomicwriter::Options o;
   o.unpublished_grace = g_grace;
   if (!g_no_queue) o.removals = &queue;
+  o.replaced_version = g_shared ? atomicwriter::ReplacedVersion::kAfterGrace
+                                : atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait;
   auto w = AtomicWriter::Open(vol, o);
   if (!w.ok()) Die(w.status().message());
   const Payload a = MakePayload(s, 1);
@@ -339,8 +352,8 @@ Round KubeletRound(const Shape& s, const std::string& parent, double seconds) {
   return r;
 }
 
-// The system calls that publish a version, nothing else (the old versions are removed after the
-// clock stops).
+// The system calls that publish a version, nothing else (the version it replaced is removed
+// between two writes, outside the clock).
 Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
   const std::string vol = MakeTempDir(parent);
   const Payload a = MakePayload(s, 1);
@@ -368,7 +381,10 @@ Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
         if (::symlink(("v" + std::to_string(i)).c_str(), tmp.c_str()) != 0) Die("symlink");
         ::rename(tmp.c_str(), (vol + "/data").c_str());
       },
-      nullptr);
+      nullptr,
+      [&](long i) {
+        if (i > 0) fs::remove_all(vol + "/v" + std::to_string(i - 1));
+      });
   fs::remove_all(vol);
   return r;
 }
@@ -395,8 +411,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : "";
-    if (arg == "--no-queue") {
-      g_no_queue = true;
+    if (arg == "--no-queue" || arg == "--shared") {
+      (arg == "--shared" ? g_shared : g_no_queue) = true;
       continue;
     }
     if (arg == "--grace-ms")
@@ -462,6 +478,7 @@ int main(int argc, char** argv) {
           }
         }
       }
+
       const Round km = Median(k);
       const Round wm = Median(w);
       std::printf("| %s | %s | %.0f | %.1f | %.0f | %.1f | %.2f | %.2f | %.1f / %.1f |", s.name,

@@ -116,20 +116,24 @@ void Undo(const std::vector<std::string>& created, const std::string& volume_dir
 }
 
 // The atomic writer for an existing volume dir (opened without following a link at its path).
+// `owned`: the ownership journal lists the volume, so no other writer touches it, and the version
+// a write replaces may go at once where deferring its removal costs more (ext4 without a journal).
 base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(const std::string& dir,
-                                                                     const SetUpRequest& request) {
+                                                                     const SetUpRequest& request,
+                                                                     bool owned) {
   atomicwriter::Options options;
   options.durable = request.durable;
   options.ledger = request.ledger;
   options.unpublished_grace = request.unpublished_grace;
   options.removals = request.removals;
+  if (owned) options.replaced_version = atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait;
   return atomicwriter::AtomicWriter::Open(dir, options);
 }
 
-// The payload through the atomic writer, into an existing volume dir.
+// The payload through the atomic writer, into an existing volume dir the kubelet owns.
 base::Result<atomicwriter::WriteResult> WriteContent(const std::string& dir,
                                                      const SetUpRequest& request) {
-  auto writer = OpenWriter(dir, request);
+  auto writer = OpenWriter(dir, request, /*owned=*/false);
   if (!writer.ok()) return writer.status();
   return (*writer)->Write(request.payload, request.set_permissions);
 }
@@ -204,7 +208,10 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   // all: the writer's open of the volume dir (a real directory, not a link) is the check that it
   // exists, and the write goes through that same descriptor.
   std::unique_ptr<atomicwriter::AtomicWriter> writer;
-  if (auto opened = OpenWriter(dir, request); opened.ok()) writer = std::move(opened).value();
+  const bool listed = journal.Owns(OwnedKind::kVolume, volume_path);
+  if (auto opened = OpenWriter(dir, request, listed); opened.ok()) {
+    writer = std::move(opened).value();
+  }
   struct stat st {};
   const bool existed = writer != nullptr || (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
   std::vector<std::string> created;
@@ -273,7 +280,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   }
 
   if (writer == nullptr) {
-    auto opened = OpenWriter(dir, request);
+    auto opened = OpenWriter(dir, request, owned);
     if (!opened.ok()) {
       if (!existed) Undo(created, dir, journal, recorded, loc);
       return opened.status();

@@ -10,6 +10,10 @@
 // gets its content refreshed and nothing else: no tmpfs is mounted on it, and it is never removed.
 // A failure on first mount removes what this call created, so no directory is left; a failure on
 // remount leaves the published content as it was (upstream issue 113242).
+// In a volume the journal lists (no other writer touches it) the version a write replaces is
+// removed at once where the filesystem withholds freed inodes from reuse (ext4 without a
+// journal: atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait); every other version dir
+// waits out `unpublished_grace`.
 //
 // Memory-medium volumes (secret, downwardAPI, projected; `tmpfs` set) the daemon owns get a tmpfs
 // mounted on a new or empty volume dir, as the kubelet does, so their bytes never reach the node's

@@ -1,0 +1,95 @@
+#include "atomicwriter/freed_inodes.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace atomicwriter {
+namespace {
+
+// The whole (small) file, or nothing.
+bool ReadSmallFile(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return n == 0;
+    }
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > (1 << 16)) {
+      ::close(fd);
+      return false;
+    }
+  }
+}
+
+// The kernel's name of block device `dev` ("vda", "dm-0", "loop3"): the last component of the
+// /sys/dev/block link. Empty when it cannot be read (no /sys, not a block device).
+std::string BlockDeviceName(dev_t dev) {
+  char link[64];
+  std::snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(dev), minor(dev));
+  char target[PATH_MAX];
+  const ssize_t n = ::readlink(link, target, sizeof(target) - 1);
+  if (n <= 0) return "";
+  const std::string path(target, static_cast<size_t>(n));
+  return path.substr(path.rfind('/') + 1);
+}
+
+bool Ext4DeviceWithoutJournal(dev_t dev) {
+  const std::string name = BlockDeviceName(dev);
+  if (name.empty() || name == "." || name == "..") return false;
+  std::string options;
+  if (!ReadSmallFile("/proc/fs/ext4/" + name + "/options", &options)) return false;
+  return !Ext4OptionsShowJournal(options);
+}
+
+}  // namespace
+
+bool Ext4OptionsShowJournal(std::string_view options) {
+  while (!options.empty()) {
+    const size_t end = options.find('\n');
+    const std::string_view line = options.substr(0, end);
+    if (line.starts_with("data=")) return true;
+    if (end == std::string_view::npos) break;
+    options.remove_prefix(end + 1);
+  }
+  return false;
+}
+
+bool FreedInodesWait(int fd) {
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) != 0 || sfs.f_type != EXT4_SUPER_MAGIC) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  // The device and the filesystem's id (from its UUID on ext4): a device made anew (a loop device
+  // set up again, mkfs) is another filesystem.
+  int fsid[2];
+  static_assert(sizeof(fsid) == sizeof(sfs.f_fsid));
+  std::memcpy(fsid, &sfs.f_fsid, sizeof(fsid));
+  const std::tuple<dev_t, int, int> key{st.st_dev, fsid[0], fsid[1]};
+  static std::mutex mu;
+  static auto* known = new std::map<std::tuple<dev_t, int, int>, bool>();  // used until exit
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known->find(key);
+  if (it == known->end()) it = known->emplace(key, Ext4DeviceWithoutJournal(st.st_dev)).first;
+  return it->second;
+}
+
+}  // namespace atomicwriter

@@ -1,0 +1,36 @@
+// Whether a filesystem hands an inode freed a moment ago to the next file it creates.
+//
+// Most do. ext4 without a journal does not: its inode allocator skips an inode whose deletion
+// time lies in an earlier second and less than 60 s back (360 s while that inode's table block
+// is still dirty), so that a crash cannot leave a recently deleted file's inode reused before the
+// deletion reached the disk. Every allocation scans the group's free inodes from the start and
+// looks each such inode up in the buffer cache before passing it: with thousands freed in one
+// batch (the versions a grace period kept, removed together when it ran out) each create pays
+// for all of them, for minutes. An inode freed in the current second is taken at once.
+//
+// A writer that removes the version it replaced right after publishing the new one (as the
+// kubelet's writer does) keeps recycling the same few inodes there; one that defers removals makes
+// every later create walk past what it freed. AtomicWriter uses this probe to choose
+// (Options::replaced_version).
+#ifndef VOLUMEMANAGER_ATOMICWRITER_FREED_INODES_H_
+#define VOLUMEMANAGER_ATOMICWRITER_FREED_INODES_H_
+
+#include <string_view>
+
+namespace atomicwriter {
+
+// True when the filesystem holding the open descriptor `fd` withholds freed inodes from reuse:
+// an ext4 filesystem (by its statfs magic) whose kernel option list
+// (`/proc/fs/ext4/<device>/options`, the device named as in `/sys/dev/block/<major>:<minor>`)
+// shows no journal. False for every other filesystem, and when it cannot be told (then the writer
+// behaves as on a journaled one). The answer is kept per filesystem (device and statfs id) for the
+// process's life: once it is known a call costs an fstatfs (and an fstat on ext4). Thread-safe.
+bool FreedInodesWait(int fd);
+
+// Whether an ext4 option list, as `/proc/fs/ext4/<device>/options` prints it (one option per
+// line), belongs to a filesystem with a journal: only then does it carry a `data=` mode.
+bool Ext4OptionsShowJournal(std::string_view options);
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_FREED_INODES_H_
