@@ -18,31 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-// Writes through a RemovalQueue; a fake monotonic clock, shared by the writer and the queue,
-// drives the grace period, and the test runs the queue (no worker thread) unless it says so.
-class QueuedWriterTest : public WriterTest {
- protected:
-  Options Queued() {
-    Options o;
-    o.unpublished_grace = seconds(30);
-    o.ledger = &ledger_;
-    o.steady_now = [this] { return now_; };
-    o.removals = &queue_;
-    return o;
-  }
-  std::set<std::string> Removing() const {
-    std::set<std::string> out;
-    for (const std::string& n : DotDotEntries()) {
-      if (n.starts_with(kRemovingPrefix)) out.insert(n);
-    }
-    return out;
-  }
-
-  UnpublishedLedger ledger_;
-  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
-  RemovalQueue queue_{nullptr, [this] { return now_; }};
-};
-
 TEST_F(QueuedWriterTest, TheReplacedVersionIsQueuedNotRemovedAndGoesWhenItsGraceIsOver) {
   auto w = OpenWriter(Queued());
   auto r1 = w->Write(MakePayload({{"a", "1"}}));

@@ -16,23 +16,15 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-// A 30 s grace on a fake monotonic clock shared by the writer and the queue; the test runs the
-// queue (no worker thread).
-class ReplacedVersionTest : public WriterTest {
+// QueuedWriterTest's 30 s grace and fake clock, with or without the queue.
+class ReplacedVersionTest : public QueuedWriterTest {
  protected:
   Options With(ReplacedVersion replaced, bool queued) {
-    Options o;
-    o.unpublished_grace = seconds(30);
-    o.ledger = &ledger_;
-    o.steady_now = [this] { return now_; };
-    o.removals = queued ? &queue_ : nullptr;
+    Options o = Queued();
+    if (!queued) o.removals = nullptr;
     o.replaced_version = replaced;
     return o;
   }
-
-  UnpublishedLedger ledger_;
-  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
-  RemovalQueue queue_{nullptr, [this] { return now_; }};
 };
 
 TEST_F(ReplacedVersionTest, AtOnceWithAQueueTheReplacedVersionIsDueNowAndOtherEntriesWait) {

@@ -1,4 +1,5 @@
-// Shared fixture for the atomic writer's tests: a fresh temporary dir holding an empty volume dir.
+// Shared fixtures for the atomic writer's tests: a fresh temporary dir holding an empty volume dir
+// (WriterTest), and the same written through a RemovalQueue on a fake clock (QueuedWriterTest).
 #ifndef VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_
 #define VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_
 
@@ -6,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
@@ -15,6 +17,8 @@
 #include <utility>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/removal_queue.h"
+#include "atomicwriter/unpublished_ledger.h"
 #include "atomicwriter/volume_inspector.h"
 
 namespace atomicwriter {
@@ -83,6 +87,31 @@ class WriterTest : public ::testing::Test {
 
   std::string root_;
   std::string vol_;
+};
+
+// Writes through a RemovalQueue; a fake monotonic clock, shared by the writer and the queue,
+// drives the grace period, and the test runs the queue (no worker thread) unless it says so.
+class QueuedWriterTest : public WriterTest {
+ protected:
+  Options Queued() {
+    Options o;
+    o.unpublished_grace = std::chrono::seconds(30);
+    o.ledger = &ledger_;
+    o.steady_now = [this] { return now_; };
+    o.removals = &queue_;
+    return o;
+  }
+  std::set<std::string> Removing() const {
+    std::set<std::string> out;
+    for (const std::string& n : DotDotEntries()) {
+      if (n.starts_with(kRemovingPrefix)) out.insert(n);
+    }
+    return out;
+  }
+
+  UnpublishedLedger ledger_;
+  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+  RemovalQueue queue_{nullptr, [this] { return now_; }};
 };
 
 }  // namespace atomicwriter
