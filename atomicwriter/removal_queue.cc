@@ -69,8 +69,8 @@ void RemovalQueue::Stop() {
 void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
                        const std::string& name, const struct stat& st, Clock::time_point due,
                        Clock::duration grace) {
-  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace,
-          /*at_once=*/due <= now_()};
+  const bool at_once = due <= now_();  // due when added: taken without a batch window
+  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace, at_once};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -169,9 +169,10 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   stats_.restarted += delta.restarted;
   stats_.failed += delta.failed;
   if (!delta.last_error.empty()) stats_.last_error = delta.last_error;
+  // Due a grace period from now; a newer Add wins.
   for (auto& [key, entry] : again) {
-    entry.at_once = false;  // due a grace period from now
-    entries_.try_emplace(std::move(key), entry);  // a newer Add wins
+    entry.at_once = false;
+    entries_.try_emplace(std::move(key), entry);
   }
   return removed;
 }

@@ -121,7 +121,9 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   app.add_option("--unpublished-grace", unpublished_grace,
                  "How long a version dir that ..data does not point to (a replaced version, or "
                  "another writer's write in progress, e.g. the kubelet's) stays before removal "
-                 "(Go duration; 0s only where no other writer touches the volumes)");
+                 "(Go duration; 0s only where no other writer touches the volumes). In a volume "
+                 "the daemon owns on an ext4 without a journal, the version its own write "
+                 "replaced goes at once");
   app.add_option("--node-allocatable", allocatable,
                  "Downward API values for unset container limits, e.g. cpu=4,memory=8Gi "
                  "(default: the machine's)");
