@@ -438,20 +438,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A writer sharing the volume with another writer: a fake monotonic clock drives the grace.
-class SharedWriterTest : public WriterTest {
- protected:
-  Options Shared() {
-    Options o;
-    o.unpublished_grace = std::chrono::seconds(30);
-    o.ledger = &ledger_;
-    o.steady_now = [this] { return now_; };
-    return o;
-  }
-  UnpublishedLedger ledger_;
-  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
-};
-
 TEST_F(SharedWriterTest, AnUnpublishedVersionStaysUntilSeenForTheGracePeriod) {
   auto w = OpenWriter(Shared());
   Payload p = MakePayload({{"a", "1"}});

@@ -1,5 +1,6 @@
 // Shared fixtures for the atomic writer's tests: a fresh temporary dir holding an empty volume dir
-// (WriterTest), and the same written through a RemovalQueue on a fake clock (QueuedWriterTest).
+// (WriterTest); the same with a grace period on a fake clock (SharedWriterTest), and written
+// through a RemovalQueue on that clock (QueuedWriterTest).
 #ifndef VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_
 #define VOLUMEMANAGER_ATOMICWRITER_WRITER_TEST_FIXTURE_H_
 
@@ -89,15 +90,26 @@ class WriterTest : public ::testing::Test {
   std::string vol_;
 };
 
-// Writes through a RemovalQueue; a fake monotonic clock, shared by the writer and the queue,
-// drives the grace period, and the test runs the queue (no worker thread) unless it says so.
-class QueuedWriterTest : public WriterTest {
+// A writer sharing the volume with another writer: a fake monotonic clock drives the 30 s grace.
+class SharedWriterTest : public WriterTest {
  protected:
-  Options Queued() {
+  Options Shared() {
     Options o;
     o.unpublished_grace = std::chrono::seconds(30);
     o.ledger = &ledger_;
     o.steady_now = [this] { return now_; };
+    return o;
+  }
+  UnpublishedLedger ledger_;
+  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+};
+
+// The same, writing through a RemovalQueue on the same fake clock; the test runs the queue (no
+// worker thread) unless it says so.
+class QueuedWriterTest : public SharedWriterTest {
+ protected:
+  Options Queued() {
+    Options o = Shared();
     o.removals = &queue_;
     return o;
   }
@@ -109,8 +121,6 @@ class QueuedWriterTest : public WriterTest {
     return out;
   }
 
-  UnpublishedLedger ledger_;
-  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
   RemovalQueue queue_{nullptr, [this] { return now_; }};
 };
 
