@@ -37,10 +37,18 @@ base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
   for (size_t i = 0; s.ok() && i < children.size(); ++i) {
     s = RemoveTreeAt(fs, fd, children[i].name, shown + "/" + children[i].name, children[i].type);
   }
+  if (!s.ok()) {
+    fs.Close(fd);
+    return s;
+  }
+  // Removed while still open: the directory's last reference then goes with the close, after
+  // rmdir has let go of the parent's lock. Freeing its blocks (on a `discard` mount, a discard
+  // waited for) then no longer holds up every create and rename in the parent meanwhile.
+  const int rc = fs.UnlinkAt(dirfd, name, AT_REMOVEDIR);
+  const int err = errno;
   fs.Close(fd);
-  if (!s.ok()) return s;
-  if (fs.UnlinkAt(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return base::Status::OK();
-  return ErrnoError("remove", shown, errno);
+  if (rc == 0 || err == ENOENT) return base::Status::OK();
+  return ErrnoError("remove", shown, err);
 }
 
 base::Status RemoveTree(const std::string& path, Filesystem* fs) {

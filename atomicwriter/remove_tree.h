@@ -15,7 +15,10 @@ namespace atomicwriter {
 // Removes `name` in the open directory `dirfd` and, for a directory, everything below it. A
 // missing entry is not an error. `shown` names the entry in error messages. `type` is what
 // readdir or lstat said the entry is (DT_UNKNOWN: not known); a known directory is opened at
-// once instead of first being tried as a file.
+// once instead of first being tried as a file. Children go in inode order, and a directory is
+// removed while still open: its blocks are freed when it is closed, after rmdir has released the
+// parent's lock (on ext4 rmdir otherwise frees them, waiting for the discard on a `discard`
+// mount, while every create and rename in the parent waits: about 0.3 ms here, measured).
 base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
                           const std::string& shown, unsigned char type = DT_UNKNOWN);
 
