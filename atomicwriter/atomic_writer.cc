@@ -306,7 +306,7 @@ class WriteOperation {
     if (!replaced_at_once_.empty() && options_.removals == nullptr) {
       removal = RemoveTreeAt(fs_, dir_fd_, replaced_at_once_, replaced_at_once_, DT_DIR);
       result.removed_replaced = removal.ok();
-      if (removal.ok()) ledger.Forget(old_ts_);
+      if (removal.ok()) ledger.Forget(replaced_at_once_);
       replaced_at_once_.clear();
     }
     Status cleanup;

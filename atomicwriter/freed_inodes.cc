@@ -1,13 +1,11 @@
 #include "atomicwriter/freed_inodes.h"
 
-#include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -16,29 +14,10 @@
 #include <string>
 #include <tuple>
 
+#include "base/durable_file.h"
+
 namespace atomicwriter {
 namespace {
-
-// The whole (small) file, or nothing.
-bool ReadSmallFile(const std::string& path, std::string* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return n == 0;
-    }
-    out->append(buf, static_cast<size_t>(n));
-    if (out->size() > (1 << 16)) {
-      ::close(fd);
-      return false;
-    }
-  }
-}
 
 // The kernel's name of block device `dev` ("vda", "dm-0", "loop3"): the last component of the
 // /sys/dev/block link. Empty when it cannot be read (no /sys, not a block device).
@@ -55,9 +34,9 @@ std::string BlockDeviceName(dev_t dev) {
 bool Ext4DeviceWithoutJournal(dev_t dev) {
   const std::string name = BlockDeviceName(dev);
   if (name.empty() || name == "." || name == "..") return false;
-  std::string options;
-  if (!ReadSmallFile("/proc/fs/ext4/" + name + "/options", &options)) return false;
-  return !Ext4OptionsShowJournal(options);
+  const base::Result<std::string> options =
+      base::ReadWholeFile("/proc/fs/ext4/" + name + "/options");
+  return options.ok() && !Ext4OptionsShowJournal(*options);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "atomicwriter/remove_tree.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "atomicwriter/fault_injection_filesystem.h"
 #include "atomicwriter/volume_inspector.h"
@@ -57,6 +60,48 @@ TEST_F(RemoveTreeTest, FailuresAreReportedWithErrno) {
   faulty.FailCall(0, 0);
   EXPECT_TRUE(RemoveTree(vol_, &faulty).ok());
   EXPECT_FALSE(fs::exists(vol_));
+}
+
+// Records, for every directory the removal opens, whether its descriptor was still open when
+// the directory itself was removed.
+class OrderRecordingFilesystem : public FaultInjectionFilesystem {
+ public:
+  OrderRecordingFilesystem() : FaultInjectionFilesystem(PosixFilesystem()) {}
+  int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override {
+    const int fd = FaultInjectionFilesystem::OpenAt(dirfd, path, flags, mode);
+    if (fd >= 0 && (flags & O_DIRECTORY) != 0) open_[path] = fd;
+    return fd;
+  }
+  int Close(int fd) override {
+    for (auto it = open_.begin(); it != open_.end(); ++it) {
+      if (it->second == fd) {
+        open_.erase(it);
+        break;
+      }
+    }
+    return FaultInjectionFilesystem::Close(fd);
+  }
+  int UnlinkAt(int dirfd, const std::string& path, int flags) override {
+    if ((flags & AT_REMOVEDIR) != 0) removed_while_open_[path] = open_.count(path) != 0;
+    return FaultInjectionFilesystem::UnlinkAt(dirfd, path, flags);
+  }
+
+  std::map<std::string, int> open_;                 // dir name -> its open descriptor
+  std::map<std::string, bool> removed_while_open_;  // dir name -> open when removed
+};
+
+// Freeing a directory's blocks (a discard waited for, on a `discard` mount) must not happen inside
+// rmdir, which holds the parent's lock meanwhile: each directory is removed while still open, and
+// the close frees it.
+TEST_F(RemoveTreeTest, EachDirectoryIsRemovedWhileStillOpen) {
+  fs::create_directories(fs::path(vol_) / "a" / "b");
+  std::ofstream(fs::path(vol_) / "a" / "b" / "f") << "x";
+  OrderRecordingFilesystem recording;
+  ASSERT_TRUE(RemoveTree(vol_, &recording).ok());
+  EXPECT_FALSE(fs::exists(vol_));
+  EXPECT_EQ(recording.removed_while_open_,
+            (std::map<std::string, bool>{{"vol", true}, {"a", true}, {"b", true}}));
+  EXPECT_TRUE(recording.open_.empty()) << "a descriptor was left open";
 }
 
 }  // namespace
