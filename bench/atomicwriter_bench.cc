@@ -411,8 +411,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : "";
-    if (arg == "--no-queue" || arg == "--shared") {
-      (arg == "--shared" ? g_shared : g_no_queue) = true;
+    if (arg == "--no-queue") {
+      g_no_queue = true;
+      continue;
+    }
+    if (arg == "--shared") {
+      g_shared = true;
       continue;
     }
     if (arg == "--grace-ms")
@@ -478,7 +482,6 @@ int main(int argc, char** argv) {
           }
         }
       }
-
       const Round km = Median(k);
       const Round wm = Median(w);
       std::printf("| %s | %s | %.0f | %.1f | %.0f | %.1f | %.2f | %.2f | %.1f / %.1f |", s.name,
