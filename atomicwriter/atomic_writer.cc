@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "atomicwriter/freed_inodes.h"
+#include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/remove_tree.h"
 #include "base/errno_error.h"
 #include "base/strings.h"
@@ -29,6 +29,9 @@ constexpr int kDirOpenFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 constexpr mode_t kTimestampDirMode = 0755;
 constexpr mode_t kNestedDirMode = 0777;  // as the kubelet requests; the umask applies
 constexpr int kMaxNameAttempts = 100;
+// Dirs of a version held open while its files are written: a payload's depth must not decide how
+// many descriptors a write holds.
+constexpr size_t kMaxHeldDirs = 16;
 
 using base::ErrnoError;
 
@@ -255,6 +258,8 @@ class WriteOperation {
                                 now - last->scanned < options_.unpublished_grace &&
                                 fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
                                 UnpublishedLedger::DirStateHash(dir_before) == last->dir;
+    // The same dir, so the same filesystem.
+    if (may_be_as_left) traits_ = last->traits;
 
     bool changed = false;
     std::string live;
@@ -327,7 +332,7 @@ class WriteOperation {
       }
       ledger.set_last_write(UnpublishedLedger::LastWrite{
           UnpublishedLedger::NameHash(result.ts_dir), names, content,
-          UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now});
+          UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now, traits_});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
@@ -457,12 +462,7 @@ class WriteOperation {
         return ErrnoError("mkdir", name, errno);
       }
       ScopedFd fd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
-      Status s;
-      if (!fd.valid()) {
-        s = ErrnoError("open", name, errno);
-      } else if (fs_.Fchmod(fd.get(), kTimestampDirMode) != 0) {
-        s = ErrnoError("chmod", name, errno);
-      }
+      Status s = fd.valid() ? SetTimestampDirMode(fd.get(), name) : ErrnoError("open", name, errno);
       if (!s.ok()) {
         fd.Reset();
         RemoveAllAt(fs_, dir_fd_, name, name).IgnoreError();
@@ -475,44 +475,79 @@ class WriteOperation {
                          std::to_string(kMaxNameAttempts) + " attempts");
   }
 
+  // Gives the new version's dir its mode, and learns from the mode its mkdir gave it which file
+  // modes a create gives exactly (exact_modes_). Where creates keep their mode
+  // (FilesystemTraits::creates_keep_mode), the dir got 0755 less what the umask, or the default
+  // ACL it inherited, withholds; its files and subdirs inherit the same, so a file that asks for
+  // no bit beyond those gets exactly its mode from the create, and only the others need a chmod
+  // (as the kubelet's writer chmods every file). The umask is process-wide: a process must not
+  // change it while a write runs (every process with threads has to keep it fixed anyway).
+  Status SetTimestampDirMode(int fd, const std::string& name) {
+    if (Traits().creates_keep_mode) {
+      struct stat st {};
+      if (fs_.FstatAt(fd, "", &st, AT_EMPTY_PATH) != 0) return ErrnoError("stat", name, errno);
+      exact_modes_ = st.st_mode & kTimestampDirMode;
+      // Not when it inherited the volume dir's setgid bit.
+      if ((st.st_mode & 07777) == kTimestampDirMode) return Status::OK();
+    }
+    if (fs_.Fchmod(fd, kTimestampDirMode) != 0) return ErrnoError("chmod", name, errno);
+    return Status::OK();
+  }
+
+  // The filesystem's traits: the last write's (same dir, same filesystem), else probed once.
+  const FilesystemTraits& Traits() {
+    if (!traits_) traits_ = ProbeFilesystem(dir_fd_);
+    return *traits_;
+  }
+
   Status WriteFiles(const std::string& ts_dir) {
     ScopedFd root = std::move(new_fd_);
     if (!root.valid()) return ErrnoError("open", ts_dir, EBADF);
     std::set<std::string> dirs_made;
-    // Files come sorted by path, so siblings are consecutive: keep the last parent dir open.
-    std::string parent_rel;
-    ScopedFd parent(&fs_, -1);
+    // Files come sorted by path, so siblings, and the files beneath one dir, are consecutive:
+    // keep the last file's parent dir open, and its ancestors, each opened once (the first
+    // kMaxHeldDirs levels; deeper ones are opened again for each file).
+    std::vector<std::string> open_parts;  // the components of the held dirs
+    std::vector<ScopedFd> open_dirs;      // open_dirs[i]: open_parts[0..i]
+    ScopedFd deeper(&fs_, -1);            // the parent dir, when below the held ones
     for (const CleanFile& f : files_) {
       const size_t last_slash = f.path.rfind('/');
-      const std::string dir_rel =
-          last_slash == std::string::npos ? "" : f.path.substr(0, last_slash);
-      if (!dir_rel.empty() && (dir_rel != parent_rel || !parent.valid())) {
-        parent.Reset();
-        const std::vector<std::string> parts = SplitCleanPath(dir_rel);
-        ScopedFd cur(&fs_, -1);
-        int at = root.get();
-        std::string rel;
-        for (const std::string& part : parts) {
-          rel = rel.empty() ? part : rel + "/" + part;
-          if (dirs_made.insert(rel).second && fs_.MkdirAt(at, part, kNestedDirMode) != 0 &&
-              errno != EEXIST) {
-            return ErrnoError("mkdir", ts_dir + "/" + rel, errno);
-          }
-          ScopedFd next(&fs_, fs_.OpenAt(at, part, kDirOpenFlags, 0));
-          if (!next.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
-          cur = std::move(next);
-          at = cur.get();
-        }
-        parent = std::move(cur);
-        parent_rel = dir_rel;
+      const std::vector<std::string> parts =
+          last_slash == std::string::npos ? std::vector<std::string>{}
+                                          : SplitCleanPath(f.path.substr(0, last_slash));
+      size_t keep = 0;
+      while (keep < parts.size() && keep < open_parts.size() && parts[keep] == open_parts[keep]) {
+        ++keep;
       }
-      const int at = dir_rel.empty() ? root.get() : parent.get();
+      open_parts.resize(keep);
+      open_dirs.erase(open_dirs.begin() + static_cast<std::ptrdiff_t>(keep), open_dirs.end());
+      std::string rel;
+      for (size_t i = 0; i < keep; ++i) rel = rel.empty() ? parts[i] : rel + "/" + parts[i];
+      deeper.Reset();
+      int at = keep == 0 ? root.get() : open_dirs.back().get();
+      for (size_t i = keep; i < parts.size(); ++i) {
+        rel = rel.empty() ? parts[i] : rel + "/" + parts[i];
+        if (dirs_made.insert(rel).second && fs_.MkdirAt(at, parts[i], kNestedDirMode) != 0 &&
+            errno != EEXIST) {
+          return ErrnoError("mkdir", ts_dir + "/" + rel, errno);
+        }
+        ScopedFd next(&fs_, fs_.OpenAt(at, parts[i], kDirOpenFlags, 0));
+        if (!next.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
+        at = next.get();
+        if (open_dirs.size() < kMaxHeldDirs && !deeper.valid()) {
+          open_parts.push_back(parts[i]);
+          open_dirs.push_back(std::move(next));
+        } else {
+          deeper = std::move(next);
+        }
+      }
       const std::string name =
           last_slash == std::string::npos ? f.path : f.path.substr(last_slash + 1);
       Status s = WriteFile(at, name, *f.file, ts_dir + "/" + f.path);
       if (!s.ok()) return s;
     }
-    parent.Reset();
+    deeper.Reset();
+    open_dirs.clear();
     if (options_.durable) {
       // Directory entries become durable with their directory: sync every dir of the new tree.
       for (const std::string& rel : dirs_made) {
@@ -533,7 +568,9 @@ class WriteOperation {
     if (fs_.WriteAll(fd.get(), file.data.data(), file.data.size()) < 0) {
       return ErrnoError("write", shown, errno);
     }
-    if (fs_.Fchmod(fd.get(), mode) != 0) return ErrnoError("chmod", shown, errno);
+    if ((!exact_modes_ || (mode & ~*exact_modes_) != 0) && fs_.Fchmod(fd.get(), mode) != 0) {
+      return ErrnoError("chmod", shown, errno);
+    }
     if (file.fs_user && fs_.Fchown(fd.get(), *file.fs_user, static_cast<gid_t>(-1)) != 0) {
       return ErrnoError("chown", shown, errno);
     }
@@ -560,14 +597,14 @@ class WriteOperation {
   }
 
   // Whether the version this write replaced goes at once (Options::replaced_version).
-  bool ReplacedGoesAtOnce() const {
+  bool ReplacedGoesAtOnce() {
     switch (options_.replaced_version) {
       case ReplacedVersion::kAfterGrace:
         return false;
       case ReplacedVersion::kAtOnce:
         return true;
       case ReplacedVersion::kAtOnceWhereFreedInodesWait:
-        return FreedInodesWait(dir_fd_);
+        return Traits().freed_inodes_wait;
     }
     return false;
   }
@@ -722,6 +759,10 @@ class WriteOperation {
   bool as_left_ = false;       // the volume dir is as this process's last write left it
   // The version this write replaced when it goes at once (ReplacedVersion::kAtOnce), else empty.
   std::string replaced_at_once_;
+  std::optional<FilesystemTraits> traits_;  // Traits()
+  // The permission bits a create gives exactly in the new version (SetTimestampDirMode); unknown:
+  // every file is chmodded.
+  std::optional<mode_t> exact_modes_;
 };
 
 }  // namespace

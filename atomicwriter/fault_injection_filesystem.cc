@@ -76,6 +76,7 @@ int FaultInjectionFilesystem::Fsync(int fd) {
 }
 
 int FaultInjectionFilesystem::Fchmod(int fd, mode_t mode) {
+  ++fchmods_;
   if (ShouldFail("fchmod")) return -1;
   return base_->Fchmod(fd, mode);
 }

@@ -34,6 +34,7 @@ class FaultInjectionFilesystem : public Filesystem {
   // Counts of selected methods since construction.
   int fsync_calls() const { return fsyncs_.load(); }
   int read_dir_calls() const { return read_dirs_.load(); }
+  int fchmod_calls() const { return fchmods_.load(); }
 
   // Lets an unprivileged test run code that chowns to any group: from now on every Fchown and
   // FchownAt changes the group to `gid` (one the caller may use, e.g. getegid()) instead of the
@@ -70,6 +71,7 @@ class FaultInjectionFilesystem : public Filesystem {
   std::atomic<int> err_{0};
   std::atomic<int> fsyncs_{0};
   std::atomic<int> read_dirs_{0};
+  std::atomic<int> fchmods_{0};
   // Records the group asked for the inode that `fd` (and `path` relative to it, unless empty)
   // names, and returns the group to pass on.
   gid_t Redirected(int fd, const std::string& path, int flags, gid_t gid);

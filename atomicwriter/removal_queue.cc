@@ -18,7 +18,7 @@ namespace {
 // Entries falling due within this window of the first are removed in one batch: a fan-out's old
 // versions fall due within milliseconds of each other, and a burst of writes wakes the worker
 // once. Not for an entry due when it is added: it goes as soon as the worker can take it, so that
-// the writes running meanwhile reuse the inodes it frees in the same second (freed_inodes.h).
+// the writes running meanwhile reuse the inodes it frees in the same second (filesystem_probe.h).
 constexpr auto kBatchWindow = std::chrono::milliseconds(10);
 
 bool SameCtime(const struct timespec& a, const struct timespec& b) {

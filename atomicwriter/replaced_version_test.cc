@@ -6,7 +6,7 @@
 
 #include "atomicwriter/atomic_writer.h"
 #include "atomicwriter/fault_injection_filesystem.h"
-#include "atomicwriter/freed_inodes.h"
+#include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
 #include "atomicwriter/writer_test_fixture.h"
 

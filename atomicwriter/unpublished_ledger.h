@@ -23,6 +23,8 @@
 #include <set>
 #include <string>
 
+#include "atomicwriter/filesystem_probe.h"
+
 namespace atomicwriter {
 
 class UnpublishedLedger {
@@ -55,14 +57,16 @@ class UnpublishedLedger {
   // grace period ago. The last condition bounds what a timestamp too coarse to show a change
   // could hide: the next full read finds it. When the payload's paths and bytes differ from those
   // the live version was written with, the write needs no comparison with the live version
-  // either: it publishes. Hashes, 40 bytes a volume: a false match (odds 2^-64) could only delay
+  // either: it publishes. Hashes, 48 bytes a volume: a false match (odds 2^-64) could only delay
   // a cleanup to the next full read, or publish a version whose bytes equal the live one's.
+  // The filesystem's traits ride along: the same dir is on the same filesystem.
   struct LastWrite {
     uint64_t live;              // the name of the version ..data pointed to when the write ended
     uint64_t top_level_names;   // the payload's top-level names
     uint64_t content;           // the payload's paths and bytes
     uint64_t dir;               // the volume dir's lstat when the write ended (DirStateHash)
     Clock::time_point scanned;  // when the volume dir was last read in full
+    std::optional<FilesystemTraits> traits;  // when the write probed them (ProbeFilesystem)
   };
   // The parts of a directory's lstat that any change of its entries moves, and its identity.
   static uint64_t DirStateHash(const struct stat& st);

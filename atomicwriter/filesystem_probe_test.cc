@@ -1,4 +1,4 @@
-#include "atomicwriter/freed_inodes.h"
+#include "atomicwriter/filesystem_probe.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

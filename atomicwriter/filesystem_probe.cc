@@ -1,4 +1,4 @@
-#include "atomicwriter/freed_inodes.h"
+#include "atomicwriter/filesystem_probe.h"
 
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -52,9 +52,10 @@ bool Ext4OptionsShowJournal(std::string_view options) {
   return false;
 }
 
-bool FreedInodesWait(int fd) {
-  struct statfs sfs {};
-  if (::fstatfs(fd, &sfs) != 0 || sfs.f_type != EXT4_SUPER_MAGIC) return false;
+namespace {
+
+// Ext4 without a journal, by the device's option list; cached per filesystem.
+bool Ext4FreedInodesWait(int fd, const struct statfs& sfs) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return false;
   // The device and the filesystem's id (from its UUID on ext4): a device made anew (a loop device
@@ -70,5 +71,29 @@ bool FreedInodesWait(int fd) {
   if (it == known->end()) it = known->emplace(key, Ext4DeviceWithoutJournal(st.st_dev)).first;
   return it->second;
 }
+
+}  // namespace
+
+FilesystemTraits ProbeFilesystem(int fd) {
+  FilesystemTraits traits;
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) != 0) return traits;
+  switch (sfs.f_type) {
+    case EXT4_SUPER_MAGIC:  // ext2 and ext3 too: they share the magic
+      traits.creates_keep_mode = true;
+      traits.freed_inodes_wait = Ext4FreedInodesWait(fd, sfs);
+      break;
+    case TMPFS_MAGIC:
+    case XFS_SUPER_MAGIC:
+    case BTRFS_SUPER_MAGIC:
+      traits.creates_keep_mode = true;
+      break;
+    default:
+      break;
+  }
+  return traits;
+}
+
+bool FreedInodesWait(int fd) { return ProbeFilesystem(fd).freed_inodes_wait; }
 
 }  // namespace atomicwriter

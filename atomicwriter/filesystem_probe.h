@@ -1,6 +1,7 @@
-// Whether a filesystem hands an inode freed a moment ago to the next file it creates.
+// What the atomic writer needs to know of the filesystem it writes to (FilesystemTraits), and
+// how it finds out (ProbeFilesystem).
 //
-// Most do. ext4 without a journal does not: its inode allocator skips an inode whose deletion
+// Whether a filesystem hands an inode freed a moment ago to the next file it creates: most do. ext4 without a journal does not: its inode allocator skips an inode whose deletion
 // time lies in an earlier second and less than 60 s back (360 s while that inode's table block
 // is still dirty), so that a crash cannot leave a recently deleted file's inode reused before the
 // deletion reached the disk. Every allocation scans the group's free inodes from the start and
@@ -12,12 +13,29 @@
 // kubelet's writer does) keeps recycling the same few inodes there; one that defers removals makes
 // every later create walk past what it freed. AtomicWriter uses this probe to choose
 // (Options::replaced_version).
-#ifndef VOLUMEMANAGER_ATOMICWRITER_FREED_INODES_H_
-#define VOLUMEMANAGER_ATOMICWRITER_FREED_INODES_H_
+//
+// Whether a create gives a file exactly the mode it asks for, less the umask (or, under a default
+// ACL, less what the ACL withholds): on ext2/3/4, tmpfs, xfs and btrfs, yes. Elsewhere (vfat's
+// fmask, FUSE, network filesystems) only a chmod after the create sets a mode for sure.
+// AtomicWriter skips that chmod where the create already gave the exact mode.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_PROBE_H_
+#define VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_PROBE_H_
 
 #include <string_view>
 
 namespace atomicwriter {
+
+struct FilesystemTraits {
+  // The filesystem withholds freed inodes from reuse (FreedInodesWait).
+  bool freed_inodes_wait = false;
+  // A create's mode is kept, less the umask or a default ACL's restrictions, and nothing else.
+  bool creates_keep_mode = false;
+};
+
+// The traits of the filesystem holding the open descriptor `fd`: one fstatfs, plus, on ext4, an
+// fstat and what FreedInodesWait reads (once per filesystem). Every doubt answers false.
+// Thread-safe.
+FilesystemTraits ProbeFilesystem(int fd);
 
 // True when the filesystem holding the open descriptor `fd` withholds freed inodes from reuse:
 // an ext4 filesystem (by its statfs magic) whose kernel option list
@@ -25,6 +43,7 @@ namespace atomicwriter {
 // shows no journal. False for every other filesystem, and when it cannot be told (then the writer
 // behaves as on a journaled one). The answer is kept per filesystem (device and statfs id) for the
 // process's life: once it is known a call costs an fstatfs (and an fstat on ext4). Thread-safe.
+// ProbeFilesystem(fd).freed_inodes_wait.
 bool FreedInodesWait(int fd);
 
 // Whether an ext4 option list, as `/proc/fs/ext4/<device>/options` prints it (one option per
@@ -33,4 +52,4 @@ bool Ext4OptionsShowJournal(std::string_view options);
 
 }  // namespace atomicwriter
 
-#endif  // VOLUMEMANAGER_ATOMICWRITER_FREED_INODES_H_
+#endif  // VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_PROBE_H_
