@@ -626,12 +626,18 @@ class WriteOperation {
       if (errno == ENOENT) return Status::OK();  // removed by another writer meanwhile
       return ErrnoError("lstat", old_ts_, errno);
     }
+    ++*queued;
+    if (old_ts_ == replaced_at_once_) {
+      // Due now, so the ledger need not remember it: a full read that still finds it queues it
+      // again, and the queue keeps the earlier due time.
+      options_.removals->Add(target_dir_, dir_st, old_ts_, st, now, options_.unpublished_grace);
+      return Status::OK();
+    }
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
     options_.removals->Add(target_dir_, dir_st, old_ts_, st,
                            DueTime(old_ts_, ledger.Since(old_ts_), now),
                            options_.unpublished_grace);
-    ++*queued;
     return Status::OK();
   }
 

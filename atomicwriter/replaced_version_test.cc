@@ -63,6 +63,28 @@ TEST_F(ReplacedVersionTest, AtOnceWithAQueueTheReplacedVersionIsDueNowAndOtherEn
   EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v3));
 }
 
+TEST_F(ReplacedVersionTest, VersionsQueuedAtOnceLeaveNothingInTheLedger) {
+  auto w = OpenWriter(With(ReplacedVersion::kAtOnce, /*queued=*/true));
+  Payload v;
+  for (int i = 1; i <= 5; ++i) {
+    v = MakePayload({{"a", std::to_string(i)}});
+    auto r = w->Write(v);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->queued_removals, i == 1 ? 0 : 1);
+  }
+  // Writes 2-5 found the dir as the write before left it, and queued the version each replaced.
+  EXPECT_EQ(ledger_.size(), 0u) << "a burst of changes must not grow the ledger for 30 s";
+  EXPECT_EQ(queue_.RunDue(now_), 4u);
+  EXPECT_EQ(DescribeDebris(vol_, v), "");
+
+  // With the grace, the ledger keeps each queued version until a full read finds it gone.
+  auto shared = OpenWriter(With(ReplacedVersion::kAfterGrace, /*queued=*/true));
+  for (int i = 6; i <= 8; ++i) {
+    ASSERT_TRUE(shared->Write(MakePayload({{"a", std::to_string(i)}})).ok());
+  }
+  EXPECT_EQ(ledger_.size(), 3u) << "the versions writes 6-8 replaced";
+}
+
 TEST_F(ReplacedVersionTest, AfterGraceIsTheDefaultAndKeepsTheReplacedVersionForTheGrace) {
   EXPECT_EQ(Options{}.replaced_version, ReplacedVersion::kAfterGrace);
   auto w = OpenWriter(With(ReplacedVersion::kAfterGrace, /*queued=*/true));
