@@ -272,6 +272,17 @@ class WriteOperation {
       changed = true;
       old_ts_ = std::move(live);
       ledger.Forget(old_ts_);
+    } else if (may_be_as_left && content == last->content && last->live_tree != 0 &&
+               now - last->verified < options_.unpublished_grace &&
+               fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 &&
+               UnpublishedLedger::NameHash(live) == last->live &&
+               LiveTreeHash(live) == last->live_tree) {
+      // The bytes the live version holds, and nothing in it has changed since they were last
+      // read: no new version, without reading them again.
+      as_left_ = true;
+      old_ts_ = std::move(live);
+      live_tree_ = last->live_tree;
+      verified_ = last->verified;
     } else {
       Status s = LocateCurrentVersion();
       if (!s.ok()) return s;
@@ -279,9 +290,19 @@ class WriteOperation {
           may_be_as_left && !old_ts_.empty() && UnpublishedLedger::NameHash(old_ts_) == last->live;
       changed = !old_fd_.valid();
       if (!changed) {
+        // When the payload is what the live version was written with (or last found to hold),
+        // the live tree's state is taken before its bytes are read: a change after this shows in
+        // a later write's state, and the next writes of the same payload need only compare it.
+        const uint64_t tree =
+            last && options_.removals != nullptr && content == last->content ? LiveTreeHash(old_ts_)
+                                                                             : 0;
         Result<bool> needs = NeedsNewVersion();
         if (!needs.ok()) return needs.status();
         changed = *needs;
+        if (!changed && tree != 0) {
+          live_tree_ = tree;
+          verified_ = now;
+        }
       }
     }
 
@@ -332,7 +353,8 @@ class WriteOperation {
       }
       ledger.set_last_write(UnpublishedLedger::LastWrite{
           UnpublishedLedger::NameHash(result.ts_dir), names, content,
-          UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now, traits_});
+          UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now, traits_,
+          result.published ? 0 : live_tree_, verified_});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
@@ -596,6 +618,38 @@ class WriteOperation {
     return Status::OK();
   }
 
+  // The state of live version `ts` as far as this payload reaches: the lstat of its dir, of every
+  // dir of the payload and of every file (inode, type and mode, link count, size, mtime and
+  // ctime), hashed in path order. Any entry added, removed, renamed or written in it since moves
+  // a mtime or ctime (UnpublishedLedger::LastWrite). 0 when an lstat fails.
+  uint64_t LiveTreeHash(const std::string& ts) {
+    uint64_t h = 14695981039346656037ULL;
+    auto add = [&](const std::string& rel) {
+      struct stat st {};
+      if (fs_.FstatAt(dir_fd_, rel.empty() ? ts : ts + "/" + rel, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return false;
+      }
+      const uint64_t parts[] = {static_cast<uint64_t>(st.st_ino),
+                                static_cast<uint64_t>(st.st_mode),
+                                static_cast<uint64_t>(st.st_nlink),
+                                static_cast<uint64_t>(st.st_size),
+                                static_cast<uint64_t>(st.st_mtim.tv_sec),
+                                static_cast<uint64_t>(st.st_mtim.tv_nsec),
+                                static_cast<uint64_t>(st.st_ctim.tv_sec),
+                                static_cast<uint64_t>(st.st_ctim.tv_nsec)};
+      for (const uint64_t p : parts) h = (h ^ p) * 1099511628211ULL + 0x9e3779b97f4a7c15ULL;
+      return true;
+    };
+    if (!add("")) return 0;
+    for (const std::string& dir : dirs_) {
+      if (!add(dir)) return 0;
+    }
+    for (const CleanFile& f : files_) {
+      if (!add(f.path)) return 0;
+    }
+    return h == 0 ? 1 : h;
+  }
+
   // Whether the version this write replaced goes at once (Options::replaced_version).
   bool ReplacedGoesAtOnce() {
     switch (options_.replaced_version) {
@@ -766,6 +820,10 @@ class WriteOperation {
   // The version this write replaced when it goes at once (ReplacedVersion::kAtOnce), else empty.
   std::string replaced_at_once_;
   std::optional<FilesystemTraits> traits_;  // Traits()
+  // The live version's LiveTreeHash when its bytes were found to match this payload's (0:
+  // unknown), and when they were read.
+  uint64_t live_tree_ = 0;
+  std::chrono::steady_clock::time_point verified_;
   // The permission bits a create gives exactly in the new version (SetTimestampDirMode); unknown:
   // every file is chmodded.
   std::optional<mode_t> exact_modes_;

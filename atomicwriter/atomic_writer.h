@@ -59,7 +59,7 @@ inline constexpr std::chrono::milliseconds kDefaultUnpublishedGrace{30000};
 // One file of a payload.
 struct FileProjection {
   std::string data;              // the bytes, verbatim
-  mode_t mode = 0644;            // applied exactly (chmod after create; umask is irrelevant)
+  mode_t mode = 0644;            // applied exactly, whatever the umask or a default ACL
   std::optional<uid_t> fs_user;  // when set, the file's owner uid (group unchanged)
 
   bool operator==(const FileProjection&) const = default;

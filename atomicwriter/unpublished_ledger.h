@@ -57,9 +57,16 @@ class UnpublishedLedger {
   // grace period ago. The last condition bounds what a timestamp too coarse to show a change
   // could hide: the next full read finds it. When the payload's paths and bytes differ from those
   // the live version was written with, the write needs no comparison with the live version
-  // either: it publishes. Hashes, 48 bytes a volume: a false match (odds 2^-64) could only delay
-  // a cleanup to the next full read, or publish a version whose bytes equal the live one's.
-  // The filesystem's traits ride along: the same dir is on the same filesystem.
+  // either: it publishes. When they are the same and a write found the live version to hold them
+  // (reading every byte) less than a grace period ago, and the lstat of the live version's dir,
+  // of each of its dirs and of each of its files is still what that write saw before it read
+  // (`live_tree`: inode, mode, link count, size, mtime, ctime), nothing in the live version has
+  // changed and the write neither opens nor reads it. A change within the clock tick of that
+  // lstat (on kernels whose timestamps are that coarse) would show only at the next full read,
+  // at most a grace period later. Hashes, 64 bytes a volume: a false match (odds 2^-64) could
+  // only delay a cleanup or a repair to the next full read, or publish a version whose bytes
+  // equal the live one's. The filesystem's traits ride along: the same dir is on the same
+  // filesystem.
   struct LastWrite {
     uint64_t live;              // the name of the version ..data pointed to when the write ended
     uint64_t top_level_names;   // the payload's top-level names
@@ -67,6 +74,8 @@ class UnpublishedLedger {
     uint64_t dir;               // the volume dir's lstat when the write ended (DirStateHash)
     Clock::time_point scanned;  // when the volume dir was last read in full
     std::optional<FilesystemTraits> traits;  // when the write probed them (ProbeFilesystem)
+    uint64_t live_tree = 0;     // the live version's state when its bytes were read (0: unknown)
+    Clock::time_point verified;  // when they were read
   };
   // The parts of a directory's lstat that any change of its entries moves, and its identity.
   static uint64_t DirStateHash(const struct stat& st);
