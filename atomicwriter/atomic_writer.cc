@@ -293,9 +293,9 @@ class WriteOperation {
         // When the payload is what the live version was written with (or last found to hold),
         // the live tree's state is taken before its bytes are read: a change after this shows in
         // a later write's state, and the next writes of the same payload need only compare it.
-        const uint64_t tree =
-            last && options_.removals != nullptr && content == last->content ? LiveTreeHash(old_ts_)
-                                                                             : 0;
+        const uint64_t tree = last && options_.removals != nullptr && content == last->content
+                                  ? LiveTreeHash(old_ts_)
+                                  : 0;
         Result<bool> needs = NeedsNewVersion();
         if (!needs.ok()) return needs.status();
         changed = *needs;
@@ -534,9 +534,9 @@ class WriteOperation {
     ScopedFd deeper(&fs_, -1);            // the parent dir, when below the held ones
     for (const CleanFile& f : files_) {
       const size_t last_slash = f.path.rfind('/');
-      const std::vector<std::string> parts =
-          last_slash == std::string::npos ? std::vector<std::string>{}
-                                          : SplitCleanPath(f.path.substr(0, last_slash));
+      const std::vector<std::string> parts = last_slash == std::string::npos
+                                                 ? std::vector<std::string>{}
+                                                 : SplitCleanPath(f.path.substr(0, last_slash));
       size_t keep = 0;
       while (keep < parts.size() && keep < open_parts.size() && parts[keep] == open_parts[keep]) {
         ++keep;
@@ -629,14 +629,11 @@ class WriteOperation {
       if (fs_.FstatAt(dir_fd_, rel.empty() ? ts : ts + "/" + rel, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         return false;
       }
-      const uint64_t parts[] = {static_cast<uint64_t>(st.st_ino),
-                                static_cast<uint64_t>(st.st_mode),
-                                static_cast<uint64_t>(st.st_nlink),
-                                static_cast<uint64_t>(st.st_size),
-                                static_cast<uint64_t>(st.st_mtim.tv_sec),
-                                static_cast<uint64_t>(st.st_mtim.tv_nsec),
-                                static_cast<uint64_t>(st.st_ctim.tv_sec),
-                                static_cast<uint64_t>(st.st_ctim.tv_nsec)};
+      const uint64_t parts[] = {
+          static_cast<uint64_t>(st.st_ino),         static_cast<uint64_t>(st.st_mode),
+          static_cast<uint64_t>(st.st_nlink),       static_cast<uint64_t>(st.st_size),
+          static_cast<uint64_t>(st.st_mtim.tv_sec), static_cast<uint64_t>(st.st_mtim.tv_nsec),
+          static_cast<uint64_t>(st.st_ctim.tv_sec), static_cast<uint64_t>(st.st_ctim.tv_nsec)};
       for (const uint64_t p : parts) h = (h ^ p) * 1099511628211ULL + 0x9e3779b97f4a7c15ULL;
       return true;
     };

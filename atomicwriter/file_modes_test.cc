@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "atomicwriter/fault_injection_filesystem.h"
@@ -79,6 +81,16 @@ class FileModesTest : public WriterTest {
     return st.st_mode & 07777;
   }
 
+  // Writes `p` and expects each path of the new version ("" for its dir) to have its mode.
+  void WriteAndExpectModes(AtomicWriter& w, const Payload& p,
+                           std::initializer_list<std::pair<std::string, mode_t>> modes) {
+    auto r = w.Write(p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    for (const auto& [path, mode] : modes) {
+      EXPECT_EQ(ModeOf(path.empty() ? r->ts_dir : r->ts_dir + "/" + path), mode) << path;
+    }
+  }
+
   // Sets a default ACL on the volume dir: the owner `user`, the owning group and others `rest`
   // (system.posix_acl_default, version 2: tag, permission, id per entry, sorted by tag).
   bool SetDefaultAcl(uint16_t user, uint16_t rest) {
@@ -90,8 +102,7 @@ class FileModesTest : public WriterTest {
     const Entry entries[] = {{0x01, user, ~0u}, {0x04, rest, ~0u}, {0x20, rest, ~0u}};
     std::string value(reinterpret_cast<const char*>(&version), sizeof(version));
     value.append(reinterpret_cast<const char*>(entries), sizeof(entries));
-    return ::setxattr(vol_.c_str(), "system.posix_acl_default", value.data(), value.size(), 0) ==
-           0;
+    return ::setxattr(vol_.c_str(), "system.posix_acl_default", value.data(), value.size(), 0) == 0;
   }
 
   CountingFilesystem fs_;
@@ -104,22 +115,14 @@ TEST_F(FileModesTest, ACreateThatGivesTheModeIsNotFollowedByAChmod) {
   Payload p = MakePayload({{"a", "1"}, {"dir/b", "2"}});
   p["private"] = FileProjection{"3", 0400, std::nullopt};
   p["exec"] = FileProjection{"4", 0755, std::nullopt};
-  auto r = w->Write(p);
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  WriteAndExpectModes(
+      *w, p, {{"", 0755}, {"a", 0644}, {"dir/b", 0644}, {"private", 0400}, {"exec", 0755}});
   EXPECT_EQ(fs_.fchmod_calls(), 0) << "umask 022 withholds nothing these modes ask for";
-  EXPECT_EQ(ModeOf(r->ts_dir), 0755u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/a"), 0644u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/dir/b"), 0644u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/private"), 0400u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/exec"), 0755u);
 
   // Group and other write: the umask withholds them, so the create alone cannot give this mode.
   p["shared"] = FileProjection{"5", 0666, std::nullopt};
-  r = w->Write(p);
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  WriteAndExpectModes(*w, p, {{"shared", 0666}, {"a", 0644}});
   EXPECT_EQ(fs_.fchmod_calls(), 1);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/shared"), 0666u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/a"), 0644u);
 }
 
 TEST_F(FileModesTest, AUmaskThatWithholdsMoreMakesAChmodFollowWhereItMatters) {
@@ -127,11 +130,7 @@ TEST_F(FileModesTest, AUmaskThatWithholdsMoreMakesAChmodFollowWhereItMatters) {
   auto w = OpenCounted();
   Payload p = MakePayload({{"readable", "1"}});
   p["private"] = FileProjection{"2", 0600, std::nullopt};
-  auto r = w->Write(p);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(ModeOf(r->ts_dir), 0755u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/readable"), 0644u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/private"), 0600u);
+  WriteAndExpectModes(*w, p, {{"", 0755}, {"readable", 0644}, {"private", 0600}});
   if (CreatesKeepMode()) {
     EXPECT_EQ(fs_.fchmod_calls(), 2) << "the version's dir and the 0644 file; 0600 needs none";
   }
@@ -143,30 +142,19 @@ TEST_F(FileModesTest, ADefaultAclOnTheVolumeDirNeverChangesAFilesMode) {
   auto w = OpenCounted();
   Payload p = MakePayload({{"a", "1"}, {"dir/b", "2"}});
   p["private"] = FileProjection{"3", 0600, std::nullopt};
-  auto r = w->Write(p);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(ModeOf(r->ts_dir), 0755u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/a"), 0644u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/dir/b"), 0644u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/private"), 0600u);
+  WriteAndExpectModes(*w, p, {{"", 0755}, {"a", 0644}, {"dir/b", 0644}, {"private", 0600}});
 
   // An ACL that grants everything: the umask no longer applies, and 0666 comes from the create.
   ASSERT_TRUE(SetDefaultAcl(7, 7));
   p["shared"] = FileProjection{"4", 0666, std::nullopt};
-  r = w->Write(p);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(ModeOf(r->ts_dir + "/shared"), 0666u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/a"), 0644u);
+  WriteAndExpectModes(*w, p, {{"shared", 0666}, {"a", 0644}});
 }
 
 TEST_F(FileModesTest, TheVersionDirDoesNotKeepASetgidBitItInherited) {
   ASSERT_EQ(::chmod(vol_.c_str(), 02777), 0);
   auto w = OpenCounted();
-  auto r = w->Write(MakePayload({{"a", "1"}, {"dir/b", "2"}}));
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(ModeOf(r->ts_dir), 0755u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/a"), 0644u);
-  EXPECT_EQ(ModeOf(r->ts_dir + "/dir/b"), 0644u);
+  WriteAndExpectModes(*w, MakePayload({{"a", "1"}, {"dir/b", "2"}}),
+                      {{"", 0755}, {"a", 0644}, {"dir/b", 0644}});
 }
 
 TEST_F(FileModesTest, EachDirOfANestedPayloadIsOpenedOnce) {

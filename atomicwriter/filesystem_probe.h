@@ -1,13 +1,14 @@
 // What the atomic writer needs to know of the filesystem it writes to (FilesystemTraits), and
 // how it finds out (ProbeFilesystem).
 //
-// Whether a filesystem hands an inode freed a moment ago to the next file it creates: most do. ext4 without a journal does not: its inode allocator skips an inode whose deletion
-// time lies in an earlier second and less than 60 s back (360 s while that inode's table block
-// is still dirty), so that a crash cannot leave a recently deleted file's inode reused before the
-// deletion reached the disk. Every allocation scans the group's free inodes from the start and
-// looks each such inode up in the buffer cache before passing it: with thousands freed in one
-// batch (the versions a grace period kept, removed together when it ran out) each create pays
-// for all of them, for minutes. An inode freed in the current second is taken at once.
+// Whether a filesystem hands an inode freed a moment ago to the next file it creates: most do. ext4
+// without a journal does not: its inode allocator skips an inode whose deletion time lies in an
+// earlier second and less than 60 s back (360 s while that inode's table block is still dirty), so
+// that a crash cannot leave a recently deleted file's inode reused before the deletion reached the
+// disk. Every allocation scans the group's free inodes from the start and looks each such inode up
+// in the buffer cache before passing it: with thousands freed in one batch (the versions a grace
+// period kept, removed together when it ran out) each create pays for all of them, for minutes. An
+// inode freed in the current second is taken at once.
 //
 // A writer that removes the version it replaced right after publishing the new one (as the
 // kubelet's writer does) keeps recycling the same few inodes there; one that defers removals makes

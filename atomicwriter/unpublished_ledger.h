@@ -74,7 +74,7 @@ class UnpublishedLedger {
     uint64_t dir;               // the volume dir's lstat when the write ended (DirStateHash)
     Clock::time_point scanned;  // when the volume dir was last read in full
     std::optional<FilesystemTraits> traits;  // when the write probed them (ProbeFilesystem)
-    uint64_t live_tree = 0;     // the live version's state when its bytes were read (0: unknown)
+    uint64_t live_tree = 0;      // the live version's state when its bytes were read (0: unknown)
     Clock::time_point verified;  // when they were read
   };
   // The parts of a directory's lstat that any change of its entries moves, and its identity.
