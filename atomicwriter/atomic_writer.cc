@@ -274,7 +274,7 @@ class WriteOperation {
       ledger.Forget(old_ts_);
     } else if (may_be_as_left && content == last->content && last->live_tree != 0 &&
                now - last->verified < options_.unpublished_grace &&
-               fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 &&
+               fs_.ReadlinkAt(dir_fd_, kDataDirName, &live) == 0 && IsTimestampDirName(live) &&
                UnpublishedLedger::NameHash(live) == last->live &&
                LiveTreeHash(live) == last->live_tree) {
       // The bytes the live version holds, and nothing in it has changed since they were last
@@ -621,12 +621,14 @@ class WriteOperation {
   // The state of live version `ts` as far as this payload reaches: the lstat of its dir, of every
   // dir of the payload and of every file (inode, type and mode, link count, size, mtime and
   // ctime), hashed in path order. Any entry added, removed, renamed or written in it since moves
-  // a mtime or ctime (UnpublishedLedger::LastWrite). 0 when an lstat fails.
+  // a mtime or ctime (UnpublishedLedger::LastWrite). 0 when an lstat fails or finds another type
+  // (a dir is looked at before anything beneath it, so no path through a link is followed).
   uint64_t LiveTreeHash(const std::string& ts) {
     uint64_t h = 14695981039346656037ULL;
-    auto add = [&](const std::string& rel) {
+    auto add = [&](const std::string& rel, bool dir) {
       struct stat st {};
-      if (fs_.FstatAt(dir_fd_, rel.empty() ? ts : ts + "/" + rel, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (fs_.FstatAt(dir_fd_, rel.empty() ? ts : ts + "/" + rel, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
         return false;
       }
       const uint64_t parts[] = {
@@ -637,12 +639,12 @@ class WriteOperation {
       for (const uint64_t p : parts) h = (h ^ p) * 1099511628211ULL + 0x9e3779b97f4a7c15ULL;
       return true;
     };
-    if (!add("")) return 0;
+    if (!add("", true)) return 0;
     for (const std::string& dir : dirs_) {
-      if (!add(dir)) return 0;
+      if (!add(dir, true)) return 0;
     }
     for (const CleanFile& f : files_) {
-      if (!add(f.path)) return 0;
+      if (!add(f.path, false)) return 0;
     }
     return h == 0 ? 1 : h;
   }
