@@ -104,7 +104,7 @@ def rss(results, out, run):
 
 # | payload | medium | kubelet writes/s | kubelet us/write | writer writes/s | writer us in Write |
 # ... | floor us/write | writer / floor |  (the no-change rows end in "- | - |")
-ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*(tmpfs|disk)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
+ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
                  r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|(?:[^|]*\|){3}\s*([\d.]+)\s*\|")
 
 
