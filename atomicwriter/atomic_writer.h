@@ -86,9 +86,10 @@ enum class ReplacedVersion {
   // kubelet's writer does. Only for a volume dir no other writer touches: the replaced version is
   // then nobody's work in progress.
   kAtOnce,
-  // kAtOnce on a filesystem that withholds freed inodes from reuse (FreedInodesWait: ext4 without
-  // a journal), where a removal long after the write makes every create slower for minutes (the
-  // next writes then reuse the inodes it frees); kAfterGrace elsewhere. Sole writer only.
+  // kAtOnce on a filesystem that withholds freed inodes from reuse
+  // (FilesystemTraits::freed_inodes_wait: ext4 without a journal), where a removal long after the
+  // write makes every create slower for minutes (the next writes then reuse the inodes it frees);
+  // kAfterGrace elsewhere. Sole writer only.
   kAtOnceWhereFreedInodesWait,
 };
 

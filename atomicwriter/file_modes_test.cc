@@ -185,9 +185,8 @@ TEST_F(FileModesTest, ADeepPayloadHoldsABoundedNumberOfDescriptors) {
   auto r = w->Write(p);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_LE(fs_.max_open(), 20) << "at most 16 held dirs, the version's dir, a deeper dir, a file";
-  for (const auto& [path, file] : p) {
-    EXPECT_EQ(ReadVisibleFiles(vol_)[path].data, file.data) << path;
-  }
+  auto visible = ReadVisibleFiles(vol_);
+  for (const auto& [path, file] : p) EXPECT_EQ(visible[path].data, file.data) << path;
 }
 
 }  // namespace

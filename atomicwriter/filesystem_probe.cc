@@ -39,21 +39,6 @@ bool Ext4DeviceWithoutJournal(dev_t dev) {
   return options.ok() && !Ext4OptionsShowJournal(*options);
 }
 
-}  // namespace
-
-bool Ext4OptionsShowJournal(std::string_view options) {
-  while (!options.empty()) {
-    const size_t end = options.find('\n');
-    const std::string_view line = options.substr(0, end);
-    if (line.starts_with("data=")) return true;
-    if (end == std::string_view::npos) break;
-    options.remove_prefix(end + 1);
-  }
-  return false;
-}
-
-namespace {
-
 // Ext4 without a journal, by the device's option list; cached per filesystem.
 bool Ext4FreedInodesWait(int fd, const struct statfs& sfs) {
   struct stat st {};
@@ -74,6 +59,17 @@ bool Ext4FreedInodesWait(int fd, const struct statfs& sfs) {
 
 }  // namespace
 
+bool Ext4OptionsShowJournal(std::string_view options) {
+  while (!options.empty()) {
+    const size_t end = options.find('\n');
+    const std::string_view line = options.substr(0, end);
+    if (line.starts_with("data=")) return true;
+    if (end == std::string_view::npos) break;
+    options.remove_prefix(end + 1);
+  }
+  return false;
+}
+
 FilesystemTraits ProbeFilesystem(int fd) {
   FilesystemTraits traits;
   struct statfs sfs {};
@@ -93,7 +89,5 @@ FilesystemTraits ProbeFilesystem(int fd) {
   }
   return traits;
 }
-
-bool FreedInodesWait(int fd) { return ProbeFilesystem(fd).freed_inodes_wait; }
 
 }  // namespace atomicwriter

@@ -27,25 +27,19 @@
 namespace atomicwriter {
 
 struct FilesystemTraits {
-  // The filesystem withholds freed inodes from reuse (FreedInodesWait).
+  // The filesystem withholds freed inodes from reuse: an ext4 filesystem (by its statfs magic)
+  // whose kernel option list (`/proc/fs/ext4/<device>/options`, the device named as in
+  // `/sys/dev/block/<major>:<minor>`) shows no journal. False when it cannot be told (the writer
+  // then behaves as on a journaled one).
   bool freed_inodes_wait = false;
   // A create's mode is kept, less the umask or a default ACL's restrictions, and nothing else.
   bool creates_keep_mode = false;
 };
 
 // The traits of the filesystem holding the open descriptor `fd`: one fstatfs, plus, on ext4, an
-// fstat and what FreedInodesWait reads (once per filesystem). Every doubt answers false.
-// Thread-safe.
+// fstat (the ext4 option list is read once per filesystem, device and statfs id, and kept for
+// the process's life). Every doubt answers false. Thread-safe.
 FilesystemTraits ProbeFilesystem(int fd);
-
-// True when the filesystem holding the open descriptor `fd` withholds freed inodes from reuse:
-// an ext4 filesystem (by its statfs magic) whose kernel option list
-// (`/proc/fs/ext4/<device>/options`, the device named as in `/sys/dev/block/<major>:<minor>`)
-// shows no journal. False for every other filesystem, and when it cannot be told (then the writer
-// behaves as on a journaled one). The answer is kept per filesystem (device and statfs id) for the
-// process's life: once it is known a call costs an fstatfs (and an fstat on ext4). Thread-safe.
-// ProbeFilesystem(fd).freed_inodes_wait.
-bool FreedInodesWait(int fd);
 
 // Whether an ext4 option list, as `/proc/fs/ext4/<device>/options` prints it (one option per
 // line), belongs to a filesystem with a journal: only then does it carry a `data=` mode.

@@ -39,9 +39,23 @@ TEST(FreedInodesTest, NotExt4MeansFreedInodesAreReusedAtOnce) {
   for (const char* dir : {"/proc", "/dev/shm", "/sys"}) {
     const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) continue;
-    EXPECT_FALSE(FreedInodesWait(fd)) << dir;
+    EXPECT_FALSE(ProbeFilesystem(fd).freed_inodes_wait) << dir;
     ::close(fd);
   }
+}
+
+TEST(FreedInodesTest, OnlyFilesystemsKnownToKeepACreatesModeSaySo) {
+  const struct {
+    const char* dir;
+    bool keep;
+  } cases[] = {{"/proc", false}, {"/sys", false}, {"/dev/shm", true}};  // /dev/shm: tmpfs
+  for (const auto& c : cases) {
+    const int fd = ::open(c.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    EXPECT_EQ(ProbeFilesystem(fd).creates_keep_mode, c.keep) << c.dir;
+    ::close(fd);
+  }
+  EXPECT_FALSE(ProbeFilesystem(-1).creates_keep_mode) << "no answer means false";
 }
 
 // A loop-mounted ext4 image, made with or without a journal. Needs root, mkfs.ext4 and a loop
@@ -86,8 +100,9 @@ TEST_F(Ext4ImageTest, WithoutAJournalFreedInodesWait) {
   std::string why;
   const int fd = Mount(/*journal=*/false, &why);
   if (fd < 0) GTEST_SKIP() << why;
-  EXPECT_TRUE(FreedInodesWait(fd));
-  EXPECT_TRUE(FreedInodesWait(fd)) << "the second answer comes from the cache";
+  EXPECT_TRUE(ProbeFilesystem(fd).freed_inodes_wait);
+  EXPECT_TRUE(ProbeFilesystem(fd).freed_inodes_wait) << "the second answer comes from the cache";
+  EXPECT_TRUE(ProbeFilesystem(fd).creates_keep_mode);
   ::close(fd);
 }
 
@@ -95,7 +110,8 @@ TEST_F(Ext4ImageTest, WithAJournalFreedInodesAreReusedAtOnce) {
   std::string why;
   const int fd = Mount(/*journal=*/true, &why);
   if (fd < 0) GTEST_SKIP() << why;
-  EXPECT_FALSE(FreedInodesWait(fd));
+  EXPECT_FALSE(ProbeFilesystem(fd).freed_inodes_wait);
+  EXPECT_TRUE(ProbeFilesystem(fd).creates_keep_mode);
   ::close(fd);
 }
 

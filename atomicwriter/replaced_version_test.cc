@@ -149,7 +149,7 @@ TEST_F(ReplacedVersionTest, WhereFreedInodesWaitFollowsTheFilesystemOfTheVolume)
   // The test dir's filesystem decides: at once on an ext4 without a journal, after the grace on
   // anything else.
   auto w = OpenWriter(With(ReplacedVersion::kAtOnceWhereFreedInodesWait, /*queued=*/true));
-  const bool at_once = FreedInodesWait(w->dir_fd());
+  const bool at_once = ProbeFilesystem(w->dir_fd()).freed_inodes_wait;
   auto r1 = w->Write(MakePayload({{"a", "1"}}));
   ASSERT_TRUE(r1.ok());
   ASSERT_TRUE(w->Write(MakePayload({{"a", "2"}})).ok());

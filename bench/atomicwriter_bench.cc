@@ -13,7 +13,7 @@
 // the daemon's (30 s), so during a round nothing falls due, as in a burst of changes; the round's
 // clock stops only after every replaced version was removed (RunAll on the bench's thread), so
 // throughput and CPU include the removals. On a filesystem that withholds freed inodes (ext4
-// without a journal, atomicwriter::FreedInodesWait) the version a write replaced is due at once
+// without a journal, atomicwriter::ProbeFilesystem) the version a write replaced is due at once
 // instead (ReplacedVersion::kAtOnceWhereFreedInodesWait): the worker removes it during the round,
 // on the other core, as the daemon does for its own volumes there. `--shared`: as the daemon
 // writes a volume the kubelet owns (the replaced version always waits out the grace).
