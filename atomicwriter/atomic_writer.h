@@ -44,6 +44,7 @@
 #include <string>
 
 #include "atomicwriter/filesystem.h"
+#include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/path_validation.h"
 #include "atomicwriter/removal_queue.h"
 #include "atomicwriter/unpublished_ledger.h"
@@ -90,6 +91,12 @@ enum class ReplacedVersion {
   // (FilesystemTraits::freed_inodes_wait: ext4 without a journal), where a removal long after the
   // write makes every create slower for minutes (the next writes then reuse the inodes it frees);
   // kAfterGrace elsewhere. Sole writer only.
+  //
+  // With kAtOnce or kAtOnceWhereFreedInodesWait, on such a filesystem, the writer also keeps its
+  // creates away from the inodes other writers freed: it marks the volume dir as the top of a
+  // directory hierarchy (FS_TOPDIR_FL, `chattr +T`), so that ext4 places each version's dir, and
+  // with it the version's files, in the least used part of the disk instead of beside the volume
+  // dir, and it makes the staging link inside the new version's dir.
   kAtOnceWhereFreedInodesWait,
 };
 
@@ -118,6 +125,9 @@ struct Options {
   // The version this write replaced (see ReplacedVersion). Other unpublished entries (crash
   // debris, another writer's) always wait out the grace period.
   ReplacedVersion replaced_version = ReplacedVersion::kAfterGrace;
+  // What the writer learns of the volume dir's filesystem; empty means ProbeFilesystem. Tests use
+  // it to take one filesystem's ways on another.
+  std::function<FilesystemTraits(int fd)> probe;
 };
 
 struct WriteResult {

@@ -159,4 +159,14 @@ int FaultInjectionFilesystem::ReadDir(int dirfd, std::vector<DirEntry>* entries)
   return base_->ReadDir(dirfd, entries);
 }
 
+int FaultInjectionFilesystem::GetInodeFlags(int fd, int* flags) {
+  if (ShouldFail("getflags")) return -1;
+  return base_->GetInodeFlags(fd, flags);
+}
+
+int FaultInjectionFilesystem::SetInodeFlags(int fd, int flags) {
+  if (ShouldFail("setflags")) return -1;
+  return base_->SetInodeFlags(fd, flags);
+}
+
 }  // namespace atomicwriter

@@ -60,6 +60,8 @@ class FaultInjectionFilesystem : public Filesystem {
                const std::string& newpath) override;
   int UnlinkAt(int dirfd, const std::string& path, int flags) override;
   int ReadDir(int dirfd, std::vector<DirEntry>* entries) override;
+  int GetInodeFlags(int fd, int* flags) override;
+  int SetInodeFlags(int fd, int flags) override;
 
  private:
   // Counts the call; true (with errno set) when this call must fail.

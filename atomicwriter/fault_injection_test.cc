@@ -1,6 +1,7 @@
 // Fails every filesystem call of a write in turn (the k-th call for every k) and checks that the
 // volume then shows the old or the new payload in full, and that the next write succeeds and
-// leaves no debris.
+// leaves no debris. Also as a sole writer on a filesystem that withholds freed inodes, which
+// spreads its versions (Options::replaced_version).
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -33,10 +34,10 @@ std::vector<Scenario> Scenarios() {
 }
 
 class FaultInjectionTest : public WriterTest,
-                           public ::testing::WithParamInterface<std::tuple<int, bool>> {};
+                           public ::testing::WithParamInterface<std::tuple<int, bool, bool>> {};
 
 TEST_P(FaultInjectionTest, EveryCallFailingLeavesOldOrNewInFull) {
-  const auto [err, durable] = GetParam();
+  const auto [err, durable, spread] = GetParam();
   for (const Scenario& sc : Scenarios()) {
     SCOPED_TRACE(sc.name);
     // Count the calls of a clean run, then fail each one in turn (and one past the end, which
@@ -49,6 +50,10 @@ TEST_P(FaultInjectionTest, EveryCallFailingLeavesOldOrNewInFull) {
       Options o = SoleWriter();
       o.fs = &faulty;
       o.durable = durable;
+      if (spread) {
+        o.replaced_version = ReplacedVersion::kAtOnce;
+        o.probe = ProbeAsIfFreedInodesWait;
+      }
       auto w = OpenWriter(o);
       ASSERT_NE(w, nullptr);
       if (sc.has_before) {
@@ -106,13 +111,14 @@ TEST_P(FaultInjectionTest, EveryCallFailingLeavesOldOrNewInFull) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Errnos, FaultInjectionTest,
-                         ::testing::Combine(::testing::Values(ENOSPC, EIO), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& param_info) {
-                           return std::string(std::get<0>(param_info.param) == ENOSPC ? "ENOSPC"
-                                                                                      : "EIO") +
-                                  (std::get<1>(param_info.param) ? "_durable" : "_plain");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Errnos, FaultInjectionTest,
+    ::testing::Combine(::testing::Values(ENOSPC, EIO), ::testing::Bool(), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<int, bool, bool>>& param_info) {
+      return std::string(std::get<0>(param_info.param) == ENOSPC ? "ENOSPC" : "EIO") +
+             (std::get<1>(param_info.param) ? "_durable" : "_plain") +
+             (std::get<2>(param_info.param) ? "_spread" : "");
+    });
 
 }  // namespace
 }  // namespace atomicwriter

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -71,6 +73,9 @@ class Posix final : public Filesystem {
   int UnlinkAt(int dirfd, const std::string& path, int flags) override {
     return ::unlinkat(dirfd, path.c_str(), flags);
   }
+  // The kernel reads and writes an int, whatever the ioctl's declared type says.
+  int GetInodeFlags(int fd, int* flags) override { return ::ioctl(fd, FS_IOC_GETFLAGS, flags); }
+  int SetInodeFlags(int fd, int flags) override { return ::ioctl(fd, FS_IOC_SETFLAGS, &flags); }
 
   int ReadDir(int dirfd, std::vector<DirEntry>* entries) override {
     entries->clear();

@@ -53,6 +53,10 @@ class Filesystem {
   // Lists the entries of the open directory `dirfd` (without "." and ".."), reading from its
   // start: the descriptor's offset is rewound first and left at the end.
   virtual int ReadDir(int dirfd, std::vector<DirEntry>* entries) = 0;
+  // The inode flags of the open `fd` (FS_IOC_GETFLAGS / FS_IOC_SETFLAGS: the attributes chattr
+  // sets, FS_*_FL from <linux/fs.h>).
+  virtual int GetInodeFlags(int fd, int* flags) = 0;
+  virtual int SetInodeFlags(int fd, int flags) = 0;
 };
 
 // The real system calls. A process-wide singleton; never deleted.

@@ -2,17 +2,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
+
+#include "atomicwriter/ext4_image_fixture.h"
 
 namespace atomicwriter {
 namespace {
-
-namespace fs = std::filesystem;
 
 // As /proc/fs/ext4/<device>/options prints them (Linux 6.x), abridged.
 constexpr char kJournaled[] =
@@ -57,44 +54,6 @@ TEST(FreedInodesTest, OnlyFilesystemsKnownToKeepACreatesModeSaySo) {
   }
   EXPECT_FALSE(ProbeFilesystem(-1).creates_keep_mode) << "no answer means false";
 }
-
-// A loop-mounted ext4 image, made with or without a journal. Needs root, mkfs.ext4 and a loop
-// device; skipped, saying why, where there is none of them.
-class Ext4ImageTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    if (mounted_) ::umount2(mount_dir_.c_str(), MNT_DETACH);
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
-
-  // Mounts a fresh 16 MiB ext4 (journal or not) and returns a descriptor of its root, or -1.
-  int Mount(bool journal, std::string* why) {
-    char tmpl[] = "/tmp/freed-inodes-test-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return -1;
-    dir_ = tmpl;
-    const std::string image = dir_ + "/image";
-    mount_dir_ = dir_ + "/mnt";
-    fs::create_directory(mount_dir_);
-    const std::string mkfs = std::string("mkfs.ext4 -q -F ") + (journal ? "" : "-O ^has_journal ") +
-                             image + " 16M >/dev/null 2>&1";
-    if (std::system(mkfs.c_str()) != 0) {
-      *why = "mkfs.ext4 failed (e2fsprogs missing?)";
-      return -1;
-    }
-    const std::string mount = "mount -o loop " + image + " " + mount_dir_ + " >/dev/null 2>&1";
-    if (::geteuid() != 0 || std::system(mount.c_str()) != 0) {
-      *why = "no loop mount here (needs root and a loop device)";
-      return -1;
-    }
-    mounted_ = true;
-    return ::open(mount_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  }
-
-  std::string dir_;
-  std::string mount_dir_;
-  bool mounted_ = false;
-};
 
 TEST_F(Ext4ImageTest, WithoutAJournalFreedInodesWait) {
   std::string why;

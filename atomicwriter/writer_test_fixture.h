@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
 #include "atomicwriter/unpublished_ledger.h"
 #include "atomicwriter/volume_inspector.h"
@@ -30,6 +31,14 @@ inline Payload MakePayload(std::initializer_list<std::pair<std::string, std::str
   Payload p;
   for (const auto& [path, data] : files) p[path] = FileProjection{data, mode, std::nullopt};
   return p;
+}
+
+// Options::probe for a test: the traits of the test dir's filesystem, but withholding freed
+// inodes, as ext4 without a journal does.
+inline FilesystemTraits ProbeAsIfFreedInodesWait(int fd) {
+  FilesystemTraits t = ProbeFilesystem(fd);
+  t.freed_inodes_wait = true;
+  return t;
 }
 
 class WriterTest : public ::testing::Test {

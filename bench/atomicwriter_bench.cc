@@ -23,7 +23,11 @@
 // symlink, rename), with no reading and no comparing. It removes the version it replaced between
 // two writes, outside its clock: on a journal-less ext4 the next write then reuses the inodes
 // just freed, as a writer that removes promptly does, instead of walking past thousands freed in
-// one batch at the round's end (which would also tax the rounds that follow).
+// one batch at the round's end (which would also tax the rounds that follow). Its versions are
+// placed where the writer's are: where the writer places them away from the volume dir (a volume
+// it owns on a filesystem that withholds freed inodes, atomicwriter::ReplacedVersion), the floor
+// makes a first version under FS_TOPDIR_FL before its clock starts, and its links inside the new
+// version's dir.
 //
 // Per cell, rounds of the writers in turn (fresh volume dirs, `--seconds` each; who goes first
 // turns with each round) and the median round: the machine is shared, and interleaving spreads
@@ -39,6 +43,8 @@
 //                           [--writer kubelet|writer|floor] [--grace-ms MS]
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,6 +64,7 @@
 #include <vector>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
 
 namespace {
@@ -352,10 +359,30 @@ Round KubeletRound(const Shape& s, const std::string& parent, double seconds) {
   return r;
 }
 
+// Whether the writer places its versions away from volume dir `vol` (as WriterRound opens it:
+// atomicwriter::ReplacedVersion), and if so places a first version as its first write does:
+// made under FS_TOPDIR_FL, set on `vol` for that mkdir only. Later versions follow that one.
+bool PlaceLikeTheWriter(const std::string& vol) {
+  const int fd = ::open(vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) Die("open " + vol);
+  const bool spread = !g_shared && atomicwriter::ProbeFilesystem(fd).freed_inodes_wait;
+  int flags = 0;
+  bool marked = false;
+  if (spread && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+    int top = flags | FS_TOPDIR_FL;
+    marked = ::ioctl(fd, FS_IOC_SETFLAGS, &top) == 0;
+  }
+  if (spread && ::mkdirat(fd, "first", 0755) != 0) Die("mkdir first");
+  if (marked) ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
+  ::close(fd);
+  return spread;
+}
+
 // The system calls that publish a version, nothing else (the version it replaced is removed
 // between two writes, outside the clock).
 Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
   const std::string vol = MakeTempDir(parent);
+  const bool spread = PlaceLikeTheWriter(vol);
   const Payload a = MakePayload(s, 1);
   const Payload b = MakePayload(s, 2);
   const Round r = Measure(
@@ -377,7 +404,7 @@ Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
           if (::write(fd, file.data.data(), file.data.size()) < 0) Die("write");
           ::close(fd);
         }
-        const std::string tmp = vol + "/tmp";
+        const std::string tmp = (spread ? dir : vol) + "/tmp";
         if (::symlink(("v" + std::to_string(i)).c_str(), tmp.c_str()) != 0) Die("symlink");
         ::rename(tmp.c_str(), (vol + "/data").c_str());
       },
