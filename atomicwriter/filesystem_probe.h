@@ -14,7 +14,7 @@
 // kubelet's writer does) keeps recycling the same few inodes there; one that defers removals makes
 // every later create walk past what it freed. AtomicWriter uses this probe to choose
 // (Options::replaced_version), and, in a volume dir it alone writes, to place its versions away
-// from the inodes other writers freed (FS_TOPDIR_FL on the volume dir).
+// from the inodes other writers freed (FS_TOPDIR_FL on the volume dir for one mkdir).
 //
 // Whether a create gives a file exactly the mode it asks for, less the umask (or, under a default
 // ACL, less what the ACL withholds): on ext2/3/4, tmpfs, xfs and btrfs, yes. Elsewhere (vfat's
