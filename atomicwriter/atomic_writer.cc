@@ -30,6 +30,9 @@ constexpr int kDirOpenFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 constexpr mode_t kTimestampDirMode = 0755;
 constexpr mode_t kNestedDirMode = 0777;  // as the kubelet requests; the umask applies
 constexpr int kMaxNameAttempts = 100;
+// How long a volume's versions follow the one last placed as a top-level dir is, before a write
+// places one again (AtomicWriter, where versions are spread).
+constexpr std::chrono::seconds kPlaceAgainAfter{30};
 // Dirs of a version held open while its files are written: a payload's depth must not decide how
 // many descriptors a write holds.
 constexpr size_t kMaxHeldDirs = 16;
@@ -261,6 +264,8 @@ class WriteOperation {
                                 UnpublishedLedger::DirStateHash(dir_before) == last->dir;
     // The same dir, so the same filesystem.
     if (may_be_as_left) traits_ = last->traits;
+    now_ = now;
+    if (last) placed_ = last->placed;
 
     bool changed = false;
     std::string live;
@@ -355,7 +360,7 @@ class WriteOperation {
       ledger.set_last_write(UnpublishedLedger::LastWrite{
           UnpublishedLedger::NameHash(result.ts_dir), names, content,
           UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now, traits_,
-          result.published ? 0 : live_tree_, verified_});
+          result.published ? 0 : live_tree_, verified_, placed_});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
@@ -441,7 +446,7 @@ class WriteOperation {
         return s;
       }
     }
-    Result<std::string> ts = CreateTimestampDir();
+    Result<std::string> ts = CreateTimestampDir(/*after_new_links=*/!created_links.empty());
     if (!ts.ok()) {
       unlink_created();
       return ts.status();
@@ -498,21 +503,28 @@ class WriteOperation {
     return ts_dir;
   }
 
-  Result<std::string> CreateTimestampDir() {
+  // `after_new_links`: this write has just made top-level links in the volume dir.
+  Result<std::string> CreateTimestampDir(bool after_new_links) {
     const auto now = options_.now ? options_.now() : std::chrono::system_clock::now();
-    // Where versions are spread, a write that read the volume dir in full (the first of this
-    // process, or one after a change it did not make or a grace period) places its version's
-    // dir as ext4 places a top-level dir: in the group with the fewest dirs among those with
-    // more free inodes and blocks than the average. Later versions follow without the flag:
-    // ext4 starts the search for a new dir's place where it last made an inode in the same
+    // Where versions are spread, the first write of the volume in this process places its
+    // version's dir as ext4 places a top-level dir: in the group with the fewest dirs among
+    // those with more free inodes and blocks than the average. Later versions follow without the
+    // flag: ext4 starts the search for a new dir's place where it last made an inode in the same
     // parent, so they land beside the last version, as long as nothing else is made in the
-    // volume dir (PublishNewVersion) and its inode stays cached. The flag is set only for this
-    // mkdir: under it every mkdir would weigh every group of the filesystem (on the 252 GB
-    // disk of BENCHMARKS.md 70-130 us instead of 20-30).
+    // volume dir (PublishNewVersion) and its inode stays cached. So the flag is set again after
+    // new top-level links, and every kPlaceAgainAfter (a volume dir that left the cache in
+    // between lost its place). It is set only for this mkdir: under it every mkdir would weigh
+    // every group of the filesystem (on the 252 GB disk of BENCHMARKS.md 70-130 us instead of
+    // 20-30).
     spread_ = SpreadsVersions();
-    const std::optional<int> restore = spread_ && !as_left_ ? MarkTopOfHierarchy() : std::nullopt;
+    const bool place = spread_ && (after_new_links || placed_ == decltype(placed_){} ||
+                                   now_ - placed_ >= kPlaceAgainAfter);
+    const std::optional<int> restore = place ? MarkTopOfHierarchy() : std::nullopt;
     Result<std::string> made = MakeTimestampDir(now);
-    if (restore) fs_.SetInodeFlags(dir_fd_, *restore);
+    if (restore) {
+      fs_.SetInodeFlags(dir_fd_, *restore);
+      if (made.ok()) placed_ = now_;
+    }
     return made;
   }
 
@@ -878,6 +890,8 @@ class WriteOperation {
   ScopedFd old_fd_{&fs_, -1};
   ScopedFd new_fd_{&fs_, -1};  // the new version's dir, from its mkdir to the swap
   bool spread_ = false;         // SpreadsVersions(), for this write's new version
+  std::chrono::steady_clock::time_point now_;     // the steady clock when this write began
+  std::chrono::steady_clock::time_point placed_;  // UnpublishedLedger::LastWrite::placed
   bool as_left_ = false;       // the volume dir is as this process's last write left it
   // The version this write replaced when it goes at once (ReplacedVersion::kAtOnce), else empty.
   std::string replaced_at_once_;

@@ -80,6 +80,10 @@ class PlacementRecorder : public FaultInjectionFilesystem {
     Record("rename " + DirOf(olddirfd) + "/" + oldpath + " to " + DirOf(newdirfd) + "/" + newpath);
     return FaultInjectionFilesystem::RenameAt(olddirfd, oldpath, newdirfd, newpath);
   }
+  int GetInodeFlags(int fd, int* flags) override {
+    Record("getflags " + DirOf(fd));
+    return FaultInjectionFilesystem::GetInodeFlags(fd, flags);
+  }
   int SetInodeFlags(int fd, int flags) override {
     char hex[16];
     std::snprintf(hex, sizeof(hex), "%x", static_cast<unsigned>(flags));
@@ -93,9 +97,14 @@ class PlacementRecorder : public FaultInjectionFilesystem {
   }
   // The flag changes among `calls`.
   static std::vector<std::string> FlagChanges(const std::vector<std::string>& calls) {
+    return Only("setflags ", calls);
+  }
+  // The calls among `calls` that start with `prefix`.
+  static std::vector<std::string> Only(const std::string& prefix,
+                                       const std::vector<std::string>& calls) {
     std::vector<std::string> out;
     for (const std::string& c : calls) {
-      if (c.starts_with("setflags ")) out.push_back(c);
+      if (c.starts_with(prefix)) out.push_back(c);
     }
     return out;
   }
@@ -249,11 +258,10 @@ class SpreadVersionsTest : public WriterTest {
       names.insert(e.path().filename().string());
     }
     EXPECT_EQ(names, (std::set<std::string>{"a", "d"}));
-    std::vector<std::string> calls;
-    for (std::string& c : recorder_.TakeCalls()) {
-      if (!c.starts_with("setflags ")) calls.push_back(std::move(c));
-    }
-    return calls;
+    const std::vector<std::string> calls = recorder_.TakeCalls();
+    std::vector<std::string> out = PlacementRecorder::Only("symlink ", calls);
+    for (std::string& c : PlacementRecorder::Only("rename ", calls)) out.push_back(std::move(c));
+    return out;
   }
 
   static Options Owned() {
@@ -265,6 +273,38 @@ class SpreadVersionsTest : public WriterTest {
 
   PlacementRecorder recorder_;
 };
+
+TEST_F(SpreadVersionsTest, AVersionIsPlacedAfreshOnlyFirstAfterNewLinksAndAfterAWhile) {
+  auto now = std::chrono::steady_clock::now();
+  RemovalQueue queue(nullptr, [&] { return now; });
+  Options o = Owned();
+  o.fs = &recorder_;
+  o.removals = &queue;  // the memo that carries the last placement lives with a queue
+  o.steady_now = [&] { return now; };
+  auto w = OpenWriter(o);
+  ASSERT_NE(w, nullptr);
+  auto placed = [&](const Payload& p) {
+    auto r = w->Write(p);
+    EXPECT_TRUE(r.ok() && r->published);
+    queue.RunAll();
+    const auto tries = PlacementRecorder::Only("getflags ", recorder_.TakeCalls());
+    EXPECT_LE(tries.size(), 1u);
+    return tries.size() == 1;
+  };
+  EXPECT_TRUE(placed(Version(1))) << "the first write of the volume";
+  EXPECT_FALSE(placed(Version(2)));
+  Payload more = Version(3);
+  more["e"] = more["a"];
+  EXPECT_TRUE(placed(more)) << "a new top-level link was made in the volume dir";
+  EXPECT_FALSE(placed(Version(4))) << "a top-level link removed makes no inode";
+  now += std::chrono::seconds(29);
+  EXPECT_FALSE(placed(Version(5)));
+  now += std::chrono::seconds(2);
+  EXPECT_TRUE(placed(Version(6))) << "30 s after the last placement";
+  EXPECT_FALSE(placed(Version(7)));
+  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(Version(7)));
+  EXPECT_EQ(DescribeDebris(vol_, Version(7)), "");
+}
 
 TEST_F(SpreadVersionsTest, TheStagingLinkIsMadeInTheNewVersionAndMovedOntoData) {
   std::string ts;

@@ -76,6 +76,9 @@ class UnpublishedLedger {
     std::optional<FilesystemTraits> traits;  // when the write probed them (ProbeFilesystem)
     uint64_t live_tree = 0;      // the live version's state when its bytes were read (0: unknown)
     Clock::time_point verified;  // when they were read
+    // When a version of this volume was last placed as a top-level dir is (AtomicWriter, where
+    // versions are spread); the epoch when none was.
+    Clock::time_point placed{};
   };
   // The parts of a directory's lstat that any change of its entries moves, and its identity.
   static uint64_t DirStateHash(const struct stat& st);
