@@ -66,6 +66,7 @@
 #include "atomicwriter/atomic_writer.h"
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
+#include "atomicwriter/remove_tree.h"
 
 namespace {
 
@@ -372,10 +373,23 @@ bool PlaceLikeTheWriter(const std::string& vol) {
     int top = flags | FS_TOPDIR_FL;
     marked = ::ioctl(fd, FS_IOC_SETFLAGS, &top) == 0;
   }
-  if (spread && ::mkdirat(fd, "first", 0755) != 0) Die("mkdir first");
+  // A random name, as the writer's: ext4 starts its search for a top-level dir's place from a
+  // hash of the name, and among equally good groups takes the first it finds.
+  if (spread && ::mkdirat(fd, GoTimestampDirName().c_str(), 0755) != 0) Die("mkdir first");
   if (marked) ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
   ::close(fd);
   return spread;
+}
+
+// Removes version `name` of `vol` as the writer's removal queue does (atomicwriter::RemoveTreeAt:
+// children in inode order, each dir removed while still open).
+void RemoveVersion(const std::string& vol, const std::string& name) {
+  const int fd = ::open(vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) Die("open " + vol);
+  if (!atomicwriter::RemoveTreeAt(*atomicwriter::PosixFilesystem(), fd, name, name, DT_DIR).ok()) {
+    Die("remove " + name);
+  }
+  ::close(fd);
 }
 
 // The system calls that publish a version, nothing else (the version it replaced is removed
@@ -410,7 +424,7 @@ Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
       },
       nullptr,
       [&](long i) {
-        if (i > 0) fs::remove_all(vol + "/v" + std::to_string(i - 1));
+        if (i > 0) RemoveVersion(vol, "v" + std::to_string(i - 1));
       });
   fs::remove_all(vol);
   return r;
