@@ -888,11 +888,11 @@ class WriteOperation {
   std::set<std::string> first_components_;
   std::string old_ts_;
   ScopedFd old_fd_{&fs_, -1};
-  ScopedFd new_fd_{&fs_, -1};  // the new version's dir, from its mkdir to the swap
-  bool spread_ = false;         // SpreadsVersions(), for this write's new version
-  std::chrono::steady_clock::time_point now_;     // the steady clock when this write began
+  ScopedFd new_fd_{&fs_, -1};                  // the new version's dir, from its mkdir to the swap
+  bool spread_ = false;                        // SpreadsVersions(), for this write's new version
+  std::chrono::steady_clock::time_point now_;  // the steady clock when this write began
   std::chrono::steady_clock::time_point placed_;  // UnpublishedLedger::LastWrite::placed
-  bool as_left_ = false;       // the volume dir is as this process's last write left it
+  bool as_left_ = false;  // the volume dir is as this process's last write left it
   // The version this write replaced when it goes at once (ReplacedVersion::kAtOnce), else empty.
   std::string replaced_at_once_;
   std::optional<FilesystemTraits> traits_;  // Traits()

@@ -63,7 +63,7 @@ class UnpublishedLedger {
   // (`live_tree`: inode, mode, link count, size, mtime, ctime), nothing in the live version has
   // changed and the write neither opens nor reads it. A change within the clock tick of that
   // lstat (on kernels whose timestamps are that coarse) would show only at the next full read,
-  // at most a grace period later. Hashes, 64 bytes a volume: a false match (odds 2^-64) could
+  // at most a grace period later. Hashes, 72 bytes a volume: a false match (odds 2^-64) could
   // only delay a cleanup or a repair to the next full read, or publish a version whose bytes
   // equal the live one's. The filesystem's traits ride along: the same dir is on the same
   // filesystem.
