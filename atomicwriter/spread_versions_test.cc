@@ -163,6 +163,21 @@ class SpreadOnExt4ImageTest : public Ext4ImageTest {
     return r.ok() ? r->ts_dir : "";
   }
 
+  // On a fresh image (with a journal or not), two writes as `replaced` neither read nor set the
+  // volume dir's flags.
+  void ExpectNoFlagTouched(bool journal, ReplacedVersion replaced) {
+    std::string why;
+    const int fd = Mount(journal, &why);
+    if (fd < 0) GTEST_SKIP() << why;
+    ::close(fd);
+    OpenVolume("volume", replaced);
+    Write(1);
+    Write(2);
+    const std::vector<std::string> calls = recorder_.TakeCalls();
+    EXPECT_EQ(PlacementRecorder::Only("getflags ", calls), std::vector<std::string>{});
+    EXPECT_EQ(PlacementRecorder::FlagChanges(calls), std::vector<std::string>{});
+  }
+
   std::string vol_;
   PlacementRecorder recorder_;
   RemovalQueue queue_;
@@ -217,29 +232,11 @@ TEST_F(SpreadOnExt4ImageTest, AnOwnedVolumesVersionsArePlacedAwayFromItsDirAndFo
 }
 
 TEST_F(SpreadOnExt4ImageTest, NotWhereFreedInodesAreReusedAtOnce) {
-  std::string why;
-  const int fd = Mount(/*journal=*/true, &why);
-  if (fd < 0) GTEST_SKIP() << why;
-  ::close(fd);
-  OpenVolume("owned", ReplacedVersion::kAtOnceWhereFreedInodesWait);
-  Write(1);
-  Write(2);
-  const std::vector<std::string> calls = recorder_.TakeCalls();
-  EXPECT_EQ(PlacementRecorder::Only("getflags ", calls), std::vector<std::string>{});
-  EXPECT_EQ(PlacementRecorder::FlagChanges(calls), std::vector<std::string>{});
+  ExpectNoFlagTouched(/*journal=*/true, ReplacedVersion::kAtOnceWhereFreedInodesWait);
 }
 
 TEST_F(SpreadOnExt4ImageTest, NotInAVolumeOtherWritersTouch) {
-  std::string why;
-  const int fd = Mount(/*journal=*/false, &why);
-  if (fd < 0) GTEST_SKIP() << why;
-  ::close(fd);
-  OpenVolume("shared", ReplacedVersion::kAfterGrace);
-  Write(1);
-  Write(2);
-  const std::vector<std::string> calls = recorder_.TakeCalls();
-  EXPECT_EQ(PlacementRecorder::Only("getflags ", calls), std::vector<std::string>{});
-  EXPECT_EQ(PlacementRecorder::FlagChanges(calls), std::vector<std::string>{});
+  ExpectNoFlagTouched(/*journal=*/false, ReplacedVersion::kAfterGrace);
 }
 
 class SpreadVersionsTest : public WriterTest {
