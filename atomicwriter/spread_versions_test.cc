@@ -129,7 +129,8 @@ std::string Hex(int flags) {
   return hex;
 }
 
-// Writes of one volume dir on a mounted ext4 image, through a removal queue as the daemon writes.
+// Writes of one volume dir on a mounted ext4 image, through a removal queue as the daemon writes
+// (its entries removed when the test says: RunAll).
 class SpreadOnExt4ImageTest : public Ext4ImageTest {
  protected:
   void TearDown() override {
@@ -143,7 +144,6 @@ class SpreadOnExt4ImageTest : public Ext4ImageTest {
   void OpenVolume(const std::string& name, ReplacedVersion replaced) {
     vol_ = mount_dir_ + "/" + name;
     ASSERT_TRUE(std::filesystem::create_directory(vol_));
-    queue_.Start();
     Options o;
     o.fs = &recorder_;
     o.removals = &queue_;
