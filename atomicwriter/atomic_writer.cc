@@ -514,8 +514,8 @@ class WriteOperation {
     // volume dir (PublishNewVersion) and its inode stays cached. So the flag is set again after
     // new top-level links, and every kPlaceAgainAfter (a volume dir that left the cache in
     // between lost its place). It is set only for this mkdir: under it every mkdir would weigh
-    // every group of the filesystem (on the 252 GB disk of BENCHMARKS.md 70-130 us instead of
-    // 20-30).
+    // every group of the filesystem (on the 252 GB disk of BENCHMARKS.md 68-133 us instead of
+    // 21-43).
     spread_ = SpreadsVersions();
     const bool place = spread_ && (after_new_links || placed_ == decltype(placed_){} ||
                                    now_ - placed_ >= kPlaceAgainAfter);

@@ -93,11 +93,12 @@ enum class ReplacedVersion {
   // kAfterGrace elsewhere. Sole writer only.
   //
   // With kAtOnce or kAtOnceWhereFreedInodesWait, on such a filesystem, the writer also keeps its
-  // creates away from the inodes other writers freed beside the volume dir: a write that read the
-  // volume dir in full makes its version's dir with the volume dir marked as the top of a
-  // directory hierarchy (FS_TOPDIR_FL, `chattr +T`, for that mkdir only), so that ext4 places it,
-  // and the version's files, in a group with few dirs; later versions follow it, and the staging
-  // link is made inside the new version's dir (atomicwriter/README.md).
+  // creates away from the inodes other writers freed beside the volume dir: the volume's first
+  // write (and one after new top-level links, or 30 s after the last) makes its version's dir
+  // with the volume dir marked as the top of a directory hierarchy (FS_TOPDIR_FL, `chattr +T`,
+  // for that mkdir only), so that ext4 places it, and the version's files, in a group with few
+  // dirs; later versions follow it, and the staging link is made inside the new version's dir
+  // (atomicwriter/README.md).
   kAtOnceWhereFreedInodesWait,
 };
 
