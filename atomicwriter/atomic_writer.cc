@@ -578,7 +578,9 @@ class WriteOperation {
   }
 
   // Marks the volume dir as the top of a directory hierarchy (FS_TOPDIR_FL, chattr +T) and
-  // returns its flags without that mark, to be set again once the version's dir is made.
+  // returns its flags without that mark, to be set again once the version's dir is made. A mark
+  // found already set is cleared too: the volume dir is this writer's alone, so a crash between
+  // the two left it, and under it every later mkdir would weigh every group of the filesystem.
   // Placement only, nothing any reader sees: when the flags cannot be read or set, nullopt, and
   // the write goes on as anywhere else.
   std::optional<int> MarkTopOfHierarchy() {

@@ -66,6 +66,12 @@ Payload Version(int n) {
   return MakePayload({{"a", v}, {"d/b", v}, {"d/c", v}});
 }
 
+std::string Hex(int flags) {
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "%x", static_cast<unsigned>(flags));
+  return hex;
+}
+
 // Records the calls that place a version: each symlink made and each rename's two ends, as dir
 // path + name, and each change of inode flags, with the flags.
 class PlacementRecorder : public FaultInjectionFilesystem {
@@ -86,9 +92,7 @@ class PlacementRecorder : public FaultInjectionFilesystem {
     return FaultInjectionFilesystem::GetInodeFlags(fd, flags);
   }
   int SetInodeFlags(int fd, int flags) override {
-    char hex[16];
-    std::snprintf(hex, sizeof(hex), "%x", static_cast<unsigned>(flags));
-    Record("setflags " + DirOf(fd) + " " + hex);
+    Record("setflags " + DirOf(fd) + " " + Hex(flags));
     return FaultInjectionFilesystem::SetInodeFlags(fd, flags);
   }
 
@@ -122,12 +126,6 @@ class PlacementRecorder : public FaultInjectionFilesystem {
   std::mutex mu_;
   std::vector<std::string> calls_;
 };
-
-std::string Hex(int flags) {
-  char hex[16];
-  std::snprintf(hex, sizeof(hex), "%x", static_cast<unsigned>(flags));
-  return hex;
-}
 
 // Writes of one volume dir on a mounted ext4 image, through a removal queue as the daemon writes
 // (its entries removed when the test says: RunAll).
@@ -229,6 +227,17 @@ TEST_F(SpreadOnExt4ImageTest, AnOwnedVolumesVersionsArePlacedAwayFromItsDirAndFo
   queue_.RunAll();
   EXPECT_EQ(DescribeDebris(vol_, Version(4)), "");
   EXPECT_EQ(InodeFlags(vol_), flags_before);
+}
+
+TEST_F(SpreadOnExt4ImageTest, AMarkACrashLeftOnTheVolumeDirIsCleared) {
+  std::string why;
+  const int fd = Mount(/*journal=*/false, &why);
+  if (fd < 0) GTEST_SKIP() << why;
+  ::close(fd);
+  OpenVolume("owned", ReplacedVersion::kAtOnceWhereFreedInodesWait);
+  ASSERT_TRUE(SetInodeFlags(vol_, InodeFlags(vol_) | FS_TOPDIR_FL));
+  Write(1);
+  EXPECT_EQ(InodeFlags(vol_) & FS_TOPDIR_FL, 0);
 }
 
 TEST_F(SpreadOnExt4ImageTest, NotWhereFreedInodesAreReusedAtOnce) {

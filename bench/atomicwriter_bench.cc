@@ -375,7 +375,8 @@ bool PlaceLikeTheWriter(const std::string& vol) {
   }
   // A random name, as the writer's: ext4 starts its search for a top-level dir's place from a
   // hash of the name, and among equally good groups takes the first it finds.
-  if (spread && ::mkdirat(fd, GoTimestampDirName().c_str(), 0755) != 0) Die("mkdir first");
+  if (spread && ::mkdirat(fd, GoTimestampDirName().c_str(), 0755) != 0)
+    Die("mkdir of the placed version");
   if (marked) ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
   ::close(fd);
   return spread;
