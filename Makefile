@@ -11,7 +11,8 @@ FUZZ_DIR   ?= build-fuzz
 # FUZZ_SECONDS, `make fuzz-long` for FUZZ_RUNS executions (FUZZ_LONG_TARGETS, default all).
 FUZZERS := kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_fuzzer \
            kubeclient/watch_decoder_fuzzer kubeclient/kubeconfig_fuzzer \
-           plugins/downward_api_fuzzer plugins/payload_path_fuzzer config/go_duration_fuzzer
+           plugins/downward_api_fuzzer plugins/payload_path_fuzzer config/go_duration_fuzzer \
+           server/http_request_fuzzer
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 10000000
 FUZZ_LONG_TARGETS ?= $(FUZZERS)
@@ -22,8 +23,8 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages by purpose; each target installs the lists it uses, and only what is missing.
 # Building and running the daemon:
 BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
-                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libmicrohttpd-dev \
-                  libgnutls28-dev libnghttp2-dev
+                  libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libgnutls28-dev \
+                  libnghttp2-dev
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
 # (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests, nghttpx (an HTTP/2 TLS front) for the
 # cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on

@@ -16,12 +16,14 @@
 
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
+#include "kubeclient/gnutls_library.h"
 #include "kubeclient/nghttp2_library.h"
 
 namespace kube {
 namespace {
 
 const Nghttp2Library& H2() { return *LoadNghttp2().value(); }
+const GnutlsLibrary& Gnutls() { return *LoadGnutls().value(); }
 
 // Flow-control windows the server may fill before the client has read: a list of thousands of
 // objects arrives at the speed of the link, not of round trips. Credits only: nothing is
@@ -64,7 +66,7 @@ void ClosePolledSocket(PolledSocket* socket) {
 struct Http2Transport::TlsCredentials {
   gnutls_certificate_credentials_t cred = nullptr;
   ~TlsCredentials() {
-    if (cred != nullptr) gnutls_certificate_free_credentials(cred);
+    if (cred != nullptr) Gnutls().certificate_free_credentials(cred);
   }
 };
 
@@ -113,7 +115,7 @@ struct Http2Transport::Connection {
 
   ~Connection() {
     if (h2 != nullptr) H2().session_del(h2);
-    if (tls != nullptr) gnutls_deinit(tls);
+    if (tls != nullptr) Gnutls().deinit(tls);
     if (addresses != nullptr) uv_freeaddrinfo(addresses);
     if (socket != nullptr) ClosePolledSocket(socket);
     if (timer != nullptr) base::CloseTimer(timer);
@@ -266,6 +268,7 @@ base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
     TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
     Options options, Fallback fallback) {
   if (const auto& lib = LoadNghttp2(); !lib.ok()) return lib.status();
+  if (const auto& lib = LoadGnutls(); !lib.ok()) return lib.status();
   if (address.host.empty() || address.port.empty()) {
     return base::Status::Error("no host and port in the server URL " + credentials.server);
   }
@@ -582,8 +585,8 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
   std::shared_ptr<const std::string> ca = current_ca_();
   if (tls_ != nullptr && tls_ca_ == ca) return tls_;
   auto creds = std::make_shared<TlsCredentials>();
-  if (int rc = gnutls_certificate_allocate_credentials(&creds->cred); rc < 0) {
-    *error = std::string("TLS set-up failed: ") + gnutls_strerror(rc);
+  if (int rc = Gnutls().certificate_allocate_credentials(&creds->cred); rc < 0) {
+    *error = std::string("TLS set-up failed: ") + Gnutls().strerror(rc);
     return nullptr;
   }
   const TlsConfig& tls = credentials_.tls;
@@ -591,14 +594,14 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
     if (ca != nullptr && !ca->empty()) {
       gnutls_datum_t d{reinterpret_cast<unsigned char*>(const_cast<char*>(ca->data())),
                        static_cast<unsigned>(ca->size())};
-      int rc = gnutls_certificate_set_x509_trust_mem(creds->cred, &d, GNUTLS_X509_FMT_PEM);
+      int rc = Gnutls().certificate_set_x509_trust_mem(creds->cred, &d, GNUTLS_X509_FMT_PEM);
       if (rc <= 0) {
         *error = rc == 0 ? "the CA bundle holds no certificate"
-                         : std::string("the CA bundle cannot be used: ") + gnutls_strerror(rc);
+                         : std::string("the CA bundle cannot be used: ") + Gnutls().strerror(rc);
         return nullptr;
       }
-    } else if (int rc = gnutls_certificate_set_x509_system_trust(creds->cred); rc < 0) {
-      *error = std::string("the system's CA certificates cannot be loaded: ") + gnutls_strerror(rc);
+    } else if (int rc = Gnutls().certificate_set_x509_system_trust(creds->cred); rc < 0) {
+      *error = std::string("the system's CA certificates cannot be loaded: ") + Gnutls().strerror(rc);
       return nullptr;
     }
   }
@@ -609,9 +612,9 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
     gnutls_datum_t key{
         reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_key_pem.data())),
         static_cast<unsigned>(tls.client_key_pem.size())};
-    if (int rc = gnutls_certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (int rc = Gnutls().certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
         rc < 0) {
-      *error = std::string("the client certificate or key cannot be used: ") + gnutls_strerror(rc);
+      *error = std::string("the client certificate or key cannot be used: ") + Gnutls().strerror(rc);
       return nullptr;
     }
   }
@@ -627,45 +630,45 @@ void Http2Transport::StartTls(Connection* c) {
     Fail(c, "TLS to " + Where() + ": " + error);
     return;
   }
-  int rc = gnutls_init(&c->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
-  if (rc >= 0) rc = gnutls_set_default_priority(c->tls);
-  if (rc >= 0) rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->credentials->cred);
+  int rc = Gnutls().init(&c->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
+  if (rc >= 0) rc = Gnutls().set_default_priority(c->tls);
+  if (rc >= 0) rc = Gnutls().credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->credentials->cred);
   if (rc >= 0 && sni_) {
     const std::string& name =
         credentials_.tls.server_name.empty() ? host_ : credentials_.tls.server_name;
-    rc = gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, name.data(), name.size());
+    rc = Gnutls().server_name_set(c->tls, GNUTLS_NAME_DNS, name.data(), name.size());
   }
   if (rc >= 0) {
     gnutls_datum_t protocols[2] = {
         {reinterpret_cast<unsigned char*>(const_cast<char*>("h2")), 2},
         {reinterpret_cast<unsigned char*>(const_cast<char*>("http/1.1")), 8}};
-    rc = gnutls_alpn_set_protocols(c->tls, protocols, 2, 0);
+    rc = Gnutls().alpn_set_protocols(c->tls, protocols, 2, 0);
   }
   if (rc < 0) {
-    Fail(c, std::string("TLS set-up failed: ") + gnutls_strerror(rc));
+    Fail(c, std::string("TLS set-up failed: ") + Gnutls().strerror(rc));
     return;
   }
-  if (!verify_name_.empty()) gnutls_session_set_verify_cert(c->tls, verify_name_.c_str(), 0);
-  gnutls_transport_set_int(c->tls, c->socket->fd);
+  if (!verify_name_.empty()) Gnutls().session_set_verify_cert(c->tls, verify_name_.c_str(), 0);
+  Gnutls().transport_set_int2(c->tls, c->socket->fd, c->socket->fd);
   c->state = Connection::State::kHandshake;
   Handshake(c);
 }
 
 void Http2Transport::Handshake(Connection* c) {
-  int rc = gnutls_handshake(c->tls);
+  int rc = Gnutls().handshake(c->tls);
   if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) {
-    c->poll_events = gnutls_record_get_direction(c->tls) == 1 ? UV_WRITABLE : UV_READABLE;
+    c->poll_events = Gnutls().record_get_direction(c->tls) == 1 ? UV_WRITABLE : UV_READABLE;
     UpdatePoll(c);
     return;
   }
   if (rc < 0) {
-    std::string why = gnutls_strerror(rc);
+    std::string why = Gnutls().strerror(rc);
     if (rc == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
       gnutls_datum_t text{};
-      unsigned status = gnutls_session_get_verify_cert_status(c->tls);
-      if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) == 0) {
+      unsigned status = Gnutls().session_get_verify_cert_status(c->tls);
+      if (Gnutls().certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) == 0) {
         why = std::string(reinterpret_cast<const char*>(text.data), text.size);
-        gnutls_free(text.data);
+        (*Gnutls().free)(text.data);
         while (!why.empty() && (why.back() == ' ' || why.back() == '.')) why.pop_back();
       }
       const std::string& name = credentials_.tls.server_name;
@@ -677,7 +680,7 @@ void Http2Transport::Handshake(Connection* c) {
     return;
   }
   gnutls_datum_t alpn{};
-  const bool h2 = gnutls_alpn_get_selected_protocol(c->tls, &alpn) == 0 && alpn.size == 2 &&
+  const bool h2 = Gnutls().alpn_get_selected_protocol(c->tls, &alpn) == 0 && alpn.size == 2 &&
                   std::memcmp(alpn.data, "h2", 2) == 0;
   if (!h2) {
     SwitchToHttp1(c);
@@ -710,7 +713,7 @@ void Http2Transport::Handshake(Connection* c) {
 void Http2Transport::ReadFrom(Connection* c) {
   uint8_t buffer[16384];
   for (;;) {
-    ssize_t n = gnutls_record_recv(c->tls, buffer, sizeof(buffer));
+    ssize_t n = Gnutls().record_recv(c->tls, buffer, sizeof(buffer));
     if (n == GNUTLS_E_AGAIN) break;
     if (n == GNUTLS_E_INTERRUPTED) continue;
     if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
@@ -718,7 +721,7 @@ void Http2Transport::ReadFrom(Connection* c) {
       return;
     }
     if (n < 0) {
-      Fail(c, "reading from " + Where() + ": " + gnutls_strerror(static_cast<int>(n)));
+      Fail(c, "reading from " + Where() + ": " + Gnutls().strerror(static_cast<int>(n)));
       return;
     }
     ssize_t rv = H2().mem_recv(c->h2, buffer, static_cast<size_t>(n));
@@ -751,11 +754,11 @@ bool Http2Transport::Flush(Connection* c) {
       if (c->out.empty()) break;
     }
     ssize_t n =
-        gnutls_record_send(c->tls, c->out.data() + c->out_offset, c->out.size() - c->out_offset);
+        Gnutls().record_send(c->tls, c->out.data() + c->out_offset, c->out.size() - c->out_offset);
     if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
       break;  // sent again, as is, when writable
     if (n < 0) {
-      Fail(c, "writing to " + Where() + ": " + gnutls_strerror(static_cast<int>(n)));
+      Fail(c, "writing to " + Where() + ": " + Gnutls().strerror(static_cast<int>(n)));
       return false;
     }
     c->out_offset += static_cast<size_t>(n);
@@ -812,7 +815,7 @@ void Http2Transport::Fail(Connection* c, const std::string& why) {
 
 void Http2Transport::SwitchToHttp1(Connection* c) {
   gnutls_datum_t alpn{};
-  std::string offered = gnutls_alpn_get_selected_protocol(c->tls, &alpn) == 0
+  std::string offered = Gnutls().alpn_get_selected_protocol(c->tls, &alpn) == 0
                             ? std::string(reinterpret_cast<const char*>(alpn.data), alpn.size)
                             : "none";
   spdlog::info("{} does not offer HTTP/2 (ALPN: {}); using HTTP/1.1 through libcurl", Where(),

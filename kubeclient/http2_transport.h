@@ -1,7 +1,6 @@
 // Http2Transport: HttpClient's requests to an https server that speaks HTTP/2, on connections of
-// the project's own: a non-blocking socket polled by the libuv loop, TLS by GnuTLS (which the
-// admin server's libmicrohttpd maps anyway) and HTTP/2 framing by libnghttp2 (opened at run time,
-// nghttp2_library.h). Internal to HttpClient (http_client.h), which routes a request here when
+// the project's own: a non-blocking socket polled by the libuv loop, TLS by GnuTLS and HTTP/2
+// framing by libnghttp2 (both opened at run time: gnutls_library.h, nghttp2_library.h). Internal to HttpClient (http_client.h), which routes a request here when
 // HttpClientOptions::native_http2 is set, the server URL is https and the request follows no
 // redirects.
 //

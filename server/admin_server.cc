@@ -1,13 +1,9 @@
 #include "server/admin_server.h"
 
-#include <microhttpd.h>
-#include <spdlog/spdlog.h>
+#include <unistd.h>
 
-#include <cstdarg>
 #include <cstdio>
-
-#include "base/bind_address.h"
-#include "base/catch_all.h"
+#include <vector>
 
 namespace server {
 namespace {
@@ -20,59 +16,6 @@ std::string Seconds(std::chrono::nanoseconds d) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1fs", std::chrono::duration<double>(d).count());
   return buf;
-}
-
-void LogFromMhd(void* cls, const char* format, va_list ap) {
-  (void)cls;
-  char buf[512];
-  va_list copy;
-  va_copy(copy, ap);
-  std::vsnprintf(buf, sizeof(buf), format, copy);
-  va_end(copy);
-  std::string line(buf);
-  while (!line.empty() && line.back() == '\n') line.pop_back();
-  base::CatchAll("admin server log", [&] { spdlog::warn("admin server: {}", line); }).IgnoreError();
-}
-
-MHD_Result Send(MHD_Connection* connection, const AdminServer::Response& r) {
-  MHD_Response* response = MHD_create_response_from_buffer(
-      r.body.size(), const_cast<char*>(r.body.data()), MHD_RESPMEM_MUST_COPY);
-  if (response == nullptr) return MHD_NO;
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, r.content_type.c_str());
-  MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-  const MHD_Result queued = MHD_queue_response(connection, r.status, response);
-  MHD_destroy_response(response);
-  return queued;
-}
-
-// libmicrohttpd's access handler: a C callback, so its body runs inside CatchAll.
-MHD_Result OnRequest(void* cls, MHD_Connection* connection, const char* url, const char* method,
-                     const char* version, const char* upload_data, size_t* upload_data_size,
-                     void** con_cls) {
-  (void)version;
-  (void)upload_data;
-  (void)upload_data_size;
-  (void)con_cls;
-  auto* listener = static_cast<AdminServer::Listener*>(cls);
-  AdminServer::Response response;
-  base::Status s = base::CatchAll("admin server request", [&] {
-    const std::string m = method;
-    if (m != MHD_HTTP_METHOD_GET && m != MHD_HTTP_METHOD_HEAD) {
-      response = {405, "text/plain; charset=utf-8", "only GET and HEAD\n"};
-      return;
-    }
-    // "?verbose" has no value: look it up by presence.
-    const char* value = nullptr;
-    const bool verbose =
-        MHD_lookup_connection_value_n(connection, MHD_GET_ARGUMENT_KIND, "verbose",
-                                      sizeof("verbose") - 1, &value, nullptr) == MHD_YES;
-    response = listener->server->Serve(listener->debug, url, verbose);
-  });
-  if (!s.ok()) {
-    response = {500, "text/plain; charset=utf-8", "internal error\n"};
-    base::CatchAll("admin server log", [&] { spdlog::error("{}", s.message()); }).IgnoreError();
-  }
-  return Send(connection, response);
 }
 
 std::string ChecksText(const std::vector<ReadinessCheck>& checks, bool verbose) {
@@ -96,45 +39,54 @@ AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(option
 
 base::Result<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptions options) {
   std::unique_ptr<AdminServer> server(new AdminServer(std::move(options)));
-  if (!server->options_.healthz_address.empty()) {
-    base::Status s = server->Listen(server->options_.healthz_address, &server->probe_listener_,
-                                    &server->probe_, &server->healthz_bound_);
-    if (!s.ok()) return s.WithContext(server->options_.healthz_name);
+  // Listener i of the HttpServer serves the debug endpoints when debug[i].
+  std::vector<int> fds;
+  std::vector<bool> debug;
+  auto close_all = [&fds] {
+    for (int fd : fds) ::close(fd);
+  };
+  for (bool is_debug : {false, true}) {
+    const AdminServerOptions& o = server->options_;
+    const std::string& address = is_debug ? o.debug_address : o.healthz_address;
+    if (address.empty()) continue;
+    std::string* bound = is_debug ? &server->debug_bound_ : &server->healthz_bound_;
+    base::Result<int> fd = HttpServer::Listen(address, bound);
+    if (!fd.ok()) {
+      close_all();
+      return fd.status().WithContext(is_debug ? o.debug_name : o.healthz_name);
+    }
+    fds.push_back(*fd);
+    debug.push_back(is_debug);
   }
-  if (!server->options_.debug_address.empty()) {
-    base::Status s = server->Listen(server->options_.debug_address, &server->debug_listener_,
-                                    &server->debug_, &server->debug_bound_);
-    if (!s.ok()) return s.WithContext(server->options_.debug_name);
-  }
+  if (fds.empty()) return server;
+  HttpServer::Options http_options;
+  http_options.max_connections = kMaxConnections;
+  auto http = HttpServer::Start(
+      std::move(fds),
+      [p = server.get(), debug](size_t listener, const HttpRequest& request) {
+        return p->Handle(debug[listener], request);
+      },
+      http_options);
+  if (!http.ok()) return http.status();
+  server->http_ = std::move(http).value();
   return server;
 }
 
-base::Status AdminServer::Listen(const std::string& address, Listener* listener,
-                                 MHD_Daemon** daemon, std::string* bound) {
-  auto addr = base::ParseBindAddress(address);
-  if (!addr.ok()) return addr.status();
-  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                   MHD_USE_ERROR_LOG;
-  if (addr->ipv6) flags |= MHD_USE_IPv6;
-  // The port argument is ignored when MHD_OPTION_SOCK_ADDR is given. The logger goes first, so
-  // that it sees the other options' errors.
-  *daemon = MHD_start_daemon(
-      flags, static_cast<uint16_t>(addr->port), nullptr, nullptr, &OnRequest, listener,
-      MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr, MHD_OPTION_SOCK_ADDR,
-      reinterpret_cast<const sockaddr*>(&addr->addr), MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
-      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(30), MHD_OPTION_END);
-  if (*daemon == nullptr) {
-    return base::Status::Error(address + ": cannot listen (address in use or not on this host?)");
+AdminServer::~AdminServer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
   }
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(*daemon, MHD_DAEMON_INFO_BIND_PORT);
-  const int port = info != nullptr ? info->port : addr->port;
-  *bound = base::FormatBindAddress(addr->host, addr->ipv6, port);
-  return base::Status::OK();
+  published_.notify_all();
+  http_.reset();
 }
 
-AdminServer::~AdminServer() {
-  if (probe_ != nullptr) MHD_stop_daemon(probe_);
-  if (debug_ != nullptr) MHD_stop_daemon(debug_);
+AdminServer::Response AdminServer::Handle(bool debug, const HttpRequest& request) {
+  if (request.method != "GET" && request.method != "HEAD") {
+    return {405, "text/plain; charset=utf-8", "only GET and HEAD\n"};
+  }
+  // "?verbose" has no value: looked up by presence.
+  return Serve(debug, request.path, QueryHas(request.query, "verbose"));
 }
 
 void AdminServer::Beat() { heartbeat_ns_.store(Nanos(options_.clock())); }
@@ -162,8 +114,8 @@ std::shared_ptr<const Snapshot> AdminServer::Fresh(bool debug) {
   if (options_.request_refresh) options_.request_refresh();
   std::unique_lock<std::mutex> lock(mu_);
   published_.wait_for(lock, options_.refresh_wait, [&] {
-    return snapshot_ != nullptr && snapshot_->seq >= want &&
-           (!debug || snapshot_->debug_seq >= want_debug);
+    return stopping_ || (snapshot_ != nullptr && snapshot_->seq >= want &&
+                         (!debug || snapshot_->debug_seq >= want_debug));
   });
   return snapshot_;
 }

@@ -1,11 +1,11 @@
-// AdminServer: the daemon's admin HTTP endpoints on libmicrohttpd, on two listeners:
+// AdminServer: the daemon's admin HTTP endpoints (HttpServer, http_server.h), on two listeners:
 //  * the probe address (--healthz-bind-address): /healthz, /readyz, /metrics;
 //  * the debug address (--debug-bind-address, loopback by default): /debug/state, /configz,
 //    which name every pod and object on the node.
 // Either address may be empty (not served); port 0 binds a free port (see bound addresses).
 //
-// Threads: libmicrohttpd runs one thread per listener plus one per connection (at most
-// kMaxConnections each). Handlers read only what the loop thread hands over: a heartbeat (Beat,
+// Threads: HttpServer's acceptor plus one thread per open connection (at most kMaxConnections
+// for both listeners). Handlers read only what the loop thread hands over: a heartbeat (Beat,
 // an atomic time) and immutable Snapshots (Publish). A handler that needs a snapshot asks for a
 // new one through `request_refresh` (thread-safe; the loop thread then builds and publishes it)
 // and waits at most `refresh_wait` for it; when the loop does not answer in time it serves the
@@ -18,7 +18,7 @@
 //    ("[+]name ok" / "[-]name failed: ..."), with what is missing only under ?verbose.
 //  * /metrics: the Prometheus text format.
 //  * /debug/state, /configz: JSON.
-// Only GET and HEAD; anything else is 405, an unknown path 404. No handler throws into C code.
+// Only GET and HEAD; anything else is 405, an unknown path 404.
 #ifndef VOLUMEMANAGER_SERVER_ADMIN_SERVER_H_
 #define VOLUMEMANAGER_SERVER_ADMIN_SERVER_H_
 
@@ -32,10 +32,8 @@
 #include <string>
 
 #include "base/status.h"
+#include "server/http_server.h"
 #include "server/snapshot.h"
-
-struct MHD_Daemon;
-struct MHD_Connection;
 
 namespace server {
 
@@ -56,12 +54,12 @@ struct AdminServerOptions {
 
 class AdminServer {
  public:
-  static constexpr unsigned kMaxConnections = 32;
+  static constexpr size_t kMaxConnections = 32;
 
   // Binds and starts serving; an error names the address that failed (the caller adds the flag).
   // The heartbeat counts from now.
   static base::Result<std::unique_ptr<AdminServer>> Start(AdminServerOptions options);
-  // Stops both listeners; waits for running handlers.
+  // Stops both listeners; wakes handlers waiting for a snapshot and waits for them.
   ~AdminServer();
   AdminServer(const AdminServer&) = delete;
   AdminServer& operator=(const AdminServer&) = delete;
@@ -85,24 +83,15 @@ class AdminServer {
   // --- any thread ---
   std::shared_ptr<const Snapshot> latest() const;
 
-  // What a GET of `path` on the probe (`debug` false) or debug listener answers; the HTTP
-  // callback's body (server threads).
-  struct Response {
-    unsigned status = 200;
-    std::string content_type = "text/plain; charset=utf-8";
-    std::string body;
-  };
+  using Response = HttpResponse;
+  // What a GET of `path` on the probe (`debug` false) or debug listener answers (server
+  // threads).
   Response Serve(bool debug, const std::string& path, bool verbose);
-
-  struct Listener {
-    AdminServer* server;
-    bool debug;
-  };
 
  private:
   explicit AdminServer(AdminServerOptions options);
-  base::Status Listen(const std::string& address, Listener* listener, MHD_Daemon** daemon,
-                      std::string* bound);
+  // The answer to one request (a connection's thread).
+  Response Handle(bool debug, const HttpRequest& request);
   Response Healthz(bool verbose) const;
   Response Readyz(bool verbose);
   // A snapshot published after the call (asking the loop for it), or the latest one when the
@@ -110,10 +99,7 @@ class AdminServer {
   std::shared_ptr<const Snapshot> Fresh(bool debug);
 
   AdminServerOptions options_;
-  Listener probe_listener_{this, false};
-  Listener debug_listener_{this, true};
-  MHD_Daemon* probe_ = nullptr;
-  MHD_Daemon* debug_ = nullptr;
+  std::unique_ptr<HttpServer> http_;
   std::string healthz_bound_;
   std::string debug_bound_;
   std::atomic<int64_t> heartbeat_ns_{0};
@@ -122,6 +108,7 @@ class AdminServer {
   mutable std::mutex mu_;
   std::condition_variable published_;
   std::shared_ptr<const Snapshot> snapshot_;  // guarded by mu_
+  bool stopping_ = false;                     // guarded by mu_
 };
 
 }  // namespace server

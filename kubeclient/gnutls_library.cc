@@ -1,0 +1,66 @@
+#include "kubeclient/gnutls_library.h"
+
+#include <string>
+
+#include "kubeclient/dl_library.h"
+
+namespace kube {
+namespace {
+
+// GnuTLS's soname (ABI 30 since 3.4, 2015). In its own section so that the image build can read
+// it.
+[[gnu::used, gnu::section(".vm_dlopen")]] constexpr char kLibgnutls[] = "libgnutls.so.30";
+
+template <typename Fn>
+bool Find(void* handle, const char* name, Fn* fn, std::string* error) {
+  return dl::Find(handle, kLibgnutls, name, fn, error);
+}
+
+base::Result<const GnutlsLibrary*> Open() {
+  std::string error;
+  void* handle = dl::Open(kLibgnutls, &error);
+  if (handle == nullptr) return base::Status::Error(error);
+  static GnutlsLibrary lib;
+  const bool found =
+      Find(handle, "gnutls_certificate_allocate_credentials",
+           &lib.certificate_allocate_credentials, &error) &&
+      Find(handle, "gnutls_certificate_free_credentials", &lib.certificate_free_credentials,
+           &error) &&
+      Find(handle, "gnutls_certificate_set_x509_trust_mem", &lib.certificate_set_x509_trust_mem,
+           &error) &&
+      Find(handle, "gnutls_certificate_set_x509_system_trust",
+           &lib.certificate_set_x509_system_trust, &error) &&
+      Find(handle, "gnutls_certificate_set_x509_key_mem", &lib.certificate_set_x509_key_mem,
+           &error) &&
+      Find(handle, "gnutls_certificate_verification_status_print",
+           &lib.certificate_verification_status_print, &error) &&
+      Find(handle, "gnutls_init", &lib.init, &error) &&
+      Find(handle, "gnutls_deinit", &lib.deinit, &error) &&
+      Find(handle, "gnutls_set_default_priority", &lib.set_default_priority, &error) &&
+      Find(handle, "gnutls_credentials_set", &lib.credentials_set, &error) &&
+      Find(handle, "gnutls_server_name_set", &lib.server_name_set, &error) &&
+      Find(handle, "gnutls_alpn_set_protocols", &lib.alpn_set_protocols, &error) &&
+      Find(handle, "gnutls_alpn_get_selected_protocol", &lib.alpn_get_selected_protocol,
+           &error) &&
+      Find(handle, "gnutls_session_set_verify_cert", &lib.session_set_verify_cert, &error) &&
+      Find(handle, "gnutls_session_get_verify_cert_status", &lib.session_get_verify_cert_status,
+           &error) &&
+      Find(handle, "gnutls_transport_set_int2", &lib.transport_set_int2, &error) &&
+      Find(handle, "gnutls_handshake", &lib.handshake, &error) &&
+      Find(handle, "gnutls_record_get_direction", &lib.record_get_direction, &error) &&
+      Find(handle, "gnutls_record_recv", &lib.record_recv, &error) &&
+      Find(handle, "gnutls_record_send", &lib.record_send, &error) &&
+      Find(handle, "gnutls_strerror", &lib.strerror, &error) &&
+      Find(handle, "gnutls_free", &lib.free, &error);
+  if (!found) return base::Status::Error(error);
+  return &lib;
+}
+
+}  // namespace
+
+const base::Result<const GnutlsLibrary*>& LoadGnutls() {
+  static const base::Result<const GnutlsLibrary*> loaded = Open();
+  return loaded;
+}
+
+}  // namespace kube

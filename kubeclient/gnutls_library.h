@@ -1,0 +1,51 @@
+// GnutlsLibrary: GnuTLS, opened with dlopen the first time the HTTP/2 transport needs TLS
+// (http2_transport.h), and the functions of it the transport calls. A daemon that never talks to
+// an API server (standalone mode) never maps it, nor what it pulls in (p11-kit, nettle, gmp,
+// libtasn1, libidn2, libunistring: about 2 MiB resident), as for libcurl (curl_library.h).
+//
+// The library's name is also in the binary's `.vm_dlopen` section, where
+// image/runtime_packages.sh finds it to put the library in the image.
+//
+// LoadGnutls() is thread-safe; it opens the library once per process, and the library stays
+// loaded until the process exits.
+#ifndef VOLUMEMANAGER_KUBECLIENT_GNUTLS_LIBRARY_H_
+#define VOLUMEMANAGER_KUBECLIENT_GNUTLS_LIBRARY_H_
+
+#include <gnutls/gnutls.h>
+
+#include "base/status.h"
+
+namespace kube {
+
+struct GnutlsLibrary {
+  decltype(&gnutls_certificate_allocate_credentials) certificate_allocate_credentials;
+  decltype(&gnutls_certificate_free_credentials) certificate_free_credentials;
+  decltype(&gnutls_certificate_set_x509_trust_mem) certificate_set_x509_trust_mem;
+  decltype(&gnutls_certificate_set_x509_system_trust) certificate_set_x509_system_trust;
+  decltype(&gnutls_certificate_set_x509_key_mem) certificate_set_x509_key_mem;
+  decltype(&gnutls_certificate_verification_status_print) certificate_verification_status_print;
+  decltype(&gnutls_init) init;
+  decltype(&gnutls_deinit) deinit;
+  decltype(&gnutls_set_default_priority) set_default_priority;
+  decltype(&gnutls_credentials_set) credentials_set;
+  decltype(&gnutls_server_name_set) server_name_set;
+  decltype(&gnutls_alpn_set_protocols) alpn_set_protocols;
+  decltype(&gnutls_alpn_get_selected_protocol) alpn_get_selected_protocol;
+  decltype(&gnutls_session_set_verify_cert) session_set_verify_cert;
+  decltype(&gnutls_session_get_verify_cert_status) session_get_verify_cert_status;
+  decltype(&gnutls_transport_set_int2) transport_set_int2;
+  decltype(&gnutls_handshake) handshake;
+  decltype(&gnutls_record_get_direction) record_get_direction;
+  decltype(&gnutls_record_recv) record_recv;
+  decltype(&gnutls_record_send) record_send;
+  decltype(&gnutls_strerror) strerror;
+  // GnuTLS's deallocator for what it hands out (a variable in the library, not a function).
+  gnutls_free_function* free;
+};
+
+// The loaded library, or why it could not be loaded: the same answer for the life of the process.
+const base::Result<const GnutlsLibrary*>& LoadGnutls();
+
+}  // namespace kube
+
+#endif  // VOLUMEMANAGER_KUBECLIENT_GNUTLS_LIBRARY_H_
