@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Runs every benchmark (`make bench`): each build/bin/bench_* and each Python bench, in their
-quick variants by default, then bench/plots.py. Every output goes to the results dir with what a
+quick variants by default, then bench/plots.py (into <results>/plots, so that a quick run never
+replaces the committed plots of bench/plots/, which come from full runs; --plots-out bench/plots
+to replace them). Every output goes to the results dir with what a
 figure needs beside it: date, commit, machine, the load average sampled every 2 s during each
 bench, the command and its wall time (run.json, and one summary.md to copy from).
 
 Usage: bench/run_benches.py [--build build] [--results build/bench-results] [--full]
-                            [--only NAME,...] [--plots-out bench/plots]
+                            [--only NAME,...] [--plots-out DIR]
 Exit status 1 when any bench failed (the others still run).
 """
 import argparse
@@ -78,7 +80,8 @@ def main():
     p.add_argument("--results", default="")
     p.add_argument("--full", action="store_true", help="the full variants (tens of minutes)")
     p.add_argument("--only", default="", help="comma list of bench names to run")
-    p.add_argument("--plots-out", default=str(REPO / "bench" / "plots"))
+    p.add_argument("--plots-out", default="",
+                   help="where the plots go (default: the results dir's plots/)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds one bench may run before it is stopped and counted as failed "
                         "(default 300 for the quick variants, none for --full)")
@@ -86,6 +89,7 @@ def main():
     build = Path(args.build).resolve()
     results = Path(args.results or build / "bench-results").resolve()
     results.mkdir(parents=True, exist_ok=True)
+    args.plots_out = args.plots_out or str(results / "plots")
     daemon = str(build / "bin" / "volumemanager")
     quick = [] if args.full else ["--quick"]
     timeout = args.timeout if args.timeout is not None else (None if args.full else 300.0)
