@@ -22,8 +22,8 @@ base::Result<const GnutlsLibrary*> Open() {
   if (handle == nullptr) return base::Status::Error(error);
   static GnutlsLibrary lib;
   const bool found =
-      Find(handle, "gnutls_certificate_allocate_credentials",
-           &lib.certificate_allocate_credentials, &error) &&
+      Find(handle, "gnutls_certificate_allocate_credentials", &lib.certificate_allocate_credentials,
+           &error) &&
       Find(handle, "gnutls_certificate_free_credentials", &lib.certificate_free_credentials,
            &error) &&
       Find(handle, "gnutls_certificate_set_x509_trust_mem", &lib.certificate_set_x509_trust_mem,
@@ -40,8 +40,7 @@ base::Result<const GnutlsLibrary*> Open() {
       Find(handle, "gnutls_credentials_set", &lib.credentials_set, &error) &&
       Find(handle, "gnutls_server_name_set", &lib.server_name_set, &error) &&
       Find(handle, "gnutls_alpn_set_protocols", &lib.alpn_set_protocols, &error) &&
-      Find(handle, "gnutls_alpn_get_selected_protocol", &lib.alpn_get_selected_protocol,
-           &error) &&
+      Find(handle, "gnutls_alpn_get_selected_protocol", &lib.alpn_get_selected_protocol, &error) &&
       Find(handle, "gnutls_session_set_verify_cert", &lib.session_set_verify_cert, &error) &&
       Find(handle, "gnutls_session_get_verify_cert_status", &lib.session_get_verify_cert_status,
            &error) &&

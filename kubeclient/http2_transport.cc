@@ -601,7 +601,8 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
         return nullptr;
       }
     } else if (int rc = Gnutls().certificate_set_x509_system_trust(creds->cred); rc < 0) {
-      *error = std::string("the system's CA certificates cannot be loaded: ") + Gnutls().strerror(rc);
+      *error =
+          std::string("the system's CA certificates cannot be loaded: ") + Gnutls().strerror(rc);
       return nullptr;
     }
   }
@@ -612,9 +613,11 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
     gnutls_datum_t key{
         reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_key_pem.data())),
         static_cast<unsigned>(tls.client_key_pem.size())};
-    if (int rc = Gnutls().certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+    if (int rc =
+            Gnutls().certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
         rc < 0) {
-      *error = std::string("the client certificate or key cannot be used: ") + Gnutls().strerror(rc);
+      *error =
+          std::string("the client certificate or key cannot be used: ") + Gnutls().strerror(rc);
       return nullptr;
     }
   }

@@ -14,9 +14,9 @@
 namespace server {
 
 struct HttpRequest {
-  std::string method;  // as sent (methods are case-sensitive)
-  std::string path;    // the target's path, percent-decoded; starts with '/'
-  std::string query;   // the target after '?', as sent ("" when none)
+  std::string method;     // as sent (methods are case-sensitive)
+  std::string path;       // the target's path, percent-decoded; starts with '/'
+  std::string query;      // the target after '?', as sent ("" when none)
   int minor_version = 1;  // HTTP/1.<minor_version>
   // The connection stays open after the answer: HTTP/1.1 unless "Connection: close", HTTP/1.0
   // only with "Connection: keep-alive"; never after a request with a body.

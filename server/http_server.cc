@@ -6,9 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <utility>
 
 #include "base/bind_address.h"
@@ -28,8 +30,9 @@ constexpr size_t kLingerBytes = 64 * 1024;
 std::string Errno(int err) { return std::strerror(err); }
 
 void Log(spdlog::level::level_enum level, const std::string& message) {
-  base::CatchAll("admin server log", [&] { spdlog::log(level, "admin server: {}", message); })
-      .IgnoreError();
+  base::CatchAll("admin server log", [&] {
+    spdlog::log(level, "admin server: {}", message);
+  }).IgnoreError();
 }
 
 std::string HttpDate() {
@@ -83,20 +86,18 @@ base::Result<int> HttpServer::Listen(const std::string& address, std::string* bo
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
     return fail("getsockname: ");
   }
-  const int port = ntohs(local.ss_family == AF_INET6
-                             ? reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port
-                             : reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+  const int port =
+      ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port
+                                        : reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
   *bound = base::FormatBindAddress(addr->host, addr->ipv6, port);
   return fd;
 }
 
 HttpServer::HttpServer(std::vector<int> listen_fds, Handler handler, Options options)
-    : listen_fds_(std::move(listen_fds)),
-      handler_(std::move(handler)),
-      options_(options) {}
+    : listen_fds_(std::move(listen_fds)), handler_(std::move(handler)), options_(options) {}
 
 base::Result<std::unique_ptr<HttpServer>> HttpServer::Start(std::vector<int> listen_fds,
-                                                             Handler handler, Options options) {
+                                                            Handler handler, Options options) {
   std::unique_ptr<HttpServer> server(
       new HttpServer(std::move(listen_fds), std::move(handler), options));
   server->stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -180,8 +181,8 @@ void HttpServer::Accept(int listen_fd, size_t listener) {
       ++refused_;
       lock.unlock();
       ::close(fd);
-      Log(spdlog::level::debug, "connection refused: " +
-                                    std::to_string(options_.max_connections) + " already open");
+      Log(spdlog::level::debug,
+          "connection refused: " + std::to_string(options_.max_connections) + " already open");
       continue;
     }
     Connection& c = connections_.emplace_back();
@@ -221,10 +222,10 @@ void HttpServer::Reap() {
   for (Connection& c : ended) c.thread.join();
 }
 
-bool HttpServer::WaitFor(int fd, short events) const {
+bool HttpServer::WaitFor(int fd, short events, std::chrono::milliseconds timeout) const {
   pollfd fds[2] = {{fd, events, 0}, {stop_fd_, POLLIN, 0}};
   for (;;) {
-    const int n = ::poll(fds, 2, static_cast<int>(options_.idle_timeout.count()));
+    const int n = ::poll(fds, 2, static_cast<int>(std::max<int64_t>(timeout.count(), 0)));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || fds[1].revents != 0) return false;
     return true;  // the event, or an error or hang-up the next call reports
@@ -239,7 +240,7 @@ bool HttpServer::SendAll(int fd, std::string_view data) const {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!WaitFor(fd, POLLOUT)) return false;
+      if (!WaitFor(fd, POLLOUT, options_.idle_timeout)) return false;
     } else {
       return false;
     }
@@ -274,8 +275,11 @@ void HttpServer::FailAndClose(int fd, unsigned status, const std::string& body) 
 }
 
 void HttpServer::Serve(int fd, size_t listener) {
+  using Clock = std::chrono::steady_clock;
   std::string in;
   char buf[4096];
+  // When the head being read must be complete; unset until its first byte.
+  std::optional<Clock::time_point> head_deadline;
   for (;;) {
     HttpRequest request;
     size_t head_size = 0;
@@ -288,9 +292,15 @@ void HttpServer::Serve(int fd, size_t listener) {
                                 std::to_string(options_.max_head_bytes) + " bytes\n");
       }
       const bool begun = in.find_first_not_of("\r\n") != std::string::npos;
-      if (!WaitFor(fd, POLLIN)) {
-        // Quiet too long, or stopping. A request begun gets a 408; an idle keep-alive connection
-        // just closes.
+      if (begun && !head_deadline) head_deadline = Clock::now() + options_.head_timeout;
+      if (begun && Clock::now() >= *head_deadline) return FailAndClose(fd, 408, "timed out\n");
+      const std::chrono::milliseconds wait =
+          begun ? std::min(options_.idle_timeout, std::chrono::ceil<std::chrono::milliseconds>(
+                                                      *head_deadline - Clock::now()))
+                : options_.idle_timeout;
+      if (!WaitFor(fd, POLLIN, wait)) {
+        // Quiet too long, the head too slow, or stopping. A request begun gets a 408; an idle
+        // keep-alive connection just closes.
         if (begun) return FailAndClose(fd, 408, "timed out\n");
         break;
       }
@@ -309,9 +319,10 @@ void HttpServer::Serve(int fd, size_t listener) {
       return FailAndClose(fd, 505, why + "\n");
     }
     in.erase(0, head_size);
+    head_deadline.reset();
     HttpResponse response;
-    base::Status s = base::CatchAll("admin server request",
-                                    [&] { response = handler_(listener, request); });
+    base::Status s =
+        base::CatchAll("admin server request", [&] { response = handler_(listener, request); });
     if (!s.ok()) {
       response = {500, "text/plain; charset=utf-8", "internal error\n"};
       Log(spdlog::level::err, s.message());

@@ -8,11 +8,13 @@
 // handler may block (the admin server waits up to a second for the event loop); it never runs on
 // the acceptor, so a slow answer delays only its own connection.
 //
-// Limits: a request head is at most Options::max_head_bytes (431 past it); a connection that
-// sends nothing for Options::idle_timeout, or does not take the answer within it, is closed (408
-// when a request was begun). A request that announces a body is answered and the connection
-// closed. Stopping (the destructor) closes the listeners, wakes every thread and joins them;
-// a handler running then finishes first.
+// Limits: a request head is at most Options::max_head_bytes (431 past it) and must be complete
+// within Options::head_timeout of its first byte (408 otherwise: a client trickling a head cannot
+// hold one of the few connections for long); a connection that sends nothing for
+// Options::idle_timeout, or does not take the answer within it, is closed (408 when a request was
+// begun). A request that announces a body is answered and the connection closed. Stopping (the
+// destructor) closes the listeners, wakes every thread and joins them; a handler running then
+// finishes first.
 #ifndef VOLUMEMANAGER_SERVER_HTTP_SERVER_H_
 #define VOLUMEMANAGER_SERVER_HTTP_SERVER_H_
 
@@ -42,6 +44,7 @@ class HttpServer {
   struct Options {
     size_t max_connections = 32;
     std::chrono::milliseconds idle_timeout{30000};
+    std::chrono::milliseconds head_timeout{10000};
     size_t max_head_bytes = 16 * 1024;
   };
   // Called on a connection's thread with the index of the listener (in the order given to
@@ -55,7 +58,7 @@ class HttpServer {
 
   // Serves on the listening sockets (the server owns them from here, also on failure).
   static base::Result<std::unique_ptr<HttpServer>> Start(std::vector<int> listen_fds,
-                                                          Handler handler, Options options);
+                                                         Handler handler, Options options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -74,8 +77,8 @@ class HttpServer {
   void Serve(int fd, size_t listener);
   // Joins the connection threads that have ended.
   void Reap();
-  // Waits until `fd` has `events` or the server stops; false on stop, timeout or error.
-  bool WaitFor(int fd, short events) const;
+  // Waits until `fd` has `events` or the server stops; false on stop or after `timeout`.
+  bool WaitFor(int fd, short events, std::chrono::milliseconds timeout) const;
   bool SendAll(int fd, std::string_view data) const;
   // Sends `out` (a whole answer), then closes the connection.
   void SendAndClose(int fd, std::string_view out) const;

@@ -31,6 +31,7 @@ class Client {
   }
   ~Client() { ::close(fd_); }
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
 
   void Send(std::string_view data) {
     ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL),
@@ -54,9 +55,8 @@ class Client {
     buffer_.erase(0, end + 4);
     a.status = std::stoi(a.head.substr(9, 3));
     const size_t cl = a.head.find("Content-Length: ");
-    const size_t length = head_only || cl == std::string::npos
-                              ? 0
-                              : std::stoul(a.head.substr(cl + 16));
+    const size_t length =
+        head_only || cl == std::string::npos ? 0 : std::stoul(a.head.substr(cl + 16));
     while (buffer_.size() < length) {
       if (!Fill(wait)) return a;
     }
@@ -219,6 +219,31 @@ TEST_F(HttpServerTest, QuietConnectionsAreClosed) {
   Client::Answer a = begun.Read();
   EXPECT_EQ(a.status, 408);
   EXPECT_TRUE(begun.ClosedByServer());
+}
+
+TEST_F(HttpServerTest, AHeadTrickledInTooSlowlyIs408) {
+  HttpServer::Options o;
+  o.head_timeout = milliseconds(300);
+  Start(o);
+  Client c(first_);
+  // A byte every 50 ms: never quiet for the idle timeout (30 s), but the head takes too long.
+  const std::string head = "GET /slow HTTP/1.1\r\nHost: " + std::string(40, 'x') + "\r\n\r\n";
+  size_t sent = 0;
+  for (; sent < head.size(); ++sent) {
+    if (::send(c.fd(), &head[sent], 1, MSG_NOSIGNAL) != 1) break;  // closed by the server
+    std::this_thread::sleep_for(milliseconds(50));
+    pollfd p = {c.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) break;  // the answer came
+  }
+  EXPECT_LT(sent, head.size());
+  Client::Answer a = c.Read();
+  EXPECT_EQ(a.status, 408);
+  EXPECT_TRUE(c.ClosedByServer());
+  EXPECT_EQ(calls_.load(), 0);
+  // A head sent at once on a fresh connection is served.
+  Client quick(first_);
+  quick.Send(head);
+  EXPECT_EQ(quick.Read().body, "0 GET /slow ");
 }
 
 TEST_F(HttpServerTest, ConnectionsPastTheLimitAreRefusedUntilOneCloses) {
