@@ -64,8 +64,9 @@ def test_entrypoint_runs_in_a_chroot_of_the_image(image):
     r = in_chroot(rootfs, *entrypoint, "--validate-only", "--in-cluster", "--node-name=n1")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["volumemanager"]["inCluster"] is True
-    # libnghttp2, which the binary opens only when it speaks to an API server (not in its ldd
-    # closure), is in the image: preflight gets as far as connecting (nothing listens there).
+    # libnghttp2 and GnuTLS, which the binary opens only when it speaks to an API server (not in
+    # its ldd closure), are in the image: preflight gets as far as connecting (nothing listens
+    # there; the transport loads both before it connects).
     # libcurl (opened for HTTP/1.1 only) is there too, with what it links.
     (rootfs / "kubeconfig").write_text(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
@@ -76,7 +77,7 @@ def test_entrypoint_runs_in_a_chroot_of_the_image(image):
                   "--node-name", "n1")
     assert "server reachable" in r.stdout and "cannot connect to 127.0.0.1:1" in r.stdout, \
         r.stdout + r.stderr
-    for soname in ("libnghttp2.so.14", "libcurl.so.4"):
+    for soname in ("libnghttp2.so.14", "libgnutls.so.30", "libcurl.so.4"):
         assert list(rootfs.glob("usr/lib/*/" + soname)), soname + " missing from the image"
 
 
