@@ -1,6 +1,7 @@
 """The admin endpoints and the configuration file of the real binary in standalone mode:
 /healthz, /readyz (?verbose), /metrics (checked by promtool, parsed by prometheus_client),
 /debug/state, /configz, which listener serves what, and --config with flags overriding it."""
+import http.client
 import json
 import re
 import socket
@@ -170,6 +171,35 @@ def test_readyz_names_the_missing_pod_source(env, tmp_path):
             "http://127.0.0.1:9/pods\n") in body
     assert "[+]pod-source-file ok\n" in body
     assert get(probe + "/healthz")[:2] == (200, "ok")
+    assert env.stop() == 0
+
+
+def test_a_standalone_daemon_maps_no_http_or_tls_library(env):
+    # The admin endpoints are served without one (server/http_server.h); libcurl, libnghttp2
+    # and GnuTLS are opened only when a pod source or the API server needs them.
+    env.put_pod(pod("web", [{"name": "cfg", "configMap": {"name": "cfg"}}], uid="u1"))
+    env.put_object(configmap("cfg", {"greeting": "hello"}))
+    env.start()
+    probe, debug = env.admin_addresses()
+    wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
+    # One connection, as a Prometheus scraper keeps it: several requests, HTTP/1.1 keep-alive.
+    host, port = probe.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    for path in ("/metrics", "/healthz", "/readyz?verbose", "/metrics"):
+        conn.request("GET", path)
+        r = conn.getresponse()
+        assert r.status == 200, path
+        assert r.read()
+        assert r.getheader("Connection") is None, path  # kept open
+    conn.request("HEAD", "/healthz")
+    r = conn.getresponse()
+    assert (r.status, r.getheader("Content-Length"), r.read()) == (200, "2", b"")
+    conn.close()
+    assert get(debug + "/debug/state")[0] == 200
+    maps = open(f"/proc/{env.proc.pid}/maps").read()
+    for lib in ("libgnutls", "libcurl", "libnghttp2", "libssl", "libcrypto", "libmicrohttpd",
+                "libp11-kit"):
+        assert lib not in maps, lib + " is mapped by a standalone daemon"
     assert env.stop() == 0
 
 
