@@ -1,5 +1,6 @@
-// String helpers shared by every module: joining a list with a separator and splitting on one
-// character. Nothing here knows about paths, URLs or Kubernetes.
+// String helpers shared by every module: joining a list with a separator, splitting on one
+// character, ASCII case and hex digits (locale-free, for protocol text). Nothing here knows about
+// paths, URLs or Kubernetes.
 #ifndef VOLUMEMANAGER_BASE_STRINGS_H_
 #define VOLUMEMANAGER_BASE_STRINGS_H_
 
@@ -40,6 +41,28 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
     parts.push_back(s.substr(start, at - start));
     start = at + 1;
   }
+}
+
+// The value of a hex digit (0-9, a-f, A-F), or -1 for any other character.
+inline int HexDigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// `c` with A-Z mapped to a-z; every other byte as it is (no locale).
+inline char AsciiLower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// Whether `a` and `b` are equal but for ASCII case (HTTP header names and tokens).
+inline bool EqualsIgnoreAsciiCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (AsciiLower(a[i]) != AsciiLower(b[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace base

@@ -33,5 +33,25 @@ TEST(ErrnoErrorTest, NamesTheCallThePathAndKeepsTheErrno) {
   EXPECT_EQ(s.sys_errno(), ENOSPC);
 }
 
+TEST(StringsTest, HexDigitValue) {
+  EXPECT_EQ(HexDigitValue('0'), 0);
+  EXPECT_EQ(HexDigitValue('9'), 9);
+  EXPECT_EQ(HexDigitValue('a'), 10);
+  EXPECT_EQ(HexDigitValue('F'), 15);
+  for (char c : {'g', 'G', '/', ':', '@', '`', '\0', ' ', '\xff'}) {
+    EXPECT_EQ(HexDigitValue(c), -1) << int(c);
+  }
+}
+
+TEST(StringsTest, AsciiCaseOnly) {
+  EXPECT_EQ(AsciiLower('A'), 'a');
+  EXPECT_EQ(AsciiLower('z'), 'z');
+  EXPECT_EQ(AsciiLower('@'), '@');
+  EXPECT_EQ(AsciiLower('\xc4'), '\xc4');  // no locale: a byte above ASCII is left alone
+  EXPECT_TRUE(EqualsIgnoreAsciiCase("Content-Length", "content-LENGTH"));
+  EXPECT_FALSE(EqualsIgnoreAsciiCase("Content-Length", "Content-Lengt"));
+  EXPECT_FALSE(EqualsIgnoreAsciiCase("a[", "A{"));  // '[' and '{' differ by the case bit
+}
+
 }  // namespace
 }  // namespace base

@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "base/strings.h"
 #include "base/utf8.h"
 
 namespace kube {
@@ -70,18 +71,8 @@ bool ParseGoInt(const std::string& s, json* out) {
   }
   Uint128 v = 0;
   for (; i < s.size(); ++i) {
-    const char c = s[i];
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      d = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    if (d >= base) return false;
+    const int d = base::HexDigitValue(s[i]);
+    if (d < 0 || d >= base) return false;
     v = v * static_cast<unsigned>(base) + static_cast<unsigned>(d);
     if (v > std::numeric_limits<uint64_t>::max()) return false;
   }

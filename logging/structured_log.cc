@@ -2,6 +2,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "base/strings.h"
 #include "logging/go_quote.h"
 
 namespace logging {
@@ -74,13 +75,6 @@ struct StringOut {
   using value_type = char;
 };
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 void AppendUtf8(std::string& out, uint32_t rune) {
   if (rune < 0x80) {
     out.push_back(static_cast<char>(rune));
@@ -123,14 +117,16 @@ bool ReadQuoted(std::string_view s, size_t* pos, std::string* out) {
     if (const size_t k = kLetters.find(e); k != std::string_view::npos) {
       out->push_back(kBytes[k]);
       i += 2;
-    } else if (e == 'x' && i + 3 < s.size() && HexDigit(s[i + 2]) >= 0 && HexDigit(s[i + 3]) >= 0) {
-      out->push_back(static_cast<char>(HexDigit(s[i + 2]) * 16 + HexDigit(s[i + 3])));
+    } else if (e == 'x' && i + 3 < s.size() && base::HexDigitValue(s[i + 2]) >= 0 &&
+               base::HexDigitValue(s[i + 3]) >= 0) {
+      out->push_back(
+          static_cast<char>(base::HexDigitValue(s[i + 2]) * 16 + base::HexDigitValue(s[i + 3])));
       i += 4;
     } else if ((e == 'u' || e == 'U') && i + (e == 'u' ? 5 : 9) < s.size()) {
       const size_t digits = e == 'u' ? 4 : 8;
       uint32_t rune = 0;
       for (size_t j = 2; j < 2 + digits; ++j) {
-        const int d = HexDigit(s[i + j]);
+        const int d = base::HexDigitValue(s[i + j]);
         if (d < 0) return false;
         rune = rune * 16 + static_cast<uint32_t>(d);
       }

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "base/strings.h"
+
 namespace server {
 namespace {
 
@@ -38,16 +40,6 @@ bool IsToken(std::string_view s) {
   return true;
 }
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
-
 std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -58,18 +50,11 @@ std::string_view TrimOws(std::string_view s) {
 bool ListHas(std::string_view list, std::string_view option) {
   while (!list.empty()) {
     const size_t comma = list.find(',');
-    if (EqualsIgnoreCase(TrimOws(list.substr(0, comma)), option)) return true;
+    if (base::EqualsIgnoreAsciiCase(TrimOws(list.substr(0, comma)), option)) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
   return false;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = Lower(c);
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
 }
 
 // The next line of `in` from *pos, without its end (CRLF or LF); false when no line end yet.
@@ -124,8 +109,8 @@ HeadParse ParseRequestLine(std::string_view line, HttpRequest* request, std::str
       request->path += c;
       continue;
     }
-    const int hi = i + 2 < raw_path.size() ? HexValue(raw_path[i + 1]) : -1;
-    const int lo = hi >= 0 ? HexValue(raw_path[i + 2]) : -1;
+    const int hi = i + 2 < raw_path.size() ? base::HexDigitValue(raw_path[i + 1]) : -1;
+    const int lo = hi >= 0 ? base::HexDigitValue(raw_path[i + 2]) : -1;
     if (lo < 0) return Bad(why, "the target has a bad percent-encoding");
     if (hi == 0 && lo == 0) return Bad(why, "the target encodes a NUL");
     request->path += static_cast<char>(hi * 16 + lo);
@@ -178,10 +163,10 @@ HeadParse ParseRequestHead(std::string_view in, HttpRequest* request, size_t* he
         return Bad(why, "a header value holds a control character");
       }
     }
-    if (EqualsIgnoreCase(name, "connection")) {
+    if (base::EqualsIgnoreAsciiCase(name, "connection")) {
       close = close || ListHas(value, "close");
       keep_alive_asked = keep_alive_asked || ListHas(value, "keep-alive");
-    } else if (EqualsIgnoreCase(name, "content-length")) {
+    } else if (base::EqualsIgnoreAsciiCase(name, "content-length")) {
       unsigned long long n = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
       if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
@@ -190,7 +175,7 @@ HeadParse ParseRequestHead(std::string_view in, HttpRequest* request, size_t* he
       if (has_length && n != length) return Bad(why, "Content-Length is given twice, unequal");
       has_length = true;
       length = n;
-    } else if (EqualsIgnoreCase(name, "transfer-encoding")) {
+    } else if (base::EqualsIgnoreAsciiCase(name, "transfer-encoding")) {
       request->has_body = true;
     }
   }
