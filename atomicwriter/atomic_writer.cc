@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "atomicwriter/filesystem_probe.h"
+#include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
 #include "base/errno_error.h"
 #include "base/strings.h"
@@ -212,6 +213,19 @@ Result<std::unique_ptr<AtomicWriter>> AtomicWriter::Open(const std::string& targ
   int fd = fs->OpenAt(AT_FDCWD, target_dir, kDirOpenFlags, 0);
   if (fd < 0) return ErrnoError("Error creating atomic writer: open", target_dir, errno);
   return std::unique_ptr<AtomicWriter>(new AtomicWriter(target_dir, fd, std::move(options)));
+}
+
+Result<std::unique_ptr<AtomicWriter>> AtomicWriter::OpenBeneath(int root_fd,
+                                                                const std::string& rel_dir,
+                                                                const std::string& shown,
+                                                                Options options) {
+  const int fd = atomicwriter::OpenBeneath(root_fd, rel_dir, kDirOpenFlags);
+  if (fd < 0) {
+    const int err = errno;
+    Status s = OpenBeneathError(shown, err);
+    return Status::Error("Error creating atomic writer: " + s.message(), err);
+  }
+  return std::unique_ptr<AtomicWriter>(new AtomicWriter(shown, fd, std::move(options)));
 }
 
 AtomicWriter::AtomicWriter(std::string target_dir, int dir_fd, Options options)

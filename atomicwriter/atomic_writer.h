@@ -157,8 +157,18 @@ struct WriteResult {
 class AtomicWriter {
  public:
   // Opens `target_dir`, which must exist and be a directory (not a symlink). Nothing is created.
+  // Every component of `target_dir` but the last is followed as the kernel resolves it: for a
+  // path the caller trusts (tests, tools).
   static base::Result<std::unique_ptr<AtomicWriter>> Open(const std::string& target_dir,
                                                           Options options = {});
+  // Opens `rel_dir` beneath the open directory `root_fd` without following any symlink on the
+  // way (atomicwriter::OpenBeneath): what the daemon uses under its root dir. `shown` names the
+  // dir in messages (the full path). A symlink or a file where a directory should be is an
+  // error saying so.
+  static base::Result<std::unique_ptr<AtomicWriter>> OpenBeneath(int root_fd,
+                                                                 const std::string& rel_dir,
+                                                                 const std::string& shown,
+                                                                 Options options = {});
   ~AtomicWriter();
   AtomicWriter(const AtomicWriter&) = delete;
   AtomicWriter& operator=(const AtomicWriter&) = delete;

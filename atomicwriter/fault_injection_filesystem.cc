@@ -169,4 +169,9 @@ int FaultInjectionFilesystem::SetInodeFlags(int fd, int flags) {
   return base_->SetInodeFlags(fd, flags);
 }
 
+int FaultInjectionFilesystem::MountId(int fd, uint64_t* mount_id) {
+  if (ShouldFail("mountid")) return -1;
+  return base_->MountId(fd, mount_id);
+}
+
 }  // namespace atomicwriter

@@ -62,6 +62,7 @@ class FaultInjectionFilesystem : public Filesystem {
   int ReadDir(int dirfd, std::vector<DirEntry>* entries) override;
   int GetInodeFlags(int fd, int* flags) override;
   int SetInodeFlags(int fd, int flags) override;
+  int MountId(int fd, uint64_t* mount_id) override;
 
  private:
   // Counts the call; true (with errno set) when this call must fail.

@@ -10,6 +10,8 @@
 #include <climits>
 #include <string_view>
 
+#include "atomicwriter/open_beneath.h"
+
 namespace atomicwriter {
 namespace {
 
@@ -76,6 +78,7 @@ class Posix final : public Filesystem {
   // The kernel reads and writes an int, whatever the ioctl's declared type says.
   int GetInodeFlags(int fd, int* flags) override { return ::ioctl(fd, FS_IOC_GETFLAGS, flags); }
   int SetInodeFlags(int fd, int flags) override { return ::ioctl(fd, FS_IOC_SETFLAGS, &flags); }
+  int MountId(int fd, uint64_t* mount_id) override { return MountIdOf(fd, mount_id); }
 
   int ReadDir(int dirfd, std::vector<DirEntry>* entries) override {
     entries->clear();

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ class Filesystem {
   // sets, FS_*_FL from <linux/fs.h>).
   virtual int GetInodeFlags(int fd, int* flags) = 0;
   virtual int SetInodeFlags(int fd, int flags) = 0;
+  // The id of the mount holding the open `fd` (atomicwriter::MountIdOf): a bind mount of the same
+  // filesystem has another id than its source, where st_dev is the same.
+  virtual int MountId(int fd, uint64_t* mount_id) = 0;
 };
 
 // The real system calls. A process-wide singleton; never deleted.

@@ -12,8 +12,11 @@ namespace atomicwriter {
 
 using base::ErrnoError;
 
-base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
-                          const std::string& shown, unsigned char type) {
+namespace {
+
+// RemoveTreeAt below a directory on mount `mount`.
+base::Status RemoveOnMount(Filesystem& fs, int dirfd, const std::string& name,
+                           const std::string& shown, unsigned char type, uint64_t mount) {
   if (type != DT_DIR) {
     if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return base::Status::OK();
     if (errno != EISDIR) return ErrnoError("remove", shown, errno);
@@ -23,9 +26,26 @@ base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
     if (errno == ENOENT) return base::Status::OK();
     // Replaced by a file or a link since it was listed: removed as one.
     if (type == DT_DIR && (errno == ENOTDIR || errno == ELOOP)) {
-      return RemoveTreeAt(fs, dirfd, name, shown, DT_UNKNOWN);
+      return RemoveOnMount(fs, dirfd, name, shown, DT_UNKNOWN, mount);
     }
     return ErrnoError("open", shown, errno);
+  }
+  // Never into another mount: a bind mount of the same filesystem (even of the tree's own
+  // parent: a bind loop) shows the same st_dev, so the mount id decides. A file bind-mounted
+  // here fails its unlink with EBUSY on its own.
+  uint64_t here = 0;
+  if (fs.MountId(fd, &here) != 0) {
+    const int err = errno;
+    fs.Close(fd);
+    return ErrnoError("read the mount of", shown, err);
+  }
+  if (here != mount) {
+    fs.Close(fd);
+    return base::Status::Error(
+        "remove " + shown +
+            ": a mount point (another mount than its parent's); left in place, "
+            "nothing below it removed",
+        EXDEV);
   }
   std::vector<DirEntry> children;
   base::Status s;
@@ -35,7 +55,8 @@ base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
   std::sort(children.begin(), children.end(),
             [](const DirEntry& a, const DirEntry& b) { return a.ino < b.ino; });
   for (size_t i = 0; s.ok() && i < children.size(); ++i) {
-    s = RemoveTreeAt(fs, fd, children[i].name, shown + "/" + children[i].name, children[i].type);
+    s = RemoveOnMount(fs, fd, children[i].name, shown + "/" + children[i].name, children[i].type,
+                      mount);
   }
   if (!s.ok()) {
     fs.Close(fd);
@@ -49,6 +70,16 @@ base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
   fs.Close(fd);
   if (rc == 0 || err == ENOENT) return base::Status::OK();
   return ErrnoError("remove", shown, err);
+}
+
+}  // namespace
+
+base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
+                          const std::string& shown, unsigned char type) {
+  uint64_t mount = 0;
+  if (fs.MountId(dirfd, &mount) != 0)
+    return ErrnoError("read the mount of the dir of", shown, errno);
+  return RemoveOnMount(fs, dirfd, name, shown, type, mount);
 }
 
 base::Status RemoveTree(const std::string& path, Filesystem* fs) {

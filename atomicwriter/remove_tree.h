@@ -1,7 +1,10 @@
-// Recursive removal that never follows a symlink: a link is unlinked itself, only real
-// directories are opened (O_NOFOLLOW, relative to their parent's descriptor). Used by the writer
-// for debris and by volume teardown, so that a hostile link inside a volume cannot make either
-// delete anything outside it.
+// Recursive removal that never follows a symlink and never leaves the mount it starts on: a link
+// is unlinked itself, only real directories are opened (O_NOFOLLOW, relative to their parent's
+// descriptor), and a directory on another mount than the one holding the starting dir (a bind
+// mount, even of the same filesystem: compared by mount id, not st_dev) is neither entered nor
+// removed: the removal fails, naming it, and leaves it in place. Used by the writer for debris and
+// by volume teardown, so that a hostile link or bind mount inside a volume cannot make either
+// delete anything outside it (the kubelet removes with a one-filesystem rule for the same reason).
 #ifndef VOLUMEMANAGER_ATOMICWRITER_REMOVE_TREE_H_
 #define VOLUMEMANAGER_ATOMICWRITER_REMOVE_TREE_H_
 

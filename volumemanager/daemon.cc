@@ -73,6 +73,14 @@ std::optional<Daemon::StartError> Daemon::Start() {
       return StartError{1, "--root-dir: mkdir " + dir + ": " + std::strerror(errno)};
     }
   }
+  // A link planted as the pods dir is never followed: every volume below it fails, saying so.
+  if (struct stat st{};
+      ::lstat((config_.root_dir + "/pods").c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    spdlog::error(
+        "{}/pods is {}, not a directory: it is not followed, and every volume below it fails until "
+        "it is a directory again",
+        config_.root_dir, S_ISLNK(st.st_mode) ? "a symlink" : "not a directory");
+  }
 
   // What the daemon owns under the root dir: only what its journal lists, never what it finds.
   auto journal = OwnershipJournal::Open(config_.state_dir);

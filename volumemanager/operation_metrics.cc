@@ -1,10 +1,16 @@
 #include "volumemanager/operation_metrics.h"
 
 #include <algorithm>
+#include <cerrno>
 
 namespace volumemanager {
 
 std::string FailureReason(const base::Status& error, bool objects_unavailable) {
+  // A link, a file or another mount where the volume's path should hold the daemon's own dirs:
+  // refused, never followed (atomicwriter::OpenBeneath, the one-mount removal).
+  if (error.sys_errno() == ELOOP || error.sys_errno() == ENOTDIR || error.sys_errno() == EXDEV) {
+    return "unsafe_path";
+  }
   if (error.sys_errno() != 0) return "filesystem";
   if (objects_unavailable) return "object_unavailable";
   return "invalid_volume";

@@ -26,7 +26,10 @@ inline constexpr char kOperationMount[] = "volume_mount";
 inline constexpr char kOperationUnmount[] = "volume_unmount";
 
 // Why an operation failed, as a metric label:
-//  * "filesystem": a system call failed (the error carries an errno);
+//  * "unsafe_path": a symlink or a file where a directory of the volume's path should be, or a
+//    mount the daemon did not make on or inside a volume it tears down: refused, never followed
+//    (errno ELOOP, ENOTDIR or EXDEV);
+//  * "filesystem": another system call failed (the error carries an errno);
 //  * "object_unavailable": an object the volume reads is missing or could not be read (not
 //    found, not registered, the API server's error, a cache not synced);
 //  * "invalid_volume": anything else, i.e. the volume cannot be built from what it reads (a

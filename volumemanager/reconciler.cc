@@ -8,7 +8,10 @@
 #include <ctime>
 #include <utility>
 
+#include "atomicwriter/open_beneath.h"
+#include "atomicwriter/path_validation.h"
 #include "base/errno_error.h"
+#include "base/unique_fd.h"
 #include "logging/structured_log.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
@@ -51,15 +54,32 @@ class SnapshotLookup final : public plugins::ObjectLookup {
   ObjectSnapshot objects_;
 };
 
-// The files of a volume's live version, read through its ..data link (pool thread).
+// The files of a volume's live version, read through its ..data link (pool thread): the volume
+// dir opened beneath the root dir, `..data` read as a link that must name a version dir in it,
+// and the file opened beneath that version dir; no other link is followed.
 class LiveVersion final : public plugins::LiveContent {
  public:
-  explicit LiveVersion(std::string dir) : dir_(std::move(dir)) {}
+  explicit LiveVersion(VolumeLocation location) : location_(std::move(location)) {}
 
   base::Result<std::string> Read(const std::string& path) override {
-    const std::string full = dir_ + "/" + atomicwriter::kDataDirName + "/" + path;
-    const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return base::ErrnoError("open", full, errno);
+    const std::string full = location_.dir() + "/" + atomicwriter::kDataDirName + "/" + path;
+    if (!vol_.valid()) {
+      auto vol = OpenVolumeDir(location_);
+      if (!vol.ok()) return vol.status();
+      vol_ = std::move(vol).value();
+    }
+    char target[256];
+    const ssize_t len =
+        ::readlinkat(vol_.get(), atomicwriter::kDataDirName, target, sizeof(target));
+    if (len < 0) return base::ErrnoError("readlink", location_.dir() + "/..data", errno);
+    const std::string version(target, static_cast<size_t>(len));
+    if (!version.starts_with("..") || version.find('/') != std::string::npos || version == "..") {
+      return base::Status::Error(location_.dir() + "/..data: points at " + version +
+                                 ", not a version dir of the volume");
+    }
+    const int fd = atomicwriter::OpenBeneath(
+        vol_.get(), version + "/" + atomicwriter::CleanPath(path), O_RDONLY);
+    if (fd < 0) return atomicwriter::OpenBeneathError(full, errno);
     std::string out;
     char buf[8192];
     for (;;) {
@@ -78,7 +98,8 @@ class LiveVersion final : public plugins::LiveContent {
   }
 
  private:
-  std::string dir_;
+  VolumeLocation location_;
+  base::UniqueFd vol_;
 };
 
 std::string FormatTime(std::chrono::system_clock::time_point t) {
@@ -237,13 +258,15 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
 bool Reconciler::StartSetUpCheck(const DesiredVolume& desired) {
   const VolumeKey key = desired.key;
   auto set_up = std::make_shared<bool>(false);
-  const std::string dir =
-      VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(), key.volume_name}
-          .dir();
+  const VolumeLocation loc{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
+                           key.volume_name};
   return executor_->Run(
       key,
-      [set_up, dir] {
-        *set_up = KubeletHasSetUp(dir);
+      [set_up, loc] {
+        // A path that cannot be walked safely counts as set up here: the mount that follows
+        // fails on it with its error, an Event and backoff, instead of waiting in silence.
+        auto r = KubeletHasSetUp(loc);
+        *set_up = !r.ok() || *r;
         return base::Status::OK();
       },
       [this, key, set_up](const base::Status&) {
@@ -275,10 +298,17 @@ bool Reconciler::StartVerify(const MountedVolume& mounted) {
   auto seen = std::make_shared<Seen>();
   return executor_->Run(
       key,
-      [seen, dir = mounted.dir]() -> base::Status {
-        const std::string link = dir + "/" + atomicwriter::kDataDirName;
+      [seen, loc = VolumeLocation{options_.root_dir, key.pod_uid, mounted.plugin_dir,
+                                  key.volume_name}]() -> base::Status {
+        auto vol = OpenVolumeDir(loc);
+        if (!vol.ok()) {
+          // Gone (torn down by the kubelet): not set up. A link or file on its path: an error.
+          if (vol.status().sys_errno() == ENOENT) return base::Status::OK();
+          return vol.status();
+        }
+        const std::string link = loc.dir() + "/" + atomicwriter::kDataDirName;
         char buf[PATH_MAX];
-        const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf));
+        const ssize_t n = ::readlinkat(vol->get(), atomicwriter::kDataDirName, buf, sizeof(buf));
         if (n < 0) {
           if (errno == ENOENT || errno == ENOTDIR) return base::Status::OK();
           return base::ErrnoError("readlink", link, errno);
@@ -424,9 +454,10 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       [request, result, ledger, lookup, not_set_up, kubelet, pod = desired.pod, spec = desired.spec,
        plugin = desired.plugin, allocatable = node_allocatable_]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
-        const std::string volume_dir = request->location.dir();
         if (kubelet) {
-          if (!KubeletHasSetUp(volume_dir)) {
+          auto set_up = KubeletHasSetUp(request->location);
+          if (!set_up.ok()) return set_up.status();
+          if (!*set_up) {
             *not_set_up = true;  // not a failure: looked at again later
             return base::Status::OK();
           }
@@ -435,7 +466,7 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         plugins::VolumeHost host;
         host.objects = lookup.get();
         host.node_allocatable = allocatable;
-        LiveVersion live(volume_dir);
+        LiveVersion live(request->location);
         if (kubelet) host.pod_derived_from = &live;
         // `spec` points into *pod, which this closure keeps alive.
         base::Result<atomicwriter::Payload> payload = plugin->BuildPayload(*pod, *spec, host);

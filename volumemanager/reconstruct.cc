@@ -1,9 +1,13 @@
 #include "volumemanager/reconstruct.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "atomicwriter/open_beneath.h"
+#include "base/unique_fd.h"
 
 namespace volumemanager {
 namespace {
@@ -30,12 +34,30 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
   ReconstructResult out;
   std::vector<OwnedPath> gone;
   std::set<std::string> pods;
+  auto root = atomicwriter::OpenRootDir(root_dir);
+  if (!root.ok()) {
+    // Nothing can be checked: nothing is adopted, and nothing released.
+    out.problems.push_back(root.status().message());
+    return out;
+  }
+  const base::UniqueFd root_fd(*root);
   for (const OwnedPath& entry : journal.Entries()) {
     const std::string full = root_dir + "/" + entry.path;
+    // lstat of the entry, its parents opened beneath the root without following a link: a link
+    // planted above an owned dir is a problem to report, never a path to follow.
     struct stat st {};
-    const bool present = ::lstat(full.c_str(), &st) == 0;
+    const size_t slash = entry.path.rfind('/');
+    const std::string name = slash == std::string::npos ? entry.path : entry.path.substr(slash + 1);
+    base::UniqueFd parent(slash == std::string::npos
+                              ? ::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0)
+                              : atomicwriter::OpenBeneath(root_fd.get(),
+                                                          entry.path.substr(0, slash),
+                                                          O_RDONLY | O_DIRECTORY));
+    bool present = parent.valid();
+    if (present) present = ::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (!present && errno != ENOENT) {
-      out.problems.push_back(full + ": " + std::strerror(errno));
+      out.problems.push_back(atomicwriter::OpenBeneathError(full, errno).message() +
+                             "; kept in the ownership journal, not adopted");
       continue;
     }
     if (!present || !S_ISDIR(st.st_mode)) {
@@ -47,8 +69,8 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
       // The pod of any owned dir, not only of an owned pod dir: a pod dir the kubelet made may
       // hold a volumes or plugin dir the daemon made, left empty by a stop between a teardown
       // and the removal of its dirs.
-      const size_t slash = entry.path.find('/', 5);
-      pods.insert(entry.path.substr(5, slash == std::string::npos ? slash : slash - 5));
+      const size_t end = entry.path.find('/', 5);
+      pods.insert(entry.path.substr(5, end == std::string::npos ? end : end - 5));
       continue;
     }
     FoundVolume v;

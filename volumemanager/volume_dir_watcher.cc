@@ -1,5 +1,6 @@
 #include "volumemanager/volume_dir_watcher.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -13,8 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "atomicwriter/open_beneath.h"
 #include "base/catch_all.h"
 #include "base/errno_error.h"
+#include "base/unique_fd.h"
 
 namespace volumemanager {
 namespace {
@@ -64,6 +67,20 @@ struct VolumeDirWatcher::Impl {
   std::unique_ptr<char[]> buffer{new char[kReadBufferSize]};
 
   int AddWatch(const std::string& dir) {
+    const std::string& root = options.root_dir;
+    if (!root.empty() && dir.size() > root.size() + 1 && dir.starts_with(root) &&
+        dir[root.size()] == '/') {
+      const base::UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!root_fd.valid()) return -1;
+      const base::UniqueFd dir_fd(atomicwriter::OpenBeneath(
+          root_fd.get(), std::string_view(dir).substr(root.size() + 1), O_RDONLY | O_DIRECTORY));
+      if (!dir_fd.valid()) return -1;
+      // The magic link must be followed to reach the checked dir: no IN_DONT_FOLLOW here.
+      const std::string path = atomicwriter::FdPath(dir_fd.get());
+      const uint32_t mask = kWatchMask & ~IN_DONT_FOLLOW;
+      if (options.add_watch) return options.add_watch(fd, path.c_str(), mask);
+      return ::inotify_add_watch(fd, path.c_str(), mask);
+    }
     if (options.add_watch) return options.add_watch(fd, dir.c_str(), kWatchMask);
     return ::inotify_add_watch(fd, dir.c_str(), kWatchMask);
   }

@@ -86,6 +86,11 @@ struct VolumeDirWatcherOptions {
   // inotify_add_watch(2); tests replace it to fail with ENOSPC without touching the global
   // fs.inotify sysctls. Empty: the system call.
   std::function<int(int fd, const char* path, uint32_t mask)> add_watch;
+  // When set, every dir given to Watch below it is opened beneath it without following any link
+  // (atomicwriter::OpenBeneath) and watched through /proc/self/fd/N of that descriptor: a symlink
+  // planted on a volume's path is an error for that id (ELOOP), never followed. Dirs not below it
+  // are watched by their path as given (a path the caller trusts).
+  std::string root_dir;
 };
 
 struct VolumeDirWatcherStats {

@@ -128,7 +128,10 @@ void VolumeManager::Start() {
       }
       SchedulePassSoon();
     };
-    if (base::Status s = dir_watcher_.Start(loop_, std::move(handler)); !s.ok()) {
+    VolumeDirWatcherOptions watcher_options;
+    watcher_options.root_dir = options_.root_dir;
+    if (base::Status s = dir_watcher_.Start(loop_, std::move(handler), std::move(watcher_options));
+        !s.ok()) {
       spdlog::warn(
           "{}: swaps of ..data by the kubelet are noticed at each pod's periodic resync only",
           s.message());

@@ -17,8 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
 #include "base/errno_error.h"
+#include "base/unique_fd.h"
 #include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
@@ -28,47 +30,92 @@ constexpr mode_t kPodDirMode = 0750;
 constexpr mode_t kVolumeDirMode = 0777;
 
 using base::ErrnoError;
+using base::UniqueFd;
 
-// mkdir that records what it created, so a failed first mount can undo exactly that.
-base::Status MakeDir(const std::string& path, mode_t mode, std::vector<std::string>* created) {
-  if (::mkdir(path.c_str(), mode) == 0) {
-    created->push_back(path);
-    return base::Status::OK();
+base::Status CheckLocation(const VolumeLocation& loc) {
+  for (auto [value, what] :
+       {std::pair{&loc.pod_uid, "pod UID"}, std::pair{&loc.plugin_dir, "plugin dir"},
+        std::pair{&loc.volume_name, "volume name"}}) {
+    base::Status s = CheckPathComponent(*value, what);
+    if (!s.ok()) return s;
   }
-  if (errno != EEXIST) return ErrnoError("mkdir", path, errno);
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return ErrnoError("lstat", path, errno);
-  if (!S_ISDIR(st.st_mode)) return base::Status::Error(path + " exists and is not a directory");
   return base::Status::OK();
 }
 
-bool IsEmptyDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  bool empty = true;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      empty = false;
-      break;
-    }
+base::Result<UniqueFd> OpenRoot(const std::string& root_dir) {
+  auto fd = atomicwriter::OpenRootDir(root_dir);
+  if (!fd.ok()) return fd.status();
+  return UniqueFd(*fd);
+}
+
+// The directory holding `rel` (beneath `root`, no link followed) and the last name of `rel`. The
+// root itself (a dup of it) for a one-name path.
+base::Result<UniqueFd> OpenParentBeneath(int root, const std::string& root_dir,
+                                         const std::string& rel, std::string* name) {
+  const size_t slash = rel.rfind('/');
+  *name = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  if (slash == std::string::npos) {
+    const int fd = ::fcntl(root, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return ErrnoError("dup the root dir", root_dir, errno);
+    return UniqueFd(fd);
   }
-  ::closedir(d);
-  return empty;
+  const std::string parent = rel.substr(0, slash);
+  auto fd = atomicwriter::OpenDirBeneath(root, parent, root_dir + "/" + parent);
+  if (!fd.ok()) return fd.status();
+  return UniqueFd(*fd);
 }
 
-base::Status Unmount(const std::string& dir) {
-  if (::umount2(dir.c_str(), 0) == 0) return base::Status::OK();
-  // Busy (a reader holds a file open): detach now, the kernel frees it when the last user goes.
-  if (errno == EBUSY && ::umount2(dir.c_str(), MNT_DETACH) == 0) return base::Status::OK();
-  return ErrnoError("unmount", dir, errno);
+// Whether the open directory `fd` is the root of a mount: its parent (`..` crosses up out of a
+// mount) is on another mount. Mount ids, not st_dev: a bind mount of the same filesystem counts.
+base::Result<bool> IsMountRoot(int fd, const std::string& shown) {
+  const UniqueFd parent(::openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!parent.valid()) return ErrnoError("open the parent of", shown, errno);
+  uint64_t here = 0;
+  uint64_t above = 0;
+  if (atomicwriter::MountIdOf(fd, &here) != 0 ||
+      atomicwriter::MountIdOf(parent.get(), &above) != 0) {
+    return ErrnoError("read the mount of", shown, errno);
+  }
+  return here != above;
 }
 
-// Mounts a tmpfs on `dir` (no options, as the kubelet: the root shows mode 1777). Returns
-// whether it mounted; an unprivileged process gets a plain directory and one warning.
-base::Result<bool> MountTmpfs(const std::string& dir) {
-  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, nullptr) == 0) return true;
-  if (errno != EPERM && errno != EACCES) return ErrnoError("mount tmpfs on", dir, errno);
+bool IsEmptyDir(int fd) {
+  std::vector<atomicwriter::DirEntry> entries;
+  return atomicwriter::PosixFilesystem()->ReadDir(fd, &entries) == 0 && entries.empty();
+}
+
+// Unmounts the tmpfs mounted on the open volume dir `fd` (a mount root): only a whole tmpfs, as
+// the daemon mounts it; any other mount there is not the daemon's and stays. Through
+// /proc/self/fd/N, so the unmount acts on the checked dir whatever its path now resolves to.
+// Detached: the descriptor held here (and any reader's, or a container's bind) keeps it busy; the
+// kernel frees it when the last user goes.
+base::Status UnmountOwnTmpfs(int fd, const std::string& shown) {
+  uint64_t id = 0;
+  atomicwriter::MountInfo info;
+  if (atomicwriter::MountIdOf(fd, &id) != 0) return ErrnoError("read the mount of", shown, errno);
+  if (!atomicwriter::FindMount(id, &info)) {
+    return base::Status::Error(shown +
+                               ": its mount is not listed in /proc/self/mountinfo; left in place");
+  }
+  if (info.fs_type != "tmpfs" || info.root != "/") {
+    return base::Status::Error(shown + ": a mount point of " + info.fs_type + " (" + info.source +
+                                   ", root " + info.root +
+                                   ") that volumemanager did not make; left in place, not "
+                                   "unmounted, nothing below it removed",
+                               EXDEV);
+  }
+  if (::umount2(atomicwriter::FdPath(fd).c_str(), MNT_DETACH) != 0) {
+    return ErrnoError("unmount", shown, errno);
+  }
+  return base::Status::OK();
+}
+
+// Mounts a tmpfs on the open dir `fd` (no options, as the kubelet: the root shows mode 1777),
+// through /proc/self/fd/N. Returns whether it mounted; an unprivileged process gets a plain
+// directory and one warning.
+base::Result<bool> MountTmpfs(int fd, const std::string& shown) {
+  if (::mount("tmpfs", atomicwriter::FdPath(fd).c_str(), "tmpfs", 0, nullptr) == 0) return true;
+  if (errno != EPERM && errno != EACCES) return ErrnoError("mount tmpfs on", shown, errno);
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
     spdlog::warn(
@@ -89,36 +136,85 @@ std::mutex& PodDirsMutex(const std::string& pod_uid) {
   return stripes[std::hash<std::string>{}(pod_uid) % 64];
 }
 
-// Removes what a failed first mount created: the volume dir with its content, the parent dirs
-// only while empty (another volume of the same pod may be mounting into them right now), and
-// releases in the journal what this call recorded and what was not left behind.
-void Undo(const std::vector<std::string>& created, const std::string& volume_dir,
+// Removes the volume dir `rel` beneath `root`: its tmpfs unmounted first when it has the daemon's,
+// then the tree, never crossing into another mount nor following a link. A missing dir is done.
+base::Status RemoveVolumeDir(int root, const std::string& root_dir, const std::string& rel) {
+  const std::string shown = root_dir + "/" + rel;
+  std::string name;
+  auto parent = OpenParentBeneath(root, root_dir, rel, &name);
+  if (!parent.ok()) {
+    return parent.status().sys_errno() == ENOENT ? base::Status::OK() : parent.status();
+  }
+  UniqueFd vol(
+      ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!vol.valid()) {
+    if (errno == ENOENT) return base::Status::OK();
+    return atomicwriter::OpenBeneathError(shown, errno);
+  }
+  auto mounted = IsMountRoot(vol.get(), shown);
+  if (!mounted.ok()) return mounted.status();
+  if (*mounted) {
+    // The content goes with the tmpfs; nothing of it is read or followed.
+    if (base::Status u = UnmountOwnTmpfs(vol.get(), shown); !u.ok()) return u;
+    vol.reset(
+        ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!vol.valid()) {
+      if (errno == ENOENT) return base::Status::OK();
+      return atomicwriter::OpenBeneathError(shown, errno);
+    }
+    mounted = IsMountRoot(vol.get(), shown);
+    if (!mounted.ok()) return mounted.status();
+    if (*mounted) {
+      return base::Status::Error(shown +
+                                     ": still a mount point after its tmpfs was unmounted "
+                                     "(mounts stacked on it); left in place",
+                                 EXDEV);
+    }
+  }
+  vol.reset();
+  return atomicwriter::RemoveTreeAt(*atomicwriter::PosixFilesystem(), parent->get(), name, shown);
+}
+
+// rmdir of `rel` beneath `root` (no link followed on the way; a link or file at `rel` itself
+// fails with ENOTDIR and stays). 0, or -1 with errno.
+int RemoveEmptyDirBeneath(int root, const std::string& root_dir, const std::string& rel) {
+  std::string name;
+  auto parent = OpenParentBeneath(root, root_dir, rel, &name);
+  if (!parent.ok()) {
+    errno = parent.status().sys_errno() != 0 ? parent.status().sys_errno() : EINVAL;
+    return -1;
+  }
+  return ::unlinkat(parent->get(), name.c_str(), AT_REMOVEDIR);
+}
+
+// Removes what a failed first mount created (`created`: paths relative to the root dir): the
+// volume dir with its content, the parent dirs only while empty (another volume of the same pod
+// may be mounting into them right now), and releases in the journal what this call recorded and
+// what was not left behind.
+void Undo(int root, const std::vector<std::string>& created, const std::string& volume_rel,
           OwnershipJournal& journal, const std::vector<OwnedPath>& recorded,
           const VolumeLocation& loc) {
-  const std::string& root_dir = loc.root_dir;
   std::lock_guard<std::mutex> lock(PodDirsMutex(loc.pod_uid));
   std::vector<std::string> left;
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
-    if (*it == volume_dir) {
-      if (IsMountPoint(*it)) Unmount(*it).IgnoreError();
-      if (!atomicwriter::RemoveTree(*it).ok()) left.push_back(*it);
-    } else if (::rmdir(it->c_str()) != 0 && errno != ENOENT) {
+    if (*it == volume_rel) {
+      if (!RemoveVolumeDir(root, loc.root_dir, *it).ok()) left.push_back(*it);
+    } else if (RemoveEmptyDirBeneath(root, loc.root_dir, *it) != 0 && errno != ENOENT) {
       left.push_back(*it);
     }
   }
   std::vector<OwnedPath> release;
   for (const OwnedPath& p : recorded) {
-    bool still_there = false;
-    for (const std::string& dir : left) still_there |= dir == root_dir + "/" + p.path;
-    if (!still_there) release.push_back(p);
+    if (std::find(left.begin(), left.end(), p.path) == left.end()) release.push_back(p);
   }
   journal.Remove(release).IgnoreError();  // an entry for a missing path is dropped at next start
 }
 
-// The atomic writer for an existing volume dir (opened without following a link at its path).
+// The atomic writer for an existing volume dir, opened beneath the root without following a link.
 // `owned`: the ownership journal lists the volume, so no other writer touches it, and the version
 // a write replaces may go at once where deferring its removal costs more (ext4 without a journal).
-base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(const std::string& dir,
+base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(int root,
+                                                                     const std::string& rel,
                                                                      const SetUpRequest& request,
                                                                      bool owned) {
   atomicwriter::Options options;
@@ -127,15 +223,7 @@ base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(const std::
   options.unpublished_grace = request.unpublished_grace;
   options.removals = request.removals;
   if (owned) options.replaced_version = atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait;
-  return atomicwriter::AtomicWriter::Open(dir, options);
-}
-
-// The payload through the atomic writer, into an existing volume dir the kubelet owns.
-base::Result<atomicwriter::WriteResult> WriteContent(const std::string& dir,
-                                                     const SetUpRequest& request) {
-  auto writer = OpenWriter(dir, request, /*owned=*/false);
-  if (!writer.ok()) return writer.status();
-  return (*writer)->Write(request.payload, request.set_permissions);
+  return atomicwriter::AtomicWriter::OpenBeneath(root, rel, request.location.dir(), options);
 }
 
 // Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
@@ -145,22 +233,16 @@ bool MayBeEmpty(int dir_fd) {
   return ::fstatat(dir_fd, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) != 0;
 }
 
-}  // namespace
-
-std::string VolumeLocation::dir() const {
-  return VolumeDir(root_dir, pod_uid, plugin_dir, volume_name);
-}
-
-bool KubeletHasSetUp(const std::string& dir) {
-  const int vol = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (vol < 0) return false;
+// KubeletHasSetUp on the open volume dir.
+bool KubeletHasSetUpAt(int vol) {
   struct stat st {};
   bool set_up = ::fstatat(vol, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                 S_ISLNK(st.st_mode);
   // The kubelet publishes `..data` first and creates the top-level links after it. A write that
   // starts in between would create a link the kubelet is about to create, and the kubelet's
   // symlink would fail with EEXIST (a FailedMount for the user). So the set-up counts as done
-  // once every top-level name of the live version exists too.
+  // once every top-level name of the live version exists too. (`..data` is the one link
+  // followed: openat resolves it within the volume dir, to a version dir the kubelet made.)
   const int data =
       set_up ? ::openat(vol, atomicwriter::kDataDirName, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (data < 0) set_up = false;
@@ -177,112 +259,158 @@ bool KubeletHasSetUp(const std::string& dir) {
     set_up = ::fstatat(vol, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
   }
   if (d != nullptr) ::closedir(d);
-  ::close(vol);
   return set_up;
+}
+
+}  // namespace
+
+std::string VolumeLocation::dir() const {
+  return VolumeDir(root_dir, pod_uid, plugin_dir, volume_name);
+}
+
+std::string VolumeLocation::rel() const {
+  return OwnershipJournal::VolumePath(pod_uid, plugin_dir, volume_name);
+}
+
+base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& loc) {
+  if (base::Status s = CheckLocation(loc); !s.ok()) return s;
+  auto root = OpenRoot(loc.root_dir);
+  if (!root.ok()) return root.status();
+  auto fd = atomicwriter::OpenDirBeneath(root->get(), loc.rel(), loc.dir());
+  if (!fd.ok()) return fd.status();
+  return UniqueFd(*fd);
+}
+
+base::Result<bool> KubeletHasSetUp(const VolumeLocation& loc) {
+  auto vol = OpenVolumeDir(loc);
+  if (!vol.ok()) {
+    if (vol.status().sys_errno() == ENOENT) return false;
+    return vol.status();
+  }
+  return KubeletHasSetUpAt(vol->get());
 }
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {
   const VolumeLocation& loc = request.location;
-  for (auto [value, what] :
-       {std::pair{&loc.pod_uid, "pod UID"}, std::pair{&loc.plugin_dir, "plugin dir"},
-        std::pair{&loc.volume_name, "volume name"}}) {
-    base::Status s = CheckPathComponent(*value, what);
-    if (!s.ok()) return s;
-  }
+  if (base::Status s = CheckLocation(loc); !s.ok()) return s;
+  auto opened_root = OpenRoot(loc.root_dir);
+  if (!opened_root.ok()) return opened_root.status();
+  const int root = opened_root->get();
+  const std::string dir = loc.dir();
+  const std::string volume_rel = loc.rel();
   if (request.refresh_only) {
     // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
-    const std::string dir = loc.dir();
-    if (!request.kubelet_set_up_checked && !KubeletHasSetUp(dir)) {
+    auto writer = OpenWriter(root, volume_rel, request, /*owned=*/false);
+    if (!writer.ok()) return writer.status();
+    if (!request.kubelet_set_up_checked && !KubeletHasSetUpAt((*writer)->dir_fd())) {
       return base::Status::Error("volume dir " + dir +
                                  " has no ..data link: the kubelet has not set it up (yet)");
     }
-    return WriteContent(dir, request);
+    return (*writer)->Write(request.payload, request.set_permissions);
   }
   if (request.journal == nullptr) return base::Status::Error("set-up without an ownership journal");
   OwnershipJournal& journal = *request.journal;
-  const std::string pods = PodsDir(loc.root_dir);
-  const std::string dir = loc.dir();
-  const std::string volume_path =
-      OwnershipJournal::VolumePath(loc.pod_uid, loc.plugin_dir, loc.volume_name);
   // The common case, a change, remount or resync of a live volume, needs no directory work at
-  // all: the writer's open of the volume dir (a real directory, not a link) is the check that it
-  // exists, and the write goes through that same descriptor.
+  // all: the writer's open of the volume dir (beneath the root, through no link) is the check that
+  // it exists, and the write goes through that same descriptor.
   std::unique_ptr<atomicwriter::AtomicWriter> writer;
-  const bool listed = journal.Owns(OwnedKind::kVolume, volume_path);
-  if (auto opened = OpenWriter(dir, request, listed); opened.ok()) {
+  const bool listed = journal.Owns(OwnedKind::kVolume, volume_rel);
+  if (auto opened = OpenWriter(root, volume_rel, request, listed); opened.ok()) {
     writer = std::move(opened).value();
+  } else if (opened.status().sys_errno() != ENOENT) {
+    // A link or a file where a directory should be (never followed, never removed), or another
+    // failure: nothing is created.
+    return opened.status();
   }
-  struct stat st {};
-  const bool existed = writer != nullptr || (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
-  std::vector<std::string> created;
+  const bool existed = writer != nullptr;
+  std::vector<std::string> created;  // relative to the root dir, in the order made
   std::vector<OwnedPath> recorded;
+  UniqueFd vol;  // the volume dir when this call made it
   if (!existed) {
     std::unique_lock<std::mutex> lock(PodDirsMutex(loc.pod_uid));
     // Everything this call is about to create goes into the journal first.
-    const std::pair<std::string, std::string> parents[] = {
-        {PodDir(loc.root_dir, loc.pod_uid), OwnershipJournal::PodPath(loc.pod_uid)},
-        {PodVolumesDir(loc.root_dir, loc.pod_uid), OwnershipJournal::PodVolumesPath(loc.pod_uid)},
-        {PodVolumesDir(loc.root_dir, loc.pod_uid) + "/" + loc.plugin_dir,
-         OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)},
-    };
-    for (const auto& [path, rel] : parents) {
-      struct stat pst {};
-      if (::lstat(path.c_str(), &pst) != 0 && errno == ENOENT) {
-        recorded.push_back(OwnedPath{OwnedKind::kDir, rel});
-      }
+    const std::string parents[] = {OwnershipJournal::PodPath(loc.pod_uid),
+                                   OwnershipJournal::PodVolumesPath(loc.pod_uid),
+                                   OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)};
+    for (const std::string& rel : parents) {
+      const UniqueFd fd(atomicwriter::OpenBeneath(root, rel, O_RDONLY | O_DIRECTORY));
+      if (fd.valid()) continue;
+      if (errno != ENOENT) return atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
+      recorded.push_back(OwnedPath{OwnedKind::kDir, rel});
     }
-    recorded.push_back(OwnedPath{OwnedKind::kVolume, volume_path});
+    recorded.push_back(OwnedPath{OwnedKind::kVolume, volume_rel});
     base::Status s = journal.Add(recorded);
     if (!s.ok()) return base::Status::Error("recording ownership of " + dir + ": " + s.message());
-    for (const std::string* p : {&pods, &parents[0].first, &parents[1].first, &parents[2].first}) {
-      s = MakeDir(*p, kPodDirMode, &created);
+    // Each level made (or found) and then opened from its parent's descriptor, never through a
+    // link: the pods dir, the pod dir, volumes/, the plugin dir, the volume dir.
+    const std::pair<std::string, mode_t> levels[] = {{"pods", kPodDirMode},
+                                                     {loc.pod_uid, kPodDirMode},
+                                                     {"volumes", kPodDirMode},
+                                                     {loc.plugin_dir, kPodDirMode},
+                                                     {loc.volume_name, kVolumeDirMode}};
+    UniqueFd at(::fcntl(root, F_DUPFD_CLOEXEC, 0));
+    std::string rel;
+    for (const auto& [name, mode] : levels) {
+      rel += (rel.empty() ? "" : "/") + name;
+      const bool made = ::mkdirat(at.get(), name.c_str(), mode) == 0;
+      if (!made && errno != EEXIST) s = ErrnoError("mkdir", loc.root_dir + "/" + rel, errno);
+      if (made) created.push_back(rel);
+      UniqueFd next;
+      if (s.ok()) {
+        next.reset(
+            ::openat(at.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!next.valid()) s = atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
+      }
+      // The volume dir gets its mode whatever the umask, as the kubelet's wrapper does.
+      if (s.ok() && made && rel == volume_rel && ::fchmod(next.get(), kVolumeDirMode) != 0) {
+        s = ErrnoError("chmod", dir, errno);
+      }
       if (!s.ok()) {
         lock.unlock();
-        Undo(created, dir, journal, recorded, loc);
+        Undo(root, created, volume_rel, journal, recorded, loc);
         return s;
       }
+      at = std::move(next);
     }
-    const size_t before = created.size();
-    s = MakeDir(dir, kVolumeDirMode, &created);
-    if (s.ok() && created.size() > before && ::chmod(dir.c_str(), kVolumeDirMode) != 0) {
-      s = ErrnoError("chmod", dir, errno);
-    }
-    if (!s.ok()) {
-      lock.unlock();
-      Undo(created, dir, journal, recorded, loc);
-      return s;
-    }
-    // A directory that appeared between the lstat and the mkdir (another writer made it) is not
+    vol = std::move(at);
+    // A directory that appeared between the check and the mkdir (another writer made it) is not
     // this daemon's.
     std::vector<OwnedPath> not_made;
     for (const OwnedPath& p : recorded) {
-      const std::string full = loc.root_dir + "/" + p.path;
-      if (std::find(created.begin(), created.end(), full) == created.end()) not_made.push_back(p);
+      if (std::find(created.begin(), created.end(), p.path) == created.end()) not_made.push_back(p);
     }
     if (!not_made.empty()) journal.Remove(not_made).IgnoreError();
   }
   // Owned: made by this call (a dir that appeared between the check and the mkdir is another
   // writer's), or recorded as the daemon's.
-  const bool owned = std::find(created.begin(), created.end(), dir) != created.end() ||
-                     journal.Owns(OwnedKind::kVolume, volume_path);
+  const bool owned = std::find(created.begin(), created.end(), volume_rel) != created.end() ||
+                     journal.Owns(OwnedKind::kVolume, volume_rel);
   // A new volume dir, or one of ours left empty (e.g. its tmpfs vanished with a reboot), gets its
   // tmpfs. Never one the daemon does not own: the kubelet may be setting it up right now.
-  if (request.tmpfs && owned &&
-      (!existed || ((writer == nullptr || MayBeEmpty(writer->dir_fd())) && IsEmptyDir(dir) &&
-                    !IsMountPoint(dir)))) {
-    auto mounted = MountTmpfs(dir);
+  const int vol_fd = writer != nullptr ? writer->dir_fd() : vol.get();
+  bool mount_tmpfs = request.tmpfs && owned && vol_fd >= 0;
+  if (mount_tmpfs && existed) {
+    mount_tmpfs = MayBeEmpty(vol_fd) && IsEmptyDir(vol_fd);
+    if (mount_tmpfs) {
+      auto mounted = IsMountRoot(vol_fd, dir);
+      mount_tmpfs = mounted.ok() && !*mounted;
+    }
+  }
+  if (mount_tmpfs) {
+    auto mounted = MountTmpfs(vol_fd, dir);
     if (!mounted.ok()) {
-      if (!existed) Undo(created, dir, journal, recorded, loc);
+      if (!existed) Undo(root, created, volume_rel, journal, recorded, loc);
       return mounted.status();
     }
     // The descriptor opened before the mount names the dir beneath it.
     if (*mounted) writer.reset();
   }
+  vol.reset();
 
   if (writer == nullptr) {
-    auto opened = OpenWriter(dir, request, owned);
+    auto opened = OpenWriter(root, volume_rel, request, owned);
     if (!opened.ok()) {
-      if (!existed) Undo(created, dir, journal, recorded, loc);
+      if (!existed) Undo(root, created, volume_rel, journal, recorded, loc);
       return opened.status();
     }
     writer = std::move(opened).value();
@@ -290,32 +418,44 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   auto result = writer->Write(request.payload, request.set_permissions);
   // Only a write that published nothing may be undone (the writer never reports failure after
   // its point of no return).
-  if (!result.ok() && !existed) Undo(created, dir, journal, recorded, loc);
+  if (!result.ok() && !existed) {
+    writer.reset();
+    Undo(root, created, volume_rel, journal, recorded, loc);
+  }
   return result;
 }
 
 bool IsMountPoint(const std::string& dir) {
-  struct stat st {};
-  struct stat parent {};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-  if (::stat((dir + "/..").c_str(), &parent) != 0) return false;
-  return st.st_dev != parent.st_dev || st.st_ino == parent.st_ino;
+  const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  auto mounted = IsMountRoot(fd.get(), dir);
+  return mounted.ok() && *mounted;
 }
 
 base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
                                              OwnershipJournal& journal) {
-  const std::string volume_path =
-      OwnershipJournal::VolumePath(location.pod_uid, location.plugin_dir, location.volume_name);
-  if (!journal.Owns(OwnedKind::kVolume, volume_path)) return TearDownOutcome::kNotOwned;
+  const std::string volume_rel = location.rel();
+  if (!journal.Owns(OwnedKind::kVolume, volume_rel)) return TearDownOutcome::kNotOwned;
+  if (base::Status s = CheckLocation(location); !s.ok()) return s;
+  auto root = OpenRoot(location.root_dir);
+  if (!root.ok()) return root.status();
   const std::string dir = location.dir();
-  if (IsMountPoint(dir)) {
-    // The content goes with the tmpfs; nothing of it is read or followed.
-    base::Status u = Unmount(dir);
-    if (!u.ok()) return u;
+  // Something else than a directory where the daemon made the volume dir (a link, a file) is no
+  // longer the daemon's: released, left in place, never followed or removed.
+  struct stat st {};
+  std::string name;
+  if (auto parent = OpenParentBeneath(root->get(), location.root_dir, volume_rel, &name);
+      parent.ok() && ::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      !S_ISDIR(st.st_mode)) {
+    journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
+    return base::Status::Error(dir + ": no longer the directory volumemanager made (" +
+                                   (S_ISLNK(st.st_mode) ? "a symlink" : "not a directory") +
+                                   "); released from its ownership and left in place, not followed",
+                               S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR);
   }
-  base::Status s = atomicwriter::RemoveTree(dir);
+  base::Status s = RemoveVolumeDir(root->get(), location.root_dir, volume_rel);
   if (!s.ok()) return s;
-  s = journal.Remove({OwnedPath{OwnedKind::kVolume, volume_path}});
+  s = journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}});
   if (!s.ok()) return s;
   RemoveOwnedEmptyPodDirs(location.root_dir, location.pod_uid, journal);
   return TearDownOutcome::kRemoved;
@@ -324,6 +464,8 @@ base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
 void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
                              OwnershipJournal& journal) {
   if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
+  auto root = OpenRoot(root_dir);
+  if (!root.ok()) return;
   std::lock_guard<std::mutex> lock(PodDirsMutex(pod_uid));
   std::vector<OwnedPath> dirs;
   for (const OwnedPath& p : journal.EntriesOfPod(pod_uid)) {
@@ -334,8 +476,9 @@ void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod
             [](const OwnedPath& a, const OwnedPath& b) { return a.path.size() > b.path.size(); });
   std::vector<OwnedPath> removed;
   for (const OwnedPath& p : dirs) {
-    const std::string full = root_dir + "/" + p.path;
-    if (::rmdir(full.c_str()) == 0 || errno == ENOENT) removed.push_back(p);
+    if (RemoveEmptyDirBeneath(root->get(), root_dir, p.path) == 0 || errno == ENOENT) {
+      removed.push_back(p);
+    }
   }
   journal.Remove(removed).IgnoreError();
 }

@@ -25,9 +25,17 @@
 // version it points at) and creates, mounts and records nothing else; KubeletHasSetUp tells
 // beforehand whether it has.
 //
-// TearDownVolume removes a volume only when the journal lists it: it unmounts a tmpfs volume dir,
-// removes it without following any symlink inside, then the directories above it that the journal
-// lists and that became empty. Anything else is left in place.
+// TearDownVolume removes a volume only when the journal lists it: it unmounts a tmpfs volume dir
+// (only a whole tmpfs, as the daemon mounts it: any other mount there stays, and so does the
+// volume), removes it without following any symlink inside and without entering any other mount
+// (a bind mount inside the volume stays, and the teardown fails naming it), then the directories
+// above it that the journal lists and that became empty. Anything else is left in place.
+//
+// Beneath the root dir, no link is followed: every path below `root_dir` is opened one component
+// at a time from a descriptor of the root (atomicwriter::OpenBeneath), and mount, unmount and the
+// removal act on descriptors already checked (/proc/self/fd/N). A symlink (or a file) where a
+// directory of the volume's path should be (pods/, the pod dir, volumes/, the plugin dir, the
+// volume dir) fails that volume with an error saying so, and is never followed nor removed.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_SETUP_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_SETUP_H_
 
@@ -35,6 +43,7 @@
 
 #include "atomicwriter/atomic_writer.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "volumemanager/ownership_journal.h"
 
 namespace volumemanager {
@@ -46,6 +55,9 @@ struct VolumeLocation {
   std::string volume_name;
 
   std::string dir() const;
+  // The volume dir relative to the root dir, "pods/<uid>/volumes/<plugin>/<name>" (also its path
+  // in the ownership journal).
+  std::string rel() const;
 };
 
 struct SetUpRequest {
@@ -69,15 +81,23 @@ struct SetUpRequest {
   bool kubelet_set_up_checked = false;
 };
 
-// True when the volume dir holds a `..data` link (the kubelet, or another writer, has set it up).
-bool KubeletHasSetUp(const std::string& dir);
+// True when the volume dir holds a `..data` link (the kubelet, or another writer, has set it up)
+// and every top-level name of the version it points at; false when it does not, or does not
+// exist. An error when the volume's path cannot be walked safely (a symlink or a file where a
+// directory should be): that is no set-up to wait for but a volume to fail, saying why.
+base::Result<bool> KubeletHasSetUp(const VolumeLocation& location);
+
+// The volume dir, opened beneath the root dir without following any link (O_RDONLY |
+// O_DIRECTORY); the error says when a link or a file stands on its path.
+base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& location);
 
 enum class TearDownOutcome {
   kRemoved,   // the daemon's own volume: unmounted and removed
   kNotOwned,  // not in the ownership journal: left in place, untouched
 };
 
-// True when `dir` is a mount point (another filesystem than its parent's).
+// True when `dir` is a mount point: another mount than its parent's (a bind mount of the same
+// filesystem too). `dir` is opened as given (a path the caller trusts: tests).
 bool IsMountPoint(const std::string& dir);
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request);

@@ -251,7 +251,8 @@ TEST_F(VolumeSetupTest, AnOwnedVolumeThatCannotBeCheckedIsReportedAndTheRestProc
   bool reported = false;
   for (const std::string& p : r.problems) {
     reported |=
-        p.find("/pods/u1/volumes/kubernetes.io~configmap/a: Too many levels") != std::string::npos;
+        p.find("/pods/u1/volumes/kubernetes.io~configmap/a: a symlink stands where a directory") !=
+        std::string::npos;
   }
   EXPECT_TRUE(reported) << ::testing::PrintToString(r.problems);
   // Kept in the journal: it may come back readable.
@@ -282,19 +283,19 @@ TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
 TEST_F(VolumeSetupTest, TheKubeletHasSetUpAVolumeOnceItsTopLevelLinksExist) {
   // The kubelet's order: the version dir, `..data`, then one link per top-level name.
   const std::string dir = Loc().dir();
-  EXPECT_FALSE(KubeletHasSetUp(dir)) << "no dir";
+  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "no dir";
   fs::create_directories(dir + "/..2026_11_24_00_00_00.1/sub");
   std::ofstream(dir + "/..2026_11_24_00_00_00.1/key") << "v1";
-  EXPECT_FALSE(KubeletHasSetUp(dir)) << "no ..data";
+  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "no ..data";
   fs::create_directory_symlink("..2026_11_24_00_00_00.1", dir + "/..data");
-  EXPECT_FALSE(KubeletHasSetUp(dir)) << "..data published, links not yet created";
+  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "..data published, links not yet created";
   fs::create_symlink("..data/key", dir + "/key");
-  EXPECT_FALSE(KubeletHasSetUp(dir)) << "one link of two";
+  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "one link of two";
   fs::create_directory(dir + "/sub");  // anything under the name counts, as for the kubelet
-  EXPECT_TRUE(KubeletHasSetUp(dir));
+  EXPECT_TRUE(*KubeletHasSetUp(Loc()));
   fs::remove(dir + "/..data");
   fs::create_directory_symlink("..missing", dir + "/..data");
-  EXPECT_FALSE(KubeletHasSetUp(dir)) << "..data pointing at nothing";
+  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "..data pointing at nothing";
 }
 
 TEST_F(VolumeSetupTest, OnlyTheDirectoriesTheDaemonCreatedAreRecordedAndRemoved) {
@@ -319,6 +320,79 @@ TEST_F(VolumeSetupTest, AFailedFirstMountReleasesWhatItRecorded) {
   ASSERT_FALSE(SetUpVolume(Req(Loc(), bad)).ok());
   EXPECT_TRUE(journal_->Entries().empty());
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
+}
+
+}  // namespace
+}  // namespace volumemanager
+
+namespace volumemanager {
+namespace {
+
+// A link planted at each level of an owned volume's path: set-up, refresh and teardown refuse it,
+// name it, and touch nothing where it points.
+TEST_F(VolumeSetupTest, ALinkAboveAVolumeIsNeverFollowedBySetUpOrTearDown) {
+  const std::string levels[] = {"/pods", "/pods/uid-1", "/pods/uid-1/volumes",
+                                "/pods/uid-1/volumes/kubernetes.io~configmap"};
+  for (const std::string& level : levels) {
+    SCOPED_TRACE(level);
+    ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+    // The victim mirrors what lies below the link, with the volume dir's content.
+    const fs::path victim = fs::path(root_).parent_path() / "victim";
+    fs::remove_all(victim);
+    const std::string below = (root_ + "/pods/uid-1/volumes/kubernetes.io~configmap/cfg")
+                                  .substr(root_.size() + level.size());
+    fs::create_directories(victim.string() + below);
+    std::ofstream(victim.string() + below + "/canary") << "keep";
+    const auto before = atomicwriter::SnapshotTree(victim.string());
+    fs::rename(root_ + level, root_ + level + ".moved");
+    fs::create_directory_symlink(victim.string(), root_ + level);
+
+    auto write = SetUpVolume(Req(Loc(), Payload("v2")));
+    ASSERT_FALSE(write.ok());
+    EXPECT_NE(
+        write.status().message().find("a symlink stands where a directory of this path should be"),
+        std::string::npos)
+        << write.status().message();
+    EXPECT_EQ(write.status().sys_errno(), ELOOP);
+    EXPECT_FALSE(KubeletHasSetUp(Loc()).ok());
+    auto down = TearDownVolume(Loc(), *journal_);
+    EXPECT_FALSE(down.ok());
+    EXPECT_EQ(atomicwriter::SnapshotTree(victim.string()), before);
+    EXPECT_TRUE(fs::is_symlink(root_ + level)) << "the link is left in place";
+
+    fs::remove(root_ + level);
+    fs::rename(root_ + level + ".moved", root_ + level);
+    ASSERT_TRUE(TearDownVolume(Loc(), *journal_).ok());
+    EXPECT_FALSE(fs::exists(Loc().dir()));
+  }
+}
+
+TEST_F(VolumeSetupTest, AFirstMountUnderALinkedPodDirCreatesNothing) {
+  const fs::path victim = fs::path(root_).parent_path() / "victim";
+  fs::create_directories(victim);
+  fs::create_directories(root_ + "/pods");
+  fs::create_directory_symlink(victim, root_ + "/pods/uid-1");
+  auto write = SetUpVolume(Req(Loc(), Payload("v1")));
+  ASSERT_FALSE(write.ok());
+  EXPECT_TRUE(fs::is_empty(victim));
+  EXPECT_TRUE(journal_->Entries().empty()) << "nothing recorded as the daemon's";
+}
+
+TEST_F(VolumeSetupTest, AVolumeDirReplacedByALinkIsReleasedNotFollowed) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  const fs::path victim = fs::path(root_).parent_path() / "victim";
+  fs::create_directories(victim);
+  std::ofstream(victim / "canary") << "keep";
+  fs::remove_all(Loc().dir());
+  fs::create_directory_symlink(victim, Loc().dir());
+  auto down = TearDownVolume(Loc(), *journal_);
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().sys_errno(), ELOOP);
+  EXPECT_TRUE(fs::exists(victim / "canary"));
+  EXPECT_TRUE(fs::is_symlink(Loc().dir()));
+  auto again = TearDownVolume(Loc(), *journal_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, TearDownOutcome::kNotOwned);
 }
 
 }  // namespace

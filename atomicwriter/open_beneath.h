@@ -1,0 +1,77 @@
+// Opening a path beneath a directory descriptor without following any symlink, and what the
+// daemon needs to act on what it opened without a path: the descriptor's mount, and a path
+// (`/proc/self/fd/N`) that names exactly that inode for the calls that take only a path (mount,
+// umount, inotify_add_watch).
+//
+// Why: under the root dir everything but the last component of a volume's path (pods/, the pod
+// dir, volumes/, the plugin dir) can be replaced by whoever can write there (a container with a
+// hostPath of the pods dir, a careless admin script). A path string handed whole to the kernel
+// follows a symlink planted at any of them and sends the writes, a tmpfs mount or a recursive
+// removal to where the link points. OpenBeneath resolves every component itself: a symlink
+// anywhere on the way is an error (ELOOP), never followed; so is a component that is not a
+// directory (ENOTDIR).
+//
+// openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where the kernel has it
+// (Linux 5.6); elsewhere a walk that opens one component at a time with O_NOFOLLOW | O_DIRECTORY
+// from the previous one's descriptor. Both cross mount points on the way down (a pods dir on its
+// own filesystem is common), and both refuse "..", "." and empty components and a NUL byte before
+// any system call (EINVAL), so the same path gives the same answer on every kernel.
+//
+// Thread safety: every function is safe to call from any thread.
+#ifndef VOLUMEMANAGER_ATOMICWRITER_OPEN_BENEATH_H_
+#define VOLUMEMANAGER_ATOMICWRITER_OPEN_BENEATH_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace atomicwriter {
+
+// Opens `rel` (a relative path of plain names separated by single '/') beneath the directory
+// `dirfd`. `flags` are open(2) flags for the last component; O_NOFOLLOW and O_CLOEXEC are always
+// added, so a symlink there is refused too (unless `flags` holds O_PATH without O_DIRECTORY, which
+// opens a symlink itself, as O_PATH | O_NOFOLLOW does). Returns the descriptor, or -1 with errno:
+// ELOOP (a symlink on the way), ENOTDIR, ENOENT, EINVAL (an empty, absolute, "." or ".."
+// component, or a NUL), or what openat says.
+int OpenBeneath(int dirfd, std::string_view rel, int flags, mode_t mode = 0);
+
+// The same, as a Result naming `shown` (what the user reads, e.g. the full path) and saying, for
+// ELOOP and ENOTDIR, that a symlink or a file stands where a directory should be and was not
+// followed.
+base::Result<int> OpenDirBeneath(int dirfd, std::string_view rel, const std::string& shown,
+                                 int flags = 0);
+
+// A user-facing reason for a failed OpenBeneath of `shown` with `err`.
+base::Status OpenBeneathError(const std::string& shown, int err);
+
+// Opens the root of a walk: `path` itself, a directory, following links in it (the root dir is
+// the administrator's choice, a flag, and may be a link on some distributions).
+base::Result<int> OpenRootDir(const std::string& path);
+
+// The id of the mount holding the open `fd` (statx STATX_MNT_ID, Linux 5.8; else the `mnt_id`
+// line of /proc/self/fdinfo/<fd>, Linux 3.15). Unlike st_dev, it tells a bind mount of the same
+// filesystem from its source. -1 with errno on failure.
+int MountIdOf(int fd, uint64_t* mount_id);
+
+// "/proc/self/fd/<fd>": a path that resolves to exactly the inode `fd` refers to (a magic link),
+// for the calls that take only a path. The calling process's own fd table: use it at once.
+std::string FdPath(int fd);
+
+// The filesystem type and the root (within its filesystem) of the mount `mount_id`, from
+// /proc/self/mountinfo. False when no such mount is listed.
+struct MountInfo {
+  std::string root;     // "/" for a whole filesystem, the source dir for a bind of part of one
+  std::string fs_type;  // e.g. "tmpfs", "ext4"
+  std::string source;   // e.g. "tmpfs", "/dev/sda1"
+};
+bool FindMount(uint64_t mount_id, MountInfo* out);
+
+// For tests: make OpenBeneath take the walk even where openat2 exists (true), or let it choose
+// again (false).
+void ForceOpenBeneathWalkForTesting(bool walk);
+
+}  // namespace atomicwriter
+
+#endif  // VOLUMEMANAGER_ATOMICWRITER_OPEN_BENEATH_H_

@@ -1,0 +1,183 @@
+#include "atomicwriter/open_beneath.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "atomicwriter/remove_tree.h"
+#include "atomicwriter/writer_test_fixture.h"
+
+namespace atomicwriter {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each case runs with openat2 (where the kernel has it) and with the component walk.
+class OpenBeneathTest : public WriterTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    WriterTest::SetUp();
+    ForceOpenBeneathWalkForTesting(GetParam());
+    base_ = fs::path(root_) / "base";
+    fs::create_directories(base_ / "a" / "b" / "c");
+    std::ofstream(base_ / "a" / "b" / "c" / "file") << "x";
+    fs::create_directories(fs::path(root_) / "victim" / "b" / "c");
+    std::ofstream(fs::path(root_) / "victim" / "b" / "c" / "file") << "victim";
+    base_fd_ = ::open(base_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(base_fd_, 0);
+  }
+  void TearDown() override {
+    ::close(base_fd_);
+    ForceOpenBeneathWalkForTesting(false);
+    WriterTest::TearDown();
+  }
+  // errno of a failed open, 0 on success.
+  int Open(const std::string& rel, int flags = O_RDONLY) {
+    const int fd = OpenBeneath(base_fd_, rel, flags);
+    if (fd < 0) return errno;
+    ::close(fd);
+    return 0;
+  }
+
+  fs::path base_;
+  int base_fd_ = -1;
+};
+
+TEST_P(OpenBeneathTest, PlainPathsOpen) {
+  EXPECT_EQ(Open("a"), 0);
+  EXPECT_EQ(Open("a/b/c", O_RDONLY | O_DIRECTORY), 0);
+  EXPECT_EQ(Open("a/b/c/file"), 0);
+  EXPECT_EQ(Open("a/b/missing"), ENOENT);
+  EXPECT_EQ(Open("a/b/c/file/x"), ENOTDIR);
+}
+
+TEST_P(OpenBeneathTest, ALinkAtAnyLevelIsRefusedNeverFollowed) {
+  const fs::path victim = fs::path(root_) / "victim";
+  struct Case {
+    const char* name;
+    fs::path link;  // replaced by a link to `target`, where the rest of the path exists too
+    fs::path target;
+    std::string rel;
+  } cases[] = {
+      {"first component", base_ / "a", victim, "a/b/c/file"},
+      {"middle component", base_ / "a" / "b", victim / "b", "a/b/c/file"},
+      {"last component", base_ / "a" / "b" / "c", victim / "b" / "c", "a/b/c"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::rename(c.link, c.link.string() + ".real");
+    fs::create_directory_symlink(c.target, c.link);
+    EXPECT_EQ(Open(c.rel, O_RDONLY), ELOOP);
+    EXPECT_EQ(Open(c.rel, O_RDONLY | O_DIRECTORY), ELOOP);
+    fs::remove(c.link);
+    fs::rename(c.link.string() + ".real", c.link);
+  }
+  // A relative link that stays beneath is refused too: no link at all is followed.
+  fs::create_directory_symlink("b", base_ / "a" / "alias");
+  EXPECT_EQ(Open("a/alias/c/file"), ELOOP);
+}
+
+TEST_P(OpenBeneathTest, PathsThatAreNotPlainAreRefusedBeforeAnySystemCall) {
+  for (const std::string& rel :
+       std::vector<std::string>{"", "/a", "a/../a", "..", "a/./b", "a//b", "a/",
+                                std::string("a/..\0x/b", 8), std::string("a\0", 2)}) {
+    SCOPED_TRACE(rel);
+    EXPECT_EQ(Open(rel), EINVAL);
+  }
+}
+
+TEST_P(OpenBeneathTest, OpenDirBeneathSaysALinkWasNotFollowed) {
+  fs::rename(base_ / "a" / "b", base_ / "a" / "b.real");
+  fs::create_directory_symlink(fs::path(root_) / "victim" / "b", base_ / "a" / "b");
+  auto r = OpenDirBeneath(base_fd_, "a/b/c", "/shown/a/b/c");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(
+                "/shown/a/b/c: a symlink stands where a directory of this path should be"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(r.status().sys_errno(), ELOOP);
+}
+
+INSTANTIATE_TEST_SUITE_P(Openat2AndWalk, OpenBeneathTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Walk" : "Openat2";
+                         });
+
+// Mount ids tell a bind mount of the same filesystem from its source, and a removal never enters
+// one. Needs root (mount); CI runs as root.
+class MountBoundTest : public WriterTest {
+ protected:
+  bool Bind(const fs::path& src, const fs::path& dst) {
+    if (::mount(src.c_str(), dst.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      why_ = std::string("mount --bind: ") + std::strerror(errno) + " (needs root)";
+      return false;
+    }
+    bound_.push_back(dst);
+    return true;
+  }
+  void TearDown() override {
+    for (auto it = bound_.rbegin(); it != bound_.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
+    WriterTest::TearDown();
+  }
+  std::vector<fs::path> bound_;
+  std::string why_;
+};
+
+TEST_F(MountBoundTest, ABindMountOfTheSameFilesystemHasAnotherMountId) {
+  const fs::path src = fs::path(root_) / "src";
+  const fs::path dst = fs::path(root_) / "dst";
+  fs::create_directories(src);
+  fs::create_directories(dst);
+  if (!Bind(src, dst)) GTEST_SKIP() << why_;
+  const int a = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY);
+  const int b = ::open(dst.c_str(), O_RDONLY | O_DIRECTORY);
+  uint64_t id_a = 0;
+  uint64_t id_b = 0;
+  ASSERT_EQ(MountIdOf(a, &id_a), 0);
+  ASSERT_EQ(MountIdOf(b, &id_b), 0);
+  EXPECT_NE(id_a, id_b);
+  struct stat sa {};
+  struct stat sb {};
+  ASSERT_EQ(::fstat(a, &sa), 0);
+  ASSERT_EQ(::fstat(b, &sb), 0);
+  EXPECT_EQ(sa.st_dev, sb.st_dev) << "the case st_dev cannot tell";
+  MountInfo info;
+  ASSERT_TRUE(FindMount(id_b, &info));
+  EXPECT_FALSE(info.fs_type.empty());
+  ::close(a);
+  ::close(b);
+}
+
+TEST_F(MountBoundTest, RemovalNeverEntersABindMountNorABindLoop) {
+  const fs::path outside = fs::path(root_) / "outside";
+  fs::create_directories(outside / "sub");
+  std::ofstream(outside / "keep") << "keep";
+  std::ofstream(outside / "sub" / "keep") << "keep";
+  const auto before = SnapshotTree(outside.string());
+  auto w = OpenWriter();
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "1"}})).ok());
+  fs::create_directories(fs::path(vol_) / "mnt");
+  if (!Bind(outside, fs::path(vol_) / "mnt")) GTEST_SKIP() << why_;
+  // A loop too: the volume's own parent bound inside it.
+  fs::create_directories(fs::path(vol_) / "loop");
+  ASSERT_TRUE(Bind(fs::path(vol_).parent_path(), fs::path(vol_) / "loop"));
+
+  base::Status s = RemoveTree(vol_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("a mount point"), std::string::npos) << s.message();
+  EXPECT_EQ(SnapshotTree(outside.string()), before);
+  EXPECT_TRUE(fs::exists(fs::path(vol_) / "mnt" / "keep"));
+  EXPECT_TRUE(fs::exists(fs::path(vol_) / "loop" / "outside" / "keep"))
+      << "the loop is left in place";
+}
+
+}  // namespace
+}  // namespace atomicwriter
