@@ -288,27 +288,28 @@ TEST_F(HttpServerTest, AFullBudgetOnOneListenerLeavesTheOtherServed) {
   HttpServer::Options o;
   o.idle_timeout = std::chrono::hours(1);
   Start(o, /*first_budget=*/2, /*second_budget=*/4);
-  // More connections than its budget on the second listener (the debug one, say), idle, then
-  // as many more running the handler, which nothing may close.
-  std::vector<std::unique_ptr<Client>> idle;
-  for (int i = 0; i < 6; ++i) {
-    idle.push_back(std::make_unique<Client>(second_));
-    ASSERT_TRUE(idle.back()->connected());
-  }
+  // More idle connections than its budget on the second listener (the debug one, say), each
+  // surely accepted: it had an answer.
+  std::vector<std::unique_ptr<Client>> idle = IdleKeepAlive(second_, 6);
+  // The first listener (the probes') answers at once, on as many connections as its budget.
+  auto probe = [this] {
+    Client a(first_);
+    Client b(first_);
+    a.Send("GET /healthz HTTP/1.1\r\n\r\n");
+    b.Send("GET /healthz HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(a.Read(false, milliseconds(2000)).body, "0 GET /healthz ");
+    EXPECT_EQ(b.Read(false, milliseconds(2000)).body, "0 GET /healthz ");
+  };
+  probe();
+  // Then the second listener's budget all running the handler, which nothing may close: still.
   std::vector<std::unique_ptr<Client>> busy;
   for (int i = 0; i < 4; ++i) {
     busy.push_back(std::make_unique<Client>(second_));
     busy.back()->Send("GET /block HTTP/1.1\r\n\r\n");
   }
   ASSERT_TRUE(WaitBlocked(4));
-  // The first listener (the probes') answers at once, on two connections.
-  Client probe(first_);
-  Client other(first_);
-  probe.Send("GET /healthz HTTP/1.1\r\n\r\n");
-  other.Send("GET /healthz HTTP/1.1\r\n\r\n");
-  EXPECT_EQ(probe.Read(false, milliseconds(2000)).body, "0 GET /healthz ");
-  EXPECT_EQ(other.Read(false, milliseconds(2000)).body, "0 GET /healthz ");
-  // The second listener's budget is all taken by handlers: a newcomer there is refused.
+  probe();
+  // A newcomer on the second listener is refused.
   Client refused(second_);
   EXPECT_TRUE(refused.ClosedByServer(milliseconds(2000)));
   EXPECT_GE(server_->refused(), 1u);
