@@ -60,7 +60,7 @@ class AdminServer {
   // Connections served at once on each listener (HttpServer::Listener::max_connections). The
   // probe listener sees the kubelet's probes (a connection each, closed after the answer) and a
   // scraper or two keeping theirs open: 16 is several times that. The debug listener is for a
-  // person with curl. Together no more threads than the one shared budget of 32 before.
+  // person with curl. Together fewer than the 32 connections both listeners shared before.
   static constexpr size_t kProbeConnections = 16;
   static constexpr size_t kDebugConnections = 8;
 
