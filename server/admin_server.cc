@@ -40,10 +40,10 @@ AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(option
 base::Result<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptions options) {
   std::unique_ptr<AdminServer> server(new AdminServer(std::move(options)));
   // Listener i of the HttpServer serves the debug endpoints when debug[i].
-  std::vector<int> fds;
+  std::vector<HttpServer::Listener> listeners;
   std::vector<bool> debug;
-  auto close_all = [&fds] {
-    for (int fd : fds) ::close(fd);
+  auto close_all = [&listeners] {
+    for (const HttpServer::Listener& l : listeners) ::close(l.fd);
   };
   for (bool is_debug : {false, true}) {
     const AdminServerOptions& o = server->options_;
@@ -55,18 +55,16 @@ base::Result<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptions
       close_all();
       return fd.status().WithContext(is_debug ? o.debug_name : o.healthz_name);
     }
-    fds.push_back(*fd);
+    listeners.push_back({*fd, is_debug ? kDebugConnections : kProbeConnections});
     debug.push_back(is_debug);
   }
-  if (fds.empty()) return server;
-  HttpServer::Options http_options;
-  http_options.max_connections = kMaxConnections;
+  if (listeners.empty()) return server;
   auto http = HttpServer::Start(
-      std::move(fds),
+      std::move(listeners),
       [p = server.get(), debug](size_t listener, const HttpRequest& request) {
         return p->Handle(debug[listener], request);
       },
-      http_options);
+      HttpServer::Options{});
   if (!http.ok()) return http.status();
   server->http_ = std::move(http).value();
   return server;

@@ -4,12 +4,15 @@
 //    which name every pod and object on the node.
 // Either address may be empty (not served); port 0 binds a free port (see bound addresses).
 //
-// Threads: HttpServer's acceptor plus one thread per open connection (at most kMaxConnections
-// for both listeners). Handlers read only what the loop thread hands over: a heartbeat (Beat,
-// an atomic time) and immutable Snapshots (Publish). A handler that needs a snapshot asks for a
-// new one through `request_refresh` (thread-safe; the loop thread then builds and publishes it)
-// and waits at most `refresh_wait` for it; when the loop does not answer in time it serves the
-// last snapshot published, so /metrics and /debug/state still answer while the loop is stuck.
+// Threads: HttpServer's acceptor plus one thread per open connection, each listener with its own
+// budget (kProbeConnections, kDebugConnections): whatever is done to the debug listener, the
+// probe listener's connections stay free for the kubelet's probes and the metrics scraper, and on
+// either, idle and slow clients are closed to make room for new ones (http_server.h). Handlers read
+// only what the loop thread hands over: a heartbeat (Beat, an atomic time) and immutable Snapshots
+// (Publish). A handler that needs a snapshot asks for a new one through `request_refresh`
+// (thread-safe; the loop thread then builds and publishes it) and waits at most `refresh_wait` for
+// it; when the loop does not answer in time it serves the last snapshot published, so /metrics and
+// /debug/state still answer while the loop is stuck.
 //
 //  * /healthz: 200 "ok" while the loop thread's last heartbeat is younger than
 //    `liveness_timeout`, 500 naming its age otherwise. Nothing else: the API server's health
@@ -54,7 +57,12 @@ struct AdminServerOptions {
 
 class AdminServer {
  public:
-  static constexpr size_t kMaxConnections = 32;
+  // Connections served at once on each listener (HttpServer::Listener::max_connections). The
+  // probe listener sees the kubelet's probes (a connection each, closed after the answer) and a
+  // scraper or two keeping theirs open: 16 is several times that. The debug listener is for a
+  // person with curl. Together fewer than the 32 connections both listeners shared before.
+  static constexpr size_t kProbeConnections = 16;
+  static constexpr size_t kDebugConnections = 8;
 
   // Binds and starts serving; an error names the address that failed (the caller adds the flag).
   // The heartbeat counts from now.

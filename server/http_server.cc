@@ -26,6 +26,9 @@ constexpr int kAcceptRetryMs = 100;
 // input unread would reset the connection and could lose the answer at the client).
 constexpr int kLingerMs = 1000;
 constexpr size_t kLingerBytes = 64 * 1024;
+// A listener's connections closed to make room and still ending, in budgets, past which a new
+// connection is refused instead (http_server.h, Listener).
+constexpr size_t kEndingBudgets = 2;
 
 std::string Errno(int err) { return std::strerror(err); }
 
@@ -93,19 +96,31 @@ base::Result<int> HttpServer::Listen(const std::string& address, std::string* bo
   return fd;
 }
 
-HttpServer::HttpServer(std::vector<int> listen_fds, Handler handler, Options options)
-    : listen_fds_(std::move(listen_fds)), handler_(std::move(handler)), options_(options) {}
+HttpServer::HttpServer(std::vector<Listener> listeners, Handler handler, Options options)
+    : handler_(std::move(handler)), options_(options) {
+  for (const Listener& l : listeners) {
+    ListenerState& state = listeners_.emplace_back();
+    state.fd = l.fd;
+    state.max_connections = l.max_connections;
+  }
+}
 
-base::Result<std::unique_ptr<HttpServer>> HttpServer::Start(std::vector<int> listen_fds,
+base::Result<std::unique_ptr<HttpServer>> HttpServer::Start(std::vector<Listener> listeners,
                                                             Handler handler, Options options) {
-  std::unique_ptr<HttpServer> server(
-      new HttpServer(std::move(listen_fds), std::move(handler), options));
+  std::unique_ptr<HttpServer> server;
+  base::Status s = base::CatchAll("admin server start", [&] {
+    server.reset(new HttpServer(listeners, std::move(handler), options));
+  });
+  if (!s.ok()) {
+    for (const Listener& l : listeners) ::close(l.fd);
+    return s;
+  }
   server->stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   server->reaped_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (server->stop_fd_ < 0 || server->reaped_fd_ < 0) {
     return base::Status::Error("admin server: eventfd: " + Errno(errno));
   }
-  base::Status s = base::CatchAll("admin server start", [&] {
+  s = base::CatchAll("admin server start", [&] {
     server->acceptor_ = std::thread([p = server.get()] { p->AcceptLoop(); });
   });
   if (!s.ok()) return s;
@@ -125,7 +140,7 @@ HttpServer::~HttpServer() {
     connections.swap(connections_);
   }
   for (Connection& c : connections) c.thread.join();
-  for (int fd : listen_fds_) ::close(fd);
+  for (const ListenerState& l : listeners_) ::close(l.fd);
   if (stop_fd_ >= 0) ::close(stop_fd_);
   if (reaped_fd_ >= 0) ::close(reaped_fd_);
 }
@@ -135,9 +150,14 @@ size_t HttpServer::refused() const {
   return refused_;
 }
 
+size_t HttpServer::evicted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return evicted_;
+}
+
 void HttpServer::AcceptLoop() {
   std::vector<pollfd> fds;
-  for (int fd : listen_fds_) fds.push_back({fd, POLLIN, 0});
+  for (const ListenerState& l : listeners_) fds.push_back({l.fd, POLLIN, 0});
   fds.push_back({reaped_fd_, POLLIN, 0});
   fds.push_back({stop_fd_, POLLIN, 0});
   for (;;) {
@@ -152,15 +172,45 @@ void HttpServer::AcceptLoop() {
       [[maybe_unused]] const ssize_t r = ::read(reaped_fd_, &count, sizeof(count));
       Reap();
     }
-    for (size_t i = 0; i < listen_fds_.size(); ++i) {
-      if (fds[i].revents != 0) Accept(listen_fds_[i], i);
+    for (size_t i = 0; i < listeners_.size(); ++i) {
+      if (fds[i].revents != 0) Accept(i);
     }
   }
 }
 
-void HttpServer::Accept(int listen_fd, size_t listener) {
+bool HttpServer::EvictOne(size_t listener) {
+  ListenerState& l = listeners_[listener];
+  // Evicted threads end as soon as they run (they are never in the handler); twice the budget
+  // still ending means they are not getting to run (a flood), and closing more would only add
+  // threads.
+  if (l.ending >= kEndingBudgets * l.max_connections) return false;
+  Connection* victim = nullptr;
+  for (Connection& c : connections_) {
+    if (c.listener != listener || c.done || c.evicted || c.fd < 0 || c.wait == Wait::kHandler) {
+      continue;
+    }
+    // Idle ones first, then the one waiting longest.
+    if (victim == nullptr || (c.wait == Wait::kIdle && victim->wait != Wait::kIdle) ||
+        (c.wait == victim->wait && c.since < victim->since)) {
+      victim = &c;
+    }
+  }
+  if (victim == nullptr) return false;
+  // Wakes its thread wherever it waits on the socket (poll reports the hang-up; recv returns 0,
+  // send fails); the thread closes the descriptor, after clearing victim->fd under mu_, so the
+  // number shut down here is still this connection's.
+  ::shutdown(victim->fd, SHUT_RDWR);
+  victim->evicted = true;
+  --l.live;
+  ++l.ending;
+  ++evicted_;
+  return true;
+}
+
+void HttpServer::Accept(size_t listener) {
+  ListenerState& l = listeners_[listener];
   for (;;) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(l.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
@@ -177,31 +227,48 @@ void HttpServer::Accept(int listen_fd, size_t listener) {
     if (accept_failing_) Log(spdlog::level::info, "accepting connections again");
     accept_failing_ = false;
     std::unique_lock<std::mutex> lock(mu_);
-    if (open_ >= options_.max_connections) {
+    if (l.live >= l.max_connections && !EvictOne(listener)) {
       ++refused_;
       lock.unlock();
       ::close(fd);
-      Log(spdlog::level::debug,
-          "connection refused: " + std::to_string(options_.max_connections) + " already open");
+      Log(spdlog::level::debug, "connection refused: " + std::to_string(l.max_connections) +
+                                    " open on listener " + std::to_string(listener) +
+                                    " and none can be closed to make room");
       continue;
     }
     Connection& c = connections_.emplace_back();
-    ++open_;
+    c.listener = listener;
+    c.fd = fd;
+    c.wait = Wait::kClient;
+    c.since = Clock::now();
+    ++l.live;
     base::Status s = base::CatchAll("admin server connection", [&] {
       c.thread = std::thread([this, fd, listener, conn = &c] {
-        Serve(fd, listener);
+        // Nothing thrown (out of memory) ends the daemon from here: the connection just closes.
+        base::Status served =
+            base::CatchAll("admin server connection", [&] { Serve(conn, fd, listener); });
+        if (!served.ok()) Log(spdlog::level::err, served.message());
         {
           std::lock_guard<std::mutex> done_lock(mu_);
+          // No shutdown() reaches this descriptor from here on: closing it below may free its
+          // number for the next accept.
+          conn->fd = -1;
+          ListenerState& state = listeners_[listener];
+          if (conn->evicted) {
+            --state.ending;
+          } else {
+            --state.live;
+          }
           conn->done = true;
-          --open_;
         }
+        ::close(fd);
         const uint64_t one = 1;
         [[maybe_unused]] const ssize_t w = ::write(reaped_fd_, &one, sizeof(one));
       });
     });
     if (!s.ok()) {
       connections_.pop_back();
-      --open_;
+      --l.live;
       lock.unlock();
       ::close(fd);
       Log(spdlog::level::warn, s.message());
@@ -220,6 +287,13 @@ void HttpServer::Reap() {
     }
   }
   for (Connection& c : ended) c.thread.join();
+}
+
+bool HttpServer::Mark(Connection* conn, Wait wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  conn->wait = wait;
+  conn->since = Clock::now();
+  return !conn->evicted;
 }
 
 bool HttpServer::WaitFor(int fd, short events, std::chrono::milliseconds timeout) const {
@@ -248,38 +322,38 @@ bool HttpServer::SendAll(int fd, std::string_view data) const {
   return true;
 }
 
-void HttpServer::SendAndClose(int fd, std::string_view out) const {
-  if (SendAll(fd, out)) {
-    // Lingering close: stop sending, then read what the client still sends (a body never read),
-    // so that closing does not reset the connection before the client has the answer.
-    ::shutdown(fd, SHUT_WR);
-    pollfd p = {fd, POLLIN, 0};
-    char buf[4096];
-    size_t drained = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs);
-    while (drained < kLingerBytes) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      drained += static_cast<size_t>(n);
-    }
+void HttpServer::SendAndLinger(int fd, std::string_view out) const {
+  if (!SendAll(fd, out)) return;
+  // Lingering close: stop sending, then read what the client still sends (a body never read),
+  // so that closing does not reset the connection before the client has the answer.
+  ::shutdown(fd, SHUT_WR);
+  pollfd p = {fd, POLLIN, 0};
+  char buf[4096];
+  size_t drained = 0;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kLingerMs);
+  while (drained < kLingerBytes) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
   }
-  ::close(fd);
 }
 
-void HttpServer::FailAndClose(int fd, unsigned status, const std::string& body) const {
+void HttpServer::Fail(int fd, unsigned status, const std::string& body) const {
   const HttpResponse r{status, "text/plain; charset=utf-8", body};
-  SendAndClose(fd, ResponseHead(r, false, 1) + r.body);
+  SendAndLinger(fd, ResponseHead(r, false, 1) + r.body);
 }
 
-void HttpServer::Serve(int fd, size_t listener) {
-  using Clock = std::chrono::steady_clock;
+void HttpServer::Serve(Connection* conn, int fd, size_t listener) {
   std::string in;
   char buf[4096];
-  // When the head being read must be complete; unset until its first byte.
+  // When the head being read must be complete; unset until its first byte (any byte: a client
+  // sending only line ends, which the parser skips, is on the clock too).
   std::optional<Clock::time_point> head_deadline;
+  // What the connection waits for, as last Marked (the acceptor starts it at kClient).
+  Wait waiting = Wait::kClient;
   for (;;) {
     HttpRequest request;
     size_t head_size = 0;
@@ -287,39 +361,45 @@ void HttpServer::Serve(int fd, size_t listener) {
     const HeadParse parsed = ParseRequestHead(in, &request, &head_size, &why);
     if (parsed == HeadParse::kIncomplete) {
       if (in.size() >= options_.max_head_bytes) {
-        return FailAndClose(fd, 431,
-                            "the request head is longer than " +
-                                std::to_string(options_.max_head_bytes) + " bytes\n");
+        return Fail(fd, 431,
+                    "the request head is longer than " + std::to_string(options_.max_head_bytes) +
+                        " bytes\n");
       }
-      const bool begun = in.find_first_not_of("\r\n") != std::string::npos;
+      const bool begun = !in.empty();
       if (begun && !head_deadline) head_deadline = Clock::now() + options_.head_timeout;
-      if (begun && Clock::now() >= *head_deadline) return FailAndClose(fd, 408, "timed out\n");
-      const std::chrono::milliseconds wait =
+      if (begun && Clock::now() >= *head_deadline) return Fail(fd, 408, "timed out\n");
+      // Idle between requests, or waiting on the client for this one.
+      if (begun && waiting == Wait::kIdle) {
+        waiting = Wait::kClient;
+        if (!Mark(conn, waiting)) return;
+      }
+      const std::chrono::milliseconds timeout =
           begun ? std::min(options_.idle_timeout, std::chrono::ceil<std::chrono::milliseconds>(
                                                       *head_deadline - Clock::now()))
                 : options_.idle_timeout;
-      if (!WaitFor(fd, POLLIN, wait)) {
+      if (!WaitFor(fd, POLLIN, timeout)) {
         // Quiet too long, the head too slow, or stopping. A request begun gets a 408; an idle
         // keep-alive connection just closes.
-        if (begun) return FailAndClose(fd, 408, "timed out\n");
-        break;
+        if (begun) return Fail(fd, 408, "timed out\n");
+        return;
       }
       const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
       if (n > 0) {
         in.append(buf, static_cast<size_t>(n));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
-        break;  // closed by the client, or reset
+        return;  // closed by the client, reset, or evicted
       }
       continue;
     }
     if (parsed == HeadParse::kBad) {
-      return FailAndClose(fd, 400, "bad request: " + why + "\n");
+      return Fail(fd, 400, "bad request: " + why + "\n");
     }
     if (parsed == HeadParse::kVersion) {
-      return FailAndClose(fd, 505, why + "\n");
+      return Fail(fd, 505, why + "\n");
     }
     in.erase(0, head_size);
     head_deadline.reset();
+    if (!Mark(conn, Wait::kHandler)) return;
     HttpResponse response;
     base::Status s =
         base::CatchAll("admin server request", [&] { response = handler_(listener, request); });
@@ -327,12 +407,16 @@ void HttpServer::Serve(int fd, size_t listener) {
       response = {500, "text/plain; charset=utf-8", "internal error\n"};
       Log(spdlog::level::err, s.message());
     }
+    // Sending: waiting on the client to take the answer.
+    if (!Mark(conn, Wait::kClient)) return;
     std::string out = ResponseHead(response, request.keep_alive, request.minor_version);
     if (request.method != "HEAD") out += response.body;
-    if (!request.keep_alive) return SendAndClose(fd, out);
-    if (!SendAll(fd, out)) break;
+    if (!request.keep_alive) return SendAndLinger(fd, out);
+    if (!SendAll(fd, out)) return;
+    // Pipelined bytes already read are the next request, begun; otherwise the connection idles.
+    waiting = in.empty() ? Wait::kIdle : Wait::kClient;
+    if (!Mark(conn, waiting)) return;
   }
-  ::close(fd);
 }
 
 }  // namespace server

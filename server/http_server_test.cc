@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <future>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace server {
 namespace {
@@ -95,22 +98,31 @@ class Client {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  // Two listeners; the handler echoes listener, method, path and query.
-  void Start(HttpServer::Options options = {}) {
-    std::vector<int> fds;
+  void TearDown() override {
+    Release();
+    server_.reset();
+  }
+
+  // Two listeners, with these connection budgets; the handler echoes listener, method, path and
+  // query, and /block waits for Release().
+  void Start(HttpServer::Options options = {}, size_t first_budget = 32,
+             size_t second_budget = 32) {
+    std::vector<HttpServer::Listener> listeners;
     for (std::string* bound : {&first_, &second_}) {
       auto fd = HttpServer::Listen("127.0.0.1:0", bound);
       ASSERT_TRUE(fd.ok()) << fd.status().message();
-      fds.push_back(*fd);
+      listeners.push_back({*fd, bound == &first_ ? first_budget : second_budget});
     }
     auto started = HttpServer::Start(
-        std::move(fds),
+        std::move(listeners),
         [this](size_t listener, const HttpRequest& r) -> HttpResponse {
           ++calls_;
           if (r.path == "/throw") throw std::runtime_error("handler failed");
           if (r.path == "/block") {
-            blocked_.set_value();
-            release_.get_future().wait();
+            std::unique_lock<std::mutex> lock(block_mu_);
+            ++blocked_;
+            block_cv_.notify_all();
+            block_cv_.wait(lock, [this] { return released_; });
           }
           return {200, "text/plain",
                   std::to_string(listener) + " " + r.method + " " + r.path + " " + r.query};
@@ -120,9 +132,35 @@ class HttpServerTest : public ::testing::Test {
     server_ = std::move(started).value();
   }
 
+  // Whether `n` handlers came to wait in /block (within 10 s).
+  bool WaitBlocked(int n) {
+    std::unique_lock<std::mutex> lock(block_mu_);
+    return block_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return blocked_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(block_mu_);
+    released_ = true;
+    block_cv_.notify_all();
+  }
+
+  // `n` connections to `bound`, each having had one request answered: idle keep-alive ones.
+  std::vector<std::unique_ptr<Client>> IdleKeepAlive(const std::string& bound, int n) {
+    std::vector<std::unique_ptr<Client>> out;
+    for (int i = 0; i < n; ++i) {
+      auto c = std::make_unique<Client>(bound);
+      c->Send("GET /idle HTTP/1.1\r\n\r\n");
+      EXPECT_EQ(c->Read().status, 200);
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
   std::string first_, second_;
   std::atomic<int> calls_{0};
-  std::promise<void> blocked_, release_;
+  std::mutex block_mu_;
+  std::condition_variable block_cv_;
+  int blocked_ = 0;        // guarded by block_mu_
+  bool released_ = false;  // guarded by block_mu_
   std::unique_ptr<HttpServer> server_;
 };
 
@@ -246,28 +284,138 @@ TEST_F(HttpServerTest, AHeadTrickledInTooSlowlyIs408) {
   EXPECT_EQ(quick.Read().body, "0 GET /slow ");
 }
 
-TEST_F(HttpServerTest, ConnectionsPastTheLimitAreRefusedUntilOneCloses) {
+TEST_F(HttpServerTest, AFullBudgetOnOneListenerLeavesTheOtherServed) {
   HttpServer::Options o;
-  o.max_connections = 2;
-  Start(o);
-  auto first = std::make_unique<Client>(first_);
-  Client second(second_);
-  first->Send("GET /1 HTTP/1.1\r\n\r\n");
-  second.Send("GET /2 HTTP/1.1\r\n\r\n");
-  ASSERT_EQ(first->Read().status, 200);
-  ASSERT_EQ(second.Read().status, 200);
-  Client third(first_);
-  EXPECT_TRUE(third.ClosedByServer());
-  EXPECT_EQ(server_->refused(), 1u);
-  first.reset();
-  // The first connection's thread ends on its EOF; then there is room again.
-  for (int i = 0; i < 100; ++i) {
-    Client again(first_);
-    again.Send("GET /3 HTTP/1.1\r\n\r\n");
-    if (again.Read(false, milliseconds(2000)).body == "0 GET /3 ") return;
-    std::this_thread::sleep_for(milliseconds(20));
+  o.idle_timeout = std::chrono::hours(1);
+  Start(o, /*first_budget=*/2, /*second_budget=*/4);
+  // More idle connections than its budget on the second listener (the debug one, say), each
+  // surely accepted: it had an answer.
+  std::vector<std::unique_ptr<Client>> idle = IdleKeepAlive(second_, 6);
+  // The first listener (the probes') answers at once, on as many connections as its budget.
+  auto probe = [this] {
+    Client a(first_);
+    Client b(first_);
+    a.Send("GET /healthz HTTP/1.1\r\n\r\n");
+    b.Send("GET /healthz HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(a.Read(false, milliseconds(2000)).body, "0 GET /healthz ");
+    EXPECT_EQ(b.Read(false, milliseconds(2000)).body, "0 GET /healthz ");
+  };
+  probe();
+  // Then the second listener's budget all running the handler, which nothing may close: still.
+  std::vector<std::unique_ptr<Client>> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(std::make_unique<Client>(second_));
+    busy.back()->Send("GET /block HTTP/1.1\r\n\r\n");
   }
-  FAIL() << "no room after a connection closed";
+  ASSERT_TRUE(WaitBlocked(4));
+  probe();
+  // A newcomer on the second listener is refused.
+  Client refused(second_);
+  EXPECT_TRUE(refused.ClosedByServer(milliseconds(2000)));
+  EXPECT_GE(server_->refused(), 1u);
+  Release();
+  for (auto& c : busy) EXPECT_EQ(c->Read().body, "1 GET /block ");
+}
+
+TEST_F(HttpServerTest, ALineEndTrickleIs408WithinTheHeadTimeout) {
+  HttpServer::Options o;
+  o.head_timeout = milliseconds(300);
+  Start(o);
+  Client c(first_);
+  // An empty line every 50 ms: never quiet for the idle timeout (30 s), and never a request
+  // line (the parser skips empty lines), for up to 3 s: ten times the head timeout.
+  int sent = 0;
+  for (; sent < 60; ++sent) {
+    if (::send(c.fd(), "\r\n", 2, MSG_NOSIGNAL) != 2) break;  // closed by the server
+    std::this_thread::sleep_for(milliseconds(50));
+    pollfd p = {c.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) break;  // the answer came
+  }
+  EXPECT_LT(sent, 60) << "still open after trickling line ends for 3 s";
+  Client::Answer a = c.Read(false, milliseconds(1000));
+  EXPECT_EQ(a.status, 408);
+  EXPECT_TRUE(c.ClosedByServer(milliseconds(1000)));
+  EXPECT_EQ(calls_.load(), 0);
+}
+
+TEST_F(HttpServerTest, AFullBudgetOfIdleConnectionsMakesRoomForANewOne) {
+  HttpServer::Options o;
+  o.idle_timeout = std::chrono::hours(1);
+  Start(o, /*first_budget=*/3);
+  std::vector<std::unique_ptr<Client>> idle = IdleKeepAlive(first_, 3);
+  Client fresh(first_);
+  fresh.Send("GET /new HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(fresh.Read(false, milliseconds(2000)).body, "0 GET /new ");
+  // The one idle longest was closed (without an answer); the others still serve.
+  EXPECT_TRUE(idle[0]->ClosedByServer(milliseconds(2000)));
+  for (size_t i = 1; i < idle.size(); ++i) {
+    idle[i]->Send("GET /again HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(idle[i]->Read(false, milliseconds(2000)).body, "0 GET /again ");
+  }
+  EXPECT_EQ(server_->evicted(), 1u);
+  EXPECT_EQ(server_->refused(), 0u);
+}
+
+TEST_F(HttpServerTest, IdleConnectionsGoBeforeAHeadInProgress) {
+  HttpServer::Options o;
+  o.idle_timeout = std::chrono::hours(1);
+  Start(o, /*first_budget=*/3);
+  // The oldest connection is in the middle of a head; two newer ones idle.
+  Client begun(first_);
+  begun.Send("GET /begun HTTP/1.1\r\n");
+  std::vector<std::unique_ptr<Client>> idle = IdleKeepAlive(first_, 2);
+  Client fresh(first_);
+  fresh.Send("GET /new HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(fresh.Read(false, milliseconds(2000)).body, "0 GET /new ");
+  EXPECT_TRUE(idle[0]->ClosedByServer(milliseconds(2000)));
+  begun.Send("\r\n");
+  EXPECT_EQ(begun.Read(false, milliseconds(2000)).body, "0 GET /begun ");
+  EXPECT_EQ(server_->evicted(), 1u);
+}
+
+TEST_F(HttpServerTest, AFullBudgetOfHeadsInProgressGivesWayToANewConnection) {
+  // Refusing the newcomer here would let anyone who sends a byte now and then, and reconnects
+  // when closed, hold the listener for good: the head waiting longest is closed instead.
+  HttpServer::Options o;
+  o.idle_timeout = std::chrono::hours(1);
+  Start(o, /*first_budget=*/3);
+  std::vector<std::unique_ptr<Client>> begun;
+  for (int i = 0; i < 3; ++i) {
+    begun.push_back(std::make_unique<Client>(first_));
+    begun.back()->Send("GET /begun" + std::to_string(i) + " HTTP/1.1\r\nHost:");
+    std::this_thread::sleep_for(milliseconds(20));  // an order of arrival
+  }
+  Client fresh(first_);
+  fresh.Send("GET /new HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(fresh.Read(false, milliseconds(2000)).body, "0 GET /new ");
+  EXPECT_TRUE(begun[0]->ClosedByServer(milliseconds(2000)));
+  for (int i = 1; i < 3; ++i) {
+    begun[i]->Send(" t\r\n\r\n");
+    EXPECT_EQ(begun[i]->Read(false, milliseconds(2000)).body,
+              "0 GET /begun" + std::to_string(i) + " ");
+  }
+  EXPECT_EQ(server_->evicted(), 1u);
+  EXPECT_EQ(server_->refused(), 0u);
+}
+
+TEST_F(HttpServerTest, ANewConnectionIsRefusedOnlyWhileTheBudgetRunsTheHandler) {
+  Start({}, /*first_budget=*/2);
+  Client a(first_);
+  Client b(first_);
+  a.Send("GET /block HTTP/1.1\r\n\r\n");
+  b.Send("GET /block HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(WaitBlocked(2));
+  Client refused(first_);
+  EXPECT_TRUE(refused.ClosedByServer());
+  EXPECT_EQ(server_->refused(), 1u);
+  Release();
+  EXPECT_EQ(a.Read().body, "0 GET /block ");
+  EXPECT_EQ(b.Read().body, "0 GET /block ");
+  // Both idle now: room for a newcomer.
+  Client again(first_);
+  again.Send("GET /3 HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(again.Read().body, "0 GET /3 ");
+  EXPECT_EQ(server_->refused(), 1u);
 }
 
 TEST_F(HttpServerTest, AHandlerThatThrowsIsA500AndTheServerGoesOn) {
@@ -301,7 +449,7 @@ TEST_F(HttpServerTest, StoppingWakesIdleConnectionsAndWaitsForARunningHandler) {
   ASSERT_EQ(idle.Read().status, 200);
   Client busy(first_);
   busy.Send("GET /block HTTP/1.1\r\n\r\n");
-  blocked_.get_future().wait();
+  ASSERT_TRUE(WaitBlocked(1));
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
     server_.reset();
@@ -309,7 +457,7 @@ TEST_F(HttpServerTest, StoppingWakesIdleConnectionsAndWaitsForARunningHandler) {
   });
   std::this_thread::sleep_for(milliseconds(100));
   EXPECT_FALSE(stopped.load()) << "the server stopped under a running handler";
-  release_.set_value();
+  Release();
   stopper.join();
   // The idle connection did not hold the stop for its hour.
   EXPECT_TRUE(idle.ClosedByServer(milliseconds(1000)));
