@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/errno_error.h"
+#include "base/strings.h"
 #include "logging/structured_log.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
@@ -58,6 +59,11 @@ class LiveVersion final : public plugins::LiveContent {
 
   base::Result<std::string> Read(const std::string& path) override {
     const std::string full = dir_ + "/" + atomicwriter::kDataDirName + "/" + path;
+    // The item path was validated with its pod; a NUL would still make the kernel open another
+    // name (the path cut at the NUL), so it is refused here too, as Go would (EINVAL).
+    if (base::HasNul(path)) {
+      return base::Status::Error("open " + base::ShowNul(full) + ": name holds a NUL byte", EINVAL);
+    }
     const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return base::ErrnoError("open", full, errno);
     std::string out;
