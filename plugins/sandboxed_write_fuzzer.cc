@@ -15,10 +15,12 @@
 //    modes, mtimes and ctimes).
 // And on the writer's answer: a payload with a NUL in any path is refused, naming the NUL; a
 // write that succeeds shows every file with its bytes through the volume's links.
-// The sandbox is made once per process and reused; the volume dir is emptied after each input.
+// The sandbox (/tmp/sandboxed-write-fuzzer-*) is made once per process and reused, and removed at
+// exit; the volume dir is emptied after each input. The process's working dir is the sandbox's,
+// so libFuzzer's corpus and artifact paths must be absolute (tests/fuzz/run_fuzzers.sh).
 // Built only with -DVM_FUZZ=ON (clang).
 #include <fcntl.h>
-#include <stdlib.h>
+#include <stdlib.h>  // mkdtemp
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -151,7 +154,13 @@ const Sandbox& TheSandbox() {
     fs::create_directories(b->vol);
     std::ofstream(b->top + "/marker/m") << "marker";
     std::ofstream(b->sandbox + "/outside-canary/file") << "canary";
+    // libFuzzer's corpus and artifact paths must then be absolute (run_fuzzers.sh makes them so).
     if (::chdir((b->sandbox + "/cwd").c_str()) != 0) __builtin_trap();
+    // Gone at a normal exit; a finding's trap leaves it to look at.
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove_all(TheSandbox().top, ec);
+    });
     return b;
   }();
   return *box;
