@@ -11,8 +11,8 @@ FUZZ_DIR   ?= build-fuzz
 # FUZZ_SECONDS, `make fuzz-long` for FUZZ_RUNS executions (FUZZ_LONG_TARGETS, default all).
 FUZZERS := kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_fuzzer \
            kubeclient/watch_decoder_fuzzer kubeclient/kubeconfig_fuzzer \
-           plugins/downward_api_fuzzer plugins/payload_path_fuzzer config/go_duration_fuzzer \
-           server/http_request_fuzzer
+           plugins/downward_api_fuzzer plugins/payload_path_fuzzer plugins/sandboxed_write_fuzzer \
+           config/go_duration_fuzzer server/http_request_fuzzer
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 10000000
 FUZZ_LONG_TARGETS ?= $(FUZZERS)

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "base/strings.h"
+
 namespace atomicwriter {
 
 void FaultInjectionFilesystem::FailCall(int k, int err) {
@@ -88,7 +90,7 @@ void FaultInjectionFilesystem::RedirectChown(gid_t gid) {
 
 std::optional<gid_t> FaultInjectionFilesystem::ChownRequested(const std::string& path) const {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  if (base::HasNul(path) || ::lstat(path.c_str(), &st) != 0) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = chown_requested_.find({st.st_dev, st.st_ino});
   if (it == chown_requested_.end()) return std::nullopt;
@@ -99,7 +101,10 @@ gid_t FaultInjectionFilesystem::Redirected(int fd, const std::string& path, int 
   std::lock_guard<std::mutex> lock(mu_);
   if (!redirect_chown_) return gid;
   struct stat st {};
-  const int rc = path.empty() ? ::fstat(fd, &st) : ::fstatat(fd, path.c_str(), &st, flags);
+  // A name with a NUL is not looked up (the call it comes with fails with EINVAL in base_).
+  const int rc = path.empty()         ? ::fstat(fd, &st)
+                 : base::HasNul(path) ? -1
+                                      : ::fstatat(fd, path.c_str(), &st, flags);
   if (rc == 0) chown_requested_[{st.st_dev, st.st_ino}] = gid;
   return *redirect_chown_;
 }

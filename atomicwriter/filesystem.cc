@@ -11,13 +11,25 @@
 #include <string_view>
 
 #include "atomicwriter/open_beneath.h"
+#include "base/strings.h"
 
 namespace atomicwriter {
 namespace {
 
+// A name holding a NUL byte never reaches the kernel, which would read it only up to the NUL
+// ("a/..\0x" is "a/.."): the call fails with EINVAL instead, as Go's do. Every path is checked
+// before this too (ValidatePath); this is the last line, for any caller.
+bool RefuseNul(const std::string& path) {
+  if (!base::HasNul(path)) return false;
+  errno = EINVAL;
+  return true;
+}
+bool RefuseNul(const std::string& a, const std::string& b) { return RefuseNul(a) || RefuseNul(b); }
+
 class Posix final : public Filesystem {
  public:
   int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override {
+    if (RefuseNul(path)) return -1;
     return ::openat(dirfd, path.c_str(), flags | O_CLOEXEC, mode);
   }
   int Close(int fd) override { return ::close(fd); }
@@ -47,21 +59,27 @@ class Posix final : public Filesystem {
   int Fchmod(int fd, mode_t mode) override { return ::fchmod(fd, mode); }
   int Fchown(int fd, uid_t uid, gid_t gid) override { return ::fchown(fd, uid, gid); }
   int FchmodAt(int dirfd, const std::string& path, mode_t mode, int flags) override {
+    if (RefuseNul(path)) return -1;
     return ::fchmodat(dirfd, path.c_str(), mode, flags);
   }
   int FchownAt(int dirfd, const std::string& path, uid_t uid, gid_t gid, int flags) override {
+    if (RefuseNul(path)) return -1;
     return ::fchownat(dirfd, path.c_str(), uid, gid, flags);
   }
   int FstatAt(int dirfd, const std::string& path, struct stat* st, int flags) override {
+    if (RefuseNul(path)) return -1;
     return ::fstatat(dirfd, path.c_str(), st, flags);
   }
   int MkdirAt(int dirfd, const std::string& path, mode_t mode) override {
+    if (RefuseNul(path)) return -1;
     return ::mkdirat(dirfd, path.c_str(), mode);
   }
   int SymlinkAt(const std::string& target, int dirfd, const std::string& linkpath) override {
+    if (RefuseNul(target, linkpath)) return -1;
     return ::symlinkat(target.c_str(), dirfd, linkpath.c_str());
   }
   int ReadlinkAt(int dirfd, const std::string& path, std::string* out) override {
+    if (RefuseNul(path)) return -1;
     char buf[PATH_MAX];
     ssize_t n = ::readlinkat(dirfd, path.c_str(), buf, sizeof(buf));
     if (n < 0) return -1;
@@ -70,9 +88,11 @@ class Posix final : public Filesystem {
   }
   int RenameAt(int olddirfd, const std::string& oldpath, int newdirfd,
                const std::string& newpath) override {
+    if (RefuseNul(oldpath, newpath)) return -1;
     return ::renameat(olddirfd, oldpath.c_str(), newdirfd, newpath.c_str());
   }
   int UnlinkAt(int dirfd, const std::string& path, int flags) override {
+    if (RefuseNul(path)) return -1;
     return ::unlinkat(dirfd, path.c_str(), flags);
   }
   // The kernel reads and writes an int, whatever the ioctl's declared type says.

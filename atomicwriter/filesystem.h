@@ -4,7 +4,9 @@
 //
 // Every method has POSIX semantics: it returns what the system call returns (-1 on failure) and
 // leaves the reason in errno. Paths are single names or relative paths resolved against `dirfd`;
-// callers pass O_NOFOLLOW / AT_SYMLINK_NOFOLLOW where a symlink must not be followed.
+// callers pass O_NOFOLLOW / AT_SYMLINK_NOFOLLOW where a symlink must not be followed. A path (or
+// link target) holding a NUL byte is refused with -1 and errno EINVAL, as Go refuses it, never
+// passed on cut at the NUL.
 // Implementations must be safe to call from several threads at once.
 #ifndef VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_H_
 #define VOLUMEMANAGER_ATOMICWRITER_FILESYSTEM_H_

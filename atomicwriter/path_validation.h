@@ -12,6 +12,8 @@ namespace atomicwriter {
 
 // Checks a raw payload path, rule by rule in the spec's order, and fails with the first failing
 // rule's text, e.g. `invalid path: must not contain '..': foo/../bar`. Lengths are in bytes.
+// A NUL byte anywhere fails first (`invalid path: must not contain a NUL byte: a/..\x00x`, the
+// path shown with each NUL as `\x00`): a system call would cut the name there.
 base::Status ValidatePath(const std::string& path);
 
 // Lexical cleaning exactly as Go's path.Clean, which the kubelet applies to payload paths:

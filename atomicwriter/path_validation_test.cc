@@ -28,6 +28,7 @@ struct ValidateCase {
 
 // Every vector of docs/kubelet-behavior.md §3, plus rule-order cases.
 TEST(ValidatePathTest, SpecVectors) {
+  using namespace std::string_literals;
   const ValidateCase cases[] = {
       {"well_behaved_nested", "i/am/well/behaved.txt", ""},
       {"well_behaved_flat", "keepyourheaddownandfollowtherules.txt", ""},
@@ -71,6 +72,15 @@ TEST(ValidatePathTest, SpecVectors) {
        "invalid path: filenames must be less than or equal to 255 characters"},
       {"byte_lengths", std::string(128, '\xc3') + std::string(128, '\xa9'),
        "invalid path: filenames must be less than or equal to 255 characters"},
+      // A NUL byte: every system call would cut the name there, and "..\0x" would become "..".
+      // Refused before every other rule, the path shown escaped.
+      {"nul_escape", "a/..\0x/..\0x/..\0x/PWNED"s,
+       "invalid path: must not contain a NUL byte: a/..\\x00x/..\\x00x/..\\x00x/PWNED"},
+      {"nul_only", std::string(1, '\0'), "invalid path: must not contain a NUL byte: \\x00"},
+      {"nul_last", "ok\0"s, "invalid path: must not contain a NUL byte: ok\\x00"},
+      {"nul_before_absolute", "/etc/\0"s, "invalid path: must not contain a NUL byte: /etc/\\x00"},
+      {"nul_before_long", std::string(5000, 'a') + std::string(1, '\0'),
+       "invalid path: must not contain a NUL byte: " + std::string(5000, 'a') + "\\x00"},
   };
   for (const ValidateCase& c : cases) {
     SCOPED_TRACE(c.name);

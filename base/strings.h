@@ -1,6 +1,6 @@
 // String helpers shared by every module: joining a list with a separator, splitting on one
-// character, ASCII case and hex digits (locale-free, for protocol text). Nothing here knows about
-// paths, URLs or Kubernetes.
+// character, ASCII case and hex digits (locale-free, for protocol text), and the NUL-byte check
+// every string bound for a system call passes. Nothing here knows about paths, URLs or Kubernetes.
 #ifndef VOLUMEMANAGER_BASE_STRINGS_H_
 #define VOLUMEMANAGER_BASE_STRINGS_H_
 
@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/status.h"
 
 namespace base {
 
@@ -63,6 +65,34 @@ inline bool EqualsIgnoreAsciiCase(std::string_view a, std::string_view b) {
     if (AsciiLower(a[i]) != AsciiLower(b[i])) return false;
   }
   return true;
+}
+
+// Whether `s` holds a NUL byte. A C string ends at its first NUL, so a name holding one is cut
+// there by every system call: "a/..\0x" would be opened as "a/..". No file or directory name,
+// path, key or name that becomes one may hold a NUL (the kernel could not store it either); each
+// is refused where it enters the daemon, and again before any system call.
+inline bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+
+// `s` with each NUL byte written as the four characters `\x00`, for messages (a raw NUL would
+// cut the log line, or hide what follows it).
+inline std::string ShowNul(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '\0') {
+      out += "\\x00";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// OK unless `value` holds a NUL byte; then "<what>: must not contain a NUL byte" (the value itself
+// is not shown: it may be anything, even a secret).
+inline Status CheckNoNul(std::string_view value, std::string_view what) {
+  if (!HasNul(value)) return Status::OK();
+  return Status::Error(std::string(what) + ": must not contain a NUL byte");
 }
 
 }  // namespace base

@@ -53,5 +53,20 @@ TEST(StringsTest, AsciiCaseOnly) {
   EXPECT_FALSE(EqualsIgnoreAsciiCase("a[", "A{"));  // '[' and '{' differ by the case bit
 }
 
+TEST(StringsTest, NulBytesAreFoundShownAndRefused) {
+  using namespace std::string_literals;
+  EXPECT_FALSE(HasNul(""));
+  EXPECT_FALSE(HasNul("a/../b"));
+  EXPECT_TRUE(HasNul("a/..\0x/PWNED"s));
+  EXPECT_TRUE(HasNul("\0"s));
+  EXPECT_TRUE(HasNul("x\0"s));
+  EXPECT_EQ(ShowNul("a/..\0x\0"s), "a/..\\x00x\\x00");
+  EXPECT_EQ(ShowNul("plain"), "plain");
+  EXPECT_TRUE(CheckNoNul("/var/lib/kubelet", "--root-dir").ok());
+  const Status bad = CheckNoNul("/var/lib\0/x"s, "--root-dir");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "--root-dir: must not contain a NUL byte");
+}
+
 }  // namespace
 }  // namespace base

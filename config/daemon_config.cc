@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/bind_address.h"
+#include "base/strings.h"
 #include "base/version.h"
 #include "config/config_file.h"
 #include "config/go_duration.h"
@@ -196,6 +197,16 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
     return Output(std::string("volumemanager ") + base::kVersion + "\n");
   } catch (const CLI::ParseError& e) {
     return base::Status::Error(std::string(e.what()) + " (see --help)");
+  }
+  // No value may hold a NUL byte. A command line cannot carry one, but --config and the dynamic
+  // config (JSON "\u0000", YAML "\0") can, and a path cut at its NUL by the system calls is
+  // another path ("--root-dir /srv/x\0y" would be /srv/x). Refused for every flag, the one
+  // in effect (the last given) being checked; the message names the flag, not the value.
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->results().empty()) continue;
+    if (base::Status s = base::CheckNoNul(opt->results().back(), opt->get_name()); !s.ok()) {
+      return s;
+    }
   }
   for (const ConfigField& f : ConfigFields()) {
     if (app.get_option(f.flag)->count() > 0) given->insert(f.flag);

@@ -149,6 +149,42 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
   EXPECT_NE(unknown.status().message().find("(see --help)"), std::string::npos);
 }
 
+// A path cut at a NUL by the system calls is another path: no flag value may hold one. A command
+// line cannot carry a NUL, but a --config file (YAML "\0", JSON "\u0000") or the dynamic config
+// can; the error names the field and the flag, never the value.
+TEST(DaemonConfigTest, NoValueMayHoldANulByte) {
+  using namespace std::string_literals;
+  for (const auto& [flag, value] :
+       {std::pair{"--root-dir", "/srv/kubelet\0/x"s}, std::pair{"--state-dir", "/s\0"s},
+        std::pair{"--pod-manifest-path", "/etc/kubernetes/manifests\0/../.."s},
+        std::pair{"--object-manifest-path", "o\0"s}, std::pair{"--dynamic-config-dir", "/d\0x"s}}) {
+    auto r = Parse({"--pod-manifest-path", "p", flag, value});
+    ASSERT_FALSE(r.ok()) << flag;
+    EXPECT_EQ(r.status().message(), std::string(flag) + ": must not contain a NUL byte");
+  }
+  auto kubeconfig = Parse({"--kubeconfig", "/etc/k\0"s});
+  ASSERT_FALSE(kubeconfig.ok());
+  EXPECT_EQ(kubeconfig.status().message(), "--kubeconfig: must not contain a NUL byte");
+
+  const auto with_file = [](const std::string& file) {
+    return ParseDaemonFlags({"--config", "vm.yaml"}, {}, "host",
+                            [file](const std::string&) { return base::Result<std::string>(file); });
+  };
+  const std::string head =
+      "apiVersion: volumemanager.io/v1alpha1\nkind: VolumeManagerConfiguration\n";
+  auto yaml = with_file(head + "staticPodPath: p\nrootDir: \"/srv/kubelet\\0/x\"\n");
+  ASSERT_FALSE(yaml.ok());
+  EXPECT_EQ(yaml.status().message(),
+            "--config vm.yaml: field rootDir: --root-dir: must not contain a NUL byte");
+  auto json = with_file(
+      R"({"apiVersion": "volumemanager.io/v1alpha1", "kind": "VolumeManagerConfiguration",
+          "staticPodPath": "/etc/kubernetes/manifests\u0000/x"})");
+  ASSERT_FALSE(json.ok());
+  EXPECT_EQ(json.status().message(),
+            "--config vm.yaml: field staticPodPath: --pod-manifest-path: must not contain a NUL "
+            "byte");
+}
+
 TEST(DaemonConfigTest, ClusterModeOnlyWithExplicitCredentials) {
   // $KUBECONFIG is not read: without --kubeconfig/--in-cluster the daemon stays standalone.
   auto standalone = Parse({"--pod-manifest-path", "p"}, {{"KUBECONFIG", "/root/.kube/config"},

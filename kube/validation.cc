@@ -7,6 +7,8 @@
 #include <string_view>
 #include <variant>
 
+#include "base/strings.h"
+
 namespace kube {
 namespace {
 
@@ -32,6 +34,10 @@ constexpr char kLabelValueMsg[] =
     "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 constexpr size_t kMaxAnnotationBytes = 256 * 1024;
 constexpr char kModeMsg[] = "must be a number between 0 and 0777 (octal), both inclusive";
+// Not upstream's: the API server takes a NUL in an item path or key (the kubelet's Go then fails
+// the mount with EINVAL). Every system call cuts a name at its NUL ("a/..\0x" is "a/.."), so a
+// name with one is refused outright, naming the field; the value is quoted with it as \x00.
+constexpr char kNulMsg[] = "must not contain a NUL byte";
 
 bool IsAlnumLower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool IsAlnum(char c) { return IsAlnumLower(c) || (c >= 'A' && c <= 'Z'); }
@@ -112,6 +118,7 @@ void CheckName(const std::string& field, const std::string& name, bool subdomain
     errs->Required(field);
     return;
   }
+  if (base::HasNul(name)) errs->Invalid(field, name, kNulMsg);
   if (subdomain) {
     if (name.size() > 253) errs->Invalid(field, name, "must be no more than 253 characters");
     if (!IsDnsSubdomainSyntax(name)) errs->Invalid(field, name, kSubdomainMsg);
@@ -217,6 +224,9 @@ void CheckItems(const std::string& field, const std::vector<KeyToPath>& items, E
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string f = field + "[" + std::to_string(i) + "]";
     if (items[i].key.empty()) errs->Required(f + ".key");
+    // Only looked up, never a file name, but one with a NUL can match no valid data key (and
+    // would be logged cut): refused with its field, as a path is.
+    if (base::HasNul(items[i].key)) errs->Invalid(f + ".key", items[i].key, kNulMsg);
     CheckPath(f + ".path", items[i].path, errs);
     CheckMode(f + ".mode", items[i].mode, errs);
     if (paths && !items[i].path.empty() && !paths->insert(items[i].path).second) {
@@ -444,7 +454,8 @@ void CheckContainers(const std::string& field, const std::vector<Container>& con
 void CheckData(const std::map<std::string, std::string>& data, const char* field, size_t* total,
                Errors* errs) {
   for (const auto& [key, value] : data) {
-    const std::string f = std::string(field) + "[" + key + "]";
+    // The key inside the field's brackets is shown with any NUL escaped, as in the value.
+    const std::string f = std::string(field) + "[" + base::ShowNul(key) + "]";
     for (const std::string& msg : ValidateConfigKey(key)) errs->Invalid(f, key, msg);
     *total += value.size();
   }
@@ -454,6 +465,7 @@ void CheckData(const std::map<std::string, std::string>& data, const char* field
 
 std::vector<std::string> ValidateConfigKey(const std::string& key) {
   std::vector<std::string> msgs;
+  if (base::HasNul(key)) msgs.push_back(kNulMsg);
   if (key.size() > 253) msgs.push_back("must be no more than 253 characters");
   bool chars_ok = !key.empty();
   for (char c : key) chars_ok = chars_ok && (IsAlnum(c) || c == '-' || c == '_' || c == '.');
@@ -483,6 +495,7 @@ std::vector<std::string> ValidateSubdomainName(const std::string& name) {
 
 std::vector<std::string> ValidateLocalPath(const std::string& path) {
   std::vector<std::string> msgs;
+  if (base::HasNul(path)) msgs.push_back(kNulMsg);
   if (!path.empty() && path[0] == '/') msgs.push_back("must be a relative path");
   size_t start = 0;
   while (start <= path.size()) {
@@ -501,6 +514,8 @@ std::vector<std::string> ValidateLocalPath(const std::string& path) {
 base::Status Validate(const Pod& pod) {
   Errors errs;
   CheckMeta(pod.metadata, &errs);
+  // The UID names the pod's dir under the root dir (upstream leaves its form to the server).
+  if (base::HasNul(pod.metadata.uid)) errs.Invalid("metadata.uid", pod.metadata.uid, kNulMsg);
   std::set<std::string> names;
   for (size_t i = 0; i < pod.spec.volumes.size(); ++i) {
     const std::string f = "spec.volumes[" + std::to_string(i) + "]";
@@ -524,10 +539,12 @@ base::Status Validate(const ConfigMap& config_map) {
   CheckData(config_map.binary_data, "binaryData", &total, &errs);
   for (const auto& [key, value] : config_map.data) {
     if (!IsUtf8(value)) {
-      errs.Add("data[" + key + "]", "Invalid value: must be valid UTF-8 (binaryData holds bytes)");
+      errs.Add("data[" + base::ShowNul(key) + "]",
+               "Invalid value: must be valid UTF-8 (binaryData holds bytes)");
     }
     if (config_map.binary_data.count(key)) {
-      errs.Invalid("data[" + key + "]", key, "duplicate of key present in binaryData");
+      errs.Invalid("data[" + base::ShowNul(key) + "]", key,
+                   "duplicate of key present in binaryData");
     }
   }
   if (total > kMaxObjectDataBytes) {

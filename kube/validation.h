@@ -10,11 +10,15 @@
 // downward-API paths (relative, no ".." element, not starting with ".."), modes (0 to 0777),
 // downward-API field paths, resources and divisors, duplicate explicit paths across projected
 // sources, token expiry (at least 10 minutes), and volume mounts naming existing volumes.
+// Beyond upstream: no name, key, UID or path that can become a file name may hold a NUL byte
+// (`must not contain a NUL byte`; upstream takes one in item paths and keys, where every system
+// call would cut the name at the NUL, so that "a/..\0x" became "a/..").
 //
 // Every failure is reported, in upstream's form, joined by "; ", after "<resource>/<name>: ":
 //   pods/web-0: spec.volumes[0].configMap.items[0].path: Invalid value: "../x": must not contain
 //   '..'
-// Values are quoted only for names, keys and paths, never for ConfigMap or Secret data.
+// Values are quoted only for names, keys and paths, never for ConfigMap or Secret data; a NUL or
+// other control byte shows as \xHH (a NUL in a data key's brackets too).
 #ifndef VOLUMEMANAGER_KUBE_VALIDATION_H_
 #define VOLUMEMANAGER_KUBE_VALIDATION_H_
 
@@ -38,7 +42,7 @@ base::Status Validate(const Secret& secret);
 // The building blocks, for callers with their own field paths. Each returns the failure
 // messages (without the field), empty when valid.
 std::vector<std::string> ValidateConfigKey(const std::string& key);
-// A relative path with no ".." element that does not start with "..".
+// A relative path with no ".." element that does not start with "..", and no NUL byte.
 std::vector<std::string> ValidateLocalPath(const std::string& path);
 // A label or annotation key: an optional DNS-subdomain prefix and "/", then a name of at most 63
 // alphanumerics, '-', '_' or '.', starting and ending alphanumeric (upstream IsQualifiedName).

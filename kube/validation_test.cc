@@ -188,6 +188,95 @@ TEST(ValidationTest, ConfigMapAndSecretData) {
   EXPECT_EQ(s.message().find("hidden-value"), std::string::npos);
 }
 
+// A NUL byte in anything that becomes a file name: "a/..\0x" has no ".." element, but every
+// system call cuts it to "a/..". Refused with the field named and the value quoted with \x00.
+TEST(ValidationTest, NulBytesInNamesKeysAndPaths) {
+  const std::string attack = R"(a/..\u0000x/..\u0000x/..\u0000x/PWNED)";
+  const std::string shown = R"("a/..\x00x/..\x00x/..\x00x/PWNED": must not contain a NUL byte)";
+  const struct {
+    const char* name;
+    std::string volumes;
+    std::string field;
+  } cases[] = {
+      {"configmap_item_path",
+       R"([{"name":"cfg","configMap":{"name":"c","items":[{"key":"k","path":")" + attack +
+           R"("}]}}])",
+       "spec.volumes[0].configMap.items[0].path"},
+      {"secret_item_path",
+       R"([{"name":"s","secret":{"secretName":"s","defaultMode":493,"items":[{"key":"k","path":")" +
+           attack + R"("}]}}])",
+       "spec.volumes[0].secret.items[0].path"},
+      {"downward_item_path",
+       R"([{"name":"d","downwardAPI":{"items":[{"path":")" + attack +
+           R"(","fieldRef":{"fieldPath":"metadata.name"}}]}}])",
+       "spec.volumes[0].downwardAPI.items[0].path"},
+      {"projected_configmap_item_path",
+       R"([{"name":"p","projected":{"sources":[{"configMap":{"name":"a","items":[{"key":"k","path":")" +
+           attack + R"("}]}}]}}])",
+       "spec.volumes[0].projected.sources[0].configMap.items[0].path"},
+      {"projected_secret_item_path",
+       R"([{"name":"p","projected":{"sources":[{"secret":{"name":"a","items":[{"key":"k","path":")" +
+           attack + R"("}]}}]}}])",
+       "spec.volumes[0].projected.sources[0].secret.items[0].path"},
+      {"projected_downward_item_path",
+       R"([{"name":"p","projected":{"sources":[{"downwardAPI":{"items":[{"path":")" + attack +
+           R"(","fieldRef":{"fieldPath":"metadata.name"}}]}}]}}])",
+       "spec.volumes[0].projected.sources[0].downwardAPI.items[0].path"},
+      {"projected_token_path",
+       R"([{"name":"p","projected":{"sources":[{"serviceAccountToken":{"path":")" + attack +
+           R"("}}]}}])",
+       "spec.volumes[0].projected.sources[0].serviceAccountToken.path"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    base::Status s = Validate(PodWithVolumes(c.volumes));
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(c.field + ": Invalid value: " + shown), std::string::npos)
+        << s.message();
+    EXPECT_EQ(s.message().rfind("pods/web-0: ", 0), 0u);
+    EXPECT_EQ(s.message().find('\0'), std::string::npos) << "a raw NUL in the message";
+  }
+
+  base::Status key = Validate(PodWithVolumes(
+      R"([{"name":"cfg","configMap":{"name":"c","items":[{"key":"k\u0000x","path":"p"}]}}])"));
+  EXPECT_NE(key.message().find(
+                R"(spec.volumes[0].configMap.items[0].key: Invalid value: "k\x00x": must not )"
+                R"(contain a NUL byte)"),
+            std::string::npos)
+      << key.message();
+  base::Status name = Validate(PodWithVolumes(R"([{"name":"v\u0000x","emptyDir":{}}])"));
+  EXPECT_NE(name.message().find(
+                R"(spec.volumes[0].name: Invalid value: "v\x00x": must not contain a NUL byte)"),
+            std::string::npos)
+      << name.message();
+  auto uid = DecodePod(json::parse(R"({"metadata":{"name":"web-0","uid":"..\u0000x"}})"));
+  ASSERT_TRUE(uid.ok());
+  EXPECT_EQ(Validate(*uid).message(),
+            R"(pods/web-0: metadata.uid: Invalid value: "..\x00x": must not contain a NUL byte)");
+
+  EXPECT_EQ(ValidateLocalPath(std::string("a/..\0x", 6)).at(0), "must not contain a NUL byte");
+  EXPECT_EQ(ValidateConfigKey(std::string("k\0", 2)).at(0), "must not contain a NUL byte");
+  ConfigMap cm;
+  cm.metadata.name = "c";
+  cm.data[std::string("..\0x", 4)] = "v";
+  base::Status data = Validate(cm);
+  EXPECT_EQ(data.message().rfind(
+                R"(configmaps/c: data[..\x00x]: Invalid value: "..\x00x": must not contain a )"
+                R"(NUL byte)",
+                0),
+            0u)
+      << data.message();
+  EXPECT_EQ(data.message().find('\0'), std::string::npos);
+  Secret secret;
+  secret.metadata.name = "s";
+  secret.data[std::string("tls\0.key", 8)] = "hidden-value";
+  base::Status sec = Validate(secret);
+  EXPECT_EQ(sec.message().rfind(R"(secrets/s: data[tls\x00.key]: Invalid value: "tls\x00.key")", 0),
+            0u)
+      << sec.message();
+  EXPECT_EQ(sec.message().find("hidden-value"), std::string::npos);
+}
+
 TEST(ValidationTest, ConfigMapDataIsUtf8) {
   ConfigMap cm;
   cm.metadata.name = "c";

@@ -12,6 +12,7 @@
 #include "atomicwriter/path_validation.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
+#include "base/strings.h"
 #include "logging/structured_log.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
@@ -79,7 +80,7 @@ class LiveVersion final : public plugins::LiveContent {
     }
     const int fd = atomicwriter::OpenBeneath(
         vol_.get(), version + "/" + atomicwriter::CleanPath(path), O_RDONLY);
-    if (fd < 0) return atomicwriter::OpenBeneathError(full, errno);
+    if (fd < 0) return atomicwriter::OpenBeneathError(base::ShowNul(full), errno);
     std::string out;
     char buf[8192];
     for (;;) {

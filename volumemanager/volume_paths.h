@@ -23,7 +23,8 @@ inline std::string VolumeDir(const std::string& root_dir, const std::string& pod
 }
 
 // Fails unless `value` can name one directory: non-empty, at most 255 bytes, no '/', no NUL,
-// not "." or "..". `what` names the value in the error ("pod UID", "volume name").
+// not "." or "..". `what` names the value in the error ("pod UID", "volume name"); a NUL byte
+// (which any system call would cut the name at) has its own error, the value shown escaped.
 base::Status CheckPathComponent(const std::string& value, const char* what);
 
 }  // namespace volumemanager

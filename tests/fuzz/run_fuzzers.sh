@@ -14,6 +14,9 @@ build=$1 mode=$2 amount=$3
 shift 3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$build/long"
+# Absolute: a target may change its working dir (sandboxed_write_fuzzer runs in an empty dir of
+# its sandbox), and libFuzzer writes new inputs and findings to these paths as given.
+build=$(cd "$build" && pwd)
 summary=$build/long/summary.md
 if [ "$mode" = long ]; then
   printf '| target | executions | time (s) | exec/s | coverage (edges) | features | corpus | findings |\n' >"$summary"
