@@ -103,7 +103,7 @@ def test_manifest_item_path_with_a_nul_writes_nothing_outside_the_root(env, kind
     bystander = env.volume_dir("bystander-uid", CM, "cfg")
     wait_for(lambda: visible_files(bystander) == {"level": b"info"}, what="the bystander's volume")
     line = wait_for_error_or_escape(env.log, env.tmp, [
-        f"evil.{fmt}", "pods/evil-e2e-node", f"spec.volumes[1].{field}", SHOWN, NUL_MSG])
+        f"evil.{fmt}", "pods/evil:", f"spec.volumes[1].{field}", SHOWN, NUL_MSG])
     assert "\0" not in line
     time.sleep(0.5)
     assert_nothing_escaped(env.tmp)
@@ -129,10 +129,10 @@ def test_manifest_nul_in_an_item_key_and_a_volume_name_is_refused(env):
     wait_for(lambda: visible_files(env.volume_dir("bystander-uid", CM, "cfg")) ==
              {"level": b"info"}, what="the bystander's volume")
     wait_for_error_or_escape(env.log, env.tmp, [
-        "keyed.yaml", "pods/keyed-e2e-node", "spec.volumes[0].configMap.items[0].key",
+        "keyed.yaml", "pods/keyed:", "spec.volumes[0].configMap.items[0].key",
         "k\\x00/../../x", NUL_MSG])
     wait_for_error_or_escape(env.log, env.tmp, [
-        "named.yaml", "pods/named-e2e-node", "spec.volumes[0].name", "v\\x00..", NUL_MSG])
+        "named.yaml", "pods/named:", "spec.volumes[0].name", "v\\x00..", NUL_MSG])
     assert env.proc.poll() is None
     assert not (env.root / "pods" / "keyed-uid").exists()
     assert not (env.root / "pods" / "named-uid").exists()
