@@ -1,9 +1,12 @@
 #include "base/durable_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "base/errno_error.h"
 
@@ -20,24 +23,70 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   return Status::OK();
 }
 
-Result<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return ErrnoError("open", path, errno);
+namespace {
+
+// "<path>: <why>": the one shape of ReadRegularFile's errors, so callers can prefix them.
+Status ReadError(const std::string& path, int err) {
+  return Status::Error(path + ": " + std::strerror(err), err);
+}
+
+const char* FileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+}  // namespace
+
+Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
+                                    bool follow_symlinks) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever. It changes
+  // nothing for a regular file.
+  const int flags =
+      O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow_symlinks ? 0 : O_NOFOLLOW);
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return ReadError(path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ReadError(path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::Error(path + ": not a regular file (" + FileTypeName(st.st_mode) + ")");
+  }
   std::string data;
+  if (st.st_size > 0) data.reserve(std::min(static_cast<size_t>(st.st_size), max_bytes) + 1);
   char buf[65536];
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    // Never more than one byte past the limit, whatever the file claims or grows to.
+    const size_t want = std::min(sizeof(buf), max_bytes + 1 - data.size());
+    const ssize_t n = ::read(fd, buf, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      return ErrnoError("read", path, err);
+      return ReadError(path, err);
     }
     if (n == 0) break;
     data.append(buf, static_cast<size_t>(n));
+    if (data.size() > max_bytes) {
+      ::close(fd);
+      return Status::Error(path + ": larger than the limit of " + std::to_string(max_bytes) +
+                           " bytes");
+    }
   }
   ::close(fd);
   return data;
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  return ReadRegularFile(path, kMaxWholeFileBytes, /*follow_symlinks=*/false);
 }
 
 Status WriteFileDurably(const std::string& dir, const std::string& name, std::string_view data) {

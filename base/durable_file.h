@@ -6,6 +6,7 @@
 #ifndef VOLUMEMANAGER_BASE_DURABLE_FILE_H_
 #define VOLUMEMANAGER_BASE_DURABLE_FILE_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -13,7 +14,21 @@
 
 namespace base {
 
-// The whole content of `path`. A missing file is an error with sys_errno() ENOENT.
+// The limit ReadWholeFile puts on a file: far above any file it reads (the ownership journal is
+// compacted to about 100 bytes a volume; checkpoints are a few KiB).
+inline constexpr size_t kMaxWholeFileBytes = 64 << 20;
+
+// The whole content of the regular file `path`: the one way this daemon reads a file that a user,
+// a flag or a hostile neighbour may have put in its way. It never blocks and never reads without
+// bound: the file is opened O_NONBLOCK (a FIFO cannot hold up the open) and refused, before any
+// read, unless fstat says it is a regular file (a FIFO, socket, device or directory is an error
+// naming what it is); more than `max_bytes` is an error naming the limit. Without
+// `follow_symlinks`, a symlink at `path` is refused (sys_errno ELOOP). Errors read
+// "<path>: <why>" (so a caller may prefix "cannot read "); a missing file has sys_errno() ENOENT.
+Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
+                                    bool follow_symlinks);
+
+// ReadRegularFile(path, kMaxWholeFileBytes, /*follow_symlinks=*/false).
 Result<std::string> ReadWholeFile(const std::string& path);
 
 // Replaces `dir`/`name` with `data` (mode 0600) as described above; the temporary file is

@@ -1,7 +1,11 @@
 #include "config/config_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -285,8 +289,43 @@ TEST(ConfigFileTest, ValidationGivesTheFlagsMessagesPrefixedWithTheField) {
 TEST(ConfigFileTest, AnUnreadableFileIsAnErrorNamingIt) {
   auto r = ParseDaemonFlags({"--config", "/nonexistent/vm.yaml"}, {}, "host");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(),
-            "--config /nonexistent/vm.yaml: cannot read: No such file or directory");
+  EXPECT_EQ(r.status().message(), "--config: /nonexistent/vm.yaml: No such file or directory");
+}
+
+// A device, a FIFO or a directory is refused before any read (a FIFO would block the start for
+// ever, /dev/zero would be read without end); a regular file is read up to 1 MiB.
+TEST(ConfigFileTest, OnlyARegularFileOfAtMostOneMebibyteIsRead) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("vm-config-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "fifo.yaml").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = (dir / "big.yaml").string();
+  {
+    std::ofstream out(big);
+    out << "rootDir: /r\n";
+  }
+  fs::resize_file(big, kMaxConfigFileBytes + 1);
+  struct Case {
+    std::string path;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"/dev/zero", "--config: /dev/zero: not a regular file (a character device)"},
+           {fifo, "--config: " + fifo + ": not a regular file (a FIFO)"},
+           {dir.string(), "--config: " + dir.string() + ": not a regular file (a directory)"},
+           {big, "--config: " + big + ": larger than the limit of 1048576 bytes"},
+       }) {
+    SCOPED_TRACE(c.path);
+    auto r = ParseDaemonFlags({"--config", c.path}, {}, "host");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), c.message);
+  }
+  fs::resize_file(big, kMaxConfigFileBytes);  // at the limit: read (and then parsed)
+  auto r = ParseDaemonFlags({"--config", big}, {}, "host");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find("larger"), std::string::npos) << r.status().message();
+  fs::remove_all(dir);
 }
 
 TEST(ConfigFileTest, EncodedConfigurationDecodesToTheSameConfiguration) {

@@ -2,13 +2,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "base/bind_address.h"
+#include "base/durable_file.h"
 #include "base/strings.h"
 #include "base/version.h"
 #include "config/config_file.h"
@@ -359,12 +357,8 @@ bool Names(const std::string& message, const std::string& flag) {
 }  // namespace
 
 base::Result<std::string> ReadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return base::Status::Error(std::string("cannot read: ") + std::strerror(errno), errno);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return base::Status::Error("read failed");
-  return text.str();
+  // Followed through symlinks: a config from a ConfigMap volume is a link through ..data.
+  return base::ReadRegularFile(path, kMaxConfigFileBytes, /*follow_symlinks=*/true);
 }
 
 base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
@@ -405,7 +399,7 @@ base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,
   if (!config_file.empty()) {
     const std::string where = "--config " + config_file;
     auto text = read_file(config_file);
-    if (!text.ok()) return text.status().WithContext(where);
+    if (!text.ok()) return text.status().WithContext("--config");  // the error names the path
     auto file = ConfigFileArgs(*text);
     if (!file.ok()) return file.status().WithContext(where);
     layers.push_back({where, "file", std::move(file).value()});

@@ -101,6 +101,11 @@ struct ParsedFlags {
 };
 
 using ReadFileFunction = std::function<base::Result<std::string>(const std::string& path)>;
+// The largest --config file read: a configuration is a few KiB.
+inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
+// The --config file, through symlinks, if it is a regular file of at most kMaxConfigFileBytes
+// (base::ReadRegularFile: a FIFO or device is refused, never waited on or read without end).
+// Errors name the path.
 base::Result<std::string> ReadConfigFile(const std::string& path);
 
 // `environment` stands in for getenv (NODE_NAME), `hostname` for the host name and `read_file`

@@ -1,8 +1,10 @@
 #include "kube/manifest_decoder.h"
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kube/defaults.h"
 #include "kube/object_decoder.h"
@@ -97,7 +99,26 @@ base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
       return base::Status::Error(prefix + "invalid JSON: nesting deeper than " +
                                  std::to_string(kMaxDepth) + " levels");
     }
-    json doc = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+    // The API server's strict decoding refuses a key given twice in one object (nlohmann, like
+    // encoding/json, would keep the last): the keys of each open object, to find a repeat.
+    std::vector<std::set<std::string>> keys;
+    std::string duplicate;
+    json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::object_start) {
+        keys.emplace_back();
+      } else if (event == json::parse_event_t::object_end) {
+        if (!keys.empty()) keys.pop_back();
+      } else if (event == json::parse_event_t::key && duplicate.empty() && !keys.empty() &&
+                 parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second) {
+        duplicate = parsed.get<std::string>();
+      }
+      return true;
+    };
+    json doc = json::parse(bytes, check, /*allow_exceptions=*/false);
+    if (!doc.is_discarded() && !duplicate.empty()) {
+      if (duplicate.size() > 64) duplicate = duplicate.substr(0, 64) + "...";
+      return base::Status::Error(prefix + "invalid JSON: duplicate key \"" + duplicate + "\"");
+    }
     if (doc.is_discarded()) {
       // nlohmann's own message quotes the input, which may be a Secret: report the place only.
       try {

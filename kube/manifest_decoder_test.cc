@@ -165,6 +165,43 @@ TEST(ManifestDecoderTest, ErrorsNameSourceDocumentObjectAndField) {
   }
 }
 
+// JSON as YAML: a key given twice in one object fails the file (the API server's strict decoding),
+// naming the key; a key repeated in different objects does not.
+TEST(ManifestDecoderTest, DuplicateKeysFailTheFileInJsonAndYaml) {
+  const struct {
+    const char* name;
+    const char* bytes;
+    const char* error;  // "" when accepted
+  } cases[] = {
+      {"json top level",
+       R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c"},"kind":"Secret"})",
+       "m.json: invalid JSON: duplicate key \"kind\""},
+      {"json nested",
+       R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","name":"d"}})",
+       "m.json: invalid JSON: duplicate key \"name\""},
+      {"json data key",
+       R"({"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"},"data":{"k":"YQ==","k":"Yg=="}})",
+       "m.json: invalid JSON: duplicate key \"k\""},
+      {"json same key in two objects",
+       R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","labels":{"name":"x"}}})",
+       ""},
+      {"yaml data key",
+       "kind: ConfigMap\napiVersion: v1\nmetadata: {name: c}\ndata:\n  k: a\n  k: b\n",
+       "m.json: invalid YAML: line 6, column 3: duplicate mapping key \"k\""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = DecodeManifest(c.bytes, "m.json");
+    if (std::string(c.error).empty()) {
+      EXPECT_TRUE(r.ok()) << r.status().message();
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), c.error);
+    EXPECT_EQ(r.status().message().find("YQ=="), std::string::npos);
+  }
+}
+
 TEST(ManifestDecoderTest, SecretValuesNeverAppearInErrors) {
   auto r = DecodeManifest(
       "kind: Secret\nmetadata: {name: s}\nstringData: {password: topsecretvalue}\n"

@@ -107,6 +107,15 @@ bool ParseGoFloat(const std::string& s, json* out) {
 }
 
 // Resolves a scalar's tag and text to its JSON value, as go-yaml v2 does.
+// A key as errors show it: quoted, and cut short (a key is a name, never a value, but may be long).
+std::string QuotedKey(std::string_view key) {
+  constexpr size_t kShown = 64;
+  std::string out = "\"";
+  out += key.substr(0, kShown);
+  out += key.size() > kShown ? "...\"" : "\"";
+  return out;
+}
+
 json ResolveScalar(const std::string& tag, const std::string& s, const YAML::Mark& mark) {
   if (tag == "!" || tag == kTagStr) return s;
   if (tag != "?" && tag != kTagInt && tag != kTagFloat && tag != kTagBool && tag != kTagNull) {
@@ -223,8 +232,14 @@ class JsonBuilder : public YAML::EventHandler {
     return !stack_.empty() && stack_.back().is_map && !stack_.back().have_key;
   }
 
-  void SetKey(std::string key, bool merge, const YAML::Mark&) {
+  void SetKey(std::string key, bool merge, const YAML::Mark& mark) {
     Frame& f = stack_.back();
+    // The API server's strict decoding (go-yaml's UnmarshalStrict, and its JSON twin) refuses a
+    // key given twice in one mapping, where a lax decoder silently keeps the last: two readers of
+    // one manifest must not see two objects.
+    if (!merge && f.value.contains(key)) {
+      throw ConvertError{"duplicate mapping key " + QuotedKey(key), mark};
+    }
     f.key = std::move(key);
     f.key_is_merge = merge;
     f.have_key = true;
@@ -286,7 +301,7 @@ class JsonBuilder : public YAML::EventHandler {
     }
     parent.have_key = false;
     if (!parent.key_is_merge) {
-      parent.value[parent.key] = std::move(value);  // a repeated key: last wins, as in JSON
+      parent.value[parent.key] = std::move(value);  // a repeated key was refused by SetKey
       return;
     }
     auto merge_one = [&](json& m) {

@@ -63,6 +63,41 @@ TEST(YamlToJsonTest, MergeKeysAndAnchors) {
   EXPECT_EQ((*r)[0]["obj"], json::parse(R"({"x":1,"y":3})"));
 }
 
+// A key given twice in one mapping, at any level, is refused as the API server's strict decoding
+// refuses it (a lax decoder keeps the last); the error names the key and its line. Merge keys and
+// the same key in different mappings are no repeat.
+TEST(YamlToJsonTest, DuplicateMappingKeysAreRefused) {
+  const struct {
+    const char* name;
+    const char* yaml;
+    const char* error;  // "" when accepted
+  } cases[] = {
+      {"top level", "a: 1\nb: 2\na: 3\n", "line 3, column 1: duplicate mapping key \"a\""},
+      {"nested", "metadata:\n  name: x\n  labels: {k: v}\n  name: y\n",
+       "line 4, column 3: duplicate mapping key \"name\""},
+      {"in a flow mapping", "data: {k: 1, k: 2}\n", "duplicate mapping key \"k\""},
+      {"in a list item", "items:\n- {a: 1}\n- a: 1\n  a: 2\n",
+       "line 4, column 3: duplicate mapping key \"a\""},
+      {"quoted and plain spellings", "\"a\": 1\na: 2\n", "duplicate mapping key \"a\""},
+      {"alias as the repeated key", "x: &k a\nm:\n  a: 1\n  *k : 2\n",
+       "duplicate mapping key \"a\""},
+      {"in a second document", "a: 1\n---\nb: 1\nb: 2\n", "line 4, column 1: duplicate"},
+      {"same key in sibling mappings", "a: {k: 1}\nb: {k: 2}\n", ""},
+      {"merge key and an own key", "base: &b {x: 1}\nobj:\n  <<: *b\n  x: 2\n", ""},
+      {"same key in separate documents", "a: 1\n---\na: 2\n", ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = YamlToJson(c.yaml);
+    if (std::string(c.error).empty()) {
+      EXPECT_TRUE(r.ok()) << r.status().message();
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(c.error), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(YamlToJsonTest, HostileInputFailsCleanly) {
   std::string deep_flow(100000, '[');
   std::string deep_block;

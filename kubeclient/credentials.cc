@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "base/durable_file.h"
 #include "base/redacted_url.h"
 #include "kube/base64.h"
 
@@ -18,12 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A kubeconfig, token, CA or namespace file: a regular file (a FIFO is refused, not waited on)
+// of at most kMaxCredentialFileBytes.
 base::Result<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return base::Status::Error("cannot read " + path + ": " + std::strerror(errno), errno);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  auto bytes = base::ReadRegularFile(path, kMaxCredentialFileBytes, /*follow_symlinks=*/true);
+  if (!bytes.ok()) {
+    return base::Status::Error("cannot read " + bytes.status().message(),
+                               bytes.status().sys_errno());
+  }
+  return bytes;
 }
 
 // A kubeconfig's *-data field, decoded as client-go does (Go's StdEncoding).

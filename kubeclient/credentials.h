@@ -11,6 +11,7 @@
 #ifndef VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
 #define VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -19,6 +20,10 @@
 #include "base/status.h"
 
 namespace kube {
+
+// The largest kubeconfig, token, CA bundle or namespace file read (a CA bundle of every public
+// root is about 200 KiB).
+inline constexpr size_t kMaxCredentialFileBytes = 16 << 20;
 
 struct TlsConfig {
   // PEM bundle the server must chain to. Empty with an empty ca_file: the system roots.

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "base/catch_all.h"
+#include "base/durable_file.h"
 #include "base/redacted_url.h"
 #include "base/uv_timer.h"
 #include "base/version.h"
@@ -89,11 +89,7 @@ bool SplitUrl(const std::string& url, UrlParts& out) {
 }
 
 base::Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return base::Status::Error("cannot read " + path, errno);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return base::ReadRegularFile(path, kMaxCredentialFileBytes, /*follow_symlinks=*/true);
 }
 
 std::string FileIdentity(const std::string& path) {
@@ -209,7 +205,16 @@ struct HttpClient::Transfer {
       }
       if (client != nullptr) client->QueueFinish(id);
     }
-    spdlog::error("http {} {}: {}", request.method, request.path, why.message());
+    // Named by its whole URL, as logs may show it: a request to a bare URL (--manifest-url) has no
+    // path of its own.
+    try {
+      spdlog::error("http {} {}: {}", request.method,
+                    client != nullptr
+                        ? base::RedactedUrl(client->credentials_.server + request.path)
+                        : request.path,
+                    why.message());
+    } catch (...) {
+    }
   }
 };
 

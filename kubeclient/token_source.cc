@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-#include <sstream>
+#include "base/durable_file.h"
+#include "kubeclient/credentials.h"
 
 namespace kube {
 
@@ -19,14 +19,15 @@ const std::string& TokenSource::Token() {
   auto now = clock_();
   if (read_at_ && now - *read_at_ < refresh_) return token_;
   read_at_ = now;
-  std::ifstream in(file_, std::ios::binary);
-  std::stringstream buffer;
-  if (in) buffer << in.rdbuf();
-  std::string text = buffer.str();
+  // A regular file of bounded size only: a FIFO planted as the token file must not block the loop.
+  base::Result<std::string> read =
+      base::ReadRegularFile(file_, kMaxCredentialFileBytes, /*follow_symlinks=*/true);
+  const bool readable = read.ok();
+  std::string text = readable ? std::move(read).value() : std::string();
   size_t begin = text.find_first_not_of(" \t\r\n");
   size_t end = text.find_last_not_of(" \t\r\n");
   std::string fresh = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
-  if (!in || fresh.empty()) {
+  if (!readable || fresh.empty()) {
     if (!failing_) {
       spdlog::warn("token file {} is missing or empty; keeping the last good token", file_);
     }

@@ -47,8 +47,32 @@ bool FileLock::StillNamed(int fd) const {
 
 base::Result<int> FileLock::TryLock(bool* busy, LeaderElectionRecord* holder) const {
   *busy = false;
-  const int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return base::ErrnoError("open", path_, errno);
+  // O_NOFOLLOW: a symlink planted at the path (pointing anywhere, e.g. at another daemon's lock or
+  // a file to be truncated) is refused, not followed. O_NONBLOCK: a FIFO cannot hold up the open.
+  const int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st {};
+    if (err == ELOOP && lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      return base::Status::Error(path_ +
+                                     " is a symlink, not a regular file: refusing to lock "
+                                     "through it (remove it; the daemon creates the file)",
+                                 err);
+    }
+    return base::ErrnoError("open", path_, err);
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return base::ErrnoError("stat", path_, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return base::Status::Error(path_ +
+                               " is not a regular file: refusing to lock it (remove it; "
+                               "the daemon creates the file)");
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {

@@ -12,6 +12,9 @@
 //   the record into the file when the holder or its acquire time changed (a renewal only checks
 //   that the flock is still ours). A record with no holder releases: the file is emptied and the
 //   flock dropped.
+// * The path must be a regular file (or missing: it is created). A symlink there (never followed)
+//   or a FIFO, directory or device is an error of every call, which the elector logs once and
+//   shows (LeaderElector::last_error) until the path is fixed.
 // * A holder whose file was removed or replaced (st_dev/st_ino of the path differ from those of
 //   the locked file) has lost the lock: a new file could be locked by someone else. Update then
 //   fails, so the elector stops leading.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "leaderelection/leader_elector.h"
 #include "tests/support/election_timeline.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace leaderelection {
@@ -219,6 +221,47 @@ TEST_F(FileElectionTest, AliveWhileRunningAndNotOnceStopped) {
   a->Stop([&] { stopped = true; });
   ASSERT_TRUE(loop_.RunUntil([&] { return stopped; }));
   EXPECT_FALSE(a->Alive(std::chrono::steady_clock::now()));
+}
+
+// A symlink planted at the lock's path is refused, never followed; the elector says so once (not
+// at every retry), shows it in last_error() while it lasts, and takes the lock once it is gone.
+TEST_F(FileElectionTest, APlantedSymlinkIsAnErrorLoggedOnceAndShownUntilRemoved) {
+  vmtest::LogCapture logs;
+  const std::string target = dir_.File("target");
+  vmtest::WriteFile(target, "precious\n");
+  std::filesystem::create_symlink(target, LockPath());
+  LeaderElector* a = AddElector("a");
+  a->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->attempts() >= 5; }));
+  EXPECT_FALSE(a->IsLeader());
+  EXPECT_NE(a->last_error().find("is a symlink"), std::string::npos) << a->last_error();
+  EXPECT_NE(a->last_error().find(LockPath()), std::string::npos) << a->last_error();
+  const std::string text = logs.text();
+  size_t count = 0;
+  for (size_t at = text.find("is a symlink"); at != std::string::npos;
+       at = text.find("is a symlink", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << text;
+  EXPECT_EQ(ReadAll(target), "precious\n") << "the link's target is never written";
+
+  std::filesystem::remove(LockPath());
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader(); }));
+  EXPECT_EQ(a->last_error(), "");
+  EXPECT_NE(logs.text().find("usable again"), std::string::npos);
+}
+
+TEST(FileLockTest, ANonRegularFileIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo(dir.File("fifo").c_str(), 0600), 0);
+  std::filesystem::create_directory(dir.File("dir"));
+  for (const char* name : {"fifo", "dir"}) {
+    FileLock lock(dir.File(name));
+    GetResult got;
+    lock.Get([&](GetResult r) { got = std::move(r); });
+    EXPECT_FALSE(got.status.ok()) << name;
+    EXPECT_NE(got.status.message().find(dir.File(name)), std::string::npos) << got.status.message();
+  }
 }
 
 TEST(FileLockTest, GetLeavesAFreeLockFreeAndUpdateTakesIt) {

@@ -374,7 +374,7 @@ void LeaderElector::SlowPath(LeaderElectionRecord desired, uint64_t generation,
   lock_->Get([this, generation, desired, done](GetResult result) mutable {
     if (generation != generation_) return;
     if (!result.status.ok()) {
-      spdlog::debug("leader election: {}", result.status.message());
+      NoteError(result.status);
       done(Outcome::kFailed);
       return;
     }
@@ -383,15 +383,17 @@ void LeaderElector::SlowPath(LeaderElectionRecord desired, uint64_t generation,
       lock_->Create(desired, [this, generation, desired, done](base::Status s) {
         if (generation != generation_) return;
         if (!s.ok()) {
-          spdlog::debug("leader election: {}", s.message());
+          NoteError(s);
           done(Outcome::kFailed);
           return;
         }
+        NoteError(base::Status::OK());
         Observe(desired, /*force=*/true);
         done(Outcome::kSucceeded);
       });
       return;
     }
+    NoteError(base::Status::OK());  // the lock could be read: whatever follows, it is usable
     Observe(result.record, /*force=*/false);
     if (!result.record.holder_identity.empty() && !ObservedIsUs() && ObservedLeaseValid(Now())) {
       done(Outcome::kHeldByOther);
@@ -406,7 +408,7 @@ void LeaderElector::SlowPath(LeaderElectionRecord desired, uint64_t generation,
     lock_->Update(desired, [this, generation, desired, done](base::Status s) {
       if (generation != generation_) return;
       if (!s.ok()) {
-        spdlog::debug("leader election: {}", s.message());
+        NoteError(s);
         done(Outcome::kFailed);
         return;
       }
@@ -414,6 +416,23 @@ void LeaderElector::SlowPath(LeaderElectionRecord desired, uint64_t generation,
       done(Outcome::kSucceeded);
     });
   });
+}
+
+void LeaderElector::NoteError(const base::Status& s) {
+  if (s.ok()) {
+    if (!last_error_.empty()) {
+      spdlog::info("leader election: {} usable again", lock_->Describe());
+      last_error_.clear();
+    }
+    return;
+  }
+  // Once per distinct error, not once per retry (every retry period, for as long as it lasts).
+  if (s.message() == last_error_) return;
+  last_error_ = s.message();
+  spdlog::error(
+      "leader election: cannot use {}: {}; no writes until it can be used (retrying "
+      "every {} ms)",
+      lock_->Describe(), last_error_, options_.timing.retry_period.count());
 }
 
 }  // namespace leaderelection

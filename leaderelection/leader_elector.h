@@ -102,6 +102,10 @@ class LeaderElector {
 
   // Attempts started so far (acquire and renew), for tests and metrics.
   uint64_t attempts() const { return attempts_; }
+  // Why the last attempt could not use the lock (an error other than "held by another": a lock
+  // file that is a symlink, an API error), or "" once an attempt could. Each distinct error is
+  // logged once, not at every retry (/debug/state and a metric show it for as long as it lasts).
+  const std::string& last_error() const { return last_error_; }
   ResourceLock* lock() const { return lock_.get(); }
 
  private:
@@ -138,6 +142,9 @@ class LeaderElector {
   void CancelAttempt();
   // Writes the released record; `reread` reads the lock first (after a failed write).
   void ReleaseAttempt(bool reread);
+  // Records the outcome of a lock call: an error is logged when it differs from the last one; OK
+  // clears it (logged when there was one).
+  void NoteError(const base::Status& s);
   void FinishStop();
 
   // Runs a callback body behind base::CatchAll; a throw is logged.
@@ -167,6 +174,7 @@ class LeaderElector {
   std::function<void()> stop_done_;
   Clock::time_point last_activity_{};
   uint64_t attempts_ = 0;
+  std::string last_error_;
 };
 
 }  // namespace leaderelection

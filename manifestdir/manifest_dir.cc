@@ -1,14 +1,13 @@
 #include "manifestdir/manifest_dir.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
+#include "base/durable_file.h"
 #include "base/sha256.h"
 
 namespace kube {
@@ -24,28 +23,9 @@ FileStamp FileStamp::Of(const struct stat& st) {
 }
 
 base::Result<std::string> ReadManifestFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return base::Status::Error(std::string("open: ") + strerror(errno), errno);
-  std::string bytes;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return base::Status::Error(std::string("read: ") + strerror(err), err);
-    }
-    if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
-    if (bytes.size() > kMaxManifestBytes) {
-      close(fd);
-      return base::Status::Error("larger than the " + std::to_string(kMaxManifestBytes) +
-                                 "-byte manifest limit");
-    }
-  }
-  close(fd);
-  return bytes;
+  // A manifest may be a link (a projected volume's files are links through ..data). A FIFO swapped
+  // in after the stat is refused, not waited on: it would hold the pool thread for ever.
+  return base::ReadRegularFile(path, kMaxManifestBytes, /*follow_symlinks=*/true);
 }
 
 std::string BaseName(const std::string& path) {
@@ -97,10 +77,12 @@ void ManifestDir::List(ManifestDirScan* scan, std::set<std::string>* names) {
   scan->listing = Listing::kListed;
 }
 
-std::optional<FileStamp> ManifestDir::Stat(const std::string& name, bool* gone) const {
+std::optional<FileStamp> ManifestDir::Stat(const std::string& name, bool* gone, int* error) const {
   struct stat st;
   *gone = false;
+  *error = 0;
   if (stat(PathOf(name).c_str(), &st) != 0) {
+    *error = errno;
     *gone = errno == ENOENT || errno == ENOTDIR;  // other failures: keep what was read
     return std::nullopt;
   }
@@ -155,12 +137,23 @@ ManifestDirScan ManifestDir::Scan(ManifestScanScope scope, const std::set<std::s
   }
   for (const std::string& name : names) {
     bool gone = false;
-    std::optional<FileStamp> stamp = Stat(name, &gone);
+    int error = 0;
+    std::optional<FileStamp> stamp = Stat(name, &gone, &error);
     auto it = files_.find(name);
     if (!stamp) {
       if (gone && it != files_.end()) {
         scan.removed.push_back(name);
         files_.erase(it);
+      } else if (!gone && error != 0) {
+        // There but not readable (a symlink loop, EACCES, EIO): a failed read, so that the owner
+        // hears of it and keeps what it had; read again whatever its stamp once stat works.
+        if (it != files_.end()) {
+          it->second.have_bytes = false;
+          it->second.digest.clear();
+        }
+        scan.reads.push_back({name,
+                              base::Status::Error(std::string("stat: ") + strerror(error), error),
+                              std::nullopt});
       }
       continue;
     }

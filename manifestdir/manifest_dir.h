@@ -3,9 +3,10 @@
 // Promise: a scan reads a file again only when there is reason to: it is new, its last read
 // failed, the caller named it, or its stamp (inode, size, mtime, ctime: stat follows symlinks, so a
 // swapped "..data" link changes it) differs from the last scan's. It reports, in name order, every
-// file it read (with the bytes when they differ from the last good read of that file) and every
-// file that is gone. The owner decodes and logs; ManifestDir itself never logs, so no file content
-// can reach a log from here.
+// file it read (with the bytes when they differ from the last good read of that file), every file
+// it could not stat other than because it is gone (as a failed read: a symlink loop, EIO), and
+// every file that is gone (no longer there, or no longer a regular file). The owner decodes and
+// logs; ManifestDir itself never logs, so no file content can reach a log from here.
 //
 // Files: the regular files directly in the directory (no recursion) whose name ends in .yaml,
 // .yml or .json and does not start with '.' (the kubelet's file source rules), each at most
@@ -48,8 +49,8 @@ struct FileStamp {
   static FileStamp Of(const struct stat& st);
 };
 
-// The whole file, failing beyond kMaxManifestBytes. Errors name the operation ("open: ...",
-// "read: ...") but not the path, which the caller's log line carries.
+// The whole file (through symlinks), failing beyond kMaxManifestBytes or when it is not a regular
+// file (base::ReadRegularFile: never blocks on a FIFO). Errors name the operation and the path.
 base::Result<std::string> ReadManifestFile(const std::string& path);
 
 // The last path component ("/a/b/" -> "b").
@@ -113,8 +114,9 @@ class ManifestDir {
   // Lists the path into `names`; sets the scan's listing outcome.
   void List(ManifestDirScan* scan, std::set<std::string>* names);
   // Stats `name`; nullopt with *gone when it no longer exists or is not a regular file, nullopt
-  // alone when stat failed otherwise (the file is then kept as it was).
-  std::optional<FileStamp> Stat(const std::string& name, bool* gone) const;
+  // with *error (errno) when stat failed otherwise (the file is then kept as it was, and the scan
+  // reports a failed read).
+  std::optional<FileStamp> Stat(const std::string& name, bool* gone, int* error) const;
   void Read(const std::string& name, const FileStamp& stamp, File* file, ManifestDirScan* scan);
 
   ManifestDirOptions options_;

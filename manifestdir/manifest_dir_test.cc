@@ -128,7 +128,7 @@ TEST_F(ManifestDirTest, FailedReadIsRetriedAndItsNextGoodReadReported) {
   Write("a.yaml", std::string(kMaxManifestBytes + 1, 'x'));
   ManifestDirScan scan = dir_.Scan(ManifestScanScope::kStatAll);
   ASSERT_THAT(Reads(scan), ElementsAre("a.yaml=<error>"));
-  EXPECT_THAT(scan.reads[0].status.message(), HasSubstr("manifest limit"));
+  EXPECT_THAT(scan.reads[0].status.message(), HasSubstr("larger than the limit"));
   EXPECT_THAT(Reads(dir_.Scan(ManifestScanScope::kStatAll)), ElementsAre("a.yaml=<error>"))
       << "a failed read is tried again at the next scan";
   Write("a.yaml", "a1");

@@ -28,6 +28,12 @@ struct ManifestDirWatcher::Handles {
   Handler handler;
   bool closing = false;  // Stop was called: no more handler calls
   uv_fs_event_t fs_event{};
+  // While the path is missing: a watch on its parent directory for the path's name, so that a
+  // directory removed and created again (or renamed into place) is followed at once, not at the
+  // next relist.
+  uv_fs_event_t parent_event{};
+  bool watching_parent = false;
+  std::string watched_parent;
   uv_timer_t debounce_timer{};
   uv_timer_t relist_timer{};
   int open_handles = 0;
@@ -50,18 +56,71 @@ struct ManifestDirWatcher::Handles {
     watching = false;
   }
 
-  // Watches the directory; again when it appeared, was replaced or its watch failed.
-  void Arm() {
+  void UnwatchParent() {
+    if (watching_parent) uv_fs_event_stop(&parent_event);
+    watching_parent = false;
+  }
+
+  // The path is missing: watch its parent for the path's name (when the parent exists; else the
+  // relist finds it).
+  void WatchParent() {
+    const std::string parent = DirName(options.path);
+    if (watching_parent && parent == watched_parent) return;
+    UnwatchParent();
+    int rc = uv_fs_event_start(
+        &parent_event,
+        [](uv_fs_event_t* h, const char* filename, int, int status) {
+          Handles* self = From(h);
+          if (base::Status s =
+                  base::CatchAll("fs event", [&] { self->OnParentEvent(filename, status); });
+              !s.ok()) {
+            spdlog::error("{} {}: {}", self->options.what, self->options.path, s.message());
+          }
+        },
+        parent.c_str(), 0);
+    if (rc != 0) return;  // e.g. the parent is missing too: the relist finds the path
+    watching_parent = true;
+    watched_parent = parent;
+  }
+
+  void OnParentEvent(const char* filename, int status) {
+    if (closing) return;
+    // Only the path's own name matters (or an event naming nothing, or a failed watch).
+    if (status >= 0 && filename != nullptr && filename != BaseName(options.path)) return;
+    if (status < 0) UnwatchParent();
+    pending_all = true;  // the path appeared (or the parent changed): read everything
+    if (!in_burst) {
+      in_burst = true;
+      burst_start = Clock::now();
+    }
+    uv_timer_start(
+        &debounce_timer, [](uv_timer_t* t) { From(t)->EndBurst(); },
+        static_cast<uint64_t>(options.debounce.count()), 0);
+  }
+
+  // Watches the directory; again when it appeared, was replaced or its watch failed. Returns
+  // whether it started a new watch (after Start, the caller then reads everything again: files
+  // may have been written before the watch was armed).
+  bool Arm() {
     struct stat st;
-    if (stat(options.path.c_str(), &st) != 0) return Unwatch();
+    if (stat(options.path.c_str(), &st) != 0) {
+      Unwatch();
+      WatchParent();
+      return false;
+    }
+    UnwatchParent();
     std::string dir = options.path;
     if (S_ISREG(st.st_mode) && options.allow_single_file) {
       dir = DirName(options.path);
-      if (stat(dir.c_str(), &st) != 0) return Unwatch();
+      if (stat(dir.c_str(), &st) != 0) {
+        Unwatch();
+        return false;
+      }
     } else if (!S_ISDIR(st.st_mode)) {
-      return Unwatch();  // nothing to list: the relist reports it and finds it fixed
+      Unwatch();  // nothing to list: the relist reports it and finds it fixed
+      return false;
     }
-    if (watching && dir == watched_dir && st.st_dev == dev && st.st_ino == ino) return;
+    if (watching && dir == watched_dir && st.st_dev == dev && st.st_ino == ino) return false;
     Unwatch();
     int rc = uv_fs_event_start(
         &fs_event,
@@ -81,12 +140,13 @@ struct ManifestDirWatcher::Handles {
     if (rc != 0) {
       spdlog::warn("{} {}: cannot watch: {}; relying on the periodic relist", options.what, dir,
                    uv_strerror(rc));
-      return;
+      return false;
     }
     watching = true;
     watched_dir = dir;
     dev = st.st_dev;
     ino = st.st_ino;
+    return true;
   }
 
   void OnEvent(const char* filename, int status) {
@@ -134,16 +194,28 @@ struct ManifestDirWatcher::Handles {
       spdlog::error("{} {}: {}", options.what, options.path, s.message());
     }
     if (closing) return;  // the handler stopped the watcher
-    if (base::Status s = base::CatchAll("watch", [&] { Arm(); }); !s.ok()) {
+    bool rearmed = false;
+    if (base::Status s = base::CatchAll("watch", [&] { rearmed = Arm(); }); !s.ok()) {
       spdlog::error("{} {}: {}", options.what, options.path, s.message());
+    }
+    // A directory that appeared (or was replaced) since the scan just requested may have been
+    // filled before its watch was armed, and that scan may already have listed it: one more read
+    // of everything, now that events are coming, misses nothing.
+    if (rearmed) {
+      if (base::Status s =
+              base::CatchAll("manifest handler", [&] { handler(ManifestScanScope::kReadAll, {}); });
+          !s.ok()) {
+        spdlog::error("{} {}: {}", options.what, options.path, s.message());
+      }
     }
   }
 
   void Close() {
     closing = true;
-    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&fs_event),
-                           reinterpret_cast<uv_handle_t*>(&debounce_timer),
-                           reinterpret_cast<uv_handle_t*>(&relist_timer)}) {
+    for (uv_handle_t* h :
+         {reinterpret_cast<uv_handle_t*>(&fs_event), reinterpret_cast<uv_handle_t*>(&parent_event),
+          reinterpret_cast<uv_handle_t*>(&debounce_timer),
+          reinterpret_cast<uv_handle_t*>(&relist_timer)}) {
       uv_close(h, [](uv_handle_t* handle) {
         Handles* self = From(handle);
         if (--self->open_handles == 0) delete self;
@@ -162,10 +234,11 @@ base::Status ManifestDirWatcher::Start(uv_loop_t* loop, ManifestDirWatcherOption
   h->options = std::move(options);
   h->handler = std::move(handler);
   uv_fs_event_init(loop, &h->fs_event);
+  uv_fs_event_init(loop, &h->parent_event);
   uv_timer_init(loop, &h->debounce_timer);
   uv_timer_init(loop, &h->relist_timer);
-  h->fs_event.data = h->debounce_timer.data = h->relist_timer.data = h;
-  h->open_handles = 3;
+  h->fs_event.data = h->parent_event.data = h->debounce_timer.data = h->relist_timer.data = h;
+  h->open_handles = 4;
   handles_ = h;
   const auto every = static_cast<uint64_t>(h->options.relist_interval.count());
   uv_timer_start(

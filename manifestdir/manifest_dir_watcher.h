@@ -12,8 +12,12 @@
 //     Events on other names (dotfiles, editors' swap and temporary files) are ignored;
 //   * every `relist_interval`, with kStatAll: the safety net for missed events.
 // After each call the watch is re-armed when the directory appeared, was replaced (new inode)
-// or its watch failed; a missing directory is not watched (the relist finds it). With
-// `allow_single_file`, a path naming a regular file is watched through its directory.
+// or its watch failed, and then the handler is called once more with kReadAll (what was written
+// into the new directory before its watch existed). While the path is missing, its parent
+// directory is watched for the path's name: a directory removed and created again (or renamed
+// into place) is read within `debounce`, not at the next relist (the relist still finds it when
+// the parent is missing too). With `allow_single_file`, a path naming a regular file is watched
+// through its directory.
 //
 // Thread model: a loop-thread object. Start, Stop, the destructor and the handler run on the loop
 // thread. Stop (also from inside the handler) ends all calls; the libuv handles close afterwards,

@@ -159,5 +159,36 @@ TEST(ManifestDirWatcherOptionsTest, RejectsAnEmptyPathAndASecondStart) {
   EXPECT_FALSE(watcher.Start(loop.get(), options, ignore).ok());
 }
 
+// A directory removed and created again is followed by its fs events at once (its parent is
+// watched while it is missing), not at the next relist (an hour away here).
+TEST_F(ManifestDirWatcherTest, ADirectoryRemovedAndRestoredIsFollowedWithoutARelist) {
+  const std::string dir = tmp_.File("objects");
+  fs::create_directory(dir);
+  Start(std::chrono::hours(1), dir);
+  fs::remove_all(dir);
+  ASSERT_TRUE(loop_.RunUntil([&] { return Saw(ManifestScanScope::kReadAll); }))
+      << "the removal is seen";
+  calls_.clear();
+  fs::create_directory(dir);
+  vmtest::WriteFile(dir + "/cm.yaml", "kind: ConfigMap\n");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Saw(ManifestScanScope::kReadAll); }))
+      << "the re-creation is seen through the parent's watch";
+  // And the new directory is watched: a later file is named by its own event.
+  calls_.clear();
+  vmtest::WriteFile(dir + "/second.yaml", "kind: ConfigMap\n");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Named().count("second.yaml") > 0; }));
+
+  // Renamed away and another renamed into place: the same.
+  calls_.clear();
+  fs::rename(dir, tmp_.File("old"));
+  fs::create_directory(tmp_.File("new"));
+  vmtest::WriteFile(tmp_.File("new") + "/third.yaml", "kind: ConfigMap\n");
+  fs::rename(tmp_.File("new"), dir);
+  ASSERT_TRUE(loop_.RunUntil([&] { return Saw(ManifestScanScope::kReadAll); }));
+  calls_.clear();
+  vmtest::WriteFile(dir + "/fourth.yaml", "kind: ConfigMap\n");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Named().count("fourth.yaml") > 0; }));
+}
+
 }  // namespace
 }  // namespace kube

@@ -31,7 +31,10 @@ struct FileSource::Impl {
   kube::ManifestDirWatcher watcher;
   bool missing_logged = false;
   bool delivered = false;              // the sink has the state of `pods`
-  std::map<std::string, PodPtr> pods;  // by file name; null: failed to decode
+  std::map<std::string, PodPtr> pods;  // by file name; null: never decoded to a valid pod
+  // By file name: the read error last logged, so that a file that stays unreadable is reported
+  // once, not at every relist.
+  std::map<std::string, std::string> read_errors;
 
   void Apply(Scanner::Outcome scan);
 };
@@ -56,30 +59,58 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
   }
   if (scan.listing == Listing::kListed) missing_logged = false;
 
-  bool changed = !delivered;  // some file decoded anew or went away
-  for (const std::string& name : scan.removed) changed |= pods.erase(name) > 0;
+  bool changed = !delivered;  // the pods to deliver differ from what the sink has
+  for (const std::string& name : scan.removed) {
+    read_errors.erase(name);
+    changed |= pods.erase(name) > 0;
+  }
   for (Scanner::File& read : scan.files) {
     const std::string& file = read.path;
+    PodPtr& entry = pods[read.name];
+    // A file that is there but cannot be read or decoded is most likely being edited (an editor's
+    // half-saved or truncated file) or broken by mistake: its pod keeps its last good version, so
+    // that the volumes already published stay (docs/design.md, "Keep what works"). Only a file
+    // that goes away, or that decodes to a valid pod, changes what this file contributes.
     if (!read.status.ok()) {
-      logging::Error("Cannot read pod manifest; skipping it",
-                     {{"file", file}, {"err", read.status}});
-      changed |= pods.erase(read.name) > 0;
+      std::string& logged = read_errors[read.name];
+      if (logged != read.status.message()) {
+        logged = read.status.message();
+        if (entry) {
+          logging::Error(
+              "Cannot read pod manifest; keeping its last good pod until the file is "
+              "readable again or removed",
+              {{"file", file},
+               {"pod", logging::KObj(entry->metadata)},
+               {"podUID", entry->metadata.uid},
+               {"err", read.status}});
+        } else {
+          logging::Error("Cannot read pod manifest; skipping it",
+                         {{"file", file}, {"err", read.status}});
+        }
+      }
       continue;
     }
+    read_errors.erase(read.name);
     if (!read.decoded) continue;  // the same bytes: the same pod
-    changed = true;
     base::Result<kube::Pod>& pod = *read.decoded;
-    PodPtr& entry = pods[read.name];
     if (pod.ok()) {
       // Annotated as PodConfig would, so that it passes this object on and keeps it rather than
       // a copy: the pod is held once, here and downstream.
       pod->metadata.annotations[kConfigSourceAnnotation] = kFileSource;
       entry = std::make_shared<const kube::Pod>(std::move(pod).value());
+      changed = true;
       logging::Debug("Pod manifest read", {{"file", file},
                                            {"pod", logging::KObj(entry->metadata)},
                                            {"podUID", entry->metadata.uid}});
+    } else if (entry) {
+      // Decoded once per content: logged once per content.
+      logging::Error(
+          "Invalid pod manifest; keeping its last good pod until the file is fixed or removed",
+          {{"file", file},
+           {"pod", logging::KObj(entry->metadata)},
+           {"podUID", entry->metadata.uid},
+           {"err", pod.status()}});
     } else {
-      entry.reset();
       logging::Error("Invalid pod manifest, skipping it", {{"file", file}, {"err", pod.status()}});
     }
   }

@@ -17,10 +17,18 @@
 // The pods come annotated with `kubernetes.io/config.source: file` and are shared, not copied, with
 // the sink (an unchanged file delivers the same object again).
 //
-// Failures: a file that cannot be read, decoded or validated is logged once per distinct content
-// (file, object, field; never a value) and contributes no pod; the other files' pods stay (a
-// file that cannot be read is tried again at each relist). A missing path counts as "seen, no
-// pods" (as with the kubelet) and is retried at each relist.
+// Failures: a file that is there but cannot be read (a stat or read error, over the 10 MiB
+// limit) or decoded or validated (truncated, half-saved, emptied, another kind) keeps the last
+// good pod it gave: the daemon writes Secrets, and an editor's half-saved file must not tear down
+// live volumes (docs/design.md, "Keep what works"). The kubelet drops such a pod instead. The
+// failure is logged naming the file (and the held pod), once per distinct read error or content
+// (never a value); a file that never decoded contributes no pod. A file that cannot be read is
+// tried again at each relist. What a file contributes changes only when it decodes to a valid pod
+// (the new one replaces the held one, whatever its name) or when it is gone: removed, renamed
+// away, or no longer a regular file (a directory, FIFO or device is not a manifest, as with the
+// kubelet; a symlink to nothing counts as removed). Held pods are not remembered across a
+// restart: a daemon started on a broken file has no good version of it. A missing path counts as
+// "seen, no pods" (as with the kubelet) and is retried at each relist.
 //
 // Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread; the
 // sink runs there, inside the loop. Start reads and decodes the path on the calling thread (before

@@ -2,12 +2,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace podconfig {
@@ -161,9 +163,97 @@ TEST_F(FileSourceTest, InvalidFileIsSkippedAndOthersStay) {
 
   WriteFile(dir_.File("bad.yaml"), PodYaml("bad"));  // fixed
   ASSERT_TRUE(WaitForNames({"a-node-1", "bad-node-1"}));
+}
 
-  WriteFile(dir_.File("a.yaml"), "kind: Pod\nspec: [\n");  // broken
-  ASSERT_TRUE(WaitForNames({"bad-node-1"}));
+// A manifest that is still there but cannot be read or decoded (an editor's half-saved file, a
+// truncation, a broken link) keeps its last good pod, so that its published volumes stay; the
+// failure is logged once, naming the file and the pod. Fixing it delivers the new pod; removing
+// it removes the pod.
+TEST_F(FileSourceTest, BrokenOrUnreadableFileKeepsItsLastGoodPod) {
+  namespace fs = std::filesystem;
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start();
+  ASSERT_THAT(Names(), ElementsAre("a-node-1"));
+  const PodPtr good = last_->at(0);
+  int n = 0;
+  // Each step ends with a new file b<n>.yaml: its event comes after the broken file's, so once
+  // its pod is delivered the broken file has been read and judged.
+  auto step = [&](const std::string& what) {
+    const std::string name = "b" + std::to_string(++n);
+    WriteFile(dir_.File(name + ".yaml"), PodYaml(name));
+    EXPECT_TRUE(loop_.RunUntil([&] {
+      for (const PodPtr& p : last_.value_or(std::vector<PodPtr>{})) {
+        if (p->metadata.name == name + "-node-1") return true;
+      }
+      return false;
+    })) << what;
+    ASSERT_FALSE(last_->empty()) << what;
+    EXPECT_EQ(last_->at(0)->metadata.name, "a-node-1") << what << ": the last good pod is held";
+    EXPECT_EQ(last_->at(0)->metadata.uid, good->metadata.uid) << what;
+  };
+
+  WriteFile(dir_.File("a.yaml"), "{\"kind\": \"Pod\", \"metadata\": {\"na");  // truncated JSON
+  step("truncated JSON");
+  EXPECT_THAT(logs.text(), ::testing::HasSubstr("keeping its last good pod"));
+  EXPECT_THAT(logs.text(), ::testing::HasSubstr(dir_.File("a.yaml")));
+  EXPECT_THAT(logs.text(), ::testing::HasSubstr("default/a-node-1"));
+
+  WriteFile(dir_.File("a.yaml"), "apiVersion: v1\nkind: Pod\nmetadata:\n");  // valid YAML, no pod
+  step("truncated YAML");
+  WriteFile(dir_.File("a.yaml"), "");  // an editor's truncate before the write
+  step("empty file");
+  WriteFile(dir_.File("a.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n");
+  step("another kind");
+
+  // Unreadable, also for root (which ignores mode 000): a symlink loop (stat fails with ELOOP)
+  // and a file over the 10 MiB limit (the read fails).
+  fs::remove(dir_.File("a.yaml"));
+  fs::create_symlink("a.yaml", dir_.File("a.yaml"));
+  step("symlink loop");
+  EXPECT_THAT(logs.text(),
+              ::testing::HasSubstr("Cannot read pod manifest; keeping its last good pod"));
+  WriteFile(dir_.File("big.tmp"), PodYaml("a"));
+  fs::resize_file(dir_.File("big.tmp"), 11 << 20);
+  fs::rename(dir_.File("big.tmp"), dir_.File("a.yaml"));
+  step("oversized file");
+  if (geteuid() != 0) {
+    WriteFile(dir_.File("locked.tmp"), PodYaml("a"));
+    fs::permissions(dir_.File("locked.tmp"), fs::perms::none);
+    fs::rename(dir_.File("locked.tmp"), dir_.File("a.yaml"));
+    step("mode 000");
+  }
+
+  ReplaceFile(dir_.File("a.yaml"), PodYaml("a", "v2"));  // fixed
+  ASSERT_TRUE(loop_.RunUntil([&] { return last_->at(0)->metadata.labels.at("version") == "v2"; }));
+  WriteFile(dir_.File("a.yaml"), PodYaml("renamed"));  // a valid pod replaces the held one
+  ASSERT_TRUE(loop_.RunUntil([&] { return last_->at(0)->metadata.name != "a-node-1"; }));
+  EXPECT_EQ(last_->at(0)->metadata.name, "renamed-node-1");
+
+  fs::remove(dir_.File("a.yaml"));
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    for (const PodPtr& p : *last_) {
+      if (p->metadata.name == "renamed-node-1") return false;
+    }
+    return true;
+  }));
+}
+
+// A file that stays unreadable is reported once, not at every relist.
+TEST_F(FileSourceTest, AnUnreadableFileIsReportedOnce) {
+  namespace fs = std::filesystem;
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start(std::chrono::milliseconds(5));
+  fs::remove(dir_.File("a.yaml"));
+  fs::create_symlink("a.yaml", dir_.File("a.yaml"));
+  loop_.RunFor(std::chrono::milliseconds(200));  // dozens of relists
+  EXPECT_THAT(Names(), ElementsAre("a-node-1"));
+  const std::string text = logs.text();
+  const std::string line = "Cannot read pod manifest";
+  size_t count = 0;
+  for (size_t at = text.find(line); at != std::string::npos; at = text.find(line, at + 1)) ++count;
+  EXPECT_EQ(count, 1u) << text;
 }
 
 TEST_F(FileSourceTest, DotfilesAndTemporaryNamesCauseNoDelivery) {
@@ -184,7 +274,8 @@ TEST_F(FileSourceTest, RelistWithoutChangesDeliversNothingAndCatchesMissedChange
   EXPECT_EQ(deliveries_, 1);
   // A change made while the loop does not run still arrives (by event or relist). Replaced, not
   // written in place: a relist already reading on the pool could catch an in-place write
-  // half done (an empty file drops the pod until the next read), which is not what this tests.
+  // half done (an empty file holds the old pod until the next read), which is not what this
+  // tests.
   ReplaceFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
   ASSERT_TRUE(loop_.RunUntil([&] { return deliveries_ == 2; }));
   ASSERT_THAT(Names(), ElementsAre("a-node-1"));

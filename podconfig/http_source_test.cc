@@ -11,10 +11,12 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace podconfig {
@@ -225,6 +227,33 @@ INSTANTIATE_TEST_SUITE_P(
                       // A comment: it would decode to no pods if the 10 MiB limit were not kept.
                       KeepStateCase{"too_large", 200, std::string((10 << 20) + 1, '#'), 0}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// Every line about a body over the 10 MiB limit names the URL, as logs may show it (its query
+// string, which may carry a credential, hidden).
+TEST(HttpSourceTooLargeTest, TheSizeErrorNamesTheRedactedUrl) {
+  vmtest::LogCapture logs;
+  FakeManifestServer server;
+  server.Respond(200, std::string((10 << 20) + 1, '#'));
+  TestLoop loop;
+  HttpSource source;
+  HttpSourceOptions options{server.url() + "?token=hunter2", "node-1",
+                            std::chrono::milliseconds(20), std::chrono::seconds(10)};
+  ASSERT_TRUE(source.Start(loop.get(), options, [](std::vector<PodPtr>) {}).ok());
+  ASSERT_TRUE(loop.RunUntil([&] { return logs.text().find("larger than") != std::string::npos; }));
+  loop.RunFor(std::chrono::milliseconds(50));
+  source.Stop();
+  loop.RunFor(std::chrono::milliseconds(10));
+  const std::string text = logs.text();
+  EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
+  std::istringstream lines(text);
+  int size_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("larger than") == std::string::npos) continue;
+    ++size_lines;
+    EXPECT_NE(line.find(server.url()), std::string::npos) << line;
+  }
+  EXPECT_GT(size_lines, 0);
+}
 
 TEST(HttpSourceUnreachableTest, ConnectionRefusedDeliversNothing) {
   TestLoop loop;

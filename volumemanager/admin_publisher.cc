@@ -201,6 +201,12 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
                                 "The busiest event-loop iteration since start", MetricType::kGauge);
   MetricFamily build = Family("volumemanager_build_info", "The daemon's version; the value is 1",
                               MetricType::kGauge);
+  MetricFamily lock_error =
+      Family("volumemanager_leader_election_lock_error",
+             "1 while the node's lock cannot be used at all (its last attempt failed with an error "
+             "other than being held by another daemon: see /debug/state), else 0; absent "
+             "without --leader-elect",
+             MetricType::kGauge);
 
   if (const VolumeManager* vm = daemon_->volume_manager()) {
     const OperationMetrics& m = vm->reconciler().metrics();
@@ -277,6 +283,10 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &volumes, &total_volumes,
                           &busy, &longest, &build}) {
     out.push_back(std::move(*f));
+  }
+  if (const leaderelection::LeaderElector* elector = daemon_->elector()) {
+    lock_error.values.push_back({{}, elector->last_error().empty() ? 0.0 : 1.0});
+    out.push_back(std::move(lock_error));
   }
   daemon_->AddSourceMetrics(&out);
   if (extra_metrics_) extra_metrics_(&out);
@@ -364,6 +374,17 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     readiness.push_back({{"name", c.name}, {"ok", c.ok}});
   }
   state["readiness"] = std::move(readiness);
+  // The node's lock (--leader-elect): who holds it and, while the lock cannot be used at all (a
+  // planted symlink, an API error), why: the daemon stays live and ready but writes nothing.
+  if (const leaderelection::LeaderElector* elector = daemon_->elector()) {
+    state["leaderElection"] = {
+        {"lock", elector->lock()->Describe()},
+        {"identity", elector->identity()},
+        {"leader", elector->leader()},
+        {"isLeader", elector->IsLeader()},
+        {"lastError",
+         elector->last_error().empty() ? nlohmann::json() : nlohmann::json(elector->last_error())}};
+  }
   return state;
 }
 
