@@ -254,7 +254,37 @@ def test_cluster_mode_never_writes_or_removes_through_a_planted_link(cluster, tm
                          if r.get("volume") == "cfg" and r.get("podUID") == a),
              what="an error naming pod a's volume cfg and the symlink")
     assert tree_state(victim) == before
-    cluster.delete(f"/api/v1/namespaces/default/pods/a")
+    cluster.api("DELETE", "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0",
+                expect=(200, 202))
     time.sleep(1.5)
     assert tree_state(victim) == before
     assert cluster.proc.poll() is None
+
+
+def test_cluster_mode_teardown_never_crosses_a_bind_loop(cluster, tmp_path):
+    """In cluster mode, with the daemon owning its volumes: pod a's volume holds a bind of the
+    root's pods dir; deleting pod a must not delete pod b's live volume nor a kubelet file."""
+    cluster.put_configmap("app", {"k": "v1"})
+    a = cluster.create_pod("a", [cm_volume("cfg", "app")])
+    b = cluster.create_pod("b", [cm_volume("cfg", "app")])
+    cluster.start("--volume-ownership", "self")
+    cluster.wait_synced("configmap default/app")
+    for uid in (a, b):
+        wait_for(lambda u=uid: visible_files(cluster.volume_dir(u, CM, "cfg")) == {"k": b"v1"},
+                 what="both volumes")
+    kubelet_file = cluster.root / "pods" / b / "etc-hosts"
+    kubelet_file.write_text("127.0.0.1 localhost\n")
+    b_before = snapshot(cluster.root / "pods" / b)
+    vol = cluster.volume_dir(a, CM, "cfg")
+    (vol / "loop").mkdir()
+    bind(cluster.root / "pods", vol / "loop")
+    try:
+        cluster.api("DELETE", "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0",
+                    expect=(200, 202))
+        wait_for(lambda: any("mount point" in r.get("err", "") for r in cluster.records()
+                             if r.get("podUID") == a and r.get("volume") == "cfg"),
+                 what="a teardown error naming the bind mount in pod a's volume")
+        assert snapshot(cluster.root / "pods" / b) == b_before
+        assert cluster.proc.poll() is None
+    finally:
+        subprocess.run(["umount", "-l", str(vol / "loop")], check=False)
