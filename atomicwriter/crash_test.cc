@@ -1,6 +1,7 @@
 // Kills a writer process with SIGKILL at random moments while it alternates payloads, then checks
 // that the volume shows one payload in full and that one more write repairs everything.
 // Iterations: 200 by default; VM_CRASH_ITERATIONS=<n> for longer runs.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -42,15 +43,28 @@ TEST_F(CrashTest, SigkillDuringWritesLeavesOnePayloadInFull) {
   long final_version = -1;
   for (int i = 0; i < iterations; ++i) {
     SCOPED_TRACE("iteration " + std::to_string(i));
+    // The child says, through a pipe, when it starts writing; the kill comes a random time after
+    // that. So the kill lands among the writes whatever the machine's speed (under ASan the child
+    // had not begun 4 ms after fork on a loaded machine): the property tested is the writer's.
+    int ready[2];
+    ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::close(ready[0]);
       auto w = AtomicWriter::Open(vol_, SoleWriter());
       if (!w.ok()) ::_exit(2);
+      const char go = 'w';
+      if (::write(ready[1], &go, 1) != 1) ::_exit(4);
       for (long v = static_cast<long>(i) * 1000000;; ++v) {
         if (!(*w)->Write(VersionPayload(v)).ok()) ::_exit(3);
       }
     }
+    ::close(ready[1]);
+    char got = 0;
+    const ssize_t n = ::read(ready[0], &got, 1);
+    ::close(ready[0]);
+    ASSERT_EQ(n, 1) << "the writer ended before its first write";
     ::usleep(static_cast<useconds_t>(delay_us(rng)));
     ::kill(pid, SIGKILL);
     int status = 0;
