@@ -106,7 +106,6 @@ bool ParseGoFloat(const std::string& s, json* out) {
   return true;
 }
 
-// Resolves a scalar's tag and text to its JSON value, as go-yaml v2 does.
 // A key as errors show it: quoted, and cut short (a key is a name, never a value, but may be long).
 std::string QuotedKey(std::string_view key) {
   constexpr size_t kShown = 64;
@@ -116,6 +115,7 @@ std::string QuotedKey(std::string_view key) {
   return out;
 }
 
+// Resolves a scalar's tag and text to its JSON value, as go-yaml v2 does.
 json ResolveScalar(const std::string& tag, const std::string& s, const YAML::Mark& mark) {
   if (tag == "!" || tag == kTagStr) return s;
   if (tag != "?" && tag != kTagInt && tag != kTagFloat && tag != kTagBool && tag != kTagNull) {
