@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -247,9 +248,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (result.ok()) {
+    // Paths that clean to one name ("x/" and "x//") are one file: it holds one of their bytes.
+    std::map<std::string, std::set<std::string>> expected;
     for (const auto& [path, file] : payload) {
-      const std::string clean = atomicwriter::CleanPath(path);
-      if (ReadFile(box.vol + "/" + clean) != file.data) __builtin_trap();
+      expected[atomicwriter::CleanPath(path)].insert(file.data);
+    }
+    for (const auto& [clean, datas] : expected) {
+      if (datas.count(ReadFile(box.vol + "/" + clean)) == 0) __builtin_trap();
     }
     // A second write of part of the payload: links and versions the first one made go.
     if (choices & 2) {
