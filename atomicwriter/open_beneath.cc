@@ -98,6 +98,17 @@ int OpenBeneath(int dirfd, std::string_view rel, int flags, mode_t mode) {
   return Walk(dirfd, names, flags, mode);
 }
 
+int OpenParentBeneath(int dirfd, std::string_view rel, std::string* name) {
+  const size_t slash = rel.rfind('/');
+  *name = std::string(slash == std::string_view::npos ? rel : rel.substr(slash + 1));
+  if (name->empty() || *name == "." || *name == ".." || name->find('\0') != std::string::npos) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (slash == std::string_view::npos) return ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  return OpenBeneath(dirfd, rel.substr(0, slash), O_RDONLY | O_DIRECTORY);
+}
+
 base::Status OpenBeneathError(const std::string& shown, int err) {
   if (err == ELOOP) {
     return base::Status::Error(

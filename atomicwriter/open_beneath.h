@@ -37,6 +37,11 @@ namespace atomicwriter {
 // component, or a NUL), or what openat says.
 int OpenBeneath(int dirfd, std::string_view rel, int flags, mode_t mode = 0);
 
+// The directory holding `rel` beneath `dirfd` (a new descriptor of `dirfd` itself for a one-name
+// path), opened as OpenBeneath does, and the last name of `rel` in `*name`: for the calls that
+// act on a name in its parent (fstatat, unlinkat, mkdirat). -1 with errno as OpenBeneath.
+int OpenParentBeneath(int dirfd, std::string_view rel, std::string* name);
+
 // The same, as a Result naming `shown` (what the user reads, e.g. the full path) and saying, for
 // ELOOP and ENOTDIR, that a symlink or a file stands where a directory should be and was not
 // followed.

@@ -46,13 +46,8 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
     // lstat of the entry, its parents opened beneath the root without following a link: a link
     // planted above an owned dir is a problem to report, never a path to follow.
     struct stat st {};
-    const size_t slash = entry.path.rfind('/');
-    const std::string name = slash == std::string::npos ? entry.path : entry.path.substr(slash + 1);
-    base::UniqueFd parent(slash == std::string::npos
-                              ? ::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0)
-                              : atomicwriter::OpenBeneath(root_fd.get(),
-                                                          entry.path.substr(0, slash),
-                                                          O_RDONLY | O_DIRECTORY));
+    std::string name;
+    const base::UniqueFd parent(atomicwriter::OpenParentBeneath(root_fd.get(), entry.path, &name));
     bool present = parent.valid();
     if (present) present = ::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (!present && errno != ENOENT) {

@@ -70,8 +70,12 @@ struct VolumeDirWatcher::Impl {
     const std::string& root = options.root_dir;
     if (!root.empty() && dir.size() > root.size() + 1 && dir.starts_with(root) &&
         dir[root.size()] == '/') {
-      const base::UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-      if (!root_fd.valid()) return -1;
+      auto opened_root = atomicwriter::OpenRootDir(root);
+      if (!opened_root.ok()) {
+        errno = opened_root.status().sys_errno();
+        return -1;
+      }
+      const base::UniqueFd root_fd(*opened_root);
       const base::UniqueFd dir_fd(atomicwriter::OpenBeneath(
           root_fd.get(), std::string_view(dir).substr(root.size() + 1), O_RDONLY | O_DIRECTORY));
       if (!dir_fd.valid()) return -1;

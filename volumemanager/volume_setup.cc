@@ -52,17 +52,13 @@ base::Result<UniqueFd> OpenRoot(const std::string& root_dir) {
 // root itself (a dup of it) for a one-name path.
 base::Result<UniqueFd> OpenParentBeneath(int root, const std::string& root_dir,
                                          const std::string& rel, std::string* name) {
-  const size_t slash = rel.rfind('/');
-  *name = slash == std::string::npos ? rel : rel.substr(slash + 1);
-  if (slash == std::string::npos) {
-    const int fd = ::fcntl(root, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return ErrnoError("dup the root dir", root_dir, errno);
-    return UniqueFd(fd);
+  const int fd = atomicwriter::OpenParentBeneath(root, rel, name);
+  if (fd < 0) {
+    const size_t slash = rel.rfind('/');
+    return atomicwriter::OpenBeneathError(
+        root_dir + "/" + (slash == std::string::npos ? rel : rel.substr(0, slash)), errno);
   }
-  const std::string parent = rel.substr(0, slash);
-  auto fd = atomicwriter::OpenDirBeneath(root, parent, root_dir + "/" + parent);
-  if (!fd.ok()) return fd.status();
-  return UniqueFd(*fd);
+  return UniqueFd(fd);
 }
 
 // Whether the open directory `fd` is the root of a mount: its parent (`..` crosses up out of a
