@@ -178,7 +178,7 @@ test-asan: deps-test
 # The tests labelled `loop` (those that run the libuv loop, its thread pool or other threads, unit
 # and integration) under ThreadSanitizer (g++), built in $(TSAN_DIR). A race fails the test. No
 # suppressions file (tests/README.md says when one would be acceptable).
-TSAN_TESTS := volumemanager_test volume_dir_watcher_test manifestdir_test podconfig_test cache_test \
+TSAN_TESTS := volumemanager_test volumemanager_cmd_test volume_dir_watcher_test manifestdir_test podconfig_test cache_test \
               kubeclient_test server_test leaderelection_test kubeclient_integration_test \
               cache_integration_test podconfig_integration_test leaderelection_integration_test
 test-tsan: deps-test

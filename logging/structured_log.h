@@ -14,7 +14,7 @@
 // value can hold quotes, newlines or invalid UTF-8 and the line stays one line; integers and
 // booleans bare).
 // `ParseStructuredLine` reads such a payload back, which is how the JSON formatter
-// (volumemanager/json_log_formatter.h) turns the keys into JSON fields.
+// (cmd/volumemanager/json_log_formatter.h) turns the keys into JSON fields.
 //
 // The keys every module uses (README.md, "Logs"): `pod` (namespace/name, `KObj`), `podUID`,
 // `volume`, `object` (kind/namespace/name, `KRef`), `err`; others are lowerCamel names of what the

@@ -43,17 +43,11 @@
 // only with the last of them; an id whose dir now is another inode (re-created, or mounted over)
 // gets a new watch on Rearm and its old one is released.
 //
-// Cost (Debian 12 VM, kernel 6.18, 2 cores at a load average of 2-4; tmpfs and ext4 alike):
-//   * per event, reading and filtering only, no filesystem call: 3,000 swaps in one burst (6,000
-//     events) were read and reported in 4-5 ms;
-//   * Watch and Rearm: one inotify_add_watch, a path walk: 3,000 of them on 7-component paths as
-//     under /var/lib/kubelet/pods took 15-50 ms in all (5-17 us each), 3,000 Watch calls with
-//     their bookkeeping 15-16 ms, and 3,000 re-adds of intact watches (Rearm after an overflow)
-//     9-45 ms. Arming each volume from the loop as its verification completes costs one such call
-//     per completion, so no thread-pool variant is offered;
-//   * Stop: closing the fd drops every watch, 3-30 ms for 3,000;
-//   * the kernel charges about 1 KiB per watch, against a per-user limit shared with every other
-//     process of the user.
+// Cost: reading and filtering events makes no filesystem call. Watch and Rearm make one
+// inotify_add_watch each (a path walk), cheap enough to call from the loop per completed
+// verification, so no thread-pool variant is offered. Stop closes the fd, which drops every watch.
+// The kernel charges each watch against a per-user limit shared with the user's other processes.
+// Measured figures: BENCHMARKS.md, "Volume-dir watcher".
 //
 // Thread model: a loop-thread object. Start, Stop, Watch, Unwatch, Rearm, the queries, the
 // destructor and the handler all run on the loop thread; the handler may call any of them

@@ -1,4 +1,4 @@
-#include "volumemanager/admin_publisher.h"
+#include "cmd/volumemanager/admin_publisher.h"
 
 #include <spdlog/spdlog.h>
 

@@ -13,8 +13,8 @@
 //    own.
 // An API server that cannot be reached at start is retried by the reflectors (client-go's backoff
 // with jitter); what is on disk stays as it is meanwhile.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_DAEMON_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_DAEMON_H_
 
 #include <memory>
 #include <optional>
@@ -25,7 +25,7 @@
 #include "kubeclient/event_recorder.h"
 #include "kubeclient/http_client.h"
 #include "podconfig/api_source.h"
-#include "volumemanager/daemon.h"
+#include "cmd/volumemanager/daemon.h"
 
 namespace volumemanager {
 
@@ -77,4 +77,4 @@ class ClusterDaemon : public Daemon {
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_CLUSTER_DAEMON_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_DAEMON_H_

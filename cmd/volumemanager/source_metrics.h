@@ -1,8 +1,8 @@
 // Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in README.md,
 // "Metrics"): API requests by method and outcome, the pod reflector's lists, relists and watch
 // requests, and the object managers' reads and running per-object watches. Loop thread only.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_SOURCE_METRICS_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_SOURCE_METRICS_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 
 #include <vector>
 
@@ -21,4 +21,4 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_SOURCE_METRICS_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_

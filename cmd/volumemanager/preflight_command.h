@@ -2,8 +2,8 @@
 // reachable with TLS verified, credentials accepted, pods of this node listable and watchable,
 // ConfigMaps and Secrets readable, Leases writable; a 403 names the missing RBAC rule. One line
 // per check on stdout; the exit code is 0 when all pass, 1 otherwise, 2 for bad flags.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -15,4 +15,4 @@ int RunPreflightCommand(const std::vector<std::string>& args);
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_COMMAND_H_

@@ -1,8 +1,8 @@
 // Process hardening for a daemon that holds Secret bytes in memory: it is not dumpable, so a
 // crash never hands its memory to the host's core handler (core_pattern, systemd-coredump), and
 // unprivileged processes of the same user cannot ptrace it or read its /proc/<pid>/mem.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_PROCESS_HARDENING_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_PROCESS_HARDENING_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_PROCESS_HARDENING_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_PROCESS_HARDENING_H_
 
 #include <sys/prctl.h>
 
@@ -23,4 +23,4 @@ inline base::Status MakeNotDumpable() {
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_PROCESS_HARDENING_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_PROCESS_HARDENING_H_

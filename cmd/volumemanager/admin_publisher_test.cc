@@ -1,7 +1,7 @@
 // The admin endpoints of a real Daemon on a real loop running on its own thread, as in the binary:
 // /healthz fails while the loop thread is blocked (and only then), the other endpoints keep
 // answering from the last snapshot, and everything recovers when the loop does.
-#include "volumemanager/admin_publisher.h"
+#include "cmd/volumemanager/admin_publisher.h"
 
 #include <curl/curl.h>
 #include <gtest/gtest.h>

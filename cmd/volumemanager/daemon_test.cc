@@ -1,7 +1,7 @@
 // Daemon's lifecycle on a real loop with manifest directories: Start, ready once the start-up scan
 // and the pod source are done, the pod's volume written, Stop's callback after that; and a start
 // failure that names its flag and exit code.
-#include "volumemanager/daemon.h"
+#include "cmd/volumemanager/daemon.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

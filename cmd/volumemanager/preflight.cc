@@ -1,4 +1,4 @@
-#include "volumemanager/preflight.h"
+#include "cmd/volumemanager/preflight.h"
 
 #include <uv.h>
 

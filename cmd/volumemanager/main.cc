@@ -29,12 +29,12 @@
 #include "dynamicconfig/checkpoint_store.h"
 #include "dynamicconfig/controller.h"
 #include "dynamicconfig/startup.h"
-#include "volumemanager/admin_publisher.h"
-#include "volumemanager/cluster_daemon.h"
-#include "volumemanager/daemon.h"
-#include "volumemanager/json_log_formatter.h"
-#include "volumemanager/preflight_command.h"
-#include "volumemanager/process_hardening.h"
+#include "cmd/volumemanager/admin_publisher.h"
+#include "cmd/volumemanager/cluster_daemon.h"
+#include "cmd/volumemanager/daemon.h"
+#include "cmd/volumemanager/json_log_formatter.h"
+#include "cmd/volumemanager/preflight_command.h"
+#include "cmd/volumemanager/process_hardening.h"
 
 extern char** environ;
 

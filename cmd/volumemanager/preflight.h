@@ -7,8 +7,8 @@
 // deletes it again (a missing delete permission leaves it behind and says so: the daemon itself
 // never deletes leases). Nothing else is written. Runs its own libuv loop; blocking; no secret is
 // ever printed.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_H_
 
 #include <chrono>
 #include <string>
@@ -38,4 +38,4 @@ std::string FormatPreflightCheck(const PreflightCheck& check);
 
 }  // namespace kube
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_PREFLIGHT_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_H_

@@ -9,8 +9,8 @@
 //
 // Loop-thread only. Start must be called before the loop first runs (it enables the loop's idle
 // time metric); Stop closes the handle, and the loop must run on for it to close.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_LOOP_STALL_MONITOR_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_LOOP_STALL_MONITOR_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_LOOP_STALL_MONITOR_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_LOOP_STALL_MONITOR_H_
 
 #include <uv.h>
 
@@ -45,4 +45,4 @@ class LoopStallMonitor {
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_LOOP_STALL_MONITOR_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_LOOP_STALL_MONITOR_H_

@@ -19,8 +19,8 @@
 // Cluster mode (cluster_daemon.h) extends it by overriding the source hooks (objects and pods from
 // the API server instead of, or beside, the manifest directories); the volume manager and the
 // lifecycle stay.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_DAEMON_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_DAEMON_H_
 
 #include <uv.h>
 
@@ -41,7 +41,7 @@
 #include "podconfig/pod_config.h"
 #include "server/metrics.h"
 #include "server/snapshot.h"
-#include "volumemanager/loop_stall_monitor.h"
+#include "cmd/volumemanager/loop_stall_monitor.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
 
@@ -141,4 +141,4 @@ class Daemon {
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_DAEMON_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_DAEMON_H_

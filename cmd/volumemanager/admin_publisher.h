@@ -14,8 +14,8 @@
 // object data.
 //
 // Loop thread only, except that the server's threads call into the async handle.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
 
 #include <uv.h>
 
@@ -27,7 +27,7 @@
 
 #include "base/status.h"
 #include "server/admin_server.h"
-#include "volumemanager/daemon.h"
+#include "cmd/volumemanager/daemon.h"
 
 namespace volumemanager {
 
@@ -79,4 +79,4 @@ class AdminPublisher {
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_ADMIN_PUBLISHER_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_ADMIN_PUBLISHER_H_

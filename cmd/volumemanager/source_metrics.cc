@@ -1,4 +1,4 @@
-#include "volumemanager/source_metrics.h"
+#include "cmd/volumemanager/source_metrics.h"
 
 #include <map>
 #include <string>

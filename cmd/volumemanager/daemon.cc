@@ -1,4 +1,4 @@
-#include "volumemanager/daemon.h"
+#include "cmd/volumemanager/daemon.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>

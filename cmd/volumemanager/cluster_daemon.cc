@@ -1,4 +1,4 @@
-#include "volumemanager/cluster_daemon.h"
+#include "cmd/volumemanager/cluster_daemon.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,7 +7,7 @@
 #include "base/redacted_url.h"
 #include "kubeclient/rate_limiter.h"
 #include "leaderelection/lease_lock.h"
-#include "volumemanager/source_metrics.h"
+#include "cmd/volumemanager/source_metrics.h"
 
 namespace volumemanager {
 

@@ -1,4 +1,4 @@
-#include "volumemanager/preflight_command.h"
+#include "cmd/volumemanager/preflight_command.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "kubeclient/credentials.h"
-#include "volumemanager/preflight.h"
+#include "cmd/volumemanager/preflight.h"
 
 namespace volumemanager {
 

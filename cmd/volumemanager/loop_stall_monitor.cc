@@ -1,4 +1,4 @@
-#include "volumemanager/loop_stall_monitor.h"
+#include "cmd/volumemanager/loop_stall_monitor.h"
 
 #include <spdlog/spdlog.h>
 

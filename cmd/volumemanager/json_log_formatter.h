@@ -5,8 +5,8 @@
 // strings), so `jq 'select(.pod == "default/web")'` finds every line about a pod; any other line
 // is "msg" as written. Escaped so that any text (quotes, control characters, invalid UTF-8,
 // replaced by U+FFFD) yields valid JSON.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
+#ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
+#define VOLUMEMANAGER_CMD_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
 
 #include <spdlog/formatter.h>
 
@@ -22,4 +22,4 @@ class JsonLogFormatter final : public spdlog::formatter {
 
 }  // namespace volumemanager
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_
+#endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_JSON_LOG_FORMATTER_H_

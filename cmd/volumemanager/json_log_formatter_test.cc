@@ -1,4 +1,4 @@
-#include "volumemanager/json_log_formatter.h"
+#include "cmd/volumemanager/json_log_formatter.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -1,4 +1,4 @@
-#include "volumemanager/process_hardening.h"
+#include "cmd/volumemanager/process_hardening.h"
 
 #include <gtest/gtest.h>
 #include <sys/prctl.h>

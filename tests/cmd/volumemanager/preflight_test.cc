@@ -1,7 +1,7 @@
 // Preflight against kube-test-apiserver: each check passes, fails with the missing RBAC rule on a
 // 403, or stops early when the server or the credentials are not usable; and the binary's exit
 // code.
-#include "volumemanager/preflight.h"
+#include "cmd/volumemanager/preflight.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
