@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <utility>
@@ -145,6 +146,10 @@ void VolumeManager::Start() {
       },
       period, period);
 
+  QueueScan();
+}
+
+void VolumeManager::QueueScan() {
   auto* work = new ScanWork;
   work->req.data = work;
   work->self = this;
@@ -178,6 +183,19 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
     MaybeFinishStop();
     return;
   }
+  if (!result.waiting_for_filesystem.empty()) {
+    // Not the recorded filesystem (yet): no pass runs until a scan succeeds (RunPass retries).
+    for (const std::string& p : result.problems) spdlog::warn("reconstruction: {}", p);
+    scan_retry_at_ = std::chrono::steady_clock::now() + scan_retry_delay_;
+    spdlog::warn(
+        "reconstruction: {}: waiting for that filesystem (not mounted yet?) before adopting, "
+        "tearing down or setting up anything; checking again in {} s",
+        result.waiting_for_filesystem, scan_retry_delay_.count());
+    scan_retry_delay_ = std::min(scan_retry_delay_ * 2, std::chrono::seconds(30));
+    waiting_for_filesystem_ = std::move(result.waiting_for_filesystem);
+    return;
+  }
+  waiting_for_filesystem_.clear();
   for (const FoundVolume& v : result.volumes) {
     VolumeKey key{v.pod_uid, v.volume_name};
     if (asw_.Find(key) != nullptr) continue;
@@ -189,9 +207,10 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
   for (const std::string& p : result.problems) spdlog::warn("reconstruction: {}", p);
   spdlog::info(
       "reconstructed {} volume(s) this daemon set up under {} ({} pod dir(s) of its own; {} "
-      "entr{} gone from disk released); volumes it did not set up are never removed",
+      "entr{} gone from disk released, {} of them since a reboot); volumes it did not set up are "
+      "never removed",
       result.volumes.size(), options_.root_dir, scanned_pod_uids_.size(), result.released,
-      result.released == 1 ? "y" : "ies");
+      result.released == 1 ? "y" : "ies", result.released_after_reboot);
   SchedulePassSoon();
 }
 
@@ -252,8 +271,12 @@ void VolumeManager::SchedulePassSoon() {
 }
 
 void VolumeManager::RunPass() {
-  if (stopping_ || !reconstructed_) return;
+  if (stopping_) return;
   const SteadyTime now = std::chrono::steady_clock::now();
+  if (!reconstructed_) {
+    if (!scan_in_flight_ && !waiting_for_filesystem_.empty() && now >= scan_retry_at_) QueueScan();
+    return;
+  }
   ResyncDuePods(now);
   if (!writes_allowed_) return;
   const bool ready = all_sources_seen_();

@@ -99,12 +99,16 @@ class VolumeManager {
   const Reconciler& reconciler() const { return reconciler_; }
   size_t resync_schedule_size() const { return resync_entry_.size() + resync_queue_.size(); }
   bool reconstructed() const { return reconstructed_; }
+  // Not empty while reconstruction waits for the root's recorded filesystem (ReconstructResult):
+  // expected and found. Retried with a backoff of 1 s doubling to 30 s.
+  const std::string& waiting_for_filesystem() const { return waiting_for_filesystem_; }
   const VolumeDirWatcher& dir_watcher() const { return dir_watcher_; }
 
  private:
   struct ScanWork;
   struct OrphanWork;
 
+  void QueueScan();
   void OnScanDone(ReconstructResult result);
   void RunPass();
   void SchedulePassSoon();
@@ -132,6 +136,9 @@ class VolumeManager {
   uv_timer_t* soon_ = nullptr;  // an extra pass right away, coalesced
   bool soon_pending_ = false;
   bool reconstructed_ = false;
+  std::string waiting_for_filesystem_;
+  SteadyTime scan_retry_at_{};
+  std::chrono::seconds scan_retry_delay_{1};
   bool orphans_cleaned_ = false;
   std::vector<std::string> scanned_pod_uids_;
   // Periodic resync schedule: due time -> pod UID, and each pod's entry in it. A pass looks only
