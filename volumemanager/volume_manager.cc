@@ -189,8 +189,9 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
     scan_retry_at_ = std::chrono::steady_clock::now() + scan_retry_delay_;
     spdlog::warn(
         "reconstruction: {}: waiting for that filesystem (not mounted yet?) before adopting, "
-        "tearing down or setting up anything; checking again in {} s",
-        result.waiting_for_filesystem, scan_retry_delay_.count());
+        "tearing down or setting up anything; checking again in {} s (if it is gone for good, "
+        "stop the daemon and move {} aside: it then owns nothing)",
+        result.waiting_for_filesystem, scan_retry_delay_.count(), options_.journal->file());
     scan_retry_delay_ = std::min(scan_retry_delay_ * 2, std::chrono::seconds(30));
     waiting_for_filesystem_ = std::move(result.waiting_for_filesystem);
     return;
