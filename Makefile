@@ -165,15 +165,30 @@ image-test: image deps-test
 	VM_IMAGE_ARCHIVE=$(abspath $(IMAGE_ARCHIVE)) VM_VERSION=$(VERSION) \
 	  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/image
 
-# All tests; the last line is ctest's summary.
+# $(call ctest_with_skip_report,<build dir>,<ctest arguments>): ctest, then its skip report
+# (tests/skip_report.py): how many tests were skipped and why, every GoogleTest case and pytest
+# test by name (pytest runs load tests/support/pytest_skip_lines.py for it), then ctest's summary
+# line again, so the output still ends with it. Fails as ctest did, and under CI (CI=true, as
+# root; .ci/run sets it) also when a test that needs root was skipped, or one skipped without
+# saying why.
+define ctest_with_skip_report
+PYTHONPATH=$(CURDIR)/tests/support$${PYTHONPATH:+:$$PYTHONPATH} \
+  PYTEST_ADDOPTS="-p pytest_skip_lines $${PYTEST_ADDOPTS:-}" \
+  ctest --test-dir $(1) --output-on-failure --no-label-summary -j $(JOBS) $(2) \
+  | tee $(1)/ctest-output.txt; \
+  /usr/bin/python3 tests/skip_report.py --build $(1) --ctest-output $(1)/ctest-output.txt \
+    --ctest-status $${PIPESTATUS[0]}
+endef
+
+# All tests; the skip report, then ctest's summary as the last line.
 test: test-build chart-tools image
-	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-label-summary -j $(JOBS)
+	$(call ctest_with_skip_report,$(BUILD_DIR))
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: deps-test
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DVM_SANITIZE=address,undefined -DVM_WERROR=ON
 	cmake --build $(ASAN_DIR) -j $(JOBS)
-	ctest --test-dir $(ASAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L unit
+	$(call ctest_with_skip_report,$(ASAN_DIR),-L unit)
 
 # The tests labelled `loop` (those that run the libuv loop, its thread pool or other threads, unit
 # and integration) under ThreadSanitizer (g++), built in $(TSAN_DIR). A race fails the test. No
@@ -185,8 +200,8 @@ test-tsan: deps-test
 	$(call install,$(TSAN_PACKAGES))
 	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVM_SANITIZE=thread -DVM_WERROR=ON
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
-	  ctest --test-dir $(TSAN_DIR) --output-on-failure --no-label-summary -j $(JOBS) -L loop
+	export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4"; \
+	  $(call ctest_with_skip_report,$(TSAN_DIR),-L loop)
 
 # The libFuzzer targets (clang, ASan+UBSan), each for FUZZ_SECONDS from its committed seeds; new
 # inputs go to $(FUZZ_DIR)/corpus/<target>, crashes to $(FUZZ_DIR)/artifacts/<target>.
