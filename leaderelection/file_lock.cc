@@ -73,9 +73,8 @@ bool FileLock::Watch() {
     }
     poll->data = this;
     poll_ = poll;
-    uv_poll_start(poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
-      static_cast<FileLock*>(h->data)->ReadEvents();
-    });
+    uv_poll_start(poll_, UV_READABLE,
+                  [](uv_poll_t* h, int, int) { static_cast<FileLock*>(h->data)->ReadEvents(); });
     uv_unref(reinterpret_cast<uv_handle_t*>(poll_));  // never what keeps the loop running
   }
   // The locked file itself, through its descriptor (never another file now at the path): a
@@ -92,8 +91,8 @@ bool FileLock::Watch() {
   std::filesystem::path dir = std::filesystem::absolute(path_, ec).parent_path();
   if (ec) return false;
   while (true) {
-    const int wd = inotify_add_watch(inotify_fd_, dir.c_str(),
-                                     IN_MOVE_SELF | IN_DELETE_SELF | IN_ONLYDIR);
+    const int wd =
+        inotify_add_watch(inotify_fd_, dir.c_str(), IN_MOVE_SELF | IN_DELETE_SELF | IN_ONLYDIR);
     if (wd < 0) return false;
     watches_.push_back(wd);
     if (dir == dir.root_path() || !dir.has_relative_path()) break;
