@@ -450,8 +450,11 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
     if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
     return StartVerify(*mounted, record);
   }
-  const bool needed = mounted == nullptr || mounted->uncertain ||
-                      (mounted->remount_required && !is_terminating(key.pod_uid));
+  // A fresh read owed is a remount owed (its request marked one; a write in flight may have
+  // served the mark but not the read).
+  const bool needed =
+      mounted == nullptr || mounted->uncertain ||
+      ((mounted->remount_required || record.fresh_read_owed()) && !is_terminating(key.pod_uid));
   if (!needed) {
     Enter(key, record, VolumePhase::kIdle);  // a fetch done is for the operation it preceded
     return;
