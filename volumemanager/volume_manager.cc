@@ -265,6 +265,14 @@ void VolumeManager::RunPass() {
   }
 }
 
+std::optional<VolumeManager::SteadyTime> VolumeManager::NextTimedWork() const {
+  std::optional<SteadyTime> next = reconciler_.NextTimer();
+  if (!resync_queue_.empty() && (!next || resync_queue_.begin()->first < *next)) {
+    next = resync_queue_.begin()->first;
+  }
+  return next;
+}
+
 void VolumeManager::ResyncDuePods(SteadyTime now) {
   while (!resync_queue_.empty() && resync_queue_.begin()->first <= now) {
     const std::string uid = resync_queue_.begin()->second;

@@ -126,6 +126,33 @@ class VolumeManagerTest : public ::testing::Test {
 
 using Files = std::map<std::string, std::string>;
 
+// Idle costs nothing: once every volume is current, the 100 ms ticks visit no volume.
+TEST_F(VolumeManagerTest, IdleTicksVisitNoVolume) {
+  Put("default", "app", {{"level", "info"}});
+  StartManager();
+  constexpr int kPods = 40;
+  std::vector<kube::Pod> pods;
+  for (int i = 0; i < kPods; ++i) pods.push_back(MakePod("idle-" + std::to_string(i), "app"));
+  Send(podconfig::PodOp::kAdd, std::move(pods));
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->reconciler().count_in(VolumePhase::kIdle) == static_cast<size_t>(kPods);
+  }));
+  const ReconcilerPassStats before = manager_->reconciler().pass_stats();
+  RunFor(550);
+  const ReconcilerPassStats& after = manager_->reconciler().pass_stats();
+  EXPECT_GE(after.passes - before.passes, 4);
+  EXPECT_EQ(after.idle_passes - before.idle_passes, after.passes - before.passes);
+  EXPECT_EQ(after.volumes_visited, before.volumes_visited);
+  // Only the pods' resyncs, an hour away, are timed work.
+  ASSERT_TRUE(manager_->NextTimedWork().has_value());
+  EXPECT_GT(*manager_->NextTimedWork(),
+            std::chrono::steady_clock::now() + std::chrono::minutes(59));
+  // An object change is work again, at once.
+  Put("default", "app", {{"level", "debug"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("idle-0") == Files{{"level", "debug"}}; }));
+  EXPECT_GE(manager_->reconciler().pass_stats().volumes_visited - before.volumes_visited, kPods);
+}
+
 TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
   Put("default", "app", {{"level", "info"}});
   StartManager();
