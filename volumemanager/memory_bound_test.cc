@@ -22,15 +22,15 @@ kube::Pod PodReading(const std::string& uid, const std::string& config_map) {
 
 // Everything the manager and the store keep per pod or per volume, as one comparable value.
 struct Sizes {
-  size_t executor, desired, read_objects, actual, early_requests, pending, ledgers, cleanups_due,
-      pods, terminating, resync, store_pods, store_refs;
+  size_t executor, desired, read_objects, actual, early_requests, records, pending, ledgers,
+      cleanups_due, pods, terminating, resync, store_pods, store_refs;
   bool operator==(const Sizes&) const = default;
 };
 
 std::ostream& operator<<(std::ostream& os, const Sizes& s) {
   return os << "executor " << s.executor << ", desired " << s.desired << ", read objects "
             << s.read_objects << ", actual " << s.actual << ", early requests " << s.early_requests
-            << ", pending " << s.pending << ", ledgers " << s.ledgers << ", cleanups due "
+            << ", volume records " << s.records << ", pending " << s.pending << ", ledgers " << s.ledgers << ", cleanups due "
             << s.cleanups_due << ", pods " << s.pods << ", terminating " << s.terminating
             << ", resync " << s.resync << ", store pods " << s.store_pods << ", store refs "
             << s.store_refs;
@@ -42,6 +42,7 @@ Sizes SizesOf(const VolumeManager& m, const cache::LocalObjectStore& store) {
                m.desired().read_object_count(),
                m.actual().volumes().size(),
                m.actual().early_request_count(),
+               m.reconciler().record_count(),
                m.reconciler().pending_count(),
                m.reconciler().ledger_count(),
                m.reconciler().cleanup_due_count(),
