@@ -276,6 +276,7 @@ VolumeRecord& Reconciler::Record(const VolumeKey& key) {
   if (inserted) {  // a new record is kDue
     due_now_.insert(key);
     ++phase_counts_[static_cast<size_t>(VolumePhase::kDue)];
+    WorkAdded();
   }
   return it->second;
 }
@@ -316,15 +317,16 @@ void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase p
       due_now_.insert(key);
       break;
     case VolumePhase::kAwaitingSources:
-      awaiting_sources_.insert(key);
+      awaiting_sources_.insert(key);  // work once every pod source is seen: the caller looks
       break;
     case VolumePhase::kAwaitingKubelet:
     case VolumePhase::kBackingOff:
       record.timer = timers_.emplace(due, key);
       break;
     default:
-      break;
+      return;
   }
+  WorkAdded();
 }
 
 void Reconciler::MarkDue(const VolumeKey& key) {
@@ -370,6 +372,11 @@ void Reconciler::Erase(const VolumeKey& key) {
 void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
                            const std::function<bool(const std::string&)>& is_terminating) {
   ++pass_stats_.passes;
+  in_pass_ = true;
+  struct PassEnd {
+    bool* in_pass;
+    ~PassEnd() { *in_pass = false; }
+  } pass_end{&in_pass_};
   // Changed desired or actual state (O(1) when none: an empty set is moved, nothing allocated).
   for (const VolumeKey& key : dsw_->TakeChanged()) MarkDue(key);
   for (const VolumeKey& key : asw_->TakeChanged()) MarkDue(key);
@@ -854,6 +861,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
             if (r.cleanup_timer) timers_.erase(*r.cleanup_timer);
             r.cleanup_timer = timers_.emplace(
                 done_at + options_.unpublished_grace + std::chrono::milliseconds(100), key);
+            WorkAdded();
           }
           if (first_mount) {
             logging::Info("MountVolume.SetUp succeeded", {{"pod", PodName(key)},

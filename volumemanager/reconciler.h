@@ -283,6 +283,10 @@ class Reconciler {
   // check that the kubelet has set a volume up) completed: the operation can start in the next
   // pass.
   void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
+  // Called (loop thread) when, outside a pass, a volume became due or got a timer (a completion,
+  // a request, a change seen by Poke): the caller runs a pass in time (a pass itself reports
+  // nothing: its caller looks at pending_count() and NextTimer() after it).
+  void SetOnWorkAdded(std::function<void()> cb) { on_work_added_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
   const ReconcilerPassStats& pass_stats() const { return pass_stats_; }
@@ -317,6 +321,10 @@ class Reconciler {
   // The record's state changed outside an operation (desired, actual, a request): a waiting
   // record becomes due; one in flight is looked at when its operation completes.
   void MarkDue(const VolumeKey& key);
+  // Tells the caller about work added outside a pass.
+  void WorkAdded() {
+    if (!in_pass_ && on_work_added_) on_work_added_();
+  }
   // Drops the record (neither desired nor mounted, or released).
   void Erase(const VolumeKey& key);
 
@@ -362,6 +370,8 @@ class Reconciler {
   cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
   std::function<void()> on_fetched_;
+  std::function<void()> on_work_added_;
+  bool in_pass_ = false;
   ReconcilerStats stats_;
   ReconcilerPassStats pass_stats_;
   OperationMetrics metrics_;
