@@ -170,6 +170,7 @@ class Harness {
     o.disk = disk_;
     o.clock = [this] { return now_; };
     reconciler_ = std::make_unique<Reconciler>(std::move(o), &dsw_, &asw_, &runner_, &objects_);
+    reconciler_->SetOnWorkAdded([this] { ++work_added_; });
     objects_.SetConfigMap(ConfigMap("cm", "v1"));
     objects_.DeferFetches(true);
   }
@@ -284,6 +285,7 @@ class Harness {
   DesiredStateOfWorld dsw_;
   ActualStateOfWorld asw_;
   std::unique_ptr<Reconciler> reconciler_;
+  int work_added_ = 0;  // reports of work added outside a pass
 };
 
 // One row: a volume brought to `from` by its events, one event, the phase it must be in then,
@@ -640,6 +642,30 @@ TEST(ReconcilerFreshReadTest, AFailedOrCancelledWriteAfterAFreshReadStillOwesOne
   h.Advance(milliseconds(500));
   h.Pass();
   EXPECT_EQ(h.LastFetchMode(), FetchMode::kFresh);
+}
+
+// Work that arrives outside a pass (a completion, a request, a change) is reported, so that the
+// caller, which arms no periodic pass, runs one; a pass reports nothing of its own.
+TEST(ReconcilerIdleTest, WorkAddedOutsideAPassIsReported) {
+  Harness h;
+  h.ToWriting();
+  int reported = h.work_added_;
+  h.runner_.Complete(h.Key());  // due again
+  EXPECT_GT(h.work_added_, reported);
+  reported = h.work_added_;
+  h.Pass();  // due -> idle
+  EXPECT_EQ(h.work_added_, reported);
+  h.reconciler_->RequestVerify(h.Key());
+  EXPECT_GT(h.work_added_, reported);
+  h.Pass();
+  reported = h.work_added_;
+  h.disk_->data_link = "..theirs";
+  h.runner_.Complete(h.Key());  // another writer's swap: due for a fresh read
+  EXPECT_GT(h.work_added_, reported);
+  reported = h.work_added_;
+  h.Pass();
+  h.objects_.CompleteFetches();  // the fetch lands outside a pass
+  EXPECT_GT(h.work_added_, reported);
 }
 
 // Idle costs nothing: with 3,000 current volumes (and some waiting out a backoff or the
