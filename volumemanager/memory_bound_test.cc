@@ -30,10 +30,10 @@ struct Sizes {
 std::ostream& operator<<(std::ostream& os, const Sizes& s) {
   return os << "executor " << s.executor << ", desired " << s.desired << ", read objects "
             << s.read_objects << ", actual " << s.actual << ", early requests " << s.early_requests
-            << ", volume records " << s.records << ", pending " << s.pending << ", ledgers " << s.ledgers << ", cleanups due "
-            << s.cleanups_due << ", pods " << s.pods << ", terminating " << s.terminating
-            << ", resync " << s.resync << ", store pods " << s.store_pods << ", store refs "
-            << s.store_refs;
+            << ", volume records " << s.records << ", pending " << s.pending << ", ledgers "
+            << s.ledgers << ", cleanups due " << s.cleanups_due << ", pods " << s.pods
+            << ", terminating " << s.terminating << ", resync " << s.resync << ", store pods "
+            << s.store_pods << ", store refs " << s.store_refs;
 }
 
 Sizes SizesOf(const VolumeManager& m, const cache::LocalObjectStore& store) {

@@ -12,8 +12,8 @@
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/path_validation.h"
 #include "base/errno_error.h"
-#include "base/unique_fd.h"
 #include "base/strings.h"
+#include "base/unique_fd.h"
 #include "logging/structured_log.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
@@ -133,8 +133,7 @@ class RealDisk final : public VolumeDisk {
                                          OwnershipJournal* journal) override {
     return TearDownVolume(location, *journal);
   }
-  base::Result<std::optional<std::string>> DataLinkTarget(
-      const VolumeLocation& location) override {
+  base::Result<std::optional<std::string>> DataLinkTarget(const VolumeLocation& location) override {
     auto vol = OpenVolumeDir(location);
     if (!vol.ok()) {
       // Gone (torn down by the kubelet): not set up. A link or file on its path: an error.
@@ -145,8 +144,7 @@ class RealDisk final : public VolumeDisk {
     const ssize_t n = ::readlinkat(vol->get(), atomicwriter::kDataDirName, buf, sizeof(buf));
     if (n < 0) {
       if (errno == ENOENT || errno == ENOTDIR) return std::optional<std::string>();
-      return base::ErrnoError("readlink", location.dir() + "/" + atomicwriter::kDataDirName,
-                              errno);
+      return base::ErrnoError("readlink", location.dir() + "/" + atomicwriter::kDataDirName, errno);
     }
     return std::optional<std::string>(std::string(buf, static_cast<size_t>(n)));
   }
@@ -258,8 +256,7 @@ size_t Reconciler::fetch_state_count() const {
     const bool fetch = record.phase == VolumePhase::kFetching ||
                        record.phase == VolumePhase::kFetched ||
                        record.phase == VolumePhase::kCheckingSetUp;
-    n += fetch || record.verify_requested || record.fresh_read_owed() ||
-                 record.kubelet_set_up_seen
+    n += fetch || record.verify_requested || record.fresh_read_owed() || record.kubelet_set_up_seen
              ? 1
              : 0;
   }
@@ -299,8 +296,7 @@ void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase p
     timers_.erase(*record.timer);
     record.timer.reset();
   }
-  const bool keeps_fetch =
-      record.phase == VolumePhase::kFetching && phase == VolumePhase::kFetched;
+  const bool keeps_fetch = record.phase == VolumePhase::kFetching && phase == VolumePhase::kFetched;
   if (!keeps_fetch) {
     // A fetch is for the operation it precedes: a completion of this one is ignored from now on.
     record.fetch_mode = cache::ObjectManager::FetchMode::kStrategy;
@@ -475,9 +471,8 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
   // starts, so a cached read never stands in for a fresh one.
   const bool read_covers =
       record.phase == VolumePhase::kFetched &&
-      (!record.fresh_read_owed() ||
-       (record.fetch_mode == cache::ObjectManager::FetchMode::kFresh &&
-        record.fetch_covers == record.fresh_requested));
+      (!record.fresh_read_owed() || (record.fetch_mode == cache::ObjectManager::FetchMode::kFresh &&
+                                     record.fetch_covers == record.fresh_requested));
   if (!read_covers) {
     StartFetch(*desired, record);
     if (record.phase != VolumePhase::kFetched) return;  // its completion makes it due
@@ -607,8 +602,10 @@ void Reconciler::StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& rec
           if (on_done_) on_done_(key);
         }
       });
-  if (started) Enter(key, record, VolumePhase::kCheckingSetUp);
-  else Blocked(key, record, Now());
+  if (started)
+    Enter(key, record, VolumePhase::kCheckingSetUp);
+  else
+    Blocked(key, record, Now());
 }
 
 void Reconciler::RequestVerify(const VolumeKey& key) {
@@ -665,8 +662,10 @@ void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record)
         }
         AfterOperation(key, s);
       });
-  if (started) Enter(key, record, VolumePhase::kVerifying);
-  else Blocked(key, record, Now());
+  if (started)
+    Enter(key, record, VolumePhase::kVerifying);
+  else
+    Blocked(key, record, Now());
 }
 
 void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
@@ -948,8 +947,10 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
         }
         AfterOperation(key, s);
       });
-  if (started) Enter(key, record, VolumePhase::kTearingDown);
-  else Blocked(key, record, Now());
+  if (started)
+    Enter(key, record, VolumePhase::kTearingDown);
+  else
+    Blocked(key, record, Now());
 }
 
 void Reconciler::RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,

@@ -296,9 +296,7 @@ class Reconciler {
   const VolumeRecord* Find(const VolumeKey& key) const;
   // Records (bounded memory, tests), and those in a phase.
   size_t record_count() const { return records_.size(); }
-  size_t count_in(VolumePhase phase) const {
-    return phase_counts_[static_cast<size_t>(phase)];
-  }
+  size_t count_in(VolumePhase phase) const { return phase_counts_[static_cast<size_t>(phase)]; }
   // Volumes to look at in the next pass (bounded memory, tests).
   size_t pending_count() const { return due_now_.size(); }
   size_t ledger_count() const;

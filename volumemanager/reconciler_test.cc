@@ -539,6 +539,56 @@ TEST(ReconcilerStateTest, EveryPhaseAnswersEachEventAsTheTableSays) {
          h.Pass();
        },
        "awaiting-kubelet", nullptr},
+      {"kubelet: verifying + ..data gone (torn down): released, awaiting the kubelet", true,
+       [](Harness& h) {
+         h.ToCheckingSetUp();
+         h.runner_.Complete(h.Key());
+         h.Pass();
+         h.objects_.CompleteFetches();
+         h.Pass();
+         h.runner_.Complete(h.Key());
+         h.Pass();
+         ASSERT_EQ(h.Phase(), "idle");
+         h.reconciler_->RequestVerify(h.Key());
+         h.Pass();
+         ASSERT_EQ(h.Phase(), "verifying");
+       },
+       [&](Harness& h) {
+         h.disk_->data_link.reset();
+         h.runner_.Complete(k);
+       },
+       "awaiting-kubelet",
+       [&](Harness& h) {
+         EXPECT_EQ(h.asw_.Find(k), nullptr);
+         EXPECT_FALSE(h.Record()->verify_requested);
+         EXPECT_EQ(h.disk_->teardowns, 0);
+       }},
+      {"self-owned: verifying + ..data gone: due, nothing released", false,
+       [](Harness& h) { h.ToVerifying(); },
+       [&](Harness& h) {
+         h.disk_->data_link.reset();
+         h.runner_.Complete(k);
+       },
+       "due", [&](Harness& h) { EXPECT_NE(h.asw_.Find(k), nullptr); }},
+      {"writing + leftovers' grace over meanwhile: remount after the write", false,
+       [](Harness& h) {
+         h.disk_->awaiting_grace = 1;
+         h.ToIdle();
+         h.disk_->awaiting_grace = 0;
+         h.asw_.MarkRemountRequired(h.Key(), h.now_);
+         h.Pass();
+         h.objects_.CompleteFetches();
+         h.Pass();
+         ASSERT_EQ(h.Phase(), "writing");
+       },
+       [&](Harness& h) {
+         h.Advance(milliseconds(30100));
+         h.Pass();  // the cleanup timer: a remount requested while the write runs
+         EXPECT_EQ(h.Phase(), "writing");
+         h.runner_.Complete(k);
+         h.Pass();
+       },
+       "fetching", [](Harness& h) { EXPECT_EQ(h.reconciler_->cleanup_due_count(), 0u); }},
       {"kubelet: awaiting + pod gone: released", true, [](Harness& h) { h.ToAwaitingKubelet(); },
        [](Harness& h) {
          h.RemovePod();
