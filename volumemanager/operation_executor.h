@@ -46,7 +46,7 @@ class OperationExecutor {
 
   // Starts `work` on the thread pool unless CanStart is false (then returns false and does
   // nothing). `done` gets work's status on the loop thread, after the backoff was updated: reset
-  // on success, grown on failure.
+  // on success, grown on failure, untouched when cancelled (IsCancelled).
   bool Run(const VolumeKey& key, std::function<base::Status()> work,
            std::function<void(const base::Status&)> done);
 
