@@ -128,7 +128,7 @@ using Files = std::map<std::string, std::string>;
 
 // Idle costs nothing: once every volume is current, no pass runs until something is due, and an
 // object change is served at once.
-TEST_F(VolumeManagerTest, IdleTicksVisitNoVolume) {
+TEST_F(VolumeManagerTest, IdleRunsNoPassAndAnObjectChangeIsServedAtOnce) {
   Put("default", "app", {{"level", "info"}});
   StartManager();
   constexpr int kPods = 40;
