@@ -30,8 +30,8 @@ kube::Pod PodReading(const std::string& uid, const std::string& config_map) {
 // kubelet and its fetch, verify and set-up-seen state, the populator's volumes left to the
 // kubelet, and the dir watcher's ids and kernel watches.
 struct Sizes {
-  size_t executor, desired, read_objects, actual, early_requests, pending, ledgers, cleanups_due,
-      pods, terminating, resync, store_pods, store_refs, kubelet_waits, fetch_state,
+  size_t executor, desired, read_objects, actual, early_requests, records, pending, ledgers,
+      cleanups_due, pods, terminating, resync, store_pods, store_refs, kubelet_waits, fetch_state,
       left_to_kubelet, watched, kernel_watches;
   bool operator==(const Sizes&) const = default;
 };
@@ -39,12 +39,13 @@ struct Sizes {
 std::ostream& operator<<(std::ostream& os, const Sizes& s) {
   return os << "executor " << s.executor << ", desired " << s.desired << ", read objects "
             << s.read_objects << ", actual " << s.actual << ", early requests " << s.early_requests
-            << ", pending " << s.pending << ", ledgers " << s.ledgers << ", cleanups due "
-            << s.cleanups_due << ", pods " << s.pods << ", terminating " << s.terminating
-            << ", resync " << s.resync << ", store pods " << s.store_pods << ", store refs "
-            << s.store_refs << ", waiting for the kubelet " << s.kubelet_waits << ", fetch state "
-            << s.fetch_state << ", left to the kubelet " << s.left_to_kubelet << ", watched ids "
-            << s.watched << ", kernel watches " << s.kernel_watches;
+            << ", volume records " << s.records << ", pending " << s.pending << ", ledgers "
+            << s.ledgers << ", cleanups due " << s.cleanups_due << ", pods " << s.pods
+            << ", terminating " << s.terminating << ", resync " << s.resync << ", store pods "
+            << s.store_pods << ", store refs " << s.store_refs << ", waiting for the kubelet "
+            << s.kubelet_waits << ", fetch state " << s.fetch_state << ", left to the kubelet "
+            << s.left_to_kubelet << ", watched ids " << s.watched << ", kernel watches "
+            << s.kernel_watches;
 }
 
 Sizes SizesOf(const VolumeManager& m, const cache::LocalObjectStore& store) {
@@ -54,6 +55,7 @@ Sizes SizesOf(const VolumeManager& m, const cache::LocalObjectStore& store) {
                m.desired().read_object_count(),
                m.actual().volumes().size(),
                m.actual().early_request_count(),
+               m.reconciler().record_count(),
                m.reconciler().pending_count(),
                m.reconciler().ledger_count(),
                m.reconciler().cleanup_due_count(),

@@ -51,6 +51,8 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
           if (r->result.ok()) {
             e.backoff.Reset();
             e.last_error.clear();
+          } else if (IsCancelled(r->result)) {
+            // Not run (writes revoked): nothing to back off from, and the last outcome stands.
           } else {
             e.backoff.RecordFailure(self->clock_());
             e.last_error = r->result.message();

@@ -9,6 +9,7 @@
 
 #include <uv.h>
 
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -20,6 +21,14 @@
 #include "volumemanager/volume_key.h"
 
 namespace volumemanager {
+
+// The outcome of an operation that did not run because writes were revoked (the node lock was
+// lost) before its first filesystem call: not a failure (no backoff, no Event, no failure
+// counted); the volume is due again once writes are allowed.
+inline base::Status CancelledStatus() {
+  return base::Status::Error("operation cancelled: writes were revoked", ECANCELED);
+}
+inline bool IsCancelled(const base::Status& s) { return !s.ok() && s.sys_errno() == ECANCELED; }
 
 class OperationExecutor {
  public:
@@ -37,7 +46,7 @@ class OperationExecutor {
 
   // Starts `work` on the thread pool unless CanStart is false (then returns false and does
   // nothing). `done` gets work's status on the loop thread, after the backoff was updated: reset
-  // on success, grown on failure.
+  // on success, grown on failure, untouched when cancelled (IsCancelled).
   bool Run(const VolumeKey& key, std::function<base::Status()> work,
            std::function<void(const base::Status&)> done);
 

@@ -130,6 +130,35 @@ class VolumeManagerTest : public ::testing::Test {
 
 using Files = std::map<std::string, std::string>;
 
+// Idle costs nothing: once every volume is current, no pass runs until something is due, and an
+// object change is served at once.
+TEST_F(VolumeManagerTest, IdleRunsNoPassAndAnObjectChangeIsServedAtOnce) {
+  Put("default", "app", {{"level", "info"}});
+  StartManager();
+  constexpr int kPods = 40;
+  std::vector<kube::Pod> pods;
+  for (int i = 0; i < kPods; ++i) pods.push_back(MakePod("idle-" + std::to_string(i), "app"));
+  Send(podconfig::PodOp::kAdd, std::move(pods));
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->reconciler().count_in(VolumePhase::kIdle) == static_cast<size_t>(kPods);
+  }));
+  RunFor(250);  // the last completions' passes
+  const ReconcilerPassStats before = manager_->reconciler().pass_stats();
+  RunFor(550);
+  const ReconcilerPassStats& after = manager_->reconciler().pass_stats();
+  // No tick at all: nothing is due before the resyncs.
+  EXPECT_EQ(after.passes, before.passes);
+  EXPECT_EQ(after.volumes_visited, before.volumes_visited);
+  // Only the pods' resyncs, an hour away, are timed work.
+  ASSERT_TRUE(manager_->NextTimedWork().has_value());
+  EXPECT_GT(*manager_->NextTimedWork(),
+            std::chrono::steady_clock::now() + std::chrono::minutes(59));
+  // An object change is work again, at once.
+  Put("default", "app", {{"level", "debug"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("idle-0") == Files{{"level", "debug"}}; }));
+  EXPECT_GE(manager_->reconciler().pass_stats().volumes_visited - before.volumes_visited, kPods);
+}
+
 TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
   Put("default", "app", {{"level", "info"}});
   StartManager();
