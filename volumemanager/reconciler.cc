@@ -270,7 +270,12 @@ bool Reconciler::StartSetUpCheck(const DesiredVolume& desired) {
         *set_up = !r.ok() || *r;
         return base::Status::OK();
       },
-      [this, key, set_up](const base::Status&) {
+      [this, key, set_up](const base::Status& s) {
+        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
+          pending_.insert(key);
+          if (on_done_) on_done_(key);
+          return;
+        }
         ++stats_.kubelet_setup_checks;
         if (*set_up) {
           set_up_seen_.insert(key);
@@ -319,6 +324,12 @@ bool Reconciler::StartVerify(const MountedVolume& mounted) {
         return base::Status::OK();
       },
       [this, key, seen, expected = mounted.ts_dir, dir = mounted.dir](const base::Status& s) {
+        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
+          verify_.insert(key);
+          pending_.insert(key);
+          if (on_done_) on_done_(key);
+          return;
+        }
         ++stats_.swaps_verified;
         if (!s.ok()) {
           logging::Warn("Checking the volume's ..data link failed", {{"pod", PodName(key)},
@@ -479,6 +490,11 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
       },
       [this, key, first_mount, plugin_dir, dir, result, not_set_up, inputs = std::move(inputs),
        started_at = now](const base::Status& s) mutable {
+        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
+          pending_.insert(key);
+          if (on_done_) on_done_(key);
+          return;
+        }
         const DesiredVolume* d = dsw_->Find(key);
         set_up_seen_.erase(key);
         if (s.ok() && *not_set_up) {
@@ -571,6 +587,11 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
       },
       [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir, pod = mounted.pod,
        started = std::chrono::steady_clock::now()](const base::Status& s) {
+        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
+          pending_.insert(key);
+          if (on_done_) on_done_(key);
+          return;
+        }
         if (s.ok()) {
           metrics_.ObserveOperation(kOperationUnmount, PluginNameOfDir(plugin_dir), true,
                                     std::chrono::steady_clock::now() - started);

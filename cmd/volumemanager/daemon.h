@@ -2,19 +2,31 @@
 // sources and their merge, and the volume manager.
 //
 // Lifecycle (loop thread only; the loop runs between the calls):
-//  * Start(): starts the object source (so that credentials that cannot be loaded end the start
-//    before anything is created), creates the root dir and its pods dir (as the kubelet does at
-//    start), opens the ownership journal in the state dir (what the daemon owns under the root
-//    dir: only what it lists), then starts the volume manager (its start-up scan runs on the
-//    thread pool), the node lock's election, the pod sources and the loop stall monitor, in that
-//    order, so the objects a pod names can be served before any pod arrives.
-//    A failure says which flag it concerns and the exit code the process should end with; what
-//    was started is stopped again by Stop() or the destructor.
-//  * ready(): the start-up scan is done and every pod source has delivered its first state, so
-//    the desired state is complete and orphan cleanup may run.
+//  * Start(): read-only preparation first: flags, the object source (so that credentials that
+//    cannot be loaded end the start before anything else), the pod sources (their pods are
+//    merged and kept, so a standby knows the desired state), the loop stall monitor; then the
+//    node's lock is requested: the flock on <state dir>/leader.lock always (the only write
+//    before it is holding it: creating the state dir and the lock file), and, with
+//    --leader-elect-resource-lock leases, the Lease once the flock is held. Nothing else is
+//    written to the state dir or the root dir before the lock is held. When it is first held:
+//    the root dir and its pods dir are created (as the kubelet does at start), the ownership
+//    journal is opened (and rewritten) in the state dir, the volume manager is created with the
+//    pods merged so far and started (its start-up scan runs on the thread pool). A failure then
+//    goes to the fatal handler (SetFatalHandler) with its flag and exit code; a failure in
+//    Start() itself is returned. What was started is stopped again by Stop() or the destructor.
+//  * Writes: only while the lock is held. The write gate (volumemanager/write_gate.h) is open
+//    until the lock's loss deadline, moved at each renewal and closed at once when it is lost, so
+//    the pool threads stop starting operations even while the loop is late; the volume manager
+//    stops passes when the loop hears of it.
+//  * ready(): every pod source has delivered its first state and either the start-up scan is
+//    done or the lock is not held yet (a standby is ready: during a surge update the old pod
+//    holds the lock until it stops, and waiting for it would stall the rollout).
 //  * Stop(done): no new work from then on: the sources and the object store stop at once,
-//    in-flight volume writes finish, then `done` runs on the loop thread. A second call does
-//    nothing.
+//    in-flight volume writes finish, the lock is released, then `done` runs on the loop thread.
+//    A second call does nothing.
+//
+// --leader-elect=false: the flock is taken all the same (two daemons on one state dir never
+// both write), no Lease; it only skips the Lease and the "campaign" wording.
 //
 // Cluster mode (cluster_daemon.h) extends it by overriding the source hooks (objects and pods from
 // the API server instead of, or beside, the manifest directories); the volume manager and the
@@ -44,6 +56,7 @@
 #include "cmd/volumemanager/loop_stall_monitor.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 
@@ -65,6 +78,13 @@ class Daemon {
 
   std::optional<StartError> Start();
   bool ready() const;
+  // Where a failure after Start() goes (opening the journal or creating the root dir once the
+  // lock is held): e.g. a graceful stop with its exit code. Without one it is logged only.
+  void SetFatalHandler(std::function<void(const StartError&)> handler) {
+    fatal_ = std::move(handler);
+  }
+  // Whether this daemon holds the node's lock (all the locks it takes) as the loop last heard.
+  bool holding_lock() const { return holding_; }
   void Stop(std::function<void()> done);
   bool stopping() const { return stopping_; }
 
@@ -82,11 +102,15 @@ class Daemon {
   virtual void ApplyLiveConfig(const config::DaemonConfig& config);
   // Null before Start.
   const VolumeManager* volume_manager() const { return manager_.get(); }
-  // One writer per node: null with --leader-elect=false.
-  const leaderelection::LeaderElector* elector() const { return elector_.get(); }
-  // Liveness beyond the loop (for /healthz): the election loop is alive (or not in use).
+  // One writer per node: the elector of the configured lock (the Lease's with
+  // --leader-elect-resource-lock leases, else the flock's); null before Start.
+  const leaderelection::LeaderElector* elector() const {
+    return lease_elector_ ? lease_elector_.get() : elector_.get();
+  }
+  // Liveness beyond the loop (for /healthz): the election loops are alive.
   bool ElectionAlive(std::chrono::steady_clock::time_point now) const {
-    return elector_ == nullptr || stopping_ || elector_->Alive(now);
+    return stopping_ || ((elector_ == nullptr || elector_->Alive(now)) &&
+                         (lease_elector_ == nullptr || !file_held_ || lease_elector_->Alive(now)));
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
   // The objects as the volume manager reads them (resourceVersions for /debug/state).
@@ -116,7 +140,10 @@ class Daemon {
 
   void OnObjectChanged(const kube::ObjectRef& object);
   // For a derived destructor: the elector goes before the clients its lock uses.
-  void DestroyElector() { elector_.reset(); }
+  void DestroyElector() {
+    lease_elector_.reset();
+    elector_.reset();
+  }
   uv_loop_t* loop() const { return loop_; }
   const config::DaemonConfig& config() const { return config_; }
   podconfig::PodConfig& pods() { return *pods_; }
@@ -129,12 +156,27 @@ class Daemon {
   std::unique_ptr<cache::LocalObjectStore> objects_;
   std::unique_ptr<podconfig::PodConfig> pods_;
   std::unique_ptr<VolumeManager> manager_;
+  // The flock's elector (always) and the Lease's (--leader-elect-resource-lock leases, campaigning
+  // only while the flock is held).
   std::unique_ptr<leaderelection::LeaderElector> elector_;
+  std::unique_ptr<leaderelection::LeaderElector> lease_elector_;
+  std::unique_ptr<WriteGate> gate_;
+  std::string identity_;
+  bool file_held_ = false;
+  bool lease_held_ = false;
+  bool holding_ = false;
+  std::chrono::steady_clock::time_point file_deadline_{};
+  std::chrono::steady_clock::time_point lease_deadline_{};
+  std::function<void(const StartError&)> fatal_;
   podconfig::FileSource file_source_;
   podconfig::HttpSource http_source_;
   LoopStallMonitor stall_monitor_;
-  // Starts the node lock's election (--leader-elect); writes wait for it.
-  std::optional<StartError> StartElection(const std::string& identity);
+  // Starts the node lock's election; writes wait for it.
+  std::optional<StartError> StartElection();
+  // The lock's state changed: the gate, the volume manager's writes, the first start of writing.
+  void OnLockChanged();
+  // On first holding the lock: root dir, journal, volume manager.
+  std::optional<StartError> StartWriting();
   bool started_ = false;
   bool stopping_ = false;
 };

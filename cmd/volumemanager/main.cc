@@ -229,6 +229,11 @@ int main(int argc, char** argv) {
       dynamic->Stop();
     }
   });
+  // Opening the journal or creating the root dir once the lock is held: a graceful stop with the
+  // exit code Start() would have returned.
+  daemon.SetFatalHandler([&](const volumemanager::Daemon::StartError& error) {
+    stop.StopFromLoop(error.message, error.exit_code);
+  });
   if (startup) {
     auto* cluster = static_cast<volumemanager::ClusterDaemon*>(&daemon);  // cluster mode only
     const std::string& source = base_config.dynamic_config;
