@@ -295,6 +295,8 @@ void Daemon::OnLockChanged() {
   spdlog::info("holding the node's lock ({}) as {}: writing", elector()->lock()->Describe(),
                identity_);
   if (manager_ == nullptr && !stopping_) {
+    if (before_writing_ && !std::exchange(before_writing_, nullptr)()) return;
+    if (stopping_) return;
     if (auto error = StartWriting()) {
       spdlog::error("{}", error->message);
       gate_->Close();

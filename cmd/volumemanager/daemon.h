@@ -83,6 +83,10 @@ class Daemon {
   void SetFatalHandler(std::function<void(const StartError&)> handler) {
     fatal_ = std::move(handler);
   }
+  // Runs once, on the loop, when the node's lock is first held, before anything else is written
+  // (root dir, journal): e.g. counting this start against a dynamic config's trial. Returning
+  // false starts nothing (the hook has begun a stop, e.g. to restart onto another config).
+  void SetBeforeWriting(std::function<bool()> hook) { before_writing_ = std::move(hook); }
   // Whether this daemon holds the node's lock (all the locks it takes) as the loop last heard.
   bool holding_lock() const { return holding_; }
   void Stop(std::function<void()> done);
@@ -168,6 +172,7 @@ class Daemon {
   std::chrono::steady_clock::time_point file_deadline_{};
   std::chrono::steady_clock::time_point lease_deadline_{};
   std::function<void(const StartError&)> fatal_;
+  std::function<bool()> before_writing_;
   podconfig::FileSource file_source_;
   podconfig::HttpSource http_source_;
   LoopStallMonitor stall_monitor_;
