@@ -205,8 +205,11 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
   const std::string file_what = file_lock->Describe();
   leaderelection::LeaderElectorOptions file_options;
   file_options.identity = identity_;
-  file_options.timing = leases ? leaderelection::DefaultTiming(leaderelection::LockType::kFile)
-                               : config_.leader_election_timing;
+  // The --leader-elect-* timing when the flock is the configured lock; the file lock's defaults
+  // beside a Lease.
+  file_options.timing = config_.leader_election.resource_lock == leaderelection::LockType::kFile
+                            ? config_.leader_election_timing
+                            : leaderelection::DefaultTiming(leaderelection::LockType::kFile);
   leaderelection::LeaderCallbacks file_callbacks;
   file_callbacks.on_term_extended = [this](std::chrono::steady_clock::time_point deadline) {
     file_deadline_ = deadline;
