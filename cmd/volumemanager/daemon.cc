@@ -228,6 +228,10 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
     OnLockChanged();
     if (lease_elector_) lease_elector_->Stop();  // releases the Lease too
     if (stopping_) return;
+    if (manager_ != nullptr) {
+      LostAfterWriting(file_what);
+      return;
+    }
     spdlog::warn("lost the node's lock ({}): no new writes until it is held again", file_what);
     elector_->Start();  // campaign again
   };
@@ -263,6 +267,10 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
       lease_held_ = false;
       OnLockChanged();
       if (stopping_ || !file_held_) return;
+      if (manager_ != nullptr) {
+        LostAfterWriting(lease_what);
+        return;
+      }
       spdlog::warn("lost the node's lock ({}): no new writes until it is held again", lease_what);
       lease_elector_->Start();  // campaign again
     };
@@ -279,6 +287,18 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
   spdlog::info("acquiring the node's lock ({}) as {} before writing anything", what, identity_);
   elector_->Start();
   return std::nullopt;
+}
+
+void Daemon::LostAfterWriting(const std::string& what) {
+  // Another daemon may hold the lock now and rewrite the ownership journal (a new file: this
+  // process's descriptor would append to the old one) and the volumes: what this process knows
+  // of both is stale from here on. It writes nothing more and restarts, reading them afresh.
+  const StartError error{
+      kExitLostLock, "lost the node's lock (" + what +
+                         ") after writing: no new writes; restarting to read the ownership "
+                         "journal and the volumes afresh"};
+  spdlog::error("{}", error.message);
+  if (fatal_) fatal_(error);
 }
 
 void Daemon::OnLockChanged() {

@@ -21,6 +21,9 @@
 //  * ready(): every pod source has delivered its first state and either the start-up scan is
 //    done or the lock is not held yet (a standby is ready: during a surge update the old pod
 //    holds the lock until it stops, and waiting for it would stall the rollout).
+//  * Losing the lock after writing began ends the process (kExitLostLock, through the fatal
+//    handler; a standby that never wrote campaigns again): a successor may have rewritten the
+//    journal and the volumes meanwhile, and this process's view of both is stale.
 //  * Stop(done): no new work from then on: the sources and the object store stop at once,
 //    in-flight volume writes finish, the lock is released, then `done` runs on the loop thread.
 //    A second call does nothing.
@@ -66,8 +69,11 @@ base::Result<kube::ResourceList> NodeAllocatable(const config::DaemonConfig& con
 
 class Daemon {
  public:
+  // The exit code after losing the node's lock once writing (LostAfterWriting).
+  static constexpr int kExitLostLock = 6;
   struct StartError {
-    int exit_code;        // 2: a flag's value cannot be used; 1: the machine (or state) refused
+    int exit_code;        // 2: a flag's value cannot be used; 1: the machine (or state) refused;
+                          // kExitLostLock
     std::string message;  // names the flag, e.g. "--pod-manifest-path /x: ..."
   };
 
@@ -180,6 +186,9 @@ class Daemon {
   std::optional<StartError> StartElection();
   // The lock's state changed: the gate, the volume manager's writes, the first start of writing.
   void OnLockChanged();
+  // The lock was lost after the volume manager started: no re-campaign; the fatal handler ends
+  // the process (kExitLostLock) so that a fresh one reads the journal and the volumes again.
+  void LostAfterWriting(const std::string& what);
   // On first holding the lock: root dir, journal, volume manager.
   std::optional<StartError> StartWriting();
   bool started_ = false;

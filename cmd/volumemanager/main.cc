@@ -54,6 +54,8 @@ constexpr int kExitStopFailed = 4;
 // A graceful stop to be restarted onto a new dynamic config (its DaemonSet restarts the pod's
 // container whatever the code; a distinct one tells the operator why).
 constexpr int kExitRestartForConfig = 5;
+// Losing the node's lock after writing began is a graceful stop with
+// volumemanager::Daemon::kExitLostLock (6): restarted, the daemon reads the journal afresh.
 
 void CreateLogger() {
   auto logger = spdlog::stderr_logger_mt("volumemanager");

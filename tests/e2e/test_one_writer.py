@@ -162,3 +162,49 @@ def test_without_leader_election_the_flock_is_still_taken(env):
         assert b.stop() == 0
     finally:
         b.stop(signal.SIGKILL)
+
+
+def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
+    """The lock made unusable under the holder (a symlink planted at its path: every renewal
+    fails): at the renew deadline the holder writes nothing more and exits (6) instead of
+    campaigning again with a journal and volumes it no longer knows (a successor may rewrite
+    both meanwhile). Restarted, it reads them afresh and tears down what the successor set up."""
+    env.put_object(configmap("cfg", {"k": "0"}))
+    env.put_pod(pod("p0", [cm_volume("v", "cfg")], uid="u0"))
+    env.start()
+    a = wait_for(lambda: holder(env), what="the first daemon holding the lock")
+    wait_for(lambda: visible_files(env.volume_dir("u0", CM, "v")) == {"k": b"0"},
+             what="the first pod's volume")
+    b = second_daemon(env, "b")
+    try:
+        wait_for(lambda: f"held by {a}: waiting" in b.log(), what="the second daemon waiting")
+        lock = env.state / "leader.lock"
+        lock.unlink()
+        os.symlink(tmp_path / "elsewhere", lock)
+        # Renewals fail from now on; the term ends at the renew deadline (10 s).
+        assert env.proc.wait(timeout=30) == 6
+        env.proc = None
+        env._log.close()
+        assert "after writing: no new writes; restarting" in env.log()
+        lock.unlink()  # usable again: the waiting daemon takes it
+        b_id = wait_for(lambda: holder(b), timeout=10, what="the second daemon taking the lock")
+        # The successor sets up a pod; the restarted first daemon waits, takes over when the
+        # successor stops, and tears that pod's volume down when it goes.
+        env.put_pod(pod("p1", [cm_volume("v", "cfg")], uid="u1"))
+        wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")) == {"k": b"0"},
+                 what="p1's volume, by the successor")
+        assert writers(b) == {b_id}
+        mark = len(env.log())
+        env.start()
+        wait_for(lambda: f"held by {b_id}: waiting" in env.log()[mark:],
+                 what="the restarted daemon waiting")
+        assert b.stop() == 0
+        wait_for(lambda: holder(env) not in (None, a, b_id), timeout=5,
+                 what="the restarted daemon holding the lock")
+        os.remove(env.pods / "p1.yaml")
+        wait_for(lambda: not (env.root / "pods" / "u1").exists(), what="p1's teardown")
+        assert "left in place" not in env.log()[mark:]
+        journal_matches_disk(env, "after the teardown")
+        assert env.stop() == 0
+    finally:
+        b.stop(signal.SIGKILL)
