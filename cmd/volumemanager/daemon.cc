@@ -315,8 +315,8 @@ void Daemon::OnLockChanged() {
     if (manager_) manager_->SetWritesAllowed(false);
     return;
   }
-  spdlog::info("holding the node's lock ({}) as {}: writing", elector()->lock()->Describe(),
-               identity_);
+  spdlog::info("holding the node's lock ({}{}) as {}: writing", elector_->lock()->Describe(),
+               lease_elector_ ? " and " + lease_elector_->lock()->Describe() : "", identity_);
   if (manager_ == nullptr && !stopping_) {
     if (before_writing_ && !std::exchange(before_writing_, nullptr)()) return;
     if (stopping_) return;

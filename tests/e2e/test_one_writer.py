@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import time
 import urllib.error
 import urllib.request
 
@@ -208,3 +209,44 @@ def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
         assert env.stop() == 0
     finally:
         b.stop(signal.SIGKILL)
+
+
+def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path):
+    """Cluster mode: the old daemon on a Lease, the new one on the file lock. The flock is taken
+    whatever lock is configured, so the new one waits for it and writes nothing until the old one
+    stops; the Lease adds visibility, not exclusion."""
+    import sys
+    from pathlib import Path
+    from test_cluster import Cluster
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+    from harness import TestApiServer
+
+    with TestApiServer() as server:
+        a = Cluster(tmp_path, server, "http1")
+        b = DaemonProcess(tmp_path / "b.log")
+        try:
+            a.put_configmap("cfg", {"k": "0"})
+            uid = a.create_pod("p", [{"name": "v", "configMap": {"name": "cfg"}}])
+            a.start("--leader-elect-resource-lock", "leases", "--volume-ownership", "self")
+            a_id = wait_for(lambda: holder(a), what="the old daemon holding flock and Lease")
+            locks = re.search(r"holding the node's lock \((.*)\) as", a.log()).group(1)
+            assert locks.startswith("file ") and " and lease " in locks, locks
+            d = a.volume_dir(uid, CM, "v")
+            wait_for(lambda: visible_files(d) == {"k": b"0"}, what="the old daemon's write")
+            b.run(["--kubeconfig", str(a.kubeconfig), "--root-dir", str(a.root), "--state-dir",
+                   str(a.state), "--node-name", "e2e-node", "-v", "1",
+                   "--leader-elect-resource-lock", "file", "--volume-ownership", "self"])
+            wait_for(lambda: f"held by {a_id}: waiting" in b.log(), what="the new daemon waiting")
+            a.put_configmap("cfg", {"k": "1"})
+            wait_for(lambda: visible_files(d) == {"k": b"1"}, what="an update by the old daemon")
+            time.sleep(0.5)
+            assert writers(b) == set()
+            assert a.stop() == 0
+            b_id = wait_for(lambda: holder(b), timeout=5, what="the new daemon taking over")
+            a.put_configmap("cfg", {"k": "2"})
+            wait_for(lambda: visible_files(d) == {"k": b"2"}, what="the new daemon's write")
+            assert writers(b) == {b_id}
+            assert b.stop() == 0
+        finally:
+            b.stop(signal.SIGKILL)
+            a.stop(signal.SIGKILL)
