@@ -66,9 +66,15 @@ std::optional<Daemon::StartError> Daemon::Start() {
   // Read-only until the node's lock is held (Start's contract in daemon.h). A root dir that could
   // not be created later fails now, with the error mkdir would give.
   if (struct stat st{}; ::stat(config_.root_dir.c_str(), &st) != 0) {
-    const std::string parent = config_.root_dir.substr(0, config_.root_dir.find_last_of('/'));
-    if (errno != ENOENT || (!parent.empty() && ::stat(parent.c_str(), &st) != 0)) {
-      return StartError{1, "--root-dir: mkdir " + config_.root_dir + ": " + std::strerror(ENOENT)};
+    int err = errno;
+    if (err == ENOENT) {  // created once the lock is held: its parent must exist
+      const size_t slash = config_.root_dir.find_last_of('/');
+      const std::string parent =
+          slash == std::string::npos ? "." : slash == 0 ? "/" : config_.root_dir.substr(0, slash);
+      err = ::stat(parent.c_str(), &st) == 0 ? 0 : errno;
+    }
+    if (err != 0) {
+      return StartError{1, "--root-dir: mkdir " + config_.root_dir + ": " + std::strerror(err)};
     }
   }
   // The object source first: credentials that cannot be loaded end the start before anything is
