@@ -250,3 +250,44 @@ def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path):
         finally:
             b.stop(signal.SIGKILL)
             a.stop(signal.SIGKILL)
+
+
+def test_a_newcomer_waiting_for_the_lock_counts_no_start_of_a_config_on_trial(tmp_path):
+    """Dynamic config during a surge: the trial's count of starts is written only by the daemon
+    holding the lock; the newcomer counts its start once it takes over."""
+    import sys
+    from pathlib import Path
+    from test_dynamic_config import NAME, NS, Node
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+    from harness import TestApiServer
+
+    def assigned(node):
+        return json.loads((node.dir / "assigned.json").read_text())["record"]
+
+    with TestApiServer() as server:
+        node = Node(tmp_path, server)
+        b = DaemonProcess(tmp_path / "b.log")
+        try:
+            node.assign(syncFrequency="2m")
+            node.start_dynamic(trial="10m")
+            a_id = wait_for(lambda: holder(node), what="the first daemon holding the lock")
+            wait_for(lambda: (node.dir / "assigned.json").exists()
+                     and assigned(node)["starts"] == 1, what="its start counted")
+            before = (node.dir / "assigned.json").read_bytes()
+            b.run(["--kubeconfig", str(node.kubeconfig), "--root-dir", str(node.root),
+                   "--state-dir", str(node.state), "--node-name", "e2e-node", "-v", "1",
+                   "--dynamic-config", f"{NS}/{NAME}", "--dynamic-config-dir", str(node.dir),
+                   "--dynamic-config-trial-duration", "10m"])
+            wait_for(lambda: f"held by {a_id}: waiting" in b.log(), what="the newcomer waiting")
+            time.sleep(0.5)
+            assert (node.dir / "assigned.json").read_bytes() == before  # nothing counted
+            assert node.stop() == 0  # the first daemon's clean exit is recorded
+            wait_for(lambda: holder(b), timeout=5, what="the newcomer taking over")
+            # Its own start counted on top of the first run and its clean exit.
+            wait_for(lambda: assigned(node)["starts"] == 2, what="the newcomer's start counted")
+            assert assigned(node)["cleanExits"] == 1
+            assert b.stop() == 0
+            assert assigned(node)["cleanExits"] == 2
+        finally:
+            b.stop(signal.SIGKILL)
+            node.stop(signal.SIGKILL)
