@@ -3,10 +3,11 @@
 //
 // Lifecycle (loop thread only; the loop runs between the calls):
 //  * Start(): read-only preparation first: flags, the object source (so that credentials that
-//    cannot be loaded end the start before anything else), the pod sources (their pods are
-//    merged and kept, so a standby knows the desired state), the loop stall monitor; then the
-//    node's lock is requested: the flock on <state dir>/leader.lock always (the only write
-//    before it is holding it: creating the state dir and the lock file), and, with
+//    cannot be loaded end the start before anything else); then the node's lock is requested
+//    (its first attempt runs on the next loop iteration), the pod sources start (their pods are
+//    merged and kept, so a standby knows the desired state) and the loop stall monitor. The lock:
+//    the flock on <state dir>/leader.lock always (the only writes before it is held: creating
+//    the state dir and the lock file), and, with
 //    --leader-elect-resource-lock leases, the Lease once the flock is held. Nothing else is
 //    written to the state dir or the root dir before the lock is held. When it is first held:
 //    the root dir and its pods dir are created (as the kubelet does at start), the ownership
@@ -29,7 +30,7 @@
 //    A second call does nothing.
 //
 // --leader-elect=false: the flock is taken all the same (two daemons on one state dir never
-// both write), no Lease; it only skips the Lease and the "campaign" wording.
+// both write) with the file lock's timing; no Lease, whatever --leader-elect-resource-lock says.
 //
 // Cluster mode (cluster_daemon.h) extends it by overriding the source hooks (objects and pods from
 // the API server instead of, or beside, the manifest directories); the volume manager and the
