@@ -18,6 +18,7 @@
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
+#include "atomicwriter/tree_stamp.h"
 #include "base/errno_error.h"
 #include "base/strings.h"
 
@@ -120,6 +121,13 @@ std::string StagingName() {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(rng()));
   return std::string(kStagingPrefix) + hex;
+}
+
+// The tree of an entry TreeStamp cannot judge: a value no observation repeats (odds 2^-64), so
+// the ledger never finds it unchanged.
+uint64_t UnjudgedTree() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng() | 1;
 }
 
 bool IsStagingName(std::string_view name) {
@@ -863,7 +871,14 @@ class WriteOperation {
           continue;
         }
         unpublished.insert(name);
-        const bool due = ledger.Observe(name, st, now, options_.unpublished_grace);
+        // Without a queue, the writer judges the tree itself (the queue does otherwise); one it
+        // cannot stamp is never unchanged.
+        std::optional<uint64_t> tree;
+        if (options_.removals == nullptr) {
+          tree = TreeStamp(fs_, dir_fd_, name, st);
+          if (!tree.has_value()) tree = UnjudgedTree();
+        }
+        const bool due = ledger.Observe(name, st, now, options_.unpublished_grace, tree.value_or(0));
         if (options_.removals != nullptr) {
           options_.removals->Add(target_dir_, dir_st, name, st,
                                  DueTime(name, ledger.Since(name), now),

@@ -485,6 +485,31 @@ TEST_F(SharedWriterTest, ADirStillBeingWrittenRestartsItsGracePeriod) {
   EXPECT_FALSE(fs::exists(other));
 }
 
+// The kubelet's write of an item "a/b/c" stalled inside a nested subdir: only a/b's ctime moves,
+// the version dir's does not. Its tree changed, so its grace period starts again.
+TEST_F(SharedWriterTest, ADirStillBeingWrittenInANestedSubdirRestartsItsGracePeriod) {
+  auto w = OpenWriter(Shared());
+  Payload p = MakePayload({{"a", "1"}});
+  ASSERT_TRUE(w->Write(p).ok());
+  const fs::path other = fs::path(vol_) / "..2020_01_01_00_00_00.78";
+  fs::create_directories(other / "a" / "b");
+  std::ofstream(other / "a" / "b" / "c0") << "x";
+  ASSERT_TRUE(w->Write(p).ok());
+  now_ += std::chrono::seconds(20);
+  std::ofstream(other / "a" / "b" / "c1") << "x";  // 20 s in
+  ASSERT_TRUE(w->Write(p).ok());
+  now_ += std::chrono::seconds(20);
+  std::ofstream(other / "a" / "b" / "c2") << "x";  // 40 s in
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_TRUE(fs::exists(other / "a" / "b" / "c2")) << "removed while written, 40 s in";
+  now_ += std::chrono::seconds(20);  // 20 s after the last change
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_TRUE(fs::exists(other)) << "removed 20 s after a change in its tree";
+  now_ += std::chrono::seconds(10);
+  ASSERT_TRUE(w->Write(p).ok());
+  EXPECT_FALSE(fs::exists(other)) << "a grace period after its last change";
+}
+
 TEST_F(SharedWriterTest, TheReplacedVersionIsKeptForTheGracePeriodThenRemoved) {
   // Another writer may have read ..data just before this write swapped it, and be comparing
   // against the old version's files right now: the old version is not removed at once.

@@ -10,6 +10,7 @@
 
 #include "atomicwriter/atomic_writer.h"
 #include "atomicwriter/remove_tree.h"
+#include "atomicwriter/tree_stamp.h"
 #include "base/errno_error.h"
 
 namespace atomicwriter {
@@ -69,8 +70,10 @@ void RemovalQueue::Stop() {
 void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
                        const std::string& name, const struct stat& st, Clock::time_point due,
                        Clock::duration grace) {
-  const bool at_once = due <= now_();  // due when added: taken without a batch window
-  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace, at_once};
+  const Clock::time_point now = now_();
+  const bool at_once = due <= now;  // due when added: taken without a batch window
+  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace, at_once,
+          now, false, std::nullopt};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -93,6 +96,7 @@ void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
 }
 
 size_t RemovalQueue::RunDue(Clock::time_point now) {
+  StampNew(now);
   std::vector<std::pair<Key, Entry>> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -193,7 +197,19 @@ RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry
     entry.ino = st.st_ino;
     entry.ctime = st.st_ctim;
     entry.due = now_() + entry.grace;
+    entry.stamped = !entry.at_once;
+    if (entry.stamped) entry.tree = TreeStamp(fs, dir_fd, key.name, st);
     return Outcome::kRestarted;
+  }
+  if (entry.stamped) {
+    // Its own ctime is not enough: a write into a nested subdir moves only that subdir's.
+    const std::optional<uint64_t> tree = TreeStamp(fs, dir_fd, key.name, st);
+    if (!tree.has_value() || tree != entry.tree) {
+      // Changed in its tree, or not judged (too big, unreadable): a full grace period from now.
+      entry.tree = tree;
+      entry.due = now_() + entry.grace;
+      return Outcome::kRestarted;
+    }
   }
   if (IsLive(fs, dir_fd, key.name)) return Outcome::kKept;
 
@@ -243,11 +259,74 @@ RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry
       entry.dev = st.st_dev;
       entry.ino = st.st_ino;
       entry.ctime = st.st_ctim;
+      if (entry.stamped) entry.tree = TreeStamp(fs, dir_fd, removing, st);
     }
     entry.due = now_() + entry.grace;
     return Outcome::kFailed;
   }
   return Outcome::kRemoved;
+}
+
+void RemovalQueue::StampNew(Clock::time_point now) {
+  // Copies: the entries stay queued (and counted) while they are stamped.
+  std::vector<std::pair<Key, Entry>> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, entry] : entries_) {
+      if (!entry.at_once && !entry.stamped && entry.due > now) todo.emplace_back(key, entry);
+    }
+  }
+  if (todo.empty()) return;
+  std::string open_dir;
+  int dir_fd = -1;
+  struct stat dir_st {};
+  for (auto& [key, entry] : todo) {
+    if (stop_requested_.load(std::memory_order_relaxed)) break;
+    if (key.volume_dir != open_dir) {
+      if (dir_fd >= 0) fs_->Close(dir_fd);
+      open_dir = key.volume_dir;
+      dir_fd = fs_->OpenAt(AT_FDCWD, open_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+      if (dir_fd >= 0 && fs_->FstatAt(dir_fd, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
+        fs_->Close(dir_fd);
+        dir_fd = -1;
+      }
+    }
+    const Entry seen = entry;
+    // Whatever is wrong with the volume dir is judged at the due time; without a stamp (nullopt)
+    // the entry then starts a grace period again.
+    bool restarted = false;
+    if (dir_fd >= 0 && dir_st.st_dev == entry.dir_dev && dir_st.st_ino == entry.dir_ino) {
+      restarted = Stamp(dir_fd, key, entry);
+    }
+    entry.stamped = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    // Unless an Add queued the name again meanwhile: its view wins.
+    if (it == entries_.end() || it->second.stamped || it->second.added != seen.added ||
+        it->second.ino != seen.ino || !SameCtime(it->second.ctime, seen.ctime)) {
+      continue;
+    }
+    if (!restarted) entry.due = it->second.due;  // an Add may have made it due earlier
+    entry.at_once = it->second.at_once;
+    it->second = entry;
+  }
+  if (dir_fd >= 0) fs_->Close(dir_fd);
+}
+
+bool RemovalQueue::Stamp(int dir_fd, const Key& key, Entry& entry) {
+  struct stat st {};
+  if (fs_->FstatAt(dir_fd, key.name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;  // when due
+  bool restarted = false;
+  if (st.st_dev != entry.dev || st.st_ino != entry.ino || !SameCtime(st.st_ctim, entry.ctime)) {
+    restarted = true;
+    // Changed since the write saw it: its grace period starts again from this view.
+    entry.dev = st.st_dev;
+    entry.ino = st.st_ino;
+    entry.ctime = st.st_ctim;
+    entry.due = now_() + entry.grace;
+  }
+  entry.tree = TreeStamp(*fs_, dir_fd, key.name, st);
+  return restarted;
 }
 
 void RemovalQueue::WorkerLoop() {
@@ -276,6 +355,7 @@ void RemovalQueue::WorkerLoop() {
 }
 
 RemovalQueue::Clock::time_point RemovalQueue::WakeTime(const Entry& e) {
+  if (!e.at_once && !e.stamped) return e.added + kBatchWindow;
   return e.at_once ? e.due : e.due + kBatchWindow;
 }
 

@@ -4,10 +4,14 @@
 // period allows, and on a disk mounted with `discard` removing a tree blocks for milliseconds.
 //
 // A write (Options::removals) hands every unpublished entry it sees to the queue with a due time:
-// the moment its grace period runs out. At that moment the queue removes the entry only if it is
-// still what the write saw: the volume dir is the same directory (device and inode), `..data`
-// does not point to the entry, and the entry has the same inode and ctime (one still being
-// written, or replaced, restarts its grace period). The removal renames the entry to
+// the moment its grace period runs out. Soon after (on the worker, or the next RunDue) the queue
+// takes the entry's TreeStamp (tree_stamp.h: the inode and ctime of everything in its tree). At
+// the due time the queue removes the entry only if it is still what it saw: the volume dir is the
+// same directory (device and inode), `..data` does not point to the entry, the entry has the same
+// inode and ctime, and nothing in its tree changed (one still being written, even only in a nested
+// subdir, or replaced, restarts its grace period; a tree too big to stamp is never removed). An
+// entry due when added (a version replaced in a volume no other writer touches, or a grace period
+// of zero) has no grace period to protect: it is judged by its own inode and ctime only. The removal renames the entry to
 // `kRemovingPrefix` + 16 hex digits first (one rename: from then on no writer can publish it, and
 // a write or a second queue that finds the name gone skips it), checks `..data` once more (and
 // renames it back in the unlikely case it became live), then removes the tree. A crash leaves at
@@ -34,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -100,14 +105,25 @@ class RemovalQueue {
     Clock::time_point due;
     Clock::duration grace;
     bool at_once;  // due when added: removed without waiting for a batch window
+    Clock::time_point added;
+    // The tree's stamp (TreeStamp) since the grace period began; `stamped` false until the queue
+    // has taken it (never for an at_once entry), `tree` nullopt when the tree cannot be judged.
+    bool stamped = false;
+    std::optional<uint64_t> tree;
   };
   enum class Outcome { kRemoved, kKept, kRestarted, kFailed };
 
   // Removes one due entry of the volume dir open as `dir_fd` (already checked to be the entry's);
   // on kFailed `key` names what is left (it may have been renamed).
   Outcome RemoveOne(int dir_fd, Key& key, Entry& entry, std::string* error);
+  // Stamps every queued entry that is not yet stamped nor due (they stay queued meanwhile).
+  void StampNew(Clock::time_point now);
+  // Takes the stamp of a queued entry not yet due; true when its grace period started again (the
+  // entry is no longer what the write saw). Never removes anything.
+  bool Stamp(int dir_fd, const Key& key, Entry& entry);
   void WorkerLoop();
-  // When the worker should take `e`: its due time, plus the batch window unless it is at_once.
+  // When the worker should take `e`: at once (its stamp, plus the batch window) when not stamped,
+  // else its due time, plus the batch window unless it is at_once.
   static Clock::time_point WakeTime(const Entry& e);
 
   Filesystem* fs_;

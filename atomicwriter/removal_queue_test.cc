@@ -113,6 +113,48 @@ TEST_F(QueuedWriterTest, AtItsDueTimeAnEntryIsRemovedOnlyIfStillUnpublishedAndUn
   }
 }
 
+// Another writer's version in progress (the kubelet's writes an item "a/b/c" into a nested
+// subdir of its version dir): a file created there moves the subdir's ctime only, never the
+// version dir's. A write that stalls there for 40 s, past a grace period of 30 s, is not removed
+// while it goes on; it goes a grace period after its last change.
+TEST_F(QueuedWriterTest, AVersionStillBeingWrittenInANestedSubdirIsNotRemoved) {
+  auto w = OpenWriter(Queued());
+  ASSERT_TRUE(w->Write(MakePayload({{"x", "1"}})).ok());
+  const std::string name = "..2020_01_01_00_00_00.123";
+  const fs::path theirs = fs::path(vol_) / name;
+  fs::create_directories(theirs / "a" / "b");
+  std::ofstream(theirs / "top") << "1";
+  std::ofstream(theirs / "a" / "b" / "c0") << "1";
+  // The next write (a full read: the dir changed) finds it unpublished and queues it.
+  auto r = w->Write(MakePayload({{"x", "2"}}));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->queued_removals, 2) << "the replaced version and theirs";
+  queue_.RunDue(now_);  // what the worker does at once
+
+  struct stat before {};
+  ASSERT_EQ(::lstat(theirs.c_str(), &before), 0);
+  now_ += seconds(20);
+  std::ofstream(theirs / "a" / "b" / "c1") << "1";  // 20 s in: only a/b changes
+  now_ += seconds(10);
+  queue_.RunDue(now_);  // 30 s: its first due time
+  EXPECT_TRUE(fs::exists(theirs / "a" / "b" / "c1")) << "removed 10 s after a change in its tree";
+  now_ += seconds(10);
+  std::ofstream(theirs / "a" / "b" / "c2") << "1";  // 40 s in
+  now_ += seconds(20);
+  queue_.RunDue(now_);  // 60 s: due again after the change at 20 s
+  EXPECT_TRUE(fs::exists(theirs / "a" / "b" / "c2")) << "removed 20 s after a change in its tree";
+  struct stat after {};
+  ASSERT_EQ(::lstat(theirs.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec) << "the test's premise: the version "
+                                                              "dir's own ctime never moved";
+  EXPECT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+
+  now_ += seconds(30);
+  queue_.RunDue(now_);  // 90 s: a full grace period after the last change at 40 s
+  EXPECT_FALSE(fs::exists(theirs)) << "a quiet tree goes a grace period after its last change";
+  EXPECT_TRUE(Removing().empty());
+}
+
 TEST_F(QueuedWriterTest, AVolumeDirMadeAgainIsNotTheQueuedOnes) {
   auto w = OpenWriter(Queued());
   auto r1 = w->Write(MakePayload({{"a", "1"}}));

@@ -6,12 +6,14 @@
 namespace atomicwriter {
 
 bool UnpublishedLedger::Observe(const std::string& name, const struct stat& st,
-                                Clock::time_point now, Clock::duration grace) {
-  auto [it, inserted] = seen_.try_emplace(name, Seen{now, st.st_dev, st.st_ino, st.st_ctim});
+                                Clock::time_point now, Clock::duration grace, uint64_t tree) {
+  const Seen seen{now, st.st_dev, st.st_ino, st.st_ctim, tree};
+  auto [it, inserted] = seen_.try_emplace(name, seen);
   Seen& s = it->second;
-  if (!inserted && (s.dev != st.st_dev || s.ino != st.st_ino ||
-                    s.ctime.tv_sec != st.st_ctim.tv_sec || s.ctime.tv_nsec != st.st_ctim.tv_nsec)) {
-    s = Seen{now, st.st_dev, st.st_ino, st.st_ctim};  // another entry, or still being written
+  if (!inserted &&
+      (s.dev != st.st_dev || s.ino != st.st_ino || s.ctime.tv_sec != st.st_ctim.tv_sec ||
+       s.ctime.tv_nsec != st.st_ctim.tv_nsec || s.tree != tree)) {
+    s = seen;  // another entry, or still being written
   }
   return now - s.since >= grace;
 }

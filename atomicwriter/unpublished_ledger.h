@@ -6,8 +6,10 @@
 // and unchanged for a grace period. The clock is this process's monotonic clock: a timestamp in
 // an entry's name, or its mtime, is another writer's wall clock and proves nothing.
 //
-// "Unchanged" means the same inode and the same ctime: a writer still creating files in the dir
-// (or renaming it) restarts the period.
+// "Unchanged" means the same inode and the same ctime and, where the caller gives one, the same
+// TreeStamp (tree_stamp.h: nothing in its tree changed): a writer still creating files in the
+// dir, even only in a nested subdir (or renaming it), restarts the period. With a RemovalQueue
+// the writer gives none: the queue stamps the tree and judges it at the due time.
 //
 // Thread safety: none. One ledger per volume dir; the writes of one volume are serialized by the
 // caller, so one write at a time uses it.
@@ -31,11 +33,11 @@ class UnpublishedLedger {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Records that `name`, whose lstat is `st`, is unpublished at `now`. True when it has been seen
-  // unpublished, with the same inode and ctime, since `now - grace` or earlier (always true for a
-  // grace of zero).
+  // Records that `name`, whose lstat is `st` and whose TreeStamp is `tree` (0: not judged here),
+  // is unpublished at `now`. True when it has been seen unpublished, with the same inode, ctime
+  // and tree, since `now - grace` or earlier (always true for a grace of zero).
   bool Observe(const std::string& name, const struct stat& st, Clock::time_point now,
-               Clock::duration grace);
+               Clock::duration grace, uint64_t tree = 0);
   // Since when `name` has been seen unpublished and unchanged (Observe first); the epoch if never.
   Clock::time_point Since(const std::string& name) const {
     auto it = seen_.find(name);
@@ -92,6 +94,7 @@ class UnpublishedLedger {
     dev_t dev;
     ino_t ino;
     struct timespec ctime;
+    uint64_t tree;
   };
   std::map<std::string, Seen> seen_;
   std::optional<LastWrite> last_write_;

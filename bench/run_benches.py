@@ -104,6 +104,8 @@ def main():
                         "--json", str(results / "cost_model.json")]),
         ("rss_by_pods", [PY, "bench/rss_by_pods.py", *quick, "--daemon", daemon,
                          "--json", str(results / "rss_by_pods.json")]),
+        ("idle_cost", [PY, "bench/idle_cost.py", *quick, "--daemon", daemon,
+                       "--json", str(results / "idle_cost.json")]),
         ("takeover_bench", [PY, "bench/takeover_bench.py", "--daemon", daemon,
                             *([] if args.full else ["--rounds", "5"])]),
     ]

@@ -27,12 +27,6 @@ class FakeObjectManager : public ObjectManager {
     config_maps_[ref] = std::make_shared<const kube::ConfigMap>(std::move(cm));
     Changed(ref);
   }
-  void SetSecret(kube::Secret secret) {
-    kube::ObjectRef ref{kube::ObjectKind::kSecret, secret.metadata.namespace_,
-                        secret.metadata.name};
-    secrets_[ref] = std::make_shared<const kube::Secret>(std::move(secret));
-    Changed(ref);
-  }
   // Deletes an object; notifies when referenced.
   void Delete(const kube::ObjectRef& ref) {
     config_maps_.erase(ref);

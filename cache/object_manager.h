@@ -4,8 +4,13 @@
 // mode, local_object_store.h) and the API-backed Get / Cache / Watch managers.
 //
 // Contract:
-//   * A pod's references are registered before its volumes are mounted and unregistered after
-//     they are torn down; RegisterPod replaces the pod's earlier registration.
+//   * A pod's references are registered before its volumes are mounted, and unregistered when
+//     the pod is removed (gone from its sources), before its volumes are torn down: a teardown
+//     reads no object, nor does one that failed and is retried, and a registration kept until
+//     then would hold the pod's watches open for as long as a teardown keeps failing. (The
+//     kubelet unregisters later, once it has unmounted the pod's volumes: docs/kubelet-behavior.md
+//     §5.) A terminating pod (deletionTimestamp set) is not removed: it stays registered.
+//     RegisterPod replaces the pod's earlier registration.
 //   * A get for an object no registered pod references fails with the kubelet's text
 //     `object "<ns>"/"<name>" not registered`.
 //   * A get returns nullptr when the object does not exist; the caller words the not-found error

@@ -74,7 +74,6 @@ class EventRecorder {
   const Stats& stats() const { return stats_; }
   // Events waiting to be written, the one in flight included.
   size_t pending() const { return queue_.size() + (current_ ? 1 : 0); }
-  EventCorrelator::Sizes cache_sizes() const { return correlator_.sizes(); }
 
  private:
   struct Write {

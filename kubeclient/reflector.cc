@@ -70,17 +70,6 @@ void Reflector::Stop() {
   uv_timer_stop(resync_timer_);
 }
 
-std::string Reflector::Query(bool /*watch*/) const {
-  std::vector<std::string> params;
-  if (!options_.field_selector.empty()) {
-    params.push_back("fieldSelector=" + QueryEscape(options_.field_selector));
-  }
-  if (!options_.label_selector.empty()) {
-    params.push_back("labelSelector=" + QueryEscape(options_.label_selector));
-  }
-  return QueryString(params);
-}
-
 template <typename F>
 void Reflector::CallHandler(const char* what, F&& f) {
   base::Status s = base::CatchAll(what, std::forward<F>(f));

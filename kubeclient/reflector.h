@@ -117,7 +117,6 @@ class Reflector {
  private:
   enum class Phase { kIdle, kListing, kWatching, kWaiting, kStopped };
 
-  std::string Query(bool watch) const;
   void ListNow();
   void RequestPage(const std::string& continue_token);
   void OnPage(ApiResult result, const std::string& continue_token);

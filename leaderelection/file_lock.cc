@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/errno_error.h"
@@ -30,22 +32,98 @@ LeaderElectionRecord ReadRecord(int fd) {
 
 FileLock::FileLock(std::string path) : path_(std::move(path)) {}
 
-FileLock::~FileLock() { Close(); }
+FileLock::~FileLock() {
+  Close();
+  if (poll_ != nullptr) {
+    // uv_close stops the poll at once (the descriptor leaves epoll), so it may be closed now.
+    uv_close(reinterpret_cast<uv_handle_t*>(poll_),
+             [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+  }
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+}
 
 void FileLock::Close() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   written_ = {};
+  for (int wd : watches_) inotify_rm_watch(inotify_fd_, wd);
+  watches_.clear();
+  watching_ = false;
+  suspect_ = false;
 }
 
-bool FileLock::StillNamed(int fd) const {
+bool FileLock::StillNamed(int fd) {
+  ++identity_checks_;
   struct stat by_fd {};
   struct stat by_path {};
   if (fstat(fd, &by_fd) != 0 || stat(path_.c_str(), &by_path) != 0) return false;
   return by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
 }
 
-base::Result<int> FileLock::TryLock(bool* busy, LeaderElectionRecord* holder) const {
+bool FileLock::Watch() {
+  if (inotify_fd_ < 0) {
+    inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inotify_fd_ < 0) return false;
+  }
+  if (loop_ != nullptr && poll_ == nullptr) {
+    auto* poll = new uv_poll_t;
+    if (uv_poll_init(loop_, poll, inotify_fd_) != 0) {
+      delete poll;
+      return false;
+    }
+    poll->data = this;
+    poll_ = poll;
+    uv_poll_start(poll_, UV_READABLE,
+                  [](uv_poll_t* h, int, int) { static_cast<FileLock*>(h->data)->ReadEvents(); });
+    uv_unref(reinterpret_cast<uv_handle_t*>(poll_));  // never what keeps the loop running
+  }
+  // The locked file itself, through its descriptor (never another file now at the path): a
+  // change of its link count (unlinked, renamed over) is IN_ATTRIB; it cannot be deleted while
+  // open, but the flag costs nothing.
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(fd_);
+  const int file_wd =
+      inotify_add_watch(inotify_fd_, by_fd.c_str(), IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF);
+  if (file_wd < 0) return false;
+  watches_.push_back(file_wd);
+  // Each dir above it: renamed or removed, the path names something else. A dir replaced between
+  // these adds and the comparison after them is seen by that comparison.
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(path_, ec).parent_path();
+  if (ec) return false;
+  while (true) {
+    const int wd =
+        inotify_add_watch(inotify_fd_, dir.c_str(), IN_MOVE_SELF | IN_DELETE_SELF | IN_ONLYDIR);
+    if (wd < 0) return false;
+    watches_.push_back(wd);
+    if (dir == dir.root_path() || !dir.has_relative_path()) break;
+    dir = dir.parent_path();
+  }
+  return true;
+}
+
+void FileLock::ReadEvents() {
+  alignas(struct inotify_event) char buf[4096];
+  while (true) {
+    const ssize_t n = read(inotify_fd_, buf, sizeof(buf));
+    if (n > 0) {
+      // Any event, IN_Q_OVERFLOW and a removed watch's IN_IGNORED included: compare once.
+      suspect_ = true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return;  // EAGAIN: the queue is empty
+  }
+}
+
+bool FileLock::StillHeld() {
+  if (!watching_) return StillNamed(fd_);
+  if (poll_ == nullptr) ReadEvents();  // no loop: one read, EAGAIN when nothing happened
+  if (!suspect_) return true;
+  suspect_ = false;
+  return StillNamed(fd_);
+}
+
+base::Result<int> FileLock::TryLock(bool* busy, LeaderElectionRecord* holder) {
   *busy = false;
   // O_NOFOLLOW: a symlink planted at the path (pointing anywhere, e.g. at another daemon's lock or
   // a file to be truncated) is refused, not followed. O_NONBLOCK: a FIFO cannot hold up the open.
@@ -93,7 +171,7 @@ base::Result<int> FileLock::TryLock(bool* busy, LeaderElectionRecord* holder) co
 
 void FileLock::Get(std::function<void(GetResult)> done) {
   GetResult result;
-  if (fd_ >= 0 && StillNamed(fd_)) {
+  if (fd_ >= 0 && StillHeld()) {
     result.record = written_;
     done(std::move(result));
     return;
@@ -129,7 +207,7 @@ base::Status FileLock::DoUpdate(const LeaderElectionRecord& record) {
     Close();
     return base::Status::OK();
   }
-  if (fd_ >= 0 && !StillNamed(fd_)) {
+  if (fd_ >= 0 && !StillHeld()) {
     Close();
     return base::Status::Error(path_ + " was removed or replaced while locked: lock lost");
   }
@@ -143,6 +221,17 @@ base::Status FileLock::DoUpdate(const LeaderElectionRecord& record) {
                                  holder.holder_identity + ")");
     }
     fd_ = *fd;
+    // Watched from now on; where the watches cannot be added, every call compares instead. The
+    // comparison after the adds covers a replacement between TryLock's and them.
+    watching_ = Watch();
+    if (!watching_) {
+      for (int wd : watches_) inotify_rm_watch(inotify_fd_, wd);
+      watches_.clear();
+    }
+    if (!StillNamed(fd_)) {
+      Close();
+      return base::Status::Error("flock " + path_ + ": the file was replaced while locking it");
+    }
   }
   if (record.holder_identity != written_.holder_identity ||
       record.acquire_time != written_.acquire_time) {

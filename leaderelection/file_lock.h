@@ -17,19 +17,31 @@
 //   shows (LeaderElector::last_error) until the path is fixed.
 // * A holder whose file was removed or replaced (st_dev/st_ino of the path differ from those of
 //   the locked file) has lost the lock: a new file could be locked by someone else. Update then
-//   fails, so the elector stops leading.
+//   fails, so the elector stops leading. Noticed without a system call per renewal: an inotify
+//   watch on the locked file (IN_ATTRIB: its link count changed, e.g. unlinked or renamed over;
+//   IN_MOVE_SELF, IN_DELETE_SELF) and one on each dir above it up to / (IN_MOVE_SELF,
+//   IN_DELETE_SELF), read by a uv_poll on the elector's loop (SetLoop), mark the lock suspect;
+//   only then does the next call compare the path with the locked file (stat, fstat). An event
+//   that changed nothing (a chmod) costs that one comparison. Without a loop the inotify queue is
+//   read at each call instead (one read), and where the watches cannot be added (fs.inotify
+//   limits) every call compares, as before. Not noticed: a file system mounted over the file or a
+//   dir above it (no inotify event says so).
 // Calls complete before they return. Each is a few system calls on the loop thread: open of one
 // small file, flock with LOCK_NB (never waits), stat/fstat, and at acquisition and release a
-// ftruncate and a pwrite of under 1 KiB with no fsync. On the local file system of the state dir
-// these touch only the page and inode caches, and acquisition happens once per leadership term
-// (renewals do stat and fstat only), so they stay on the loop instead of adding a pool round trip
-// to each attempt. A state dir on a network file system is not supported (flock there is not
-// reliable either). The descriptor is close-on-exec, so no child process inherits the lock.
-// Not thread-safe.
+// ftruncate and a pwrite of under 1 KiB with no fsync, and the inotify watches' adds and removes.
+// On the local file system of the state dir these touch only the page and inode caches, and
+// acquisition happens once per leadership term (a renewal makes no system call unless an event
+// came), so they stay on the loop instead of adding a pool round trip to each attempt. A state dir
+// on a network file system is not supported (flock there is not reliable either, nor inotify).
+// The descriptors are close-on-exec, so no child process inherits the lock. Not thread-safe.
 #ifndef VOLUMEMANAGER_LEADERELECTION_FILE_LOCK_H_
 #define VOLUMEMANAGER_LEADERELECTION_FILE_LOCK_H_
 
+#include <uv.h>
+
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "leaderelection/resource_lock.h"
@@ -52,17 +64,29 @@ class FileLock : public ResourceLock {
   void Update(const LeaderElectionRecord& record, std::function<void(base::Status)> done) override;
   void CancelPending() override {}
   std::string Describe() const override { return "file " + path_; }
+  // Reads the inotify watches from a uv_poll on `loop` (before the first call).
+  void SetLoop(uv_loop_t* loop) override { loop_ = loop; }
 
   // Whether this process holds the flock now.
   bool held() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }
+  // How often the path was compared with the locked file (stat and fstat), for tests.
+  uint64_t identity_checks() const { return identity_checks_; }
 
  private:
   // Opens the file and takes the flock without waiting. The descriptor, or -1 with `*busy` true
   // when another process holds it (the record it wrote in `*holder`), or an error.
-  base::Result<int> TryLock(bool* busy, LeaderElectionRecord* holder) const;
-  // Whether the path still names the file behind `fd`.
-  bool StillNamed(int fd) const;
+  base::Result<int> TryLock(bool* busy, LeaderElectionRecord* holder);
+  // Whether the path still names the file behind `fd` (stat and fstat).
+  bool StillNamed(int fd);
+  // Whether the path still names the locked file: false only after an inotify event (or, without
+  // watches, at every call) and a comparison that failed.
+  bool StillHeld();
+  // Adds the inotify watches on the locked file and the dirs above it; false when they cannot
+  // all be added.
+  bool Watch();
+  // Reads every queued inotify event (non-blocking); any marks the lock suspect.
+  void ReadEvents();
   base::Status WriteRecord(const LeaderElectionRecord& record) const;
   void Close();
   base::Status DoUpdate(const LeaderElectionRecord& record);
@@ -70,6 +94,13 @@ class FileLock : public ResourceLock {
   std::string path_;
   int fd_ = -1;
   LeaderElectionRecord written_;
+  uv_loop_t* loop_ = nullptr;
+  int inotify_fd_ = -1;        // made at the first acquisition, kept for the lock's life
+  uv_poll_t* poll_ = nullptr;  // on loop_, reading inotify_fd_; closed by the destructor
+  std::vector<int> watches_;   // of the current term: the file's, then each dir's
+  bool watching_ = false;      // all of them added for the current term
+  bool suspect_ = false;       // an event came since the last comparison
+  uint64_t identity_checks_ = 0;
 };
 
 }  // namespace leaderelection

@@ -207,6 +207,26 @@ TEST_F(FileElectionTest, AReplacedLockFileEndsTheOldHoldersTerm) {
   EXPECT_EQ(a->leader(), "intruder");
 }
 
+// The lock file unlinked while held (rm, as a cleanup of the state dir might): a newcomer would
+// create and lock a new file. The holder notices at its next renewal, and, nobody else having
+// taken the new file yet, locks it: a contender then finds it held.
+TEST_F(FileElectionTest, AnUnlinkedLockFileIsNoticedAndTheNewFileLocked) {
+  LeaderElector* a = AddElector("a");
+  a->Start();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader(); }));
+  ASSERT_TRUE(std::filesystem::remove(LockPath()));
+  const uint64_t attempts = a->attempts();
+  ASSERT_TRUE(loop_.RunUntil([&] { return a->attempts() >= attempts + 2; }));
+  ASSERT_TRUE(std::filesystem::exists(LockPath()));
+  FileLock other(LockPath());
+  LeaderElectionRecord record;
+  record.holder_identity = "intruder";
+  base::Status s;
+  other.Update(record, [&](base::Status st) { s = st; });
+  EXPECT_FALSE(s.ok()) << "the intruder locked a file the holder did not";
+  EXPECT_TRUE(a->IsLeader());
+}
+
 TEST_F(FileElectionTest, AliveWhileRunningAndNotOnceStopped) {
   LeaderElector* a = AddElector("a");
   EXPECT_FALSE(a->Alive(std::chrono::steady_clock::now()));
@@ -295,6 +315,79 @@ TEST(FileLockTest, GetLeavesAFreeLockFreeAndUpdateTakesIt) {
   EXPECT_FALSE(a.held());
   b.Update(rb, [&](base::Status st) { s = st; });
   EXPECT_TRUE(s.ok()) << s.message();
+}
+
+// Takes `lock` for holder "a" (or renews it); the status of the Update.
+base::Status Renew(FileLock& lock) {
+  LeaderElectionRecord record;
+  record.holder_identity = "a";
+  base::Status s = base::Status::Error("not called");
+  lock.Update(record, [&](base::Status st) { s = st; });
+  return s;
+}
+
+// A renewal compares the path with the locked file (stat, fstat) only after an inotify event on
+// the file or a dir above it, read on the loop: none while nothing happens, one after an event
+// that changed nothing (a chmod), and a replacement is a lost lock.
+TEST(FileLockTest, RenewalsCompareThePathOnlyAfterAnEventOnTheLoop) {
+  TestLoop loop;
+  {
+    TempDir dir;
+    FileLock lock(dir.File("l"));
+    lock.SetLoop(loop.get());
+    ASSERT_TRUE(Renew(lock).ok());
+    const uint64_t at_acquisition = lock.identity_checks();
+    for (int i = 0; i < 20; ++i) {
+      loop.RunFor(milliseconds(1));
+      ASSERT_TRUE(Renew(lock).ok());
+      GetResult got;
+      lock.Get([&](GetResult r) { got = std::move(r); });
+      EXPECT_EQ(got.record.holder_identity, "a");
+    }
+    EXPECT_EQ(lock.identity_checks(), at_acquisition) << "no stat per renewal";
+
+    ASSERT_EQ(chmod(dir.File("l").c_str(), 0600), 0);  // IN_ATTRIB, still the same file
+    loop.RunFor(milliseconds(20));
+    ASSERT_TRUE(Renew(lock).ok());
+    EXPECT_EQ(lock.identity_checks(), at_acquisition + 1);
+    ASSERT_TRUE(Renew(lock).ok());
+    EXPECT_EQ(lock.identity_checks(), at_acquisition + 1);
+
+    vmtest::WriteFile(dir.File("l.new"), "");
+    std::filesystem::rename(dir.File("l.new"), dir.File("l"));
+    loop.RunFor(milliseconds(20));
+    const base::Status s = Renew(lock);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("removed or replaced"), std::string::npos) << s.message();
+    EXPECT_FALSE(lock.held());
+  }
+  EXPECT_TRUE(loop.Close()) << "the inotify poll handle is closed with the lock";
+}
+
+// Without a loop the inotify queue is read at each call: a lock file moved away is noticed all
+// the same, and so is the dir holding it, or one above that, renamed.
+TEST(FileLockTest, WithoutALoopAMovedFileOrDirIsALostLock) {
+  TempDir dir;
+  const std::string parent = dir.File("up");
+  const std::string state = parent + "/state";
+  std::filesystem::create_directories(state);
+  const std::string moves[][2] = {{state + "/l", state + "/l.moved"},
+                                  {state, dir.File("state.moved")},
+                                  {parent, dir.File("up.moved")}};
+  for (const auto& move : moves) {
+    std::filesystem::create_directories(state);
+    FileLock lock(state + "/l");
+    ASSERT_TRUE(Renew(lock).ok()) << move[0];
+    ASSERT_TRUE(Renew(lock).ok()) << move[0];
+    const uint64_t before = lock.identity_checks();
+    ASSERT_TRUE(Renew(lock).ok()) << move[0];
+    EXPECT_EQ(lock.identity_checks(), before) << move[0];
+    std::filesystem::rename(move[0], move[1]);
+    const base::Status s = Renew(lock);
+    EXPECT_FALSE(s.ok()) << move[0];
+    EXPECT_FALSE(lock.held()) << move[0];
+    std::filesystem::rename(move[1], move[0]);
+  }
 }
 
 TEST(FileLockTest, AMissingDirectoryIsAnErrorNamingThePath) {

@@ -47,6 +47,7 @@ LeaderElector::LeaderElector(uv_loop_t* loop, std::unique_ptr<ResourceLock> lock
     auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
     options_.random01 = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
   }
+  lock_->SetLoop(loop);
   last_activity_ = Now();
 }
 

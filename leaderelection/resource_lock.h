@@ -10,6 +10,8 @@
 #ifndef VOLUMEMANAGER_LEADERELECTION_RESOURCE_LOCK_H_
 #define VOLUMEMANAGER_LEADERELECTION_RESOURCE_LOCK_H_
 
+#include <uv.h>
+
 #include <functional>
 #include <string>
 
@@ -39,6 +41,10 @@ class ResourceLock {
                       std::function<void(base::Status)> done) = 0;
   // No callback of an outstanding call runs afterwards.
   virtual void CancelPending() = 0;
+  // The loop the elector runs on, given once by LeaderElector before the first call: a lock may
+  // watch it for what it must notice between calls (the file lock: its file replaced). The lock
+  // must then be destroyed before the loop is closed. Default: unused.
+  virtual void SetLoop(uv_loop_t* loop) { (void)loop; }
 
   // For log lines, e.g. "file /var/lib/volumemanager/leader.lock" or "lease vm-system/x".
   virtual std::string Describe() const = 0;

@@ -184,9 +184,6 @@ inline void Warn(std::string_view msg, std::initializer_list<Field> fields = {})
 inline void Error(std::string_view msg, std::initializer_list<Field> fields = {}) {
   Log(spdlog::level::err, msg, fields);
 }
-inline void Critical(std::string_view msg, std::initializer_list<Field> fields = {}) {
-  Log(spdlog::level::critical, msg, fields);
-}
 
 // The text form of a line, as Emit writes it (for tests and the formatter's tests).
 std::string FormatStructuredLine(std::string_view msg, std::initializer_list<Field> fields);

@@ -99,8 +99,6 @@ class ManifestDir {
   const std::string& path() const { return options_.path; }
   // Reads attempted so far (observability and tests).
   uint64_t reads() const { return reads_; }
-  // Files known from the last scans (observability and tests).
-  size_t file_count() const { return files_.size(); }
 
  private:
   // What is kept of a file between scans: its stamp and a digest of its last good read, never

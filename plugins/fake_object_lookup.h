@@ -37,8 +37,6 @@ class FakeObjectLookup : public ObjectLookup {
     return Get(secrets_, namespace_, name);
   }
 
-  int lookups() const { return lookups_; }
-
  private:
   using Key = std::pair<std::string, std::string>;
 
@@ -46,7 +44,6 @@ class FakeObjectLookup : public ObjectLookup {
   base::Result<std::shared_ptr<const T>> Get(const std::map<Key, std::shared_ptr<const T>>& m,
                                              const std::string& namespace_,
                                              const std::string& name) {
-    ++lookups_;
     if (auto f = failures_.find({namespace_, name}); f != failures_.end()) {
       return base::Status::Error(f->second);
     }
@@ -58,7 +55,6 @@ class FakeObjectLookup : public ObjectLookup {
   std::map<Key, std::shared_ptr<const kube::ConfigMap>> config_maps_;
   std::map<Key, std::shared_ptr<const kube::Secret>> secrets_;
   std::map<Key, std::string> failures_;
-  int lookups_ = 0;
 };
 
 }  // namespace plugins

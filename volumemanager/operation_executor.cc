@@ -9,17 +9,6 @@
 
 namespace volumemanager {
 
-namespace {
-constexpr char kCancelledMessage[] =
-    "not started: this daemon no longer holds the node's lock (writes are not allowed)";
-}  // namespace
-
-base::Status CancelledStatus() { return base::Status::Error(kCancelledMessage); }
-
-bool IsCancelled(const base::Status& status) {
-  return !status.ok() && status.message() == kCancelledMessage;
-}
-
 struct OperationExecutor::Request {
   uv_work_t work_req;
   OperationExecutor* executor;
@@ -86,11 +75,11 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
         if (auto it = self->entries_.find(r->key); it != self->entries_.end()) {
           Entry& e = it->second;
           e.in_flight = false;
-          if (r->cancelled) {
-            // Not a failure: backoff and last error stay as they were.
-          } else if (r->result.ok()) {
+          if (r->result.ok()) {
             e.backoff.Reset();
             e.last_error.clear();
+          } else if (IsCancelled(r->result)) {
+            // Not run (writes revoked): nothing to back off from, and the last outcome stands.
           } else {
             e.backoff.RecordFailure(self->clock_());
             e.last_error = r->result.message();

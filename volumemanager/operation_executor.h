@@ -17,6 +17,7 @@
 
 #include <uv.h>
 
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -30,10 +31,13 @@
 
 namespace volumemanager {
 
-// The status of an operation whose work did not run because the write gate was closed when a
-// pool thread took it up.
-base::Status CancelledStatus();
-bool IsCancelled(const base::Status& status);
+// The outcome of an operation that did not run because writes were revoked (the node lock was
+// lost) before its first filesystem call: not a failure (no backoff, no Event, no failure
+// counted); the volume is due again once writes are allowed.
+inline base::Status CancelledStatus() {
+  return base::Status::Error("operation cancelled: writes were revoked", ECANCELED);
+}
+inline bool IsCancelled(const base::Status& s) { return !s.ok() && s.sys_errno() == ECANCELED; }
 
 class OperationExecutor {
  public:
@@ -53,8 +57,8 @@ class OperationExecutor {
 
   // Starts `work` on the thread pool unless CanStart is false (then returns false and does
   // nothing). `done` gets work's status on the loop thread, after the backoff was updated: reset
-  // on success, grown on failure, unchanged when cancelled (IsCancelled: the gate was closed and
-  // `work` did not run).
+  // on success, grown on failure, untouched when cancelled (IsCancelled: the gate was closed and
+  // `work` did not run, or the work reported CancelledStatus() itself).
   bool Run(const VolumeKey& key, std::function<base::Status()> work,
            std::function<void(const base::Status&)> done);
 

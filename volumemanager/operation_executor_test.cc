@@ -100,5 +100,23 @@ TEST_F(OperationExecutorTest, ExceptionsInWorkBecomeErrors) {
   EXPECT_EQ(msg, "operation threw: boom");
 }
 
+TEST_F(OperationExecutorTest, ACancelledOperationIsNoFailure) {
+  const auto now = OperationExecutor::Clock::time_point{} + std::chrono::hours(1);
+  OperationExecutor ex(&loop_, [now] { return now; });
+  const VolumeKey a{"pod", "a"};
+  bool cancelled = false;
+  ASSERT_TRUE(ex.Run(
+      a, [] { return CancelledStatus(); },
+      [&](const base::Status& s) { cancelled = IsCancelled(s); }));
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  EXPECT_TRUE(cancelled);
+  EXPECT_TRUE(ex.CanStart(a, now));
+  ASSERT_NE(ex.Backoff(a), nullptr);
+  EXPECT_EQ(ex.Backoff(a)->delay().count(), 0);
+  EXPECT_EQ(ex.LastError(a), "");
+  EXPECT_FALSE(IsCancelled(base::Status::Error("disk full", 28)));
+  EXPECT_FALSE(IsCancelled(base::Status::OK()));
+}
+
 }  // namespace
 }  // namespace volumemanager

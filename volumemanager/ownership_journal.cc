@@ -1,7 +1,9 @@
 #include "volumemanager/ownership_journal.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +38,69 @@ std::string Header() {
   return std::string(kHeaderPrefix) + std::to_string(OwnershipJournal::kVersion) + "\n";
 }
 
+std::string Checksum(std::string_view body) {
+  char sum[17];
+  std::snprintf(sum, sizeof(sum), "%016llx", static_cast<unsigned long long>(Fnv1a64(body)));
+  return sum;
+}
+
+// No control character: the root dir is the rest of one line.
+bool RecordableRoot(const std::string& root) {
+  for (unsigned char c : root) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// "/var/lib/kubelet/" and "/var/lib/kubelet" are one root dir.
+std::string NormalRoot(std::string root) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
+// The identity line: "<checksum> = root <magic>:<fsid>|- <boot id>|- <root dir>".
+std::string EncodeIdentity(const std::string& root, const RootIdentity& id) {
+  std::string fs = "-";
+  if (id.known()) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%llx:%016llx", static_cast<unsigned long long>(id.fs_magic),
+                  static_cast<unsigned long long>(id.fs_id));
+    fs = buf;
+  }
+  const std::string body =
+      "= root " + fs + " " + (id.boot_id.empty() ? "-" : id.boot_id) + " " + root;
+  return Checksum(body) + " " + body + "\n";
+}
+
+// Parses the identity line (without its newline). False when it does not check out.
+bool DecodeIdentity(std::string_view line, std::string* root, RootIdentity* id) {
+  if (line.size() < 17 || line[16] != ' ') return false;
+  const std::string_view body = line.substr(17);
+  if (line.substr(0, 16) != Checksum(body) || !body.starts_with("= root ")) return false;
+  std::string_view rest = body.substr(7);
+  const size_t fs_end = rest.find(' ');
+  if (fs_end == std::string_view::npos) return false;
+  const std::string fs(rest.substr(0, fs_end));
+  rest = rest.substr(fs_end + 1);
+  const size_t boot_end = rest.find(' ');
+  if (boot_end == std::string_view::npos) return false;
+  const std::string boot(rest.substr(0, boot_end));
+  *root = std::string(rest.substr(boot_end + 1));
+  *id = RootIdentity{};
+  if (fs != "-") {
+    unsigned long long magic = 0, fsid = 0;
+    int used = 0;
+    if (std::sscanf(fs.c_str(), "%llx:%llx%n", &magic, &fsid, &used) != 2 ||
+        used != static_cast<int>(fs.size()) || magic == 0) {
+      return false;
+    }
+    id->fs_magic = magic;
+    id->fs_id = fsid;
+  }
+  if (boot != "-") id->boot_id = boot;
+  return RecordableRoot(*root);
+}
+
 const char* KindName(OwnedKind k) { return k == OwnedKind::kVolume ? "volume" : "dir"; }
 
 std::string EncodeRecord(char op, const OwnedPath& p) {
@@ -67,9 +132,7 @@ bool ValidPath(const std::string& path) {
 bool DecodeRecord(std::string_view line, char* op, OwnedPath* out) {
   if (line.size() < 18 || line[16] != ' ') return false;
   const std::string_view body = line.substr(17);
-  char sum[17];
-  std::snprintf(sum, sizeof(sum), "%016llx", static_cast<unsigned long long>(Fnv1a64(body)));
-  if (line.substr(0, 16) != sum) return false;
+  if (line.substr(0, 16) != Checksum(body)) return false;
   if (body.size() < 3 || (body[0] != '+' && body[0] != '-') || body[1] != ' ') return false;
   const std::string_view rest = body.substr(2);
   const size_t space = rest.find(' ');
@@ -88,8 +151,9 @@ bool DecodeRecord(std::string_view line, char* op, OwnedPath* out) {
 }
 
 // Replaces the journal in `state_dir` with one holding `owned` (atomically and durably).
-Status WriteJournal(const std::string& state_dir, const std::map<std::string, OwnedKind>& owned) {
-  std::string data = Header();
+Status WriteJournal(const std::string& state_dir, const std::string& root,
+                    const RootIdentity& identity, const std::map<std::string, OwnedKind>& owned) {
+  std::string data = Header() + EncodeIdentity(root, identity);
   for (const auto& [path, kind] : owned) data += EncodeRecord('+', OwnedPath{kind, path});
   return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
 }
@@ -98,6 +162,9 @@ struct Parsed {
   OwnershipJournal::Loaded loaded = OwnershipJournal::Loaded::kTrusted;
   std::string detail;
   std::map<std::string, OwnedKind> owned;
+  bool has_root = false;  // v2: the root dir and identity below were recorded
+  std::string root;
+  RootIdentity identity;
 };
 
 Parsed Parse(const std::string& data, const std::string& file) {
@@ -113,12 +180,24 @@ Parsed Parse(const std::string& data, const std::string& file) {
   const std::string_view header(data.data(), header_end);
   if (!header.starts_with(kHeaderPrefix)) return reject("not an ownership journal");
   const std::string_view version = header.substr(kHeaderPrefix.size());
-  if (version != std::to_string(OwnershipJournal::kVersion)) {
-    return reject("version " + std::string(version) + ", this daemon reads version " +
+  if (version != std::to_string(OwnershipJournal::kVersion) && version != "1") {
+    return reject("version " + std::string(version) + ", this daemon reads versions 1 and " +
                   std::to_string(OwnershipJournal::kVersion));
   }
   size_t pos = header_end + 1;
   size_t line_no = 1;
+  if (version != "1") {
+    // The identity line, complete: it was written with the header, in one durable rewrite.
+    const size_t nl = data.find('\n', pos);
+    ++line_no;
+    if (nl == std::string::npos ||
+        !DecodeIdentity(std::string_view(data.data() + pos, nl - pos), &out.root,
+                        &out.identity)) {
+      return reject("line 2 (the root dir and its identity) is corrupt");
+    }
+    out.has_root = true;
+    pos = nl + 1;
+  }
   while (pos < data.size()) {
     ++line_no;
     const size_t nl = data.find('\n', pos);
@@ -156,7 +235,75 @@ std::string OwnershipJournal::VolumePath(const std::string& pod_uid, const std::
   return PluginPath(pod_uid, plugin_dir) + "/" + volume_name;
 }
 
-Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& state_dir) {
+bool RootIdentity::Volatile() const {
+  return fs_magic == TMPFS_MAGIC || fs_magic == RAMFS_MAGIC;
+}
+
+std::string RootIdentity::ToString() const {
+  if (!known()) return "not recorded";
+  std::string name;
+  switch (fs_magic) {
+    case EXT4_SUPER_MAGIC:  // also ext2 and ext3
+      name = "ext4";
+      break;
+    case XFS_SUPER_MAGIC:
+      name = "xfs";
+      break;
+    case BTRFS_SUPER_MAGIC:
+      name = "btrfs";
+      break;
+    case TMPFS_MAGIC:
+      name = "tmpfs";
+      break;
+    case RAMFS_MAGIC:
+      name = "ramfs";
+      break;
+    case OVERLAYFS_SUPER_MAGIC:
+      name = "overlay";
+      break;
+    default:
+      break;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(fs_magic));
+  if (name.empty()) name = std::string("magic 0x") + buf;
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fs_id));
+  return name + " fsid " + buf + ", boot " + (boot_id.empty() ? "unknown" : boot_id);
+}
+
+Result<RootIdentity> RootIdentity::Probe(const std::string& root_dir,
+                                         const std::string& boot_id_file) {
+  struct statfs st {};
+  if (::statfs(root_dir.c_str(), &st) != 0) return ErrnoError("statfs", root_dir, errno);
+  RootIdentity id;
+  id.fs_magic = static_cast<uint64_t>(static_cast<unsigned long>(st.f_type));
+  int words[2];
+  static_assert(sizeof(words) == sizeof(st.f_fsid));
+  std::memcpy(words, &st.f_fsid, sizeof(words));
+  id.fs_id = (static_cast<uint64_t>(static_cast<uint32_t>(words[0])) << 32) |
+             static_cast<uint32_t>(words[1]);
+  if (Result<std::string> boot = base::ReadWholeFile(boot_id_file); boot.ok()) {
+    std::string b = *boot;
+    while (!b.empty() && (b.back() == '\n' || b.back() == ' ')) b.pop_back();
+    if (b.find_first_of(" \n") == std::string::npos) id.boot_id = b;
+  }
+  return id;
+}
+
+std::string OwnershipJournal::OtherRootFileName(const std::string& root_dir) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(Fnv1a64(NormalRoot(root_dir))));
+  return std::string(kFileName) + "." + hex + kRejectedSuffix;
+}
+
+Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& state_dir,
+                                                            const std::string& root_arg) {
+  const std::string root_dir = NormalRoot(root_arg);
+  if (!RecordableRoot(root_dir)) {
+    return Status::Error("--root-dir: a control character in \"" + root_dir +
+                         "\": the ownership journal cannot record it");
+  }
   if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return ErrnoError("--state-dir: mkdir", state_dir, errno);
   }
@@ -175,6 +322,19 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   } else {
     parsed = Parse(*data, file);
   }
+  if (parsed.loaded == Loaded::kTrusted && parsed.has_root && !root_dir.empty() &&
+      !parsed.root.empty() && parsed.root != root_dir) {
+    // Its entries are paths below another root dir: none of them is this root's to remove.
+    parsed.loaded = Loaded::kOtherRoot;
+    parsed.detail = file + " was kept for root dir " + parsed.root + ", not " + root_dir;
+    parsed.owned.clear();
+    const std::string aside = state_dir + "/" + OtherRootFileName(parsed.root);
+    if (::rename(file.c_str(), aside.c_str()) != 0) return ErrnoError("rename", file, errno);
+    parsed.detail += "; kept as " + aside;
+  }
+  if (parsed.loaded != Loaded::kTrusted || !parsed.has_root) {
+    parsed.identity = RootIdentity{};  // nothing recorded yet for this root
+  }
   if (parsed.loaded == Loaded::kRejected) {
     // Kept for whoever investigates; a later rejection replaces it.
     const std::string aside = file + kRejectedSuffix;
@@ -184,22 +344,28 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
       return ErrnoError("rename", file, errno);
     }
   }
-  // Start every run from a compact file: one record per owned path.
-  Status s = WriteJournal(state_dir, parsed.owned);
+  // Start every run from a compact file: one record per owned path, and the root dir (a v1
+  // journal's is the one it is opened for).
+  const std::string root = root_dir.empty() ? parsed.root : root_dir;
+  Status s = WriteJournal(state_dir, root, parsed.identity, parsed.owned);
   if (!s.ok()) return s;
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoError("open", file, errno);
   result.loaded = parsed.loaded;
   result.detail = std::move(parsed.detail);
   const size_t records = parsed.owned.size();
-  result.journal.reset(new OwnershipJournal(state_dir, fd, std::move(parsed.owned), records));
+  result.journal.reset(new OwnershipJournal(state_dir, root, parsed.identity, fd,
+                                            std::move(parsed.owned), records));
   return result;
 }
 
-OwnershipJournal::OwnershipJournal(std::string state_dir, int fd,
+OwnershipJournal::OwnershipJournal(std::string state_dir, std::string root_dir,
+                                   RootIdentity identity, int fd,
                                    std::map<std::string, OwnedKind> owned, size_t records)
     : state_dir_(std::move(state_dir)),
       file_(state_dir_ + "/" + kFileName),
+      root_dir_(std::move(root_dir)),
+      identity_(std::move(identity)),
       fd_(fd),
       owned_(std::move(owned)),
       records_(records) {}
@@ -223,6 +389,7 @@ Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
   Status s = Commit(std::move(lines), paths.size());
   std::lock_guard<std::mutex> lock(mu_);
   --adds_in_flight_;
+  if (adds_in_flight_ == 0) flushed_.notify_all();  // SetIdentity may wait for it
   if (!s.ok()) return s;
   for (const OwnedPath& p : paths) owned_[p.path] = p.kind;
   return Status::OK();
@@ -340,8 +507,25 @@ Status OwnershipJournal::Commit(std::string lines, size_t count) {
   return Status::OK();
 }
 
+RootIdentity OwnershipJournal::identity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return identity_;
+}
+
+Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A rewrite drops what an append in progress, or an Add between its commit and its update of
+  // owned_, is about to record.
+  flushed_.wait(lock, [this] { return !flushing_ && adds_in_flight_ == 0 && pending_.empty(); });
+  const RootIdentity before = identity_;
+  identity_ = identity;
+  Status s = CompactLocked();
+  if (!s.ok()) identity_ = before;
+  return s;
+}
+
 Status OwnershipJournal::CompactLocked() {
-  Status s = WriteJournal(state_dir_, owned_);
+  Status s = WriteJournal(state_dir_, root_dir_, identity_, owned_);
   if (!s.ok()) return s;
   const int fd = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoError("open", file_, errno);

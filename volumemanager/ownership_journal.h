@@ -5,7 +5,8 @@
 // removed, whatever the pod sources say.
 //
 // On disk: <state dir>/ownership.journal, outside the root dir, text, one line each:
-//   volumemanager-ownership v1                      the header; any other version is not read
+//   volumemanager-ownership v2                      the header; v1 is read too (below)
+//   <checksum> = root <magic>:<fsid> <boot id> <root dir>   what the entries describe
 //   <checksum> + volume pods/<uid>/volumes/<plugin>/<name>
 //   <checksum> + dir pods/<uid>
 //   <checksum> - volume pods/<uid>/volumes/<plugin>/<name>
@@ -13,6 +14,18 @@
 // FNV-1a 64 of the rest of the line, in 16 hex digits. Open rewrites the file with the live
 // entries only (write, fsync, rename, fsync the dir); appends compact it again when released
 // entries dominate.
+//
+// What the journal describes: the root dir it was kept for and the identity of that root's
+// filesystem when its entries were checked last (RootIdentity: the statfs magic and f_fsid, "-"
+// until reconstruction first probes them, and the boot id). A journal kept for another root dir
+// (a changed --root-dir) is not trusted: the daemon owns nothing and so removes nothing, the file
+// is kept beside as ownership.journal.<16 hex digits of a hash of its root dir>.rejected, and a
+// new journal starts for the new root dir (to go back, stop the daemon and move the file back).
+// Whether the root's filesystem is the recorded one is reconstruction's to judge
+// (reconstruct.h), once the root can be probed. A v1 journal (no identity) is trusted as before,
+// for the root dir it is opened with, and written as v2 at once, its identity recorded by the
+// first reconstruction: an upgrade keeps its ownership. (A daemon that reads only v1 rejects a v2
+// journal: a downgrade loses it, fail closed.)
 //
 // Ordering: Add returns only once its records are on disk (fsync), and callers Add before the
 // first mkdir or mount; Remove comes after the removal. A crash in the middle of an append leaves
@@ -48,13 +61,42 @@ struct OwnedPath {
   bool operator==(const OwnedPath&) const = default;
 };
 
+// The identity of the filesystem a root dir is on, and of the boot it was seen in.
+//
+// statfs's f_fsid identifies ext4, xfs and btrfs across reboots (derived from the superblock's
+// UUID) and a tmpfs for as long as it is mounted (each mount gets its own); some filesystems
+// report 0 (then only the magic tells filesystems apart) or derive it from st_dev (stable only as
+// long as device numbers are). The magic tells a volatile filesystem (tmpfs, ramfs), whose content
+// legitimately vanishes at a reboot, from one that keeps it.
+struct RootIdentity {
+  uint64_t fs_magic = 0;  // statfs f_type; 0: not probed yet
+  uint64_t fs_id = 0;     // statfs f_fsid, both 32-bit words
+  std::string boot_id;    // /proc/sys/kernel/random/boot_id; empty when unknown
+
+  bool known() const { return fs_magic != 0; }
+  bool SameFilesystem(const RootIdentity& o) const {
+    return fs_magic == o.fs_magic && fs_id == o.fs_id;
+  }
+  // tmpfs or ramfs: nothing on it survives a reboot.
+  bool Volatile() const;
+  // "ext4 38e86185:77f245cb, boot 465cdd80-..." for logs.
+  std::string ToString() const;
+  bool operator==(const RootIdentity&) const = default;
+
+  static constexpr char kBootIdFile[] = "/proc/sys/kernel/random/boot_id";
+  // statfs of `root_dir`, and the boot id read from `boot_id_file`.
+  static base::Result<RootIdentity> Probe(const std::string& root_dir,
+                                          const std::string& boot_id_file = kBootIdFile);
+};
+
 class OwnershipJournal {
  public:
   // How Open found the journal.
   enum class Loaded {
-    kNew,       // there was none: the daemon owns nothing yet
-    kTrusted,   // read in full (an incomplete last line, a crash mid-append, is ignored)
-    kRejected,  // unreadable, another version, or corrupt: the daemon owns nothing
+    kNew,        // there was none: the daemon owns nothing yet
+    kTrusted,    // read in full (an incomplete last line, a crash mid-append, is ignored)
+    kRejected,   // unreadable, another version, or corrupt: the daemon owns nothing
+    kOtherRoot,  // kept for another root dir: the daemon owns nothing
   };
   struct OpenResult {
     std::unique_ptr<OwnershipJournal> journal;
@@ -64,11 +106,15 @@ class OwnershipJournal {
 
   static constexpr char kFileName[] = "ownership.journal";
   static constexpr char kRejectedSuffix[] = ".rejected";
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
 
-  // Opens the journal in `state_dir` (created 0700 when missing). Fails only when no journal can
-  // be written there: the daemon must then not create anything.
-  static base::Result<OpenResult> Open(const std::string& state_dir);
+  // Opens the journal in `state_dir` (created 0700 when missing), kept for `root_dir` (empty: the
+  // recorded root dir is not checked, tests). Fails only when no journal can be written there
+  // (or `root_dir` cannot be recorded): the daemon must then not create anything.
+  static base::Result<OpenResult> Open(const std::string& state_dir,
+                                       const std::string& root_dir = {});
+  // The name a journal kept for `root_dir` is kept aside under when opened for another one.
+  static std::string OtherRootFileName(const std::string& root_dir);
 
   ~OwnershipJournal();
   OwnershipJournal(const OwnershipJournal&) = delete;
@@ -87,6 +133,13 @@ class OwnershipJournal {
   // The owned paths of one pod: its pod dir and everything below it.
   std::vector<OwnedPath> EntriesOfPod(const std::string& pod_uid) const;
   const std::string& file() const { return file_; }
+  const std::string& root_dir() const { return root_dir_; }
+
+  // The identity recorded with the entries (not known() for a new or v1 journal).
+  RootIdentity identity() const;
+  // Records `identity` (rewrites the file). Called by reconstruction once it has judged the
+  // entries against the root's filesystem, before anything is added.
+  base::Status SetIdentity(const RootIdentity& identity);
 
   // The relative paths the daemon uses.
   static std::string PodPath(const std::string& pod_uid);
@@ -96,8 +149,8 @@ class OwnershipJournal {
                                 const std::string& volume_name);
 
  private:
-  OwnershipJournal(std::string state_dir, int fd, std::map<std::string, OwnedKind> owned,
-                   size_t records);
+  OwnershipJournal(std::string state_dir, std::string root_dir, RootIdentity identity, int fd,
+                   std::map<std::string, OwnedKind> owned, size_t records);
 
   // Appends `lines` (encoded records) and syncs, together with other threads' pending lines.
   base::Status Commit(std::string lines, size_t count);
@@ -106,7 +159,9 @@ class OwnershipJournal {
 
   const std::string state_dir_;
   const std::string file_;
+  const std::string root_dir_;
   mutable std::mutex mu_;
+  RootIdentity identity_;
   std::condition_variable flushed_;
   int fd_;
   std::map<std::string, OwnedKind> owned_;  // path -> kind

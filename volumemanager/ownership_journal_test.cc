@@ -76,7 +76,8 @@ TEST_F(OwnershipJournalTest, NoJournalMeansOwningNothing) {
   auto r = Open();
   EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kNew);
   EXPECT_TRUE(r.journal->Entries().empty());
-  EXPECT_EQ(FileText(), "volumemanager-ownership v1\n");
+  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v2\n")) << FileText();
+  EXPECT_NE(FileText().find(" = root - - \n"), std::string::npos) << "no identity yet";
 }
 
 TEST_F(OwnershipJournalTest, WhatWasAddedSurvivesAReopenAndRemovedEntriesGo) {
@@ -90,9 +91,9 @@ TEST_F(OwnershipJournalTest, WhatWasAddedSurvivesAReopenAndRemovedEntriesGo) {
   auto r = Open();
   EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kTrusted);
   EXPECT_EQ(r.journal->Entries(), std::vector<OwnedPath>{kVol});
-  // Reopening compacts: one record per owned path.
+  // Reopening compacts: one record per owned path (after the header and the identity).
   const std::string text = FileText();
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
 }
 
 TEST_F(OwnershipJournalTest, AnIncompleteLastRecordIsIgnored) {
@@ -129,11 +130,18 @@ TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
          t[t.size() - 3] ^= 1;
          WriteFile(t);
        },
-       "line 3 is corrupt"},
+       "line 4 is corrupt"},
       {"an old version", [&] { WriteFile("volumemanager-ownership v0\n" + second_line); },
        "version 0"},
-      {"a newer version", [&] { WriteFile("volumemanager-ownership v2\n" + second_line); },
-       "version 2"},
+      {"a newer version", [&] { WriteFile("volumemanager-ownership v3\n" + second_line); },
+       "version 3"},
+      {"a damaged identity line",
+       [&] {
+         std::string t = good;
+         t[t.find("= root") + 3] ^= 1;
+         WriteFile(t);
+       },
+       "line 2 (the root dir and its identity) is corrupt"},
       {"not a journal", [&] { WriteFile("{\"volumes\": []}\n"); }, "not an ownership journal"},
       {"empty", [&] { WriteFile(""); }, "no complete header"},
       {"unreadable",
@@ -159,6 +167,76 @@ TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
     r.journal.reset();
     EXPECT_EQ(Open().journal->Entries(), std::vector<OwnedPath>{kPod});
   }
+}
+
+// A changed --root-dir: the journal's paths are below another root; removing what they name
+// below the new one could remove the kubelet's. Owning nothing, the daemon removes nothing.
+TEST_F(OwnershipJournalTest, AJournalOfAnotherRootDirMeansOwningNothingAndIsKeptAside) {
+  {
+    auto r = OwnershipJournal::Open(dir_, "/var/lib/kubelet");
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r->journal->Add({kPod, kVol}).ok());
+  }
+  const std::string old_text = FileText();
+  {
+    auto r = OwnershipJournal::Open(dir_, "/var/lib/kubelet/");  // the same root dir
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->loaded, OwnershipJournal::Loaded::kTrusted);
+    EXPECT_EQ(r->journal->Entries().size(), 2u);
+  }
+  auto r = OwnershipJournal::Open(dir_, "/mnt/other");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->loaded, OwnershipJournal::Loaded::kOtherRoot);
+  EXPECT_NE(r->detail.find("root dir /var/lib/kubelet, not /mnt/other"), std::string::npos)
+      << r->detail;
+  EXPECT_TRUE(r->journal->Entries().empty());
+  EXPECT_EQ(r->journal->root_dir(), "/mnt/other");
+  // The evidence is kept, under a name of its root dir.
+  const std::string aside = dir_ + "/" + OwnershipJournal::OtherRootFileName("/var/lib/kubelet");
+  ASSERT_TRUE(fs::exists(aside));
+  std::ifstream in(aside);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), old_text);
+  // The new journal is the new root dir's.
+  ASSERT_TRUE(r->journal->Add({kPod}).ok());
+  r->journal.reset();
+  auto again = OwnershipJournal::Open(dir_, "/mnt/other");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->loaded, OwnershipJournal::Loaded::kTrusted);
+  EXPECT_EQ(again->journal->Entries(), std::vector<OwnedPath>{kPod});
+}
+
+// A DaemonSet upgrade: the previous version's journal (no root dir, no identity) keeps its
+// ownership, and is rewritten in this version's format at once.
+TEST_F(OwnershipJournalTest, AVersion1JournalIsTrustedAndRewrittenWithItsRootDir) {
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+  }
+  std::string text = FileText();
+  const size_t line2 = text.find('\n') + 1;
+  text = "volumemanager-ownership v1\n" + text.substr(text.find('\n', line2) + 1);
+  WriteFile(text);
+  auto r = OwnershipJournal::Open(dir_, "/var/lib/kubelet");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->loaded, OwnershipJournal::Loaded::kTrusted) << r->detail;
+  EXPECT_EQ(r->journal->Entries(), (std::vector<OwnedPath>{kPod, kVol}));
+  EXPECT_FALSE(r->journal->identity().known()) << "reconstruction records it";
+  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v2\n"));
+  EXPECT_NE(FileText().find("= root - - /var/lib/kubelet\n"), std::string::npos) << FileText();
+}
+
+TEST_F(OwnershipJournalTest, TheIdentityIsKeptAcrossRewrites) {
+  auto r = Open();
+  RootIdentity id{0xef53, 0x38e8618577f245cbULL, "465cdd80-e975-4207-8adf-2c78c889cafb"};
+  ASSERT_TRUE(r.journal->SetIdentity(id).ok());
+  ASSERT_TRUE(r.journal->Add({kPod}).ok());
+  r.journal.reset();
+  auto again = Open();
+  EXPECT_EQ(again.loaded, OwnershipJournal::Loaded::kTrusted) << again.detail;
+  EXPECT_EQ(again.journal->identity(), id);
+  EXPECT_EQ(again.journal->Entries(), std::vector<OwnedPath>{kPod});
 }
 
 TEST_F(OwnershipJournalTest, PathsOutsideThePodsDirAreRefused) {

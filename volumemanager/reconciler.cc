@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <ctime>
@@ -11,8 +12,8 @@
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/path_validation.h"
 #include "base/errno_error.h"
-#include "base/unique_fd.h"
 #include "base/strings.h"
+#include "base/unique_fd.h"
 #include "logging/structured_log.h"
 #include "plugins/ownership_pass.h"
 #include "volumemanager/volume_setup.h"
@@ -58,9 +59,9 @@ class SnapshotLookup final : public plugins::ObjectLookup {
 // The files of a volume's live version, read through its ..data link (pool thread): the volume
 // dir opened beneath the root dir, `..data` read as a link that must name a version dir in it,
 // and the file opened beneath that version dir; no other link is followed.
-class LiveVersion final : public plugins::LiveContent {
+class LiveFiles final : public plugins::LiveContent {
  public:
-  explicit LiveVersion(VolumeLocation location) : location_(std::move(location)) {}
+  explicit LiveFiles(VolumeLocation location) : location_(std::move(location)) {}
 
   base::Result<std::string> Read(const std::string& path) override {
     const std::string full = location_.dir() + "/" + atomicwriter::kDataDirName + "/" + path;
@@ -119,44 +120,305 @@ std::string FormatDelay(std::chrono::milliseconds d) {
   return std::to_string(ms / 60000) + "m" + std::to_string((ms % 60000) / 1000) + "s";
 }
 
+// The daemon's VolumeDisk: volume_setup.h.
+class RealDisk final : public VolumeDisk {
+ public:
+  base::Result<bool> KubeletHasSetUp(const VolumeLocation& location) override {
+    return volumemanager::KubeletHasSetUp(location);
+  }
+  base::Result<atomicwriter::WriteResult> SetUp(const SetUpRequest& request) override {
+    return SetUpVolume(request);
+  }
+  base::Result<TearDownOutcome> TearDown(const VolumeLocation& location,
+                                         OwnershipJournal* journal) override {
+    return TearDownVolume(location, *journal);
+  }
+  base::Result<std::optional<std::string>> DataLinkTarget(const VolumeLocation& location) override {
+    auto vol = OpenVolumeDir(location);
+    if (!vol.ok()) {
+      // Gone (torn down by the kubelet): not set up. A link or file on its path: an error.
+      if (vol.status().sys_errno() == ENOENT) return std::optional<std::string>();
+      return vol.status();
+    }
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlinkat(vol->get(), atomicwriter::kDataDirName, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return std::optional<std::string>();
+      return base::ErrnoError("readlink", location.dir() + "/" + atomicwriter::kDataDirName, errno);
+    }
+    return std::optional<std::string>(std::string(buf, static_cast<size_t>(n)));
+  }
+  std::unique_ptr<plugins::LiveContent> LiveVersion(const VolumeLocation& location) override {
+    return std::make_unique<LiveFiles>(location);
+  }
+};
+
+// The daemon's OperationRunner: the OperationExecutor.
+class ExecutorRunner final : public OperationRunner {
+ public:
+  explicit ExecutorRunner(OperationExecutor* executor) : executor_(executor) {}
+  bool CanStart(const VolumeKey& key, SteadyTime now) const override {
+    return executor_->CanStart(key, now);
+  }
+  bool Run(const VolumeKey& key, std::function<base::Status()> work,
+           std::function<void(const base::Status&)> done) override {
+    return executor_->Run(key, std::move(work), std::move(done));
+  }
+  const ExponentialBackoff* Backoff(const VolumeKey& key) const override {
+    return executor_->Backoff(key);
+  }
+  bool InFlight(const VolumeKey& key) const override { return executor_->InFlight(key); }
+  void Forget(const VolumeKey& key) override { executor_->Forget(key); }
+
+ private:
+  OperationExecutor* executor_;
+};
+
 }  // namespace
+
+std::shared_ptr<VolumeDisk> RealVolumeDisk() { return std::make_shared<RealDisk>(); }
+
+const char* VolumePhaseName(VolumePhase phase) {
+  switch (phase) {
+    case VolumePhase::kDue:
+      return "due";
+    case VolumePhase::kIdle:
+      return "idle";
+    case VolumePhase::kAwaitingSources:
+      return "awaiting-sources";
+    case VolumePhase::kAwaitingKubelet:
+      return "awaiting-kubelet";
+    case VolumePhase::kCheckingSetUp:
+      return "checking-set-up";
+    case VolumePhase::kFetching:
+      return "fetching";
+    case VolumePhase::kFetched:
+      return "fetched";
+    case VolumePhase::kWriting:
+      return "writing";
+    case VolumePhase::kVerifying:
+      return "verifying";
+    case VolumePhase::kTearingDown:
+      return "tearing-down";
+    case VolumePhase::kBackingOff:
+      return "backing-off";
+  }
+  return "?";
+}
 
 Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
                        OperationExecutor* executor, cache::ObjectManager* objects)
+    : Reconciler(std::move(options), dsw, asw, std::make_unique<ExecutorRunner>(executor), nullptr,
+                 objects) {}
+
+Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
+                       OperationRunner* runner, cache::ObjectManager* objects)
+    : Reconciler(std::move(options), dsw, asw, nullptr, runner, objects) {}
+
+Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
+                       std::unique_ptr<OperationRunner> owned, OperationRunner* runner,
+                       cache::ObjectManager* objects)
     : options_(std::move(options)),
+      policy_(options_.kubelet_owns_volumes ? OwnershipPolicy::KubeletOwned()
+                                            : OwnershipPolicy::SelfOwned()),
       node_allocatable_(std::make_shared<const kube::ResourceList>(options_.node_allocatable)),
       dsw_(dsw),
       asw_(asw),
-      executor_(executor),
-      objects_(objects) {}
+      owned_runner_(std::move(owned)),
+      executor_(owned_runner_ != nullptr ? owned_runner_.get() : runner),
+      objects_(objects) {
+  if (!options_.disk) options_.disk = RealVolumeDisk();
+  if (!options_.clock) options_.clock = &std::chrono::steady_clock::now;
+}
 
 Reconciler::~Reconciler() = default;
 
-void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
-                           const std::function<bool(const std::string&)>& is_terminating) {
-  while (!cleanup_due_.empty() && cleanup_due_.begin()->first <= now) {
-    const VolumeKey key = cleanup_due_.begin()->second;
-    cleanup_due_.erase(cleanup_due_.begin());
-    if (dsw_->Find(key) != nullptr) asw_->MarkRemountRequired(key, now);
+const VolumeRecord* Reconciler::Find(const VolumeKey& key) const {
+  auto it = records_.find(key);
+  return it == records_.end() ? nullptr : &it->second;
+}
+
+size_t Reconciler::ledger_count() const {
+  size_t n = 0;
+  for (const auto& [key, record] : records_) n += record.ledger != nullptr ? 1 : 0;
+  return n;
+}
+
+size_t Reconciler::cleanup_due_count() const {
+  size_t n = 0;
+  for (const auto& [key, record] : records_) n += record.cleanup_timer.has_value() ? 1 : 0;
+  return n;
+}
+
+size_t Reconciler::fetch_state_count() const {
+  size_t n = 0;
+  for (const auto& [key, record] : records_) {
+    const bool fetch = record.phase == VolumePhase::kFetching ||
+                       record.phase == VolumePhase::kFetched ||
+                       record.phase == VolumePhase::kCheckingSetUp;
+    n += fetch || record.verify_requested || record.fresh_read_owed() || record.kubelet_set_up_seen
+             ? 1
+             : 0;
   }
-  while (!kubelet_wait_.empty() && kubelet_wait_.begin()->first <= now) {
-    pending_.insert(kubelet_wait_.begin()->second);
-    kubelet_wait_entry_.erase(kubelet_wait_.begin()->second);
-    kubelet_wait_.erase(kubelet_wait_.begin());
+  return n;
+}
+
+std::optional<Reconciler::SteadyTime> Reconciler::NextTimer() const {
+  if (timers_.empty()) return std::nullopt;
+  return timers_.begin()->first;
+}
+
+VolumeRecord& Reconciler::Record(const VolumeKey& key) {
+  auto [it, inserted] = records_.try_emplace(key);
+  if (inserted) {  // a new record is kDue
+    due_now_.insert(key);
+    ++phase_counts_[static_cast<size_t>(VolumePhase::kDue)];
+    WorkAdded();
   }
-  pending_.merge(dsw_->TakeChanged());
-  pending_.merge(asw_->TakeChanged());
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (Evaluate(*it, now, ready_to_unmount, is_terminating)) {
-      it = pending_.erase(it);
-    } else {
-      ++it;
+  return it->second;
+}
+
+void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase phase,
+                       SteadyTime due) {
+  // Leave: what belonged to the old phase goes.
+  switch (record.phase) {
+    case VolumePhase::kDue:
+    case VolumePhase::kFetched:
+      due_now_.erase(key);
+      break;
+    case VolumePhase::kAwaitingSources:
+      awaiting_sources_.erase(key);
+      break;
+    default:
+      break;
+  }
+  if (record.timer) {
+    timers_.erase(*record.timer);
+    record.timer.reset();
+  }
+  const bool keeps_fetch = record.phase == VolumePhase::kFetching && phase == VolumePhase::kFetched;
+  if (!keeps_fetch) {
+    // A fetch is for the operation it precedes: a completion of this one is ignored from now on.
+    record.fetch_mode = cache::ObjectManager::FetchMode::kStrategy;
+    record.fetch_id = 0;
+    record.fetch_covers = 0;
+  }
+  // Enter.
+  --phase_counts_[static_cast<size_t>(record.phase)];
+  ++phase_counts_[static_cast<size_t>(phase)];
+  record.phase = phase;
+  switch (phase) {
+    case VolumePhase::kDue:
+    case VolumePhase::kFetched:
+      due_now_.insert(key);
+      break;
+    case VolumePhase::kAwaitingSources:
+      awaiting_sources_.insert(key);  // work once every pod source is seen: the caller looks
+      break;
+    case VolumePhase::kAwaitingKubelet:
+    case VolumePhase::kBackingOff:
+      record.timer = timers_.emplace(due, key);
+      break;
+    default:
+      return;
+  }
+  WorkAdded();
+}
+
+void Reconciler::MarkDue(const VolumeKey& key) {
+  auto it = records_.find(key);
+  if (it == records_.end()) {
+    if (dsw_->Find(key) == nullptr && asw_->Find(key) == nullptr) {
+      // Neither desired nor mounted (added and removed between passes): nothing about the volume
+      // is worth keeping, including the backoff of a volume that never mounted.
+      asw_->ForgetRequests(key);
+      executor_->Forget(key);
+      return;
     }
+    Record(key);
+    return;
+  }
+  VolumeRecord& record = it->second;
+  switch (record.phase) {
+    case VolumePhase::kIdle:
+    case VolumePhase::kAwaitingSources:
+    case VolumePhase::kAwaitingKubelet:
+    case VolumePhase::kBackingOff:
+      Enter(key, record, VolumePhase::kDue);
+      break;
+    default:
+      // kDue, kFetched: looked at by the next pass anyway. In flight: its completion makes the
+      // record due, and the change is looked at then.
+      break;
   }
 }
 
-bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_unmount,
+void Reconciler::Poke(const VolumeKey& key) { MarkDue(key); }
+
+void Reconciler::Erase(const VolumeKey& key) {
+  auto it = records_.find(key);
+  if (it == records_.end()) return;
+  VolumeRecord& record = it->second;
+  Enter(key, record, VolumePhase::kIdle);  // leaves every index
+  if (record.cleanup_timer) timers_.erase(*record.cleanup_timer);
+  --phase_counts_[static_cast<size_t>(VolumePhase::kIdle)];
+  records_.erase(it);
+}
+
+void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
+                           const std::function<bool(const std::string&)>& is_terminating) {
+  ++pass_stats_.passes;
+  in_pass_ = true;
+  struct PassEnd {
+    bool* in_pass;
+    ~PassEnd() { *in_pass = false; }
+  } pass_end{&in_pass_};
+  // Changed desired or actual state (O(1) when none: an empty set is moved, nothing allocated).
+  for (const VolumeKey& key : dsw_->TakeChanged()) MarkDue(key);
+  for (const VolumeKey& key : asw_->TakeChanged()) MarkDue(key);
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    const auto timer = timers_.begin();
+    const VolumeKey key = timer->second;
+    VolumeRecord& record = records_.at(key);  // a timer lives no longer than its record
+    if (record.cleanup_timer == timer) {
+      // Back to the disk once the leftovers may go: a remount, whatever the record's phase.
+      record.cleanup_timer.reset();
+      timers_.erase(timer);
+      if (dsw_->Find(key) != nullptr) asw_->MarkRemountRequired(key, now);
+      MarkDue(key);
+    } else {
+      Enter(key, record, VolumePhase::kDue);  // a kubelet recheck or a backoff ended
+    }
+  }
+  if (ready_to_unmount && !was_ready_to_unmount_) {
+    while (!awaiting_sources_.empty()) {
+      const VolumeKey key = *awaiting_sources_.begin();
+      Enter(key, records_.at(key), VolumePhase::kDue);
+    }
+  }
+  was_ready_to_unmount_ = ready_to_unmount;
+  if (due_now_.empty()) {
+    ++pass_stats_.idle_passes;
+    return;
+  }
+  // Records made due while this pass runs (a fetch that completes at once goes on in the same
+  // call) are looked at by the next pass.
+  std::set<VolumeKey> due;
+  due.swap(due_now_);
+  for (const VolumeKey& key : due) {
+    auto it = records_.find(key);
+    if (it == records_.end()) continue;
+    VolumeRecord& record = it->second;
+    if (record.phase != VolumePhase::kDue && record.phase != VolumePhase::kFetched) continue;
+    due_now_.insert(key);  // the index holds it until Evaluate moves it on
+    Evaluate(key, record, now, ready_to_unmount, is_terminating);
+  }
+}
+
+void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime now,
+                          bool ready_to_unmount,
                           const std::function<bool(const std::string&)>& is_terminating) {
+  ++pass_stats_.volumes_visited;
   const DesiredVolume* desired = dsw_->Find(key);
   const MountedVolume* mounted = asw_->Find(key);
   if (desired == nullptr) {
@@ -165,48 +427,99 @@ bool Reconciler::Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_un
       // backoff of a volume that never mounted.
       asw_->ForgetRequests(key);
       executor_->Forget(key);
-      fetched_.erase(key);
-      fresh_.erase(key);
-      verify_.erase(key);
-      set_up_seen_.erase(key);
-      ledgers_.erase(key);
-      if (auto w = kubelet_wait_entry_.find(key); w != kubelet_wait_entry_.end()) {
-        kubelet_wait_.erase(w->second);
-        kubelet_wait_entry_.erase(w);
-      }
-      return true;
+      Erase(key);
+      return;
     }
-    if (options_.kubelet_owns_volumes) {
+    if (!policy_.tears_down()) {
       // The kubelet tears it down: the daemon only stops refreshing it.
-      if (executor_->InFlight(key)) return false;
       asw_->Remove(key);
+      asw_->ForgetRequests(key);
       executor_->Forget(key);
-      ledgers_.erase(key);
-      verify_.erase(key);
+      Erase(key);
       if (options_.on_volume_released) options_.on_volume_released(key);
       ++stats_.released_to_kubelet;
       logging::Debug("Volume no longer refreshed; the kubelet tears it down",
                      {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
-      return true;
+      return;
     }
-    if (!ready_to_unmount || !executor_->CanStart(key, now)) return false;
-    return StartTearDown(*mounted);  // its completion puts the key back
+    if (!ready_to_unmount) {
+      Enter(key, record, VolumePhase::kAwaitingSources);
+      return;
+    }
+    if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
+    return StartTearDown(*mounted, record);
   }
-  if (mounted != nullptr && !mounted->uncertain && verify_.count(key) != 0) {
-    if (!executor_->CanStart(key, now)) return false;
-    return StartVerify(*mounted);
+  if (mounted != nullptr && !mounted->uncertain && record.verify_requested) {
+    if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
+    return StartVerify(*mounted, record);
   }
-  const bool needed = mounted == nullptr || mounted->uncertain ||
-                      (mounted->remount_required && !is_terminating(key.pod_uid));
+  // A fresh read owed is a remount owed (its request marked one; a write in flight may have
+  // served the mark but not the read).
+  const bool needed =
+      mounted == nullptr || mounted->uncertain ||
+      ((mounted->remount_required || record.fresh_read_owed()) && !is_terminating(key.pod_uid));
   if (!needed) {
-    fetched_.erase(key);  // a fetch is for the operation it preceded, not a later one
-    return true;
+    Enter(key, record, VolumePhase::kIdle);  // a fetch done is for the operation it preceded
+    return;
   }
-  if (!executor_->CanStart(key, now)) return false;
-  if (options_.kubelet_owns_volumes && mounted == nullptr && set_up_seen_.count(key) == 0) {
-    return StartSetUpCheck(*desired);
+  if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
+  if (policy_.waits_for_set_up() && mounted == nullptr && !record.kubelet_set_up_seen) {
+    return StartSetUpCheck(*desired, record);
   }
-  return StartMount(*desired, mounted, now);
+  // The write follows a read that covers every fresh read requested before it: a fresh request
+  // drops a fetch in flight or done (RequestFreshRemount), and this is the one place a write
+  // starts, so a cached read never stands in for a fresh one.
+  const bool read_covers =
+      record.phase == VolumePhase::kFetched &&
+      (!record.fresh_read_owed() || (record.fetch_mode == cache::ObjectManager::FetchMode::kFresh &&
+                                     record.fetch_covers == record.fresh_requested));
+  if (!read_covers) {
+    StartFetch(*desired, record);
+    if (record.phase != VolumePhase::kFetched) return;  // its completion makes it due
+  }
+  if (policy_.waits_for_first_read()) {
+    // The kubelet's content is there; an object whose first read has not landed (1,000 watches
+    // being set up at the client's QPS) is no reason for a FailedMount on a healthy pod. Its
+    // first read notifies, and the volume comes back then.
+    for (const kube::ObjectRef& ref : desired->objects) {
+      if (!objects_->Unread(ref)) continue;
+      ++stats_.waits_for_first_read;
+      spdlog::debug("volume \"{}\" of pod UID \"{}\" waits for the first read of {}",
+                    key.volume_name, key.pod_uid, ref.ToString());
+      Enter(key, record, VolumePhase::kIdle);
+      return;
+    }
+  }
+  StartWrite(*desired, mounted, record, now);
+}
+
+void Reconciler::Blocked(const VolumeKey& key, VolumeRecord& record, SteadyTime now) {
+  const ExponentialBackoff* backoff = executor_->Backoff(key);
+  if (!executor_->InFlight(key) && backoff != nullptr && !backoff->Ready(now)) {
+    Enter(key, record, VolumePhase::kBackingOff, backoff->retry_at());
+  } else {
+    // An operation the record does not know of is in flight (none should be): look next pass.
+    Enter(key, record, VolumePhase::kDue);
+  }
+}
+
+void Reconciler::AfterOperation(const VolumeKey& key, const base::Status& s) {
+  auto it = records_.find(key);
+  if (it != records_.end()) {
+    VolumeRecord& record = it->second;
+    const ExponentialBackoff* backoff = executor_->Backoff(key);
+    if (IsCancelled(s)) {
+      // Writes were revoked before the operation touched the disk: nothing failed, and the volume
+      // is due again (the next pass runs once writes are allowed).
+      ++pass_stats_.operations_cancelled;
+      Enter(key, record, VolumePhase::kDue);
+    } else if (!s.ok() && backoff != nullptr && !backoff->Ready(Now())) {
+      Enter(key, record, VolumePhase::kBackingOff, backoff->retry_at());
+    } else {
+      Enter(key, record, VolumePhase::kDue);  // a success may have more to do
+    }
+  }
+  if (on_done_) on_done_(key);
 }
 
 void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& error) {
@@ -247,88 +560,77 @@ logging::Value Reconciler::PodName(const VolumeKey& key) const {
 void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
   if (was_mounted) {
     asw_->Remove(key);
-    verify_.erase(key);
     if (options_.on_volume_released) options_.on_volume_released(key);
   }
-  if (dsw_->Find(key) != nullptr && kubelet_wait_entry_.count(key) == 0) {
-    kubelet_wait_entry_[key] = kubelet_wait_.emplace(
-        std::chrono::steady_clock::now() + options_.kubelet_setup_recheck, key);
+  auto it = records_.find(key);
+  if (it == records_.end()) return;
+  VolumeRecord& record = it->second;
+  record.verify_requested = false;  // nothing of the daemon's to verify
+  record.kubelet_set_up_seen = false;
+  if (dsw_->Find(key) == nullptr) {
+    Enter(key, record, VolumePhase::kDue);  // released or erased by the next pass
+    return;
   }
+  Enter(key, record, VolumePhase::kAwaitingKubelet, Now() + options_.kubelet_setup_recheck);
 }
 
-bool Reconciler::StartSetUpCheck(const DesiredVolume& desired) {
+void Reconciler::StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& record) {
   const VolumeKey key = desired.key;
   auto set_up = std::make_shared<bool>(false);
   const VolumeLocation loc{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                            key.volume_name};
-  return executor_->Run(
+  const bool started = executor_->Run(
       key,
-      [set_up, loc] {
+      [set_up, loc, disk = options_.disk] {
         // A path that cannot be walked safely counts as set up here: the mount that follows
         // fails on it with its error, an Event and backoff, instead of waiting in silence.
-        auto r = KubeletHasSetUp(loc);
+        auto r = disk->KubeletHasSetUp(loc);
         *set_up = !r.ok() || *r;
         return base::Status::OK();
       },
       [this, key, set_up](const base::Status& s) {
-        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
-          pending_.insert(key);
-          if (on_done_) on_done_(key);
-          return;
-        }
+        if (IsCancelled(s)) return AfterOperation(key, s);
         ++stats_.kubelet_setup_checks;
         if (*set_up) {
-          set_up_seen_.insert(key);
-          pending_.insert(key);  // fetch and write in the next pass
+          if (auto it = records_.find(key); it != records_.end()) {
+            it->second.kubelet_set_up_seen = true;  // fetch and write in the next pass
+          }
+          AfterOperation(key, s);
           if (on_fetched_) on_fetched_();
         } else {
           AwaitKubeletSetUp(key, /*was_mounted=*/false);
+          if (on_done_) on_done_(key);
         }
-        if (on_done_) on_done_(key);
       });
+  if (started)
+    Enter(key, record, VolumePhase::kCheckingSetUp);
+  else
+    Blocked(key, record, Now());
 }
 
 void Reconciler::RequestVerify(const VolumeKey& key) {
   if (asw_->Find(key) == nullptr) return;
-  verify_.insert(key);
-  pending_.insert(key);
+  Record(key).verify_requested = true;
+  MarkDue(key);
 }
 
-bool Reconciler::StartVerify(const MountedVolume& mounted) {
+void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record) {
   const VolumeKey key = mounted.key;
-  verify_.erase(key);
-  struct Seen {
-    bool exists = false;
-    std::string target;
-  };
-  auto seen = std::make_shared<Seen>();
-  return executor_->Run(
+  auto seen = std::make_shared<std::optional<std::string>>();
+  const bool started = executor_->Run(
       key,
-      [seen, loc = VolumeLocation{options_.root_dir, key.pod_uid, mounted.plugin_dir,
-                                  key.volume_name}]() -> base::Status {
-        auto vol = OpenVolumeDir(loc);
-        if (!vol.ok()) {
-          // Gone (torn down by the kubelet): not set up. A link or file on its path: an error.
-          if (vol.status().sys_errno() == ENOENT) return base::Status::OK();
-          return vol.status();
-        }
-        const std::string link = loc.dir() + "/" + atomicwriter::kDataDirName;
-        char buf[PATH_MAX];
-        const ssize_t n = ::readlinkat(vol->get(), atomicwriter::kDataDirName, buf, sizeof(buf));
-        if (n < 0) {
-          if (errno == ENOENT || errno == ENOTDIR) return base::Status::OK();
-          return base::ErrnoError("readlink", link, errno);
-        }
-        seen->exists = true;
-        seen->target.assign(buf, static_cast<size_t>(n));
+      [seen, disk = options_.disk,
+       loc = VolumeLocation{options_.root_dir, key.pod_uid, mounted.plugin_dir,
+                            key.volume_name}]() -> base::Status {
+        auto target = disk->DataLinkTarget(loc);
+        if (!target.ok()) return target.status();
+        *seen = std::move(target).value();
         return base::Status::OK();
       },
       [this, key, seen, expected = mounted.ts_dir, dir = mounted.dir](const base::Status& s) {
-        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
-          verify_.insert(key);
-          pending_.insert(key);
-          if (on_done_) on_done_(key);
-          return;
+        if (IsCancelled(s)) return AfterOperation(key, s);  // still to verify
+        if (auto it = records_.find(key); it != records_.end()) {
+          it->second.verify_requested = false;
         }
         ++stats_.swaps_verified;
         if (!s.ok()) {
@@ -336,9 +638,13 @@ bool Reconciler::StartVerify(const MountedVolume& mounted) {
                                                                      {"podUID", key.pod_uid},
                                                                      {"volume", key.volume_name},
                                                                      {"err", s}});
-        } else if (!seen->exists) {
-          if (options_.kubelet_owns_volumes) AwaitKubeletSetUp(key, /*was_mounted=*/true);
-        } else if (seen->target != expected) {
+        } else if (!seen->has_value()) {
+          if (policy_.waits_for_set_up()) {
+            AwaitKubeletSetUp(key, /*was_mounted=*/true);
+            if (on_done_) on_done_(key);
+            return;
+          }
+        } else if (**seen != expected) {
           ++stats_.foreign_swaps;
           logging::Info(
               "..data was swapped by another writer; reading the volume's objects fresh from the "
@@ -347,14 +653,19 @@ bool Reconciler::StartVerify(const MountedVolume& mounted) {
                {"podUID", key.pod_uid},
                {"volume", key.volume_name},
                {"expected", expected},
-               {"found", seen->target}});
-          RequestFreshRemount(key, std::chrono::steady_clock::now());
+               {"found", **seen}});
+          RequestFreshRemount(key, Now());  // before the completion: a pass is scheduled for it
+          AfterOperation(key, base::Status::OK());
+          return;
         } else if (options_.on_volume_verified) {
           options_.on_volume_verified(key, dir);  // e.g. re-arms a watch that was lost
         }
-        pending_.insert(key);
-        if (on_done_) on_done_(key);
+        AfterOperation(key, s);
       });
+  if (started)
+    Enter(key, record, VolumePhase::kVerifying);
+  else
+    Blocked(key, record, Now());
 }
 
 void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
@@ -364,18 +675,31 @@ void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
     VolumeInputs inputs = m->inputs;
     asw_->SetVerified(key, std::move(inputs), SteadyTime{});
   }
-  fresh_.insert(key);
+  VolumeRecord& record = Record(key);
+  ++record.fresh_requested;
+  if (record.phase == VolumePhase::kFetching || record.phase == VolumePhase::kFetched) {
+    // A read that started before this request cannot decide against the swap: dropped.
+    Enter(key, record, VolumePhase::kDue);
+  }
   asw_->MarkRemountRequired(key, now);
-  pending_.insert(key);
+  MarkDue(key);
 }
 
-bool Reconciler::FetchObjects(const DesiredVolume& desired) {
-  const VolumeKey& key = desired.key;
-  if (fetched_.erase(key) != 0) return true;
-  if (desired.objects.empty()) return true;
-  if (fetching_.count(key) != 0) return false;
-  const auto mode = fresh_.erase(key) != 0 ? cache::ObjectManager::FetchMode::kFresh
-                                           : cache::ObjectManager::FetchMode::kStrategy;
+void Reconciler::StartFetch(const DesiredVolume& desired, VolumeRecord& record) {
+  const VolumeKey key = desired.key;
+  const auto mode = record.fresh_read_owed() ? cache::ObjectManager::FetchMode::kFresh
+                                             : cache::ObjectManager::FetchMode::kStrategy;
+  const uint64_t id = ++next_fetch_id_;
+  Enter(key, record, VolumePhase::kFetching);
+  record.fetch_mode = mode;
+  record.fetch_id = id;
+  record.fetch_covers = record.fresh_requested;
+  if (desired.objects.empty()) {
+    // Nothing to read: as current as a fresh read.
+    record.fetch_mode = cache::ObjectManager::FetchMode::kFresh;
+    FetchDone(key, id);
+    return;
+  }
   // The manager may complete inside the call (a cache that is current): then the operation goes
   // on at once instead of waiting for another pass.
   struct State {
@@ -383,40 +707,34 @@ bool Reconciler::FetchObjects(const DesiredVolume& desired) {
     bool done = false;
   };
   auto state = std::make_shared<State>();
-  fetching_.insert(key);
-  objects_->Fetch(desired.objects, mode, [this, key, state, alive = std::weak_ptr<char>(alive_)] {
-    if (alive.expired()) return;
-    state->done = true;
-    if (state->in_call) return;
-    fetching_.erase(key);
-    fetched_.insert(key);
-    pending_.insert(key);
-    if (on_fetched_) on_fetched_();
-  });
+  objects_->Fetch(desired.objects, mode,
+                  [this, key, id, state, alive = std::weak_ptr<char>(alive_)] {
+                    if (alive.expired()) return;
+                    state->done = true;
+                    if (state->in_call) return;
+                    FetchDone(key, id);
+                    if (on_fetched_) on_fetched_();
+                  });
   state->in_call = false;
-  if (!state->done) return false;
-  fetching_.erase(key);
-  return true;
+  if (state->done) FetchDone(key, id);
 }
 
-bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* mounted,
-                            SteadyTime now) {
+void Reconciler::FetchDone(const VolumeKey& key, uint64_t fetch_id) {
+  auto it = records_.find(key);
+  if (it == records_.end()) return;
+  VolumeRecord& record = it->second;
+  // A fetch the record dropped (a fresh request came, or the volume moved on) leaves it alone.
+  if (record.phase != VolumePhase::kFetching || record.fetch_id != fetch_id) return;
+  Enter(key, record, VolumePhase::kFetched);
+}
+
+void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* mounted,
+                            VolumeRecord& record, SteadyTime now) {
   const VolumeKey key = desired.key;
-  // In progress: the fetch's completion puts the key back.
-  if (!FetchObjects(desired)) return true;
-  if (options_.kubelet_owns_volumes) {
-    // The kubelet's content is there; an object whose first read has not landed (1,000 watches
-    // being set up at the client's QPS) is no reason for a FailedMount on a healthy pod. Its
-    // first read notifies, and the volume comes back then.
-    for (const kube::ObjectRef& ref : desired.objects) {
-      if (!objects_->Unread(ref)) continue;
-      ++stats_.waits_for_first_read;
-      spdlog::debug("volume \"{}\" of pod UID \"{}\" waits for the first read of {}",
-                    key.volume_name, key.pod_uid, ref.ToString());
-      return true;
-    }
-  }
   const bool first_mount = mounted == nullptr;
+  // The read this write follows: a fresh one serves the fresh requests it covers, once written.
+  const bool fresh = record.fetch_mode == cache::ObjectManager::FetchMode::kFresh;
+  const uint64_t covers = record.fetch_covers;
   // The objects as they are now: shared immutable revisions, cheap to take on the loop thread.
   ObjectSnapshot objects;
   objects.reserve(desired.objects.size());
@@ -429,13 +747,15 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                  desired.plugin->DependsOnPod(desired.volume())) &&
       now - mounted->verified_at < options_.disk_verify_interval) {
     // Built from the same inputs as the content on disk, checked recently: nothing to build,
-    // write or read. The newer pod object is kept, so the older one can be released.
+    // write or read. The newer pod object is kept, so the older one can be released. (Never
+    // after a fresh request: it marks the disk as not verified.)
     const MountedVolume same = *mounted;
     asw_->MarkMounted(key, same.plugin_dir, same.dir, same.ts_dir, std::chrono::system_clock::now(),
                       now);
     asw_->SetInputs(key, std::move(inputs));
     ++stats_.remounts_unchanged;
-    return true;
+    Enter(key, record, VolumePhase::kIdle);
+    return;
   }
 
   // Building the payload (copies of the object bytes) and writing it run on a pool thread.
@@ -445,14 +765,11 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                                      key.volume_name};
   request->set_permissions = plugins::OwnershipPassFor(*desired.pod, key.volume_name);
   request->durable = options_.durable;
-  const bool kubelet = options_.kubelet_owns_volumes;
-  request->refresh_only = kubelet;
-  request->tmpfs =
-      !kubelet && options_.tmpfs && desired.plugin->medium() == plugins::Medium::kMemory;
+  request->refresh_only = policy_.refresh_only();
+  request->tmpfs = policy_.mounts_tmpfs(options_.tmpfs, desired.plugin->medium());
   request->journal = options_.journal;
-  auto& ledger = ledgers_[key];
-  if (!ledger) ledger = std::make_shared<atomicwriter::UnpublishedLedger>();
-  request->ledger = ledger.get();
+  if (!record.ledger) record.ledger = std::make_shared<atomicwriter::UnpublishedLedger>();
+  request->ledger = record.ledger.get();
   request->unpublished_grace = options_.unpublished_grace;
   request->removals = options_.removals;
   auto result =
@@ -463,11 +780,13 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
 
   const bool started = executor_->Run(
       key,
-      [request, result, ledger, lookup, not_set_up, kubelet, pod = desired.pod, spec = desired.spec,
+      [request, result, ledger = record.ledger, lookup, not_set_up, disk = options_.disk,
+       waits_for_set_up = policy_.waits_for_set_up(),
+       carries_over = policy_.carries_pod_derived_over(), pod = desired.pod, spec = desired.spec,
        plugin = desired.plugin, allocatable = node_allocatable_]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
-        if (kubelet) {
-          auto set_up = KubeletHasSetUp(request->location);
+        if (waits_for_set_up) {
+          auto set_up = disk->KubeletHasSetUp(request->location);
           if (!set_up.ok()) return set_up.status();
           if (!*set_up) {
             *not_set_up = true;  // not a failure: looked at again later
@@ -478,25 +797,25 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
         plugins::VolumeHost host;
         host.objects = lookup.get();
         host.node_allocatable = allocatable;
-        LiveVersion live(request->location);
-        if (kubelet) host.pod_derived_from = &live;
+        std::unique_ptr<plugins::LiveContent> live;
+        if (carries_over) {
+          live = disk->LiveVersion(request->location);
+          host.pod_derived_from = live.get();
+        }
         // `spec` points into *pod, which this closure keeps alive.
         base::Result<atomicwriter::Payload> payload = plugin->BuildPayload(*pod, *spec, host);
         if (!payload.ok()) return payload.status();  // nothing written: a first mount leaves no dir
         request->payload = std::move(payload).value();
-        *result = SetUpVolume(*request);
+        *result = disk->SetUp(*request);
         request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();
       },
-      [this, key, first_mount, plugin_dir, dir, result, not_set_up, inputs = std::move(inputs),
-       started_at = now](const base::Status& s) mutable {
-        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
-          pending_.insert(key);
-          if (on_done_) on_done_(key);
-          return;
-        }
+      [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers,
+       inputs = std::move(inputs), started_at = now](const base::Status& s) mutable {
+        if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
-        set_up_seen_.erase(key);
+        auto rec = records_.find(key);
+        if (rec != records_.end()) rec->second.kubelet_set_up_seen = false;
         if (s.ok() && *not_set_up) {
           // The kubelet has torn the volume down (or not set it up after all): nothing to refresh.
           ++stats_.kubelet_setup_checks;
@@ -505,12 +824,16 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
           return;
         }
         if (s.ok()) {
+          if (rec != records_.end() && fresh) {
+            // The fresh requests this write's read covered are served.
+            rec->second.fresh_served = std::max(rec->second.fresh_served, covers);
+          }
           const bool published = (*result)->published;
           RecordMount(key, plugin_dir, published, started_at);
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
           if (d != nullptr) asw_->SetPod(key, d->pod->metadata.namespace_, d->pod->metadata.name);
-          const auto done_at = std::chrono::steady_clock::now();
+          const auto done_at = Now();
           const atomicwriter::WriteResult& w = **result;
           const bool leftovers = !w.cleanup_error.empty() || w.awaiting_grace > 0;
           // With leftovers, the disk counts as not recently verified, so that the write planned
@@ -531,10 +854,13 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                                             options_.unpublished_grace)
                                             .count()}});
           }
-          if (leftovers) {
-            // Back to the disk once the leftovers may go.
-            cleanup_due_.emplace(
+          if (leftovers && rec != records_.end()) {
+            // Back to the disk once the leftovers may go (one timer per volume: the latest).
+            VolumeRecord& r = rec->second;
+            if (r.cleanup_timer) timers_.erase(*r.cleanup_timer);
+            r.cleanup_timer = timers_.emplace(
                 done_at + options_.unpublished_grace + std::chrono::milliseconds(100), key);
+            WorkAdded();
           }
           if (first_mount) {
             logging::Info("MountVolume.SetUp succeeded", {{"pod", PodName(key)},
@@ -564,41 +890,38 @@ bool Reconciler::StartMount(const DesiredVolume& desired, const MountedVolume* m
                                                                     {"err", s}});
           }
         }
-        pending_.insert(key);  // look again: a failure retries, a success may have more to do
-        if (on_done_) on_done_(key);
+        AfterOperation(key, s);  // a failure backs off, a success may have more to do
       });
-  if (!started) {
+  if (started) {
+    Enter(key, record, VolumePhase::kWriting);
+  } else {
     logging::Error("Could not queue the mount operation",
                    {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
+    Blocked(key, record, now);
   }
-  return started;
 }
 
-bool Reconciler::StartTearDown(const MountedVolume& mounted) {
+void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& record) {
   const VolumeKey key = mounted.key;
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir, key.volume_name};
   auto outcome = std::make_shared<TearDownOutcome>(TearDownOutcome::kRemoved);
-  return executor_->Run(
+  const bool started = executor_->Run(
       key,
-      [loc, outcome, journal = options_.journal] {
-        auto r = TearDownVolume(loc, *journal);
+      [loc, outcome, journal = options_.journal, disk = options_.disk] {
+        auto r = disk->TearDown(loc, journal);
         if (r.ok()) *outcome = *r;
         return r.status();
       },
       [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir, pod = mounted.pod,
-       started = std::chrono::steady_clock::now()](const base::Status& s) {
-        if (IsCancelled(s)) {  // the lock was lost before it started: due again, no failure
-          pending_.insert(key);
-          if (on_done_) on_done_(key);
-          return;
-        }
+       started = Now()](const base::Status& s) {
+        if (IsCancelled(s)) return AfterOperation(key, s);
         if (s.ok()) {
           metrics_.ObserveOperation(kOperationUnmount, PluginNameOfDir(plugin_dir), true,
-                                    std::chrono::steady_clock::now() - started);
+                                    Now() - started);
           // A pod that came back while the teardown ran is mounted again by the next pass.
           asw_->Remove(key);
           executor_->Forget(key);
-          ledgers_.erase(key);
+          if (auto it = records_.find(key); it != records_.end()) it->second.ledger.reset();
           if (*outcome == TearDownOutcome::kNotOwned) {
             ++stats_.teardowns_not_owned;
             logging::Info(
@@ -622,14 +945,17 @@ bool Reconciler::StartTearDown(const MountedVolume& mounted) {
                                                           {"volume", key.volume_name},
                                                           {"err", s}});
         }
-        pending_.insert(key);
-        if (on_done_) on_done_(key);
+        AfterOperation(key, s);
       });
+  if (started)
+    Enter(key, record, VolumePhase::kTearingDown);
+  else
+    Blocked(key, record, Now());
 }
 
 void Reconciler::RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,
                              SteadyTime started) {
-  const SteadyTime done = std::chrono::steady_clock::now();
+  const SteadyTime done = Now();
   const std::string plugin = PluginNameOfDir(plugin_dir);
   metrics_.ObserveOperation(kOperationMount, plugin, true, done - started);
   const MountedVolume* m = asw_->Find(key);
@@ -643,7 +969,7 @@ void Reconciler::RecordFailure(const char* operation, const DesiredVolume* desir
                                const std::string& plugin_dir, const base::Status& error,
                                SteadyTime started) {
   const std::string plugin = PluginNameOfDir(plugin_dir);
-  metrics_.ObserveOperation(operation, plugin, false, std::chrono::steady_clock::now() - started);
+  metrics_.ObserveOperation(operation, plugin, false, Now() - started);
   bool objects_unavailable = false;
   if (desired != nullptr) {
     for (const kube::ObjectRef& ref : desired->objects) {

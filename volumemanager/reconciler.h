@@ -20,14 +20,31 @@
 // volume name, the error text of docs/kubelet-behavior.md §7 and the backoff; a failed remount
 // keeps the last good content, a failed first mount leaves no directory.
 //
+// Each volume the reconciler knows has one record (VolumeRecord) whose phase says where the
+// volume is: due for a look, waiting for the kubelet, fetching its objects (a normal or a fresh
+// read), fetched, writing, verifying, tearing down, backing off, waiting for the pod sources, or
+// idle (current). Only the reconciler's transitions (Enter) change a phase, and entering one
+// drops what belonged to the phase left (its fetch, its timer). A write starts only from
+// kFetched, and only when the read it follows covers every fresh read requested before it (a
+// fresh request drops a fetch in flight or done): a cached read can never decide against another
+// writer's swap. An idle volume costs a pass nothing: a pass looks only at due records, those
+// whose desired or actual state changed, and the front of one time-ordered queue of timers.
+// An operation cancelled before its first filesystem call (IsCancelled, operation_executor.h:
+// writes revoked) is no failure: no backoff, no FailedMount, no failure metric; the record is due
+// again with whatever it still owes (a fresh read, a verify). The actual state keeps what is on
+// disk (version, inputs, the remount requested); the record, what the reconciler does about it.
+//
 // Loop-thread only.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -41,8 +58,73 @@
 #include "volumemanager/operation_executor.h"
 #include "volumemanager/operation_metrics.h"
 #include "volumemanager/ownership_journal.h"
+#include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
+
+// The filesystem side of the reconciler's operations: blocking calls, made on a pool thread
+// (concurrently for different volumes). The daemon's (RealVolumeDisk) is volume_setup.h's;
+// unit tests substitute a fake.
+class VolumeDisk {
+ public:
+  virtual ~VolumeDisk() = default;
+  virtual base::Result<bool> KubeletHasSetUp(const VolumeLocation& location) = 0;
+  virtual base::Result<atomicwriter::WriteResult> SetUp(const SetUpRequest& request) = 0;
+  virtual base::Result<TearDownOutcome> TearDown(const VolumeLocation& location,
+                                                 OwnershipJournal* journal) = 0;
+  // What the volume's ..data link points at; nullopt when the volume dir or the link is gone.
+  virtual base::Result<std::optional<std::string>> DataLinkTarget(
+      const VolumeLocation& location) = 0;
+  // The files of the volume's live version (kubelet ownership: pod-derived files carried over).
+  virtual std::unique_ptr<plugins::LiveContent> LiveVersion(const VolumeLocation& location) = 0;
+};
+
+// volume_setup.h's functions.
+std::shared_ptr<VolumeDisk> RealVolumeDisk();
+
+// What the reconciler needs of an OperationExecutor (operation_executor.h): one operation per
+// volume on the pool and each volume's backoff. Unit tests substitute a fake that runs the work
+// when told to.
+class OperationRunner {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  virtual ~OperationRunner() = default;
+  virtual bool CanStart(const VolumeKey& key, SteadyTime now) const = 0;
+  virtual bool Run(const VolumeKey& key, std::function<base::Status()> work,
+                   std::function<void(const base::Status&)> done) = 0;
+  virtual const ExponentialBackoff* Backoff(const VolumeKey& key) const = 0;
+  virtual bool InFlight(const VolumeKey& key) const = 0;
+  virtual void Forget(const VolumeKey& key) = 0;
+};
+
+// Who owns a volume's life, in one place: the daemon (self-owned: it sets volumes up, mounts
+// their tmpfs, records them in the journal and tears them down; the version a write replaces may
+// go at once where the filesystem withholds freed inodes) or the kubelet (--volume-ownership
+// kubelet: the daemon writes only into a volume the kubelet has set up, after the first read of
+// each of its objects has landed, carries pod-derived files over from the live version, creates
+// and tears down nothing, releases a volume its pod left, and every version it replaces waits
+// out the grace period, since another writer may be at work).
+struct OwnershipPolicy {
+  bool kubelet_owned = false;
+
+  static OwnershipPolicy SelfOwned() { return {false}; }
+  static OwnershipPolicy KubeletOwned() { return {true}; }
+
+  // Before its first write, the volume waits until the kubelet has set it up.
+  bool waits_for_set_up() const { return kubelet_owned; }
+  // A write waits for the first read of each object instead of failing on it.
+  bool waits_for_first_read() const { return kubelet_owned; }
+  // Undesired volumes are torn down (else released: the kubelet tears them down).
+  bool tears_down() const { return !kubelet_owned; }
+  // Writes refresh content only (SetUpRequest::refresh_only: no mkdir, no tmpfs, no journal
+  // record; every replaced version waits out the grace period).
+  bool refresh_only() const { return kubelet_owned; }
+  bool mounts_tmpfs(bool tmpfs_enabled, plugins::Medium medium) const {
+    return !kubelet_owned && tmpfs_enabled && medium == plugins::Medium::kMemory;
+  }
+  // Pod-derived files come from the live version, as the kubelet wrote them.
+  bool carries_pod_derived_over() const { return kubelet_owned; }
+};
 
 struct ReconcilerOptions {
   std::string root_dir;
@@ -53,7 +135,7 @@ struct ReconcilerOptions {
   // (and repairs links or debris). Keeps the periodic resync cheap.
   std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
   kube::ResourceList node_allocatable;
-  // What the daemon owns under the root dir; required. Not owned.
+  // What the daemon owns under the root dir; required (unless `disk` is a fake). Not owned.
   OwnershipJournal* journal = nullptr;
   // How long a version dir that ..data does not point to is left alone (it may be another
   // writer's write in progress); a volume that has such dirs is written again after it.
@@ -62,10 +144,8 @@ struct ReconcilerOptions {
   // the writes' path (null: the volume is written again after the grace period to remove them).
   // Not owned.
   atomicwriter::RemovalQueue* removals = nullptr;
-  // Beside a kubelet that owns every volume's life (--volume-ownership kubelet): a volume is
-  // written only once the kubelet has set it up (its ..data exists; until then it is looked at
-  // again every `kubelet_setup_recheck`), nothing is created, mounted or torn down, and
-  // pod-derived files are carried over from the live version (plugins::LiveContent).
+  // Beside a kubelet that owns every volume's life (--volume-ownership kubelet): see
+  // OwnershipPolicy. A volume not set up yet is looked at again every `kubelet_setup_recheck`.
   bool kubelet_owns_volumes = false;
   std::chrono::milliseconds kubelet_setup_recheck{1000};
   // Called for every failed mount or refresh of a desired volume, after it was logged: the pod,
@@ -79,6 +159,9 @@ struct ReconcilerOptions {
   std::function<void(const VolumeKey& key)> on_volume_released;
   // Who writes (the node lock's holder identity), named in the log line of each write.
   std::string writer_identity;
+  // The filesystem side (null: RealVolumeDisk()) and the clock (tests inject both).
+  std::shared_ptr<VolumeDisk> disk;
+  std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.
@@ -100,27 +183,97 @@ struct ReconcilerStats {
   long waits_for_first_read = 0;
 };
 
+// What the passes cost and what was cancelled, for tests and benchmarks (kept apart from
+// ReconcilerStats, whose counters /metrics exports one by one).
+struct ReconcilerPassStats {
+  long passes = 0;
+  long idle_passes = 0;      // found nothing due: visited no volume
+  long volumes_visited = 0;  // records evaluated, over all passes
+  // Operations cancelled before their first filesystem call (writes revoked: the node lock was
+  // lost): not failures; the volume is due again once writes are allowed.
+  long operations_cancelled = 0;
+};
+
+// Where one volume is in its life with the reconciler. The phase names what the reconciler waits
+// for; the only way out of one is a transition (Reconciler::Enter), which drops what belonged to
+// the phase left.
+enum class VolumePhase {
+  kDue,              // to be looked at by the next pass
+  kIdle,             // current (or waiting for an event: an object's first read): nothing due
+  kAwaitingSources,  // undesired, to be torn down once every pod source was seen
+  kAwaitingKubelet,  // kubelet ownership: not set up by the kubelet yet; looked at again at `due`
+  kCheckingSetUp,    // kubelet ownership: whether the kubelet has set it up, checked on the pool
+  kFetching,         // the object manager reads its objects (`fetch_mode`: normal or fresh)
+  kFetched,          // its objects are read: the next pass writes (or finds nothing to write)
+  kWriting,          // a mount or remount runs on the pool
+  kVerifying,        // its ..data link is checked on the pool (a swap was reported)
+  kTearingDown,      // its teardown runs on the pool
+  kBackingOff,       // its last operation failed; looked at again at `due`
+};
+inline constexpr size_t kVolumePhaseCount = static_cast<size_t>(VolumePhase::kBackingOff) + 1;
+const char* VolumePhaseName(VolumePhase phase);
+
+// One volume's state in the reconciler; changed only by the reconciler's transitions.
+struct VolumeRecord {
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  using TimerQueue = std::multimap<SteadyTime, VolumeKey>;
+
+  VolumePhase phase = VolumePhase::kDue;
+  // kFetching, kFetched: which read, its number (a completion of an earlier, dropped fetch is
+  // ignored), and the fresh requests it covers (fresh_requested when a fresh one started).
+  cache::ObjectManager::FetchMode fetch_mode = cache::ObjectManager::FetchMode::kStrategy;
+  uint64_t fetch_id = 0;
+  uint64_t fetch_covers = 0;
+  // Fresh reads requested (another writer's swap seen) and the number a successful write built
+  // from a fresh read has served: while served < requested, the next write follows a fresh read.
+  uint64_t fresh_requested = 0;
+  uint64_t fresh_served = 0;
+  // A swap was reported: ..data is checked before anything else is done.
+  bool verify_requested = false;
+  // Kubelet ownership: seen set up by the kubelet, not written yet (no second check needed).
+  bool kubelet_set_up_seen = false;
+  // kAwaitingKubelet, kBackingOff: when the volume is looked at again, and its timer.
+  std::optional<TimerQueue::iterator> timer;
+  // Leftovers of a write (unpublished versions, a failed cleanup): when the volume is written
+  // again (to the disk), kept whatever the phase.
+  std::optional<TimerQueue::iterator> cleanup_timer;
+  // The volume's record of unpublished version dirs, kept across its writes.
+  std::shared_ptr<atomicwriter::UnpublishedLedger> ledger;
+
+  bool fresh_read_owed() const { return fresh_served < fresh_requested; }
+};
+
 class Reconciler {
  public:
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
              OperationExecutor* executor, cache::ObjectManager* objects);
+  // With any OperationRunner (tests: a fake). Not owned.
+  Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
+             OperationRunner* runner, cache::ObjectManager* objects);
   ~Reconciler();
 
   // One pass over the volumes that may need an operation: those whose desired or actual state
-  // changed since the last pass, those waiting out a backoff, those whose operation finished,
-  // and undesired volumes waiting for `ready_to_unmount`. An idle pass does nothing.
+  // changed since the last pass, those due (an operation or fetch finished, a request), and
+  // those whose timer (kubelet recheck, backoff, cleanup) expired; with `ready_to_unmount` newly
+  // true, the undesired volumes waiting for it. A pass with nothing due visits no volume and
+  // allocates nothing.
   // `ready_to_unmount`: every pod source seen and the start-up scan done.
   // `is_terminating(uid)`: the pod's volumes must not be refreshed.
   void Reconcile(SteadyTime now, bool ready_to_unmount,
                  const std::function<bool(const std::string&)>& is_terminating);
+  // Whether a pass at `now` has anything to look at (false: it would return at once).
+  bool HasWorkAt(SteadyTime now, bool ready_to_unmount) const;
+  // When the earliest timer is due (nullopt: none); changed state and due records are due now.
+  std::optional<SteadyTime> NextTimer() const;
 
   // Looks at `key` again in the next pass (e.g. a volume waiting out a failure backoff whose
-  // object changed).
-  void Poke(const VolumeKey& key) { pending_.insert(key); }
-  // The next mount or remount of `key` reads its objects fresh from the source (not from a
-  // cache), and marks the volume for a remount.
+  // object changed, or one waiting for an object's first read).
+  void Poke(const VolumeKey& key);
+  // The next write of `key` follows a fresh read of its objects from the source (not from a
+  // cache) that started after this call, and the volume is marked for a remount. A fetch in
+  // flight or done is dropped.
   void RequestFreshRemount(const VolumeKey& key, SteadyTime now);
   // Checks on the thread pool which version `key`'s ..data points to: another than the one the
   // daemon last wrote or verified means another writer (the kubelet) swapped it, and the volume
@@ -134,80 +287,105 @@ class Reconciler {
   // check that the kubelet has set a volume up) completed: the operation can start in the next
   // pass.
   void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
+  // Called (loop thread) when, outside a pass, a volume became due or got a timer (a completion,
+  // a request, a change seen by Poke): the caller runs a pass in time (a pass itself reports
+  // nothing: its caller looks at pending_count() and NextTimer() after it).
+  void SetOnWorkAdded(std::function<void()> cb) { on_work_added_ = std::move(cb); }
 
   const ReconcilerStats& stats() const { return stats_; }
+  const ReconcilerPassStats& pass_stats() const { return pass_stats_; }
   // Durations, propagation and failures of its operations (/metrics).
   const OperationMetrics& metrics() const { return metrics_; }
-  // Volumes to look at again in a later pass (bounded memory, tests).
-  size_t pending_count() const { return pending_.size(); }
-  size_t ledger_count() const { return ledgers_.size(); }
-  size_t cleanup_due_count() const { return cleanup_due_.size(); }
+  // The record of `key` (null: the reconciler keeps nothing for it).
+  const VolumeRecord* Find(const VolumeKey& key) const;
+  // Records (bounded memory, tests), and those in a phase.
+  size_t record_count() const { return records_.size(); }
+  size_t count_in(VolumePhase phase) const { return phase_counts_[static_cast<size_t>(phase)]; }
+  // Volumes to look at in the next pass (bounded memory, tests).
+  size_t pending_count() const { return due_now_.size(); }
+  size_t ledger_count() const;
+  size_t cleanup_due_count() const;
   // Volumes waiting for the kubelet to set them up (kubelet ownership).
-  size_t waiting_for_kubelet_count() const { return kubelet_wait_.size(); }
-  size_t fetch_state_count() const {
-    return fetching_.size() + fetched_.size() + fresh_.size() + verify_.size() +
-           set_up_seen_.size();
-  }
+  size_t waiting_for_kubelet_count() const { return count_in(VolumePhase::kAwaitingKubelet); }
+  // Volumes with a fetch in flight or done, a verify or a kubelet set-up check pending.
+  size_t fetch_state_count() const;
 
  private:
-  // Starts what `key` needs; false when it must be looked at again in a later pass.
-  bool Evaluate(const VolumeKey& key, SteadyTime now, bool ready_to_unmount,
+  Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, ActualStateOfWorld* asw,
+             std::unique_ptr<OperationRunner> owned, OperationRunner* runner,
+             cache::ObjectManager* objects);
+
+  // The one way to change a record's phase: leaves the old phase (its timer, its fetch) and
+  // enters `phase`; `due` for kAwaitingKubelet and kBackingOff.
+  void Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase phase,
+             SteadyTime due = SteadyTime{});
+  VolumeRecord& Record(const VolumeKey& key);
+  // The record's state changed outside an operation (desired, actual, a request): a waiting
+  // record becomes due; one in flight is looked at when its operation completes.
+  void MarkDue(const VolumeKey& key);
+  // Tells the caller about work added outside a pass.
+  void WorkAdded() {
+    if (!in_pass_ && on_work_added_) on_work_added_();
+  }
+  // Drops the record (neither desired nor mounted, or released).
+  void Erase(const VolumeKey& key);
+
+  // Starts what a due (or fetched) volume needs, and moves it to its next phase.
+  void Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime now, bool ready_to_unmount,
                 const std::function<bool(const std::string&)>& is_terminating);
-  // Both return true when the operation was queued (its completion puts the key back), false
-  // when the key must be looked at again in a later pass.
-  bool StartMount(const DesiredVolume& desired, const MountedVolume* mounted, SteadyTime now);
-  // Asks the object manager for the volume's objects (mode per fresh_); true when they are ready
-  // now, false when the fetch completes later (its completion puts the key back).
-  bool FetchObjects(const DesiredVolume& desired);
-  bool StartTearDown(const MountedVolume& mounted);
-  bool StartVerify(const MountedVolume& mounted);
+  // The operation could not start: in flight (its completion puts the key back) or backing off.
+  void Blocked(const VolumeKey& key, VolumeRecord& record, SteadyTime now);
+  void StartFetch(const DesiredVolume& desired, VolumeRecord& record);
+  void FetchDone(const VolumeKey& key, uint64_t fetch_id);
+  void StartWrite(const DesiredVolume& desired, const MountedVolume* mounted, VolumeRecord& record,
+                  SteadyTime now);
+  void StartTearDown(const MountedVolume& mounted, VolumeRecord& record);
+  void StartVerify(const MountedVolume& mounted, VolumeRecord& record);
   // Kubelet ownership, before a first mount: whether the kubelet has set the volume up, checked
   // on the pool, so that a volume still waiting for it costs no object fetch.
-  bool StartSetUpCheck(const DesiredVolume& desired);
+  void StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& record);
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
+  // An operation's completion: cancelled (no failure), failed (backoff) or done (due again).
+  void AfterOperation(const VolumeKey& key, const base::Status& s);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
   // The volume's pod for log lines: namespace/name from the desired state, else as last mounted
   // ("" for a volume reconstructed at start whose pod has not been seen).
   logging::Value PodName(const VolumeKey& key) const;
-  // ", writer " when a writer identity is set, for the log line of a write.
   // Metrics of a finished operation that started at `started`. RecordMount runs before the
   // actual state is updated (it reads the remount request the operation served).
   void RecordMount(const VolumeKey& key, const std::string& plugin_dir, bool published,
                    SteadyTime started);
   void RecordFailure(const char* operation, const DesiredVolume* desired,
                      const std::string& plugin_dir, const base::Status& error, SteadyTime started);
+  SteadyTime Now() const { return options_.clock(); }
 
   ReconcilerOptions options_;
+  OwnershipPolicy policy_;
   // options_.node_allocatable, shared by every payload build instead of copied into each.
   std::shared_ptr<const kube::ResourceList> node_allocatable_;
   ObjectsDigestMemo digests_;
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
-  OperationExecutor* executor_;
+  std::unique_ptr<OperationRunner> owned_runner_;
+  OperationRunner* executor_;
   cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
   std::function<void()> on_fetched_;
+  std::function<void()> on_work_added_;
+  bool in_pass_ = false;
   ReconcilerStats stats_;
+  ReconcilerPassStats pass_stats_;
   OperationMetrics metrics_;
-  std::set<VolumeKey> pending_;
-  // Each volume's record of unpublished version dirs, kept across its writes.
-  std::map<VolumeKey, std::shared_ptr<atomicwriter::UnpublishedLedger>> ledgers_;
-  // Volumes to write again (to the disk, not from the digest) once leftovers are past their
-  // grace period or a failed cleanup is due for a retry.
-  std::multimap<SteadyTime, VolumeKey> cleanup_due_;
-  // Volumes the kubelet has not set up yet, by when to look again; and each one's entry.
-  std::multimap<SteadyTime, VolumeKey> kubelet_wait_;
-  std::map<VolumeKey, std::multimap<SteadyTime, VolumeKey>::iterator> kubelet_wait_entry_;
-  // Object fetches before an operation: in progress, completed (the operation may start), and
-  // volumes whose next fetch must be fresh.
-  std::set<VolumeKey> fetching_;
-  std::set<VolumeKey> fetched_;
-  std::set<VolumeKey> fresh_;
-  // Volumes whose ..data must be checked (a swap was reported).
-  std::set<VolumeKey> verify_;
-  // Kubelet ownership: volumes not mounted yet that the kubelet was seen to have set up.
-  std::set<VolumeKey> set_up_seen_;
+  std::map<VolumeKey, VolumeRecord> records_;
+  // Indexes over the records, kept by Enter only: the keys in kDue or kFetched, those in
+  // kAwaitingSources, and the timers (phase timers and cleanup timers) by due time.
+  std::set<VolumeKey> due_now_;
+  std::set<VolumeKey> awaiting_sources_;
+  VolumeRecord::TimerQueue timers_;
+  std::array<size_t, kVolumePhaseCount> phase_counts_{};
+  uint64_t next_fetch_id_ = 0;
+  bool was_ready_to_unmount_ = false;
   // Fetch completions check it: the object manager may outlive the reconciler.
   std::shared_ptr<char> alive_ = std::make_shared<char>();
 };

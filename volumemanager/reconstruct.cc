@@ -30,7 +30,8 @@ bool SplitVolumePath(const std::string& path, FoundVolume* out) {
 }  // namespace
 
 ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, OwnershipJournal& journal,
-                                          const std::set<std::string>& plugin_dirs) {
+                                          const std::set<std::string>& plugin_dirs,
+                                          const std::string& boot_id_file) {
   ReconstructResult out;
   std::vector<OwnedPath> gone;
   std::set<std::string> pods;
@@ -41,7 +42,23 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
     return out;
   }
   const base::UniqueFd root_fd(*root);
-  for (const OwnedPath& entry : journal.Entries()) {
+  base::Result<RootIdentity> found = RootIdentity::Probe(root_dir, boot_id_file);
+  if (!found.ok()) {
+    out.problems.push_back(found.status().message());
+    return out;
+  }
+  const RootIdentity recorded = journal.identity();
+  const std::vector<OwnedPath> entries = journal.Entries();
+  const bool other_boot = recorded.known() && !recorded.boot_id.empty() &&
+                          !found->boot_id.empty() && recorded.boot_id != found->boot_id;
+  if (recorded.known() && !entries.empty() && !recorded.SameFilesystem(*found) &&
+      !(other_boot && recorded.Volatile())) {
+    out.waiting_for_filesystem = "the root dir " + root_dir + " is on " + found->ToString() +
+                                 "; the ownership journal's " + std::to_string(entries.size()) +
+                                 " entries were recorded on " + recorded.ToString();
+    return out;
+  }
+  for (const OwnedPath& entry : entries) {
     const std::string full = root_dir + "/" + entry.path;
     // lstat of the entry, its parents opened beneath the root without following a link: a link
     // planted above an owned dir is a problem to report, never a path to follow.
@@ -80,6 +97,12 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
     base::Status s = journal.Remove(gone);
     if (!s.ok()) out.problems.push_back(s.message());
     out.released = static_cast<int>(gone.size());
+    if (other_boot) out.released_after_reboot = out.released;
+  }
+  if (!(recorded == *found)) {
+    // What the entries now describe. When it cannot be written the old identity stays: the next
+    // start judges against it again (and at worst waits, never releases).
+    if (base::Status s = journal.SetIdentity(*found); !s.ok()) out.problems.push_back(s.message());
   }
   out.pod_uids.assign(pods.begin(), pods.end());
   return out;

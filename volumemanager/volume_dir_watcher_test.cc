@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/skip.h"
 #include "tests/support/test_loop.h"
 
 namespace volumemanager {
@@ -306,7 +307,7 @@ TEST_F(VolumeDirWatcherTest, AnIdMovedToAnotherDirReleasesItsOldWatch) {
 TEST_F(VolumeDirWatcherTest, ATmpfsMountedOverTheDirNeedsARearmAndItsUnmountIsALoss) {
   const std::string dir = Volume("secret");
   ASSERT_EQ(*watcher_.Watch(kA, dir), Arming::kArmed);
-  if (!Mount(dir)) GTEST_SKIP() << "this process may not mount a tmpfs";
+  if (!Mount(dir)) VM_SKIP_NEEDS_ROOT(std::string("mount tmpfs: ") + std::strerror(errno));
   Swap(dir);  // `..data` inside the mount
   Swap(dir);
   Drain();

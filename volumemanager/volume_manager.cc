@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <utility>
@@ -89,6 +90,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     if (m != nullptr && m->remount_required) SchedulePassSoon();
   });
   reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
+  reconciler_.SetOnWorkAdded([this] { WorkArrived(); });
   writes_allowed_ = options_.writes_allowed_at_start;
 }
 
@@ -138,14 +140,12 @@ void VolumeManager::Start() {
           s.message());
     }
   }
-  const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
-  uv_timer_start(
-      tick_,
-      [](uv_timer_t* t) {
-        FromLoop("reconciler pass", [t] { static_cast<VolumeManager*>(t->data)->RunPass(); });
-      },
-      period, period);
+  StartTick(options_.reconcile_period);
 
+  QueueScan();
+}
+
+void VolumeManager::QueueScan() {
   auto* work = new ScanWork;
   work->req.data = work;
   work->self = this;
@@ -179,6 +179,22 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
     MaybeFinishStop();
     return;
   }
+  if (!result.waiting_for_filesystem.empty()) {
+    // Not the recorded filesystem (yet): no pass runs until a scan succeeds (the tick retries).
+    for (const std::string& p : result.problems) spdlog::warn("reconstruction: {}", p);
+    scan_retry_at_ = std::chrono::steady_clock::now() + scan_retry_delay_;
+    spdlog::warn(
+        "reconstruction: {}: waiting for that filesystem (not mounted yet?) before adopting, "
+        "tearing down or setting up anything; checking again in {} s (if it is gone for good, "
+        "stop the daemon and move {} aside: it then owns nothing)",
+        result.waiting_for_filesystem, scan_retry_delay_.count(), options_.journal->file());
+    scan_retry_delay_ = std::min(scan_retry_delay_ * 2, std::chrono::seconds(30));
+    waiting_for_filesystem_ = std::move(result.waiting_for_filesystem);
+    if (tick_ != nullptr) StartTick(std::chrono::ceil<std::chrono::milliseconds>(scan_retry_at_ -
+                                                     std::chrono::steady_clock::now()));
+    return;
+  }
+  waiting_for_filesystem_.clear();
   for (const FoundVolume& v : result.volumes) {
     VolumeKey key{v.pod_uid, v.volume_name};
     if (asw_.Find(key) != nullptr) continue;
@@ -190,9 +206,10 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
   for (const std::string& p : result.problems) spdlog::warn("reconstruction: {}", p);
   spdlog::info(
       "reconstructed {} volume(s) this daemon set up under {} ({} pod dir(s) of its own; {} "
-      "entr{} gone from disk released); volumes it did not set up are never removed",
+      "entr{} gone from disk released, {} of them since a reboot); volumes it did not set up are "
+      "never removed",
       result.volumes.size(), options_.root_dir, scanned_pod_uids_.size(), result.released,
-      result.released == 1 ? "y" : "ies");
+      result.released == 1 ? "y" : "ies", result.released_after_reboot);
   SchedulePassSoon();
 }
 
@@ -253,17 +270,78 @@ void VolumeManager::SchedulePassSoon() {
 }
 
 void VolumeManager::RunPass() {
-  if (stopping_ || !reconstructed_) return;
+  if (stopping_) return;
   const SteadyTime now = std::chrono::steady_clock::now();
-  ResyncDuePods(now);
-  if (!writes_allowed_) return;
-  const bool ready = all_sources_seen_();
-  reconciler_.Reconcile(now, ready,
-                        [this](const std::string& uid) { return populator_.IsTerminating(uid); });
-  if (ready && !orphans_cleaned_) {
-    orphans_cleaned_ = true;
-    CleanUpOrphanPodDirs();
+  if (!reconstructed_) {
+    // The scan's completion schedules a pass. While reconstruction waits for the root's recorded
+    // filesystem, the tick is armed for the retry (OnScanDone) and the retry runs here.
+    if (!scan_in_flight_ && !waiting_for_filesystem_.empty()) {
+      if (now >= scan_retry_at_) {
+        QueueScan();
+      } else {
+        StartTick(std::chrono::ceil<std::chrono::milliseconds>(scan_retry_at_ - now));
+      }
+    }
+    return;
   }
+  ResyncDuePods(now);
+  if (writes_allowed_) {
+    const bool ready = all_sources_seen_();
+    reconciler_.Reconcile(now, ready,
+                          [this](const std::string& uid) { return populator_.IsTerminating(uid); });
+    if (ready && !orphans_cleaned_) {
+      orphans_cleaned_ = true;
+      CleanUpOrphanPodDirs();
+    }
+  }
+  ArmTick(now);
+}
+
+void VolumeManager::StartTick(std::chrono::milliseconds delay) {
+  uv_timer_start(
+      tick_,
+      [](uv_timer_t* t) {
+        FromLoop("reconciler pass", [t] { static_cast<VolumeManager*>(t->data)->RunPass(); });
+      },
+      static_cast<uint64_t>(std::max<long>(delay.count(), 0)), 0);
+}
+
+void VolumeManager::ArmTick(SteadyTime now) {
+  if (stopping_ || tick_ == nullptr) return;
+  // Volumes due (waiting for writes to be allowed, or made due by this pass), or a condition
+  // only a look can tell (every pod source seen, for the start-up cleanup or a teardown): the
+  // next tick, as ever.
+  if (reconciler_.pending_count() > 0 || !orphans_cleaned_ ||
+      reconciler_.count_in(VolumePhase::kAwaitingSources) > 0) {
+    StartTick(options_.reconcile_period);
+    return;
+  }
+  const std::optional<SteadyTime> next = NextTimedWork();
+  if (!next) {
+    uv_timer_stop(tick_);  // nothing due until an event brings work (WorkArrived)
+    return;
+  }
+  const auto until = std::chrono::ceil<std::chrono::milliseconds>(*next - now);
+  StartTick(std::max(until, options_.reconcile_period));
+}
+
+void VolumeManager::WorkArrived() {
+  // Due within a tick, as if the periodic pass still ran: a timer armed later (or none) is
+  // brought forward.
+  if (stopping_ || tick_ == nullptr) return;
+  const uint64_t period = static_cast<uint64_t>(options_.reconcile_period.count());
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(tick_)) && uv_timer_get_due_in(tick_) <= period) {
+    return;
+  }
+  StartTick(options_.reconcile_period);
+}
+
+std::optional<VolumeManager::SteadyTime> VolumeManager::NextTimedWork() const {
+  std::optional<SteadyTime> next = reconciler_.NextTimer();
+  if (!resync_queue_.empty() && (!next || resync_queue_.begin()->first < *next)) {
+    next = resync_queue_.begin()->first;
+  }
+  return next;
 }
 
 void VolumeManager::ResyncDuePods(SteadyTime now) {

@@ -2,7 +2,11 @@
 // the reconciler and the operations (docs/design.md, "The shape of the daemon").
 //
 //  * Start: reconstructs, on the thread pool, the volumes its ownership journal lists (the only
-//    ones it ever adopts or removes), then runs a reconciler pass every 100 ms.
+//    ones it ever adopts or removes), then runs reconciler passes: within 100 ms
+//    (`reconcile_period`) of anything becoming due, as a periodic pass would, and at once after
+//    an object change. Idle costs nothing: a pass with nothing due visits no volume and
+//    allocates nothing, and with nothing due the tick is armed only for the next timed work
+//    (a pod's resync, a volume's backoff, kubelet recheck or cleanup), or not at all.
 //  * OnPodUpdate: the populator updates the desired state; new pods get their next periodic
 //    resync at sync_frequency x (1 + U[0, 0.5)).
 //  * OnObjectChanged: every mounted volume reading the object is marked for remount and a
@@ -26,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -104,15 +109,29 @@ class VolumeManager {
   const Reconciler& reconciler() const { return reconciler_; }
   size_t resync_schedule_size() const { return resync_entry_.size() + resync_queue_.size(); }
   bool reconstructed() const { return reconstructed_; }
+  // Not empty while reconstruction waits for the root's recorded filesystem (ReconstructResult):
+  // expected and found. Retried with a backoff of 1 s doubling to 30 s.
+  const std::string& waiting_for_filesystem() const { return waiting_for_filesystem_; }
+  // The earliest time at which a pass has something to do by time alone (a pod's resync, a
+  // volume's backoff, kubelet recheck or cleanup); nullopt: none. Work that events bring
+  // (changes, completions) schedules a pass itself or is due at the next tick.
+  std::optional<SteadyTime> NextTimedWork() const;
   const VolumeDirWatcher& dir_watcher() const { return dir_watcher_; }
 
  private:
   struct ScanWork;
   struct OrphanWork;
 
+  void QueueScan();
   void OnScanDone(ReconstructResult result);
   void RunPass();
   void SchedulePassSoon();
+  // The tick, one-shot: after a pass, armed for the next tick while volumes are due (or the pod
+  // sources not all seen), else for the next timed work, else stopped.
+  void StartTick(std::chrono::milliseconds delay);
+  void ArmTick(SteadyTime now);
+  // The reconciler has new work (a volume due, a timer): a pass within a tick.
+  void WorkArrived();
   void ResyncDuePods(SteadyTime now);
   void CleanUpOrphanPodDirs();
   std::chrono::milliseconds JitteredSyncPeriod();
@@ -133,10 +152,13 @@ class VolumeManager {
   Reconciler reconciler_;
   VolumeDirWatcher dir_watcher_;
 
-  uv_timer_t* tick_ = nullptr;  // the periodic pass
+  uv_timer_t* tick_ = nullptr;  // the next pass with work due (see ArmTick)
   uv_timer_t* soon_ = nullptr;  // an extra pass right away, coalesced
   bool soon_pending_ = false;
   bool reconstructed_ = false;
+  std::string waiting_for_filesystem_;
+  SteadyTime scan_retry_at_{};
+  std::chrono::seconds scan_retry_delay_{1};
   bool orphans_cleaned_ = false;
   std::vector<std::string> scanned_pod_uids_;
   // Periodic resync schedule: due time -> pod UID, and each pod's entry in it. A pass looks only

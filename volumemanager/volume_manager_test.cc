@@ -2,7 +2,11 @@
 // fake object manager (cache/fake_object_manager.h).
 #include "volumemanager/volume_manager.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -125,6 +129,35 @@ class VolumeManagerTest : public ::testing::Test {
 };
 
 using Files = std::map<std::string, std::string>;
+
+// Idle costs nothing: once every volume is current, no pass runs until something is due, and an
+// object change is served at once.
+TEST_F(VolumeManagerTest, IdleRunsNoPassAndAnObjectChangeIsServedAtOnce) {
+  Put("default", "app", {{"level", "info"}});
+  StartManager();
+  constexpr int kPods = 40;
+  std::vector<kube::Pod> pods;
+  for (int i = 0; i < kPods; ++i) pods.push_back(MakePod("idle-" + std::to_string(i), "app"));
+  Send(podconfig::PodOp::kAdd, std::move(pods));
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->reconciler().count_in(VolumePhase::kIdle) == static_cast<size_t>(kPods);
+  }));
+  RunFor(250);  // the last completions' passes
+  const ReconcilerPassStats before = manager_->reconciler().pass_stats();
+  RunFor(550);
+  const ReconcilerPassStats& after = manager_->reconciler().pass_stats();
+  // No tick at all: nothing is due before the resyncs.
+  EXPECT_EQ(after.passes, before.passes);
+  EXPECT_EQ(after.volumes_visited, before.volumes_visited);
+  // Only the pods' resyncs, an hour away, are timed work.
+  ASSERT_TRUE(manager_->NextTimedWork().has_value());
+  EXPECT_GT(*manager_->NextTimedWork(),
+            std::chrono::steady_clock::now() + std::chrono::minutes(59));
+  // An object change is work again, at once.
+  Put("default", "app", {{"level", "debug"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("idle-0") == Files{{"level", "debug"}}; }));
+  EXPECT_GE(manager_->reconciler().pass_stats().volumes_visited - before.volumes_visited, kPods);
+}
 
 TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {
   Put("default", "app", {{"level", "info"}});
@@ -407,6 +440,44 @@ TEST_F(VolumeManagerTest, RemovedPodIsTornDownOnlyAfterAllSourcesAreSeen) {
   EXPECT_EQ(objects_.registrations().count("u1"), 0u);
   sources_seen_ = true;
   ASSERT_TRUE(RunUntil([&] { return !fs::exists(root_ + "/pods/u1"); }));
+}
+
+// A removed pod is unregistered at once (cache/object_manager.h): its teardown reads no object,
+// and neither does a teardown that failed and is retried, so nothing waits for it. The version
+// dir made immutable (root) or read-only fails the first teardowns.
+TEST_F(VolumeManagerTest, ARemovedPodIsUnregisteredAtOnceAndItsRetriedTeardownReadsNoObject) {
+  Put("default", "app", {{"k", "v"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v"}}; }));
+  EXPECT_EQ(objects_.registrations().count("u1"), 1u);
+  const std::string version = Dir("u1") + "/" + fs::read_symlink(Dir("u1") + "/..data").string();
+  const int fd = ::open(version.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  int flags = 0;
+  const bool immutable = ::geteuid() == 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && [&] {
+    int set = flags | FS_IMMUTABLE_FL;
+    return ::ioctl(fd, FS_IOC_SETFLAGS, &set) == 0;
+  }();
+  if (!immutable) fs::permissions(version, fs::perms::owner_read | fs::perms::owner_exec);
+  const int gets = objects_.gets();
+  const size_t fetches = objects_.fetches().size();
+
+  Send(podconfig::PodOp::kRemove, {MakePod("u1", "app")});
+  EXPECT_EQ(objects_.registrations().count("u1"), 0u) << "unregistered with the removal";
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().teardowns_failed >= 2; }))
+      << "the teardown failed and was retried";
+  EXPECT_TRUE(fs::exists(Dir("u1")));
+  if (immutable) {
+    ASSERT_EQ(::ioctl(fd, FS_IOC_SETFLAGS, &flags), 0);
+  } else {
+    fs::permissions(version, fs::perms::owner_all);
+  }
+  ::close(fd);
+  ASSERT_TRUE(RunUntil([&] { return !fs::exists(root_ + "/pods/u1"); }));
+  EXPECT_EQ(manager_->stats().teardowns_ok, 1);
+  EXPECT_EQ(objects_.gets(), gets) << "a teardown reads no object";
+  EXPECT_EQ(objects_.fetches().size(), fetches);
 }
 
 TEST_F(VolumeManagerTest, RestartVerifiesWithoutRewritingAndRemovesOrphans) {

@@ -4,13 +4,17 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "atomicwriter/volume_inspector.h"
+#include "tests/support/skip.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/reconstruct.h"
 
@@ -160,7 +164,8 @@ TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
 // An owned volume whose tmpfs went away (unmounted, or a reboot) is an empty dir: the next
 // write mounts a tmpfs again and writes into it, not into the dir the mount now hides.
 TEST_F(VolumeSetupTest, AnOwnedVolumeThatLostItsTmpfsGetsItBackAndTheContentGoesIntoIt) {
-  if (!CanMountTmpfs(root_ + "/probe")) GTEST_SKIP() << "needs the privilege to mount";
+  if (!CanMountTmpfs(root_ + "/probe"))
+    VM_SKIP_NEEDS_ROOT(std::string("mount tmpfs: ") + std::strerror(errno));
   SetUpRequest req = Req(Loc("uid-1", "secret"), Payload("v1"), nullptr);
   req.tmpfs = true;
   ASSERT_TRUE(SetUpVolume(req).ok());

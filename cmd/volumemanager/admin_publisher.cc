@@ -201,6 +201,13 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
                                 "The busiest event-loop iteration since start", MetricType::kGauge);
   MetricFamily build = Family("volumemanager_build_info", "The daemon's version; the value is 1",
                               MetricType::kGauge);
+  MetricFamily journal_state =
+      Family("volumemanager_ownership_journal_state",
+             "1 for the ownership journal's state, 0 for the others: trusted (read, or new), "
+             "rejected (unreadable or corrupt: nothing owned), other_root_dir (kept for another "
+             "--root-dir: nothing owned), waiting_for_filesystem (the root dir is not on the "
+             "filesystem the journal was recorded on: nothing reconciled yet)",
+             MetricType::kGauge);
   MetricFamily lock_error =
       Family("volumemanager_leader_election_lock_error",
              "1 while the node's lock cannot be used at all (its last attempt failed with an error "
@@ -279,9 +286,13 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   longest.values.push_back(
       {{}, std::chrono::duration<double>(daemon_->stall_monitor().longest()).count()});
   build.values.push_back({{{"compiler", __VERSION__}, {"version", base::kVersion}}, 1});
+  const std::string state = daemon_->OwnershipJournalState();
+  for (const char* s : {"trusted", "rejected", "other_root_dir", "waiting_for_filesystem"}) {
+    journal_state.values.push_back({{{"state", s}}, state == s ? 1.0 : 0.0});
+  }
 
   for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &volumes, &total_volumes,
-                          &busy, &longest, &build}) {
+                          &busy, &longest, &build, &journal_state}) {
     out.push_back(std::move(*f));
   }
   if (const leaderelection::LeaderElector* elector = daemon_->elector()) {

@@ -143,27 +143,7 @@ std::optional<Daemon::StartError> Daemon::StartWriting() {
   // What the daemon owns under the root dir: only what its journal lists, never what it finds.
   // Opened (and rewritten) only now: a predecessor still holding the lock appends to it until
   // it lets go.
-  auto journal = OwnershipJournal::Open(config_.state_dir);
-  if (!journal.ok()) return StartError{1, journal.status().message()};
-  switch (journal->loaded) {
-    case OwnershipJournal::Loaded::kNew:
-      spdlog::info(
-          "{}: this daemon owns no volume under {}; it records each volume it sets up from now on "
-          "in {}",
-          journal->detail, config_.root_dir, journal->journal->file());
-      break;
-    case OwnershipJournal::Loaded::kTrusted:
-      if (!journal->detail.empty())
-        spdlog::info("{}: {}", journal->journal->file(), journal->detail);
-      break;
-    case OwnershipJournal::Loaded::kRejected:
-      spdlog::error(
-          "ownership journal not trusted ({}): this daemon owns nothing under {} and will remove "
-          "nothing it finds there; volumes it sets up from now on are recorded in {}",
-          journal->detail, config_.root_dir, journal->journal->file());
-      break;
-  }
-  journal_ = std::move(journal->journal);
+  if (auto error = OpenOwnershipJournal()) return error;
 
   auto allocatable = NodeAllocatable(config_);  // checked in Start
   VolumeManagerOptions options;
@@ -403,13 +383,65 @@ void Daemon::StopSources() {
   if (objects_) objects_->Stop();
 }
 
+std::optional<Daemon::StartError> Daemon::OpenOwnershipJournal() {
+  auto journal = OwnershipJournal::Open(config_.state_dir, config_.root_dir);
+  if (!journal.ok()) return StartError{1, journal.status().message()};
+  journal_loaded_ = journal->loaded;
+  switch (journal->loaded) {
+    case OwnershipJournal::Loaded::kNew:
+      spdlog::info(
+          "{}: this daemon owns no volume under {}; it records each volume it sets up from now on "
+          "in {}",
+          journal->detail, config_.root_dir, journal->journal->file());
+      break;
+    case OwnershipJournal::Loaded::kTrusted:
+      if (!journal->detail.empty())
+        spdlog::info("{}: {}", journal->journal->file(), journal->detail);
+      break;
+    case OwnershipJournal::Loaded::kRejected:
+      spdlog::error(
+          "ownership journal not trusted ({}): this daemon owns nothing under {} and will remove "
+          "nothing it finds there; volumes it sets up from now on are recorded in {}",
+          journal->detail, config_.root_dir, journal->journal->file());
+      break;
+    case OwnershipJournal::Loaded::kOtherRoot:
+      spdlog::error(
+          "ownership journal of another root dir ({}): --root-dir changed? This daemon owns nothing "
+          "under {} and will remove nothing it finds there; volumes it sets up from now on are "
+          "recorded in a new {}. To go back to the old root dir, stop the daemon and move the old "
+          "journal back",
+          journal->detail, config_.root_dir, journal->journal->file());
+      break;
+  }
+  journal_ = std::move(journal->journal);
+  return std::nullopt;
+}
+
+std::string Daemon::OwnershipJournalState() const {
+  if (manager_ != nullptr && !manager_->waiting_for_filesystem().empty()) {
+    return "waiting_for_filesystem";
+  }
+  switch (journal_loaded_) {
+    case OwnershipJournal::Loaded::kNew:
+    case OwnershipJournal::Loaded::kTrusted:
+      return "trusted";
+    case OwnershipJournal::Loaded::kRejected:
+      return "rejected";
+    case OwnershipJournal::Loaded::kOtherRoot:
+      return "other_root_dir";
+  }
+  return "trusted";
+}
+
 std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
   std::vector<server::ReadinessCheck> checks;
   // A standby (not holding the node's lock yet) has nothing to check: it reads the journal only
   // once it holds the lock, and is ready to take over once its pod sources are listed.
-  checks.push_back({"volume-reconstruction",
-                    manager_ != nullptr ? manager_->reconstructed() : !holding_,
-                    "the start-up check of the volumes in the ownership journal has not finished"});
+  checks.push_back(
+      {"volume-reconstruction", manager_ != nullptr ? manager_->reconstructed() : !holding_,
+       manager_ != nullptr && !manager_->waiting_for_filesystem().empty()
+           ? "waiting for the root dir's recorded filesystem: " + manager_->waiting_for_filesystem()
+           : "the start-up check of the volumes in the ownership journal has not finished"});
   if (manager_ != nullptr) {
     // Every desired volume's objects fetched and its content written or checked once (or the
     // attempt failed, or the kubelet has not set it up): what the object caches and the first

@@ -124,6 +124,11 @@ class Daemon {
                          (lease_elector_ == nullptr || !file_held_ || lease_elector_->Alive(now)));
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
+  // The ownership journal's state for volumemanager_ownership_journal_state: "trusted" (read,
+  // or new), "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
+  // --root-dir: owns nothing) or "waiting_for_filesystem" (the root dir is not on the recorded
+  // filesystem yet: nothing reconciled).
+  std::string OwnershipJournalState() const;
   // The objects as the volume manager reads them (resourceVersions for /debug/state).
   cache::ObjectManager* objects_for_debug() { return object_manager(); }
 
@@ -160,9 +165,13 @@ class Daemon {
   podconfig::PodConfig& pods() { return *pods_; }
 
  private:
+  // Opens the ownership journal kept for --root-dir (journal_) and logs how it was found.
+  std::optional<StartError> OpenOwnershipJournal();
+
   uv_loop_t* loop_;
   config::DaemonConfig config_;
   std::unique_ptr<OwnershipJournal> journal_;
+  OwnershipJournal::Loaded journal_loaded_ = OwnershipJournal::Loaded::kNew;
   std::unique_ptr<plugins::PluginRegistry> registry_;
   std::unique_ptr<cache::LocalObjectStore> objects_;
   std::unique_ptr<podconfig::PodConfig> pods_;

@@ -43,7 +43,7 @@ CONFIGMAPS = ["cm0", "cm1", "cm2"]
 SECRETS = ["s0", "s1"]
 OPTIONAL = "opt0"  # a ConfigMap that comes and goes; read as an optional projected source
 SLOTS = 5          # pod manifest files pod-<slot>.yaml; each incarnation gets a new UID
-JOURNAL_HEADER = "volumemanager-ownership v1"
+JOURNAL_HEADER = "volumemanager-ownership v2"
 
 
 class Violation(AssertionError):
@@ -424,6 +424,8 @@ class World:
             body = line[17:]
             if len(line) < 18 or line[16] != " " or f"{fnv1a64(body.encode()):016x}" != line[:16]:
                 raise Violation(f"journal line does not check out: {line!r}")
+            if body.startswith("= root "):  # the root dir and its identity (line 2)
+                continue
             op, kind, rel = body.split(" ", 2)
             if op == "+":
                 live[rel] = kind

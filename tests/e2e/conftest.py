@@ -308,6 +308,30 @@ class Env(DaemonProcess):
              "--unpublished-grace", self.unpublished_grace, "-v", "1", *extra])
 
 
+# A test that cannot run without root, or without what only root may do here (mount, a loop
+# device, a bind mount), skips with a reason that starts with NEEDS_ROOT: `make test`'s skip
+# report (tests/skip_report.py) counts it as a root skip, and under CI (CI=true, as root) one
+# fails the run. Every other skip says why too.
+NEEDS_ROOT = "needs root"
+
+
+def skip_unless_root(what):
+    """Skips the test, saying "needs root: <what>", unless it runs as root."""
+    if os.geteuid() != 0:
+        pytest.skip(f"{NEEDS_ROOT}: {what}")
+
+
+def skip_needs_root(what):
+    """Skips the test as a root skip whatever the uid: a privilege root lacks here (a sandbox
+    without CAP_SYS_ADMIN, no loop device); `what` says what failed."""
+    pytest.skip(f"{NEEDS_ROOT}: {what}")
+
+
+def needs_root(what):
+    """skip_unless_root as a mark (`pytestmark = needs_root(...)` for a whole module)."""
+    return pytest.mark.skipif(os.geteuid() != 0, reason=f"{NEEDS_ROOT}: {what}")
+
+
 def mounts_under(path):
     """Mount points at or below `path` (from /proc/self/mounts), deepest first."""
     prefix = str(path)

@@ -29,6 +29,7 @@ METRICS = {
     "volumemanager_loop_iteration_busy_seconds",
     "volumemanager_loop_longest_iteration_seconds",
     "volumemanager_build_info",
+    "volumemanager_ownership_journal_state",
 }
 
 
@@ -116,6 +117,9 @@ def test_endpoints_metrics_and_debug_state(env):
     assert sample(families, "volume_manager_total_volumes", plugin_name="kubernetes.io/configmap",
                   state="desired_state_of_world") == 2
     assert sample(families, "volumemanager_build_info")
+    assert sample(families, "volumemanager_ownership_journal_state", state="trusted") == 1
+    assert sample(families, "volumemanager_ownership_journal_state",
+                  state="waiting_for_filesystem") == 0
     assert families["volumemanager_loop_iteration_busy_seconds"].samples
     assert SECRET_VALUE not in text
 

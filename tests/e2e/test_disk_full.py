@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (NODE, Env, configmap, mounts_under, parse_log_line, pod, secret,
-                      visible_files, wait_for)
+                      skip_needs_root, skip_unless_root, visible_files, wait_for)
 from test_ownership import can_mount_tmpfs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
@@ -164,7 +164,7 @@ def mount_root(kind, root: Path, tmp: Path):
         r = subprocess.run(["mount", "-o", "loop", str(image), str(root)], capture_output=True,
                            text=True)
         if r.returncode != 0:
-            pytest.skip(f"no loop device can be set up in this sandbox: {r.stderr.strip()}")
+            skip_needs_root(f"no loop device can be set up in this sandbox: {r.stderr.strip()}")
 
     def cleanup():
         for m in mounts_under(root):
@@ -174,8 +174,9 @@ def mount_root(kind, root: Path, tmp: Path):
 
 @pytest.fixture
 def small_root(request, tmp_path):
-    if os.geteuid() != 0 or not can_mount_tmpfs(tmp_path / "probe"):
-        pytest.skip("mounting a small filesystem needs root and mount permission")
+    skip_unless_root("mounts a small filesystem")
+    if not can_mount_tmpfs(tmp_path / "probe"):
+        skip_needs_root("mount of a tmpfs refused (no mount permission in this sandbox)")
     return tmp_path
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Env, configmap, dot_entries, mounts_under, pod, visible_files, wait_for
+from conftest import (Env, configmap, dot_entries, mounts_under, pod, skip_needs_root,
+                      skip_unless_root, visible_files, wait_for)
 
 CM = "kubernetes.io~configmap"
 
@@ -29,14 +30,13 @@ def mount_ext4(root: Path, image: Path, journal: bool):
     r = subprocess.run(["mount", "-o", "loop", str(image), str(root)], capture_output=True,
                        text=True)
     if r.returncode != 0:
-        pytest.skip(f"no loop device can be set up in this sandbox: {r.stderr.strip()}")
+        skip_needs_root(f"no loop device can be set up in this sandbox: {r.stderr.strip()}")
 
 
 @pytest.mark.parametrize("journal", [False, True], ids=["no-journal", "journal"])
 def test_replaced_version_of_an_owned_volume_goes_at_once_only_where_freed_inodes_wait(
         tmp_path, journal):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a loop ext4 needs root")
+    skip_unless_root("loop-mounts an ext4 image")
     env = Env(tmp_path)
     env.unpublished_grace = "30s"
     mount_ext4(env.root, tmp_path / "root.ext4", journal)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import configmap, mounts_under, pod, secret, snapshot, visible_files, wait_for
+from conftest import (configmap, mounts_under, needs_root, pod, secret, snapshot, visible_files,
+                      wait_for)
 from test_cluster import CM, SECRET, Cluster, TestApiServer, cm_volume, secret_volume
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (bind mounts, tmpfs)")
+pytestmark = needs_root("bind mounts, tmpfs")
 
 PLUGIN = {"cfg": CM, "sec": SECRET}
 

@@ -1,9 +1,14 @@
 """The daemon on a root dir it shares with a kubelet: it removes only what its ownership journal
 says it set up, and a lost or damaged journal makes it own nothing."""
 import os
+import re
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from conftest import configmap, mounts_under, pod, secret, snapshot, visible_files, wait_for
 
@@ -111,7 +116,7 @@ def test_a_lost_or_damaged_journal_means_owning_and_removing_nothing(env):
         "lost": lambda j: j.unlink(),
         "corrupt": lambda j: j.write_bytes(j.read_bytes()[:-3] + b"X" + j.read_bytes()[-2:]),
         "old version": lambda j: j.write_bytes(
-            j.read_bytes().replace(b"volumemanager-ownership v1", b"volumemanager-ownership v0")),
+            j.read_bytes().replace(b"volumemanager-ownership v2", b"volumemanager-ownership v0")),
     }
     for name, damage in cases.items():
         uid = "u-" + name.replace(" ", "-")
@@ -139,3 +144,91 @@ def test_a_lost_or_damaged_journal_means_owning_and_removing_nothing(env):
         wait_for(lambda: not (env.root / "pods" / (uid + "-q")).exists(), what="q's teardown")
         assert env.stop() == 0
         assert (env.root / "pods" / uid).exists()
+
+
+def journal_state(env):
+    """The state volumemanager_ownership_journal_state reports (the one whose value is 1)."""
+    probe, _ = env.admin_addresses()
+    with urllib.request.urlopen(probe + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return re.findall(r'volumemanager_ownership_journal_state\{state="([a-z_]+)"\} 1', text)
+
+
+def test_a_journal_of_another_root_dir_means_owning_and_removing_nothing(env):
+    """--root-dir changed (here: the same tree under another path): the journal's paths are not
+    this root's; owning nothing, the daemon removes nothing, says so, and keeps the old journal."""
+    env.put_object(configmap("cfg", {"k": "v1"}))
+    env.put_pod(pod("p", [{"name": "v", "configMap": {"name": "cfg"}}], uid="u1"))
+    env.start()
+    wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")) == {"k": b"v1"},
+             what="the volume")
+    assert env.stop() == 0
+    os.remove(env.pods / "p.yaml")  # its pod is gone while the daemon is down
+    old_journal = (env.state / JOURNAL).read_bytes()
+    old_root = env.root
+    env.root = env.tmp / "other-root"
+    os.rename(old_root, env.root)
+    before = snapshot(env.root / "pods" / "u1")
+    mark = len(env.log())
+    env.start()
+    wait_for(lambda: "reconstructed 0 volume(s)" in env.log()[mark:], what="reconstruction")
+    assert "ownership journal of another root dir" in env.log()[mark:]
+    assert f"root dir {old_root}, not {env.root}" in env.log()[mark:]
+    assert journal_state(env) == ["other_root_dir"]
+    # A new pod is served; the old one, gone, is not torn down: not this root's to remove.
+    env.put_pod(pod("q", [{"name": "v", "configMap": {"name": "cfg"}}], uid="u2"))
+    wait_for(lambda: visible_files(env.volume_dir("u2", CM, "v")), what="a new pod")
+    assert snapshot(env.root / "pods" / "u1") == before, "a volume of another root's journal changed"
+    kept = [p for p in env.state.iterdir() if p.name.endswith(".rejected")]
+    assert len(kept) == 1 and kept[0].read_bytes() == old_journal, kept
+    assert env.stop() == 0
+
+
+def test_a_root_not_on_its_recorded_filesystem_waits_then_adopts(env):
+    """The kubelet's filesystem not mounted on the root dir yet (a start before the mount):
+    the daemon waits and retries, removing and setting up nothing; once it is mounted, it adopts
+    its volumes and proceeds (here: tears down the volume of a pod gone while it was down)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: mounts a tmpfs and bind-mounts it on the root dir")
+    disk = env.tmp / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(disk)], check=True)
+    (disk / "root").mkdir()
+    subprocess.run(["mount", "--bind", str(disk / "root"), str(env.root)], check=True)
+    env.put_object(configmap("cfg", {"k": "v1"}))
+    env.put_pod(pod("gone", [{"name": "v", "configMap": {"name": "cfg"}}], uid="u-gone"))
+    env.start()
+    wait_for(lambda: visible_files(env.volume_dir("u-gone", CM, "v")) == {"k": b"v1"},
+             what="the volume")
+    assert env.stop() == 0
+
+    os.remove(env.pods / "gone.yaml")  # gone while the daemon is down
+    env.put_pod(pod("new", [{"name": "v", "configMap": {"name": "cfg"}}], uid="u-new"))
+    subprocess.run(["umount", str(env.root)], check=True)
+    assert not (env.root / "pods" / "u-gone").exists()
+    mark = len(env.log())
+    env.start()
+    wait_for(lambda: len(re.findall("waiting for that filesystem", env.log()[mark:])) >= 2,
+             what="two attempts, each saying what it waits for")
+    log = env.log()[mark:]
+    assert "recorded on tmpfs" in log, log
+    assert "reconstructed" not in log
+    assert journal_state(env) == ["waiting_for_filesystem"]
+    probe, _ = env.admin_addresses()
+    try:
+        urllib.request.urlopen(probe + "/readyz?verbose", timeout=10)
+        raise AssertionError("ready while waiting for the root's filesystem")
+    except urllib.error.HTTPError as e:
+        assert b"waiting for the root dir's recorded filesystem" in e.read()
+    # Nothing set up on the wrong filesystem: the new pod waits too.
+    assert not (env.root / "pods" / "u-new").exists()
+    assert (disk / "root" / "pods" / "u-gone").exists(), "released or removed while waiting"
+
+    subprocess.run(["mount", "--bind", str(disk / "root"), str(env.root)], check=True)
+    wait_for(lambda: "reconstructed 1 volume(s)" in env.log()[mark:], timeout=30,
+             what="adoption once the filesystem is mounted")
+    wait_for(lambda: not (env.root / "pods" / "u-gone").exists(), what="the gone pod's teardown")
+    wait_for(lambda: visible_files(env.volume_dir("u-new", CM, "v")) == {"k": b"v1"},
+             what="the new pod's volume")
+    assert journal_state(env) == ["trusted"]
+    assert env.stop() == 0
