@@ -511,6 +511,14 @@ class WriteOperation {
       }
     }
     if (staging.empty()) return abandon(Status::Error("symlink: no free staging link name"));
+    // The last look before the point of no return (e.g. this process still holds the node's
+    // lock): refused, nothing is published and the new version goes again.
+    if (options_.may_publish) {
+      if (Status allowed = options_.may_publish(); !allowed.ok()) {
+        if (!staged_inside) fs_.UnlinkAt(dir_fd_, staging, 0);
+        return abandon(allowed);
+      }
+    }
     const int renamed = fs_.RenameAt(staging_dir, staging, dir_fd_, kDataDirName);
     new_fd_.Reset();
     if (renamed != 0) {

@@ -605,3 +605,37 @@ TEST_F(SharedWriterTest, ARenameThatFailsRemovesOnlyWhatNeverBecameLive) {
 
 }  // namespace
 }  // namespace atomicwriter
+
+namespace atomicwriter {
+namespace {
+
+// Options::may_publish, asked right before ..data is renamed (e.g. the node's lock still held):
+// refused, the published version stays, the new one is gone and the write fails with its error.
+TEST_F(WriterTest, ARefusedPublishLeavesThePublishedVersionAndNoDebris) {
+  Options options = SoleWriter();
+  bool allowed = true;
+  int asked = 0;
+  options.may_publish = [&] {
+    ++asked;
+    return allowed ? base::Status::OK() : base::Status::Error("lock lost");
+  };
+  auto w = OpenWriter(options);
+  const Payload first = MakePayload({{"k", "1"}});
+  ASSERT_TRUE(w->Write(first).ok());
+  EXPECT_EQ(asked, 1);
+  allowed = false;
+  auto refused = w->Write(MakePayload({{"k", "2"}, {"new", "x"}}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "lock lost");
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(VisibleContent(vol_), (std::map<std::string, std::string>{{"k", "1"}}));
+  EXPECT_EQ(DescribeDebris(vol_, first), "");
+  // A write that publishes nothing (same content) does not ask.
+  auto same = w->Write(first);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->published);
+  EXPECT_EQ(asked, 2);
+}
+
+}  // namespace
+}  // namespace atomicwriter

@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "base/errno_error.h"
 
@@ -89,10 +93,27 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   return ReadRegularFile(path, kMaxWholeFileBytes, /*follow_symlinks=*/false);
 }
 
+std::string DurableTempName(const std::string& name) {
+  // The pid alone is not unique: the daemons of a rolling update each run in a PID namespace of
+  // their own, often both as pid 1. A random number drawn once per process, and a counter for
+  // the writes of its threads, make the name this write's own.
+  static const uint64_t process_random = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  static std::atomic<uint64_t> counter{0};
+  char suffix[64];
+  std::snprintf(suffix, sizeof(suffix), ".tmp.%ld.%016llx.%llu", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(process_random),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return name + suffix;
+}
+
 Status WriteFileDurably(const std::string& dir, const std::string& name, std::string_view data) {
   const std::string file = dir + "/" + name;
-  const std::string tmp = file + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const std::string tmp = dir + "/" + DurableTempName(name);
+  // O_EXCL: never another writer's file, whatever the name.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return ErrnoError("create", tmp, errno);
   Status s = WriteAll(fd, data, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoError("fsync", tmp, errno);

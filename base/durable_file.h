@@ -31,9 +31,16 @@ Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
 // ReadRegularFile(path, kMaxWholeFileBytes, /*follow_symlinks=*/false).
 Result<std::string> ReadWholeFile(const std::string& path);
 
-// Replaces `dir`/`name` with `data` (mode 0600) as described above; the temporary file is
-// `name`.tmp and is removed again on failure.
+// Replaces `dir`/`name` with `data` (mode 0600) as described above. The temporary file is
+// DurableTempName(name), created O_EXCL, and is removed again on failure, so two processes (or
+// threads) replacing one file never write into, or rename, each other's temporary file: the
+// last rename wins, whole. A temporary file left by a crash mid-write stays (a few KiB, one per
+// such crash): no process removes another's, since it cannot tell whether that writer, perhaps
+// in another PID namespace, still runs.
 Status WriteFileDurably(const std::string& dir, const std::string& name, std::string_view data);
+
+// "<name>.tmp.<pid>.<random of this process, 16 hex digits>.<counter>": unique to one call.
+std::string DurableTempName(const std::string& name);
 
 // Writes all of `data` to `fd` (retrying short writes and EINTR); errors name `path`.
 Status WriteAll(int fd, std::string_view data, const std::string& path);

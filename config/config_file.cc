@@ -109,7 +109,7 @@ std::vector<ConfigField> MakeFields() {
       {"debugBindAddress", "--debug-bind-address", T::kString, "IP:PORT of /debug/state, /configz",
        [](C c) { return nlohmann::json(c.debug_bind_address); }},
       {"leaderElection.leaderElect", "--leader-elect", T::kBool,
-       "write only while holding this node's lock",
+       "campaign for the configured lock (the flock is taken either way)",
        [](C c) { return nlohmann::json(c.leader_election.leader_elect); }},
       {"leaderElection.resourceLock", "--leader-elect-resource-lock", T::kString, "file or leases",
        [](C c) {

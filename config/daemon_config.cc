@@ -144,12 +144,14 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
                  "the node: keep it on loopback unless it must be reachable (empty: not served)");
   std::string lock_type = "file", lease_duration, renew_deadline, retry_period;
   app.add_flag("--leader-elect", cfg.leader_election.leader_elect,
-               "Write only while holding this node's lock, so two daemons on one node (a "
-               "DaemonSet rolling update with surge) never both write (default true; "
-               "--leader-elect=false turns it off)");
+               "Campaign for this node's lock as --leader-elect-resource-lock says (default "
+               "true). The flock in --state-dir is taken either way, and nothing is written "
+               "before it is held, so two daemons on one node (a DaemonSet rolling update with "
+               "surge) never both write; --leader-elect=false adds no Lease");
   app.add_option("--leader-elect-resource-lock", lock_type,
                  "file (flock in --state-dir: no API load, freed at once when the holder dies) or "
-                 "leases (a per-node coordination.k8s.io Lease, the holder visible in the API)");
+                 "leases (a per-node coordination.k8s.io Lease, the holder visible in the API, "
+                 "taken once the flock, which is always taken, is held)");
   app.add_option("--leader-elect-lease-duration", lease_duration,
                  "How long a holder's lock lasts unrenewed (default 15s for file, 40s for leases)");
   app.add_option("--leader-elect-renew-deadline", renew_deadline,

@@ -3,12 +3,13 @@
 namespace dynamicconfig {
 
 base::Result<Startup> BeginStartup(CheckpointStore& store, int64_t now_unix, int max_failed_starts,
-                                   const ParseFunction& parse) {
+                                   const ParseFunction& parse, StartupWrites writes) {
+  const bool read_only = writes == StartupWrites::kNone;
   auto local = parse(std::nullopt);
   if (!local.ok()) return local.status();
   Startup out;
   out.parsed = std::move(local).value();
-  if (base::Status s = store.Init(); !s.ok()) {
+  if (base::Status s = read_only ? base::Status::OK() : store.Init(); !s.ok()) {
     out.errors.push_back("dynamic config dir: " + s.message() +
                          "; running on the file and flags alone");
     return out;
@@ -16,7 +17,9 @@ base::Result<Startup> BeginStartup(CheckpointStore& store, int64_t now_unix, int
   // A corrupt file goes aside, so that the next start does not trip over it again.
   auto corrupt = [&](const char* file, const base::Status& s, const std::string& fallback) {
     std::string message = s.message() + "; " + fallback;
-    if (base::Status aside = store.SetAside(file); !aside.ok()) {
+    if (read_only) {
+      message += " (set aside once this daemon holds the node's lock)";
+    } else if (base::Status aside = store.SetAside(file); !aside.ok()) {
       message += " (setting it aside failed: " + aside.message() + ")";
     } else {
       message += " (kept as " + std::string(file) + ".corrupt)";
@@ -57,13 +60,16 @@ base::Result<Startup> BeginStartup(CheckpointStore& store, int64_t now_unix, int
         out.assigned = AssignedRecord{*out.last_known_good, now_unix, 1, 0};
       }
     }
+    if (read_only) return;
     base::Status s = out.assigned ? store.SaveAssigned(*out.assigned) : store.ClearAssigned();
     if (!s.ok()) out.errors.push_back("dynamic config checkpoint: " + s.message());
   };
   auto roll_back = [&](const AssignedRecord& record, std::string reason) {
     out.rolled_back = RolledBackRecord{record.checkpoint, std::move(reason)};
     out.rolled_back_now = true;
-    if (base::Status s = store.SaveRolledBack(*out.rolled_back); !s.ok()) {
+    if (read_only) {
+      // Recorded by the start that holds the lock (it decides again from the disk then).
+    } else if (base::Status s = store.SaveRolledBack(*out.rolled_back); !s.ok()) {
       out.errors.push_back("dynamic config checkpoint: " + s.message());
     }
     fall_back();
@@ -100,7 +106,9 @@ base::Result<Startup> BeginStartup(CheckpointStore& store, int64_t now_unix, int
   if (!good) {
     record.starts += 1;
     if (record.trial_started_unix == 0) record.trial_started_unix = now_unix;
-    if (base::Status s = store.SaveAssigned(record); !s.ok()) {
+    if (read_only) {
+      // Counted once the lock is held (BeginStartup again, kAll).
+    } else if (base::Status s = store.SaveAssigned(record); !s.ok()) {
       out.errors.push_back("dynamic config checkpoint: counting this start: " + s.message());
     }
   }

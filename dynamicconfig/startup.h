@@ -53,10 +53,22 @@ struct Startup {
   }
 };
 
+// Whether BeginStartup writes what it decides (the count of this start, a rollback, setting a
+// corrupt file aside, creating the dir).
+enum class StartupWrites {
+  kAll,
+  // Nothing is written: the decision only, e.g. for a daemon that does not hold the node's lock
+  // yet (another daemon may be writing the same checkpoints). Such a start is not counted; it
+  // calls BeginStartup again, with kAll, once it holds the lock, and restarts when that decides
+  // otherwise (cmd/volumemanager/main.cc).
+  kNone,
+};
+
 // `now_unix`: wall-clock seconds (the trial spans restarts). An error only when `parse` rejects
 // the file and flags alone.
 base::Result<Startup> BeginStartup(CheckpointStore& store, int64_t now_unix, int max_failed_starts,
-                                   const ParseFunction& parse);
+                                   const ParseFunction& parse,
+                                   StartupWrites writes = StartupWrites::kAll);
 
 }  // namespace dynamicconfig
 

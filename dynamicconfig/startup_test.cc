@@ -55,6 +55,43 @@ TEST_F(StartupTest, EachStartOnTrialIsCountedAndTheTrialClockStartsAtTheFirst) {
   EXPECT_EQ((*store_.LoadAssigned())->starts, 2);
 }
 
+// A daemon that does not hold the node's lock yet decides from the disk and writes nothing: its
+// start is not counted, no rollback or corrupt file is recorded, the dir is not even created.
+TEST_F(StartupTest, BeforeTheLockTheDecisionIsTakenAndNothingIsWritten) {
+  auto read_only = [&] {
+    auto s = BeginStartup(store_, 1000, kMaxFailedStarts, parse_, StartupWrites::kNone);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return *s;
+  };
+  Startup none = read_only();
+  EXPECT_FALSE(none.active);
+  EXPECT_FALSE(std::filesystem::exists(store_.dir()));
+
+  ASSERT_TRUE(store_.Init().ok());
+  ASSERT_TRUE(store_.SaveLastKnownGood(good_).ok());
+  // On trial, never counted however often it starts.
+  ASSERT_TRUE(store_.SaveAssigned({next_, 0, 1, 0}).ok());
+  for (int i = 0; i < kMaxFailedStarts + 2; ++i) {
+    Startup s = read_only();
+    ASSERT_TRUE(s.active);
+    EXPECT_TRUE(s.active->SameRevision(next_));
+    EXPECT_EQ(s.assigned->starts, 2);  // as the start holding the lock would count it
+  }
+  EXPECT_EQ((*store_.LoadAssigned())->starts, 1);
+  EXPECT_EQ((*store_.LoadAssigned())->trial_started_unix, 0);
+  // Due for a rollback: decided (runs on the last known good config), not recorded.
+  ASSERT_TRUE(store_.SaveAssigned({next_, 900, kMaxFailedStarts, 0}).ok());
+  Startup s = read_only();
+  EXPECT_TRUE(s.rolled_back_now);
+  EXPECT_TRUE(s.active->SameRevision(good_));
+  EXPECT_FALSE(*store_.LoadRolledBack());
+  EXPECT_TRUE((*store_.LoadAssigned())->checkpoint.SameRevision(next_));
+  // The start holding the lock decides again and records it.
+  Startup counted = Begin();
+  EXPECT_TRUE(counted.rolled_back_now);
+  EXPECT_TRUE((*store_.LoadRolledBack())->checkpoint.SameRevision(next_));
+}
+
 TEST_F(StartupTest, RepeatedFailedRunsOnTrialRollBackToTheLastKnownGood) {
   ASSERT_TRUE(store_.Init().ok());
   ASSERT_TRUE(store_.SaveLastKnownGood(good_).ok());

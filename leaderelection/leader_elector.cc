@@ -201,6 +201,9 @@ void LeaderElector::BecomeLeader() {
 
 void LeaderElector::ArmLossDeadline() {
   lost_at_ = last_renew_sent_ + options_.timing.retry_period + options_.timing.renew_deadline;
+  if (callbacks_.on_term_extended) {
+    Guarded("OnTermExtended", [this] { callbacks_.on_term_extended(lost_at_); });
+  }
   const auto now = Now();
   ArmDeadline(milliseconds(TimerMillis(lost_at_ > now ? lost_at_ - now : Clock::duration{})));
 }

@@ -50,6 +50,10 @@ struct LeaderCallbacks {
   std::function<void()> on_started_leading;
   std::function<void()> on_stopped_leading;
   std::function<void(const std::string& identity)> on_new_leader;
+  // Each time a term starts (before on_started_leading) or is renewed: the monotonic time at
+  // which it ends unless renewed again, the deadline IsLeader() checks. For a check of the term
+  // off the loop thread (e.g. volumemanager::WriteGate).
+  std::function<void(std::chrono::steady_clock::time_point loss_deadline)> on_term_extended;
 };
 
 struct LeaderElectorOptions {

@@ -15,7 +15,9 @@ struct OperationExecutor::Request {
   VolumeKey key;
   std::function<base::Status()> work;
   std::function<void(const base::Status&)> done;
+  const WriteGate* gate;
   base::Status result;
+  bool cancelled = false;
 };
 
 bool OperationExecutor::CanStart(const VolumeKey& key, Clock::time_point now) const {
@@ -33,16 +35,41 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
   req->key = key;
   req->work = std::move(work);
   req->done = std::move(done);
+  req->gate = gate_;
   const int rc = uv_queue_work(
       loop_, &req->work_req,
       [](uv_work_t* w) {
         auto* r = static_cast<Request*>(w->data);
+        // Asked here, on the pool thread, not when queued: an operation that waited in the pool's
+        // queue past the loss of the lock does not start.
+        if (r->gate != nullptr && !r->gate->Open()) {
+          r->cancelled = true;
+          return;
+        }
+        WriteGate::Scope scope(r->gate);
         r->result = base::CatchAll("operation", r->work);
+        if (r->gate != nullptr && !r->gate->Open()) {
+          // Started while the lock was held and finished after it was lost: each such write is
+          // named with its writer, so that the overlap with a successor can be told.
+          logging::Warn("Operation finished after the node's lock was lost",
+                        {{"podUID", r->key.pod_uid},
+                         {"volume", r->key.volume_name},
+                         {"writer", r->gate->writer()},
+                         {"err", r->result.ok() ? logging::Value::Absent()
+                                                : logging::Value(r->result)}});
+        }
       },
       [](uv_work_t* w, int status) {
         std::unique_ptr<Request> r(static_cast<Request*>(w->data));
         OperationExecutor* self = r->executor;
         if (status == UV_ECANCELED) r->result = base::Status::Error("operation cancelled");
+        // Cancelled before it started, or by the work itself (a write refused right before
+        // publishing: WriteGate::Current()).
+        if (r->cancelled || IsCancelled(r->result)) {
+          r->cancelled = true;
+          r->result = CancelledStatus();
+          ++self->cancelled_count_;
+        }
         --self->in_flight_count_;
         // Run() created the entry and Forget() keeps it while in flight: no insert here.
         if (auto it = self->entries_.find(r->key); it != self->entries_.end()) {

@@ -2,6 +2,14 @@
 // per volume, the filesystem work on the libuv thread pool, and per-volume exponential backoff
 // after failures (docs/kubelet-behavior.md §6.5). A failing volume never blocks another.
 //
+// One writer per node: with a WriteGate (write_gate.h), the pool thread asks the gate right before
+// an operation's work runs; when it is closed (the node's lock was lost after the operation was
+// queued) the work does not run and the operation completes with CancelledStatus(): its own
+// outcome, not a failure (no backoff, no last error; the caller retries it once writes are
+// allowed again). Work already running when the gate closes finishes, and is logged with the
+// gate's writer when it ends after the close. While work runs, WriteGate::Current() on its thread
+// is the gate.
+//
 // Loop-thread only: Run, Forget and the queries must be called on the loop thread, and
 // `done` callbacks run there. `work` runs on a pool thread and must not touch loop-owned state.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_OPERATION_EXECUTOR_H_
@@ -19,6 +27,7 @@
 #include "base/status.h"
 #include "volumemanager/exponential_backoff.h"
 #include "volumemanager/volume_key.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 
@@ -34,10 +43,12 @@ class OperationExecutor {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `clock` (tests) tells when an operation ended, for its backoff.
+  // `clock` (tests) tells when an operation ended, for its backoff. `gate` (not owned; null: always
+  // open) is asked on the pool thread before each operation's work.
   explicit OperationExecutor(uv_loop_t* loop,
-                             std::function<Clock::time_point()> clock = &Clock::now)
-      : loop_(loop), clock_(std::move(clock)) {}
+                             std::function<Clock::time_point()> clock = &Clock::now,
+                             const WriteGate* gate = nullptr)
+      : loop_(loop), clock_(std::move(clock)), gate_(gate) {}
   OperationExecutor(const OperationExecutor&) = delete;
   OperationExecutor& operator=(const OperationExecutor&) = delete;
 
@@ -46,7 +57,8 @@ class OperationExecutor {
 
   // Starts `work` on the thread pool unless CanStart is false (then returns false and does
   // nothing). `done` gets work's status on the loop thread, after the backoff was updated: reset
-  // on success, grown on failure, untouched when cancelled (IsCancelled).
+  // on success, grown on failure, untouched when cancelled (IsCancelled: the gate was closed and
+  // `work` did not run, or the work reported CancelledStatus() itself).
   bool Run(const VolumeKey& key, std::function<base::Status()> work,
            std::function<void(const base::Status&)> done);
 
@@ -70,6 +82,8 @@ class OperationExecutor {
   void Forget(const VolumeKey& key);
 
   int in_flight() const { return in_flight_count_; }
+  // Operations cancelled by the closed gate so far (tests, metrics).
+  uint64_t cancelled() const { return cancelled_count_; }
   // Volumes with an operation in flight or a backoff remembered (bounded memory, tests).
   size_t size() const { return entries_.size(); }
 
@@ -83,8 +97,10 @@ class OperationExecutor {
 
   uv_loop_t* loop_;
   std::function<Clock::time_point()> clock_;
+  const WriteGate* gate_;
   std::map<VolumeKey, Entry> entries_;
   int in_flight_count_ = 0;
+  uint64_t cancelled_count_ = 0;
 };
 
 }  // namespace volumemanager

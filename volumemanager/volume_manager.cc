@@ -28,6 +28,7 @@ struct VolumeManager::OrphanWork {
   VolumeManager* self;
   std::string root_dir;
   OwnershipJournal* journal;
+  const WriteGate* gate;
   std::vector<std::string> pod_uids;
 };
 
@@ -64,7 +65,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       options_(std::move(options)),
       registry_(registry),
       all_sources_seen_(std::move(all_sources_seen)),
-      executor_(loop),
+      executor_(loop, &OperationExecutor::Clock::now, options_.write_gate),
       populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes),
       reconciler_(
           [this] {
@@ -372,11 +373,13 @@ void VolumeManager::CleanUpOrphanPodDirs() {
   work->self = this;
   work->root_dir = options_.root_dir;
   work->journal = options_.journal;
+  work->gate = options_.write_gate;
   orphan_work_in_flight_ = true;
   uv_queue_work(
       loop_, &work.release()->req,
       [](uv_work_t* req) {
         auto* w = static_cast<OrphanWork*>(req->data);
+        if (w->gate != nullptr && !w->gate->Open()) return;  // the next start's, then
         base::Status s = base::CatchAll("removing the empty dirs of gone pods", [w] {
           for (const std::string& uid : w->pod_uids) {
             RemoveOwnedEmptyPodDirs(w->root_dir, uid, *w->journal);

@@ -46,6 +46,7 @@
 #include "volumemanager/reconciler.h"
 #include "volumemanager/reconstruct.h"
 #include "volumemanager/volume_dir_watcher.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 
@@ -67,6 +68,10 @@ struct VolumeManagerOptions {
   // being acquired), and who writes, for the log lines of each write.
   bool writes_allowed_at_start = true;
   std::string writer_identity;
+  // One writer per node, checked on the pool threads (write_gate.h): an operation (or the orphan
+  // dirs' removal) that a pool thread takes up while the gate is closed does not start. Null:
+  // always open. Not owned.
+  const WriteGate* write_gate = nullptr;
   // See ReconcilerOptions::on_mount_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
 };

@@ -21,7 +21,9 @@
 #include "atomicwriter/remove_tree.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
+#include "volumemanager/operation_executor.h"
 #include "volumemanager/volume_paths.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 namespace {
@@ -219,6 +221,12 @@ base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(int root,
   options.unpublished_grace = request.unpublished_grace;
   options.removals = request.removals;
   if (owned) options.replaced_version = atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait;
+  // One writer per node: the gate of the operation this write runs in (OperationExecutor) is
+  // asked once more right before `..data` is renamed; a write whose lock was lost since it
+  // started publishes nothing and ends as cancelled.
+  if (const WriteGate* gate = WriteGate::Current(); gate != nullptr) {
+    options.may_publish = [gate] { return gate->Open() ? base::Status::OK() : CancelledStatus(); };
+  }
   return atomicwriter::AtomicWriter::OpenBeneath(root, rel, request.location.dir(), options);
 }
 

@@ -308,8 +308,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
   nlohmann::json state = nlohmann::json::object();
   nlohmann::json volumes = nlohmann::json::array();
   const VolumeManager* vm = daemon_->volume_manager();
-  if (vm == nullptr) {
+  if (vm == nullptr) {  // a standby: not holding the node's lock yet
     state["volumes"] = volumes;
+    AddLockState(&state);
     return state;
   }
   cache::ObjectManager* objects = daemon_->objects_for_debug();
@@ -380,6 +381,12 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
   }
   state["leftToKubelet"] = std::move(left);
+  AddLockState(&state);
+  return state;
+}
+
+void AdminPublisher::AddLockState(nlohmann::json* out) const {
+  nlohmann::json& state = *out;
   nlohmann::json readiness = nlohmann::json::array();
   for (const server::ReadinessCheck& c : daemon_->ReadinessChecks()) {
     readiness.push_back({{"name", c.name}, {"ok", c.ok}});
@@ -396,7 +403,6 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
         {"lastError",
          elector->last_error().empty() ? nlohmann::json() : nlohmann::json(elector->last_error())}};
   }
-  return state;
 }
 
 }  // namespace volumemanager

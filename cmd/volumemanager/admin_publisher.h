@@ -62,6 +62,8 @@ class AdminPublisher {
   // The snapshot parts, as the async callback builds them.
   std::vector<server::MetricFamily> BuildMetrics() const;
   nlohmann::json BuildDebugState() const;
+  // The readiness checks and the node's lock (`leaderElection`), for a standby too.
+  void AddLockState(nlohmann::json* state) const;
 
  private:
   struct Handles;

@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -62,52 +63,34 @@ std::optional<Daemon::StartError> Daemon::Start() {
   started_ = true;
   auto allocatable = NodeAllocatable(config_);
   if (!allocatable.ok()) return StartError{2, allocatable.status().message()};
+  // Read-only until the node's lock is held (Start's contract in daemon.h). A root dir that could
+  // not be created later fails now, with the error mkdir would give.
+  if (struct stat st{}; ::stat(config_.root_dir.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT) {  // created once the lock is held: its parent must exist
+      const size_t slash = config_.root_dir.find_last_of('/');
+      const std::string parent =
+          slash == std::string::npos ? "." : slash == 0 ? "/" : config_.root_dir.substr(0, slash);
+      err = ::stat(parent.c_str(), &st) == 0 ? 0 : errno;
+    }
+    if (err != 0) {
+      return StartError{1, "--root-dir: mkdir " + config_.root_dir + ": " + std::strerror(err)};
+    }
+  }
   // The object source first: credentials that cannot be loaded end the start before anything is
   // created on disk.
   registry_ = plugins::PluginRegistry::NewDefault();
   if (auto error = StartObjectSource()) return error;
 
-  // As the kubelet does at start: the root dir and its pods dir exist from now on.
-  for (const std::string& dir : {config_.root_dir, config_.root_dir + "/pods"}) {
-    if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
-      return StartError{1, "--root-dir: mkdir " + dir + ": " + std::strerror(errno)};
-    }
-  }
-  // A link planted as the pods dir is never followed: every volume below it fails, saying so.
-  if (struct stat st{};
-      ::lstat((config_.root_dir + "/pods").c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-    spdlog::error(
-        "{}/pods is {}, not a directory: it is not followed, and every volume below it fails until "
-        "it is a directory again",
-        config_.root_dir, S_ISLNK(st.st_mode) ? "a symlink" : "not a directory");
-  }
-
-  // What the daemon owns under the root dir: only what its journal lists, never what it finds.
-  if (auto error = OpenOwnershipJournal()) return error;
-
-  VolumeManagerOptions options;
-  options.root_dir = config_.root_dir;
-  options.sync_frequency =
-      std::chrono::duration_cast<std::chrono::milliseconds>(config_.sync_frequency);
-  options.durable = config_.fsync;
-  options.tmpfs = config_.tmpfs;
-  options.node_allocatable = *allocatable;
-  options.journal = journal_.get();
-  options.unpublished_grace =
-      std::chrono::duration_cast<std::chrono::milliseconds>(config_.unpublished_grace);
-  options.kubelet_owns_volumes = config_.volume_ownership == config::VolumeOwnership::kKubelet;
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "localhost");
-  const std::string identity = leaderelection::NewIdentity(host);
-  if (config_.leader_election.leader_elect) {
-    options.writes_allowed_at_start = false;
-    options.writer_identity = identity;
-  }
-  ConfigureVolumeManager(options);
-  pods_ = std::make_unique<podconfig::PodConfig>(
-      [this](const podconfig::PodUpdate& u) { manager_->OnPodUpdate(u); });
-  manager_ = std::make_unique<VolumeManager>(loop_, options, object_manager(), registry_.get(),
-                                             [this] { return pods_->AllSourcesSeen(); });
+  identity_ = leaderelection::NewIdentity(host);
+  gate_ = std::make_unique<WriteGate>(identity_);
+  // Pods are merged from the start; the volume manager, created once the lock is held, gets
+  // them all then (StartWriting).
+  pods_ = std::make_unique<podconfig::PodConfig>([this](const podconfig::PodUpdate& u) {
+    if (manager_) manager_->OnPodUpdate(u);
+  });
 
   std::vector<std::string> pod_sources;
   if (config::ClusterMode(config_)) pod_sources.push_back("the API server");
@@ -129,10 +112,7 @@ std::optional<Daemon::StartError> Daemon::Start() {
       cache::ChangeDetectionStrategyName(config_.strategy),
       config::FormatGoDuration(config_.sync_frequency),
       config::VolumeOwnershipName(config_.volume_ownership));
-  manager_->Start();
-  if (config_.leader_election.leader_elect) {
-    if (auto error = StartElection(identity)) return error;
-  }
+  if (auto error = StartElection()) return error;
   if (auto error = StartPodSources()) return error;
 
   if (base::Status s = stall_monitor_.Start(
@@ -144,43 +124,197 @@ std::optional<Daemon::StartError> Daemon::Start() {
   return std::nullopt;
 }
 
-std::optional<Daemon::StartError> Daemon::StartElection(const std::string& identity) {
-  std::unique_ptr<leaderelection::ResourceLock> lock;
-  if (config_.leader_election.resource_lock == leaderelection::LockType::kFile) {
-    lock = std::make_unique<leaderelection::FileLock>(config_.state_dir + "/" +
-                                                      leaderelection::kFileLockName);
-  } else {
-    auto lease = MakeLeaseLock();
-    if (!lease.ok()) return StartError{2, lease.status().message()};
-    lock = std::move(lease).value();
+std::optional<Daemon::StartError> Daemon::StartWriting() {
+  // As the kubelet does at start: the root dir and its pods dir exist from now on.
+  for (const std::string& dir : {config_.root_dir, config_.root_dir + "/pods"}) {
+    if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+      return StartError{1, "--root-dir: mkdir " + dir + ": " + std::strerror(errno)};
+    }
   }
-  const std::string what = lock->Describe();
-  leaderelection::LeaderElectorOptions options;
-  options.identity = identity;
-  options.timing = config_.leader_election_timing;
-  leaderelection::LeaderCallbacks callbacks;
-  callbacks.on_started_leading = [this, what, identity] {
-    spdlog::info("holding the node's lock ({}) as {}: writing", what, identity);
-    if (manager_) manager_->SetWritesAllowed(true);
+  // A link planted as the pods dir is never followed: every volume below it fails, saying so.
+  if (struct stat st{};
+      ::lstat((config_.root_dir + "/pods").c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    spdlog::error(
+        "{}/pods is {}, not a directory: it is not followed, and every volume below it fails until "
+        "it is a directory again",
+        config_.root_dir, S_ISLNK(st.st_mode) ? "a symlink" : "not a directory");
+  }
+
+  // What the daemon owns under the root dir: only what its journal lists, never what it finds.
+  // Opened (and rewritten) only now: a predecessor still holding the lock appends to it until
+  // it lets go.
+  if (auto error = OpenOwnershipJournal()) return error;
+
+  auto allocatable = NodeAllocatable(config_);  // checked in Start
+  VolumeManagerOptions options;
+  options.root_dir = config_.root_dir;
+  options.sync_frequency =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.sync_frequency);
+  options.durable = config_.fsync;
+  options.tmpfs = config_.tmpfs;
+  if (allocatable.ok()) options.node_allocatable = *allocatable;
+  options.journal = journal_.get();
+  options.unpublished_grace =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.unpublished_grace);
+  options.kubelet_owns_volumes = config_.volume_ownership == config::VolumeOwnership::kKubelet;
+  options.writes_allowed_at_start = holding_;
+  options.writer_identity = identity_;
+  options.write_gate = gate_.get();
+  ConfigureVolumeManager(options);
+  manager_ = std::make_unique<VolumeManager>(loop_, options, object_manager(), registry_.get(),
+                                             [this] { return pods_->AllSourcesSeen(); });
+  // The pods merged while waiting for the lock, as each source last delivered them.
+  for (const std::string& source : pods_->sources()) {
+    podconfig::PodUpdate adds{podconfig::PodOp::kAdd, {}, source};
+    podconfig::PodUpdate deletes{podconfig::PodOp::kDelete, {}, source};
+    for (const auto& [uid, pod] : pods_->PodsOf(source)) {
+      (pod->metadata.deletion_timestamp ? deletes : adds).pods.push_back(pod);
+    }
+    if (!adds.pods.empty()) manager_->OnPodUpdate(adds);
+    if (!deletes.pods.empty()) manager_->OnPodUpdate(deletes);
+  }
+  manager_->Start();
+  return std::nullopt;
+}
+
+std::optional<Daemon::StartError> Daemon::StartElection() {
+  // The state dir holds the lock file: the one thing created before the lock is held.
+  if (::mkdir(config_.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return StartError{1, "--state-dir: mkdir " + config_.state_dir + ": " + std::strerror(errno)};
+  }
+  const bool leases = config_.leader_election.leader_elect &&
+                      config_.leader_election.resource_lock == leaderelection::LockType::kLeases;
+  // The flock is always taken: the kernel's exclusion between the processes of this node, whatever
+  // other lock is configured (a rollout that changes the lock type still has one writer).
+  auto file_lock = std::make_unique<leaderelection::FileLock>(config_.state_dir + "/" +
+                                                              leaderelection::kFileLockName);
+  const std::string file_what = file_lock->Describe();
+  leaderelection::LeaderElectorOptions file_options;
+  file_options.identity = identity_;
+  // The --leader-elect-* timing when the flock is the configured lock; the file lock's defaults
+  // beside a Lease.
+  file_options.timing = config_.leader_election.resource_lock == leaderelection::LockType::kFile
+                            ? config_.leader_election_timing
+                            : leaderelection::DefaultTiming(leaderelection::LockType::kFile);
+  leaderelection::LeaderCallbacks file_callbacks;
+  file_callbacks.on_term_extended = [this](std::chrono::steady_clock::time_point deadline) {
+    file_deadline_ = deadline;
+    if (file_held_) OnLockChanged();
   };
-  callbacks.on_stopped_leading = [this, what] {
-    if (manager_) manager_->SetWritesAllowed(false);
+  file_callbacks.on_started_leading = [this, leases] {
+    file_held_ = true;
+    if (leases) {
+      lease_elector_->Start();
+    } else {
+      OnLockChanged();
+    }
+  };
+  file_callbacks.on_stopped_leading = [this, file_what] {
+    file_held_ = false;
+    OnLockChanged();
+    if (lease_elector_) lease_elector_->Stop();  // releases the Lease too
     if (stopping_) return;
-    spdlog::warn("lost the node's lock ({}): no new writes until it is held again", what);
+    if (manager_ != nullptr) {
+      LostAfterWriting(file_what);
+      return;
+    }
+    spdlog::warn("lost the node's lock ({}): no new writes until it is held again", file_what);
     elector_->Start();  // campaign again
   };
-  callbacks.on_new_leader = [identity](const std::string& leader) {
-    if (!leader.empty() && leader != identity) {
+  file_callbacks.on_new_leader = [this](const std::string& leader) {
+    if (!leader.empty() && leader != identity_) {
       spdlog::info("the node's lock is held by {}: waiting, writing nothing", leader);
     }
   };
-  auto elector =
-      leaderelection::LeaderElector::Create(loop_, std::move(lock), options, std::move(callbacks));
+  auto elector = leaderelection::LeaderElector::Create(loop_, std::move(file_lock), file_options,
+                                                       std::move(file_callbacks));
   if (!elector.ok()) return StartError{2, elector.status().message()};
   elector_ = std::move(elector).value();
-  spdlog::info("acquiring the node's lock ({}) as {} before writing anything", what, identity);
+
+  std::string what = file_what;
+  if (leases) {
+    auto lease = MakeLeaseLock();
+    if (!lease.ok()) return StartError{2, lease.status().message()};
+    const std::string lease_what = (*lease)->Describe();
+    what += " and " + lease_what;
+    leaderelection::LeaderElectorOptions lease_options;
+    lease_options.identity = identity_;
+    lease_options.timing = config_.leader_election_timing;
+    leaderelection::LeaderCallbacks callbacks;
+    callbacks.on_term_extended = [this](std::chrono::steady_clock::time_point deadline) {
+      lease_deadline_ = deadline;
+      if (lease_held_) OnLockChanged();
+    };
+    callbacks.on_started_leading = [this] {
+      lease_held_ = true;
+      OnLockChanged();
+    };
+    callbacks.on_stopped_leading = [this, lease_what] {
+      lease_held_ = false;
+      OnLockChanged();
+      if (stopping_ || !file_held_) return;
+      if (manager_ != nullptr) {
+        LostAfterWriting(lease_what);
+        return;
+      }
+      spdlog::warn("lost the node's lock ({}): no new writes until it is held again", lease_what);
+      lease_elector_->Start();  // campaign again
+    };
+    callbacks.on_new_leader = [this](const std::string& leader) {
+      if (!leader.empty() && leader != identity_) {
+        spdlog::info("the node's lock is held by {}: waiting, writing nothing", leader);
+      }
+    };
+    auto lease_elector = leaderelection::LeaderElector::Create(
+        loop_, std::move(lease).value(), lease_options, std::move(callbacks));
+    if (!lease_elector.ok()) return StartError{2, lease_elector.status().message()};
+    lease_elector_ = std::move(lease_elector).value();
+  }
+  spdlog::info("acquiring the node's lock ({}) as {} before writing anything", what, identity_);
   elector_->Start();
   return std::nullopt;
+}
+
+void Daemon::LostAfterWriting(const std::string& what) {
+  // Another daemon may hold the lock now and rewrite the ownership journal (a new file: this
+  // process's descriptor would append to the old one) and the volumes: what this process knows
+  // of both is stale from here on. It writes nothing more and restarts, reading them afresh.
+  const StartError error{
+      kExitLostLock, "lost the node's lock (" + what +
+                         ") after writing: no new writes; restarting to read the ownership "
+                         "journal and the volumes afresh"};
+  spdlog::error("{}", error.message);
+  if (fatal_) fatal_(error);
+}
+
+void Daemon::OnLockChanged() {
+  const bool held = file_held_ && (lease_elector_ == nullptr || lease_held_);
+  if (held) {
+    // Open until the earliest end of a term; each renewal moves it.
+    gate_->OpenUntil(lease_elector_ ? std::min(file_deadline_, lease_deadline_) : file_deadline_);
+  } else {
+    gate_->Close();
+  }
+  if (held == holding_) return;
+  holding_ = held;
+  if (!held) {
+    if (manager_) manager_->SetWritesAllowed(false);
+    return;
+  }
+  spdlog::info("holding the node's lock ({}{}) as {}: writing", elector_->lock()->Describe(),
+               lease_elector_ ? " and " + lease_elector_->lock()->Describe() : "", identity_);
+  if (manager_ == nullptr && !stopping_) {
+    if (before_writing_ && !std::exchange(before_writing_, nullptr)()) return;
+    if (stopping_) return;
+    if (auto error = StartWriting()) {
+      spdlog::error("{}", error->message);
+      gate_->Close();
+      holding_ = false;
+      if (fatal_) fatal_(*error);
+      return;
+    }
+  }
+  if (manager_) manager_->SetWritesAllowed(true);
 }
 
 std::optional<Daemon::StartError> Daemon::StartObjectSource() {
@@ -301,8 +435,10 @@ std::string Daemon::OwnershipJournalState() const {
 
 std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
   std::vector<server::ReadinessCheck> checks;
+  // A standby (not holding the node's lock yet) has nothing to check: it reads the journal only
+  // once it holds the lock, and is ready to take over once its pod sources are listed.
   checks.push_back(
-      {"volume-reconstruction", manager_ != nullptr && manager_->reconstructed(),
+      {"volume-reconstruction", manager_ != nullptr ? manager_->reconstructed() : !holding_,
        manager_ != nullptr && !manager_->waiting_for_filesystem().empty()
            ? "waiting for the root dir's recorded filesystem: " + manager_->waiting_for_filesystem()
            : "the start-up check of the volumes in the ownership journal has not finished"});
@@ -345,7 +481,8 @@ std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
 }
 
 bool Daemon::ready() const {
-  return manager_ != nullptr && manager_->reconstructed() && pods_->AllSourcesSeen();
+  return pods_ != nullptr && pods_->AllSourcesSeen() &&
+         (manager_ != nullptr ? manager_->reconstructed() : started_ && !holding_);
 }
 
 void Daemon::Stop(std::function<void()> done) {
@@ -353,18 +490,15 @@ void Daemon::Stop(std::function<void()> done) {
   stopping_ = true;
   StopSources();
   stall_monitor_.Stop();
-  if (!manager_) {
-    if (done) done();
-    return;
-  }
-  // Writes finish first; then the lock is released, so a successor takes over at once.
-  manager_->Stop([this, done = std::move(done)]() mutable {
-    if (elector_ == nullptr) {
+  // Writes finish first; then the locks are released (the Lease, then the flock), so a successor
+  // takes over at once.
+  auto release = [this, done = std::move(done)]() mutable {
+    if (elector_ == nullptr) {  // Start failed before the election
       if (done) done();
       return;
     }
-    elector_->Stop([this, done = std::move(done)]() mutable {
-      // Released. The elector may not be destroyed from its own callback: on the next loop
+    auto finish = [this, done = std::move(done)]() mutable {
+      // Released. An elector may not be destroyed from its own callback: on the next loop
       // iteration, so that its handles are closed too when `done` runs.
       struct Next {
         uv_timer_t timer;
@@ -378,14 +512,27 @@ void Daemon::Stop(std::function<void()> done) {
           &next->timer,
           [](uv_timer_t* t) {
             auto* n = static_cast<Next*>(t->data);
-            n->self->elector_.reset();
+            n->self->DestroyElector();
             if (n->done) base::CatchAll("stop", [&] { n->done(); }).IgnoreError();
             uv_close(reinterpret_cast<uv_handle_t*>(t),
                      [](uv_handle_t* h) { delete static_cast<Next*>(h->data); });
           },
           0, 0);
-    });
-  });
+    };
+    auto stop_file = [this, finish = std::move(finish)]() mutable {
+      elector_->Stop(std::move(finish));
+    };
+    if (lease_elector_) {
+      lease_elector_->Stop(std::move(stop_file));
+    } else {
+      stop_file();
+    }
+  };
+  if (manager_) {
+    manager_->Stop(std::move(release));
+  } else {
+    release();
+  }
 }
 
 }  // namespace volumemanager

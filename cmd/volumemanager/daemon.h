@@ -2,19 +2,35 @@
 // sources and their merge, and the volume manager.
 //
 // Lifecycle (loop thread only; the loop runs between the calls):
-//  * Start(): starts the object source (so that credentials that cannot be loaded end the start
-//    before anything is created), creates the root dir and its pods dir (as the kubelet does at
-//    start), opens the ownership journal in the state dir (what the daemon owns under the root
-//    dir: only what it lists), then starts the volume manager (its start-up scan runs on the
-//    thread pool), the node lock's election, the pod sources and the loop stall monitor, in that
-//    order, so the objects a pod names can be served before any pod arrives.
-//    A failure says which flag it concerns and the exit code the process should end with; what
-//    was started is stopped again by Stop() or the destructor.
-//  * ready(): the start-up scan is done and every pod source has delivered its first state, so
-//    the desired state is complete and orphan cleanup may run.
+//  * Start(): read-only preparation first: flags, the object source (so that credentials that
+//    cannot be loaded end the start before anything else); then the node's lock is requested
+//    (its first attempt runs on the next loop iteration), the pod sources start (their pods are
+//    merged and kept, so a standby knows the desired state) and the loop stall monitor. The lock:
+//    the flock on <state dir>/leader.lock always (the only writes before it is held: creating
+//    the state dir and the lock file), and, with
+//    --leader-elect-resource-lock leases, the Lease once the flock is held. Nothing else is
+//    written to the state dir or the root dir before the lock is held. When it is first held:
+//    the root dir and its pods dir are created (as the kubelet does at start), the ownership
+//    journal is opened (and rewritten) in the state dir, the volume manager is created with the
+//    pods merged so far and started (its start-up scan runs on the thread pool). A failure then
+//    goes to the fatal handler (SetFatalHandler) with its flag and exit code; a failure in
+//    Start() itself is returned. What was started is stopped again by Stop() or the destructor.
+//  * Writes: only while the lock is held. The write gate (volumemanager/write_gate.h) is open
+//    until the lock's loss deadline, moved at each renewal and closed at once when it is lost, so
+//    the pool threads stop starting operations even while the loop is late; the volume manager
+//    stops passes when the loop hears of it.
+//  * ready(): every pod source has delivered its first state and either the start-up scan is
+//    done or the lock is not held yet (a standby is ready: during a surge update the old pod
+//    holds the lock until it stops, and waiting for it would stall the rollout).
+//  * Losing the lock after writing began ends the process (kExitLostLock, through the fatal
+//    handler; a standby that never wrote campaigns again): a successor may have rewritten the
+//    journal and the volumes meanwhile, and this process's view of both is stale.
 //  * Stop(done): no new work from then on: the sources and the object store stop at once,
-//    in-flight volume writes finish, then `done` runs on the loop thread. A second call does
-//    nothing.
+//    in-flight volume writes finish, the lock is released, then `done` runs on the loop thread.
+//    A second call does nothing.
+//
+// --leader-elect=false: the flock is taken all the same (two daemons on one state dir never
+// both write) with the file lock's timing; no Lease, whatever --leader-elect-resource-lock says.
 //
 // Cluster mode (cluster_daemon.h) extends it by overriding the source hooks (objects and pods from
 // the API server instead of, or beside, the manifest directories); the volume manager and the
@@ -44,6 +60,7 @@
 #include "cmd/volumemanager/loop_stall_monitor.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 
@@ -53,8 +70,11 @@ base::Result<kube::ResourceList> NodeAllocatable(const config::DaemonConfig& con
 
 class Daemon {
  public:
+  // The exit code after losing the node's lock once writing (LostAfterWriting).
+  static constexpr int kExitLostLock = 6;
   struct StartError {
-    int exit_code;        // 2: a flag's value cannot be used; 1: the machine (or state) refused
+    int exit_code;        // 2: a flag's value cannot be used; 1: the machine (or state) refused;
+                          // kExitLostLock
     std::string message;  // names the flag, e.g. "--pod-manifest-path /x: ..."
   };
 
@@ -65,6 +85,17 @@ class Daemon {
 
   std::optional<StartError> Start();
   bool ready() const;
+  // Where a failure after Start() goes (opening the journal or creating the root dir once the
+  // lock is held): e.g. a graceful stop with its exit code. Without one it is logged only.
+  void SetFatalHandler(std::function<void(const StartError&)> handler) {
+    fatal_ = std::move(handler);
+  }
+  // Runs once, on the loop, when the node's lock is first held, before anything else is written
+  // (root dir, journal): e.g. counting this start against a dynamic config's trial. Returning
+  // false starts nothing (the hook has begun a stop, e.g. to restart onto another config).
+  void SetBeforeWriting(std::function<bool()> hook) { before_writing_ = std::move(hook); }
+  // Whether this daemon holds the node's lock (all the locks it takes) as the loop last heard.
+  bool holding_lock() const { return holding_; }
   void Stop(std::function<void()> done);
   bool stopping() const { return stopping_; }
 
@@ -82,11 +113,15 @@ class Daemon {
   virtual void ApplyLiveConfig(const config::DaemonConfig& config);
   // Null before Start.
   const VolumeManager* volume_manager() const { return manager_.get(); }
-  // One writer per node: null with --leader-elect=false.
-  const leaderelection::LeaderElector* elector() const { return elector_.get(); }
-  // Liveness beyond the loop (for /healthz): the election loop is alive (or not in use).
+  // One writer per node: the elector of the configured lock (the Lease's with
+  // --leader-elect-resource-lock leases, else the flock's); null before Start.
+  const leaderelection::LeaderElector* elector() const {
+    return lease_elector_ ? lease_elector_.get() : elector_.get();
+  }
+  // Liveness beyond the loop (for /healthz): the election loops are alive.
   bool ElectionAlive(std::chrono::steady_clock::time_point now) const {
-    return elector_ == nullptr || stopping_ || elector_->Alive(now);
+    return stopping_ || ((elector_ == nullptr || elector_->Alive(now)) &&
+                         (lease_elector_ == nullptr || !file_held_ || lease_elector_->Alive(now)));
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
   // The ownership journal's state for volumemanager_ownership_journal_state: "trusted" (read,
@@ -121,7 +156,10 @@ class Daemon {
 
   void OnObjectChanged(const kube::ObjectRef& object);
   // For a derived destructor: the elector goes before the clients its lock uses.
-  void DestroyElector() { elector_.reset(); }
+  void DestroyElector() {
+    lease_elector_.reset();
+    elector_.reset();
+  }
   uv_loop_t* loop() const { return loop_; }
   const config::DaemonConfig& config() const { return config_; }
   podconfig::PodConfig& pods() { return *pods_; }
@@ -138,12 +176,31 @@ class Daemon {
   std::unique_ptr<cache::LocalObjectStore> objects_;
   std::unique_ptr<podconfig::PodConfig> pods_;
   std::unique_ptr<VolumeManager> manager_;
+  // The flock's elector (always) and the Lease's (--leader-elect-resource-lock leases, campaigning
+  // only while the flock is held).
   std::unique_ptr<leaderelection::LeaderElector> elector_;
+  std::unique_ptr<leaderelection::LeaderElector> lease_elector_;
+  std::unique_ptr<WriteGate> gate_;
+  std::string identity_;
+  bool file_held_ = false;
+  bool lease_held_ = false;
+  bool holding_ = false;
+  std::chrono::steady_clock::time_point file_deadline_{};
+  std::chrono::steady_clock::time_point lease_deadline_{};
+  std::function<void(const StartError&)> fatal_;
+  std::function<bool()> before_writing_;
   podconfig::FileSource file_source_;
   podconfig::HttpSource http_source_;
   LoopStallMonitor stall_monitor_;
-  // Starts the node lock's election (--leader-elect); writes wait for it.
-  std::optional<StartError> StartElection(const std::string& identity);
+  // Starts the node lock's election; writes wait for it.
+  std::optional<StartError> StartElection();
+  // The lock's state changed: the gate, the volume manager's writes, the first start of writing.
+  void OnLockChanged();
+  // The lock was lost after the volume manager started: no re-campaign; the fatal handler ends
+  // the process (kExitLostLock) so that a fresh one reads the journal and the volumes again.
+  void LostAfterWriting(const std::string& what);
+  // On first holding the lock: root dir, journal, volume manager.
+  std::optional<StartError> StartWriting();
   bool started_ = false;
   bool stopping_ = false;
 };

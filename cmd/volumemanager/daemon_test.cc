@@ -68,8 +68,10 @@ TEST(DaemonTest, StartReadyWriteStop) {
   EXPECT_FALSE(daemon.ready());
   auto error = daemon.Start();
   ASSERT_FALSE(error) << error->message;
+  // Nothing is written before the node's lock is held: the root dir comes once it is.
+  EXPECT_FALSE(std::filesystem::exists(cfg.root_dir));
+  ASSERT_TRUE(loop.RunUntil([&] { return daemon.holding_lock() && daemon.ready(); }));
   EXPECT_TRUE(std::filesystem::is_directory(cfg.root_dir + "/pods"));
-  ASSERT_TRUE(loop.RunUntil([&] { return daemon.ready(); }));
   ASSERT_TRUE(loop.RunUntil([&] { return std::filesystem::exists(file); }));
   EXPECT_EQ(ReadFile(file), "hello");
 

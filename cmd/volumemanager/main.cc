@@ -5,12 +5,16 @@
 // daemon takes no new work, lets in-flight writes finish and the process exits 0 (3 when they
 // had not finished after 5 s), or until a new dynamic config needs a restart (the same graceful
 // stop, exit 5).
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -24,11 +28,13 @@
 #include <vector>
 
 #include "base/catch_all.h"
+#include "base/unique_fd.h"
 #include "config/config_file.h"
 #include "config/daemon_config.h"
 #include "dynamicconfig/checkpoint_store.h"
 #include "dynamicconfig/controller.h"
 #include "dynamicconfig/startup.h"
+#include "leaderelection/file_lock.h"
 #include "cmd/volumemanager/admin_publisher.h"
 #include "cmd/volumemanager/cluster_daemon.h"
 #include "cmd/volumemanager/daemon.h"
@@ -48,6 +54,8 @@ constexpr int kExitStopFailed = 4;
 // A graceful stop to be restarted onto a new dynamic config (its DaemonSet restarts the pod's
 // container whatever the code; a distinct one tells the operator why).
 constexpr int kExitRestartForConfig = 5;
+// Losing the node's lock after writing began is a graceful stop with
+// volumemanager::Daemon::kExitLostLock (6): restarted, the daemon reads the journal afresh.
 
 void CreateLogger() {
   auto logger = spdlog::stderr_logger_mt("volumemanager");
@@ -157,6 +165,17 @@ class GracefulStop {
   int exit_code_ = 0;
 };
 
+// The node's flock (leaderelection/file_lock.h's file), taken at once or not at all: for a start
+// that failed before its election began. Invalid when held by another process or unusable.
+base::UniqueFd TryNodeLock(const std::string& state_dir) {
+  if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) return base::UniqueFd();
+  const std::string path = state_dir + "/" + leaderelection::kFileLockName;
+  base::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                           0644));
+  if (!fd.valid() || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return base::UniqueFd();
+  return fd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,8 +208,11 @@ int main(int argc, char** argv) {
   const config::DaemonConfig base_config = *parsed->config;
   if (!base_config.dynamic_config.empty()) {
     checkpoints = std::make_unique<dynamicconfig::CheckpointStore>(base_config.dynamic_config_dir);
+    // Read only: another daemon may hold the node's lock and write these checkpoints. This start
+    // is counted (and a rollback recorded) once it holds the lock (SetBeforeWriting below).
     auto begun = dynamicconfig::BeginStartup(*checkpoints, static_cast<int64_t>(std::time(nullptr)),
-                                             dynamicconfig::kMaxFailedStarts, parse);
+                                             dynamicconfig::kMaxFailedStarts, parse,
+                                             dynamicconfig::StartupWrites::kNone);
     if (!begun.ok()) {
       std::fprintf(stderr, "volumemanager: %s\n", begun.status().message().c_str());
       return 2;
@@ -214,6 +236,16 @@ int main(int argc, char** argv) {
   if (auto error = daemon.Start()) {
     if (startup) {
       for (const std::string& e : startup->errors) spdlog::error("dynamic config: {}", e);
+      // A start that fails before it ever held the lock is counted against the trial only when
+      // the lock is free (the node's only daemon restarting in place): then repeated failures
+      // roll the config back as ever. Held by another daemon (a surge), this start writes
+      // nothing: the holder serves the node on its config, and this pod never becomes Ready.
+      if (base::UniqueFd lock = TryNodeLock(cfg.state_dir); lock.valid()) {
+        dynamicconfig::BeginStartup(*checkpoints, static_cast<int64_t>(std::time(nullptr)),
+                                    dynamicconfig::kMaxFailedStarts, parse)
+            .status()
+            .IgnoreError();
+      }
     }
     std::fprintf(stderr, "volumemanager: %s\n", error->message.c_str());
     return error->exit_code;
@@ -229,7 +261,14 @@ int main(int argc, char** argv) {
       dynamic->Stop();
     }
   });
-  if (startup) {
+  // Opening the journal or creating the root dir once the lock is held: a graceful stop with the
+  // exit code Start() would have returned.
+  daemon.SetFatalHandler([&](const volumemanager::Daemon::StartError& error) {
+    stop.StopFromLoop(error.message, error.exit_code);
+  });
+  // The dynamic config's controller writes checkpoints: it starts once the lock is held, on the
+  // decision taken again from the disk then, with this start counted.
+  auto start_dynamic = [&](dynamicconfig::Startup counted) {
     auto* cluster = static_cast<volumemanager::ClusterDaemon*>(&daemon);  // cluster mode only
     const std::string& source = base_config.dynamic_config;
     dynamicconfig::ControllerOptions options;
@@ -258,11 +297,34 @@ int main(int argc, char** argv) {
       admin.SetConfigz(std::move(configz));
     };
     dynamic = std::make_unique<dynamicconfig::Controller>(loop, cluster->api(), checkpoints.get(),
-                                                          std::move(*startup), options, hooks);
+                                                          std::move(counted), options, hooks);
     admin.SetExtraMetrics(
         [&](std::vector<server::MetricFamily>* families) { dynamic->AddMetrics(families); });
     hooks.status_changed();  // not yet called: `dynamic` was null
     dynamic->Start();
+  };
+  if (startup) {
+    daemon.SetBeforeWriting([&]() -> bool {
+      auto counted =
+          dynamicconfig::BeginStartup(*checkpoints, static_cast<int64_t>(std::time(nullptr)),
+                                      dynamicconfig::kMaxFailedStarts, parse);
+      if (!counted.ok()) {
+        stop.StopFromLoop("dynamic config: " + counted.status().message(), 2);
+        return false;
+      }
+      const bool same = counted->active.has_value() == startup->active.has_value() &&
+                        (!counted->active || counted->active->SameRevision(*startup->active));
+      if (!same) {
+        // E.g. the predecessor took a new assignment, or this config's failed runs rolled it
+        // back, while this daemon waited.
+        stop.StopFromLoop(
+            "the dynamic config to run on changed while this daemon waited for the node's lock",
+            kExitRestartForConfig);
+        return false;
+      }
+      start_dynamic(std::move(counted).value());
+      return true;
+    });
   }
   if (base::Status s = admin.Start(cfg.healthz_bind_address, cfg.debug_bind_address); !s.ok()) {
     spdlog::error("admin endpoints: {}", s.message());

@@ -1,0 +1,70 @@
+#include "base/durable_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace base {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DurableFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/durable-file-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(DurableFileTest, TempNamesAreUniquePerCallAndNameTheProcess) {
+  std::set<std::string> names;
+  for (int i = 0; i < 100; ++i) names.insert(DurableTempName("ownership.journal"));
+  EXPECT_EQ(names.size(), 100u);
+  const std::string one = *names.begin();
+  EXPECT_EQ(one.rfind("ownership.journal.tmp." + std::to_string(::getpid()) + ".", 0), 0u) << one;
+  EXPECT_NE(one, "ownership.journal.tmp");
+}
+
+// Two writers replacing one file at once (two daemons' compaction and rewrite, or the threads of
+// one): each rename installs one writer's whole content, and no temporary file is left.
+TEST_F(DurableFileTest, ConcurrentReplacementsNeverMixOrFail) {
+  constexpr int kWriters = 4;
+  constexpr int kRounds = 200;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kWriters, 0);
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      const std::string content(4096, static_cast<char>('a' + w));
+      for (int i = 0; i < kRounds; ++i) {
+        if (!WriteFileDurably(dir_, "f", content).ok()) ++failures[w];
+      }
+    });
+  }
+  bool mixed = false;
+  for (int i = 0; i < 200; ++i) {
+    auto data = ReadWholeFile(dir_ + "/f");
+    if (!data.ok()) continue;  // not yet created
+    if (data->size() != 4096 || data->find_first_not_of((*data)[0]) != std::string::npos) {
+      mixed = true;
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(mixed);
+  EXPECT_EQ(failures, std::vector<int>(kWriters, 0));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"f"});
+}
+
+}  // namespace
+}  // namespace base

@@ -1,0 +1,293 @@
+"""One writer for real: a daemon writes nothing to the state dir or the root dir before it holds
+the node's lock (no journal rewrite, no reconstruction), yet a standby is Ready, so a surge
+rollout (maxSurge 1, maxUnavailable 0) does not stall; the flock is taken with
+--leader-elect=false too."""
+import json
+import os
+import re
+import signal
+import time
+import urllib.error
+import urllib.request
+
+from conftest import DaemonProcess, configmap, mounts_under, pod, secret, visible_files, wait_for
+from test_election import holder, second_daemon, writers
+from test_standalone import CM, cm_volume
+
+SECRET = "kubernetes.io~secret"
+JOURNAL = "ownership.journal"
+
+
+def journal_volumes(state):
+    """The volumes the ownership journal lists as owned (the records replayed in order)."""
+    owned = set()
+    path = state / JOURNAL
+    if not path.exists():
+        return owned
+    for line in path.read_text().splitlines()[1:]:
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or parts[2] != "volume":
+            continue  # a dir record, or an incomplete last line
+        (owned.add if parts[1] == "+" else owned.discard)(parts[3])
+    return owned
+
+
+def disk_volumes(root):
+    """The volume dirs under the root dir, as the journal names them."""
+    return {str(p.relative_to(root)) for p in root.glob("pods/*/volumes/*/*") if p.is_dir()}
+
+
+def journal_matches_disk(env, what):
+    wait_for(lambda: journal_volumes(env.state) == disk_volumes(env.root),
+             what=f"{what}: the journal listing exactly the volumes on disk "
+                  f"(journal {sorted(journal_volumes(env.state))}, "
+                  f"disk {sorted(disk_volumes(env.root))})")
+
+
+def readyz(process):
+    probe, _ = process.admin_addresses()
+    try:
+        with urllib.request.urlopen(probe + "/readyz?verbose", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_successor_takes_over_the_volumes_its_predecessor_set_up_while_it_waited(env):
+    """Two daemons on one state dir and root dir: while the first holds the lock, pods come and go
+    and it sets them up; it is killed; the second takes over and tears those volumes down when
+    their pods go (not "left in place"). The journal matches the disk at every step."""
+    env.put_object(configmap("cfg", {"k": "0"}))
+    env.put_object(secret("s", string_data={"s": "x"}))
+    env.put_pod(pod("p0", [cm_volume("v", "cfg")], uid="u0"))
+    env.start()
+    a = wait_for(lambda: holder(env), what="the first daemon holding the lock")
+    wait_for(lambda: visible_files(env.volume_dir("u0", CM, "v")) == {"k": b"0"},
+             what="the first pod's volume")
+    journal_matches_disk(env, "before the newcomer")
+    inode = os.stat(env.state / JOURNAL).st_ino
+
+    b = second_daemon(env, "b")
+    try:
+        wait_for(lambda: f"held by {a}: waiting" in b.log(), what="the second daemon waiting")
+        # It has not touched the journal (no rewrite: same inode), nor reconstructed anything.
+        assert os.stat(env.state / JOURNAL).st_ino == inode
+        assert "reconstructed" not in b.log()
+
+        # Pods come and go while the first daemon holds the lock.
+        env.put_pod(pod("p1", [cm_volume("v", "cfg")], uid="u1"))
+        env.put_pod(pod("p2", [cm_volume("v", "cfg"), {"name": "sv", "secret": {"secretName": "s"}}],
+                        uid="u2"))
+        wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")) == {"k": b"0"},
+                 what="p1's volume")
+        wait_for(lambda: visible_files(env.volume_dir("u2", SECRET, "sv")) == {"s": b"x"},
+                 what="p2's secret volume")
+        journal_matches_disk(env, "after two new pods")
+        os.remove(env.pods / "p0.yaml")
+        wait_for(lambda: not (env.root / "pods" / "u0").exists(), what="p0's teardown")
+        journal_matches_disk(env, "after a pod went")
+        assert writers(b) == set()
+
+        env.stop(signal.SIGKILL)
+        b_id = wait_for(lambda: holder(b), timeout=5, what="the second daemon holding the lock")
+        wait_for(lambda: "reconstructed 3 volume(s)" in b.log(),
+                 what="the successor adopting the three volumes its predecessor set up")
+        journal_matches_disk(env, "after the takeover")
+
+        # Their pods go: the successor tears their volumes down.
+        os.remove(env.pods / "p1.yaml")
+        os.remove(env.pods / "p2.yaml")
+        wait_for(lambda: not (env.root / "pods" / "u1").exists()
+                 and not (env.root / "pods" / "u2").exists(), what="the successor's teardowns")
+        assert "left in place" not in b.log()
+        assert mounts_under(env.root / "pods") == []
+        journal_matches_disk(env, "after the teardowns")
+        assert writers(b) <= {b_id}
+        assert b.stop() == 0
+    finally:
+        b.stop(signal.SIGKILL)
+
+
+def test_a_standby_is_ready_while_the_old_pod_holds_the_lock(env):
+    """A surge update (maxSurge 1, maxUnavailable 0): the new pod must become Ready while the old
+    one still holds the lock, or the rollout never stops the old one."""
+    env.put_object(configmap("cfg", {"k": "0"}))
+    env.put_pod(pod("p", [cm_volume("v", "cfg")], uid="u1"))
+    env.start()
+    a = wait_for(lambda: holder(env), what="the first daemon holding the lock")
+    b = second_daemon(env, "b")
+    try:
+        wait_for(lambda: f"held by {a}: waiting" in b.log(), what="the standby waiting")
+        status, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(readyz(b)),
+                                what=f"the standby Ready (last: {readyz(b)})")
+        assert "volume-reconstruction" in body
+        _, debug = b.admin_addresses()
+        with urllib.request.urlopen(debug + "/debug/state", timeout=5) as r:
+            state = json.loads(r.read())
+        assert state["leaderElection"]["isLeader"] is False
+        assert state["leaderElection"]["leader"] == a
+        assert writers(b) == set()
+        # The rollout stops the old pod; the standby takes over and stays Ready.
+        assert env.stop() == 0
+        wait_for(lambda: holder(b), timeout=5, what="the standby holding the lock")
+        wait_for(lambda: readyz(b)[0] == 200, what="Ready after the takeover")
+        assert b.stop() == 0
+    finally:
+        b.stop(signal.SIGKILL)
+
+
+def test_without_leader_election_the_flock_is_still_taken(env):
+    """--leader-elect=false adds no Lease, but two daemons on one state dir still never both
+    write: the flock is always taken."""
+    env.put_object(configmap("cfg", {"k": "0"}))
+    env.put_pod(pod("p", [cm_volume("v", "cfg")], uid="u1"))
+    d = env.volume_dir("u1", CM, "v")
+    env.start("--leader-elect=false")
+    a = wait_for(lambda: holder(env), what="the first daemon holding the flock")
+    wait_for(lambda: visible_files(d) == {"k": b"0"}, what="the content")
+    b = DaemonProcess(env.tmp / "b.log")
+    b.run(["--root-dir", str(env.root), "--state-dir", str(env.state), "--node-name", "e2e-node",
+           "--pod-manifest-path", str(env.pods), "--object-manifest-path", str(env.objects),
+           "--unpublished-grace", "0s", "-v", "1", "--leader-elect=false"])
+    try:
+        wait_for(lambda: f"held by {a}: waiting" in b.log(), what="the second daemon waiting")
+        env.put_object(configmap("cfg", {"k": "1"}))
+        wait_for(lambda: visible_files(d) == {"k": b"1"}, what="an update by the holder")
+        assert writers(b) == set()
+        assert re.search(r"Lease|lease", b.log()) is None
+        assert env.stop() == 0
+        b_id = wait_for(lambda: holder(b), timeout=5, what="the second daemon taking over")
+        env.put_object(configmap("cfg", {"k": "2"}))
+        wait_for(lambda: visible_files(d) == {"k": b"2"}, what="the successor's write")
+        assert writers(b) == {b_id}
+        assert b.stop() == 0
+    finally:
+        b.stop(signal.SIGKILL)
+
+
+def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
+    """The lock made unusable under the holder (a symlink planted at its path: every renewal
+    fails): at the renew deadline the holder writes nothing more and exits (6) instead of
+    campaigning again with a journal and volumes it no longer knows (a successor may rewrite
+    both meanwhile). Restarted, it reads them afresh and tears down what the successor set up."""
+    env.put_object(configmap("cfg", {"k": "0"}))
+    env.put_pod(pod("p0", [cm_volume("v", "cfg")], uid="u0"))
+    env.start()
+    a = wait_for(lambda: holder(env), what="the first daemon holding the lock")
+    wait_for(lambda: visible_files(env.volume_dir("u0", CM, "v")) == {"k": b"0"},
+             what="the first pod's volume")
+    b = second_daemon(env, "b")
+    try:
+        wait_for(lambda: f"held by {a}: waiting" in b.log(), what="the second daemon waiting")
+        lock = env.state / "leader.lock"
+        lock.unlink()
+        os.symlink(tmp_path / "elsewhere", lock)
+        # Renewals fail from now on; the term ends at the renew deadline (10 s).
+        assert env.proc.wait(timeout=30) == 6
+        env.proc = None
+        env._log.close()
+        assert "after writing: no new writes; restarting" in env.log()
+        lock.unlink()  # usable again: the waiting daemon takes it
+        b_id = wait_for(lambda: holder(b), timeout=10, what="the second daemon taking the lock")
+        # The successor sets up a pod; the restarted first daemon waits, takes over when the
+        # successor stops, and tears that pod's volume down when it goes.
+        env.put_pod(pod("p1", [cm_volume("v", "cfg")], uid="u1"))
+        wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")) == {"k": b"0"},
+                 what="p1's volume, by the successor")
+        assert writers(b) == {b_id}
+        mark = len(env.log())
+        env.start()
+        wait_for(lambda: f"held by {b_id}: waiting" in env.log()[mark:],
+                 what="the restarted daemon waiting")
+        assert b.stop() == 0
+        wait_for(lambda: holder(env) not in (None, a, b_id), timeout=5,
+                 what="the restarted daemon holding the lock")
+        os.remove(env.pods / "p1.yaml")
+        wait_for(lambda: not (env.root / "pods" / "u1").exists(), what="p1's teardown")
+        assert "left in place" not in env.log()[mark:]
+        journal_matches_disk(env, "after the teardown")
+        assert env.stop() == 0
+    finally:
+        b.stop(signal.SIGKILL)
+
+
+def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path):
+    """Cluster mode: the old daemon on a Lease, the new one on the file lock. The flock is taken
+    whatever lock is configured, so the new one waits for it and writes nothing until the old one
+    stops; the Lease adds visibility, not exclusion."""
+    import sys
+    from pathlib import Path
+    from test_cluster import Cluster
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+    from harness import TestApiServer
+
+    with TestApiServer() as server:
+        a = Cluster(tmp_path, server, "http1")
+        b = DaemonProcess(tmp_path / "b.log")
+        try:
+            a.put_configmap("cfg", {"k": "0"})
+            uid = a.create_pod("p", [{"name": "v", "configMap": {"name": "cfg"}}])
+            a.start("--leader-elect-resource-lock", "leases", "--volume-ownership", "self")
+            a_id = wait_for(lambda: holder(a), what="the old daemon holding flock and Lease")
+            locks = re.search(r"holding the node's lock \((.*)\) as", a.log()).group(1)
+            assert locks.startswith("file ") and " and lease " in locks, locks
+            d = a.volume_dir(uid, CM, "v")
+            wait_for(lambda: visible_files(d) == {"k": b"0"}, what="the old daemon's write")
+            b.run(["--kubeconfig", str(a.kubeconfig), "--root-dir", str(a.root), "--state-dir",
+                   str(a.state), "--node-name", "e2e-node", "-v", "1",
+                   "--leader-elect-resource-lock", "file", "--volume-ownership", "self"])
+            wait_for(lambda: f"held by {a_id}: waiting" in b.log(), what="the new daemon waiting")
+            a.put_configmap("cfg", {"k": "1"})
+            wait_for(lambda: visible_files(d) == {"k": b"1"}, what="an update by the old daemon")
+            time.sleep(0.5)
+            assert writers(b) == set()
+            assert a.stop() == 0
+            b_id = wait_for(lambda: holder(b), timeout=5, what="the new daemon taking over")
+            a.put_configmap("cfg", {"k": "2"})
+            wait_for(lambda: visible_files(d) == {"k": b"2"}, what="the new daemon's write")
+            assert writers(b) == {b_id}
+            assert b.stop() == 0
+        finally:
+            b.stop(signal.SIGKILL)
+            a.stop(signal.SIGKILL)
+
+
+def test_a_newcomer_waiting_for_the_lock_counts_no_start_of_a_config_on_trial(tmp_path):
+    """Dynamic config during a surge: the trial's count of starts is written only by the daemon
+    holding the lock; the newcomer counts its start once it takes over."""
+    import sys
+    from pathlib import Path
+    from test_dynamic_config import NAME, NS, Node
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+    from harness import TestApiServer
+
+    def assigned(node):
+        return json.loads((node.dir / "assigned.json").read_text())["record"]
+
+    with TestApiServer() as server:
+        node = Node(tmp_path, server)
+        b = DaemonProcess(tmp_path / "b.log")
+        try:
+            node.assign(syncFrequency="2m")
+            node.start_dynamic(trial="10m")
+            a_id = wait_for(lambda: holder(node), what="the first daemon holding the lock")
+            wait_for(lambda: (node.dir / "assigned.json").exists()
+                     and assigned(node)["starts"] == 1, what="its start counted")
+            before = (node.dir / "assigned.json").read_bytes()
+            b.run(["--kubeconfig", str(node.kubeconfig), "--root-dir", str(node.root),
+                   "--state-dir", str(node.state), "--node-name", "e2e-node", "-v", "1",
+                   "--dynamic-config", f"{NS}/{NAME}", "--dynamic-config-dir", str(node.dir),
+                   "--dynamic-config-trial-duration", "10m"])
+            wait_for(lambda: f"held by {a_id}: waiting" in b.log(), what="the newcomer waiting")
+            time.sleep(0.5)
+            assert (node.dir / "assigned.json").read_bytes() == before  # nothing counted
+            assert node.stop() == 0  # the first daemon's clean exit is recorded
+            wait_for(lambda: holder(b), timeout=5, what="the newcomer taking over")
+            # Its own start counted on top of the first run and its clean exit.
+            wait_for(lambda: assigned(node)["starts"] == 2, what="the newcomer's start counted")
+            assert assigned(node)["cleanExits"] == 1
+            assert b.stop() == 0
+            assert assigned(node)["cleanExits"] == 2
+        finally:
+            b.stop(signal.SIGKILL)
+            node.stop(signal.SIGKILL)
