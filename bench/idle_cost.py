@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rss_by_pods import unmount_under  # the same clean-up of the tmpfs mounts under a root
+
 REPO = Path(__file__).resolve().parents[1]
 CM = "kubernetes.io~configmap"
 
@@ -112,14 +114,6 @@ def make_ext4_dir(workdir):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
         subprocess.run(["rm", "-rf", str(base)], check=False)
     return mnt, cleanup
-
-
-def unmount_under(root):
-    prefix = str(root) + "/"
-    targets = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-               if line.split()[1].startswith(prefix)]
-    for t in sorted(targets, reverse=True):
-        subprocess.run(["umount", "-l", t], check=False)
 
 
 def main():

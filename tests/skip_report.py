@@ -29,13 +29,30 @@ NO_REASON = "(no reason given)"
 TEST_START = re.compile(r"^\d+/\d+ Test: (.+)$", re.MULTILINE)
 OUTPUT = re.compile(r"^Output:\n-+\n(.*?)<end of output>$", re.MULTILINE | re.DOTALL)
 # GoogleTest: "[ RUN      ] Suite.Name", then for a skip "<file>:<line>: Skipped" and the
-# message, then "[  SKIPPED ] Suite.Name (n ms)".
-GTEST_SKIP = re.compile(
-    r"^\[ RUN      \] (\S+)\n(?:.*\n)*?^[^\n]*: Skipped\n(.*?)^\[  SKIPPED \] \1\b",
-    re.MULTILINE | re.DOTALL)
+# message, then "[  SKIPPED ] Suite.Name (n ms)". Read line by line (linear in the log's size).
+GTEST_RUN = "[ RUN      ] "
+GTEST_SKIPPED = "[  SKIPPED ] "
 # tests/support/pytest_skip_lines.py: "VM-SKIP tests/e2e/test_x.py::test_y[a]: reason".
 PYTEST_SKIP = re.compile(r"^VM-SKIP (\S+): (.*)$", re.MULTILINE)
 CTEST_SUMMARY = re.compile(r"^\d+% tests passed, \d+ tests? failed out of \d+$", re.MULTILINE)
+
+
+def gtest_skips(text):
+    """[(case, reason)] for every GoogleTest case the output shows skipped, in one pass."""
+    found = []
+    case, message = None, None  # the case running; its skip message once "Skipped" was seen
+    for line in text.splitlines():
+        if line.startswith(GTEST_RUN):
+            case, message = line[len(GTEST_RUN):].strip(), None
+        elif case is not None and line.startswith(GTEST_SKIPPED):
+            if message is not None and line[len(GTEST_SKIPPED):].split(" ")[0] == case:
+                found.append((case, " ".join(" ".join(message).split())))
+            case, message = None, None
+        elif case is not None and message is None and line.endswith(": Skipped"):
+            message = []
+        elif message is not None:
+            message.append(line)
+    return found
 
 
 def skips_in(log_text):
@@ -49,9 +66,8 @@ def skips_in(log_text):
             continue
         name = start.group(1).strip()
         text = output.group(1)
-        for m in GTEST_SKIP.finditer(text):
-            reason = " ".join(m.group(2).split())
-            found.append((name, m.group(1), reason or NO_REASON))
+        for case, reason in gtest_skips(text):
+            found.append((name, case, reason or NO_REASON))
         for m in PYTEST_SKIP.finditer(text):
             found.append((name, m.group(1), m.group(2).strip() or NO_REASON))
     return sorted(found)

@@ -64,8 +64,9 @@ struct VolumeManagerOptions {
   // refreshes the content of those it has set up and leaves the volumes only it can produce
   // (plugins::VolumePlugin::KubeletOnly) alone.
   bool kubelet_owns_volumes = false;
-  // Whether operations may start before SetWritesAllowed(true) (false while a node lock is
-  // being acquired), and who writes, for the log lines of each write.
+  // Whether operations may start before SetWritesAllowed(true) (the program creates the manager
+  // once the node's lock is held, so true there; false waits for the call), and who writes, for
+  // the log lines of each write.
   bool writes_allowed_at_start = true;
   std::string writer_identity;
   // One writer per node, checked on the pool threads (write_gate.h): an operation (or the orphan

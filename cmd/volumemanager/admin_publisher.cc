@@ -203,7 +203,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
                               MetricType::kGauge);
   MetricFamily journal_state =
       Family("volumemanager_ownership_journal_state",
-             "1 for the ownership journal's state, 0 for the others: trusted (read, or new), "
+             "1 for the ownership journal's state, 0 for the others: not_opened (a standby: "
+             "opened once the node's lock is held), trusted (read, or new), "
              "rejected (unreadable or corrupt: nothing owned), other_root_dir (kept for another "
              "--root-dir: nothing owned), waiting_for_filesystem (the root dir is not on the "
              "filesystem the journal was recorded on: nothing reconciled yet)",
@@ -287,7 +288,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
       {{}, std::chrono::duration<double>(daemon_->stall_monitor().longest()).count()});
   build.values.push_back({{{"compiler", __VERSION__}, {"version", base::kVersion}}, 1});
   const std::string state = daemon_->OwnershipJournalState();
-  for (const char* s : {"trusted", "rejected", "other_root_dir", "waiting_for_filesystem"}) {
+  for (const char* s :
+       {"not_opened", "trusted", "rejected", "other_root_dir", "waiting_for_filesystem"}) {
     journal_state.values.push_back({{{"state", s}}, state == s ? 1.0 : 0.0});
   }
 

@@ -418,6 +418,8 @@ std::optional<Daemon::StartError> Daemon::OpenOwnershipJournal() {
 }
 
 std::string Daemon::OwnershipJournalState() const {
+  // A standby opens the journal only once it holds the node's lock.
+  if (journal_ == nullptr) return "not_opened";
   if (manager_ != nullptr && !manager_->waiting_for_filesystem().empty()) {
     return "waiting_for_filesystem";
   }

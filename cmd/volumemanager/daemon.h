@@ -124,8 +124,8 @@ class Daemon {
                          (lease_elector_ == nullptr || !file_held_ || lease_elector_->Alive(now)));
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
-  // The ownership journal's state for volumemanager_ownership_journal_state: "trusted" (read,
-  // or new), "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
+  // The ownership journal's state for volumemanager_ownership_journal_state: "not_opened" (a
+  // standby: the journal is opened once the node's lock is held), "trusted" (read, or new), "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
   // --root-dir: owns nothing) or "waiting_for_filesystem" (the root dir is not on the recorded
   // filesystem yet: nothing reconciled).
   std::string OwnershipJournalState() const;
