@@ -45,7 +45,7 @@ def test_only_the_lock_holder_writes_and_a_successor_takes_over_at_once(env):
         env.put_object(configmap("cfg", {"k": "1"}))
         wait_for(lambda: visible_files(d) == {"k": b"1"}, what="an update while both run")
         time.sleep(0.3)
-        assert writers(env) == {a}
+        wait_for(lambda: writers(env) == {a}, what="the write logged with its writer")
         assert writers(b) == set()  # waiting: it wrote nothing
 
         # A graceful stop releases the lock: the successor takes over and writes.
@@ -54,7 +54,7 @@ def test_only_the_lock_holder_writes_and_a_successor_takes_over_at_once(env):
         assert b_id != a
         env.put_object(configmap("cfg", {"k": "2"}))
         wait_for(lambda: visible_files(d) == {"k": b"2"}, what="the successor's write")
-        assert writers(b) == {b_id}
+        wait_for(lambda: writers(b) == {b_id}, what="the write logged with its writer")
 
         # kill -9: the kernel frees the flock; a third daemon takes over at its next attempt.
         c = second_daemon(env, "c")
@@ -63,7 +63,7 @@ def test_only_the_lock_holder_writes_and_a_successor_takes_over_at_once(env):
         c_id = wait_for(lambda: holder(c), timeout=5, what="the third daemon holding the lock")
         env.put_object(configmap("cfg", {"k": "3"}))
         wait_for(lambda: visible_files(d) == {"k": b"3"}, what="the third daemon's write")
-        assert writers(c) == {c_id}
+        wait_for(lambda: writers(c) == {c_id}, what="the write logged with its writer")
         assert c.stop() == 0
     finally:
         b.stop(signal.SIGKILL)

@@ -159,7 +159,7 @@ def test_without_leader_election_the_flock_is_still_taken(env):
         b_id = wait_for(lambda: holder(b), timeout=5, what="the second daemon taking over")
         env.put_object(configmap("cfg", {"k": "2"}))
         wait_for(lambda: visible_files(d) == {"k": b"2"}, what="the successor's write")
-        assert writers(b) == {b_id}
+        wait_for(lambda: writers(b) == {b_id}, what="the write logged with its writer")
         assert b.stop() == 0
     finally:
         b.stop(signal.SIGKILL)
@@ -194,7 +194,7 @@ def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
         env.put_pod(pod("p1", [cm_volume("v", "cfg")], uid="u1"))
         wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")) == {"k": b"0"},
                  what="p1's volume, by the successor")
-        assert writers(b) == {b_id}
+        wait_for(lambda: writers(b) == {b_id}, what="the write logged with its writer")
         mark = len(env.log())
         env.start()
         wait_for(lambda: f"held by {b_id}: waiting" in env.log()[mark:],
@@ -245,7 +245,8 @@ def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path):
             b_id = wait_for(lambda: holder(b), timeout=5, what="the new daemon taking over")
             a.put_configmap("cfg", {"k": "2"})
             wait_for(lambda: visible_files(d) == {"k": b"2"}, what="the new daemon's write")
-            assert writers(b) == {b_id}
+            # Its log line follows the rename (the write's completion, on the loop).
+            wait_for(lambda: writers(b) == {b_id}, what="the new daemon's write logged as its own")
             assert b.stop() == 0
         finally:
             b.stop(signal.SIGKILL)
