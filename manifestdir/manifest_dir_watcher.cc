@@ -200,8 +200,14 @@ struct ManifestDirWatcher::Handles {
     }
     // A directory that appeared (or was replaced) since the scan just requested may have been
     // filled before its watch was armed, and that scan may already have listed it: one more read
-    // of everything, now that events are coming, misses nothing.
+    // of everything, now that events are coming, misses nothing. Events already received (the
+    // parent's "it appeared" among them) are older than that read, which covers them: the burst
+    // they opened ends here, so the next write is named on its own.
     if (rearmed) {
+      uv_timer_stop(&debounce_timer);
+      in_burst = false;
+      pending.clear();
+      pending_all = pending_stat = false;
       if (base::Status s =
               base::CatchAll("manifest handler", [&] { handler(ManifestScanScope::kReadAll, {}); });
           !s.ok()) {
