@@ -110,6 +110,9 @@ class ApiObjectManager : public ObjectManager {
   base::Result<ObjectRevision> GetRevision(const kube::ObjectRef& ref) override;
   bool Unread(const kube::ObjectRef& ref) const override;
   void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) override;
+  bool AnnouncesEveryChange() const override {
+    return options_.strategy == ChangeDetectionStrategy::kWatch;
+  }
   void Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode mode,
              std::function<void()> done) override;
 

@@ -110,6 +110,10 @@ class FakeObjectManager : public ObjectManager {
   void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) override {
     on_change_ = std::move(handler);
   }
+  // Every Set* runs the change handler; whether the fake claims so (the Watch strategy's promise)
+  // is the test's choice. Default: no, as Get and Cache.
+  bool AnnouncesEveryChange() const override { return announces_every_change_; }
+  void SetAnnouncesEveryChange(bool announces) { announces_every_change_ = announces; }
 
  private:
   template <typename T>
@@ -136,6 +140,7 @@ class FakeObjectManager : public ObjectManager {
   std::vector<FetchCall> fetches_;
   bool defer_fetches_ = false;
   std::vector<std::function<void()>> pending_fetches_;
+  bool announces_every_change_ = false;
 };
 
 }  // namespace cache

@@ -95,6 +95,9 @@ class LocalObjectStore : public ObjectManager {
   // The digest comes with the revision, computed when it was decoded: nothing is hashed here.
   base::Result<ObjectRevision> GetRevision(const kube::ObjectRef& ref) override;
   void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) override;
+  bool AnnouncesEveryChange() const override {
+    return options_.strategy == ChangeDetectionStrategy::kWatch;
+  }
 
   // Observability and tests: the number of objects served, of file reads and of directory scans
   // so far, and whether a read is running or waiting.

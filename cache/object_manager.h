@@ -92,6 +92,10 @@ class ObjectManager {
     return false;
   }
 
+  // Whether every change of a referenced object that gets can return is announced through the
+  // change handler (the Watch strategy): a periodic look at a volume whose objects announced
+  // nothing then finds them as they were. False (Get, Cache): only a Fetch shows a change.
+  virtual bool AnnouncesEveryChange() const { return false; }
   // Called on the loop thread when an object changes (created, updated, deleted); the Watch
   // strategy calls it at once on a change. Only for objects some registered pod references.
   virtual void SetChangeHandler(std::function<void(const kube::ObjectRef&)> handler) = 0;

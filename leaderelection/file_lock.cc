@@ -49,6 +49,9 @@ void FileLock::Close() {
   for (int wd : watches_) inotify_rm_watch(inotify_fd_, wd);
   watches_.clear();
   watching_ = false;
+  // The IN_IGNORED events the removals queued, and whatever came before, are about the term
+  // that ends here: none may cast doubt on the next one.
+  if (inotify_fd_ >= 0) ReadEvents();
   suspect_ = false;
 }
 
@@ -73,8 +76,11 @@ bool FileLock::Watch() {
     }
     poll->data = this;
     poll_ = poll;
-    uv_poll_start(poll_, UV_READABLE,
-                  [](uv_poll_t* h, int, int) { static_cast<FileLock*>(h->data)->ReadEvents(); });
+    uv_poll_start(poll_, UV_READABLE, [](uv_poll_t* h, int, int) {
+      auto* self = static_cast<FileLock*>(h->data);
+      self->ReadEvents();
+      if (self->suspect_ && self->fd_ >= 0 && self->on_suspect_) self->on_suspect_();
+    });
     uv_unref(reinterpret_cast<uv_handle_t*>(poll_));  // never what keeps the loop running
   }
   // The locked file itself, through its descriptor (never another file now at the path): a

@@ -26,6 +26,8 @@
 //   read at each call instead (one read), and where the watches cannot be added (fs.inotify
 //   limits) every call compares, as before. Not noticed: a file system mounted over the file or a
 //   dir above it (no inotify event says so).
+// With a loop and every watch added, the hold needs no renewal (HeldUntilSuspect): an event runs
+// the elector's suspect callback from the uv_poll, and the elector renews then (a comparison).
 // Calls complete before they return. Each is a few system calls on the loop thread: open of one
 // small file, flock with LOCK_NB (never waits), stat/fstat, and at acquisition and release a
 // ftruncate and a pwrite of under 1 KiB with no fsync, and the inotify watches' adds and removes.
@@ -40,6 +42,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +69,9 @@ class FileLock : public ResourceLock {
   std::string Describe() const override { return "file " + path_; }
   // Reads the inotify watches from a uv_poll on `loop` (before the first call).
   void SetLoop(uv_loop_t* loop) override { loop_ = loop; }
+  // Held, and every watch added with a loop to read them: only an event can mean the hold is gone.
+  bool HeldUntilSuspect() const override { return fd_ >= 0 && watching_ && poll_ != nullptr; }
+  void SetOnSuspect(std::function<void()> suspect) override { on_suspect_ = std::move(suspect); }
 
   // Whether this process holds the flock now.
   bool held() const { return fd_ >= 0; }
@@ -100,6 +106,7 @@ class FileLock : public ResourceLock {
   std::vector<int> watches_;   // of the current term: the file's, then each dir's
   bool watching_ = false;      // all of them added for the current term
   bool suspect_ = false;       // an event came since the last comparison
+  std::function<void()> on_suspect_;
   uint64_t identity_checks_ = 0;
 };
 

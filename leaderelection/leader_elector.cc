@@ -48,6 +48,7 @@ LeaderElector::LeaderElector(uv_loop_t* loop, std::unique_ptr<ResourceLock> lock
     options_.random01 = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
   }
   lock_->SetLoop(loop);
+  lock_->SetOnSuspect([this] { Guarded("suspect", [this] { OnSuspect(); }); });
   last_activity_ = Now();
 }
 
@@ -87,7 +88,8 @@ milliseconds LeaderElector::quiet_limit() const {
 }
 
 bool LeaderElector::Alive(Clock::time_point now) const {
-  return running() && now - last_activity_ <= quiet_limit();
+  // A term with no renewals has nothing to show until its lock speaks.
+  return running() && (quiet_term_ || now - last_activity_ <= quiet_limit());
 }
 
 bool LeaderElector::IsLeader() const {
@@ -156,8 +158,7 @@ void LeaderElector::OnAttemptDone(uint64_t generation, Outcome outcome) {
   if (state_ != State::kLeading) return;
   if (outcome == Outcome::kSucceeded) {
     last_renew_sent_ = attempt_sent_;
-    ArmLossDeadline();
-    ScheduleAttempt(options_.timing.retry_period);
+    ContinueTerm();
   } else if (outcome == Outcome::kHeldByOther) {
     Lose(lock_->Describe() + " is held by " + observed_record_.holder_identity);
   } else {
@@ -191,12 +192,39 @@ void LeaderElector::OnDeadline() {
 void LeaderElector::BecomeLeader() {
   state_ = State::kLeading;
   last_renew_sent_ = attempt_sent_;
-  ArmLossDeadline();
-  ScheduleAttempt(options_.timing.retry_period);
+  ContinueTerm();
   spdlog::info("leader election: {} acquired {}", options_.identity, lock_->Describe());
   if (callbacks_.on_started_leading) {
     Guarded("OnStartedLeading", [this] { callbacks_.on_started_leading(); });
   }
+}
+
+void LeaderElector::ContinueTerm() {
+  if (!lock_->HeldUntilSuspect()) {
+    quiet_term_ = false;
+    ArmLossDeadline();
+    ScheduleAttempt(options_.timing.retry_period);
+    return;
+  }
+  // The kernel holds it for us: no end to the term, no renewal, until the lock has a doubt.
+  quiet_term_ = true;
+  uv_timer_stop(attempt_timer_);
+  uv_timer_stop(deadline_timer_);
+  lost_at_ = Clock::time_point::max();
+  if (callbacks_.on_term_extended) {
+    Guarded("OnTermExtended", [this] { callbacks_.on_term_extended(lost_at_); });
+  }
+}
+
+void LeaderElector::OnSuspect() {
+  if (state_ != State::kLeading || !quiet_term_) return;  // attempts run on their schedule
+  Touch();
+  // The hold is in doubt from now: the term ends as if this were the last renewal, unless one
+  // succeeds before then.
+  quiet_term_ = false;
+  last_renew_sent_ = Now();
+  ArmLossDeadline();
+  ScheduleAttempt(milliseconds(0));
 }
 
 void LeaderElector::ArmLossDeadline() {
@@ -209,6 +237,7 @@ void LeaderElector::ArmLossDeadline() {
 }
 
 void LeaderElector::Lose(const std::string& why) {
+  quiet_term_ = false;
   CancelAttempt();
   uv_timer_stop(attempt_timer_);
   uv_timer_stop(deadline_timer_);
@@ -240,6 +269,7 @@ void LeaderElector::Stop(std::function<void()> done) {
     return;
   }
   const bool was_leading = state_ == State::kLeading;
+  quiet_term_ = false;
   CancelAttempt();
   uv_timer_stop(attempt_timer_);
   uv_timer_stop(deadline_timer_);

@@ -9,6 +9,11 @@
 //   request hangs. Counting from the send (client-go counts from the answer) keeps a slow answer
 //   from stretching the term: the others' lease duration starts no earlier than the server's write.
 //   An attempt that finds the lock held by someone else ends leadership at once too.
+// * A lock the kernel holds for this process (ResourceLock::HeldUntilSuspect: the file lock with
+//   its watches) is not renewed: after the acquire the term has no end (on_term_extended gets
+//   time_point::max()) and no timer runs, so a leader's loop wakes for nothing. When the lock
+//   suspects its hold is gone (its file replaced), a renewal runs at once and the term ends
+//   retryPeriod + renewDeadline later unless one succeeds, as for a Lease.
 // * One attempt (client-go's tryAcquireOrRenew): while leading with an unexpired lease, an Update
 //   of the cached record with a new renewTime; otherwise (or when that fails) Get; Create when
 //   the lock does not exist; a record held by someone else is respected until it has not changed
@@ -98,10 +103,12 @@ class LeaderElector {
   bool running() const { return state_ == State::kAcquiring || state_ == State::kLeading; }
 
   // Liveness for /healthz: when the elector's loop last did something (an attempt started or
-  // answered, a timer fired). While running it does something at least every quiet_limit().
+  // answered, a timer fired). While running it does something at least every quiet_limit(),
+  // except while leading on a lock held until suspect (ResourceLock::HeldUntilSuspect), which
+  // needs nothing done.
   Clock::time_point last_activity() const { return last_activity_; }
   std::chrono::milliseconds quiet_limit() const;
-  // running() and last_activity() within quiet_limit() of `now`.
+  // running() and last_activity() within quiet_limit() of `now` (or a term needing no renewal).
   bool Alive(Clock::time_point now) const;
 
   // Attempts started so far (acquire and renew), for tests and metrics.
@@ -141,6 +148,11 @@ class LeaderElector {
   void OnAttemptDone(uint64_t generation, Outcome outcome);
   void OnDeadline();
   void BecomeLeader();
+  // After an acquire or a successful renewal: the next renewal and the loss deadline, or, for a
+  // lock held until suspect, neither.
+  void ContinueTerm();
+  // The lock's hold may be gone: renew at once, the term ending as if renewed now.
+  void OnSuspect();
   void ArmLossDeadline();
   void Lose(const std::string& why);
   void CancelAttempt();
@@ -168,6 +180,7 @@ class LeaderElector {
   Clock::time_point attempt_sent_{};
   Clock::time_point last_renew_sent_{};
   Clock::time_point lost_at_{};
+  bool quiet_term_ = false;  // leading on a lock held until suspect: no attempt, no deadline
 
   LeaderElectionRecord observed_record_;
   bool observed_ = false;

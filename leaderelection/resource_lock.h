@@ -46,6 +46,16 @@ class ResourceLock {
   // must then be destroyed before the loop is closed. Default: unused.
   virtual void SetLoop(uv_loop_t* loop) { (void)loop; }
 
+  // Whether the hold the last successful Create or Update confirmed lasts without renewals until
+  // the lock says otherwise: a lock the kernel holds for this process (the file lock, while its
+  // watches report on the loop a file replaced under it). The elector then ends the term only
+  // when `suspect` runs and a renewal fails, and makes no attempt meanwhile. Default: false (a
+  // Lease lapses unless renewed).
+  virtual bool HeldUntilSuspect() const { return false; }
+  // Given once by LeaderElector before the first call; the lock runs it on the loop thread when
+  // its hold may be gone (never from inside one of its own calls).
+  virtual void SetOnSuspect(std::function<void()> suspect) { (void)suspect; }
+
   // For log lines, e.g. "file /var/lib/volumemanager/leader.lock" or "lease vm-system/x".
   virtual std::string Describe() const = 0;
 };

@@ -114,7 +114,9 @@ class ManifestDir {
   // Stats `name`; nullopt with *gone when it no longer exists or is not a regular file, nullopt
   // with *error (errno) when stat failed otherwise (the file is then kept as it was, and the scan
   // reports a failed read).
-  std::optional<FileStamp> Stat(const std::string& name, bool* gone, int* error) const;
+  // `dir_fd`: the directory, open (names are looked up in it: one path component each, not the
+  // whole path), or -1 (the path is built).
+  std::optional<FileStamp> Stat(int dir_fd, const std::string& name, bool* gone, int* error) const;
   void Read(const std::string& name, const FileStamp& stamp, File* file, ManifestDirScan* scan);
 
   ManifestDirOptions options_;

@@ -15,8 +15,10 @@
 // /debug/state still answer while the loop is stuck.
 //
 //  * /healthz: 200 "ok" while the loop thread's last heartbeat is younger than
-//    `liveness_timeout`, 500 naming its age otherwise. Nothing else: the API server's health
-//    never restarts the daemon.
+//    `liveness_timeout`; otherwise the handler asks the loop for one (`request_beat`) and waits
+//    at most `beat_wait` for it: 200 when it comes, 500 naming the last one's age when not. The
+//    loop beats only when asked (or when it publishes), so an idle daemon wakes for a probe, not
+//    on a timer. Nothing else: the API server's health never restarts the daemon.
 //  * /readyz: 200 "ok" when every ReadinessCheck holds, 503 otherwise; the body lists the checks
 //    ("[+]name ok" / "[-]name failed: ..."), with what is missing only under ?verbose.
 //  * /metrics: the Prometheus text format.
@@ -48,6 +50,11 @@ struct AdminServerOptions {
   std::string debug_name = "debug address";
   std::chrono::nanoseconds liveness_timeout = std::chrono::seconds(2);
   std::chrono::milliseconds refresh_wait{1000};
+  // Called on a server thread (thread-safe, returns at once): /healthz wants the loop to Beat.
+  // Unset: /healthz judges the last heartbeat's age alone.
+  std::function<void()> request_beat;
+  // Under the kubelet's default probe timeout (1 s), so a slow answer is a 500, not a timeout.
+  std::chrono::milliseconds beat_wait{500};
   // Called on a server thread (must be thread-safe and return at once): a handler wants a
   // snapshot newer than Requests(); e.g. a uv_async_send to the loop.
   std::function<void()> request_refresh;
@@ -77,7 +84,7 @@ class AdminServer {
   const std::string& debug_address() const { return debug_bound_; }
 
   // --- loop thread ---
-  // The loop thread is alive now.
+  // The loop thread is alive now (wakes a /healthz waiting for it).
   void Beat();
   struct Requests {
     uint64_t seq = 0;        // any snapshot
@@ -100,7 +107,7 @@ class AdminServer {
   explicit AdminServer(AdminServerOptions options);
   // The answer to one request (a connection's thread).
   Response Handle(bool debug, const HttpRequest& request);
-  Response Healthz(bool verbose) const;
+  Response Healthz(bool verbose);
   Response Readyz(bool verbose);
   // A snapshot published after the call (asking the loop for it), or the latest one when the
   // loop does not publish within refresh_wait; null when none was ever published.
@@ -111,6 +118,7 @@ class AdminServer {
   std::string healthz_bound_;
   std::string debug_bound_;
   std::atomic<int64_t> heartbeat_ns_{0};
+  uint64_t beats_ = 0;  // guarded by mu_: Beat calls so far
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> debug_seq_{0};
   mutable std::mutex mu_;

@@ -50,8 +50,15 @@ class AdminServerTest : public ::testing::Test {
  protected:
   // A server on free loopback ports whose "loop" answers every refresh request at once with
   // `next_` (unless `answer_` is false), as the loop thread's publisher does.
-  void StartServer() {
+  void StartServer(bool beat_on_request = false) {
     AdminServerOptions o;
+    if (beat_on_request) {
+      o.beat_wait = std::chrono::milliseconds(100);
+      o.request_beat = [this] {
+        ++beat_requests_;
+        if (answer_) server_->Beat();  // as the loop's callback would, moments later
+      };
+    }
     o.healthz_address = "127.0.0.1:0";
     o.debug_address = "127.0.0.1:0";
     o.clock = [this] { return clock_.now(); };
@@ -76,6 +83,7 @@ class AdminServerTest : public ::testing::Test {
   Snapshot next_;
   std::atomic<bool> answer_{true};
   std::atomic<int> refreshes_{0};
+  std::atomic<int> beat_requests_{0};
   std::unique_ptr<AdminServer> server_;
   std::string probe_, debug_;
 };
@@ -104,6 +112,25 @@ TEST_F(AdminServerTest, HealthzFollowsTheHeartbeatAge) {
   EXPECT_EQ(Fetch(probe_ + "/healthz").status, 200);
   // Liveness never waits for a snapshot.
   EXPECT_EQ(refreshes_.load(), 0);
+}
+
+// With no timer beating, a probe that finds the last beat old asks the loop for one: an answering
+// loop is alive however long it was quiet; one that does not answer within beat_wait is not.
+TEST_F(AdminServerTest, HealthzAsksTheLoopForABeatWhenTheLastIsOld) {
+  StartServer(/*beat_on_request=*/true);
+  EXPECT_EQ(Fetch(probe_ + "/healthz").status, 200);
+  EXPECT_EQ(beat_requests_.load(), 0) << "a recent beat needs no question";
+  clock_.Advance(std::chrono::hours(1));
+  EXPECT_EQ(Fetch(probe_ + "/healthz").status, 200);
+  EXPECT_EQ(beat_requests_.load(), 1);
+  EXPECT_EQ(Fetch(probe_ + "/healthz").status, 200);
+  EXPECT_EQ(beat_requests_.load(), 1) << "the beat it got is recent";
+  answer_ = false;  // the loop is stuck
+  clock_.Advance(std::chrono::seconds(3));
+  const Reply r = Fetch(probe_ + "/healthz");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_NE(r.body.find("the event loop has not answered for 3.0s"), std::string::npos) << r.body;
+  EXPECT_EQ(beat_requests_.load(), 2);
 }
 
 TEST_F(AdminServerTest, ReadyzListsChecksAndNamesWhatIsMissingOnlyWhenVerbose) {

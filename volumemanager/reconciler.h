@@ -292,6 +292,7 @@ class Reconciler {
   // nothing: its caller looks at pending_count() and NextTimer() after it).
   void SetOnWorkAdded(std::function<void()> cb) { on_work_added_ = std::move(cb); }
 
+  std::chrono::milliseconds disk_verify_interval() const { return options_.disk_verify_interval; }
   const ReconcilerStats& stats() const { return stats_; }
   const ReconcilerPassStats& pass_stats() const { return pass_stats_; }
   // Durations, propagation and failures of its operations (/metrics).

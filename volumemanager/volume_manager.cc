@@ -64,6 +64,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     : loop_(loop),
       options_(std::move(options)),
       registry_(registry),
+      objects_(objects),
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop, &OperationExecutor::Clock::now, options_.write_gate),
       populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes),
@@ -190,8 +191,9 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
         result.waiting_for_filesystem, scan_retry_delay_.count(), options_.journal->file());
     scan_retry_delay_ = std::min(scan_retry_delay_ * 2, std::chrono::seconds(30));
     waiting_for_filesystem_ = std::move(result.waiting_for_filesystem);
-    if (tick_ != nullptr) StartTick(std::chrono::ceil<std::chrono::milliseconds>(scan_retry_at_ -
-                                                     std::chrono::steady_clock::now()));
+    if (tick_ != nullptr)
+      StartTick(std::chrono::ceil<std::chrono::milliseconds>(scan_retry_at_ -
+                                                             std::chrono::steady_clock::now()));
     return;
   }
   waiting_for_filesystem_.clear();
@@ -225,7 +227,7 @@ void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
         resync_entry_.erase(entry);
       }
     } else if (entry == resync_entry_.end()) {
-      resync_entry_[uid] = resync_queue_.emplace(now + JitteredSyncPeriod(), uid);
+      resync_entry_[uid] = resync_queue_.emplace(NextResync(now), uid);
     }
   }
   SchedulePassSoon();
@@ -345,17 +347,44 @@ std::optional<VolumeManager::SteadyTime> VolumeManager::NextTimedWork() const {
 }
 
 void VolumeManager::ResyncDuePods(SteadyTime now) {
+  // Under a strategy that announces every change (Watch), a change of a volume's objects has
+  // marked it already: a look now would find the inputs of the content on disk again. What no
+  // announcement covers is the disk itself, verified once disk_verify_interval has passed; a pod
+  // whose volumes are all current is next looked at when the first of them is due for that.
+  const bool announced = !options_.kubelet_owns_volumes && objects_->AnnouncesEveryChange();
+  const auto verify_interval = reconciler_.disk_verify_interval();
   while (!resync_queue_.empty() && resync_queue_.begin()->first <= now) {
     const std::string uid = resync_queue_.begin()->second;
     resync_queue_.erase(resync_queue_.begin());
-    resync_entry_[uid] = resync_queue_.emplace(now + JitteredSyncPeriod(), uid);
+    ++resync_stats_.pods;
+    bool all_current = announced;
+    std::optional<SteadyTime> verify_due;
     for (const VolumeKey& key : asw_.VolumesOfPod(uid)) {
       if (dsw_.Find(key) == nullptr) continue;
+      if (announced) {
+        const MountedVolume* m = asw_.Find(key);
+        if (m != nullptr && !m->uncertain && !m->remount_required &&
+            now - m->verified_at < verify_interval) {
+          ++resync_stats_.volumes_current;
+          const SteadyTime due = m->verified_at + verify_interval;
+          if (!verify_due || due < *verify_due) verify_due = due;
+          continue;
+        }
+      }
+      all_current = false;
+      ++resync_stats_.volumes_marked;
       asw_.MarkRemountRequired(key, now);
       // The net under the watch: beyond the inotify watch limit, or a watch left on a tmpfs the
       // kubelet has since replaced (no event says so), the resync is when a swap is noticed.
       if (options_.kubelet_owns_volumes) reconciler_.RequestVerify(key);
     }
+    SteadyTime next = NextResync(now);
+    if (all_current && verify_due && *verify_due > next) {
+      // The regular resync that would first find a volume due for its disk check (still jittered,
+      // so that pods mounted together are not all checked in one pass).
+      next = NextResync(*verify_due - options_.sync_frequency);
+    }
+    resync_entry_[uid] = resync_queue_.emplace(next, uid);
   }
 }
 
@@ -394,10 +423,28 @@ void VolumeManager::CleanUpOrphanPodDirs() {
       });
 }
 
-std::chrono::milliseconds VolumeManager::JitteredSyncPeriod() {
+std::vector<VolumeManager::SteadyTime> VolumeManager::resync_times() const {
+  std::vector<SteadyTime> times;
+  for (const auto& [when, uid] : resync_queue_) {
+    if (times.empty() || times.back() != when) times.push_back(when);
+  }
+  return times;
+}
+
+std::chrono::milliseconds VolumeManager::ResyncGrid() const {
+  return std::clamp(options_.sync_frequency / 30, options_.reconcile_period, kMaxResyncGrid);
+}
+
+VolumeManager::SteadyTime VolumeManager::NextResync(SteadyTime now) {
   std::uniform_real_distribution<double> jitter(1.0, 1.5);
-  return std::chrono::milliseconds(
-      static_cast<long>(static_cast<double>(options_.sync_frequency.count()) * jitter(rng_)));
+  const auto due = now + std::chrono::milliseconds(static_cast<long>(
+                             static_cast<double>(options_.sync_frequency.count()) * jitter(rng_)));
+  // Up to the grid's next line: the pods due within one grid step share one pass (one wake-up)
+  // instead of one each.
+  const auto grid = std::chrono::duration_cast<SteadyTime::duration>(ResyncGrid());
+  const auto since_epoch = due.time_since_epoch();
+  const auto steps = (since_epoch + grid - SteadyTime::duration(1)) / grid;
+  return SteadyTime(steps * grid);
 }
 
 void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir) {

@@ -68,7 +68,7 @@ class VolumeManagerTest : public ::testing::Test {
     VolumeManagerOptions o;
     o.kubelet_owns_volumes = kubelet_owns_volumes;
     o.root_dir = root_;
-    o.sync_frequency = std::chrono::hours(1);
+    o.sync_frequency = sync_frequency_;
     o.journal = journal_.get();
     o.unpublished_grace = std::chrono::milliseconds(0);
     o.node_allocatable = node_allocatable_;
@@ -125,6 +125,7 @@ class VolumeManagerTest : public ::testing::Test {
   bool sources_seen_ = true;
   kube::ResourceList node_allocatable_;
   bool tmpfs_ = true;
+  std::chrono::milliseconds sync_frequency_ = std::chrono::hours(1);
   std::unique_ptr<VolumeManager> manager_;
 };
 
@@ -157,6 +158,71 @@ TEST_F(VolumeManagerTest, IdleRunsNoPassAndAnObjectChangeIsServedAtOnce) {
   Put("default", "app", {{"level", "debug"}});
   ASSERT_TRUE(RunUntil([&] { return Content("idle-0") == Files{{"level", "debug"}}; }));
   EXPECT_GE(manager_->reconciler().pass_stats().volumes_visited - before.volumes_visited, kPods);
+}
+
+// The pods' periodic resyncs fall on a grid (sync_frequency / 30, at most 2 s): pods due within
+// one step share one pass, so the loop wakes once a step however many pods the node runs.
+TEST_F(VolumeManagerTest, PodResyncsShareTheGridsLines) {
+  Put("default", "app", {{"level", "info"}});
+  sync_frequency_ = std::chrono::minutes(1);
+  StartManager();
+  EXPECT_EQ(manager_->ResyncGrid(), std::chrono::seconds(2));
+  constexpr int kPods = 200;
+  std::vector<kube::Pod> pods;
+  for (int i = 0; i < kPods; ++i) pods.push_back(MakePod("grid-" + std::to_string(i), "app"));
+  const auto before = std::chrono::steady_clock::now();
+  Send(podconfig::PodOp::kAdd, std::move(pods));
+  const std::vector<std::chrono::steady_clock::time_point> times = manager_->resync_times();
+  // The jitter spreads them over 30 s: at most 16 lines of 2 s, each a multiple of the step.
+  EXPECT_LE(times.size(), 16u);
+  EXPECT_GE(times.size(), 2u) << "still spread by the jitter";
+  for (const auto& t : times) {
+    EXPECT_EQ(t.time_since_epoch() % std::chrono::seconds(2), std::chrono::nanoseconds(0));
+    EXPECT_GE(t, before + std::chrono::minutes(1));
+    EXPECT_LE(t, before + std::chrono::seconds(92));
+  }
+  // A short period keeps a grid no finer than the reconcile period.
+  manager_->SetSyncFrequency(std::chrono::milliseconds(900));
+  EXPECT_EQ(manager_->ResyncGrid(), std::chrono::milliseconds(100));
+}
+
+// Under a strategy that announces every change (Watch), a resync leaves alone the volumes whose
+// objects announced nothing and whose disk was verified recently (their remount would find the
+// same inputs), and the pod's next resync waits for the first disk check due. Under Get and Cache
+// (no announcements) it marks each one, as the kubelet does, every sync period.
+TEST_F(VolumeManagerTest, AResyncVisitsOnlyWhatNoAnnouncementCovers) {
+  Put("default", "app", {{"level", "info"}});
+  objects_.SetAnnouncesEveryChange(true);
+  sync_frequency_ = std::chrono::milliseconds(200);
+  StartManager();
+  constexpr int kPods = 5;
+  auto add_pods = [&](const std::string& prefix) {
+    std::vector<kube::Pod> pods;
+    for (int i = 0; i < kPods; ++i) pods.push_back(MakePod(prefix + std::to_string(i), "app"));
+    Send(podconfig::PodOp::kAdd, std::move(pods));
+  };
+  add_pods("announced-");
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->reconciler().count_in(VolumePhase::kIdle) == static_cast<size_t>(kPods);
+  }));
+  VolumeManager::ResyncStats before = manager_->resync_stats();
+  ASSERT_TRUE(RunUntil([&] { return manager_->resync_stats().pods >= before.pods + kPods; }));
+  EXPECT_EQ(manager_->resync_stats().volumes_marked, before.volumes_marked);
+  EXPECT_EQ(manager_->resync_stats().volumes_current, before.volumes_current + kPods);
+  // Next at the disk check, 10 min after the write, not 200-300 ms from now.
+  ASSERT_FALSE(manager_->resync_times().empty());
+  EXPECT_GT(manager_->resync_times().front(),
+            std::chrono::steady_clock::now() + std::chrono::minutes(9));
+  // A change is announced, and served at once.
+  Put("default", "app", {{"level", "debug"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("announced-0") == Files{{"level", "debug"}}; }));
+
+  objects_.SetAnnouncesEveryChange(false);
+  add_pods("polled-");
+  before = manager_->resync_stats();
+  ASSERT_TRUE(RunUntil([&] { return manager_->resync_stats().pods >= before.pods + 3 * kPods; }));
+  EXPECT_GE(manager_->resync_stats().volumes_marked, before.volumes_marked + 3 * kPods);
+  EXPECT_EQ(manager_->resync_stats().volumes_current, before.volumes_current);
 }
 
 TEST_F(VolumeManagerTest, MountsAndFollowsObjectChangesAtOnce) {

@@ -16,8 +16,6 @@
 namespace volumemanager {
 namespace {
 
-constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(500);
-
 using server::Labels;
 using server::MetricFamily;
 using server::MetricType;
@@ -52,7 +50,7 @@ MetricFamily Family(std::string name, std::string help, MetricType type) {
 }  // namespace
 
 struct AdminPublisher::Handles {
-  uv_timer_t heartbeat{};
+  uv_async_t beat{};
   uv_async_t refresh{};
   AdminPublisher* owner = nullptr;
   int open = 0;
@@ -72,8 +70,13 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
   }
   handles_ = new Handles;
   handles_->owner = this;
-  uv_timer_init(loop_, &handles_->heartbeat);
-  handles_->heartbeat.data = handles_;
+  // Alive, when /healthz asks: the loop ran this callback, and the election loop (when used) is
+  // running. No timer: an idle daemon wakes for a probe only.
+  uv_async_init(loop_, &handles_->beat, [](uv_async_t* a) {
+    auto* h = static_cast<Handles*>(a->data);
+    if (h->owner != nullptr) h->owner->BeatIfAlive();
+  });
+  handles_->beat.data = handles_;
   uv_async_init(loop_, &handles_->refresh, [](uv_async_t* a) {
     auto* h = static_cast<Handles*>(a->data);
     if (h->owner == nullptr) return;
@@ -82,7 +85,7 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
   });
   handles_->refresh.data = handles_;
   handles_->open = 2;
-  for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&handles_->heartbeat),
+  for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&handles_->beat),
                          reinterpret_cast<uv_handle_t*>(&handles_->refresh)}) {
     uv_unref(h);  // the admin server never keeps the daemon running
   }
@@ -93,9 +96,11 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
   options.healthz_name = "--healthz-bind-address";
   options.debug_name = "--debug-bind-address";
   uv_async_t* refresh = &handles_->refresh;
+  uv_async_t* beat = &handles_->beat;
   // Server threads: uv_async_send is the one libuv call that is safe from another thread. The
-  // server is destroyed (its threads joined) before the handle is closed.
+  // server is destroyed (its threads joined) before the handles are closed.
   options.request_refresh = [refresh] { uv_async_send(refresh); };
+  options.request_beat = [beat] { uv_async_send(beat); };
   auto started = server::AdminServer::Start(options);
   base::Status error = started.status();
   if (!started.ok() && !healthz_address.empty() && !debug_address.empty()) {
@@ -119,17 +124,6 @@ base::Status AdminPublisher::Start(const std::string& healthz_address,
   if (!server_->debug_address().empty()) {
     spdlog::info("serving /debug/state and /configz on {}", server_->debug_address());
   }
-  uv_timer_start(
-      &handles_->heartbeat,
-      [](uv_timer_t* t) {
-        auto* h = static_cast<Handles*>(t->data);
-        // Alive: the loop ran this timer, and the election loop (when used) is running.
-        if (h->owner != nullptr && h->owner->server_ != nullptr &&
-            h->owner->daemon_->ElectionAlive(std::chrono::steady_clock::now())) {
-          h->owner->server_->Beat();
-        }
-      },
-      kHeartbeatPeriod.count(), kHeartbeatPeriod.count());
   return error;
 }
 
@@ -137,18 +131,24 @@ void AdminPublisher::Stop() {
   server_.reset();  // joins the server's threads: no uv_async_send after this
   if (handles_ == nullptr) return;
   handles_->owner = nullptr;
-  uv_timer_stop(&handles_->heartbeat);
   auto closed = [](uv_handle_t* h) {
     auto* handles = static_cast<Handles*>(h->data);
     if (--handles->open == 0) delete handles;
   };
-  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->heartbeat), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_->beat), closed);
   uv_close(reinterpret_cast<uv_handle_t*>(&handles_->refresh), closed);
   handles_ = nullptr;
 }
 
+void AdminPublisher::BeatIfAlive() {
+  if (server_ != nullptr && daemon_->ElectionAlive(std::chrono::steady_clock::now())) {
+    server_->Beat();
+  }
+}
+
 void AdminPublisher::Publish() {
   if (server_ == nullptr) return;
+  BeatIfAlive();  // the loop is answering
   const server::AdminServer::Requests requests = server_->requests();
   auto snapshot = std::make_shared<server::Snapshot>();
   snapshot->seq = requests.seq;

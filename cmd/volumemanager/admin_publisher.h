@@ -1,6 +1,8 @@
 // AdminPublisher: the loop-thread side of the admin server (server/admin_server.h) for one
 // Daemon. It owns the server and two loop handles:
-//  * a heartbeat timer (every 500 ms) that tells the server the loop is alive (/healthz);
+//  * an async handle the server pokes when /healthz finds no recent heartbeat: its callback tells
+//    the server the loop is alive (and the election loop, when used). No timer: idle, the loop
+//    wakes for a probe only;
 //  * an async handle the server's threads poke when a request needs current data; its callback
 //    builds a snapshot (readiness, metrics, and the debug state when asked for) from the daemon's
 //    state and publishes it. Nothing is built while nobody asks.
@@ -26,8 +28,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/admin_server.h"
 #include "cmd/volumemanager/daemon.h"
+#include "server/admin_server.h"
 
 namespace volumemanager {
 
@@ -39,7 +41,7 @@ class AdminPublisher {
   AdminPublisher(const AdminPublisher&) = delete;
   AdminPublisher& operator=(const AdminPublisher&) = delete;
 
-  // Binds the listeners (an empty address is not served) and starts the heartbeat. An error
+  // Binds the listeners (an empty address is not served) and answers heartbeat requests. An error
   // names the flag and address of a listener that could not bind; the other one is served
   // (server() is null only when neither is).
   base::Status Start(const std::string& healthz_address, const std::string& debug_address);
@@ -68,6 +70,8 @@ class AdminPublisher {
  private:
   struct Handles;
   void Publish();
+  // server_->Beat() when the daemon's election loop (if any) is alive too.
+  void BeatIfAlive();
 
   uv_loop_t* loop_;
   Daemon* daemon_;
