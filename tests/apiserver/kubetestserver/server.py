@@ -19,6 +19,7 @@ import uuid
 
 from . import status as st
 from .faults import FaultTable
+from .node_authorizer import NodeAuthorizer, node_name
 from .resources import RESOURCES, check_body_kind
 from .selectors import FieldSelector, LabelSelector
 from .store import Store, Watcher
@@ -56,6 +57,7 @@ class Request:
         self.headers = headers
         self.body = body
         self.user = None
+        self.groups = []
 
 
 class ClientCounters:
@@ -110,6 +112,7 @@ class Connection:
         self.reader = reader
         self.writer = _CountingWriter(writer, self)
         self.cert_user = None
+        self.cert_groups = []      # the client certificate's O values
         self.client = None         # ClientCounters of the user, once known
         self.pending_in = 0        # bytes counted before the user was known
         self.pending_out = 0
@@ -120,6 +123,8 @@ class Connection:
                 for key, value in rdn:
                     if key == "commonName":
                         self.cert_user = value
+                    elif key == "organizationName":
+                        self.cert_groups.append(value)
 
     def count_in(self, n):
         if self.client is not None:
@@ -385,6 +390,8 @@ class ApiServer:
         self.tokens = {token: "test-admin"} if token else {}
         self.main_token = token
         self.acl = {}
+        self.token_groups = {}     # token -> groups (/_admin/tokens); none: no groups
+        self.node_authorizer = NodeAuthorizer(self.store)
         self.path_prefix = path_prefix.rstrip("/")
         self.requests = []
         self.connections_total = 0
@@ -458,6 +465,7 @@ class ApiServer:
                     conn.pending_in = conn.pending_out = 0
                 return keep_alive
             request.user = self.authenticate(conn, request)
+            request.groups = self.groups_of(conn, request)
             record["user"] = request.user
             conn.attribute(self.client_counters(request.user))
             result = await self.route(conn, request, path)
@@ -502,10 +510,44 @@ class ApiServer:
             return conn.cert_user
         raise st.ApiError(401, "Unauthorized", "Unauthorized")
 
-    def authorize(self, user, verb, res, namespace, name):
+    def groups_of(self, conn, request):
+        """The authenticated user's groups: the token's (as /_admin/tokens set them) or the
+        client certificate's O values; every user is also in system:authenticated."""
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer "):
+            groups = list(self.token_groups.get(auth[len("Bearer "):].strip(), ()))
+        else:
+            groups = list(conn.cert_groups)
+        return groups + ["system:authenticated"]
+
+    def authorize(self, user, verb, res, namespace, name, groups=(), field_selector=None):
+        """A node identity goes to the Node authorizer first, then (as `Node,RBAC`) to the user's
+        ACL when one is set; any other user to its ACL (none set: everything allowed)."""
+        node = node_name(user, groups)
+        if node is not None:
+            decision = self.node_authorizer.authorize(
+                node, verb, res, namespace, name, field_selector or FieldSelector(res.name, ""))
+            if decision.allowed:
+                return
+            if user not in self.acl or not self._acl_allows(user, verb, res, namespace, name):
+                raise st.forbidden(user, verb, res.name, res.group, namespace, name,
+                                   decision.reason)
+            return
+        if user not in self.acl:
+            return
+        if not self._acl_allows(user, verb, res, namespace, name):
+            raise st.forbidden(user, verb, res.name, res.group, namespace, name)
+
+    def admit_node_write(self, request, verb, res, namespace, name, body):
+        """NodeRestriction for a node identity's writes (no-op for anyone else)."""
+        node = node_name(request.user, request.groups)
+        if node is not None:
+            self.node_authorizer.admit(node, verb, res, namespace, name, body)
+
+    def _acl_allows(self, user, verb, res, namespace, name):
         rules = self.acl.get(user)
         if rules is None:
-            return
+            return True
         for rule in rules:
             if verb not in rule.get("verbs", []) and "*" not in rule.get("verbs", []):
                 continue
@@ -515,8 +557,8 @@ class ApiServer:
                 continue
             if rule.get("names") and name not in rule["names"]:
                 continue
-            return
-        raise st.forbidden(user, verb, res.name, res.group, namespace, name)
+            return True
+        return False
 
     # ---- routing -----------------------------------------------------------------------------
 
@@ -527,6 +569,8 @@ class ApiServer:
             if discovery is not None:
                 self._count_verb(conn, "discovery")
                 return 200, discovery
+        if parts == ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]:
+            return self.self_subject_review(conn, request)
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis" and parts[1] == "coordination.k8s.io" \
@@ -566,7 +610,8 @@ class ApiServer:
         field_selector = FieldSelector(res.name, request.query.get("fieldSelector"))
         label_selector = LabelSelector(request.query.get("labelSelector"))
         auth_name = name if name else field_selector.exact_name()
-        self.authorize(request.user, verb, res, namespace, auth_name)
+        self.authorize(request.user, verb, res, namespace, auth_name, request.groups,
+                       field_selector)
 
         fault = self.faults.take(verb, res.name, namespace, path, request.query, request.user)
         if fault is not None:
@@ -594,10 +639,12 @@ class ApiServer:
                              label_selector, fault)
             return None
         if verb == "delete":
+            self.admit_node_write(request, verb, res, namespace, name, None)
             return self.delete(request, res, namespace, name)
         if verb == "patch":
             return 200, self.patch(request, res, namespace, name)
         body = self.decode_body(request, res)
+        self.admit_node_write(request, verb, res, namespace, name, body)
         if verb == "create":
             return 201, self.store.create(res.name, namespace or "default", body)
         if verb == "update":
@@ -609,6 +656,25 @@ class ApiServer:
                                              allow_create=res.name == "leases")
             return (201 if created else 200), obj
         raise AssertionError(verb)
+
+    def self_subject_review(self, conn, request):
+        """POST /apis/authentication.k8s.io/v1/selfsubjectreviews: who the caller is (GA in
+        Kubernetes 1.28; any authenticated user may ask)."""
+        if request.method != "POST":
+            raise st.ApiError(405, "the server does not allow this method on the requested "
+                              "resource", "MethodNotAllowed")
+        self._count_verb(conn, "create")
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError:
+            raise st.bad_request("the body of the request was in an unknown format") from None
+        if not isinstance(body, dict) or body.get("kind", "SelfSubjectReview") != \
+                "SelfSubjectReview":
+            raise st.bad_request("the body of the request was in an unknown format")
+        return 201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                     "metadata": {"creationTimestamp": None},
+                     "status": {"userInfo": {"username": request.user,
+                                             "groups": list(request.groups)}}}
 
     @staticmethod
     def _count_verb(conn, verb):
@@ -645,9 +711,17 @@ class ApiServer:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.1:6443"}]}
         if parts == ["apis"]:
-            gv = {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": "coordination.k8s.io", "versions": [gv], "preferredVersion": gv}]}
+            groups = []
+            for name in ("coordination.k8s.io", "authentication.k8s.io"):
+                gv = {"groupVersion": f"{name}/v1", "version": "v1"}
+                groups.append({"name": name, "versions": [gv], "preferredVersion": gv})
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        if parts == ["apis", "authentication.k8s.io", "v1"]:
+            return {"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": "authentication.k8s.io/v1",
+                    "resources": [{"name": "selfsubjectreviews", "singularName":
+                                   "selfsubjectreview", "namespaced": False,
+                                   "kind": "SelfSubjectReview", "verbs": ["create"]}]}
         if parts == ["api", "v1"]:
             return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 r.discovery() for r in RESOURCES.values() if not r.group]}
@@ -1027,8 +1101,10 @@ class ApiServer:
             if command == "tokens" and method == "POST":
                 if args.get("user"):
                     self.tokens[args["token"]] = args["user"]
+                    self.token_groups[args["token"]] = list(args.get("groups") or ())
                 else:
                     self.tokens.pop(args["token"], None)
+                    self.token_groups.pop(args["token"], None)
                 return 200, {}
             if command == "acl" and method == "POST":
                 if args.get("rules") is None:
