@@ -664,6 +664,18 @@ class ApiServer:
             raise st.ApiError(405, "the server does not allow this method on the requested "
                               "resource", "MethodNotAllowed")
         self._count_verb(conn, "create")
+        # Only rules naming this resource apply (a test's catch-all rules are for the resources
+        # the daemon reads): e.g. {"resource": "selfsubjectreviews", "status": 404} stands for a
+        # server older than 1.28.
+        for rule in self.faults.rules:
+            if rule.resource == "selfsubjectreviews" and rule.matches(
+                    "create", "selfsubjectreviews", None, request.path, request.query,
+                    request.user):
+                if rule.times > 0:
+                    rule.times -= 1
+                if rule.status:
+                    self.raise_fault_status(rule, _SelfSubjectReviews, None)
+                break
         try:
             body = json.loads(request.body or b"{}")
         except ValueError:
@@ -1115,6 +1127,13 @@ class ApiServer:
         except st.ApiError as err:
             return err.code, err.body()
         return 404, {"error": f"unknown admin command {method} {command}"}
+
+
+class _SelfSubjectReviews:
+    """What raise_fault_status reads of a resource, for selfsubjectreviews (not in RESOURCES:
+    create-only, nothing stored)."""
+    name = "selfsubjectreviews"
+    group = "authentication.k8s.io"
 
 
 class _ConnectionReset(Exception):
