@@ -354,6 +354,17 @@ def _parse_bool(value):
     return value in ("1", "t", "T", "TRUE", "true", "True")
 
 
+def _dry_run(query):
+    """dryRun=All: authorized and admitted as the write, nothing stored (the only value
+    kube-apiserver accepts besides none)."""
+    value = query.get("dryRun")
+    if value in (None, ""):
+        return False
+    if value != "All":
+        raise st.bad_request(f'Invalid dry run value: "{value}"')
+    return True
+
+
 def _is_watch(query):
     return _parse_bool(query.get("watch"))
 
@@ -642,9 +653,15 @@ class ApiServer:
             self.admit_node_write(request, verb, res, namespace, name, None)
             return self.delete(request, res, namespace, name)
         if verb == "patch":
+            if _dry_run(request.query):
+                return 200, self.dry_run_patch(request, res, namespace, name)
             return 200, self.patch(request, res, namespace, name)
         body = self.decode_body(request, res)
         self.admit_node_write(request, verb, res, namespace, name, body)
+        if verb == "create" and _dry_run(request.query):
+            return 201, self.dry_run_create(res, namespace or "default", body)
+        if verb == "update" and _dry_run(request.query):
+            return self.dry_run_update(res, namespace, name, body)
         if verb == "create":
             return 201, self.store.create(res.name, namespace or "default", body)
         if verb == "update":
@@ -1042,6 +1059,43 @@ class ApiServer:
         merged["metadata"]["name"] = name
         obj, _ = self.store.update(res.name, namespace, name, merged, allow_create=False)
         return obj
+
+    def dry_run_create(self, res, namespace, body):
+        """What create would return, nothing stored (dryRun=All): the object with the metadata
+        the server would set, no resourceVersion."""
+        check_body_kind(res, body)
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and not meta.get("generateName"):
+            raise st.invalid(res.kind, res.group, "", [("metadata.name", "Required value: name "
+                                                         "or generateName is required",
+                                                         "FieldValueRequired")])
+        meta["namespace"] = namespace
+        meta.setdefault("name", meta.get("generateName", "") + uuid.uuid4().hex[:5])
+        meta["uid"] = str(uuid.uuid4())
+        return obj
+
+    def dry_run_update(self, res, namespace, name, body):
+        """What update would return, nothing stored (dryRun=All): 404 when there is no object,
+        except for leases, created on update (201)."""
+        check_body_kind(res, body)
+        if self.store.objects[res.name].get((namespace, name)) is None:
+            if res.name != "leases":
+                raise st.not_found(res.name, res.group, name)
+            body.setdefault("metadata", {})["name"] = name
+            return 201, self.dry_run_create(res, namespace, body)
+        obj = copy.deepcopy(body)
+        obj.setdefault("metadata", {})["name"] = name
+        obj["metadata"]["namespace"] = namespace
+        return 200, obj
+
+    def dry_run_patch(self, request, res, namespace, name):
+        """What patch would return, nothing stored (dryRun=All); 404 when there is no object."""
+        patch = self.decode_body(request, res)
+        current = self.store.get(res.name, namespace, name)
+        if not isinstance(patch, dict):
+            raise st.bad_request("the body of the request was in an unknown format")
+        return _merge_patch(current, patch)
 
     def delete(self, request, res, namespace, name):
         options = {}
