@@ -239,3 +239,43 @@ def test_node_client_certificate_is_a_node_identity():
                          client_cert=True)[0] == 200
         assert s.request("GET", "/api/v1/namespaces/shop/secrets/theirs", token="",
                          client_cert=True)[0] == 403
+
+
+def test_self_subject_review_fault_stands_for_an_old_server(server):
+    server.admin("POST", "faults", {"resource": "selfsubjectreviews", "status": 404, "times": 1})
+    # A catch-all rule is for the resources the daemon reads, not for SelfSubjectReview.
+    server.admin("POST", "faults", {"status": 503, "times": 1})
+    status, reply = server.request("POST", SSR, SSR_BODY, token=NODE_TOKEN)
+    assert (status, reply["details"]["kind"]) == (404, "selfsubjectreviews")
+    assert server.request("POST", SSR, SSR_BODY, token=NODE_TOKEN)[0] == 201
+    assert server.request("GET", "/api/v1/namespaces/shop/secrets/web-tls",
+                          token=NODE_TOKEN)[0] == 503
+
+
+@pytest.mark.parametrize("method,path,body,code", [
+    ("POST", "/api/v1/namespaces/shop/events?dryRun=All",
+     {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+      "involvedObject": {"kind": "Pod", "name": "web"}}, 201),
+    ("PATCH", "/api/v1/namespaces/shop/events/e?dryRun=All", {"count": 2}, 404),
+    ("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases?dryRun=All",
+     {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": NODE}},
+     201),
+    ("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}?dryRun=All",
+     {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": NODE}},
+     201),
+])
+def test_dry_run_writes_are_authorized_and_store_nothing(server, method, path, body, code):
+    before = server.admin("GET", "state")["revision"]
+    headers = {"Content-Type": "application/strategic-merge-patch+json"} \
+        if method == "PATCH" else None
+    status, reply = server.request(method, path, body, token=NODE_TOKEN, headers=headers)
+    assert status == code, reply
+    assert server.admin("GET", "state")["revision"] == before
+    assert server.request("GET", "/api/v1/namespaces/shop/events")[1]["items"] == []
+    # Refused as the write itself would be: another node's lease.
+    if "leases" in path:
+        other = path.replace(f"leases/{NODE}", "leases/node-b")
+        assert server.request(method, other, dict(body, metadata={"name": "node-b"}),
+                              token=NODE_TOKEN)[0] == 403
+    assert server.request(method, path.replace("dryRun=All", "dryRun=Some"), body,
+                          token=NODE_TOKEN, headers=headers)[0] == 400
