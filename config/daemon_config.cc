@@ -78,7 +78,12 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   // A flag given twice takes its last value: a config file's values come first, so the command
   // line's win.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer(ConfigFileHelp());
+  app.footer(
+      "Subcommands:\n"
+      "  preflight  checks what this set-up needs from the API server, as the identity it runs "
+      "as (node or service account): reachable, credentials, pods of the node, reads in their "
+      "namespaces, Events, the Lease lock when chosen (volumemanager preflight --help)\n\n" +
+      ConfigFileHelp());
   app.add_option("--config", *config_file,
                  "A VolumeManagerConfiguration file (YAML or JSON; fields below); flags given on "
                  "the command line override its values");
@@ -265,12 +270,7 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
     if (!timing.ok()) return timing.status();
     cfg.leader_election_timing = *timing;
   }
-  if (cfg.node_name.empty()) {
-    auto it = environment.find("NODE_NAME");
-    cfg.node_name = it != environment.end() && !it->second.empty() ? it->second : hostname;
-  }
-  std::transform(cfg.node_name.begin(), cfg.node_name.end(), cfg.node_name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  cfg.node_name = ResolveNodeName(cfg.node_name, environment, hostname);
   // The node's name goes into field selectors and static pods' names: one the API would refuse
   // fails here, before anything is created.
   if (auto msgs = kube::ValidateSubdomainName(cfg.node_name); !msgs.empty()) {
@@ -361,6 +361,19 @@ bool Names(const std::string& message, const std::string& flag) {
 base::Result<std::string> ReadConfigFile(const std::string& path) {
   // Followed through symlinks: a config from a ConfigMap volume is a link through ..data.
   return base::ReadRegularFile(path, kMaxConfigFileBytes, /*follow_symlinks=*/true);
+}
+
+std::string ResolveNodeName(const std::string& flag,
+                            const std::map<std::string, std::string>& environment,
+                            const std::string& hostname) {
+  std::string name = flag;
+  if (name.empty()) {
+    auto it = environment.find("NODE_NAME");
+    name = it != environment.end() && !it->second.empty() ? it->second : hostname;
+  }
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return name;
 }
 
 base::Result<ParsedFlags> ParseDaemonFlags(const std::vector<std::string>& args,

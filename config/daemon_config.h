@@ -108,6 +108,12 @@ inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
 // Errors name the path.
 base::Result<std::string> ReadConfigFile(const std::string& path);
 
+// The node's name as the daemon picks it: `flag` (--node-name) when given, else $NODE_NAME from
+// `environment`, else `hostname`; lowercased (as the kubelet's). Not validated.
+std::string ResolveNodeName(const std::string& flag,
+                            const std::map<std::string, std::string>& environment,
+                            const std::string& hostname);
+
 // `environment` stands in for getenv (NODE_NAME), `hostname` for the host name and `read_file`
 // for reading the --config file, for tests. With --config, the file's fields are applied first
 // and the command line's flags override them (config_file.h); an error about a value from the

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "base/redacted_url.h"
+#include "cmd/volumemanager/source_metrics.h"
 #include "kubeclient/rate_limiter.h"
 #include "leaderelection/lease_lock.h"
-#include "cmd/volumemanager/source_metrics.h"
 
 namespace volumemanager {
 
@@ -37,10 +37,12 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   http_options.native_http2 = true;
   auto http = kube::HttpClient::Create(loop(), *credentials, http_options);
   if (!http.ok()) {
-    return StartError{1, "API client for " + base::RedactedUrl(credentials->server) + ": " + http.status().message()};
+    return StartError{1, "API client for " + base::RedactedUrl(credentials->server) + ": " +
+                             http.status().message()};
   }
   http_ = std::move(http).value();
   default_namespace_ = credentials->default_namespace;
+  if (auto error = CheckIdentity(*credentials)) return error;
   api_ = std::make_unique<kube::ApiClient>(
       http_.get(), kube::RetryPolicy{},
       kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
@@ -60,6 +62,56 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
                base::RedactedUrl(credentials->server), credentials->source, cfg.node_name,
                config::VolumeOwnershipName(cfg.volume_ownership));
+  return std::nullopt;
+}
+
+std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
+    const kube::Credentials& credentials) {
+  const config::DaemonConfig& cfg = config();
+  base::Result<kube::ApiIdentity> identity = [&] {
+    kube::BlockingApiClient client(credentials, kIdentityTimeout);
+    return kube::LookUpIdentity(client, credentials);
+  }();
+  if (!identity.ok()) {
+    spdlog::warn(
+        "API identity unknown ({}): running as for a service account; a node identity's limits "
+        "(no Lease lock, no --dynamic-config) are not checked",
+        identity.status().message());
+    return std::nullopt;
+  }
+  identity_ = *identity;
+  const std::optional<std::string> node = identity->NodeName();
+  if (!node) {
+    spdlog::info("API identity {}: service-account mode (reads what its RBAC allows)",
+                 identity->Describe());
+    return std::nullopt;
+  }
+  spdlog::info(
+      "API identity {}: node mode for node \"{}\" (reads only what pods bound to it reference; "
+      "file lock only; no dynamic config)",
+      identity->Describe(), *node);
+  if (*node != cfg.node_name) {
+    return StartError{2, "--node-name \"" + cfg.node_name + "\": the credentials are node \"" +
+                             *node + "\"'s (" + identity->username +
+                             "); a node's credentials read only that node's pods and objects, so "
+                             "--node-name must be \"" +
+                             *node + "\""};
+  }
+  if (cfg.leader_election.leader_elect &&
+      cfg.leader_election.resource_lock == leaderelection::LockType::kLeases) {
+    return StartError{2, "--leader-elect-resource-lock leases: refused under the node identity " +
+                             identity->username +
+                             ": a node may write no Lease but its own heartbeat "
+                             "(kube-node-lease/" +
+                             *node + "); use the file lock (the default)"};
+  }
+  if (!cfg.dynamic_config.empty()) {
+    return StartError{2, "--dynamic-config " + cfg.dynamic_config +
+                             ": refused under the node identity " + identity->username +
+                             ": the Node authorizer lets a node read only the ConfigMaps its pods "
+                             "reference, and no pod references this one; set the configuration "
+                             "by flags or --config, or run with a service account"};
+  }
   return std::nullopt;
 }
 

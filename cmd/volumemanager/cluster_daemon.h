@@ -13,6 +13,16 @@
 //    own.
 // An API server that cannot be reached at start is retried by the reflectors (client-go's backoff
 // with jitter); what is on disk stays as it is meanwhile.
+//
+// Node mode: at start, before the loop runs, the daemon asks who it is (api_identity.h:
+// SelfSubjectReview, else the client certificate's subject; one request, bounded by
+// kIdentityTimeout). A node identity (`system:node:<name>`, the kubelet's credentials) can read
+// only what pods bound to that node reference, so: <name> must be --node-name (else exit 2),
+// the Lease lock is refused (a node may write no Lease but its heartbeat,
+// kube-node-lease/<name>; exit 2) and so is --dynamic-config (its ConfigMap is referenced by no
+// pod, so the node cannot read it; exit 2). The identity and mode are logged once at info. An
+// identity that cannot be learned (unreachable server, no certificate) is logged as a warning and
+// the daemon runs as it would under any other user.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_DAEMON_H_
 #define VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_DAEMON_H_
 
@@ -20,12 +30,13 @@
 #include <optional>
 
 #include "cache/api_object_manager.h"
+#include "cmd/volumemanager/api_identity.h"
+#include "cmd/volumemanager/daemon.h"
 #include "kubeclient/api_client.h"
 #include "kubeclient/credentials.h"
 #include "kubeclient/event_recorder.h"
 #include "kubeclient/http_client.h"
 #include "podconfig/api_source.h"
-#include "cmd/volumemanager/daemon.h"
 
 namespace volumemanager {
 
@@ -39,6 +50,10 @@ class ClusterDaemon : public Daemon {
   const cache::ApiObjectManager* objects() const { return objects_.get(); }
   const kube::EventRecorder* events() const { return events_.get(); }
   const podconfig::ApiSource& pod_source() const { return api_source_; }
+  // Who the daemon is to the API server, once Start() learned it.
+  const std::optional<kube::ApiIdentity>& identity() const { return identity_; }
+
+  static constexpr std::chrono::milliseconds kIdentityTimeout{10000};
 
   // The Cache TTL and the event rate limits besides the base's.
   void ApplyLiveConfig(const config::DaemonConfig& config) override;
@@ -60,7 +75,11 @@ class ClusterDaemon : public Daemon {
   base::Result<std::unique_ptr<leaderelection::ResourceLock>> MakeLeaseLock() override;
 
  private:
+  // Learns the identity and refuses what a node identity cannot do (see the file comment).
+  std::optional<StartError> CheckIdentity(const kube::Credentials& credentials);
+
   kube::EnvironmentLookup environment_;
+  std::optional<kube::ApiIdentity> identity_;
   std::unique_ptr<kube::HttpClient> http_;
   std::unique_ptr<kube::ApiClient> api_;
   // Events draw on a budget of their own (--event-qps, --event-burst: the kubelet's 50 and 100),

@@ -1,99 +1,15 @@
 #include "cmd/volumemanager/preflight.h"
 
-#include <uv.h>
-
-#include <functional>
-#include <memory>
+#include <map>
 #include <optional>
+#include <set>
 
+#include "cmd/volumemanager/api_identity.h"
+#include "cmd/volumemanager/blocking_api_client.h"
 #include "kubeclient/api_client.h"
-#include "kubeclient/http_client.h"
 
 namespace kube {
 namespace {
-
-// One blocking request at a time on a private loop.
-class BlockingClient {
- public:
-  explicit BlockingClient(const Credentials& credentials, std::chrono::milliseconds timeout) {
-    uv_loop_init(&loop_);
-    HttpClientOptions options;
-    options.request_timeout = timeout;
-    options.connect_timeout = timeout;
-    options.native_http2 = true;  // the daemon's transport, checked as the daemon will use it
-    auto http = HttpClient::Create(&loop_, credentials, options);
-    if (!http.ok()) {
-      error_ = http.status().message();
-      return;
-    }
-    http_ = std::move(*http);
-    RetryPolicy policy;
-    policy.max_retry_after = 2;
-    policy.max_transient_retries = 0;
-    policy.max_retry_after_wait = std::chrono::seconds(2);
-    api_ = std::make_unique<ApiClient>(http_.get(), policy);
-  }
-  ~BlockingClient() {
-    api_.reset();
-    http_.reset();
-    uv_run(&loop_, UV_RUN_NOWAIT);
-    uv_loop_close(&loop_);
-  }
-
-  const std::string& error() const { return error_; }
-
-  ApiResult Call(const std::function<void(ApiClient&, ApiCallback)>& start) {
-    std::optional<ApiResult> result;
-    // uv_stop: the callback may run from a timer, after which uv_run would otherwise go on to
-    // block in poll although the answer is already here.
-    start(*api_, [&](ApiResult r) {
-      result = std::move(r);
-      uv_stop(&loop_);
-    });
-    while (!result) uv_run(&loop_, UV_RUN_ONCE);
-    return std::move(*result);
-  }
-
-  // Opens a watch and reports its status as soon as the headers arrive (then cancels it).
-  ApiResult Watch(const std::string& path) {
-    std::optional<ApiResult> result;
-    HttpRequest request;
-    request.path = path;
-    request.stream = true;
-    HttpClient::RequestId id = 0;
-    bool opened = false;
-    id = http_->Start(
-        request,
-        [&](base::Status transport, HttpResponse response) {
-          if (!transport.ok()) {
-            result = ApiResult{TransportError(transport.message()), nullptr};
-          } else if (response.status >= 200 && response.status < 300) {
-            result = ApiResult{std::nullopt, nullptr};
-          } else {
-            result =
-                ApiResult{ParseApiError(response.status, response.headers, response.body), nullptr};
-          }
-          uv_stop(&loop_);
-        },
-        {[&](const HttpResponse& head) {
-           opened = head.status >= 200 && head.status < 300;
-           uv_stop(&loop_);
-         },
-         nullptr});
-    while (!result && !opened) uv_run(&loop_, UV_RUN_ONCE);
-    if (!result) {
-      http_->Cancel(id);
-      result = ApiResult{std::nullopt, nullptr};
-    }
-    return std::move(*result);
-  }
-
- private:
-  uv_loop_t loop_;
-  std::unique_ptr<HttpClient> http_;
-  std::unique_ptr<ApiClient> api_;
-  std::string error_;
-};
 
 std::string MissingRule(const std::string& group, const std::string& resource,
                         const std::string& verb, const std::string& ns) {
@@ -102,12 +18,164 @@ std::string MissingRule(const std::string& group, const std::string& resource,
   return ns.empty() ? rule + " (cluster-wide)" : rule + " in namespace \"" + ns + "\"";
 }
 
-// The check's detail for a failed request: the missing rule on 403, else the error.
+// The check's detail for a failed request: on 403 the missing RBAC rule, or under a node
+// identity the right the Node authorizer refused (its reason is in the server's message); else
+// the error.
 std::string Explain(const ApiError& err, const std::string& group, const std::string& resource,
-                    const std::string& verb, const std::string& ns) {
-  if (err.IsForbidden()) return MissingRule(group, resource, verb, ns) + " (" + err.message + ")";
+                    const std::string& verb, const std::string& ns, bool node_mode) {
+  if (err.IsForbidden()) {
+    if (node_mode) {
+      return "the node may not " + verb + " " + resource +
+             (ns.empty() ? "" : " in namespace \"" + ns + "\"") + " (" + err.message + ")";
+    }
+    return MissingRule(group, resource, verb, ns) + " (" + err.message + ")";
+  }
   if (err.IsUnauthorized()) return "credentials rejected: " + err.ToString();
   return err.ToString();
+}
+
+// What the daemon will read in one namespace: the names its pods' volumes reference there, by
+// kind ("configmaps", "secrets"; projected sources included).
+using References = std::map<std::string, std::map<std::string, std::set<std::string>>>;
+
+void AddReferences(const nlohmann::json& pod, References* refs) {
+  if (!pod.is_object()) return;
+  const nlohmann::json meta = pod.value("metadata", nlohmann::json::object());
+  const std::string ns = meta.is_object() ? meta.value("namespace", std::string()) : "";
+  if (ns.empty()) return;
+  auto& by_kind = (*refs)[ns];
+  by_kind["configmaps"];  // the namespace is listed even with no reference
+  by_kind["secrets"];
+  const nlohmann::json spec = pod.value("spec", nlohmann::json::object());
+  if (!spec.is_object() || !spec.contains("volumes") || !spec["volumes"].is_array()) return;
+  auto name_at = [](const nlohmann::json& source, const char* key) -> std::string {
+    if (!source.is_object() || !source.contains(key) || !source[key].is_string()) return "";
+    return source[key].get<std::string>();
+  };
+  for (const nlohmann::json& volume : spec["volumes"]) {
+    if (!volume.is_object()) continue;
+    if (volume.contains("configMap")) {
+      if (auto n = name_at(volume["configMap"], "name"); !n.empty())
+        by_kind["configmaps"].insert(n);
+    }
+    if (volume.contains("secret")) {
+      if (auto n = name_at(volume["secret"], "secretName"); !n.empty()) {
+        by_kind["secrets"].insert(n);
+      }
+    }
+    if (volume.contains("projected") && volume["projected"].is_object() &&
+        volume["projected"].contains("sources") && volume["projected"]["sources"].is_array()) {
+      for (const nlohmann::json& source : volume["projected"]["sources"]) {
+        if (!source.is_object()) continue;
+        if (source.contains("configMap")) {
+          if (auto n = name_at(source["configMap"], "name"); !n.empty()) {
+            by_kind["configmaps"].insert(n);
+          }
+        }
+        if (source.contains("secret")) {
+          if (auto n = name_at(source["secret"], "name"); !n.empty()) by_kind["secrets"].insert(n);
+        }
+      }
+    }
+  }
+}
+
+constexpr char kProbeName[] = "volumemanager-preflight-probe";
+
+// get, list and watch of `name` pinned by metadata.name, as the daemon's strategies read it. A
+// 404 on the get is an allowed read of an object that does not exist.
+PreflightCheck CheckReads(BlockingApiClient& client, const std::string& resource,
+                          const std::string& ns, const std::string& name, bool node_mode) {
+  PreflightCheck check{resource + " readable in namespace " + ns, false, ""};
+  const std::string base = "/api/v1/namespaces/" + ns + "/" + resource;
+  const std::string pinned = "fieldSelector=" + QueryEscape("metadata.name=" + name);
+  ApiResult got = client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(base + "/" + name, cb); });
+  ApiResult list =
+      client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(base + "?" + pinned, cb); });
+  ApiResult watch = client.Watch(base + "?watch=true&timeoutSeconds=5&" + pinned);
+  std::vector<std::string> problems;
+  if (!got.ok() && !got.error->IsNotFound()) {
+    problems.push_back(Explain(*got.error, "", resource, "get", ns, node_mode));
+  }
+  if (!list.ok()) problems.push_back(Explain(*list.error, "", resource, "list", ns, node_mode));
+  if (!watch.ok()) problems.push_back(Explain(*watch.error, "", resource, "watch", ns, node_mode));
+  check.ok = problems.empty();
+  if (check.ok) {
+    check.detail = "get, list and watch of " +
+                   (name == kProbeName ? std::string("any name") : "\"" + name + "\"") + " allowed";
+  }
+  for (const std::string& p : problems) check.detail += (check.detail.empty() ? "" : "; ") + p;
+  return check;
+}
+
+// Events as the daemon posts them (create, then patch to aggregate), with dryRun=All: nothing is
+// stored. A patch of a name that does not exist answers 404 when allowed.
+PreflightCheck CheckEvents(BlockingApiClient& client, const std::string& ns,
+                           const std::string& node, bool node_mode) {
+  PreflightCheck check{"events writable in namespace " + ns, false, ""};
+  const std::string base = "/api/v1/namespaces/" + ns + "/events";
+  const nlohmann::json event = {
+      {"apiVersion", "v1"},
+      {"kind", "Event"},
+      {"metadata", {{"name", kProbeName}, {"namespace", ns}}},
+      {"involvedObject", {{"kind", "Pod"}, {"namespace", ns}, {"name", kProbeName}}},
+      {"reason", "Preflight"},
+      {"message", "volumemanager preflight (dry run)"},
+      {"type", "Normal"},
+      {"source", {{"component", "volumemanager"}, {"host", node}}}};
+  ApiResult created =
+      client.Call([&](ApiClient& a, ApiCallback cb) { a.Create(base + "?dryRun=All", event, cb); });
+  ApiResult patched = client.Call([&](ApiClient& a, ApiCallback cb) {
+    a.Patch(base + "/" + kProbeName + "?dryRun=All", nlohmann::json{{"count", 2}},
+            "application/strategic-merge-patch+json", cb);
+  });
+  std::vector<std::string> problems;
+  if (!created.ok()) {
+    problems.push_back(Explain(*created.error, "", "events", "create", ns, node_mode));
+  }
+  if (!patched.ok() && !patched.error->IsNotFound()) {
+    problems.push_back(Explain(*patched.error, "", "events", "patch", ns, node_mode));
+  }
+  check.ok = problems.empty();
+  if (check.ok) check.detail = "create and patch allowed (dry run, nothing stored)";
+  for (const std::string& p : problems) check.detail += (check.detail.empty() ? "" : "; ") + p;
+  return check;
+}
+
+// The Lease lock's requests (get, create, update) with dryRun=All: nothing is stored, so nothing
+// is left behind and no delete right is needed. A get or update of a name that does not exist
+// answers 404 when allowed (an update of a Lease may also create it: 201).
+PreflightCheck CheckLeases(BlockingApiClient& client, const std::string& ns,
+                           const std::string& node) {
+  const std::string group = "coordination.k8s.io";
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases";
+  const std::string name = "volumemanager-preflight-" + node;
+  PreflightCheck check{"leases writable in namespace " + ns, false, ""};
+  const nlohmann::json body = {{"apiVersion", "coordination.k8s.io/v1"},
+                               {"kind", "Lease"},
+                               {"metadata", {{"name", name}, {"namespace", ns}}},
+                               {"spec", {{"holderIdentity", ""}, {"leaseDurationSeconds", 1}}}};
+  ApiResult got =
+      client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(leases + "/" + name, cb); });
+  ApiResult created = client.Call(
+      [&](ApiClient& a, ApiCallback cb) { a.Create(leases + "?dryRun=All", body, cb); });
+  ApiResult updated = client.Call([&](ApiClient& a, ApiCallback cb) {
+    a.Update(leases + "/" + name + "?dryRun=All", body, cb);
+  });
+  std::vector<std::string> problems;
+  if (!got.ok() && !got.error->IsNotFound()) {
+    problems.push_back(Explain(*got.error, group, "leases", "get", ns, false));
+  }
+  if (!created.ok() && !created.error->IsAlreadyExists()) {
+    problems.push_back(Explain(*created.error, group, "leases", "create", ns, false));
+  }
+  if (!updated.ok() && !updated.error->IsNotFound() && !updated.error->IsConflict()) {
+    problems.push_back(Explain(*updated.error, group, "leases", "update", ns, false));
+  }
+  check.ok = problems.empty();
+  if (check.ok) check.detail = "get, create and update allowed (dry run, nothing stored)";
+  for (const std::string& p : problems) check.detail += (check.detail.empty() ? "" : "; ") + p;
+  return check;
 }
 
 }  // namespace
@@ -122,7 +190,7 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
   const std::string ns =
       options.namespace_name.empty() ? credentials.default_namespace : options.namespace_name;
   const std::string node = options.node_name;
-  BlockingClient client(credentials, options.request_timeout);
+  BlockingApiClient client(credentials, options.request_timeout);
 
   PreflightCheck reach{"server reachable, TLS verified", false, ""};
   if (!client.error().empty()) {
@@ -155,20 +223,47 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
   checks.push_back(auth);
   if (!auth.ok) return checks;
 
+  // The identity and the mode it puts the daemon in (cluster_daemon.h).
+  PreflightCheck who{"identity", true, ""};
+  base::Result<ApiIdentity> identity = LookUpIdentity(client, credentials);
+  std::optional<std::string> identity_node;
+  if (!identity.ok()) {
+    who.detail =
+        "unknown (" + identity.status().message() + "): the daemon runs in service-account mode";
+  } else {
+    identity_node = identity->NodeName();
+    who.detail = identity->Describe() + ": " +
+                 (identity_node ? "node mode for node \"" + *identity_node + "\""
+                                : std::string("service-account mode"));
+    if (identity_node && *identity_node != node) {
+      who.ok = false;
+      who.detail += "; but --node-name is \"" + node +
+                    "\": the daemon refuses to start (a node's " +
+                    "credentials read only that node's pods and objects)";
+    }
+  }
+  checks.push_back(who);
+  const bool node_mode = identity_node.has_value();
+
   const std::string pods = "/api/v1/pods?fieldSelector=" + QueryEscape("spec.nodeName=" + node);
   PreflightCheck list_pods{"pods on node " + node + " listable", false, ""};
-  ApiResult listed =
-      client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(pods + "&limit=1", cb); });
+  ApiResult listed = client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(pods, cb); });
   std::string rv;
+  References refs;
   if (listed.ok()) {
     list_pods.ok = true;
-    size_t n = listed.object.contains("items") && listed.object["items"].is_array()
-                   ? listed.object["items"].size()
-                   : 0;
-    list_pods.detail = "first page holds " + std::to_string(n) + " pod(s)";
-    rv = listed.object["metadata"].value("resourceVersion", std::string());
+    size_t n = 0;
+    if (listed.object.contains("items") && listed.object["items"].is_array()) {
+      n = listed.object["items"].size();
+      for (const nlohmann::json& pod : listed.object["items"]) AddReferences(pod, &refs);
+    }
+    list_pods.detail =
+        std::to_string(n) + " pod(s) in " + std::to_string(refs.size()) + " namespace(s)";
+    if (listed.object.contains("metadata") && listed.object["metadata"].is_object()) {
+      rv = listed.object["metadata"].value("resourceVersion", std::string());
+    }
   } else {
-    list_pods.detail = Explain(*listed.error, "", "pods", "list", "");
+    list_pods.detail = Explain(*listed.error, "", "pods", "list", "", node_mode);
   }
   checks.push_back(list_pods);
 
@@ -177,72 +272,40 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
                                    (rv.empty() ? "" : "&resourceVersion=" + QueryEscape(rv)));
   watch_pods.ok = watched.ok();
   watch_pods.detail =
-      watched.ok() ? "watch opened" : Explain(*watched.error, "", "pods", "watch", "");
+      watched.ok() ? "watch opened" : Explain(*watched.error, "", "pods", "watch", "", node_mode);
   checks.push_back(watch_pods);
 
-  for (const std::string resource : {"configmaps", "secrets"}) {
-    const std::string base = "/api/v1/namespaces/" + ns + "/" + resource;
-    PreflightCheck read{resource + " readable in namespace " + ns, true, ""};
-    // A get of a name that does not exist answers 404 when allowed and 403 when not.
-    ApiResult got = client.Call(
-        [&](ApiClient& a, ApiCallback cb) { a.Get(base + "/volumemanager-preflight-probe", cb); });
-    ApiResult list =
-        client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(base + "?limit=1", cb); });
-    ApiResult watch = client.Watch(base + "?watch=true&timeoutSeconds=5");
-    std::vector<std::string> problems;
-    if (!got.ok() && !got.error->IsNotFound()) {
-      problems.push_back(Explain(*got.error, "", resource, "get", ns));
+  // With no pods (or none listed), the namespace given stands in, in service-account mode: the
+  // rights a pod scheduled later will need. A node may read nothing until a pod references it.
+  const bool probe_only = refs.empty() && !node_mode;
+  if (probe_only) {
+    refs[ns]["configmaps"];
+    refs[ns]["secrets"];
+  } else if (refs.empty()) {
+    checks.push_back(CheckEvents(client, ns, node, node_mode));
+  }
+  for (const auto& [pod_ns, by_kind] : refs) {
+    for (const auto& [resource, names] : by_kind) {
+      // Only what the pods' volumes reference (a kind no volume there uses needs no right),
+      // except with no pods at all (the probe below).
+      if (names.empty() && !probe_only) continue;
+      checks.push_back(CheckReads(client, resource, pod_ns,
+                                  names.empty() ? kProbeName : *names.begin(), node_mode));
     }
-    if (!list.ok()) problems.push_back(Explain(*list.error, "", resource, "list", ns));
-    if (!watch.ok()) problems.push_back(Explain(*watch.error, "", resource, "watch", ns));
-    read.ok = problems.empty();
-    read.detail = read.ok ? "get, list and watch allowed" : "";
-    for (const std::string& p : problems) read.detail += (read.detail.empty() ? "" : "; ") + p;
-    checks.push_back(read);
+    checks.push_back(CheckEvents(client, pod_ns, node, node_mode));
   }
 
-  const std::string group = "coordination.k8s.io";
-  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases";
-  const std::string name = "volumemanager-preflight-" + node;
-  PreflightCheck lease{"leases writable in namespace " + ns, false, ""};
-  nlohmann::json body = {{"apiVersion", "coordination.k8s.io/v1"},
-                         {"kind", "Lease"},
-                         {"metadata", {{"name", name}}},
-                         {"spec", {{"holderIdentity", ""}, {"leaseDurationSeconds", 1}}}};
-  ApiResult created =
-      client.Call([&](ApiClient& a, ApiCallback cb) { a.Create(leases, body, cb); });
-  nlohmann::json current;
-  if (created.ok()) {
-    current = created.object;
-  } else if (created.error->IsAlreadyExists()) {
-    ApiResult got =
-        client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(leases + "/" + name, cb); });
-    if (got.ok()) {
-      current = got.object;
+  if (options.lease_lock) {
+    if (node_mode) {
+      checks.push_back(
+          {"leases writable in namespace " + ns, false,
+           "the Lease lock is refused under a node identity: a node may write no Lease but its own "
+           "heartbeat (kube-node-lease/" +
+               *identity_node + "); use the file lock (the default)"});
     } else {
-      lease.detail = Explain(*got.error, group, "leases", "get", ns);
-    }
-  } else {
-    lease.detail = Explain(*created.error, group, "leases", "create", ns);
-  }
-  if (!current.is_null()) {
-    current["spec"]["leaseDurationSeconds"] = 2;
-    ApiResult updated = client.Call(
-        [&](ApiClient& a, ApiCallback cb) { a.Update(leases + "/" + name, current, cb); });
-    if (updated.ok()) {
-      lease.ok = true;
-      lease.detail = "created and updated lease " + name;
-      ApiResult deleted =
-          client.Call([&](ApiClient& a, ApiCallback cb) { a.Delete(leases + "/" + name, cb); });
-      if (!deleted.ok()) {
-        lease.detail +=
-            "; could not delete it (" + deleted.error->ToString() + "), delete it by hand";
-      }
-    } else {
-      lease.detail = Explain(*updated.error, group, "leases", "update", ns);
+      checks.push_back(CheckLeases(client, ns, node));
     }
   }
-  checks.push_back(lease);
   return checks;
 }
 

@@ -1,12 +1,22 @@
 // Preflight: the checks `volumemanager preflight` runs when a DaemonSet will not start, each
-// answered in one line: server reachable with TLS verified, credentials accepted, pods on this
-// node listable and watchable, ConfigMaps and Secrets readable in the namespace, Leases writable
-// there. A 403 names the RBAC rule that is missing (docs/kubernetes-api.md §5.3).
-//
-// The Lease check creates (or re-uses) the Lease `volumemanager-preflight-<node>`, updates it and
-// deletes it again (a missing delete permission leaves it behind and says so: the daemon itself
-// never deletes leases). Nothing else is written. Runs its own libuv loop; blocking; no secret is
-// ever printed.
+// answered in one line, for the set-up chosen:
+//  * the server reachable with TLS verified, the credentials accepted;
+//  * the identity the daemon runs as (SelfSubjectReview, else the client certificate's subject)
+//    and its mode: a node identity (`system:node:<name>`, the kubelet's credentials) must name
+//    --node-name; anything else runs in service-account mode;
+//  * the node's pods listable and watchable (fieldSelector spec.nodeName);
+//  * in each namespace of the node's pods: ConfigMaps and Secrets readable (get, and list and
+//    watch pinned by metadata.name) as the daemon reads them, tried on one object of each kind
+//    that the pods' volumes reference there (a kind they do not use is not checked); Events
+//    creatable and patchable (dry run: nothing is stored). With no pods on the node, the
+//    namespace of --namespace stands in, in service-account mode, with a name that does not
+//    exist (a 404 proves the right); a node may read nothing until a pod references it.
+//  * only with the Lease lock: Leases readable and writable (get, create, update, as the lock
+//    uses them) in the lock's namespace, in dry runs on `volumemanager-preflight-<node>`: nothing
+//    is stored. A node identity fails this check: a node may write no Lease but its own
+//    heartbeat.
+// A 403 names the missing RBAC rule (service-account mode) or quotes the Node authorizer's
+// reason (node mode). Runs its own libuv loop; blocking; no secret is ever printed.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_H_
 #define VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_H_
 
@@ -20,7 +30,11 @@ namespace kube {
 
 struct PreflightOptions {
   std::string node_name;
-  std::string namespace_name;  // empty: the credentials' default namespace
+  // The Lease lock's namespace, and the one read with no pods on the node; empty: the
+  // credentials' default namespace.
+  std::string namespace_name;
+  // --leader-elect-resource-lock leases: check the Lease rights too.
+  bool lease_lock = false;
   std::chrono::milliseconds request_timeout{10000};
 };
 

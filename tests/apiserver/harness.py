@@ -20,9 +20,10 @@ SERVER = os.path.join(HERE, "kube-test-apiserver")
 
 class TestApiServer:
     __test__ = False  # not a pytest test class
-    def __init__(self, token="test-token", path_prefix=""):
+    def __init__(self, token="test-token", path_prefix="", client_cert_user=None):
         self.token = token
         self.path_prefix = path_prefix
+        self.client_cert_user = client_cert_user
         self.dir = None
         self.proc = None
 
@@ -33,6 +34,8 @@ class TestApiServer:
                self.kubeconfig, "--token", self.token, "--exit-on-stdin-close"]
         if self.path_prefix:
             cmd += ["--path-prefix", self.path_prefix]
+        if self.client_cert_user:
+            cmd += ["--client-cert-user", self.client_cert_user]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("ready "):

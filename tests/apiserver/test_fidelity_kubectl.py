@@ -134,3 +134,28 @@ def test_get_pods_by_node_field_selector(kubectl):
     assert out.split() == ["pod/web-0", "pod/web-2"]
     bad = kubectl("get", "pods", "--field-selector", "spec.color=red", check=False)
     assert bad.returncode == 1 and "field label not supported" in bad.stderr
+
+
+def test_auth_whoami_and_the_node_authorizer(kubectl):
+    """`kubectl auth whoami` (SelfSubjectReview) names the caller; as a node (its token mapped
+    to system:node:n1 in system:nodes) kubectl reads what n1's pods reference and gets
+    kube-apiserver's 403 for the rest."""
+    out = json.loads(kubectl("auth", "whoami", "-o", "json").stdout)
+    assert out["status"]["userInfo"]["username"] == "test-admin"
+    server = kubectl.server
+    server.admin("POST", "tokens", {"token": "node-token", "user": "system:node:n1",
+                                    "groups": ["system:nodes"]})
+    kubectl("create", "--validate=false", "-f", "-", stdin=manifest("Secret", "mine", data={"k": "MQ=="}))
+    kubectl("create", "--validate=false", "-f", "-", stdin=manifest("Secret", "theirs", data={"k": "MQ=="}))
+    kubectl("create", "--validate=false", "-f", "-", stdin=manifest(
+        "Pod", "p", spec={"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}],
+                          "volumes": [{"name": "s", "secret": {"secretName": "mine"}}]}))
+    out = json.loads(kubectl("--token", "node-token", "auth", "whoami", "-o", "json").stdout)
+    assert out["status"]["userInfo"]["username"] == "system:node:n1"
+    assert "system:nodes" in out["status"]["userInfo"]["groups"]
+    kubectl("--token", "node-token", "get", "secret", "mine")
+    refused = kubectl("--token", "node-token", "get", "secret", "theirs", check=False)
+    assert refused.returncode != 0
+    assert ('secrets "theirs" is forbidden: User "system:node:n1" cannot get resource "secrets" '
+            'in API group "" in the namespace "default": no relationship found between node '
+            "'n1' and this object") in refused.stderr

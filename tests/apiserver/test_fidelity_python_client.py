@@ -111,4 +111,4 @@ def test_pods_by_node_field_selector_and_discovery(api):
     assert [p.metadata.name for p in pods.items] == ["web-0"]
     assert client.VersionApi(api_client).get_code().minor == "36"
     groups = client.ApisApi(api_client).get_api_versions().groups
-    assert [g.name for g in groups] == ["coordination.k8s.io"]
+    assert [g.name for g in groups] == ["coordination.k8s.io", "authentication.k8s.io"]

@@ -19,6 +19,7 @@ import uuid
 
 from . import status as st
 from .faults import FaultTable
+from .node_authorizer import NodeAuthorizer, node_name
 from .resources import RESOURCES, check_body_kind
 from .selectors import FieldSelector, LabelSelector
 from .store import Store, Watcher
@@ -56,6 +57,7 @@ class Request:
         self.headers = headers
         self.body = body
         self.user = None
+        self.groups = []
 
 
 class ClientCounters:
@@ -110,6 +112,7 @@ class Connection:
         self.reader = reader
         self.writer = _CountingWriter(writer, self)
         self.cert_user = None
+        self.cert_groups = []      # the client certificate's O values
         self.client = None         # ClientCounters of the user, once known
         self.pending_in = 0        # bytes counted before the user was known
         self.pending_out = 0
@@ -120,6 +123,8 @@ class Connection:
                 for key, value in rdn:
                     if key == "commonName":
                         self.cert_user = value
+                    elif key == "organizationName":
+                        self.cert_groups.append(value)
 
     def count_in(self, n):
         if self.client is not None:
@@ -349,6 +354,17 @@ def _parse_bool(value):
     return value in ("1", "t", "T", "TRUE", "true", "True")
 
 
+def _dry_run(query):
+    """dryRun=All: authorized and admitted as the write, nothing stored (the only value
+    kube-apiserver accepts besides none)."""
+    value = query.get("dryRun")
+    if value in (None, ""):
+        return False
+    if value != "All":
+        raise st.bad_request(f'Invalid dry run value: "{value}"')
+    return True
+
+
 def _is_watch(query):
     return _parse_bool(query.get("watch"))
 
@@ -385,6 +401,8 @@ class ApiServer:
         self.tokens = {token: "test-admin"} if token else {}
         self.main_token = token
         self.acl = {}
+        self.token_groups = {}     # token -> groups (/_admin/tokens); none: no groups
+        self.node_authorizer = NodeAuthorizer(self.store)
         self.path_prefix = path_prefix.rstrip("/")
         self.requests = []
         self.connections_total = 0
@@ -458,6 +476,7 @@ class ApiServer:
                     conn.pending_in = conn.pending_out = 0
                 return keep_alive
             request.user = self.authenticate(conn, request)
+            request.groups = self.groups_of(conn, request)
             record["user"] = request.user
             conn.attribute(self.client_counters(request.user))
             result = await self.route(conn, request, path)
@@ -502,10 +521,44 @@ class ApiServer:
             return conn.cert_user
         raise st.ApiError(401, "Unauthorized", "Unauthorized")
 
-    def authorize(self, user, verb, res, namespace, name):
+    def groups_of(self, conn, request):
+        """The authenticated user's groups: the token's (as /_admin/tokens set them) or the
+        client certificate's O values; every user is also in system:authenticated."""
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer "):
+            groups = list(self.token_groups.get(auth[len("Bearer "):].strip(), ()))
+        else:
+            groups = list(conn.cert_groups)
+        return groups + ["system:authenticated"]
+
+    def authorize(self, user, verb, res, namespace, name, groups=(), field_selector=None):
+        """A node identity goes to the Node authorizer first, then (as `Node,RBAC`) to the user's
+        ACL when one is set; any other user to its ACL (none set: everything allowed)."""
+        node = node_name(user, groups)
+        if node is not None:
+            decision = self.node_authorizer.authorize(
+                node, verb, res, namespace, name, field_selector or FieldSelector(res.name, ""))
+            if decision.allowed:
+                return
+            if user not in self.acl or not self._acl_allows(user, verb, res, namespace, name):
+                raise st.forbidden(user, verb, res.name, res.group, namespace, name,
+                                   decision.reason)
+            return
+        if user not in self.acl:
+            return
+        if not self._acl_allows(user, verb, res, namespace, name):
+            raise st.forbidden(user, verb, res.name, res.group, namespace, name)
+
+    def admit_node_write(self, request, verb, res, namespace, name, body):
+        """NodeRestriction for a node identity's writes (no-op for anyone else)."""
+        node = node_name(request.user, request.groups)
+        if node is not None:
+            self.node_authorizer.admit(node, verb, res, namespace, name, body)
+
+    def _acl_allows(self, user, verb, res, namespace, name):
         rules = self.acl.get(user)
         if rules is None:
-            return
+            return True
         for rule in rules:
             if verb not in rule.get("verbs", []) and "*" not in rule.get("verbs", []):
                 continue
@@ -515,8 +568,8 @@ class ApiServer:
                 continue
             if rule.get("names") and name not in rule["names"]:
                 continue
-            return
-        raise st.forbidden(user, verb, res.name, res.group, namespace, name)
+            return True
+        return False
 
     # ---- routing -----------------------------------------------------------------------------
 
@@ -527,6 +580,8 @@ class ApiServer:
             if discovery is not None:
                 self._count_verb(conn, "discovery")
                 return 200, discovery
+        if parts == ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]:
+            return self.self_subject_review(conn, request)
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis" and parts[1] == "coordination.k8s.io" \
@@ -566,7 +621,8 @@ class ApiServer:
         field_selector = FieldSelector(res.name, request.query.get("fieldSelector"))
         label_selector = LabelSelector(request.query.get("labelSelector"))
         auth_name = name if name else field_selector.exact_name()
-        self.authorize(request.user, verb, res, namespace, auth_name)
+        self.authorize(request.user, verb, res, namespace, auth_name, request.groups,
+                       field_selector)
 
         fault = self.faults.take(verb, res.name, namespace, path, request.query, request.user)
         if fault is not None:
@@ -594,10 +650,18 @@ class ApiServer:
                              label_selector, fault)
             return None
         if verb == "delete":
+            self.admit_node_write(request, verb, res, namespace, name, None)
             return self.delete(request, res, namespace, name)
         if verb == "patch":
+            if _dry_run(request.query):
+                return 200, self.dry_run_patch(request, res, namespace, name)
             return 200, self.patch(request, res, namespace, name)
         body = self.decode_body(request, res)
+        self.admit_node_write(request, verb, res, namespace, name, body)
+        if verb == "create" and _dry_run(request.query):
+            return 201, self.dry_run_create(res, namespace or "default", body)
+        if verb == "update" and _dry_run(request.query):
+            return self.dry_run_update(res, namespace, name, body)
         if verb == "create":
             return 201, self.store.create(res.name, namespace or "default", body)
         if verb == "update":
@@ -609,6 +673,50 @@ class ApiServer:
                                              allow_create=res.name == "leases")
             return (201 if created else 200), obj
         raise AssertionError(verb)
+
+    def self_subject_review(self, conn, request):
+        """POST /apis/authentication.k8s.io/v1/selfsubjectreviews: who the caller is (GA in
+        Kubernetes 1.28; any authenticated user may ask)."""
+        if request.method != "POST":
+            raise st.ApiError(405, "the server does not allow this method on the requested "
+                              "resource", "MethodNotAllowed")
+        self._count_verb(conn, "create")
+        # Only rules naming this resource apply (a test's catch-all rules are for the resources
+        # the daemon reads): e.g. {"resource": "selfsubjectreviews", "status": 404} stands for a
+        # server older than 1.28.
+        for rule in self.faults.rules:
+            if rule.resource == "selfsubjectreviews" and rule.matches(
+                    "create", "selfsubjectreviews", None, request.path, request.query,
+                    request.user):
+                if rule.times > 0:
+                    rule.times -= 1
+                if rule.status:
+                    self.raise_fault_status(rule, _SelfSubjectReviews, None)
+                break
+        media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if media == "application/vnd.kubernetes.protobuf":
+            # kubectl auth whoami sends its (empty) review as protobuf and takes no 415 for an
+            # answer; the review has no input, so the envelope's magic is all that is checked and
+            # the answer is JSON (which client-go decodes by its Content-Type).
+            if not (request.body or b"").startswith(b"k8s\x00"):
+                raise st.bad_request("the body of the request was in an unknown format")
+            body = {"kind": "SelfSubjectReview"}
+        elif media not in ("application/json", "*/*", ""):
+            raise st.ApiError(415, 'the body of the request was in an unknown format - accepted '
+                              'media types include: application/json, application/yaml',
+                              "UnsupportedMediaType")
+        else:
+            try:
+                body = json.loads(request.body or b"{}")
+            except ValueError:
+                raise st.bad_request("the body of the request was in an unknown format") from None
+        if not isinstance(body, dict) or body.get("kind", "SelfSubjectReview") != \
+                "SelfSubjectReview":
+            raise st.bad_request("the body of the request was in an unknown format")
+        return 201, {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                     "metadata": {"creationTimestamp": None},
+                     "status": {"userInfo": {"username": request.user,
+                                             "groups": list(request.groups)}}}
 
     @staticmethod
     def _count_verb(conn, verb):
@@ -645,9 +753,17 @@ class ApiServer:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.1:6443"}]}
         if parts == ["apis"]:
-            gv = {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": "coordination.k8s.io", "versions": [gv], "preferredVersion": gv}]}
+            groups = []
+            for name in ("coordination.k8s.io", "authentication.k8s.io"):
+                gv = {"groupVersion": f"{name}/v1", "version": "v1"}
+                groups.append({"name": name, "versions": [gv], "preferredVersion": gv})
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        if parts == ["apis", "authentication.k8s.io", "v1"]:
+            return {"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": "authentication.k8s.io/v1",
+                    "resources": [{"name": "selfsubjectreviews", "singularName":
+                                   "selfsubjectreview", "namespaced": False,
+                                   "kind": "SelfSubjectReview", "verbs": ["create"]}]}
         if parts == ["api", "v1"]:
             return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 r.discovery() for r in RESOURCES.values() if not r.group]}
@@ -957,6 +1073,43 @@ class ApiServer:
         obj, _ = self.store.update(res.name, namespace, name, merged, allow_create=False)
         return obj
 
+    def dry_run_create(self, res, namespace, body):
+        """What create would return, nothing stored (dryRun=All): the object with the metadata
+        the server would set, no resourceVersion."""
+        check_body_kind(res, body)
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and not meta.get("generateName"):
+            raise st.invalid(res.kind, res.group, "", [("metadata.name", "Required value: name "
+                                                         "or generateName is required",
+                                                         "FieldValueRequired")])
+        meta["namespace"] = namespace
+        meta.setdefault("name", meta.get("generateName", "") + uuid.uuid4().hex[:5])
+        meta["uid"] = str(uuid.uuid4())
+        return obj
+
+    def dry_run_update(self, res, namespace, name, body):
+        """What update would return, nothing stored (dryRun=All): 404 when there is no object,
+        except for leases, created on update (201)."""
+        check_body_kind(res, body)
+        if self.store.objects[res.name].get((namespace, name)) is None:
+            if res.name != "leases":
+                raise st.not_found(res.name, res.group, name)
+            body.setdefault("metadata", {})["name"] = name
+            return 201, self.dry_run_create(res, namespace, body)
+        obj = copy.deepcopy(body)
+        obj.setdefault("metadata", {})["name"] = name
+        obj["metadata"]["namespace"] = namespace
+        return 200, obj
+
+    def dry_run_patch(self, request, res, namespace, name):
+        """What patch would return, nothing stored (dryRun=All); 404 when there is no object."""
+        patch = self.decode_body(request, res)
+        current = self.store.get(res.name, namespace, name)
+        if not isinstance(patch, dict):
+            raise st.bad_request("the body of the request was in an unknown format")
+        return _merge_patch(current, patch)
+
     def delete(self, request, res, namespace, name):
         options = {}
         if request.body:
@@ -1027,8 +1180,10 @@ class ApiServer:
             if command == "tokens" and method == "POST":
                 if args.get("user"):
                     self.tokens[args["token"]] = args["user"]
+                    self.token_groups[args["token"]] = list(args.get("groups") or ())
                 else:
                     self.tokens.pop(args["token"], None)
+                    self.token_groups.pop(args["token"], None)
                 return 200, {}
             if command == "acl" and method == "POST":
                 if args.get("rules") is None:
@@ -1039,6 +1194,13 @@ class ApiServer:
         except st.ApiError as err:
             return err.code, err.body()
         return 404, {"error": f"unknown admin command {method} {command}"}
+
+
+class _SelfSubjectReviews:
+    """What raise_fault_status reads of a resource, for selfsubjectreviews (not in RESOURCES:
+    create-only, nothing stored)."""
+    name = "selfsubjectreviews"
+    group = "authentication.k8s.io"
 
 
 class _ConnectionReset(Exception):

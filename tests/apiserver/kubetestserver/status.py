@@ -73,14 +73,17 @@ def expired(message, metadata=None):
     return ApiError(410, message, "Expired", metadata=metadata)
 
 
-def forbidden(user, verb, resource, group, namespace, name):
+def forbidden(user, verb, resource, group, namespace, name, reason=""):
+    """kube-apiserver's 403 for a request no authorizer allowed; `reason` is what the
+    authorizers said (the Node authorizer's reasons), appended after ": " when there is one."""
     q = qualified(resource, group)
     subject = f'{q} "{name}"' if name else q
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    suffix = f": {reason}" if reason else ""
     return ApiError(
         403,
         f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group '
-        f'"{group}"{where}',
+        f'"{group}"{where}{suffix}',
         "Forbidden", _details(resource, group, name))
 
 
