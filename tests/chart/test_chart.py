@@ -150,11 +150,20 @@ def test_the_binary_accepts_the_daemonsets_args(values_file):
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     assert mounts["kubelet-pods"]["mountPath"] == config["rootDir"] + "/pods"
     assert mounts["state"]["mountPath"] == config["stateDir"]
-    assert config["inCluster"] is True and config["nodeName"] == "node-a"
+    assert config["nodeName"] == "node-a"
+    values = yaml.safe_load((VALUES_DIR / values_file).read_text()) if values_file else {}
+    if values.get("credentials") == "node":
+        # The kubelet's kubeconfig, at a path a read-only mount puts there.
+        assert not config["inCluster"]
+        assert config["kubeconfig"] == values["node"]["kubeconfig"]
+        assert any(config["kubeconfig"] == m["mountPath"]
+                   or config["kubeconfig"].startswith(m["mountPath"] + "/")
+                   for m in c["volumeMounts"] if m.get("readOnly"))
+    else:
+        assert config["inCluster"] is True and not config["kubeconfig"]
     # The probes and the metrics Service reach the port the daemon listens on.
     port = c["ports"][0]["containerPort"]
     assert config["healthzBindAddress"] == f"0.0.0.0:{port}"
-    values = yaml.safe_load((VALUES_DIR / values_file).read_text()) if values_file else {}
     assert seconds(config["syncFrequency"]) == seconds(values.get("syncFrequency", "1m"))
     assert config["configMapAndSecretChangeDetectionStrategy"] == values.get(
         "changeDetectionStrategy", "Watch")
@@ -284,6 +293,137 @@ def test_secrets_access_can_be_turned_off():
     assert "can read every Secret in the cluster" in default_notes
 
 
+# --- credentials: node | serviceAccount, rbac.namespaces -------------------------------------------
+
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+NODE_VALUES = [f for f in VALUES_FILES
+               if yaml.safe_load((VALUES_DIR / f).read_text()).get("credentials") == "node"]
+
+
+def rules_naming(objects, resources, kinds=("ClusterRole",)):
+    """(object, rule) for every rule of the given kinds naming one of the resources (or "*")."""
+    return [(f"{o['kind']} {o['metadata']['name']}", r) for o in objects if o["kind"] in kinds
+            for r in o.get("rules", [])
+            if set(r.get("resources", [])) & (set(resources) | {"*"})]
+
+
+def host_paths(objects):
+    """{volume name: hostPath} of the DaemonSet's pod."""
+    pod = find(objects, "DaemonSet")["spec"]["template"]["spec"]
+    return {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
+
+
+def test_the_rule_finder_sees_the_service_account_modes_rules():
+    # The check below must be able to fail: today's ClusterRole names both.
+    found = rules_naming(render(), ["secrets", "configmaps"])
+    assert {tuple(r["resources"]) for _, r in found} == {("pods", "configmaps"), ("secrets",)}
+
+
+def test_node_credentials_render_no_role_for_secrets_or_configmaps():
+    objects = render(None, "--set", "credentials=node")
+    assert rules_naming(objects, ["secrets", "configmaps"]) == []
+    # No role or binding at all: pods, objects and Events are the node's own rights.
+    assert [o["kind"] for o in objects if o["kind"] in RBAC_KINDS] == []
+    assert {o["kind"] for o in objects} == {"DaemonSet", "ServiceAccount"}
+    sa = find(objects, "ServiceAccount")
+    assert sa["automountServiceAccountToken"] is False
+    pod = find(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert "hostNetwork" not in pod
+    args = container(objects)["args"]
+    assert "--kubeconfig=/etc/kubernetes/kubelet.conf" in args and "--in-cluster" not in args
+    assert not any(a.startswith("--leader-elect-resource-lock") for a in args)
+
+
+@pytest.mark.parametrize("values_file", NODE_VALUES)
+def test_node_credentials_mounts_are_read_only_at_the_host_paths(values_file):
+    objects = render(values_file)
+    values = yaml.safe_load((VALUES_DIR / values_file).read_text())["node"]
+    assert rules_naming(objects, ["secrets", "configmaps", "pods", "events", "leases"],
+                        RBAC_KINDS) == []
+    c = container(objects)
+    paths = host_paths(objects)
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    credential_mounts = {n: m for n, m in mounts.items() if n not in ("kubelet-pods", "state")}
+    assert credential_mounts, "no credential mount"
+    for name, mount in credential_mounts.items():
+        assert mount.get("readOnly") is True, name
+        assert "mountPropagation" not in mount, name
+        # At the path the kubeconfig names: the same as on the node.
+        assert mount["mountPath"] == paths[name]["path"], name
+    # The certificate dir is a directory (a rotated kubelet-client-current.pem is a new file).
+    assert paths["kubelet-certificates"] == {"path": values["certificateDir"], "type": "Directory"}
+    kubeconfig = values["kubeconfig"]
+    if kubeconfig.startswith(values["certificateDir"] + "/"):
+        assert "kubelet-kubeconfig" not in paths  # seen through the directory's mount
+    else:
+        assert paths["kubelet-kubeconfig"] == {"path": kubeconfig, "type": "File"}
+    extra = sorted(p["path"] for n, p in paths.items() if n.startswith("kubelet-file-"))
+    assert extra == sorted(values.get("extraFiles", []))
+    assert all(p["type"] == "File" for n, p in paths.items() if n.startswith("kubelet-file-"))
+    # Never /etc/kubernetes (admin kubeconfig, CA keys) or more, never the kubelet's root dir.
+    for p in paths.values():
+        assert not "/etc/kubernetes/pki/".startswith(p["path"] + "/"), p
+        assert not "/var/lib/kubelet/".startswith(p["path"] + "/"), p
+
+
+def test_node_credentials_on_k3s_use_the_host_network_without_surge():
+    objects = render("node-k3s.yaml")
+    ds = find(objects, "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] == 0
+    assert "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig" in container(objects)["args"]
+
+
+def test_rbac_namespaces_replace_the_cluster_wide_read_by_roles():
+    objects = render("namespaces.yaml")
+    # Cluster-wide: pods (listed by node) and Events only.
+    assert rules_naming(objects, ["secrets", "configmaps"]) == []
+    rules = find(objects, "ClusterRole")["rules"]
+    assert [(r["resources"], r["verbs"]) for r in rules] == [
+        (["pods"], ["get", "list", "watch"]), (["events"], ["create", "patch"])]
+    roles = {o["metadata"]["namespace"]: o for o in objects
+             if o["kind"] == "Role" and o["metadata"]["name"] == "vm-volumemanager"}
+    assert sorted(roles) == ["team-a", "team-b"]
+    for role in roles.values():
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps", "secrets"],
+                                  "verbs": ["get", "list", "watch"]}]
+    bindings = {o["metadata"]["namespace"]: o for o in objects
+                if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "vm-volumemanager"}
+    assert sorted(bindings) == ["team-a", "team-b"]
+    for binding in bindings.values():
+        assert binding["roleRef"]["name"] == "vm-volumemanager"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vm-volumemanager",
+                                        "namespace": NAMESPACE}]
+    # The Lease lock's Role stays in the release's namespace, apart.
+    assert find(objects, "Role", "vm-volumemanager-leases")["metadata"]["namespace"] == NAMESPACE
+    assert "--in-cluster" in container(objects)["args"]
+    # Without rbac.secrets the Roles read ConfigMaps only.
+    objects = render("namespaces.yaml", "--set", "rbac.secrets=false")
+    assert rules_naming(objects, ["secrets"], RBAC_KINDS) == []
+    assert all(o["rules"][0]["resources"] == ["configmaps"] for o in objects
+               if o["kind"] == "Role" and o["metadata"]["name"] == "vm-volumemanager")
+
+
+def install_notes(*args):
+    return helm("install", "vm", str(CHART), "--dry-run=client", "--namespace", NAMESPACE,
+                *args).stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_say_what_each_mode_costs():
+    notes = install_notes("--set", "credentials=node")
+    assert "credentials=node" in notes and "evicts pods" in notes
+    assert "cannot be revoked" in notes
+    assert "every Secret" not in notes
+    notes = install_notes("-f", str(VALUES_DIR / "namespaces.yaml"))
+    assert "in team-a, team-b only" in notes
+    assert "every pod spec in the cluster" in notes
+    assert "the kubelet still sets\nup and refreshes those volumes" in notes
+    notes = install_notes("-f", str(VALUES_DIR / "namespaces.yaml"), "--set", "volumeOwnership=self")
+    assert "NOTHING sets those volumes up" in notes
+
+
 def test_user_metadata_scheduling_and_image():
     objects = render("extra-tolerations.yaml")
     template = find(objects, "DaemonSet")["spec"]["template"]
@@ -357,6 +497,41 @@ BAD_VALUES = [
     ("update strategy", ["--set", "updateStrategy.type=Recreate"], "/updateStrategy/type"),
     ("surge without one writer per node", ["--set", "leaderElection.enabled=false"],
      "maxSurge needs leaderElection.enabled"),
+    ("credentials mode", ["--set", "credentials=kubelet"], "/credentials"),
+    ("node credentials with the leases lock",
+     ["--set", "credentials=node", "--set", "leaderElection.resourceLock=leases"],
+     "credentials: node cannot use the leases lock"),
+    ("node credentials with the leases lock in extraArgs",
+     ["--set", "credentials=node", "--set", "extraArgs[0]=--leader-elect-resource-lock=leases"],
+     "credentials: node cannot use the leases lock"),
+    ("node credentials with dynamic config",
+     ["--set", "credentials=node", "--set", "extraArgs[0]=--dynamic-config=volumemanager/vm"],
+     "credentials: node cannot use --dynamic-config=volumemanager/vm"),
+    ("node credentials with rbac.namespaces",
+     ["--set", "credentials=node", "--set", "rbac.namespaces[0]=team-a"],
+     "rbac.namespaces applies to credentials: serviceAccount only"),
+    ("node credentials with rbac.secrets false",
+     ["--set", "credentials=node", "--set", "rbac.secrets=false"],
+     "rbac.secrets: false has no effect with credentials: node"),
+    ("all of /etc/kubernetes", ["--set", "credentials=node",
+                                "--set", "node.certificateDir=/etc/kubernetes"],
+     "node.certificateDir /etc/kubernetes would mount /etc/kubernetes/pki or more"),
+    ("kubeadm's CA keys", ["--set", "credentials=node",
+                           "--set", "node.certificateDir=/etc/kubernetes/pki"],
+     "node.certificateDir /etc/kubernetes/pki would mount"),
+    ("the kubelet's root dir", ["--set", "credentials=node",
+                                "--set", "node.certificateDir=/var/lib/kubelet"],
+     "would mount the kubelet's whole root dir"),
+    ("relative kubeconfig", ["--set", "credentials=node", "--set", "node.kubeconfig=kubelet.conf"],
+     "/node/kubeconfig"),
+    ("host network with surge", ["--set", "credentials=node", "--set", "node.hostNetwork=true"],
+     "node.hostNetwork needs updateStrategy.rollingUpdate.maxSurge: 0"),
+    ("host network with a service account", ["--set", "node.hostNetwork=true"],
+     "node.hostNetwork applies to credentials: node only"),
+    ("namespace name", ["--set", "rbac.namespaces[0]=Team_A"], "/rbac/namespaces/0"),
+    ("dynamic config outside rbac.namespaces",
+     ["--set", "rbac.namespaces[0]=team-a", "--set", "extraArgs[0]=--dynamic-config=vm/cfg"],
+     "is a ConfigMap in namespace vm, which rbac.namespaces [\"team-a\"] does not list"),
 ]
 
 

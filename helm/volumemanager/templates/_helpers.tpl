@@ -54,3 +54,72 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "volumemanager.metricsService" -}}
 {{- if or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled -}}true{{- end -}}
 {{- end -}}
+
+{{/* Whether the daemon uses the kubelet's own credentials (credentials: node). */}}
+{{- define "volumemanager.nodeCredentials" -}}
+{{- if eq .Values.credentials "node" -}}true{{- end -}}
+{{- end -}}
+
+{{/* The value of a flag given in extraArgs as --flag=value or --flag value (the last one wins, as
+     on the command line), or "" when it is not there. Call with (list . "--flag"). */}}
+{{- define "volumemanager.extraArg" -}}
+{{- $root := index . 0 -}}
+{{- $flag := index . 1 -}}
+{{- $args := $root.Values.extraArgs | default list -}}
+{{- $value := "" -}}
+{{- range $i, $a := $args -}}
+{{- if hasPrefix (printf "%s=" $flag) $a -}}
+{{- $value = trimPrefix (printf "%s=" $flag) $a -}}
+{{- else if and (eq $a $flag) (lt (add1 $i) (len $args)) -}}
+{{- $value = index $args (add1 $i) -}}
+{{- end -}}
+{{- end -}}
+{{- $value -}}
+{{- end -}}
+
+{{/* The lock the daemon is given: the value's, unless extraArgs (which come last) change it. */}}
+{{- define "volumemanager.resourceLock" -}}
+{{- default .Values.leaderElection.resourceLock (include "volumemanager.extraArg" (list . "--leader-elect-resource-lock")) -}}
+{{- end -}}
+
+{{/* Refuses combinations the daemon would refuse or that would leave it without a right it needs,
+     each with a message naming the values. */}}
+{{- define "volumemanager.validate" -}}
+{{- $dynamicConfig := include "volumemanager.extraArg" (list . "--dynamic-config") -}}
+{{- $rolling := .Values.updateStrategy.rollingUpdate | default dict -}}
+{{- $surge := and (eq .Values.updateStrategy.type "RollingUpdate") (ne (toString ($rolling.maxSurge | default 0)) "0") -}}
+{{- if include "volumemanager.nodeCredentials" . -}}
+{{- if and .Values.leaderElection.enabled (eq (include "volumemanager.resourceLock" .) "leases") -}}
+{{- fail "credentials: node cannot use the leases lock (leaderElection.resourceLock or --leader-elect-resource-lock): the only Lease a node's identity may write is its own heartbeat in kube-node-lease, and the daemon refuses the Lease lock with node credentials. Use resourceLock: file (the flock in stateDir keeps one writer per node either way)" -}}
+{{- end -}}
+{{- if $dynamicConfig -}}
+{{- fail (printf "credentials: node cannot use --dynamic-config=%s (extraArgs): a node's identity may read only the ConfigMaps its own pods use, and the daemon refuses dynamic config from the API with node credentials. Set the daemon's flags in extraArgs instead, or use credentials: serviceAccount" $dynamicConfig) -}}
+{{- end -}}
+{{- if not .Values.rbac.secrets -}}
+{{- fail "rbac.secrets: false has no effect with credentials: node: the node's identity reads the Secrets of the node's pods whatever the chart grants. Use credentials: serviceAccount with rbac.secrets: false to leave Secrets to the kubelet" -}}
+{{- end -}}
+{{- if .Values.rbac.namespaces -}}
+{{- fail "rbac.namespaces applies to credentials: serviceAccount only: with credentials: node the daemon reads what the Node authorizer grants the node (the objects of its own pods) and the chart creates no role" -}}
+{{- end -}}
+{{- $dir := .Values.node.certificateDir -}}
+{{- if hasPrefix (printf "%s/" $dir) "/etc/kubernetes/pki/" -}}
+{{- fail (printf "node.certificateDir %s would mount /etc/kubernetes/pki or more, which holds the cluster's CA and service-account keys on kubeadm control-plane nodes and /etc/kubernetes the admin kubeconfig: name the kubelet's certificate dir (its --cert-dir, /var/lib/kubelet/pki by default), and any single file the kubeconfig names outside it in node.extraFiles" $dir) -}}
+{{- end -}}
+{{- if hasPrefix (printf "%s/" $dir) (printf "%s/" .Values.kubeletRootDir) -}}
+{{- fail (printf "node.certificateDir %s would mount the kubelet's whole root dir %s or more: name its pki/ dir only" $dir .Values.kubeletRootDir) -}}
+{{- end -}}
+{{- if and .Values.node.hostNetwork $surge -}}
+{{- fail "node.hostNetwork needs updateStrategy.rollingUpdate.maxSurge: 0 (and maxUnavailable: 1): in the node's network two daemons on one node would both bind healthzPort, so the surge pod could never start" -}}
+{{- end -}}
+{{- else -}}
+{{- if .Values.node.hostNetwork -}}
+{{- fail "node.hostNetwork applies to credentials: node only (the service account reaches the API server through the cluster network)" -}}
+{{- end -}}
+{{- if and $dynamicConfig .Values.rbac.namespaces -}}
+{{- $ns := first (splitList "/" $dynamicConfig) -}}
+{{- if not (has $ns .Values.rbac.namespaces) -}}
+{{- fail (printf "--dynamic-config=%s (extraArgs) is a ConfigMap in namespace %s, which rbac.namespaces %s does not list: the daemon could not read it. Add %s to rbac.namespaces" $dynamicConfig $ns (toJson .Values.rbac.namespaces) $ns) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
