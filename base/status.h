@@ -2,8 +2,10 @@
 // libuv callback or a libcurl callback).
 //
 // A Status is either OK or a failure carrying a human-readable message and, when the failure came
-// from a system call, its errno. Result<T> holds either a T or a failed Status. Both are plain
-// values: copyable, movable, and safe to hand between threads like any other value.
+// from a system call, its errno, or, when it is a Kubernetes API server's answer, the HTTP code
+// and Status reason (403 "Forbidden", 404 "NotFound": what client-go's StatusError carries).
+// Result<T> holds either a T or a failed Status. Both are plain values: copyable, movable, and safe
+// to hand between threads like any other value.
 #ifndef VOLUMEMANAGER_BASE_STATUS_H_
 #define VOLUMEMANAGER_BASE_STATUS_H_
 
@@ -36,10 +38,24 @@ class [[nodiscard]] Status {
   // The errno of a failed system call, 0 otherwise.
   int sys_errno() const { return sys_errno_; }
 
+  // The HTTP code and Status reason of the API answer this failure is (0 and "" otherwise).
+  int api_code() const { return api_code_; }
+  const std::string& api_reason() const { return api_reason_; }
+  // The same failure marked as the API's answer `code` with `reason`; OK stays OK.
+  Status WithApiStatus(int code, std::string reason) const {
+    if (ok()) return *this;
+    Status s = *this;
+    s.api_code_ = code;
+    s.api_reason_ = std::move(reason);
+    return s;
+  }
+
   // The same failure with "<context>: " in front of the message; OK stays OK.
   Status WithContext(std::string_view context) const {
     if (ok()) return *this;
-    return Error(std::string(context) + ": " + message_, sys_errno_);
+    Status s = *this;
+    s.message_ = std::string(context) + ": " + message_;
+    return s;
   }
 
   // Marks a status as deliberately ignored.
@@ -49,6 +65,8 @@ class [[nodiscard]] Status {
   bool failed_ = false;
   std::string message_;
   int sys_errno_ = 0;
+  int api_code_ = 0;
+  std::string api_reason_;
 };
 
 template <typename T>

@@ -58,12 +58,16 @@ struct ApiObjectManager::Input {
   std::optional<Decoded> decoded;
   std::string rv;     // kGone: the deletion's resourceVersion ("" for a 404)
   std::string error;  // kError
+  int code = 0;       // kError: the API's HTTP code and Status reason (0 and "": transport)
+  std::string reason;
   // Runs once the input is applied (reads: their waiters).
   std::function<void(Entry&, Deferred&)> after;
 };
 
 struct ApiObjectManager::Read {
   kube::ApiClient::CallId call = 0;
+  // Refused in the refusal grace window: sent again when the entry's retry timer fires.
+  bool retry_pending = false;
   std::vector<std::function<void()>> waiters;
 };
 
@@ -79,6 +83,13 @@ struct ApiObjectManager::Entry {
   std::string served_uid;
   bool immutable = false;
   std::optional<base::Status> error;  // the last failure, while nothing is served
+  // The last read failure logged as a warning (`kError` inputs repeat it at debug level until
+  // the failure changes or a read succeeds).
+  std::unique_ptr<std::string> warned;
+  // When a pod last newly referenced the object, and the 403s ignored since (the refusal grace).
+  Clock::time_point referenced_at{};
+  int refusals_retried = 0;
+  uv_timer_t* retry_timer = nullptr;  // the refusal grace's quick re-read (Get, Cache)
   // Cache.
   bool invalidated = false;
   std::optional<Clock::time_point> fetched_at;
@@ -99,6 +110,7 @@ struct ApiObjectManager::Entry {
     if (sync_timer != nullptr) {
       base::CloseTimer(sync_timer);
     }
+    if (retry_timer != nullptr) base::CloseTimer(retry_timer);
   }
 };
 
@@ -228,6 +240,9 @@ void ApiObjectManager::AddReference(const kube::ObjectRef& ref) {
   }
   Entry& e = *slot;
   ++e.pods;
+  // A pod newly bound: a 403 now may be the Node authorizer not having seen the binding yet.
+  e.referenced_at = Now();
+  e.refusals_retried = 0;
   // The kubelet (>= 1.29) invalidates only what a pod newly references.
   if (options_.strategy == ChangeDetectionStrategy::kCache) e.invalidated = true;
   if (options_.strategy != ChangeDetectionStrategy::kWatch || stopped_) return;
@@ -259,6 +274,7 @@ void ApiObjectManager::Quiesce(Entry& e, Deferred& out) {
   e.decoding = false;
   RetireReflector(e);
   if (e.sync_timer != nullptr) uv_timer_stop(e.sync_timer);
+  if (e.retry_timer != nullptr) uv_timer_stop(e.retry_timer);
   for (auto& [deadline, w] : e.sync_waiters) out.push_back(std::move(w));
   e.sync_waiters.clear();
 }
@@ -362,7 +378,7 @@ void ApiObjectManager::Fetch(const std::vector<kube::ObjectRef>& refs, FetchMode
         if (e->fresh_read != nullptr) {  // an immutable object's re-check (or a fresh read)
           ++group->pending;
           JoinRead(*e, /*fresh=*/true, arrive);
-        } else if (!e->synced && e->reflector != nullptr) {
+        } else if (!e->synced && e->reflector != nullptr && !e->error) {
           ++group->pending;
           AddSyncWaiter(*e, arrive);
         }
@@ -387,6 +403,10 @@ void ApiObjectManager::JoinRead(Entry& e, bool fresh, std::function<void()> wait
   }
   slot = std::make_unique<Read>();
   slot->waiters.push_back(std::move(waiter));
+  SendRead(e, fresh);
+}
+
+void ApiObjectManager::SendRead(Entry& e, bool fresh) {
   std::string path = CollectionPath(e.ref) + "/" + kube::QueryEscape(e.ref.name);
   if (fresh) {
     ++stats_.fresh_gets;
@@ -416,6 +436,28 @@ void ApiObjectManager::OnRead(const kube::ObjectRef& ref, uint64_t id, bool fres
   if (e == nullptr || stopped_) return;  // dropped or stopped: its waiters ran then
   std::unique_ptr<Read>& slot = fresh ? e->fresh_read : e->read;
   if (slot != nullptr) slot->call = 0;
+  if (slot != nullptr && result.error && result.error->IsForbidden() && InRefusalGrace(*e)) {
+    // The pod may be newer than the authorizer's view of it: read again shortly, the waiters
+    // still waiting, before the refusal counts.
+    ++e->refusals_retried;
+    logging::Debug("Object read refused right after a pod referenced it; reading it again",
+                   {{"object", logging::KRef(e->ref)},
+                    {"retry", e->refusals_retried},
+                    {"err", result.error->ToString()}});
+    slot->retry_pending = true;
+    if (e->retry_timer == nullptr) e->retry_timer = base::NewTimer(loop_, e);
+    uv_timer_start(
+        e->retry_timer,
+        [](uv_timer_t* t) {
+          auto* entry = static_cast<Entry*>(t->data);
+          ApiObjectManager* self = entry->owner;
+          base::Status s =
+              base::CatchAll("refused read retry", [&] { self->RetryRefused(*entry); });
+          if (!s.ok()) spdlog::error("{}", s.message());
+        },
+        static_cast<uint64_t>(kRefusalRetryDelay.count()), 0);
+    return;
+  }
   Input in;
   in.source = fresh                                                  ? Source::kFresh
               : options_.strategy == ChangeDetectionStrategy::kCache ? Source::kCacheRead
@@ -431,6 +473,8 @@ void ApiObjectManager::OnRead(const kube::ObjectRef& ref, uint64_t id, bool fres
     in.error = result.error->IsTransport() || result.error->message.empty()
                    ? result.error->ToString()
                    : result.error->message;
+    in.code = static_cast<int>(result.error->code);
+    in.reason = result.error->reason;
   }
   Deferred out;
   Enqueue(*e, std::move(in), out);
@@ -516,10 +560,7 @@ void ApiObjectManager::Apply(Entry& e, Input& in, Deferred& out) {
       OnSynced(e, out);
       break;
     case Input::Kind::kError:
-      logging::Warn(e.served ? "Object read failed; serving the last good revision"
-                             : "Object read failed; nothing to serve yet",
-                    {{"object", logging::KRef(e.ref)}, {"err", in.error}});
-      if (!e.served) e.error = base::Status::Error(in.error);
+      ApplyError(e, in, out);
       break;
     case Input::Kind::kGone:
       ApplyRevision(e, in.source, Decoded{ObjectRevision{}, in.rv, "", false, ""}, out);
@@ -573,6 +614,7 @@ void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferre
   e.served_uid = std::move(d.uid);
   e.immutable = exists && d.immutable;
   e.error.reset();
+  e.warned.reset();
   if (source != Source::kWatch) {
     e.fetched_at = Now();
     e.invalidated = false;
@@ -638,6 +680,26 @@ void ApiObjectManager::StartReflector(Entry& e) {
     in.kind = Input::Kind::kGone;
     in.source = Source::kWatch;
     in.rv = kube::ObjectStore::ResourceVersionOf(last);
+    feed(std::move(in));
+  };
+  handlers.on_error = [this, feed, ref, id](const kube::ApiError& err) {
+    Entry* entry = Find(ref, id);
+    if (entry == nullptr || stopped_) return;
+    if (err.IsForbidden() && InRefusalGrace(*entry)) {
+      // The reflector lists again after its backoff: the refusal counts if that fails too.
+      ++entry->refusals_retried;
+      logging::Debug("Object list refused right after a pod referenced it; the reflector retries",
+                     {{"object", logging::KRef(ref)},
+                      {"retry", entry->refusals_retried},
+                      {"err", err.ToString()}});
+      return;
+    }
+    Input in;
+    in.kind = Input::Kind::kError;
+    in.source = Source::kWatch;
+    in.error = err.message.empty() ? err.ToString() : err.message;
+    in.code = static_cast<int>(err.code);
+    in.reason = err.reason;
     feed(std::move(in));
   };
   handlers.on_synced = [feed] {
@@ -714,6 +776,51 @@ void ApiObjectManager::OnSyncTimer(Entry& e) {
   }
   if (!e.sync_waiters.empty()) ArmSyncTimer(e);
   RunDeferred(std::move(out));
+}
+
+bool ApiObjectManager::InRefusalGrace(const Entry& e) const {
+  return !e.served && e.refusals_retried < kRefusalRetries &&
+         Now() - e.referenced_at < kRefusalGraceWindow;
+}
+
+void ApiObjectManager::RetryRefused(Entry& e) {
+  if (stopped_) return;
+  for (bool fresh : {false, true}) {
+    std::unique_ptr<Read>& slot = fresh ? e.fresh_read : e.read;
+    if (slot == nullptr || !slot->retry_pending) continue;
+    slot->retry_pending = false;
+    SendRead(e, fresh);
+  }
+}
+
+void ApiObjectManager::ApplyError(Entry& e, const Input& in, Deferred& out) {
+  base::Status error = base::Status::Error(in.error);
+  if (in.code != 0) {
+    error = error.WithApiStatus(in.code, in.reason);
+    ++stats_.read_errors[{in.code, in.reason}];
+  }
+  // One warning per object and failure: a refusal retried under backoff for an hour is one
+  // line (and one more when the failure changes, or after a success).
+  const bool repeated = e.warned != nullptr && *e.warned == in.error;
+  logging::Log(repeated ? spdlog::level::debug : spdlog::level::warn,
+               e.served ? "Object read failed; serving the last good revision"
+                        : "Object read failed; nothing to serve yet",
+               {{"object", logging::KRef(e.ref)},
+                {"code", in.code != 0 ? logging::Value(in.code) : logging::Value::Absent()},
+                {"reason", logging::Value::IfSet(in.reason)},
+                {"err", in.error}});
+  if (!repeated) e.warned = std::make_unique<std::string>(in.error);
+  if (e.served) return;
+  const bool was_unread = !e.error;
+  e.error = std::move(error);
+  if (in.source != Source::kWatch) return;
+  // Watch: the list was refused. Nobody need wait for it any longer (a Fetch waiting for the
+  // first list completes now, with the error), and a volume that waited for the first read
+  // (beside the kubelet) is told, so that its mount fails visibly.
+  if (e.sync_timer != nullptr) uv_timer_stop(e.sync_timer);
+  for (auto& [deadline, w] : e.sync_waiters) out.push_back(std::move(w));
+  e.sync_waiters.clear();
+  if (was_unread) out.push_back([this, ref = e.ref] { Notify(ref); });
 }
 
 }  // namespace cache

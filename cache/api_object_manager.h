@@ -82,12 +82,26 @@ struct ApiObjectManagerOptions {
 
 class ApiObjectManager : public ObjectManager {
  public:
+  // The refusal grace: a 403 on an object that a pod newly referenced less than
+  // kRefusalGraceWindow ago may be the Node authorizer's graph not yet showing the pod's binding
+  // (it follows pods through its own watch). Such a refusal of an object never read well is
+  // retried, up to kRefusalRetries times (Get, Cache: after kRefusalRetryDelay, the fetch still
+  // waiting; Watch: the reflector's next list), before it becomes the object's error.
+  static constexpr std::chrono::milliseconds kRefusalGraceWindow{5000};
+  static constexpr int kRefusalRetries = 2;
+  static constexpr std::chrono::milliseconds kRefusalRetryDelay{250};
+
   struct Stats {
     uint64_t gets = 0;        // GETs sent for kStrategy fetches (Get, Cache)
     uint64_t fresh_gets = 0;  // quorum GETs for kFresh and immutable re-checks
     uint64_t reflectors_started = 0;
     uint64_t immutable_stops = 0;  // reflectors stopped because their object became immutable
     uint64_t decodes = 0;          // object revisions decoded on the pool
+    // Reads (GETs, the reflectors' lists and watch set-ups) the API server answered with an
+    // error, by (HTTP code, Status reason): 403 Forbidden, 500 InternalError, ... A 404 of a GET
+    // is an answer (the object does not exist), not counted; nor are transport failures and the
+    // refusals the refusal grace retried.
+    std::map<std::pair<int, std::string>, uint64_t> read_errors;
   };
 
   // `api` must outlive the manager; its loop is the manager's loop.
@@ -157,6 +171,15 @@ class ApiObjectManager : public ObjectManager {
   bool NeedsCacheRefresh(const Entry& entry) const;
   // Joins the entry's read of that kind in flight, or starts one.
   void JoinRead(Entry& entry, bool fresh, std::function<void()> waiter);
+  // Sends the GET of the entry's read slot of that kind.
+  void SendRead(Entry& entry, bool fresh);
+  // A 403 now is retried (the refusal grace).
+  bool InRefusalGrace(const Entry& entry) const;
+  // The refusal grace's timer: sends again the reads it held back.
+  void RetryRefused(Entry& entry);
+  // A failed read or a refused list: the object's error while nothing is served; logged once per
+  // failure.
+  void ApplyError(Entry& entry, const Input& input, Deferred& out);
   void OnRead(const kube::ObjectRef& ref, uint64_t id, bool fresh, kube::ApiResult result);
   void FinishRead(Entry& entry, bool fresh, Deferred& out);
 

@@ -158,6 +158,12 @@ void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
       return;
     }
     if (err.IsUnauthorized()) api_->http()->InvalidateToken();
+    if (!err.IsTransport()) {
+      CallHandler("error", [&] {
+        if (handlers_.on_error) handlers_.on_error(err);
+      });
+      if (phase_ != Phase::kListing) return;  // stopped by the handler's owner
+    }
     ScheduleRelist("list failed: " + err.ToString());
     return;
   }
@@ -233,6 +239,7 @@ void Reflector::Replace(const std::string& list_rv) {
   }
   last_sync_rv_ = list_rv;
   rv_unavailable_ = false;
+  last_warned_.reset();
   ++stats_.lists;
   logging::Info("Listed", {{"reflector", options_.description},
                            {"object", logging::Value::IfSet(options_.object)},
@@ -434,6 +441,12 @@ void Reflector::OnWatchEnded(base::Status transport, const HttpResponse& respons
     ApiError err = ParseApiError(watch_status_, response.headers, response.body);
     if (err.IsExpired()) ++stats_.expired;
     if (err.IsUnauthorized()) api_->http()->InvalidateToken();
+    if (!err.IsExpired()) {
+      CallHandler("error", [&] {
+        if (handlers_.on_error) handlers_.on_error(err);
+      });
+      if (phase_ != Phase::kWatching) return;  // stopped by the handler's owner
+    }
     if (err.IsUnauthorized() || err.IsTooManyRequests()) {
       ScheduleRewatch("watch refused: " + err.ToString());
     } else {
@@ -459,10 +472,7 @@ void Reflector::ScheduleRelist(const std::string& why) {
   phase_ = Phase::kWaiting;
   auto delay = backoff_.Next();
   ++stats_.backoff_waits;
-  logging::Warn("Relisting after a delay", {{"reflector", options_.description},
-                                            {"object", logging::Value::IfSet(options_.object)},
-                                            {"err", why},
-                                            {"delayMs", delay.count()}});
+  LogRetry("Relisting after a delay", why, delay);
   After(delay, &Reflector::ListNow);
 }
 
@@ -470,11 +480,19 @@ void Reflector::ScheduleRewatch(const std::string& why) {
   phase_ = Phase::kWaiting;
   auto delay = backoff_.Next();
   ++stats_.backoff_waits;
-  logging::Warn("Re-watching after a delay", {{"reflector", options_.description},
-                                              {"object", logging::Value::IfSet(options_.object)},
-                                              {"err", why},
-                                              {"delayMs", delay.count()}});
+  LogRetry("Re-watching after a delay", why, delay);
   After(delay, &Reflector::StartWatch);
+}
+
+void Reflector::LogRetry(const char* message, const std::string& why,
+                         std::chrono::milliseconds delay) {
+  const bool repeated = last_warned_ != nullptr && *last_warned_ == why;
+  logging::Log(repeated ? spdlog::level::debug : spdlog::level::warn, message,
+               {{"reflector", options_.description},
+                {"object", logging::Value::IfSet(options_.object)},
+                {"err", why},
+                {"delayMs", delay.count()}});
+  if (!repeated) last_warned_ = std::make_unique<std::string>(why);
 }
 
 void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)()) {

@@ -80,6 +80,10 @@ struct ReflectorHandlers {
   std::function<void(const nlohmann::json& last_state)> on_delete;
   // After every successful list (the store is then complete as of that list's RV).
   std::function<void()> on_synced;
+  // When a list, or a watch at set-up, is answered with an HTTP error (403, 404, 5xx, ...; not a
+  // transport failure, and not the 410 or too-large answers the reflector handles itself), before
+  // it waits out the backoff: the owner can tell its readers why nothing was listed.
+  std::function<void(const ApiError& error)> on_error;
 };
 
 class Reflector {
@@ -133,6 +137,8 @@ class Reflector {
   void ArmWatchdog(long long timeout_s);
   void ScheduleRelist(const std::string& why);
   void ScheduleRewatch(const std::string& why);
+  // The retry line: a warning when `why` differs from the last retry's, else at debug level.
+  void LogRetry(const char* message, const std::string& why, std::chrono::milliseconds delay);
   void After(std::chrono::milliseconds delay, void (Reflector::*next)());
   void SetSyncedRv(const std::string& rv);
   // Runs a handler of the owner's; what it throws is logged.
@@ -171,6 +177,9 @@ class Reflector {
   // holds a reflector per watched object.
   std::unique_ptr<ApiError> watch_error_;
   std::optional<std::string> decode_error_;
+  // The reason of the last retry logged as a warning since the last successful list (heap: most
+  // reflectors never retry).
+  std::unique_ptr<std::string> last_warned_;
 
   uv_timer_t* retry_timer_ = nullptr;  // created on the first wait (most reflectors never wait)
   uv_timer_t* watchdog_timer_;

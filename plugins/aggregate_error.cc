@@ -18,8 +18,13 @@ base::Status AggregateError(const std::vector<base::Status>& errors) {
     if (seen.size() > 1) joined += ", ";
     joined += s->message();
   }
-  if (seen.size() == 1) return base::Status::Error(joined);
-  return base::Status::Error("[" + joined + "]");
+  base::Status out = base::Status::Error(seen.size() == 1 ? joined : "[" + joined + "]");
+  // Several refusals of one kind (a projected volume's Secrets all 403) are still that answer.
+  const base::Status& first = *failed.front();
+  for (const base::Status* s : failed) {
+    if (s->api_code() != first.api_code() || s->api_reason() != first.api_reason()) return out;
+  }
+  return first.api_code() != 0 ? out.WithApiStatus(first.api_code(), first.api_reason()) : out;
 }
 
 }  // namespace plugins

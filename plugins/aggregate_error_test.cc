@@ -30,5 +30,19 @@ TEST(AggregateErrorTest, FormatsAsUtilErrorsAggregate) {
   }
 }
 
+TEST(AggregateErrorTest, KeepsTheApiStatusAllErrorsShare) {
+  using base::Status;
+  const Status a = Status::Error("a").WithApiStatus(403, "Forbidden");
+  const Status b = Status::Error("b").WithApiStatus(403, "Forbidden");
+  const Status c = Status::Error("c").WithApiStatus(404, "NotFound");
+  EXPECT_EQ(AggregateError({a}).api_code(), 403);
+  const Status both = AggregateError({a, b});
+  EXPECT_EQ(both.message(), "[a, b]");
+  EXPECT_EQ(both.api_code(), 403);
+  EXPECT_EQ(both.api_reason(), "Forbidden");
+  EXPECT_EQ(AggregateError({a, c}).api_code(), 0) << "two different answers are neither";
+  EXPECT_EQ(AggregateError({a, Status::Error("x")}).api_code(), 0);
+}
+
 }  // namespace
 }  // namespace plugins

@@ -87,7 +87,10 @@ base::Result<std::shared_ptr<const T>> GetObjectOrEmpty(const VolumeHost& host,
   auto got = ObjectKeys<T>::Get(*host.objects, namespace_, name);
   if (!got.ok()) return got.status();
   if (*got != nullptr) return *got;
-  if (!optional) return base::Status::Error(kind + " \"" + name + "\" not found");
+  // The kubelet's error here is the API's NotFound (apierrors.NewNotFound): it carries the code.
+  if (!optional) {
+    return base::Status::Error(kind + " \"" + name + "\" not found").WithApiStatus(404, "NotFound");
+  }
   auto empty = std::make_shared<T>();
   empty->metadata.namespace_ = namespace_;
   empty->metadata.name = name;

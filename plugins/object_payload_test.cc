@@ -109,6 +109,12 @@ TEST(GetObjectOrEmptyTest, FoundMissingOptionalAndErrors) {
             "configmap \"nope\" not found");
   EXPECT_EQ(GetObjectOrEmpty<kube::Secret>(host, "ns", "nope", false).status().message(),
             "secret \"nope\" not found");
+  // The kubelet's not-found is the API's NotFound: the status says so (/debug/state, metrics).
+  const base::Status not_found =
+      GetObjectOrEmpty<kube::ConfigMap>(host, "ns", "nope", false).status();
+  EXPECT_EQ(not_found.api_code(), 404);
+  EXPECT_EQ(not_found.api_reason(), "NotFound");
+  EXPECT_EQ(GetObjectOrEmpty<kube::Secret>(host, "ns", "broken", true).status().api_code(), 0);
   EXPECT_EQ(GetObjectOrEmpty<kube::Secret>(host, "ns", "broken", true).status().message(),
             "object \"ns\"/\"broken\" not registered")
       << "lookup errors pass through, optional or not";

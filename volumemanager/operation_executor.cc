@@ -77,12 +77,12 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
           e.in_flight = false;
           if (r->result.ok()) {
             e.backoff.Reset();
-            e.last_error.clear();
+            e.last_error = base::Status::OK();
           } else if (IsCancelled(r->result)) {
             // Not run (writes revoked): nothing to back off from, and the last outcome stands.
           } else {
             e.backoff.RecordFailure(self->clock_());
-            e.last_error = r->result.message();
+            e.last_error = r->result;
           }
         }
         if (!r->done) return;
@@ -105,8 +105,12 @@ const ExponentialBackoff* OperationExecutor::Backoff(const VolumeKey& key) const
 }
 
 std::string OperationExecutor::LastError(const VolumeKey& key) const {
+  return LastErrorStatus(key).message();
+}
+
+base::Status OperationExecutor::LastErrorStatus(const VolumeKey& key) const {
   auto it = entries_.find(key);
-  return it == entries_.end() ? std::string() : it->second.last_error;
+  return it == entries_.end() ? base::Status::OK() : it->second.last_error;
 }
 
 void OperationExecutor::RetryNow(const VolumeKey& key) {

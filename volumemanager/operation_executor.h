@@ -67,6 +67,9 @@ class OperationExecutor {
   // The error of `key`'s last operation, "" after a success (also of a volume that never
   // mounted, which the actual state does not hold).
   std::string LastError(const VolumeKey& key) const;
+  // The same error as a Status (with the API's code and reason when it is an API answer, e.g. a
+  // 403 on an object the volume reads); OK after a success or when there is none.
+  base::Status LastErrorStatus(const VolumeKey& key) const;
 
   // True while an operation for `key` runs.
   bool InFlight(const VolumeKey& key) const {
@@ -91,7 +94,7 @@ class OperationExecutor {
   struct Entry {
     bool in_flight = false;
     ExponentialBackoff backoff;
-    std::string last_error;
+    base::Status last_error;
   };
   struct Request;
 

@@ -815,7 +815,12 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
         if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
         auto rec = records_.find(key);
-        if (rec != records_.end()) rec->second.kubelet_set_up_seen = false;
+        // A failed write looked at the kubelet's set-up itself (before its payload): the next
+        // attempt need not look again first. (That look was an operation of its own, whose
+        // success reset the failure backoff: every retry came after 500 ms.)
+        if (rec != records_.end() && (s.ok() || *not_set_up)) {
+          rec->second.kubelet_set_up_seen = false;
+        }
         if (s.ok() && *not_set_up) {
           // The kubelet has torn the volume down (or not set it up after all): nothing to refresh.
           ++stats_.kubelet_setup_checks;

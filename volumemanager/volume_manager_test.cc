@@ -73,6 +73,10 @@ class VolumeManagerTest : public ::testing::Test {
     o.unpublished_grace = std::chrono::milliseconds(0);
     o.node_allocatable = node_allocatable_;
     o.tmpfs = tmpfs_;
+    o.on_mount_failure = [this](const kube::Pod& pod, const std::string& volume,
+                                const std::string& error) {
+      mount_failures_.push_back(pod.metadata.name + "/" + volume + ": " + error);
+    };
     manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
@@ -127,6 +131,8 @@ class VolumeManagerTest : public ::testing::Test {
   bool tmpfs_ = true;
   std::chrono::milliseconds sync_frequency_ = std::chrono::hours(1);
   std::unique_ptr<VolumeManager> manager_;
+  // What on_mount_failure reported (a FailedMount Event in cluster mode): "<pod>/<volume>: <err>".
+  std::vector<std::string> mount_failures_;
 };
 
 using Files = std::map<std::string, std::string>;
@@ -384,6 +390,42 @@ TEST_F(VolumeManagerTest, BesideTheKubeletAnObjectNotReadYetIsWaitedForNotAFailu
   objects_.MarkRead(app);
   ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
   EXPECT_EQ(manager_->stats().mounts_failed, 0);
+}
+
+// An object the daemon may not read (403) beside the kubelet: each attempt is one failure (one
+// FailedMount report with the API's text), the volume counts as failing with the API's status
+// as its last error, the retries back off exponentially (the kubelet set-up check before a retry
+// once reset the backoff: 500 ms for ever), the kubelet's content stays; once readable the volume
+// is refreshed and no longer failing.
+TEST_F(VolumeManagerTest, BesideTheKubeletARefusedObjectIsAFailureThatBacksOffAndKeepsTheDisk) {
+  const kube::ObjectRef app{kube::ObjectKind::kConfigMap, "default", "app"};
+  const std::string refusal =
+      "configmaps \"app\" is forbidden: User \"system:node:n1\" cannot get resource "
+      "\"configmaps\" in API group \"\" in the namespace \"default\"";
+  Put("default", "app", {{"k", "v1"}});
+  objects_.SetError(app, base::Status::Error(refusal).WithApiStatus(403, "Forbidden"));
+  KubeletSetsUp(Dir("u1"), {{"k", {"v0", 0644, std::nullopt}}});
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  const VolumeKey key{"u1", "cfg"};
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed >= 3; }));
+  EXPECT_EQ(mount_failures_.size(), static_cast<size_t>(manager_->stats().mounts_failed))
+      << "one report per failed attempt";
+  EXPECT_EQ(mount_failures_.front(), "web-u1/cfg: " + refusal);
+  const base::Status last = manager_->executor().LastErrorStatus(key);
+  EXPECT_EQ(last.api_code(), 403);
+  EXPECT_EQ(last.api_reason(), "Forbidden");
+  const ExponentialBackoff* backoff = manager_->executor().Backoff(key);
+  ASSERT_NE(backoff, nullptr);
+  EXPECT_GE(backoff->delay(), std::chrono::milliseconds(2000)) << "the backoff did not grow";
+  EXPECT_EQ(manager_->stats().waits_for_first_read, 0);
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v0"}}));
+
+  objects_.MarkRead(app);  // allowed again: the read lands and notifies
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  EXPECT_TRUE(manager_->executor().LastErrorStatus(key).ok());
+  backoff = manager_->executor().Backoff(key);
+  EXPECT_TRUE(backoff == nullptr || backoff->delay().count() == 0) << "still failing";
 }
 
 TEST_F(VolumeManagerTest, BesideTheKubeletASwapItDidNotMakeIsDecidedByAFreshRead) {

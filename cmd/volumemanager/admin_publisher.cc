@@ -189,6 +189,13 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              "Volumes by state: mounted (content current as far as known), failing (the last "
              "attempt failed, backing off), waiting_for_kubelet, left_to_kubelet",
              MetricType::kGauge);
+  MetricFamily failing_by_status =
+      Family("volumemanager_failing_volumes_by_api_status",
+             "Failing volumes (as in volumemanager_volumes{state=\"failing\"}) whose last attempt "
+             "failed on an API answer about an object they read, by its HTTP code and reason: "
+             "403 Forbidden (the daemon's identity may not read it), 404 NotFound (a non-optional "
+             "object missing)",
+             MetricType::kGauge);
   MetricFamily total_volumes = Family(
       "volume_manager_total_volumes",
       "Volumes in the desired and actual state of the world, by plugin (the kubelet's metric)",
@@ -253,6 +260,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     }
 
     long failing = 0;
+    std::map<std::pair<int, std::string>, long> failing_by_api_status;
     std::map<std::string, long> desired_by_plugin, actual_by_plugin;
     std::set<VolumeKey> failing_keys;
     for (const auto& [key, d] : vm->desired().volumes()) {
@@ -261,6 +269,10 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
       if (backoff != nullptr && backoff->delay().count() > 0) {
         ++failing;
         failing_keys.insert(key);
+        const base::Status last_error = vm->executor().LastErrorStatus(key);
+        if (last_error.api_code() != 0) {
+          ++failing_by_api_status[{last_error.api_code(), last_error.api_reason()}];
+        }
       }
     }
     long mounted = 0;
@@ -274,6 +286,11 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
                               static_cast<double>(vm->reconciler().waiting_for_kubelet_count())});
     volumes.values.push_back({{{"state", "left_to_kubelet"}},
                               static_cast<double>(vm->populator().left_to_kubelet().size())});
+    for (const auto& [status, n] : failing_by_api_status) {
+      failing_by_status.values.push_back(
+          {{{"code", std::to_string(status.first)}, {"reason", status.second}},
+           static_cast<double>(n)});
+    }
     for (const auto& [plugin, n] : desired_by_plugin) {
       total_volumes.values.push_back(
           {{{"plugin_name", plugin}, {"state", "desired_state_of_world"}}, static_cast<double>(n)});
@@ -293,8 +310,9 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     journal_state.values.push_back({{{"state", s}}, state == s ? 1.0 : 0.0});
   }
 
-  for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &volumes, &total_volumes,
-                          &busy, &longest, &build, &journal_state}) {
+  for (MetricFamily* f :
+       {&operations, &propagation, &errors, &outcomes, &volumes, &failing_by_status, &total_volumes,
+        &busy, &longest, &build, &journal_state}) {
     out.push_back(std::move(*f));
   }
   if (const leaderelection::LeaderElector* elector = daemon_->elector()) {
@@ -305,6 +323,16 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   if (extra_metrics_) extra_metrics_(&out);
   return out;
 }
+
+namespace {
+
+// "apiStatus": {"code": 403, "reason": "Forbidden"} when `error` is an API answer (nothing else).
+void AddApiStatus(const base::Status& error, nlohmann::json* out) {
+  if (error.api_code() == 0) return;
+  (*out)["apiStatus"] = {{"code", error.api_code()}, {"reason", error.api_reason()}};
+}
+
+}  // namespace
 
 nlohmann::json AdminPublisher::BuildDebugState() const {
   nlohmann::json state = nlohmann::json::object();
@@ -340,6 +368,7 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
         base::Result<cache::ObjectRevision> revision = objects->GetRevision(ref);
         if (!revision.ok()) {
           o["error"] = revision.status().message();
+          AddApiStatus(revision.status(), &o);
         } else if (!revision->exists()) {
           o["exists"] = false;
         } else {
@@ -366,7 +395,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     } else {
       v["actual"] = nullptr;
     }
-    v["lastError"] = vm->executor().LastError(key);
+    const base::Status last_error = vm->executor().LastErrorStatus(key);
+    v["lastError"] = last_error.message();
+    AddApiStatus(last_error, &v);
     v["inFlight"] = vm->executor().InFlight(key);
     const ExponentialBackoff* backoff = vm->executor().Backoff(key);
     if (backoff != nullptr && backoff->delay().count() > 0) {

@@ -64,14 +64,26 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
                       "Get and Cache strategies), fresh_get (a quorum read after another "
                       "writer's swap, or an immutable object's re-check)",
                       MetricType::kCounter);
+  auto read_errors =
+      Family("volumemanager_object_read_errors_total",
+             "ConfigMap and Secret reads (gets, and the watches' lists) that the API server "
+             "answered with an error, by HTTP code and Status reason (403 Forbidden: the "
+             "daemon's identity may not read the object); a 404 of a get is an answer, not an "
+             "error",
+             MetricType::kCounter);
   if (objects != nullptr) {
     const cache::ApiObjectManager::Stats& s = objects->stats();
+    for (const auto& [status, count] : s.read_errors) {
+      read_errors.values.push_back(
+          {{{"code", std::to_string(status.first)}, {"reason", status.second}},
+           static_cast<double>(count)});
+    }
     reads.values.push_back({{{"kind", "get"}}, static_cast<double>(s.gets)});
     reads.values.push_back({{{"kind", "fresh_get"}}, static_cast<double>(s.fresh_gets)});
     watches.values.push_back({{{"resource", "configmaps_and_secrets"}},
                               static_cast<double>(objects->RunningReflectors())});
   }
-  for (auto* f : {&requests, &lists, &relists, &watch_requests, &watches, &reads}) {
+  for (auto* f : {&requests, &lists, &relists, &watch_requests, &watches, &reads, &read_errors}) {
     families->push_back(std::move(*f));
   }
 }

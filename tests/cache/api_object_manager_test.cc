@@ -131,6 +131,15 @@ class ApiObjectManagerTest : public ::testing::Test {
     }
     return out;
   }
+  // The lists (not watches) of one object's collection narrowed to it.
+  size_t Lists(const std::string& name) {
+    size_t n = 0;
+    for (const auto& r : Requests(kCms)) {
+      n += !r["query"].contains("watch") &&
+           r["query"].value("fieldSelector", "") == "metadata.name=" + name;
+    }
+    return n;
+  }
   int Watches(const std::string& path) {
     int n = 0;
     for (const auto& r : Requests(path)) n += r["query"].contains("watch") ? 1 : 0;
@@ -354,6 +363,8 @@ TEST_P(ForbiddenAndOutageTest, AForbiddenObjectFailsAloneAndAnOutageKeepsEveryOb
   EXPECT_EQ(Get(Cm("a")), "a1");
   EXPECT_EQ(Get(Cm("b")), "b1");
   EXPECT_THAT(Get(Cm("denied")), HasSubstr(c.forbidden_error));
+  EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_code(), 403);
+  EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_reason(), "Forbidden");
 
   // b becomes forbidden after it was read: its last good revision stays.
   AllowOnly({"a"});
@@ -386,10 +397,123 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ForbiddenCase{ChangeDetectionStrategy::kGet, "configmaps \"denied\" is forbidden", "b1"},
         ForbiddenCase{ChangeDetectionStrategy::kCache, "configmaps \"denied\" is forbidden", "b1"},
-        ForbiddenCase{ChangeDetectionStrategy::kWatch, "failed to sync configmap cache", "b2"}),
+        ForbiddenCase{ChangeDetectionStrategy::kWatch,
+                      "configmaps \"denied\" is forbidden: User \"system:node:node-1\" cannot "
+                      "list resource",
+                      "b2"}),
     [](const ::testing::TestParamInfo<ForbiddenCase>& param) {
       return std::string(ChangeDetectionStrategyName(param.param.strategy));
     });
+
+// A refusal of an object never read well is the object's error at once, with its HTTP code and
+// reason, for each strategy: a fetch completes without waiting for the Watch strategy's sync
+// timeout (an hour here), the change handler runs (Watch: a volume beside the kubelet waits for
+// the first read and must hear of it), the refusal is counted by code, the retries are logged
+// as one warning, and once the object may be read it is served.
+class RefusalTest : public ApiObjectManagerTest,
+                    public ::testing::WithParamInterface<ChangeDetectionStrategy> {};
+
+TEST_P(RefusalTest, ARefusalIsTheObjectsErrorAtOnceWithItsStatus) {
+  const ChangeDetectionStrategy strategy = GetParam();
+  PutConfigMap("denied", "d1");
+  AllowOnly({"other"});
+  Start(strategy, [](ApiObjectManagerOptions& o) {
+    o.cache_ttl = std::chrono::milliseconds(0);
+    o.sync_timeout = std::chrono::hours(1);
+  });
+  manager_->RegisterPod("pod-1", {Cm("denied")});
+  ASSERT_TRUE(FetchAndWait({Cm("denied")})) << "the fetch waited for the sync timeout";
+  auto got = manager_->GetRevision(Cm("denied"));
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("configmaps \"denied\" is forbidden: User \"system:node:node-1\""));
+  EXPECT_EQ(got.status().api_code(), 403);
+  EXPECT_EQ(got.status().api_reason(), "Forbidden");
+  EXPECT_FALSE(manager_->Unread(Cm("denied")));
+  const std::pair<int, std::string> forbidden{403, "Forbidden"};
+  EXPECT_EQ(manager_->stats().read_errors.count(forbidden), 1u);
+  // The pod was just bound (the injected clock stands still): the refusal was retried first.
+  const size_t reads = strategy == ChangeDetectionStrategy::kWatch
+                           ? Lists("denied")
+                           : Requests(kCms + "/denied").size();
+  EXPECT_GE(reads, 1u + ApiObjectManager::kRefusalRetries);
+  if (strategy == ChangeDetectionStrategy::kWatch) {
+    EXPECT_EQ(ChangesOf(Cm("denied")), 1) << "a volume waiting for the first read hears of it";
+    // The reflector goes on relisting under its backoff; the manager's error stays.
+    ASSERT_TRUE(loop_.RunUntil([&] { return Lists("denied") >= reads + 2; }));
+  } else {
+    ASSERT_TRUE(FetchAndWait({Cm("denied")}));
+    ASSERT_TRUE(FetchAndWait({Cm("denied")}));
+    EXPECT_EQ(Requests(kCms + "/denied").size(), reads + 2)
+        << "the refusal grace's retries are spent: one GET per fetch";
+  }
+  EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_code(), 403);
+
+  AllowOnly({"denied"});
+  if (strategy == ChangeDetectionStrategy::kWatch) {
+    ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("denied")) == "d1"; }));
+    EXPECT_EQ(ChangesOf(Cm("denied")), 2);
+  } else {
+    ASSERT_TRUE(FetchAndWait({Cm("denied")}));
+    EXPECT_EQ(Get(Cm("denied")), "d1");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, RefusalTest,
+                         ::testing::Values(ChangeDetectionStrategy::kGet,
+                                           ChangeDetectionStrategy::kCache,
+                                           ChangeDetectionStrategy::kWatch),
+                         [](const ::testing::TestParamInfo<ChangeDetectionStrategy>& param) {
+                           return std::string(ChangeDetectionStrategyName(param.param));
+                         });
+
+// The refusal grace, on the injected clock: a 403 within kRefusalGraceWindow of a pod newly
+// referencing the object is read again (the authorizer may not have seen the binding yet) and,
+// when the next read is allowed, never becomes an error; past the window the first 403 counts.
+class RefusalGraceTest : public ApiObjectManagerTest,
+                         public ::testing::WithParamInterface<ChangeDetectionStrategy> {};
+
+TEST_P(RefusalGraceTest, A403RightAfterABindingIsRetriedAndOneLaterIsNot) {
+  const ChangeDetectionStrategy strategy = GetParam();
+  const bool watch = strategy == ChangeDetectionStrategy::kWatch;
+  PutConfigMap("app", "v1");
+  PutConfigMap("later", "l1");
+  Start(strategy, [](ApiObjectManagerOptions& o) {
+    o.cache_ttl = std::chrono::milliseconds(0);
+    o.sync_timeout = std::chrono::hours(1);
+  });
+  const nlohmann::json refuse_once = {{"verb", watch ? "list" : "get"},
+                                      {"resource", "configmaps"},
+                                      {"user", kNodeUser},
+                                      {"status", 403},
+                                      {"reason", "Forbidden"},
+                                      {"times", 1}};
+  // Just bound: the one refusal is retried, the object served, no error ever seen.
+  server_.Admin("POST", "faults", refuse_once);
+  manager_->RegisterPod("pod-1", {Cm("app")});
+  ASSERT_TRUE(FetchAndWait({Cm("app")}));
+  EXPECT_EQ(Get(Cm("app")), "v1");
+  EXPECT_TRUE(manager_->stats().read_errors.empty());
+
+  // Bound long ago (by the injected clock) when refused: the refusal is the error at once.
+  server_.Admin("DELETE", "faults", nullptr);
+  server_.Admin("POST", "faults", refuse_once);
+  manager_->RegisterPod("pod-2", {Cm("later")});
+  now_ += ApiObjectManager::kRefusalGraceWindow;
+  ASSERT_TRUE(FetchAndWait({Cm("later")}));
+  EXPECT_EQ(manager_->GetRevision(Cm("later")).status().api_code(), 403);
+  EXPECT_EQ(manager_->stats().read_errors.size(), 1u);
+  EXPECT_EQ(watch ? Lists("later") : Requests(kCms + "/later").size(), 1u)
+      << "a refusal past the grace window was read again";
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, RefusalGraceTest,
+                         ::testing::Values(ChangeDetectionStrategy::kGet,
+                                           ChangeDetectionStrategy::kCache,
+                                           ChangeDetectionStrategy::kWatch),
+                         [](const ::testing::TestParamInfo<ChangeDetectionStrategy>& param) {
+                           return std::string(ChangeDetectionStrategyName(param.param));
+                         });
 
 // Watch: an immutable object's reflector stops; the cached copy is served; a pod newly
 // referencing it reads it again, so one deleted and recreated (another UID) is picked up before

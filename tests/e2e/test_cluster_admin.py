@@ -1,13 +1,18 @@
 """The admin endpoints of the real binary in cluster mode, against the test API server beside a
 simulated kubelet: readiness waits for the API pod source, liveness ignores an API outage, the
 source metrics (API requests, the pod reflector, object reads and watches) pass promtool, and
-/debug/state shows the objects' resourceVersions as the API server gave them."""
+/debug/state shows the objects' resourceVersions as the API server gave them; an object the
+daemon may not read is a visible failure (Event, metrics, /debug/state) that changes nothing on
+disk and ends when the read is allowed."""
 import json
 import time
 
-from conftest import visible_files, wait_for
+import pytest
+
+from conftest import snapshot, visible_files, wait_for
 from test_admin import get, metrics, sample
-from test_cluster import CM, Cluster, cluster, cm_volume  # noqa: F401 (the fixture)
+from test_cluster import (CM, DAEMON_USER, RECOVERY_BOUND_S, Cluster, cluster,  # noqa: F401
+                          cm_volume)
 
 
 def test_cluster_endpoints(cluster):
@@ -60,3 +65,76 @@ def test_cluster_endpoints(cluster):
     assert get(probe + "/readyz")[0] == 200  # the last pod list stays valid
     cluster.server.admin("DELETE", "faults")
     assert cluster.stop() == 0
+
+
+@pytest.mark.parametrize("strategy", ["Watch", "Cache", "Get"])
+def test_a_refused_object_is_a_visible_failure_that_keeps_the_disk_and_ends_when_allowed(
+        cluster, strategy):
+    cluster.put_configmap("closed", {"k": "1"})
+    rules = [{"verbs": ["get", "list", "watch"], "resources": ["pods"]},
+             {"verbs": ["create", "patch", "update"], "resources": ["events"]},
+             {"verbs": ["get", "list", "watch"], "resources": ["configmaps"],
+              "names": ["missing"]}]
+    cluster.server.admin("POST", "acl", {"user": DAEMON_USER, "rules": rules})
+    uid = cluster.create_pod("web", [cm_volume("b", "closed"), cm_volume("gone", "missing")])
+    # The kubelet set both up (the second before its object was deleted).
+    cluster.kubelet_sets_up(uid, CM, "b", {"k": "0"})
+    cluster.kubelet_sets_up(uid, CM, "gone", {"x": "0"})
+    before = snapshot(cluster.volume_dir(uid, CM, "b"))
+    cluster.start("--config-map-and-secret-change-detection-strategy", strategy)
+    probe, debug = cluster.admin_addresses()
+
+    def failed_mounts(volume):
+        return [e for e in cluster.events() if e["reason"] == "FailedMount"
+                and e["involvedObject"]["uid"] == uid and f'volume "{volume}"' in e["message"]]
+    event = wait_for(lambda: failed_mounts("b"), what="a FailedMount Event for the refused volume",
+                     timeout=30)[0]
+    verb = "list" if strategy == "Watch" else "get"
+    assert event["type"] == "Warning"
+    assert event["message"] == (
+        f'MountVolume.SetUp failed for volume "b" : configmaps "closed" is forbidden: User '
+        f'"{DAEMON_USER}" cannot {verb} resource "configmaps" in API group "" in the namespace '
+        '"default"')
+    wait_for(lambda: failed_mounts("gone"), what="a FailedMount Event for the missing object")
+
+    def failing():
+        families, _ = metrics(probe)
+        return (sample(families, "volumemanager_volumes", state="failing"),
+                sample(families, "volumemanager_failing_volumes_by_api_status", code="403",
+                       reason="Forbidden"),
+                sample(families, "volumemanager_failing_volumes_by_api_status", code="404",
+                       reason="NotFound"))
+    wait_for(lambda: failing() == (2, 1, 1), what="both volumes failing, by API status")
+    families, _ = metrics(probe)
+    assert sample(families, "volumemanager_object_read_errors_total", code="403",
+                  reason="Forbidden") >= 1
+
+    def volume_state(name):
+        state = json.loads(get(debug + "/debug/state")[1])
+        return [v for v in state["volumes"] if v["volume"] == name][0]
+    b = volume_state("b")
+    assert b["apiStatus"] == {"code": 403, "reason": "Forbidden"}, b
+    assert b["lastError"].startswith('configmaps "closed" is forbidden'), b
+    assert b["objects"][0]["apiStatus"] == {"code": 403, "reason": "Forbidden"}, b
+    assert "timed out" not in json.dumps(b)
+    assert volume_state("gone")["apiStatus"] == {"code": 404, "reason": "NotFound"}
+
+    # Retried under backoff: the refusal itself is one warning, not one per retry.
+    wait_for(lambda: len(failed_mounts("b")) == 1 and failed_mounts("b")[0]["count"] >= 3,
+             what="three failed attempts", timeout=30)
+    refused = [r for r in cluster.records(msg=lambda m: m.startswith("Object read failed"))
+               if r.get("level") == "warning" and r.get("object") == "configmap/default/closed"]
+    assert len(refused) == 1, refused
+    relists = [r for r in cluster.records(msg="Relisting after a delay")
+               if r.get("level") == "warning" and r.get("object") == "configmap/default/closed"]
+    assert len(relists) <= 1, relists
+    assert snapshot(cluster.volume_dir(uid, CM, "b")) == before, "the kubelet's content changed"
+
+    # The read is allowed: the volume is refreshed and no longer failing.
+    rules[2]["names"] = ["missing", "closed"]
+    cluster.server.admin("POST", "acl", {"user": DAEMON_USER, "rules": rules})
+    wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "b")) == {"k": b"1"},
+             timeout=RECOVERY_BOUND_S, what="the volume refreshed once the read is allowed")
+    wait_for(lambda: failing() == (1, None, 1), what="only the missing object's volume failing")
+    b = volume_state("b")
+    assert "apiStatus" not in b and b["lastError"] == "", b

@@ -14,6 +14,7 @@
 
 #include "kubeclient/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace kube {
@@ -502,23 +503,49 @@ TEST_F(ReflectorTest, TooLargeResourceVersionThatKeepsFailingRelistsFromTheLates
   EXPECT_EQ(reflector_->store().size(), 1u);
 }
 
+// A refused list: the owner hears of each refusal (code and reason) before the backoff; the
+// retries are one warning (the rest at debug level) until a list succeeds; a later refusal is a
+// warning again.
 TEST_F(ReflectorTest, ForbiddenListBacksOffUntilRbacAllowsIt) {
   Create("later");
-  server_.Admin(
-      "POST", "acl",
-      {{"user", "test-admin"}, {"rules", {{{"verbs", {"get"}}, {"resources", {"configmaps"}}}}}});
+  const nlohmann::json get_only = {
+      {"user", "test-admin"}, {"rules", {{{"verbs", {"get"}}, {"resources", {"configmaps"}}}}}};
+  server_.Admin("POST", "acl", get_only);
   auto http = HttpClient::Create(runner_.get(), creds_);
   ASSERT_TRUE(http.ok());
   http_ = std::move(*http);
   api_ = std::make_unique<ApiClient>(http_.get());
-  reflector_ = std::make_unique<Reflector>(api_.get(), FastOptions(), ReflectorHandlers{});
+  std::vector<std::string> errors;
+  ReflectorHandlers handlers;
+  handlers.on_error = [&](const ApiError& err) {
+    errors.push_back(std::to_string(err.code) + " " + err.reason);
+  };
+  vmtest::LogCapture log;
+  auto warnings = [&] {
+    const std::string text = log.text();
+    size_t n = 0;
+    for (size_t at = 0;
+         (at = text.find("[warning] \"Relisting after a delay\"", at)) != std::string::npos; ++at) {
+      ++n;
+    }
+    return n;
+  };
+  reflector_ = std::make_unique<Reflector>(api_.get(), FastOptions(), handlers);
   reflector_->Start();
-  runner_.RunFor(std::chrono::milliseconds(600));
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().list_failures >= 4; }));
   EXPECT_FALSE(reflector_->synced());
-  EXPECT_GE(reflector_->stats().list_failures, 2);
+  EXPECT_EQ(errors.size(), static_cast<size_t>(reflector_->stats().list_failures));
+  EXPECT_EQ(errors.front(), "403 Forbidden");
+  EXPECT_EQ(warnings(), 1u) << log.text();
+  EXPECT_NE(log.text().find("[debug] \"Relisting after a delay\""), std::string::npos);
   server_.Admin("POST", "acl", {{"user", "test-admin"}, {"rules", nullptr}});
   ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->synced(); }));
   EXPECT_EQ(reflector_->store().size(), 1u);
+
+  // Refused again after a success: a new warning.
+  server_.Admin("POST", "acl", get_only);
+  server_.Admin("POST", "drop-watches", {{"abort", true}});
+  ASSERT_TRUE(runner_.RunUntil([&] { return warnings() == 2; }));
 }
 
 TEST_F(ReflectorTest, UnreachableServerKeepsTheStoreAndBacksOff) {
