@@ -95,14 +95,17 @@ std::string Resolve(const std::string& path, const std::string& dir) {
   return (fs::path(dir) / path).lexically_normal().string();
 }
 
-// The `-data` form wins over the path form. `what` names the field in errors.
+// The `-data` form wins over the path form. `what` names the field in errors. `file` (when
+// given) gets the resolved path of the path form, empty for the data form.
 base::Result<std::string> PemFrom(const YAML::Node& node, const char* data_key,
                                   const char* path_key, const std::string& dir,
-                                  const std::string& what, const KubeconfigFileReader& read) {
+                                  const std::string& what, const KubeconfigFileReader& read,
+                                  std::string* file = nullptr) {
   std::string data = Scalar(node, data_key);
   if (!data.empty()) return DecodeDataField(data, what + " " + data_key);
   std::string path = Scalar(node, path_key);
   if (path.empty()) return std::string();
+  if (file != nullptr) *file = Resolve(path, dir);
   return read(Resolve(path, dir));
 }
 
@@ -239,10 +242,11 @@ base::Result<Credentials> ParseKubeconfigNodes(const std::vector<KubeconfigFile>
   if (std::string file = Scalar(user, "tokenFile"); !file.empty()) {
     creds.token_file = Resolve(file, user_dir);
   }
-  auto cert =
-      PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what, read);
+  auto cert = PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what,
+                      read, &creds.tls.client_cert_file);
   if (!cert.ok()) return cert.status().WithContext("kubeconfig");
-  auto key = PemFrom(user, "client-key-data", "client-key", user_dir, user_what, read);
+  auto key = PemFrom(user, "client-key-data", "client-key", user_dir, user_what, read,
+                     &creds.tls.client_key_file);
   if (!key.ok()) return key.status().WithContext("kubeconfig");
   if (cert->empty() != key->empty()) {
     return base::Status::Error("kubeconfig: " + user_what +

@@ -6,8 +6,8 @@
 // combinations client-go refuses (a CA together with insecure-skip-tls-verify, a client
 // certificate without its key). Users that need an exec plugin, an auth provider, basic auth or
 // impersonation fail with a clear "not supported" error. Error messages never contain a token or
-// key material. Plain values: copy freely; no I/O after loading except through TokenSource and
-// the CA file, which the HTTP client re-reads when it changes.
+// key material. Plain values: copy freely; no I/O after loading except through TokenSource,
+// ClientCertSource and the CA file, which the HTTP client re-read when they change.
 #ifndef VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
 #define VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
 
@@ -34,9 +34,14 @@ struct TlsConfig {
   bool insecure_skip_tls_verify = false;
   // tls-server-name: the name verified in the server certificate instead of the URL's host.
   std::string server_name;
-  // PEM client certificate and key, both or neither.
+  // PEM client certificate and key, both or neither (the copies read at load time).
   std::string client_cert_pem;
   std::string client_key_pem;
+  // When set they come from these files (kubeconfig client-certificate / client-key; one file may
+  // hold both, as the kubelet's kubelet-client-current.pem does), which ClientCertSource follows
+  // as they rotate (client_cert_source.h).
+  std::string client_cert_file;
+  std::string client_key_file;
 };
 
 struct Credentials {

@@ -161,6 +161,8 @@ struct HttpClient::Transfer {
   // The CA this transfer verifies against: libcurl reads it in place (Blob) while the easy handle
   // lives, and the client may re-read a changed CA file meanwhile.
   std::shared_ptr<const std::string> ca_pem;
+  // Likewise the client certificate and key, and which generation of them it was started with.
+  std::shared_ptr<const ClientCertPair> cert;
 
   ~Transfer() {
     if (easy != nullptr) Curl().easy_cleanup(easy);
@@ -240,6 +242,22 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   const bool native =
       options.native_http2 && credentials.server.starts_with("https://") && !parts.userinfo;
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
+  ClientCertSource::Options cert_options;
+  cert_options.check_interval = options.client_cert_check_interval;
+  auto certs = ClientCertSource::Create(credentials.tls, std::move(cert_options));
+  if (!certs.ok()) return certs.status().WithContext("kubeconfig " + credentials.source);
+  client->certs_ = std::move(*certs);
+  if (client->certs_ != nullptr) {
+    client->cert_generation_ = client->certs_->Current()->generation;
+    if (client->certs_->FollowsFiles()) {
+      client->cert_timer_ = base::NewTimer(loop, client.get());
+      const auto every =
+          static_cast<uint64_t>(std::max<int64_t>(1, client->certs_->check_interval().count()));
+      uv_timer_start(client->cert_timer_, &HttpClient::OnCertTimerCallback, every, every);
+      // Looking at the files is no reason to keep the loop running.
+      uv_unref(reinterpret_cast<uv_handle_t*>(client->cert_timer_));
+    }
+  }
   if (!credentials.tls.ca_file.empty()) {
     client->ca_file_identity_ = FileIdentity(credentials.tls.ca_file);
     client->ca_checked_at_ = std::chrono::steady_clock::now();
@@ -258,7 +276,7 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
           self->RefreshCa();
           return self->ca_pem_;
         },
-        std::move(h2),
+        [self] { return self->CurrentCert(); }, std::move(h2),
         [self](RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream) {
           self->StartCurl(id, std::move(request), std::move(done), std::move(stream));
         });
@@ -309,6 +327,59 @@ HttpClient::~HttpClient() {
   sockets_.clear();
   if (timer_ != nullptr) {
     base::CloseTimer(timer_);
+  }
+  if (cert_timer_ != nullptr) base::CloseTimer(cert_timer_);
+}
+
+void HttpClient::InvalidateToken() {
+  tokens_.Invalidate();
+  if (certs_ != nullptr) certs_->Invalidate();
+}
+
+std::shared_ptr<const ClientCertPair> HttpClient::CurrentCert() {
+  if (certs_ == nullptr) return nullptr;
+  std::shared_ptr<const ClientCertPair> pair = certs_->Current();
+  if (pair->generation != cert_generation_ && cert_timer_ != nullptr) {
+    // The timer's callback ends what the old pair carried: not here, inside a request's start.
+    uv_timer_start(cert_timer_, &HttpClient::OnCertTimerCallback, 0,
+                   uv_timer_get_repeat(cert_timer_));
+  }
+  return pair;
+}
+
+void HttpClient::OnCertTimerCallback(uv_timer_t* handle) {
+  auto* self = static_cast<HttpClient*>(handle->data);
+  base::Status s = base::CatchAll("client certificate timer", [&] { self->OnCertTimer(); });
+  if (!s.ok()) spdlog::error("http client: {}", s.message());
+}
+
+void HttpClient::OnCertTimer() {
+  certs_->CheckNow();
+  if (certs_->Current()->generation != cert_generation_) RotateConnections();
+}
+
+void HttpClient::RotateConnections() {
+  std::weak_ptr<bool> alive = alive_;
+  const uint64_t generation = certs_->Current()->generation;
+  cert_generation_ = generation;
+  const std::string why =
+      "the client certificate changed (" + certs_->Describe() + "); reconnecting with the new one";
+  if (h2_ != nullptr) h2_->RotateConnections(why);
+  // libcurl's path: a connection is reused only for the same certificate, so new requests get
+  // new connections; the streams of the old pair end here (their connections then close), the
+  // other requests finish where they are.
+  std::vector<RequestId> ending;
+  for (auto& [id, t] : transfers_) {
+    if (t->request.stream && t->cert != nullptr && t->cert->generation != generation &&
+        !t->cancelled && !t->completed && !t->aborted) {
+      ending.push_back(id);
+    }
+  }
+  for (RequestId id : ending) {
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) continue;  // a completion callback cancelled it
+    Finish(it->second.get(), base::Status::Error(why));
+    if (auto a = alive.lock(); !a || !*a) return;  // a callback destroyed the client
   }
 }
 
@@ -430,9 +501,10 @@ void HttpClient::StartCurl(RequestId id, HttpRequest request, HttpDoneCallback d
     curl_blob ca = Blob(*t->ca_pem);
     Curl().easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
   }
-  if (!tls.client_cert_pem.empty()) {
-    curl_blob cert = Blob(tls.client_cert_pem);
-    curl_blob key = Blob(tls.client_key_pem);
+  if (certs_ != nullptr) {
+    t->cert = CurrentCert();  // the blobs below point into it
+    curl_blob cert = Blob(t->cert->cert_pem);
+    curl_blob key = Blob(t->cert->key_pem);
     Curl().easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
     Curl().easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
     Curl().easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
