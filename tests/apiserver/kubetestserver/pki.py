@@ -89,4 +89,10 @@ def issue_client_cert(directory, out_path, user, groups=(), days=1):
         f.write(key)
     os.chmod(tmp, 0o600)
     os.replace(tmp, out_path)
-    return {"serial": fields.get("serial", "").lower(), "not_after": fields.get("notAfter", "")}
+    return {"serial": serial_text(fields.get("serial", "")), "not_after": fields.get("notAfter", "")}
+
+
+def serial_text(serial):
+    """A serial number as lower-case hex without leading zeros (OpenSSL's command pads it to whole
+    bytes, Python's getpeercert() does not)."""
+    return format(int(serial, 16), "x") if serial else ""

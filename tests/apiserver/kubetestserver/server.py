@@ -127,7 +127,7 @@ class Connection:
                         self.cert_user = value
             self.cert_validity = (ssl.cert_time_to_seconds(cert["notBefore"]),
                                   ssl.cert_time_to_seconds(cert["notAfter"]))
-            self.cert_serial = cert.get("serialNumber", "").lower()
+            self.cert_serial = pki.serial_text(cert.get("serialNumber", ""))
 
     def count_in(self, n):
         if self.client is not None:

@@ -1,0 +1,200 @@
+// A client certificate rotated the way the kubelet rotates its own, against kube-test-apiserver,
+// which checks the certificate's validity on every request (at its own clock, which the test
+// moves forward instead of waiting): a kubeconfig naming kubelet-client-current.pem (certificate
+// and key in one file, a symlink) as both client-certificate and client-key; a new file written
+// and the symlink swapped while a watch runs; then the old certificate expires.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "kubeclient/api_client.h"
+#include "kubeclient/credentials.h"
+#include "kubeclient/http_client.h"
+#include "kubeclient/reflector.h"
+#include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/log_capture.h"
+#include "tests/support/test_loop.h"
+
+namespace kube {
+namespace {
+
+namespace fs = std::filesystem;
+using kube_testing::TestApiServerProcess;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using vmtest::TestLoop;
+
+const std::string kCms = "/api/v1/namespaces/default/configmaps";
+const std::string kNode = "system:node:n1";
+
+nlohmann::json ConfigMap(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", {{"name", name}}},
+          {"data", {{"a", "v"}}}};
+}
+
+class ClientCertRotationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start().ok());
+    pki_ = server_.dir() + "/kubelet-pki";
+    fs::create_directories(pki_);
+    first_serial_ = Issue("kubelet-client-1.pem", 1);
+    Point("kubelet-client-1.pem");
+    // The kubelet's own kubeconfig shape: one file for both.
+    const std::string kubeconfig = server_.dir() + "/kubelet.conf";
+    std::ofstream(kubeconfig) << "apiVersion: v1\nkind: Config\ncurrent-context: node\n"
+                              << "clusters:\n- name: c\n  cluster:\n    server: " << server_.url()
+                              << "\n    certificate-authority: " << server_.ca_file() << "\n"
+                              << "users:\n- name: default-auth\n  user:\n"
+                              << "    client-certificate: " << pki_
+                              << "/kubelet-client-current.pem\n"
+                              << "    client-key: " << pki_ << "/kubelet-client-current.pem\n"
+                              << "contexts:\n- name: node\n  context: {cluster: c, user: "
+                                 "default-auth}\n";
+    auto creds = LoadKubeconfig({kubeconfig});
+    ASSERT_TRUE(creds.ok()) << creds.status().message();
+    creds_ = *creds;
+  }
+
+  void TearDown() override {
+    reflector_.reset();
+    api_.reset();
+    http_.reset();
+  }
+
+  // A new certificate for kNode valid `days` days from now in pki_/<name>; its serial.
+  std::string Issue(const std::string& name, int days) {
+    auto reply = server_.Admin("POST", "issue-client-cert",
+                               {{"path", pki_ + "/" + name},
+                                {"user", kNode},
+                                {"groups", {"system:nodes"}},
+                                {"days", days}});
+    EXPECT_EQ(reply.code, 200) << reply.raw;
+    return reply.body.value("serial", "");
+  }
+  // kubelet-client-current.pem -> name, swapped atomically (a new link renamed over the old).
+  void Point(const std::string& name) {
+    const std::string tmp = pki_ + "/kubelet-client-current.pem.tmp";
+    fs::remove(tmp);
+    fs::create_symlink(pki_ + "/" + name, tmp);
+    fs::rename(tmp, pki_ + "/kubelet-client-current.pem");
+  }
+
+  void StartReflector() {
+    HttpClientOptions options;
+    options.native_http2 = true;  // as the daemon's API clients (this server speaks HTTP/1.1)
+    options.client_cert_check_interval = std::chrono::milliseconds(100);
+    auto http = HttpClient::Create(runner_.get(), creds_, options);
+    ASSERT_TRUE(http.ok()) << http.status().message();
+    http_ = std::move(*http);
+    api_ = std::make_unique<ApiClient>(http_.get());
+    ReflectorOptions ro;
+    ro.path = kCms;
+    ro.kind = "ConfigMap";
+    ro.api_version = "v1";
+    ro.description = "configmaps in default";
+    ro.backoff.initial = std::chrono::milliseconds(50);
+    ro.backoff.cap = std::chrono::milliseconds(200);
+    ro.min_watch_timeout = std::chrono::seconds(300);
+    ro.max_watch_timeout = std::chrono::seconds(301);
+    ro.resync_period = std::chrono::milliseconds(0);
+    reflector_ = std::make_unique<Reflector>(api_.get(), ro, ReflectorHandlers{});
+    reflector_->Start();
+    ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->synced(); }));
+  }
+
+  // The server's log of the client's requests (the node's), oldest first.
+  std::vector<nlohmann::json> NodeRequests() {
+    std::vector<nlohmann::json> out;
+    const auto reply = server_.Admin("GET", "requests");
+    for (const auto& r : reply.body["requests"]) {
+      if (r.value("user", "") == kNode || r.value("code", 0) == 401) out.push_back(r);
+    }
+    return out;
+  }
+  bool WatchSeenWith(const std::string& serial) {
+    for (const auto& r : NodeRequests()) {
+      if (r["query"].contains("watch") && r.value("cert_serial", "") == serial) return true;
+    }
+    return false;
+  }
+  bool Has(const std::string& name) { return reflector_->store().items().count("default/" + name); }
+
+  TestApiServerProcess server_;
+  TestLoop runner_;
+  std::string pki_;
+  std::string first_serial_;
+  Credentials creds_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<ApiClient> api_;
+  std::unique_ptr<Reflector> reflector_;
+};
+
+TEST_F(ClientCertRotationTest, AWatchContinuesAcrossARotationAndTheOldCertificatesExpiry) {
+  StartReflector();
+  ASSERT_EQ(server_.Api("POST", kCms, ConfigMap("before")).code, 201);
+  ASSERT_TRUE(runner_.RunUntil([&] { return Has("before"); }));
+  ASSERT_TRUE(WatchSeenWith(first_serial_));
+  const int lists = reflector_->stats().lists;
+
+  // The kubelet's rotation: a new file, then the symlink swapped to it.
+  const std::string second = Issue("kubelet-client-2.pem", 3);
+  Point("kubelet-client-2.pem");
+  ASSERT_TRUE(runner_.RunUntil([&] { return WatchSeenWith(second); }))
+      << "no watch with the new certificate";
+  // The old certificate expires (two days later by the server's clock); the new one is valid.
+  ASSERT_EQ(server_.Admin("POST", "clock", {{"offset_seconds", 2 * 86400}}).code, 200);
+  ASSERT_EQ(server_.Api("POST", kCms, ConfigMap("after")).code, 201);
+  ASSERT_TRUE(runner_.RunUntil([&] { return Has("after"); }));
+  // A new watch after the expiry, and a plain request, go through too.
+  ASSERT_EQ(server_.Admin("POST", "drop-watches").code, 200);
+  ASSERT_EQ(server_.Api("POST", kCms, ConfigMap("later")).code, 201);
+  ASSERT_TRUE(runner_.RunUntil([&] { return Has("later"); }));
+  bool got = false;
+  api_->Get(kCms + "/later", [&](ApiResult r) {
+    EXPECT_TRUE(r.ok()) << (r.error ? r.error->ToString() : "");
+    got = true;
+  });
+  ASSERT_TRUE(runner_.RunUntil([&] { return got; }));
+
+  // No more than a reconnect: never refused, never listed again.
+  for (const auto& r : NodeRequests()) EXPECT_NE(r.value("code", 0), 401) << r.dump();
+  EXPECT_EQ(reflector_->stats().lists, lists);
+  const auto requests = NodeRequests();
+  ASSERT_FALSE(requests.empty());
+  EXPECT_EQ(requests.back().value("cert_serial", ""), second);
+}
+
+TEST_F(ClientCertRotationTest, ABadNewPairIsIgnoredAndTheOldOneKeptWithOneWarning) {
+  vmtest::LogCapture log;
+  StartReflector();
+  // A file that is not a certificate and key (the kubelet would never write it; a half-written
+  // copy by hand might): the pair in use stays, the watch stays.
+  std::ofstream(pki_ + "/kubelet-client-bad.pem")
+      << "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"
+      << "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n";
+  Point("kubelet-client-bad.pem");
+  ASSERT_TRUE(runner_.RunUntil([&] { return log.text().find("keeping the certificate in use") !=
+                                            std::string::npos; }));
+  const int watches = reflector_->stats().watches;
+  ASSERT_EQ(server_.Api("POST", kCms, ConfigMap("still")).code, 201);
+  ASSERT_TRUE(runner_.RunUntil([&] { return Has("still"); }));
+  EXPECT_EQ(reflector_->stats().watches, watches);  // the watch was not cut
+  for (const auto& r : NodeRequests()) EXPECT_EQ(r.value("cert_serial", ""), first_serial_);
+  const std::string text = log.text();
+  EXPECT_THAT(text, HasSubstr(pki_ + "/kubelet-client-current.pem"));
+  EXPECT_THAT(text, Not(HasSubstr("bm90")));
+  size_t warnings = 0;
+  for (size_t at = 0; (at = text.find("keeping the certificate", at)) != std::string::npos; ++at) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u);
+}
+
+}  // namespace
+}  // namespace kube
