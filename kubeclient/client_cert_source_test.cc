@@ -128,8 +128,9 @@ TEST_F(ClientCertSourceTest, ABadNewPairKeepsTheLastGoodOneWithOneWarning) {
   Write("a.pem", first);
   // b's certificate with a's key: the key does not match.
   Write("mismatch.pem", Slurp(dir_ + "/b.crt") + Slurp(dir_ + "/a.key"));
-  Write("garbage.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n" +
-                           Slurp(dir_ + "/a.key"));
+  Write("garbage.pem",
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n" +
+            Slurp(dir_ + "/a.key"));
   Write("b.pem", other);
   Swap("current.pem", "a.pem");
   const std::string link = dir_ + "/current.pem";

@@ -179,8 +179,8 @@ TEST_F(ClientCertRotationTest, ABadNewPairIsIgnoredAndTheOldOneKeptWithOneWarnin
       << "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"
       << "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n";
   Point("kubelet-client-bad.pem");
-  ASSERT_TRUE(runner_.RunUntil([&] { return log.text().find("keeping the certificate in use") !=
-                                            std::string::npos; }));
+  ASSERT_TRUE(runner_.RunUntil(
+      [&] { return log.text().find("keeping the certificate in use") != std::string::npos; }));
   const int watches = reflector_->stats().watches;
   ASSERT_EQ(server_.Api("POST", kCms, ConfigMap("still")).code, 201);
   ASSERT_TRUE(runner_.RunUntil([&] { return Has("still"); }));
