@@ -1,14 +1,19 @@
-// A client certificate rotated the way the kubelet rotates its own, against kube-test-apiserver,
-// which checks the certificate's validity on every request (at its own clock, which the test
-// moves forward instead of waiting): a kubeconfig naming kubelet-client-current.pem (certificate
-// and key in one file, a symlink) as both client-certificate and client-key; a new file written
-// and the symlink swapped while a watch runs; then the old certificate expires.
+// Credentials that rotate under a running client, against kube-test-apiserver:
+// * a client certificate rotated the way the kubelet rotates its own, the server checking the
+//   certificate's validity on every request (at its own clock, which the test moves forward
+//   instead of waiting): a kubeconfig naming kubelet-client-current.pem (certificate and key in
+//   one file, a symlink) as both client-certificate and client-key; a new file written and the
+//   symlink swapped while a watch runs; then the old certificate expires;
+// * a token file rotated before the old token is revoked (a projected service-account token);
+// * a CA file replaced (new connections verify against the new CA).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <sstream>
 
 #include "kubeclient/api_client.h"
 #include "kubeclient/credentials.h"
@@ -194,6 +199,118 @@ TEST_F(ClientCertRotationTest, ABadNewPairIsIgnoredAndTheOldOneKeptWithOneWarnin
     ++warnings;
   }
   EXPECT_EQ(warnings, 1u);
+}
+
+// A bound service-account token is rotated well before the old one stops working: the client must
+// read the file again on its own (client-go: every minute), not wait for a 401.
+TEST(TokenFileRotationTest, ARotatedTokenFileIsReadBeforeTheOldTokenIsRevoked) {
+  TestApiServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  auto loaded = LoadKubeconfig({server.kubeconfig()});
+  ASSERT_TRUE(loaded.ok());
+  Credentials creds = *loaded;
+  const std::string token_file = server.dir() + "/token";
+  std::ofstream(token_file) << server.token() << "\n";
+  creds.token.clear();
+  creds.token_file = token_file;
+  TestLoop runner;
+  HttpClientOptions options;
+  options.token_refresh = std::chrono::milliseconds(100);
+  auto http = HttpClient::Create(runner.get(), creds, options);
+  ASSERT_TRUE(http.ok());
+  auto get = [&] {
+    std::optional<long> status;
+    HttpRequest request;
+    request.path = kCms;
+    (*http)->Start(request, [&](base::Status s, HttpResponse r) {
+      EXPECT_TRUE(s.ok()) << s.message();
+      status = r.status;
+    });
+    EXPECT_TRUE(runner.RunUntil([&] { return status.has_value(); }));
+    return status.value_or(0);
+  };
+  auto last_user = [&] {
+    const auto reply = server.Admin("GET", "requests");
+    std::string user;
+    for (const auto& r : reply.body["requests"]) {
+      if (r["path"] == kCms) user = r.value("user", "");
+    }
+    return user;
+  };
+  ASSERT_EQ(get(), 200);
+  EXPECT_EQ(last_user(), "test-admin");
+  // The new token works before the old one stops (kubelet: at 80 % of the old one's life).
+  ASSERT_EQ(server.Admin("POST", "tokens", {{"token", "rotated-token"}, {"user", "rotated"}}).code,
+            200);
+  std::ofstream(token_file + ".new") << "rotated-token\n";
+  std::filesystem::rename(token_file + ".new", token_file);
+  bool switched = false;
+  for (int attempt = 0; attempt < 400 && !switched; ++attempt) {
+    ASSERT_EQ(get(), 200);
+    switched = last_user() == "rotated";
+    if (!switched) runner.RunFor(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(switched) << "the client never sent the rotated token";
+  // The old token revoked: nothing of the client's is refused.
+  server.RotateToken("admin-2");
+  ASSERT_EQ(get(), 200);
+  EXPECT_EQ(last_user(), "rotated");
+  const auto reply = server.Admin("GET", "requests");
+  for (const auto& r : reply.body["requests"]) EXPECT_NE(r.value("code", 0), 401) << r.dump();
+}
+
+// A CA bundle replaced in place (a cluster's CA rotation, or a ca.crt projected anew): new
+// connections verify against the file's new content: the refused handshake is the HTTP/2
+// transport's, the trusted connection then libcurl's (this server speaks HTTP/1.1).
+TEST(CaFileRotationTest, NewConnectionsVerifyAgainstTheChangedCaFile) {
+  TestApiServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  TestApiServerProcess other;  // a CA of its own, that did not sign `server`'s certificate
+  ASSERT_TRUE(other.Start().ok());
+  auto loaded = LoadKubeconfig({server.kubeconfig()});
+  ASSERT_TRUE(loaded.ok());
+  Credentials creds = *loaded;
+  const std::string ca_file = server.dir() + "/ca-bundle.crt";
+  auto write_ca = [&](const std::string& from) {
+    std::ifstream in(from);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ofstream(ca_file + ".new") << text.str();
+    std::filesystem::rename(ca_file + ".new", ca_file);
+  };
+  write_ca(other.ca_file());
+  creds.tls.ca_file = ca_file;
+  creds.tls.ca_pem.clear();
+  {
+    std::ifstream in(ca_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    creds.tls.ca_pem = text.str();
+  }
+  TestLoop runner;
+  HttpClientOptions options;
+  options.native_http2 = true;
+  options.ca_check_interval = std::chrono::milliseconds(50);
+  auto http = HttpClient::Create(runner.get(), creds, options);
+  ASSERT_TRUE(http.ok());
+  auto get = [&] {
+    std::optional<base::Status> result;
+    HttpRequest request;
+    request.path = kCms;
+    (*http)->Start(request, [&](base::Status s, HttpResponse) { result = s; });
+    EXPECT_TRUE(runner.RunUntil([&] { return result.has_value(); }));
+    return result.value_or(base::Status::Error("no answer"));
+  };
+  base::Status refused = get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.message(), HasSubstr("not trusted"));
+  write_ca(server.ca_file());
+  bool trusted = false;
+  for (int attempt = 0; attempt < 400 && !trusted; ++attempt) {
+    trusted = get().ok();
+    if (!trusted) runner.RunFor(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(trusted) << "the changed CA file was never used";
 }
 
 }  // namespace
