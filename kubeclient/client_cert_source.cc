@@ -130,6 +130,21 @@ ClientCertSource::ClientCertSource(const TlsConfig& tls, Options options)
   if (!options_.wall_clock) options_.wall_clock = [] { return std::chrono::system_clock::now(); };
 }
 
+std::unique_ptr<ClientCertSource> ClientCertSource::FromPair(const ClientCertPair& pair) {
+  std::unique_ptr<ClientCertSource> source(new ClientCertSource(TlsConfig{}, Options{}));
+  auto first = std::make_shared<ClientCertPair>(pair);
+  first->generation = 1;
+  source->current_ = std::move(first);
+  return source;
+}
+
+void ClientCertSource::Replace(const ClientCertPair& pair) {
+  if (pair.cert_pem == current_->cert_pem && pair.key_pem == current_->key_pem) return;
+  auto next = std::make_shared<ClientCertPair>(pair);
+  next->generation = current_->generation + 1;
+  current_ = std::move(next);
+}
+
 std::string ClientCertSource::Describe() const {
   if (cert_file_.empty() && key_file_.empty()) return "client certificate (kubeconfig data)";
   if (cert_file_ == key_file_) return "client certificate and key " + cert_file_;

@@ -60,6 +60,11 @@ class ClientCertSource {
   static base::Result<std::unique_ptr<ClientCertSource>> Create(const TlsConfig& tls,
                                                                 Options options);
 
+  // A source of pairs handed to it (an exec plugin's, through Replace); never looks at files.
+  static std::unique_ptr<ClientCertSource> FromPair(const ClientCertPair& pair);
+  // A new pair (one more generation) when it differs from the current one.
+  void Replace(const ClientCertPair& pair);
+
   // The pair for a new connection; looks at the files when a check is due.
   std::shared_ptr<const ClientCertPair> Current();
   // Looks at the files now (the rotation timer, a 401). True when the pair changed.

@@ -285,6 +285,13 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   } else if (base::Status s = client->EnsureCurl(); !s.ok()) {
     return s;
   }
+  if (credentials.exec) {
+    ExecCredentialSource::Options exec;
+    exec.timeout = options.exec_timeout;
+    exec.max_output = options.exec_max_output;
+    client->exec_ = std::make_unique<ExecCredentialSource>(loop, *credentials.exec,
+                                                           client->credentials_, std::move(exec));
+  }
   if (credentials.tls.insecure_skip_tls_verify) {
     spdlog::warn("TLS verification of {} is disabled (insecure-skip-tls-verify)",
                  credentials.server);
@@ -334,6 +341,49 @@ HttpClient::~HttpClient() {
 void HttpClient::InvalidateToken() {
   tokens_.Invalidate();
   if (certs_ != nullptr) certs_->Invalidate();
+  if (exec_ != nullptr) exec_->Invalidate();
+}
+
+bool HttpClient::ExecReady() {
+  const ExecCredential* credential = exec_->Cached();
+  if (credential == nullptr) return false;
+  if (credential->generation != exec_generation_) {
+    exec_generation_ = credential->generation;
+    tokens_.SetToken(credential->token);
+    if (credential->cert != nullptr) {
+      if (certs_ == nullptr) {
+        certs_ = ClientCertSource::FromPair(*credential->cert);
+        cert_generation_ = certs_->Current()->generation;
+      } else {
+        certs_->Replace(*credential->cert);
+      }
+      if (cert_timer_ == nullptr) {
+        cert_timer_ = base::NewTimer(loop_, this);
+        uv_unref(reinterpret_cast<uv_handle_t*>(cert_timer_));
+      }
+      // A new pair: the connections of the old one are retired as for a rotated file, from the
+      // loop (never inside Start).
+      CurrentCert();
+    }
+  }
+  return true;
+}
+
+void HttpClient::OnExecDone(base::Status status) {
+  std::deque<ExecWaiting> waiting;
+  waiting.swap(exec_waiting_);
+  if (status.ok() && !ExecReady()) {
+    status = base::Status::Error(exec_->Describe() + ": its credential has already expired");
+  }
+  std::weak_ptr<bool> alive = alive_;
+  for (ExecWaiting& w : waiting) {
+    if (status.ok()) {
+      Dispatch(w.id, std::move(w.request), std::move(w.done), std::move(w.stream));
+    } else {
+      FailLater(w.id, std::move(w.done), status.message());
+    }
+    if (auto a = alive.lock(); !a || !*a) return;
+  }
 }
 
 std::shared_ptr<const ClientCertPair> HttpClient::CurrentCert() {
@@ -404,12 +454,29 @@ void HttpClient::RefreshCa() {
 HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback done,
                                         StreamCallbacks stream) {
   const RequestId id = next_id_++;
+  if (exec_ != nullptr && (!exec_waiting_.empty() || !ExecReady())) {
+    // Waits for the plugin (one run for every request that arrives meanwhile).
+    exec_waiting_.push_back({id, std::move(request), std::move(done), std::move(stream)});
+    if (exec_waiting_.size() == 1) {
+      std::weak_ptr<bool> alive = alive_;
+      exec_->Get([this, alive](base::Status status) {
+        if (auto a = alive.lock(); !a || !*a) return;
+        OnExecDone(std::move(status));
+      });
+    }
+    return id;
+  }
+  Dispatch(id, std::move(request), std::move(done), std::move(stream));
+  return id;
+}
+
+void HttpClient::Dispatch(RequestId id, HttpRequest request, HttpDoneCallback done,
+                          StreamCallbacks stream) {
   if (h2_ != nullptr && h2_->mode() != Http2Transport::Mode::kHttp1 && !request.follow_redirects) {
     h2_->Start(id, std::move(request), std::move(done), std::move(stream));
   } else {
     StartCurl(id, std::move(request), std::move(done), std::move(stream));
   }
-  return id;
 }
 
 void HttpClient::FailLater(RequestId id, HttpDoneCallback done, std::string message) {
@@ -617,6 +684,12 @@ void HttpClient::AddToCurl(Transfer* t) {
 }
 
 void HttpClient::Cancel(RequestId id) {
+  for (auto it = exec_waiting_.begin(); it != exec_waiting_.end(); ++it) {
+    if (it->id == id) {
+      exec_waiting_.erase(it);
+      return;
+    }
+  }
   if (h2_ != nullptr && h2_->Cancel(id)) return;
   if (failing_.erase(id) > 0) return;
   auto it = transfers_.find(id);

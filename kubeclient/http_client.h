@@ -53,6 +53,7 @@
 #include "base/status.h"
 #include "kubeclient/client_cert_source.h"
 #include "kubeclient/credentials.h"
+#include "kubeclient/exec_credential.h"
 #include "kubeclient/token_source.h"
 
 namespace kube {
@@ -68,6 +69,9 @@ struct HttpClientOptions {
   std::chrono::milliseconds token_refresh{50000};
   // How often a client certificate from files is looked at (one stat per file).
   std::chrono::milliseconds client_cert_check_interval{30000};
+  // An exec credential plugin's limits (exec_credential.h).
+  std::chrono::milliseconds exec_timeout{30000};
+  size_t exec_max_output = 1 << 20;
   // https servers: requests (but those following redirects) go over HTTP/2 on the project's own
   // transport (http2_transport.h) instead of libcurl, which is then loaded only if the server
   // turns out not to speak HTTP/2. The daemon's API clients set it; a --manifest-url does not.
@@ -145,7 +149,7 @@ class HttpClient {
   void Cancel(RequestId id);
 
   // After a 401: the next request re-reads the token file and looks at the client certificate's
-  // files.
+  // files; an exec plugin's credential is dropped (the next request runs the plugin again).
   void InvalidateToken();
   Stats stats() const;
   const Credentials& credentials() const { return credentials_; }
@@ -171,6 +175,12 @@ class HttpClient {
   void OnCertTimer();
   static void OnCertTimerCallback(uv_timer_t* handle);
   void RotateConnections();
+  // With an exec plugin: whether its credential is at hand (then applied to the token and client
+  // certificate in use); false: the request waits for the plugin (exec_waiting_).
+  bool ExecReady();
+  void OnExecDone(base::Status status);
+  // Sends a request now, on the HTTP/2 transport or libcurl.
+  void Dispatch(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
   void ProcessMessages();
   void Finish(Transfer* transfer, base::Status transport);
   void Remove(Transfer* transfer);
@@ -227,6 +237,17 @@ class HttpClient {
   std::unique_ptr<ClientCertSource> certs_;
   uv_timer_t* cert_timer_ = nullptr;
   uint64_t cert_generation_ = 0;
+  // The exec plugin (null: none), the generation of its credential in use, and the requests
+  // waiting for it.
+  std::unique_ptr<ExecCredentialSource> exec_;
+  uint64_t exec_generation_ = 0;
+  struct ExecWaiting {
+    RequestId id;
+    HttpRequest request;
+    HttpDoneCallback done;
+    StreamCallbacks stream;
+  };
+  std::deque<ExecWaiting> exec_waiting_;
   std::string user_agent_;
   // Set while libcurl is running callbacks: Cancel() then defers curl_multi_remove_handle.
   int in_curl_ = 0;

@@ -643,7 +643,7 @@ def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case
         (tmp_path / "exec.kubeconfig").write_text(EXEC_KUBECONFIG)
         args, expected = ["--kubeconfig", str(tmp_path / "exec.kubeconfig")], [
             f"--kubeconfig {tmp_path / 'exec.kubeconfig'}",
-            "exec credential plugins are not supported"]
+            "interactiveMode must be set"]
     else:
         # The port is there, the host is not.
         env["KUBERNETES_SERVICE_PORT"] = "443"
