@@ -33,8 +33,8 @@ TEST(ObjectStoreTest, AStoredIdentityIsItsResourceVersionAndExpandsFromTheKey) {
   const nlohmann::json identity = "42";
   EXPECT_EQ(ObjectStore::StoredResourceVersion(identity), "42");
   EXPECT_EQ(ObjectStore::Expand("shop/a", identity),
-            nlohmann::json(
-                {{"metadata", {{"name", "a"}, {"namespace", "shop"}, {"resourceVersion", "42"}}}}));
+            nlohmann::json({{"metadata", {{"name", "a"}, {"namespace", "shop"},
+                                          {"resourceVersion", "42"}}}}));
   EXPECT_EQ(ObjectStore::Expand("node-1", identity),
             nlohmann::json({{"metadata", {{"name", "node-1"}, {"resourceVersion", "42"}}}}));
   // A whole object stays as it is.
