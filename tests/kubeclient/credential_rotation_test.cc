@@ -313,5 +313,131 @@ TEST(CaFileRotationTest, NewConnectionsVerifyAgainstTheChangedCaFile) {
   EXPECT_TRUE(trusted) << "the changed CA file was never used";
 }
 
+// An exec credential plugin (a kubeconfig as EKS and GKE write them) against the server: its
+// token is used until the server refuses it (401), then the plugin runs again; a plugin giving a
+// client certificate authenticates with it.
+class ExecPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.Start().ok()); }
+  void TearDown() override {
+    api_.reset();
+    http_.reset();
+  }
+  // A Python plugin printing an ExecCredential whose status is `status_code` (Python evaluating
+  // to a dict); each run appends a line to runs.
+  void Connect(const std::string& status_code, RetryPolicy policy = {}) {
+    const std::string plugin = server_.dir() + "/plugin.py";
+    std::ofstream(plugin) << "#!/usr/bin/python3\nimport json, os\n"
+                          << "open(" << nlohmann::json(server_.dir() + "/runs").dump()
+                          << ", 'a').write('run\\n')\n"
+                          << "d = " << nlohmann::json(server_.dir()).dump() << "\n"
+                          << "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+                             "'kind': 'ExecCredential', 'status': "
+                          << status_code << "}))\n";
+    std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+    const std::string kubeconfig = server_.dir() + "/exec.conf";
+    std::ofstream(kubeconfig)
+        << "apiVersion: v1\nkind: Config\ncurrent-context: eks\n"
+        << "clusters:\n- name: c\n  cluster:\n    server: " << server_.url()
+        << "\n    certificate-authority: " << server_.ca_file() << "\n"
+        << "users:\n- name: eks-user\n  user:\n    exec:\n"
+        << "      apiVersion: client.authentication.k8s.io/v1\n"
+        << "      command: " << plugin << "\n"
+        << "      interactiveMode: Never\n      provideClusterInfo: true\n"
+        << "contexts:\n- name: eks\n  context: {cluster: c, user: eks-user}\n";
+    auto creds = LoadKubeconfig({kubeconfig});
+    ASSERT_TRUE(creds.ok()) << creds.status().message();
+    HttpClientOptions options;
+    options.native_http2 = true;
+    auto http = HttpClient::Create(runner_.get(), *creds, options);
+    ASSERT_TRUE(http.ok()) << http.status().message();
+    http_ = std::move(*http);
+    api_ = std::make_unique<ApiClient>(http_.get(), policy);
+  }
+  ApiResult Get() {
+    std::optional<ApiResult> result;
+    api_->Get(kCms, [&](ApiResult r) { result = std::move(r); });
+    EXPECT_TRUE(runner_.RunUntil([&] { return result.has_value(); }));
+    return result.value_or(ApiResult{});
+  }
+  int Runs() {
+    std::ifstream in(server_.dir() + "/runs");
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) ++n;
+    return n;
+  }
+  std::string LastUser() {
+    const auto reply = server_.Admin("GET", "requests");
+    std::string user;
+    for (const auto& r : reply.body["requests"]) {
+      if (r["path"] == kCms) user = r.value("user", "");
+    }
+    return user;
+  }
+
+  TestApiServerProcess server_;
+  TestLoop runner_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<ApiClient> api_;
+};
+
+TEST_F(ExecPluginTest, ItsTokenIsUsedAndA401RunsItAgain) {
+  std::ofstream(server_.dir() + "/token") << server_.token();
+  Connect("{'token': open(os.path.join(d, 'token')).read().strip()}");
+  // Requests started together wait for one run.
+  int answered = 0;
+  for (int i = 0; i < 3; ++i) {
+    api_->Get(kCms, [&](ApiResult r) {
+      EXPECT_TRUE(r.ok()) << (r.error ? r.error->ToString() : "");
+      ++answered;
+    });
+  }
+  ASSERT_TRUE(runner_.RunUntil([&] { return answered == 3; }));
+  EXPECT_EQ(Runs(), 1);
+  EXPECT_EQ(LastUser(), "test-admin");
+  ASSERT_TRUE(Get().ok());
+  EXPECT_EQ(Runs(), 1);  // cached (no expirationTimestamp)
+
+  // The server stops accepting the token; the plugin would now give the new one.
+  server_.RotateToken("rotated-by-the-cloud");
+  std::ofstream(server_.dir() + "/token") << "rotated-by-the-cloud";
+  ApiResult refused = Get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.error->IsUnauthorized());
+  ASSERT_TRUE(Get().ok());
+  EXPECT_EQ(Runs(), 2);
+}
+
+TEST_F(ExecPluginTest, ItsClientCertificateAuthenticates) {
+  ASSERT_EQ(server_
+                .Admin("POST", "issue-client-cert",
+                       {{"path", server_.dir() + "/exec-client.pem"}, {"user", "exec-user"}})
+                .code,
+            200);
+  // The file holds certificate then key.
+  Connect(
+      "(lambda t: {'clientCertificateData': t[:t.index('-----BEGIN PRIVATE')], "
+      "'clientKeyData': t[t.index('-----BEGIN PRIVATE'):]})(open(os.path.join(d, "
+      "'exec-client.pem')).read())");
+  ApiResult r = Get();
+  ASSERT_TRUE(r.ok()) << (r.error ? r.error->ToString() : "");
+  EXPECT_EQ(LastUser(), "exec-user");
+  EXPECT_EQ(Runs(), 1);
+}
+
+TEST_F(ExecPluginTest, AFailingPluginFailsTheRequestsNamingItNeverItsOutput) {
+  vmtest::LogCapture log;
+  RetryPolicy no_retries;
+  no_retries.max_transient_retries = 0;  // each retry would run the plugin again
+  Connect("(print('SECRET-TOKEN-ON-STDOUT', end=''), exit(4))", no_retries);
+  ApiResult r = Get();
+  ASSERT_FALSE(r.ok());
+  const std::string text = r.error->ToString();
+  EXPECT_THAT(text, HasSubstr("kubeconfig user \"eks-user\": exec plugin"));
+  EXPECT_THAT(text, HasSubstr("exited with status 4"));
+  EXPECT_THAT(text + log.text(), Not(HasSubstr("SECRET")));
+}
+
 }  // namespace
 }  // namespace kube
