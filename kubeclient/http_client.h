@@ -23,6 +23,10 @@
 //   end at once with a transport error naming the rotation, so their owners reconnect (the
 //   reflector re-watches from where it was) with the new certificate, as client-go's connection
 //   rotation does.
+// * With an exec credential plugin (ExecCredentialSource, exec_credential.h): a request waits while
+//   the plugin runs (one run for every request that arrives meanwhile) and then carries its token
+//   and/or client certificate; a failed run fails the waiting requests with its error. A 401
+//   (InvalidateToken) or the credential's expiry makes the next request run it again.
 // * `Authorization: Bearer` from the TokenSource on every request (re-read as it rotates),
 //   `User-Agent: volumemanager/<version> (linux/<arch>)`, `Accept: application/json`, gzip accepted
 //   (libcurl decodes it), TCP keepalive, connect and per-request timeouts. `Warning` response
