@@ -245,7 +245,7 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   ClientCertSource::Options cert_options;
   cert_options.check_interval = options.client_cert_check_interval;
   auto certs = ClientCertSource::Create(credentials.tls, std::move(cert_options));
-  if (!certs.ok()) return certs.status().WithContext("kubeconfig " + credentials.source);
+  if (!certs.ok()) return certs.status().WithContext(credentials.source);
   client->certs_ = std::move(*certs);
   if (client->certs_ != nullptr) {
     client->cert_generation_ = client->certs_->Current()->generation;
@@ -1001,7 +1001,8 @@ HttpClient::Stats HttpClient::stats() const {
     auto it = transfers_.find(id);
     if (it != transfers_.end() && !it->second->added && !it->second->cancelled) ++waiting;
   }
-  Stats stats{connections_opened_, sockets_.size(), transfers_.size(), waiting};
+  Stats stats{connections_opened_, sockets_.size(), transfers_.size() + exec_waiting_.size(),
+              waiting + exec_waiting_.size()};
   if (h2_ != nullptr) {
     const Http2Transport::Stats h2 = h2_->stats();
     stats.connections_opened += h2.connections_opened;
