@@ -33,7 +33,7 @@ BUILD_PACKAGES := cmake g++ make pkg-config libuv1-dev nlohmann-json3-dev libspd
 # PATH (e.g. the Google Cloud SDK's package, whose /usr/bin/kubectl conflicts with kubernetes-client)
 # is used as is.
 # e2fsprogs: mkfs.ext4 for the disk-full test's loop-mounted ext4 image.
-# python3-h2: a scripted HTTP/2 server (GOAWAY) for the client transport test.
+# python3-h2: scripted HTTP/2 servers (GOAWAY; client certificates) for the client transport tests.
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \

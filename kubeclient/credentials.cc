@@ -95,15 +95,73 @@ std::string Resolve(const std::string& path, const std::string& dir) {
   return (fs::path(dir) / path).lexically_normal().string();
 }
 
-// The `-data` form wins over the path form. `what` names the field in errors.
+// The `-data` form wins over the path form. `what` names the field in errors. `file` (when
+// given) gets the resolved path of the path form, empty for the data form.
 base::Result<std::string> PemFrom(const YAML::Node& node, const char* data_key,
                                   const char* path_key, const std::string& dir,
-                                  const std::string& what, const KubeconfigFileReader& read) {
+                                  const std::string& what, const KubeconfigFileReader& read,
+                                  std::string* file = nullptr) {
   std::string data = Scalar(node, data_key);
   if (!data.empty()) return DecodeDataField(data, what + " " + data_key);
   std::string path = Scalar(node, path_key);
   if (path.empty()) return std::string();
+  if (file != nullptr) *file = Resolve(path, dir);
   return read(Resolve(path, dir));
+}
+
+// users[].user.exec as client-go reads it (k8s.io/client-go/tools/clientcmd/api ExecConfig).
+base::Result<ExecConfig> ParseExec(const YAML::Node& node, const std::string& dir,
+                                   const std::string& user) {
+  if (!node.IsMap()) return base::Status::Error("not a mapping");
+  ExecConfig exec;
+  exec.user = user;
+  exec.api_version = Scalar(node, "apiVersion");
+  if (exec.api_version != "client.authentication.k8s.io/v1" &&
+      exec.api_version != "client.authentication.k8s.io/v1beta1") {
+    return base::Status::Error("apiVersion \"" + exec.api_version +
+                               "\" is not supported (client.authentication.k8s.io/v1 or v1beta1)");
+  }
+  exec.command = Scalar(node, "command");
+  if (exec.command.empty()) return base::Status::Error("no command");
+  // As kubectl: a relative path naming a directory is relative to the kubeconfig; a bare name is
+  // looked up in PATH.
+  if (exec.command.find('/') != std::string::npos) exec.command = Resolve(exec.command, dir);
+  if (const YAML::Node args = node["args"]; args) {
+    if (!args.IsSequence()) return base::Status::Error("args is not a list");
+    for (const YAML::Node& arg : args) {
+      if (!arg.IsScalar()) return base::Status::Error("args holds a value that is not a string");
+      exec.args.push_back(arg.Scalar());
+    }
+  }
+  if (const YAML::Node env = node["env"]; env && !env.IsNull()) {
+    if (!env.IsSequence()) return base::Status::Error("env is not a list");
+    for (const YAML::Node& item : env) {
+      std::string name = Scalar(item, "name");
+      if (name.empty() || name.find('=') != std::string::npos) {
+        return base::Status::Error("env entry without a valid name");
+      }
+      exec.env.emplace_back(name, Scalar(item, "value"));
+    }
+  }
+  exec.install_hint = Scalar(node, "installHint");
+  exec.provide_cluster_info = Bool(node, "provideClusterInfo");
+  exec.interactive_mode = Scalar(node, "interactiveMode");
+  if (exec.interactive_mode.empty()) {
+    if (exec.api_version == "client.authentication.k8s.io/v1") {
+      return base::Status::Error("interactiveMode must be set for client.authentication.k8s.io/v1");
+    }
+    exec.interactive_mode = "IfAvailable";  // v1beta1's default
+  }
+  if (exec.interactive_mode == "Always") {
+    return base::Status::Error(
+        "interactiveMode Always needs a terminal, and the daemon has none (use Never or "
+        "IfAvailable)");
+  }
+  if (exec.interactive_mode != "Never" && exec.interactive_mode != "IfAvailable") {
+    return base::Status::Error("interactiveMode \"" + exec.interactive_mode +
+                               "\" is not Never, IfAvailable or Always");
+  }
+  return exec;
 }
 
 }  // namespace
@@ -223,8 +281,7 @@ base::Result<Credentials> ParseKubeconfigNodes(const std::vector<KubeconfigFile>
     const char* what;
   };
   for (const Unsupported& u :
-       {Unsupported{"exec", "exec credential plugins"},
-        Unsupported{"auth-provider", "auth providers"},
+       {Unsupported{"auth-provider", "auth providers"},
         Unsupported{"username", "basic authentication"},
         Unsupported{"password", "basic authentication"}, Unsupported{"as", "impersonation"},
         Unsupported{"as-groups", "impersonation"}, Unsupported{"as-uid", "impersonation"},
@@ -235,14 +292,28 @@ base::Result<Credentials> ParseKubeconfigNodes(const std::vector<KubeconfigFile>
                                  "certificate)");
     }
   }
+  if (user && user["exec"]) {
+    auto exec = ParseExec(user["exec"], user_dir, user_name);
+    if (!exec.ok()) return exec.status().WithContext("kubeconfig: " + user_what + ": exec");
+    for (const char* key : {"token", "tokenFile", "client-certificate", "client-certificate-data",
+                            "client-key", "client-key-data"}) {
+      if (user[key]) {
+        return base::Status::Error("kubeconfig: " + user_what + ": exec together with " + key +
+                                   " is not supported (use one of them)");
+      }
+    }
+    creds.exec = std::move(*exec);
+    return creds;
+  }
   creds.token = Scalar(user, "token");
   if (std::string file = Scalar(user, "tokenFile"); !file.empty()) {
     creds.token_file = Resolve(file, user_dir);
   }
-  auto cert =
-      PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what, read);
+  auto cert = PemFrom(user, "client-certificate-data", "client-certificate", user_dir, user_what,
+                      read, &creds.tls.client_cert_file);
   if (!cert.ok()) return cert.status().WithContext("kubeconfig");
-  auto key = PemFrom(user, "client-key-data", "client-key", user_dir, user_what, read);
+  auto key = PemFrom(user, "client-key-data", "client-key", user_dir, user_what, read,
+                     &creds.tls.client_key_file);
   if (!key.ok()) return key.status().WithContext("kubeconfig");
   if (cert->empty() != key->empty()) {
     return base::Status::Error("kubeconfig: " + user_what +

@@ -4,10 +4,11 @@
 // Loading resolves everything that can fail once, at start: the context, cluster and user, the
 // base64 `*-data` fields, relative paths (against the kubeconfig file that names them), and the
 // combinations client-go refuses (a CA together with insecure-skip-tls-verify, a client
-// certificate without its key). Users that need an exec plugin, an auth provider, basic auth or
-// impersonation fail with a clear "not supported" error. Error messages never contain a token or
-// key material. Plain values: copy freely; no I/O after loading except through TokenSource and
-// the CA file, which the HTTP client re-reads when it changes.
+// certificate without its key). Exec credential plugins are resolved (ExecConfig) and run later
+// by the HTTP client; users that need an auth provider, basic auth or impersonation fail with a
+// clear "not supported" error. Error messages never contain a token or
+// key material. Plain values: copy freely; no I/O after loading except through TokenSource,
+// ClientCertSource and the CA file, which the HTTP client re-read when they change.
 #ifndef VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
 #define VOLUMEMANAGER_KUBECLIENT_CREDENTIALS_H_
 
@@ -15,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -34,9 +36,27 @@ struct TlsConfig {
   bool insecure_skip_tls_verify = false;
   // tls-server-name: the name verified in the server certificate instead of the URL's host.
   std::string server_name;
-  // PEM client certificate and key, both or neither.
+  // PEM client certificate and key, both or neither (the copies read at load time).
   std::string client_cert_pem;
   std::string client_key_pem;
+  // When set they come from these files (kubeconfig client-certificate / client-key; one file may
+  // hold both, as the kubelet's kubelet-client-current.pem does), which ClientCertSource follows
+  // as they rotate (client_cert_source.h).
+  std::string client_cert_file;
+  std::string client_key_file;
+};
+
+// An exec credential plugin (kubeconfig users[].user.exec), run by ExecCredentialSource
+// (exec_credential.h). Nothing here is secret; env values are passed to the plugin only.
+struct ExecConfig {
+  std::string api_version;  // client.authentication.k8s.io/v1 or v1beta1
+  std::string command;      // a relative path with a '/' resolved against the kubeconfig's dir
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string install_hint;
+  bool provide_cluster_info = false;
+  std::string interactive_mode;  // Never or IfAvailable (Always is refused at load)
+  std::string user;              // the kubeconfig user's name, for messages
 };
 
 struct Credentials {
@@ -46,6 +66,8 @@ struct Credentials {
   // A fixed bearer token, and/or a file re-read as it rotates (its last good read wins).
   std::string token;
   std::string token_file;
+  // Set when the user's credential comes from an exec plugin (then no token, file or certificate).
+  std::optional<ExecConfig> exec;
   // The context's namespace (in-cluster: the pod's), "default" when unset.
   std::string default_namespace = "default";
   // For logs: "kubeconfig <file> context <name>" or "in-cluster". Never secret.

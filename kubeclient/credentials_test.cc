@@ -105,8 +105,49 @@ TEST(LoadKubeconfigTest, Table) {
        "true\n    certificate-authority: pki/ca.crt\n",
        "    token: abc\n", "insecure-skip-tls-verify together", nullptr},
       {"exec plugin", "    server: https://h:1\n",
+       "    exec:\n      command: bin/get-token\n      apiVersion: "
+       "client.authentication.k8s.io/v1\n      args: [--cluster, c1]\n      env:\n"
+       "      - {name: REGION, value: eu-1}\n      installHint: install get-token\n"
+       "      provideClusterInfo: true\n      interactiveMode: Never\n",
+       "",
+       [&](const Credentials& c) {
+         ASSERT_TRUE(c.exec.has_value());
+         EXPECT_EQ(c.exec->command, dir.path() + "/bin/get-token");
+         EXPECT_EQ(c.exec->args, (std::vector<std::string>{"--cluster", "c1"}));
+         ASSERT_EQ(c.exec->env.size(), 1u);
+         EXPECT_EQ(c.exec->env[0].first, "REGION");
+         EXPECT_EQ(c.exec->env[0].second, "eu-1");
+         EXPECT_EQ(c.exec->install_hint, "install get-token");
+         EXPECT_TRUE(c.exec->provide_cluster_info);
+         EXPECT_EQ(c.exec->interactive_mode, "Never");
+         EXPECT_EQ(c.exec->user, "u1");
+         EXPECT_TRUE(c.token.empty());
+       }},
+      {"exec plugin v1beta1 on PATH", "    server: https://h:1\n",
+       "    exec:\n      command: aws\n      apiVersion: client.authentication.k8s.io/v1beta1\n",
+       "",
+       [&](const Credentials& c) {
+         ASSERT_TRUE(c.exec.has_value());
+         EXPECT_EQ(c.exec->command, "aws");
+         EXPECT_EQ(c.exec->interactive_mode, "IfAvailable");
+       }},
+      {"exec plugin v1 without interactiveMode", "    server: https://h:1\n",
        "    exec:\n      command: aws\n      apiVersion: client.authentication.k8s.io/v1\n",
-       "exec credential plugins are not supported", nullptr},
+       "interactiveMode must be set", nullptr},
+      {"exec plugin that needs a terminal", "    server: https://h:1\n",
+       "    exec:\n      command: aws\n      apiVersion: client.authentication.k8s.io/v1\n"
+       "      interactiveMode: Always\n",
+       "the daemon has none", nullptr},
+      {"exec plugin of a removed apiVersion", "    server: https://h:1\n",
+       "    exec:\n      command: aws\n      apiVersion: client.authentication.k8s.io/v1alpha1\n",
+       "v1alpha1\" is not supported", nullptr},
+      {"exec plugin without a command", "    server: https://h:1\n",
+       "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n", "exec: no command",
+       nullptr},
+      {"exec plugin with a token too", "    server: https://h:1\n",
+       "    token: hunter2\n    exec:\n      command: aws\n      apiVersion: "
+       "client.authentication.k8s.io/v1beta1\n",
+       "exec together with token", nullptr},
       {"auth provider", "    server: https://h:1\n", "    auth-provider:\n      name: gcp\n",
        "auth providers are not supported", nullptr},
       {"basic auth", "    server: https://h:1\n", "    username: a\n    password: hunter2\n",

@@ -50,6 +50,13 @@ base::Result<const GnutlsLibrary*> Open() {
       Find(handle, "gnutls_record_recv", &lib.record_recv, &error) &&
       Find(handle, "gnutls_record_send", &lib.record_send, &error) &&
       Find(handle, "gnutls_strerror", &lib.strerror, &error) &&
+      Find(handle, "gnutls_x509_crt_init", &lib.x509_crt_init, &error) &&
+      Find(handle, "gnutls_x509_crt_deinit", &lib.x509_crt_deinit, &error) &&
+      Find(handle, "gnutls_x509_crt_import", &lib.x509_crt_import, &error) &&
+      Find(handle, "gnutls_x509_crt_get_activation_time", &lib.x509_crt_get_activation_time,
+           &error) &&
+      Find(handle, "gnutls_x509_crt_get_expiration_time", &lib.x509_crt_get_expiration_time,
+           &error) &&
       Find(handle, "gnutls_free", &lib.free, &error);
   if (!found) return base::Status::Error(error);
   return &lib;

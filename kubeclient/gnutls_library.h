@@ -1,7 +1,8 @@
 // GnutlsLibrary: GnuTLS, opened with dlopen the first time the HTTP/2 transport needs TLS
-// (http2_transport.h), and the functions of it the transport calls. A daemon that never talks to
-// an API server (standalone mode) never maps it, nor what it pulls in (p11-kit, nettle, gmp,
-// libtasn1, libidn2, libunistring: about 2 MiB resident), as for libcurl (curl_library.h).
+// (http2_transport.h) or a client certificate is checked (client_cert_source.h), and the functions
+// of it the transport calls. A daemon that never talks to an API server (standalone mode) never
+// maps it, nor what it pulls in (p11-kit, nettle, gmp, libtasn1, libidn2, libunistring: about 2 MiB
+// resident), as for libcurl (curl_library.h).
 //
 // The library's name is also in the binary's `.vm_dlopen` section, where
 // image/runtime_packages.sh finds it to put the library in the image.
@@ -12,6 +13,7 @@
 #define VOLUMEMANAGER_KUBECLIENT_GNUTLS_LIBRARY_H_
 
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 
 #include "base/status.h"
 
@@ -39,6 +41,12 @@ struct GnutlsLibrary {
   decltype(&gnutls_record_recv) record_recv;
   decltype(&gnutls_record_send) record_send;
   decltype(&gnutls_strerror) strerror;
+  // A client certificate's validity period (client_cert_source.h).
+  decltype(&gnutls_x509_crt_init) x509_crt_init;
+  decltype(&gnutls_x509_crt_deinit) x509_crt_deinit;
+  decltype(&gnutls_x509_crt_import) x509_crt_import;
+  decltype(&gnutls_x509_crt_get_activation_time) x509_crt_get_activation_time;
+  decltype(&gnutls_x509_crt_get_expiration_time) x509_crt_get_expiration_time;
   // GnuTLS's deallocator for what it hands out (a variable in the library, not a function).
   gnutls_free_function* free;
 };

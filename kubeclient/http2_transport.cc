@@ -266,14 +266,16 @@ struct Http2Callbacks {
 base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
     uv_loop_t* loop, const Credentials& credentials, const ServerAddress& address,
     TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
-    Options options, Fallback fallback) {
+    std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options,
+    Fallback fallback) {
   if (const auto& lib = LoadNghttp2(); !lib.ok()) return lib.status();
   if (const auto& lib = LoadGnutls(); !lib.ok()) return lib.status();
   if (address.host.empty() || address.port.empty()) {
     return base::Status::Error("no host and port in the server URL " + credentials.server);
   }
-  std::unique_ptr<Http2Transport> t(new Http2Transport(
-      loop, credentials, tokens, std::move(current_ca), std::move(options), std::move(fallback)));
+  std::unique_ptr<Http2Transport> t(
+      new Http2Transport(loop, credentials, tokens, std::move(current_ca), std::move(current_cert),
+                         std::move(options), std::move(fallback)));
   t->host_ = address.host;
   t->port_ = address.port;
   t->prefix_ = address.path_prefix;
@@ -292,11 +294,13 @@ base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
 
 Http2Transport::Http2Transport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
                                std::function<std::shared_ptr<const std::string>()> current_ca,
+                               std::function<std::shared_ptr<const ClientCertPair>()> current_cert,
                                Options options, Fallback fallback)
     : loop_(loop),
       credentials_(credentials),
       tokens_(tokens),
       current_ca_(std::move(current_ca)),
+      current_cert_(std::move(current_cert)),
       options_(std::move(options)),
       fallback_(std::move(fallback)),
       alive_(std::make_shared<bool>(true)) {
@@ -374,6 +378,31 @@ bool Http2Transport::Cancel(RequestId id) {
   streams_.erase(it);  // completed_ may still name it: DeliverCompletions skips it
   if (in_io_ == 0) AfterIo(/*deliver=*/false);
   return true;
+}
+
+void Http2Transport::RotateConnections(const std::string& why) {
+  size_t ended = 0, retired = 0;
+  for (auto& c : connections_) {
+    if (c->dead || c->going_away) continue;
+    c->going_away = true;  // no new stream: Admit opens a connection with the new certificate
+    ++retired;
+  }
+  // Collected first: Abort changes what the loop would walk.
+  std::vector<Stream*> streams;
+  for (auto& [id, s] : streams_) {
+    if (s->request.stream && s->connection != nullptr && !s->completed) streams.push_back(s.get());
+  }
+  for (Stream* s : streams) {
+    Abort(s, why, /*log=*/false);
+    ++ended;
+  }
+  if (retired > 0) {
+    spdlog::info(
+        "{}: {} HTTP/2 connections to {} close once their requests end, {} watches "
+        "reconnect",
+        why, retired, Where(), ended);
+  }
+  if (in_io_ == 0) AfterIo(/*deliver=*/false);
 }
 
 Http2Transport::Stats Http2Transport::stats() const {
@@ -583,7 +612,8 @@ void Http2Transport::OnEvents(Connection* c, int status, int events) {
 
 std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string* error) {
   std::shared_ptr<const std::string> ca = current_ca_();
-  if (tls_ != nullptr && tls_ca_ == ca) return tls_;
+  std::shared_ptr<const ClientCertPair> cert = current_cert_ ? current_cert_() : nullptr;
+  if (tls_ != nullptr && tls_ca_ == ca && tls_cert_ == cert) return tls_;
   auto creds = std::make_shared<TlsCredentials>();
   if (int rc = Gnutls().certificate_allocate_credentials(&creds->cred); rc < 0) {
     *error = std::string("TLS set-up failed: ") + Gnutls().strerror(rc);
@@ -606,15 +636,15 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
       return nullptr;
     }
   }
-  if (!tls.client_cert_pem.empty()) {
-    gnutls_datum_t cert{
-        reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_cert_pem.data())),
-        static_cast<unsigned>(tls.client_cert_pem.size())};
-    gnutls_datum_t key{
-        reinterpret_cast<unsigned char*>(const_cast<char*>(tls.client_key_pem.data())),
-        static_cast<unsigned>(tls.client_key_pem.size())};
-    if (int rc =
-            Gnutls().certificate_set_x509_key_mem(creds->cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+  if (cert != nullptr) {
+    gnutls_datum_t cert_pem{
+        reinterpret_cast<unsigned char*>(const_cast<char*>(cert->cert_pem.data())),
+        static_cast<unsigned>(cert->cert_pem.size())};
+    gnutls_datum_t key_pem{
+        reinterpret_cast<unsigned char*>(const_cast<char*>(cert->key_pem.data())),
+        static_cast<unsigned>(cert->key_pem.size())};
+    if (int rc = Gnutls().certificate_set_x509_key_mem(creds->cred, &cert_pem, &key_pem,
+                                                       GNUTLS_X509_FMT_PEM);
         rc < 0) {
       *error =
           std::string("the client certificate or key cannot be used: ") + Gnutls().strerror(rc);
@@ -623,6 +653,7 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
   }
   tls_ = std::move(creds);
   tls_ca_ = std::move(ca);
+  tls_cert_ = std::move(cert);
   return tls_;
 }
 

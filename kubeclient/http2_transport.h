@@ -1,8 +1,8 @@
 // Http2Transport: HttpClient's requests to an https server that speaks HTTP/2, on connections of
 // the project's own: a non-blocking socket polled by the libuv loop, TLS by GnuTLS and HTTP/2
-// framing by libnghttp2 (both opened at run time: gnutls_library.h, nghttp2_library.h). Internal to HttpClient (http_client.h), which routes a request here when
-// HttpClientOptions::native_http2 is set, the server URL is https and the request follows no
-// redirects.
+// framing by libnghttp2 (both opened at run time: gnutls_library.h, nghttp2_library.h). Internal to
+// HttpClient (http_client.h), which routes a request here when HttpClientOptions::native_http2 is
+// set, the server URL is https and the request follows no redirects.
 //
 // Why: a watch is one long-lived stream. Through libcurl every stream holds an easy handle and its
 // transfer state (about 11 KiB; 1,000 watches: 11 MiB), and libcurl maps OpenSSL, Kerberos, LDAP
@@ -19,7 +19,9 @@
 // * TLS verified against the CA (the system's roots when none) for tls-server-name (else the URL's
 //   host; IP addresses against the certificate's IP SANs), SNI for DNS names only; a client
 //   certificate when configured; no verification with insecure-skip-tls-verify. Each connection
-//   takes the CA current when it opens.
+//   takes the CA and the client certificate current when it opens. RotateConnections() retires
+//   the connections open before a new client certificate: no new stream on them, their streamed
+//   requests (watches) end at once, the others run to their end, then the connection closes.
 // * A stream the server refuses (REFUSED_STREAM, or beyond a GOAWAY's last stream id: never
 //   processed) is sent again on another connection; any other reset, a lost connection or a
 //   timeout fails the request with a message naming it.
@@ -43,6 +45,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kubeclient/client_cert_source.h"
 #include "kubeclient/credentials.h"
 #include "kubeclient/http_client.h"
 #include "kubeclient/token_source.h"
@@ -76,7 +79,8 @@ class Http2Transport {
   static base::Result<std::unique_ptr<Http2Transport>> Create(
       uv_loop_t* loop, const Credentials& credentials, const ServerAddress& address,
       TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
-      Options options, Fallback fallback);
+      std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options,
+      Fallback fallback);
   ~Http2Transport();
   Http2Transport(const Http2Transport&) = delete;
   Http2Transport& operator=(const Http2Transport&) = delete;
@@ -85,6 +89,10 @@ class Http2Transport {
   void Start(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
   // False when the id is not this transport's (unknown, finished, or handed to the fallback).
   bool Cancel(RequestId id);
+  // The client certificate changed: the open connections take no new request; their streamed
+  // requests fail with `why` (their owners reconnect), the others finish; each connection closes
+  // once it has no request left. Completion callbacks run later, never inside this call.
+  void RotateConnections(const std::string& why);
 
   struct Stats {
     long connections_opened = 0;
@@ -100,8 +108,9 @@ class Http2Transport {
 
  private:
   Http2Transport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-                 std::function<std::shared_ptr<const std::string>()> current_ca, Options options,
-                 Fallback fallback);
+                 std::function<std::shared_ptr<const std::string>()> current_ca,
+                 std::function<std::shared_ptr<const ClientCertPair>()> current_cert,
+                 Options options, Fallback fallback);
 
   // Sends waiting requests on ready connections, opens a connection when none has room.
   void Admit();
@@ -149,6 +158,7 @@ class Http2Transport {
   const Credentials& credentials_;
   TokenSource* tokens_;
   std::function<std::shared_ptr<const std::string>()> current_ca_;
+  std::function<std::shared_ptr<const ClientCertPair>()> current_cert_;
   Options options_;
   Fallback fallback_;
   std::string host_;  // to connect to (no brackets)
@@ -167,7 +177,8 @@ class Http2Transport {
   uv_timer_t* deadline_timer_ = nullptr;
   uv_timer_t* kick_timer_ = nullptr;  // completions queued outside I/O callbacks
   std::shared_ptr<TlsCredentials> tls_;
-  std::shared_ptr<const std::string> tls_ca_;  // the CA tls_ was made from
+  std::shared_ptr<const std::string> tls_ca_;       // the CA tls_ was made from
+  std::shared_ptr<const ClientCertPair> tls_cert_;  // and the client certificate
   long connections_opened_ = 0;
   uint64_t next_connection_ = 1;
   int in_io_ = 0;

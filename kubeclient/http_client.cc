@@ -161,6 +161,8 @@ struct HttpClient::Transfer {
   // The CA this transfer verifies against: libcurl reads it in place (Blob) while the easy handle
   // lives, and the client may re-read a changed CA file meanwhile.
   std::shared_ptr<const std::string> ca_pem;
+  // Likewise the client certificate and key, and which generation of them it was started with.
+  std::shared_ptr<const ClientCertPair> cert;
 
   ~Transfer() {
     if (easy != nullptr) Curl().easy_cleanup(easy);
@@ -240,6 +242,22 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   const bool native =
       options.native_http2 && credentials.server.starts_with("https://") && !parts.userinfo;
   std::unique_ptr<HttpClient> client(new HttpClient(loop, credentials, options));
+  ClientCertSource::Options cert_options;
+  cert_options.check_interval = options.client_cert_check_interval;
+  auto certs = ClientCertSource::Create(credentials.tls, std::move(cert_options));
+  if (!certs.ok()) return certs.status().WithContext(credentials.source);
+  client->certs_ = std::move(*certs);
+  if (client->certs_ != nullptr) {
+    client->cert_generation_ = client->certs_->Current()->generation;
+    if (client->certs_->FollowsFiles()) {
+      client->cert_timer_ = base::NewTimer(loop, client.get());
+      const auto every =
+          static_cast<uint64_t>(std::max<int64_t>(1, client->certs_->check_interval().count()));
+      uv_timer_start(client->cert_timer_, &HttpClient::OnCertTimerCallback, every, every);
+      // Looking at the files is no reason to keep the loop running.
+      uv_unref(reinterpret_cast<uv_handle_t*>(client->cert_timer_));
+    }
+  }
   if (!credentials.tls.ca_file.empty()) {
     client->ca_file_identity_ = FileIdentity(credentials.tls.ca_file);
     client->ca_checked_at_ = std::chrono::steady_clock::now();
@@ -258,7 +276,7 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
           self->RefreshCa();
           return self->ca_pem_;
         },
-        std::move(h2),
+        [self] { return self->CurrentCert(); }, std::move(h2),
         [self](RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream) {
           self->StartCurl(id, std::move(request), std::move(done), std::move(stream));
         });
@@ -266,6 +284,13 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
     client->h2_ = std::move(*transport);
   } else if (base::Status s = client->EnsureCurl(); !s.ok()) {
     return s;
+  }
+  if (credentials.exec) {
+    ExecCredentialSource::Options exec;
+    exec.timeout = options.exec_timeout;
+    exec.max_output = options.exec_max_output;
+    client->exec_ = std::make_unique<ExecCredentialSource>(loop, *credentials.exec,
+                                                           client->credentials_, std::move(exec));
   }
   if (credentials.tls.insecure_skip_tls_verify) {
     spdlog::warn("TLS verification of {} is disabled (insecure-skip-tls-verify)",
@@ -310,6 +335,102 @@ HttpClient::~HttpClient() {
   if (timer_ != nullptr) {
     base::CloseTimer(timer_);
   }
+  if (cert_timer_ != nullptr) base::CloseTimer(cert_timer_);
+}
+
+void HttpClient::InvalidateToken() {
+  tokens_.Invalidate();
+  if (certs_ != nullptr) certs_->Invalidate();
+  if (exec_ != nullptr) exec_->Invalidate();
+}
+
+bool HttpClient::ExecReady() {
+  const ExecCredential* credential = exec_->Cached();
+  if (credential == nullptr) return false;
+  if (credential->generation != exec_generation_) {
+    exec_generation_ = credential->generation;
+    tokens_.SetToken(credential->token);
+    if (credential->cert != nullptr) {
+      if (certs_ == nullptr) {
+        certs_ = ClientCertSource::FromPair(*credential->cert);
+        cert_generation_ = certs_->Current()->generation;
+      } else {
+        certs_->Replace(*credential->cert);
+      }
+      if (cert_timer_ == nullptr) {
+        cert_timer_ = base::NewTimer(loop_, this);
+        uv_unref(reinterpret_cast<uv_handle_t*>(cert_timer_));
+      }
+      // A new pair: the connections of the old one are retired as for a rotated file, from the
+      // loop (never inside Start).
+      CurrentCert();
+    }
+  }
+  return true;
+}
+
+void HttpClient::OnExecDone(base::Status status) {
+  std::deque<ExecWaiting> waiting;
+  waiting.swap(exec_waiting_);
+  if (status.ok() && !ExecReady()) {
+    status = base::Status::Error(exec_->Describe() + ": its credential has already expired");
+  }
+  std::weak_ptr<bool> alive = alive_;
+  for (ExecWaiting& w : waiting) {
+    if (status.ok()) {
+      Dispatch(w.id, std::move(w.request), std::move(w.done), std::move(w.stream));
+    } else {
+      FailLater(w.id, std::move(w.done), status.message());
+    }
+    if (auto a = alive.lock(); !a || !*a) return;
+  }
+}
+
+std::shared_ptr<const ClientCertPair> HttpClient::CurrentCert() {
+  if (certs_ == nullptr) return nullptr;
+  std::shared_ptr<const ClientCertPair> pair = certs_->Current();
+  if (pair->generation != cert_generation_ && cert_timer_ != nullptr) {
+    // The timer's callback ends what the old pair carried: not here, inside a request's start.
+    uv_timer_start(cert_timer_, &HttpClient::OnCertTimerCallback, 0,
+                   uv_timer_get_repeat(cert_timer_));
+  }
+  return pair;
+}
+
+void HttpClient::OnCertTimerCallback(uv_timer_t* handle) {
+  auto* self = static_cast<HttpClient*>(handle->data);
+  base::Status s = base::CatchAll("client certificate timer", [&] { self->OnCertTimer(); });
+  if (!s.ok()) spdlog::error("http client: {}", s.message());
+}
+
+void HttpClient::OnCertTimer() {
+  certs_->CheckNow();
+  if (certs_->Current()->generation != cert_generation_) RotateConnections();
+}
+
+void HttpClient::RotateConnections() {
+  std::weak_ptr<bool> alive = alive_;
+  const uint64_t generation = certs_->Current()->generation;
+  cert_generation_ = generation;
+  const std::string why =
+      "the client certificate changed (" + certs_->Describe() + "); reconnecting with the new one";
+  if (h2_ != nullptr) h2_->RotateConnections(why);
+  // libcurl's path: a connection is reused only for the same certificate, so new requests get
+  // new connections; the streams of the old pair end here (their connections then close), the
+  // other requests finish where they are.
+  std::vector<RequestId> ending;
+  for (auto& [id, t] : transfers_) {
+    if (t->request.stream && t->cert != nullptr && t->cert->generation != generation &&
+        !t->cancelled && !t->completed && !t->aborted) {
+      ending.push_back(id);
+    }
+  }
+  for (RequestId id : ending) {
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) continue;  // a completion callback cancelled it
+    Finish(it->second.get(), base::Status::Error(why));
+    if (auto a = alive.lock(); !a || !*a) return;  // a callback destroyed the client
+  }
 }
 
 void HttpClient::RefreshCa() {
@@ -333,12 +454,29 @@ void HttpClient::RefreshCa() {
 HttpClient::RequestId HttpClient::Start(HttpRequest request, HttpDoneCallback done,
                                         StreamCallbacks stream) {
   const RequestId id = next_id_++;
+  if (exec_ != nullptr && (!exec_waiting_.empty() || !ExecReady())) {
+    // Waits for the plugin (one run for every request that arrives meanwhile).
+    exec_waiting_.push_back({id, std::move(request), std::move(done), std::move(stream)});
+    if (exec_waiting_.size() == 1) {
+      std::weak_ptr<bool> alive = alive_;
+      exec_->Get([this, alive](base::Status status) {
+        if (auto a = alive.lock(); !a || !*a) return;
+        OnExecDone(std::move(status));
+      });
+    }
+    return id;
+  }
+  Dispatch(id, std::move(request), std::move(done), std::move(stream));
+  return id;
+}
+
+void HttpClient::Dispatch(RequestId id, HttpRequest request, HttpDoneCallback done,
+                          StreamCallbacks stream) {
   if (h2_ != nullptr && h2_->mode() != Http2Transport::Mode::kHttp1 && !request.follow_redirects) {
     h2_->Start(id, std::move(request), std::move(done), std::move(stream));
   } else {
     StartCurl(id, std::move(request), std::move(done), std::move(stream));
   }
-  return id;
 }
 
 void HttpClient::FailLater(RequestId id, HttpDoneCallback done, std::string message) {
@@ -430,9 +568,10 @@ void HttpClient::StartCurl(RequestId id, HttpRequest request, HttpDoneCallback d
     curl_blob ca = Blob(*t->ca_pem);
     Curl().easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
   }
-  if (!tls.client_cert_pem.empty()) {
-    curl_blob cert = Blob(tls.client_cert_pem);
-    curl_blob key = Blob(tls.client_key_pem);
+  if (certs_ != nullptr) {
+    t->cert = CurrentCert();  // the blobs below point into it
+    curl_blob cert = Blob(t->cert->cert_pem);
+    curl_blob key = Blob(t->cert->key_pem);
     Curl().easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
     Curl().easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
     Curl().easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
@@ -545,6 +684,12 @@ void HttpClient::AddToCurl(Transfer* t) {
 }
 
 void HttpClient::Cancel(RequestId id) {
+  for (auto it = exec_waiting_.begin(); it != exec_waiting_.end(); ++it) {
+    if (it->id == id) {
+      exec_waiting_.erase(it);
+      return;
+    }
+  }
   if (h2_ != nullptr && h2_->Cancel(id)) return;
   if (failing_.erase(id) > 0) return;
   auto it = transfers_.find(id);
@@ -856,7 +1001,8 @@ HttpClient::Stats HttpClient::stats() const {
     auto it = transfers_.find(id);
     if (it != transfers_.end() && !it->second->added && !it->second->cancelled) ++waiting;
   }
-  Stats stats{connections_opened_, sockets_.size(), transfers_.size(), waiting};
+  Stats stats{connections_opened_, sockets_.size(), transfers_.size() + exec_waiting_.size(),
+              waiting + exec_waiting_.size()};
   if (h2_ != nullptr) {
     const Http2Transport::Stats h2 = h2_->stats();
     stats.connections_opened += h2.connections_opened;

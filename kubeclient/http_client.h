@@ -15,6 +15,18 @@
 //   client certificate when configured; insecure-skip-tls-verify honoured with a warning. A CA file
 //   is re-read when its modification time, size or inode changes (checked at most every
 //   `ca_check_interval`); new connections use the new CA.
+// * A client certificate from files follows them as they rotate (ClientCertSource,
+//   client_cert_source.h; looked at every `client_cert_check_interval`, on a timer that does not
+//   keep the loop alive, and before a request once that long has passed, and after a 401). New
+//   connections present the new pair. The connections opened with the old one take no new
+//   request and close once their requests have ended; the streamed requests on them (watches)
+//   end at once with a transport error naming the rotation, so their owners reconnect (the
+//   reflector re-watches from where it was) with the new certificate, as client-go's connection
+//   rotation does.
+// * With an exec credential plugin (ExecCredentialSource, exec_credential.h): a request waits while
+//   the plugin runs (one run for every request that arrives meanwhile) and then carries its token
+//   and/or client certificate; a failed run fails the waiting requests with its error. A 401
+//   (InvalidateToken) or the credential's expiry makes the next request run it again.
 // * `Authorization: Bearer` from the TokenSource on every request (re-read as it rotates),
 //   `User-Agent: volumemanager/<version> (linux/<arch>)`, `Accept: application/json`, gzip accepted
 //   (libcurl decodes it), TCP keepalive, connect and per-request timeouts. `Warning` response
@@ -43,7 +55,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kubeclient/client_cert_source.h"
 #include "kubeclient/credentials.h"
+#include "kubeclient/exec_credential.h"
 #include "kubeclient/token_source.h"
 
 namespace kube {
@@ -57,6 +71,11 @@ struct HttpClientOptions {
   long max_streams_per_connection = 100;
   std::chrono::milliseconds ca_check_interval{10000};
   std::chrono::milliseconds token_refresh{50000};
+  // How often a client certificate from files is looked at (one stat per file).
+  std::chrono::milliseconds client_cert_check_interval{30000};
+  // An exec credential plugin's limits (exec_credential.h).
+  std::chrono::milliseconds exec_timeout{30000};
+  size_t exec_max_output = 1 << 20;
   // https servers: requests (but those following redirects) go over HTTP/2 on the project's own
   // transport (http2_transport.h) instead of libcurl, which is then loaded only if the server
   // turns out not to speak HTTP/2. The daemon's API clients set it; a --manifest-url does not.
@@ -133,8 +152,9 @@ class HttpClient {
   // No callback of this request runs afterwards. Unknown or finished ids are ignored.
   void Cancel(RequestId id);
 
-  // Drop the cached token's age (after a 401): the next request re-reads the token file.
-  void InvalidateToken() { tokens_.Invalidate(); }
+  // After a 401: the next request re-reads the token file and looks at the client certificate's
+  // files; an exec plugin's credential is dropped (the next request runs the plugin again).
+  void InvalidateToken();
   Stats stats() const;
   const Credentials& credentials() const { return credentials_; }
   uv_loop_t* loop() const { return loop_; }
@@ -152,6 +172,19 @@ class HttpClient {
   // unless `id` is cancelled first.
   void FailLater(RequestId id, HttpDoneCallback done, std::string message);
   void RefreshCa();
+  // The client certificate for a new connection (null: none). A changed pair schedules
+  // RotateConnections on the loop (never inside Start).
+  std::shared_ptr<const ClientCertPair> CurrentCert();
+  // The timer's work: looks at the certificate's files, then ends what the old pair carried.
+  void OnCertTimer();
+  static void OnCertTimerCallback(uv_timer_t* handle);
+  void RotateConnections();
+  // With an exec plugin: whether its credential is at hand (then applied to the token and client
+  // certificate in use); false: the request waits for the plugin (exec_waiting_).
+  bool ExecReady();
+  void OnExecDone(base::Status status);
+  // Sends a request now, on the HTTP/2 transport or libcurl.
+  void Dispatch(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
   void ProcessMessages();
   void Finish(Transfer* transfer, base::Status transport);
   void Remove(Transfer* transfer);
@@ -203,6 +236,22 @@ class HttpClient {
   std::shared_ptr<const std::string> ca_pem_;
   std::chrono::steady_clock::time_point ca_checked_at_{};
   std::string ca_file_identity_;
+  // The client certificate (null: none), the timer that looks at its files, and the generation
+  // the connections were last rotated to.
+  std::unique_ptr<ClientCertSource> certs_;
+  uv_timer_t* cert_timer_ = nullptr;
+  uint64_t cert_generation_ = 0;
+  // The exec plugin (null: none), the generation of its credential in use, and the requests
+  // waiting for it.
+  std::unique_ptr<ExecCredentialSource> exec_;
+  uint64_t exec_generation_ = 0;
+  struct ExecWaiting {
+    RequestId id;
+    HttpRequest request;
+    HttpDoneCallback done;
+    StreamCallbacks stream;
+  };
+  std::deque<ExecWaiting> exec_waiting_;
   std::string user_agent_;
   // Set while libcurl is running callbacks: Cancel() then defers curl_multi_remove_handle.
   int in_curl_ = 0;

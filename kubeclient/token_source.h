@@ -28,6 +28,8 @@ class TokenSource {
   // Forget the cached copy's age: the next Token() re-reads the file.
   void Invalidate();
   bool HasFile() const { return !file_.empty(); }
+  // Replaces the fixed token (an exec plugin's, which the HTTP client sets as it changes).
+  void SetToken(std::string token) { token_ = std::move(token); }
 
  private:
   std::string token_;

@@ -60,7 +60,10 @@ class TestApiServer:
 
     def connect(self, client_cert=False):
         context = self.ssl_context
-        if client_cert:
+        if isinstance(client_cert, str):  # one PEM file with certificate and key
+            context = ssl.create_default_context(cafile=self.ca_file)
+            context.load_cert_chain(client_cert)
+        elif client_cert:
             context = ssl.create_default_context(cafile=self.ca_file)
             context.load_cert_chain(os.path.join(self.pki, "client.crt"),
                                     os.path.join(self.pki, "client.key"))

@@ -118,6 +118,37 @@ def test_client_certificate_authenticates(server):
                                 '"secrets" in API group "" in the namespace "default"')
 
 
+def test_client_certificate_is_checked_for_expiry_on_every_request(server, tmp_path):
+    # A certificate issued on demand, as the kubelet's rotation writes it (one PEM file).
+    path = str(tmp_path / "kubelet-client-1.pem")
+    issued = server.admin("POST", "issue-client-cert",
+                          {"path": path, "user": "system:node:n1", "groups": ["system:nodes"],
+                           "days": 1})
+    with open(path) as f:
+        text = f.read()
+    assert text.index("BEGIN CERTIFICATE") < text.index("PRIVATE KEY")
+    status, reply = server.request("GET", CM, token="", client_cert=path)
+    assert status == 200, reply
+    last = [r for r in server.admin("GET", "requests")["requests"] if r["path"] == CM][-1]
+    assert last["user"] == "system:node:n1"
+    assert last["cert_serial"] == issued["serial"]
+    # Two days later by the server's clock: the same certificate is refused as kube-apiserver's
+    # x509 authenticator refuses an expired one; the 3-day default one still works.
+    server.admin("POST", "clock", {"offset_seconds": 2 * 86400})
+    status, reply = server.request("GET", CM, token="", client_cert=path)
+    assert status == 401
+    assert reply == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
+    status, _ = server.request("GET", CM, token="", client_cert=True)
+    assert status == 200
+    server.admin("POST", "clock", {"offset_seconds": 0})
+    status, _ = server.request("GET", CM, token="", client_cert=path)
+    assert status == 200
+    code, reply = server.request("POST", "/_admin/issue-client-cert",
+                                 {"path": "relative.pem", "user": "u"})
+    assert code == 400 and "absolute" in reply["error"]
+
+
 def test_acl_resource_names_allow_single_object_list(server):
     server.admin("POST", "tokens", {"token": "limited", "user": "system:serviceaccount:vm:vm"})
     server.admin("POST", "acl", {"user": "system:serviceaccount:vm:vm", "rules": [

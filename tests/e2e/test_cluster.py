@@ -643,7 +643,7 @@ def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case
         (tmp_path / "exec.kubeconfig").write_text(EXEC_KUBECONFIG)
         args, expected = ["--kubeconfig", str(tmp_path / "exec.kubeconfig")], [
             f"--kubeconfig {tmp_path / 'exec.kubeconfig'}",
-            "exec credential plugins are not supported"]
+            "interactiveMode must be set"]
     else:
         # The port is there, the host is not.
         env["KUBERNETES_SERVICE_PORT"] = "443"
@@ -661,6 +661,66 @@ def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case
     # Credentials are loaded before anything is created: no root dir, no state dir.
     assert not root.exists()
     assert not (tmp_path / "state").exists()
+
+
+def test_the_kubelets_own_kubeconfig_with_a_certificate_rotated_in_place(tmp_path):
+    """--kubeconfig naming the kubelet's client certificate as the kubelet writes it (certificate
+    and key in kubelet-client-current.pem, a symlink swapped to each new file): after a rotation
+    the daemon's requests carry the new certificate, and once the old one has expired (the test
+    server's clock moved on, its watches dropped) changes still land, with no request refused.
+    HTTP/1.1 only: the HTTP/2 front (nghttpx) would not pass a client certificate through."""
+    with TestApiServer() as server:
+        c = Cluster(tmp_path, server, "http1")
+        try:
+            pki = tmp_path / "kubelet-pki"
+            pki.mkdir()
+            current = pki / "kubelet-client-current.pem"
+
+            def rotate(name, days):
+                issued = server.admin("POST", "issue-client-cert",
+                                      {"path": str(pki / name), "user": f"system:node:{NODE}",
+                                       "groups": ["system:nodes"], "days": days})
+                link = pki / "kubelet-client-current.pem.tmp"
+                link.unlink(missing_ok=True)
+                link.symlink_to(pki / name)
+                os.replace(link, current)
+                return issued["serial"]
+
+            first = rotate("kubelet-client-1.pem", 1)
+            config = yaml.safe_load(Path(server.kubeconfig).read_text())
+            for user in config["users"]:
+                user["user"] = {"client-certificate": str(current), "client-key": str(current)}
+            c.kubeconfig.write_text(yaml.safe_dump(config))
+            c.put_configmap("app", {"level": "info"})
+            uid = c.create_pod("web", [cm_volume("cfg", "app")])
+            c.kubelet_sets_up(uid, CM, "cfg", {"level": "info"})
+            c.start()
+            c.wait_synced("configmap default/app")
+            assert {r.get("cert_serial") for r in c.daemon_requests()} == {first}
+            c.put_configmap("app", {"level": "debug"})
+            wait_for(lambda: visible_files(c.volume_dir(uid, CM, "cfg")) == {"level": b"debug"},
+                     what="a change with the first certificate")
+
+            second = rotate("kubelet-client-2.pem", 3)
+            # The daemon looks at the file every 30 s.
+            wait_for(lambda: any(r.get("cert_serial") == second and is_watch(r)
+                                 for r in c.daemon_requests()),
+                     timeout=90, what="a watch with the rotated certificate")
+            server.admin("POST", "clock", {"offset_seconds": 2 * 86400})
+            since = time.time()
+            server.admin("POST", "drop-watches", {"abort": False})
+            c.put_configmap("app", {"level": "warn"})
+            wait_for(lambda: visible_files(c.volume_dir(uid, CM, "cfg")) == {"level": b"warn"},
+                     what="a change after the first certificate expired")
+            later = c.daemon_requests(since)
+            assert later and all(r.get("cert_serial") == second for r in later), later
+            assert all(r.get("code") != 401 for r in c.daemon_requests()), \
+                [r for r in c.daemon_requests() if r.get("code") == 401]
+            assert "PRIVATE KEY" not in c.log()
+            assert c.stop() == 0
+        finally:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
 
 
 @pytest.mark.parametrize("outage", ["503", "closed-port"])

@@ -572,6 +572,176 @@ TEST(NativeHttp2GoawayTest, StreamsBeyondAGoawayAreSentAgainOnANewConnection) {
   EXPECT_EQ((*http)->stats().connections_opened, 2);
 }
 
+// h2_cert_server.py on a free port with `pki`'s server certificate, requiring client certificates
+// signed by its CA; stopped with the test.
+struct H2CertServer {
+  explicit H2CertServer(const kube_testing::TestApiServerProcess& pki) : port(FreePort()) {
+    std::vector<std::string> args = {"/usr/bin/python3",    VM_H2_CERT_SERVER,
+                                     std::to_string(port),  pki.pki("server.crt"),
+                                     pki.pki("server.key"), pki.ca_file()};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    EXPECT_TRUE(Listening(port));  // the server needs a moment to listen
+  }
+  ~H2CertServer() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  int port;
+  pid_t pid = -1;
+};
+
+// A client certificate rotated in place (a symlink swapped to a new file holding certificate and
+// key) on the transport of our own: new connections present the new one; the old connection takes
+// no new stream, its watch ends at once (so its owner reconnects), a request in flight on it gets
+// its answer, and then it closes.
+TEST(NativeHttp2CertTest, ARotatedClientCertificateRetiresTheOldConnection) {
+  kube_testing::TestApiServerProcess pki;  // its CA, server certificate and issue-client-cert
+  ASSERT_TRUE(pki.Start().ok());
+  const std::string dir = pki.dir() + "/node-pki";
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> serials;
+  for (const char* name : {"one.pem", "two.pem"}) {
+    auto reply = pki.Admin("POST", "issue-client-cert",
+                           {{"path", dir + "/" + name}, {"user", "system:node:n1"}, {"days", 1}});
+    ASSERT_EQ(reply.code, 200) << reply.raw;
+    serials.push_back(reply.body["serial"]);
+  }
+  const std::string current = dir + "/current.pem";
+  auto point = [&](const std::string& name) {
+    std::filesystem::remove(current + ".tmp");
+    std::filesystem::create_symlink(dir + "/" + name, current + ".tmp");
+    std::filesystem::rename(current + ".tmp", current);
+  };
+  point("one.pem");
+  H2CertServer server(pki);
+  const int port = server.port;
+  vmtest::TestLoop runner;
+  Credentials creds;
+  creds.server = "https://127.0.0.1:" + std::to_string(port);
+  creds.tls.ca_pem = ReadFile(pki.ca_file());
+  creds.tls.client_cert_file = creds.tls.client_key_file = current;
+  creds.tls.client_cert_pem = creds.tls.client_key_pem = ReadFile(current);
+  HttpClientOptions options;
+  options.native_http2 = true;
+  options.client_cert_check_interval = std::chrono::milliseconds(50);
+  auto created = HttpClient::Create(runner.get(), creds, options);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  HttpClient& http = **created;
+  auto get = [&](const std::string& path) {
+    std::optional<std::string> body;
+    HttpRequest request;
+    request.path = path;
+    http.Start(request, [&](base::Status s, HttpResponse r) {
+      EXPECT_TRUE(s.ok()) << path << ": " << s.message();
+      body = r.body;
+    });
+    EXPECT_TRUE(runner.RunUntil([&] { return body.has_value(); })) << path;
+    return body.value_or("");
+  };
+  EXPECT_EQ(get("/whoami"), serials[0] + " connection 1");
+
+  // A watch and a request waiting for its answer, both on connection 1.
+  std::string watched;
+  std::optional<base::Status> watch_end;
+  HttpRequest watch;
+  watch.path = "/watch";
+  watch.stream = true;
+  StreamCallbacks stream;
+  stream.on_data = [&](std::string_view data) {
+    watched.append(data);
+    return true;
+  };
+  http.Start(
+      watch, [&](base::Status s, HttpResponse) { watch_end = s; }, stream);
+  std::optional<HttpResponse> held;
+  HttpRequest held_request;
+  held_request.path = "/held";
+  http.Start(held_request, [&](base::Status s, HttpResponse r) {
+    EXPECT_TRUE(s.ok()) << s.message();
+    held = r;
+  });
+  ASSERT_TRUE(runner.RunUntil([&] { return !watched.empty(); }));
+  EXPECT_EQ(watched, serials[0] + "\n");
+
+  point("two.pem");
+  ASSERT_TRUE(runner.RunUntil([&] { return watch_end.has_value(); }));
+  EXPECT_NE(watch_end->message().find("client certificate changed"), std::string::npos)
+      << watch_end->message();
+  EXPECT_FALSE(held.has_value());
+  // A new connection with the new certificate; the old one still carries the held request.
+  EXPECT_EQ(get("/whoami"), serials[1] + " connection 2");
+  EXPECT_EQ(http.stats().open_connections, 2u);
+  EXPECT_EQ(get("/release"), "released");
+  ASSERT_TRUE(runner.RunUntil([&] { return held.has_value(); }));
+  EXPECT_EQ(held->status, 200);
+  EXPECT_EQ(held->body, serials[0]);
+  ASSERT_TRUE(runner.RunUntil([&] { return http.stats().open_connections == 1; }));
+  EXPECT_EQ(get("/whoami"), serials[1] + " connection 2");
+}
+
+// A CA file changed in place: the transport's next connection verifies against the new content
+// (it refused the server before, and takes it after, over HTTP/2).
+TEST(NativeHttp2CertTest, NewConnectionsVerifyAgainstAChangedCaFile) {
+  kube_testing::TestApiServerProcess pki;
+  ASSERT_TRUE(pki.Start().ok());
+  kube_testing::TestApiServerProcess other;  // a CA that did not sign pki's server certificate
+  ASSERT_TRUE(other.Start().ok());
+  const std::string client = pki.dir() + "/client.pem";
+  ASSERT_EQ(pki.Admin("POST", "issue-client-cert", {{"path", client}, {"user", "u"}}).code, 200);
+  const std::string ca_file = pki.dir() + "/bundle.crt";
+  auto write_ca = [&](const std::string& from) {
+    std::ofstream(ca_file + ".new") << ReadFile(from);
+    std::filesystem::rename(ca_file + ".new", ca_file);
+  };
+  write_ca(other.ca_file());
+  H2CertServer server(pki);
+  vmtest::TestLoop runner;
+  Credentials creds;
+  creds.server = "https://127.0.0.1:" + std::to_string(server.port);
+  creds.tls.ca_file = ca_file;
+  creds.tls.ca_pem = ReadFile(ca_file);
+  creds.tls.client_cert_pem = creds.tls.client_key_pem = ReadFile(client);
+  HttpClientOptions options;
+  options.native_http2 = true;
+  options.ca_check_interval = std::chrono::milliseconds(50);
+  auto created = HttpClient::Create(runner.get(), creds, options);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  HttpClient& http = **created;
+  auto whoami = [&] {
+    std::optional<base::Status> result;
+    HttpResponse response;
+    HttpRequest request;
+    request.path = "/whoami";
+    http.Start(request, [&](base::Status s, HttpResponse r) {
+      result = s;
+      response = r;
+    });
+    EXPECT_TRUE(runner.RunUntil([&] { return result.has_value(); }));
+    return std::make_pair(result.value_or(base::Status::Error("no answer")), response);
+  };
+  const base::Status refused = whoami().first;
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("not trusted"), std::string::npos) << refused.message();
+  write_ca(pki.ca_file());
+  std::optional<HttpResponse> answered;
+  for (int attempt = 0; attempt < 400 && !answered; ++attempt) {
+    auto [status, response] = whoami();
+    if (status.ok()) {
+      answered = response;
+    } else {
+      runner.RunFor(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(answered.has_value()) << "the changed CA file was never used";
+  EXPECT_EQ(answered->http_major, 2);
+  EXPECT_EQ(answered->status, 200);
+}
+
 // A daemon stops by cancelling its watches and letting uv_run return once nothing is left: an
 // open but unused connection (and its idle timer) must not keep the loop running.
 TEST_F(NativeHttp2Test, AnIdleConnectionDoesNotKeepTheLoopRunning) {

@@ -11,12 +11,15 @@ import binascii
 import copy
 import gzip
 import json
+import os
 import random
 import ssl
+import subprocess
 import time
 import urllib.parse
 import uuid
 
+from . import pki
 from . import status as st
 from .faults import FaultTable
 from .node_authorizer import NodeAuthorizer, node_name
@@ -113,6 +116,8 @@ class Connection:
         self.writer = _CountingWriter(writer, self)
         self.cert_user = None
         self.cert_groups = []      # the client certificate's O values
+        self.cert_validity = None  # (notBefore, notAfter) in seconds since the epoch
+        self.cert_serial = None
         self.client = None         # ClientCounters of the user, once known
         self.pending_in = 0        # bytes counted before the user was known
         self.pending_out = 0
@@ -125,6 +130,9 @@ class Connection:
                         self.cert_user = value
                     elif key == "organizationName":
                         self.cert_groups.append(value)
+            self.cert_validity = (ssl.cert_time_to_seconds(cert["notBefore"]),
+                                  ssl.cert_time_to_seconds(cert["notAfter"]))
+            self.cert_serial = pki.serial_text(cert.get("serialNumber", ""))
 
     def count_in(self, n):
         if self.client is not None:
@@ -409,6 +417,8 @@ class ApiServer:
         self.connections_open = 0
         self.watches_open = 0
         self.clients = {}          # user -> ClientCounters
+        self.clock_offset = 0.0    # seconds added to the clock client certificates are checked at
+        self.pki_dir = None        # the CA's directory (issue-client-cert)
 
     def client_counters(self, user):
         counters = self.clients.get(user)
@@ -475,6 +485,8 @@ class ApiServer:
                 if conn.client is None:  # admin traffic costs no client anything
                     conn.pending_in = conn.pending_out = 0
                 return keep_alive
+            if conn.cert_serial:
+                record["cert_serial"] = conn.cert_serial
             request.user = self.authenticate(conn, request)
             request.groups = self.groups_of(conn, request)
             record["user"] = request.user
@@ -518,6 +530,7 @@ class ApiServer:
                 return user
             raise st.ApiError(401, "Unauthorized", "Unauthorized")
         if conn.cert_user:
+            self.check_cert_validity(conn)
             return conn.cert_user
         raise st.ApiError(401, "Unauthorized", "Unauthorized")
 
@@ -554,6 +567,15 @@ class ApiServer:
         node = node_name(request.user, request.groups)
         if node is not None:
             self.node_authorizer.admit(node, verb, res, namespace, name, body)
+
+    def check_cert_validity(self, conn):
+        """kube-apiserver's x509 authenticator verifies the client certificate on every request,
+        at the request's time (a connection outlives its certificate): outside its validity
+        period it is 401 Unauthorized. The clock is the server's plus `clock_offset`."""
+        not_before, not_after = conn.cert_validity
+        now = time.time() + self.clock_offset
+        if now < not_before or now > not_after:
+            raise st.ApiError(401, "Unauthorized", "Unauthorized")
 
     def _acl_allows(self, user, verb, res, namespace, name):
         rules = self.acl.get(user)
@@ -1185,6 +1207,9 @@ class ApiServer:
                     self.tokens.pop(args["token"], None)
                     self.token_groups.pop(args["token"], None)
                 return 200, {}
+            handled = self.admin_credentials(command, method, args)
+            if handled is not None:
+                return handled
             if command == "acl" and method == "POST":
                 if args.get("rules") is None:
                     self.acl.pop(args["user"], None)
@@ -1194,6 +1219,27 @@ class ApiServer:
         except st.ApiError as err:
             return err.code, err.body()
         return 404, {"error": f"unknown admin command {method} {command}"}
+
+
+    def admin_credentials(self, command, method, args):
+        """The clock client certificates are checked at, and certificates issued on demand (so a
+        test rotates them as the kubelet does). None: not one of these commands."""
+        if command == "clock" and method == "POST":
+            self.clock_offset = float(args.get("offset_seconds", 0))
+            return 200, {"offset_seconds": self.clock_offset}
+        if command == "issue-client-cert" and method == "POST":
+            if not self.pki_dir:
+                return 400, {"error": "the server has no CA to issue with"}
+            path = args.get("path")
+            if not path or not os.path.isabs(path):
+                return 400, {"error": "path must be an absolute file path"}
+            try:
+                issued = pki.issue_client_cert(self.pki_dir, path, args.get("user", ""),
+                                               args.get("groups", []), args.get("days", 1))
+            except (ValueError, TypeError, OSError, subprocess.CalledProcessError) as err:
+                return 400, {"error": f"cannot issue a certificate: {err}"}
+            return 200, issued
+        return None
 
 
 class _SelfSubjectReviews:
