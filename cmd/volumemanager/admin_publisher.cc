@@ -399,6 +399,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     v["lastError"] = last_error.message();
     AddApiStatus(last_error, &v);
     v["inFlight"] = vm->executor().InFlight(key);
+    // Where the reconciler has the volume (reconciler.h, VolumeRecord): idle, fetching, writing...
+    const VolumeRecord* record = vm->reconciler().Find(key);
+    v["phase"] = record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
     const ExponentialBackoff* backoff = vm->executor().Backoff(key);
     if (backoff != nullptr && backoff->delay().count() > 0) {
       v["backoff"] = {{"delay", config::FormatGoDuration(backoff->delay())},

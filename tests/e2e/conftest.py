@@ -10,6 +10,7 @@ endpoint (/metrics, /healthz, /readyz?verbose, /debug/state, /configz). One occu
 test.
 """
 import base64
+import contextlib
 import json
 import os
 import re
@@ -170,6 +171,20 @@ def parse_log_line(line):
     record["msg"] = go_unquote(head.group(0))
     record.update(fields)
     return record
+
+
+@contextlib.contextmanager
+def killed_after(daemon):
+    """Yields `daemon` (a fixture's cluster); after the test kills it if it still runs and checks
+    that no secret reached its output, killing it in any case."""
+    try:
+        yield daemon
+        if daemon.proc is not None:
+            daemon.stop(signal.SIGKILL)
+        daemon.assert_no_secret_leaked()
+    finally:
+        if daemon.proc is not None:
+            daemon.stop(signal.SIGKILL)
 
 
 class DaemonProcess:

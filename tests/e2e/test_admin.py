@@ -134,7 +134,9 @@ def test_endpoints_metrics_and_debug_state(env):
     assert state["cfg"]["actual"]["version"].startswith("..")
     assert state["cfg"]["actual"]["lastSync"]
     assert state["cfg"]["backoff"] is None and state["cfg"]["lastError"] == ""
+    assert state["cfg"]["phase"] == "idle"
     broken = state["broken"]
+    assert broken["phase"] in ("backing-off", "due", "fetching", "writing")
     assert broken["actual"] is None and broken["desired"] is True
     assert 'configmap "missing" not found' in broken["lastError"]
     assert broken["backoff"]["until"] and broken["backoff"]["delay"]

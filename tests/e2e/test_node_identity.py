@@ -17,7 +17,7 @@ import pytest
 import yaml
 from pathlib import Path
 
-from conftest import BIN, visible_files, wait_for
+from conftest import BIN, killed_after, visible_files, wait_for
 from test_cluster import CM, DAEMON_USER, NODE, PROJECTED, SECRET, Cluster, cm_volume, \
     secret_volume
 from harness import TestApiServer
@@ -59,16 +59,9 @@ class NodeCluster(Cluster):
 @pytest.fixture
 def node_cluster(request, tmp_path):
     credential = getattr(request, "param", "token")
-    with TestApiServer(client_cert_user=NODE_USER) as server:
-        c = NodeCluster(tmp_path, server, credential)
-        try:
-            yield c
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
-            c.assert_no_secret_leaked()
-        finally:
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
+    with TestApiServer(client_cert_user=NODE_USER) as server, \
+            killed_after(NodeCluster(tmp_path, server, credential)) as c:
+        yield c
 
 
 def strategy_args(strategy):

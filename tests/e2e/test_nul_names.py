@@ -16,14 +16,13 @@ pod is left as it was. The pod itself is refused whole, as any pod that fails AP
 """
 import json
 import os
-import signal
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import NODE, pod, snapshot, visible_files, wait_for
+from conftest import NODE, killed_after, pod, snapshot, visible_files, wait_for
 from test_bad_inputs import log_line_with
 from test_cluster import CM, Cluster, TestApiServer
 
@@ -157,16 +156,8 @@ def test_manifest_nul_in_a_configmap_key_is_refused(env):
 
 @pytest.fixture
 def cluster(tmp_path):
-    with TestApiServer() as server:
-        c = Cluster(tmp_path, server, "http1")
-        try:
-            yield c
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
-            c.assert_no_secret_leaked()
-        finally:
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
+    with TestApiServer() as server, killed_after(Cluster(tmp_path, server, "http1")) as c:
+        yield c
 
 
 def cluster_objects(c):

@@ -10,7 +10,6 @@ certificate it was opened with:
 
 Usage: h2_cert_server.py PORT CERT KEY CA (Debian python3-h2).
 """
-import itertools
 import socket
 import ssl
 import sys
@@ -19,6 +18,8 @@ import threading
 import h2.config
 import h2.connection
 import h2.events
+
+from h2_tls_listener import serve_forever
 
 released = threading.Event()
 
@@ -77,21 +78,7 @@ def serve(sock, number):
 
 def main():
     port, cert, key, ca = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    context.load_verify_locations(ca)
-    context.verify_mode = ssl.CERT_REQUIRED
-    context.set_alpn_protocols(["h2"])
-    listener = socket.create_server(("127.0.0.1", port))
-    counter = itertools.count(1)
-    while True:
-        raw, _ = listener.accept()
-        try:
-            sock = context.wrap_socket(raw, server_side=True)
-        except (ssl.SSLError, OSError):
-            raw.close()
-            continue
-        threading.Thread(target=serve, args=(sock, next(counter)), daemon=True).start()
+    serve_forever(port, cert, key, serve, ca=ca)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,13 @@ connection answers every stream. A body names the connection and the path it ans
 
 Usage: h2_goaway_server.py PORT CERT KEY (Debian python3-h2).
 """
-import itertools
-import socket
-import ssl
 import sys
-import threading
 
 import h2.config
 import h2.connection
 import h2.events
+
+from h2_tls_listener import serve_forever
 
 
 def serve(sock, number):
@@ -52,19 +50,7 @@ def serve(sock, number):
 
 def main():
     port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    context.set_alpn_protocols(["h2"])
-    listener = socket.create_server(("127.0.0.1", port))
-    counter = itertools.count(1)
-    while True:
-        raw, _ = listener.accept()
-        try:
-            sock = context.wrap_socket(raw, server_side=True)
-        except (ssl.SSLError, OSError):
-            raw.close()
-            continue
-        threading.Thread(target=serve, args=(sock, next(counter)), daemon=True).start()
+    serve_forever(port, cert, key, serve)
 
 
 if __name__ == "__main__":
