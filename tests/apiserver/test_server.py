@@ -127,6 +127,9 @@ def test_client_certificate_is_checked_for_expiry_on_every_request(server, tmp_p
     with open(path) as f:
         text = f.read()
     assert text.index("BEGIN CERTIFICATE") < text.index("PRIVATE KEY")
+    # A list the Node authorizer alone would refuse (not pinned to one name): granted on top.
+    server.admin("POST", "acl", {"user": "system:node:n1",
+                                 "rules": [{"verbs": ["list"], "resources": ["configmaps"]}]})
     status, reply = server.request("GET", CM, token="", client_cert=path)
     assert status == 200, reply
     last = [r for r in server.admin("GET", "requests")["requests"] if r["path"] == CM][-1]

@@ -46,6 +46,13 @@ class ClientCertRotationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.Start().ok());
+    // The node identity's own rights (the Node authorizer) do not cover listing a namespace's
+    // ConfigMaps, which the reflector below does: granted on top, as RBAC would.
+    auto acl = server_.Admin(
+        "POST", "acl",
+        {{"user", kNode},
+         {"rules", {{{"verbs", {"get", "list", "watch"}}, {"resources", {"configmaps"}}}}}});
+    ASSERT_EQ(acl.code, 200) << acl.raw;
     pki_ = server_.dir() + "/kubelet-pki";
     fs::create_directories(pki_);
     first_serial_ = Issue("kubelet-client-1.pem", 1);
