@@ -360,9 +360,12 @@ TEST_P(ForbiddenAndOutageTest, AForbiddenObjectFailsAloneAndAnOutageKeepsEveryOb
   const std::vector<ObjectRef> refs = {Cm("a"), Cm("b"), Cm("denied")};
   manager_->RegisterPod("pod-1", refs);
   ASSERT_TRUE(FetchAndWait(refs));
-  EXPECT_EQ(Get(Cm("a")), "a1");
-  EXPECT_EQ(Get(Cm("b")), "b1");
-  EXPECT_THAT(Get(Cm("denied")), HasSubstr(c.forbidden_error));
+  // Under Watch the fetch gives up after the sync timeout (300 ms, for the outage below); on a
+  // loaded machine (CI, a sanitizer) the lists, the refused one included, may answer later.
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    return Get(Cm("a")) == "a1" && Get(Cm("b")) == "b1" &&
+           Get(Cm("denied")).find(c.forbidden_error) != std::string::npos;
+  })) << Get(Cm("a")) << " / " << Get(Cm("b")) << " / " << Get(Cm("denied"));
   EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_code(), 403);
   EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_reason(), "Forbidden");
 
