@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <ctime>
 
 #include "base/durable_file.h"
@@ -76,29 +77,53 @@ base::Result<ClientCertPair> ParseClientCertPair(std::string_view cert_text,
   if (!loaded.ok()) return loaded.status().WithContext(what);
   const GnutlsLibrary& tls = **loaded;
 
-  // The key must belong to the certificate: GnuTLS checks it when the two are set together.
-  gnutls_certificate_credentials_t cred = nullptr;
-  if (int rc = tls.certificate_allocate_credentials(&cred); rc < 0) {
+  gnutls_datum_t cert = Datum(pair.cert_pem), key = Datum(pair.key_pem);
+  gnutls_x509_crt_t crt = nullptr;
+  if (int rc = tls.x509_crt_init(&crt); rc < 0) {
     return base::Status::Error(what + ": " + tls.strerror(rc));
   }
-  gnutls_datum_t cert = Datum(pair.cert_pem), key = Datum(pair.key_pem);
-  int rc = tls.certificate_set_x509_key_mem(cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+  int rc = tls.x509_crt_import(crt, &cert, GNUTLS_X509_FMT_PEM);  // the first block: the leaf
+  if (rc < 0) {
+    tls.x509_crt_deinit(crt);
+    return base::Status::Error(what + ": the certificate: " + tls.strerror(rc));
+  }
+  const time_t not_before = tls.x509_crt_get_activation_time(crt);
+  const time_t not_after = tls.x509_crt_get_expiration_time(crt);
+  unsigned char cert_id[64];
+  size_t cert_id_size = sizeof(cert_id);
+  rc = tls.x509_crt_get_key_id(crt, 0, cert_id, &cert_id_size);
+  tls.x509_crt_deinit(crt);
+  if (rc < 0) return base::Status::Error(what + ": the certificate's key: " + tls.strerror(rc));
+  if (not_before == -1 || not_after == -1) {
+    return base::Status::Error(what + ": the certificate has no readable validity period");
+  }
+
+  // The key must belong to the certificate: their key ids compared here, before GnuTLS sets them
+  // together (which checks it too, but leaks on a mismatch).
+  gnutls_x509_privkey_t private_key = nullptr;
+  if (rc = tls.x509_privkey_init(&private_key); rc < 0) {
+    return base::Status::Error(what + ": " + tls.strerror(rc));
+  }
+  rc = tls.x509_privkey_import2(private_key, &key, GNUTLS_X509_FMT_PEM, nullptr, 0);
+  unsigned char key_id[64];
+  size_t key_id_size = sizeof(key_id);
+  if (rc >= 0) rc = tls.x509_privkey_get_key_id(private_key, 0, key_id, &key_id_size);
+  tls.x509_privkey_deinit(private_key);
+  if (rc < 0) return base::Status::Error(what + ": the private key: " + tls.strerror(rc));
+  if (key_id_size != cert_id_size || std::memcmp(key_id, cert_id, key_id_size) != 0) {
+    return base::Status::Error(what +
+                               ": the certificate and key cannot be used together: the key is "
+                               "not the certificate's");
+  }
+  gnutls_certificate_credentials_t cred = nullptr;
+  if (rc = tls.certificate_allocate_credentials(&cred); rc < 0) {
+    return base::Status::Error(what + ": " + tls.strerror(rc));
+  }
+  rc = tls.certificate_set_x509_key_mem(cred, &cert, &key, GNUTLS_X509_FMT_PEM);
   tls.certificate_free_credentials(cred);
   if (rc < 0) {
     return base::Status::Error(
         what + ": the certificate and key cannot be used together: " + tls.strerror(rc));
-  }
-  gnutls_x509_crt_t crt = nullptr;
-  if (rc = tls.x509_crt_init(&crt); rc < 0) {
-    return base::Status::Error(what + ": " + tls.strerror(rc));
-  }
-  rc = tls.x509_crt_import(crt, &cert, GNUTLS_X509_FMT_PEM);  // the first block: the leaf
-  time_t not_before = rc < 0 ? -1 : tls.x509_crt_get_activation_time(crt);
-  time_t not_after = rc < 0 ? -1 : tls.x509_crt_get_expiration_time(crt);
-  tls.x509_crt_deinit(crt);
-  if (rc < 0) return base::Status::Error(what + ": the certificate: " + tls.strerror(rc));
-  if (not_before == -1 || not_after == -1) {
-    return base::Status::Error(what + ": the certificate has no readable validity period");
   }
   pair.not_before = std::chrono::system_clock::from_time_t(not_before);
   pair.not_after = std::chrono::system_clock::from_time_t(not_after);

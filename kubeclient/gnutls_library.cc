@@ -57,6 +57,11 @@ base::Result<const GnutlsLibrary*> Open() {
            &error) &&
       Find(handle, "gnutls_x509_crt_get_expiration_time", &lib.x509_crt_get_expiration_time,
            &error) &&
+      Find(handle, "gnutls_x509_crt_get_key_id", &lib.x509_crt_get_key_id, &error) &&
+      Find(handle, "gnutls_x509_privkey_init", &lib.x509_privkey_init, &error) &&
+      Find(handle, "gnutls_x509_privkey_deinit", &lib.x509_privkey_deinit, &error) &&
+      Find(handle, "gnutls_x509_privkey_import2", &lib.x509_privkey_import2, &error) &&
+      Find(handle, "gnutls_x509_privkey_get_key_id", &lib.x509_privkey_get_key_id, &error) &&
       Find(handle, "gnutls_free", &lib.free, &error);
   if (!found) return base::Status::Error(error);
   return &lib;

@@ -47,6 +47,14 @@ struct GnutlsLibrary {
   decltype(&gnutls_x509_crt_import) x509_crt_import;
   decltype(&gnutls_x509_crt_get_activation_time) x509_crt_get_activation_time;
   decltype(&gnutls_x509_crt_get_expiration_time) x509_crt_get_expiration_time;
+  // Whether a client key belongs to its certificate, compared by key id before the two are set
+  // together (gnutls_certificate_set_x509_key_mem2 of GnuTLS 3.7 leaks a certificate when they
+  // do not match).
+  decltype(&gnutls_x509_crt_get_key_id) x509_crt_get_key_id;
+  decltype(&gnutls_x509_privkey_init) x509_privkey_init;
+  decltype(&gnutls_x509_privkey_deinit) x509_privkey_deinit;
+  decltype(&gnutls_x509_privkey_import2) x509_privkey_import2;
+  decltype(&gnutls_x509_privkey_get_key_id) x509_privkey_get_key_id;
   // GnuTLS's deallocator for what it hands out (a variable in the library, not a function).
   gnutls_free_function* free;
 };
