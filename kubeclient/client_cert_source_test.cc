@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "tests/support/log_capture.h"
+#include "tests/support/test_loop.h"
 
 namespace kube {
 namespace {
@@ -18,12 +19,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using vmtest::ReadFile;
 
 // Self-signed EC certificates made with the `openssl` command (as the test API server's PKI).
 class ClientCertSourceTest : public ::testing::Test {
@@ -42,7 +38,7 @@ class ClientCertSourceTest : public ::testing::Test {
                             stem + ".key -out " + stem + ".crt -days 2 -subj /CN=" + cn +
                             " >/dev/null 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    return Slurp(dir_ + "/" + stem + ".crt") + Slurp(dir_ + "/" + stem + ".key");
+    return ReadFile(dir_ + "/" + stem + ".crt") + ReadFile(dir_ + "/" + stem + ".key");
   }
   std::string Write(const std::string& name, const std::string& text) {
     const std::string path = dir_ + "/" + name;
@@ -60,8 +56,8 @@ class ClientCertSourceTest : public ::testing::Test {
     TlsConfig tls;
     tls.client_cert_file = cert_file;
     tls.client_key_file = key_file;
-    tls.client_cert_pem = Slurp(cert_file);
-    tls.client_key_pem = Slurp(key_file);
+    tls.client_cert_pem = ReadFile(cert_file);
+    tls.client_key_pem = ReadFile(key_file);
     return tls;
   }
   ClientCertSource::Options Manual() {
@@ -86,7 +82,7 @@ TEST_F(ClientCertSourceTest, FollowsASwappedSymlinkToAFileHoldingBoth) {
   ASSERT_TRUE(source.ok()) << source.status().message();
   auto pair = (*source)->Current();
   EXPECT_EQ(pair->generation, 1u);
-  EXPECT_EQ(pair->cert_pem, Slurp(dir_ + "/a.crt"));
+  EXPECT_EQ(pair->cert_pem, ReadFile(dir_ + "/a.crt"));
   EXPECT_THAT(pair->key_pem, HasSubstr("PRIVATE KEY"));
   EXPECT_THAT(pair->key_pem, Not(HasSubstr("CERTIFICATE")));
   EXPECT_GT(pair->not_after, std::chrono::system_clock::now());
@@ -98,7 +94,7 @@ TEST_F(ClientCertSourceTest, FollowsASwappedSymlinkToAFileHoldingBoth) {
   now_ += std::chrono::seconds(1);
   pair = (*source)->Current();
   EXPECT_EQ(pair->generation, 2u);
-  EXPECT_EQ(pair->cert_pem, Slurp(dir_ + "/b.crt"));
+  EXPECT_EQ(pair->cert_pem, ReadFile(dir_ + "/b.crt"));
   // Unchanged files: the same pair.
   EXPECT_FALSE((*source)->CheckNow());
   EXPECT_EQ((*source)->Current()->generation, 2u);
@@ -119,7 +115,7 @@ TEST_F(ClientCertSourceTest, SeparateFilesAndAnInvalidateLooksAtOnce) {
   EXPECT_EQ((*source)->Current()->generation, 1u);
   (*source)->Invalidate();
   EXPECT_EQ((*source)->Current()->generation, 2u);
-  EXPECT_EQ((*source)->Current()->cert_pem, Slurp(dir_ + "/b.crt"));
+  EXPECT_EQ((*source)->Current()->cert_pem, ReadFile(dir_ + "/b.crt"));
 }
 
 TEST_F(ClientCertSourceTest, ABadNewPairKeepsTheLastGoodOneWithOneWarning) {
@@ -127,10 +123,10 @@ TEST_F(ClientCertSourceTest, ABadNewPairKeepsTheLastGoodOneWithOneWarning) {
   const std::string other = MakeCert("b", "second");
   Write("a.pem", first);
   // b's certificate with a's key: the key does not match.
-  Write("mismatch.pem", Slurp(dir_ + "/b.crt") + Slurp(dir_ + "/a.key"));
+  Write("mismatch.pem", ReadFile(dir_ + "/b.crt") + ReadFile(dir_ + "/a.key"));
   Write("garbage.pem",
         "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n" +
-            Slurp(dir_ + "/a.key"));
+            ReadFile(dir_ + "/a.key"));
   Write("b.pem", other);
   Swap("current.pem", "a.pem");
   const std::string link = dir_ + "/current.pem";
@@ -168,7 +164,7 @@ TEST_F(ClientCertSourceTest, ABadNewPairKeepsTheLastGoodOneWithOneWarning) {
 TEST_F(ClientCertSourceTest, AnUnusablePairAtStartIsAnErrorNamingTheFilesOnly) {
   MakeCert("a", "first");
   MakeCert("b", "second");
-  const std::string key_text = Slurp(dir_ + "/a.key");
+  const std::string key_text = ReadFile(dir_ + "/a.key");
   auto mismatch = ClientCertSource::Create(FromFile(dir_ + "/b.crt", dir_ + "/a.key"), Manual());
   ASSERT_FALSE(mismatch.ok());
   EXPECT_THAT(mismatch.status().message(), HasSubstr("client certificate " + dir_ + "/b.crt"));
@@ -188,8 +184,8 @@ TEST_F(ClientCertSourceTest, AnUnusablePairAtStartIsAnErrorNamingTheFilesOnly) {
 TEST_F(ClientCertSourceTest, FixedDataNeverLooksAtFiles) {
   MakeCert("a", "first");
   TlsConfig tls;
-  tls.client_cert_pem = Slurp(dir_ + "/a.crt");
-  tls.client_key_pem = Slurp(dir_ + "/a.key");
+  tls.client_cert_pem = ReadFile(dir_ + "/a.crt");
+  tls.client_key_pem = ReadFile(dir_ + "/a.key");
   auto source = ClientCertSource::Create(tls, Manual());
   ASSERT_TRUE(source.ok()) << source.status().message();
   EXPECT_FALSE((*source)->FollowsFiles());

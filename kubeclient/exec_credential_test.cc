@@ -22,12 +22,7 @@ using ::testing::Not;
 
 constexpr char kV1[] = "client.authentication.k8s.io/v1";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using vmtest::ReadFile;
 
 // Plugins are small shell scripts in a temporary directory; each run appends a line to `runs`.
 class ExecCredentialTest : public ::testing::Test {
@@ -78,7 +73,7 @@ class ExecCredentialTest : public ::testing::Test {
     return result.value_or(base::Status::Error("no answer"));
   }
   int Runs() {
-    std::string text = Slurp(dir_ + "/runs");
+    std::string text = ReadFile(dir_ + "/runs");
     return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
   }
 
@@ -107,15 +102,15 @@ TEST_F(ExecCredentialTest, ATokenWithTheEnvironmentKubectlGives) {
   EXPECT_EQ(source_->Cached()->token, "tok-1");
   EXPECT_EQ(source_->Cached()->cert, nullptr);
   EXPECT_FALSE(source_->Cached()->expiry.has_value());
-  const auto info = nlohmann::json::parse(Slurp(dir_ + "/info.json"));
+  const auto info = nlohmann::json::parse(ReadFile(dir_ + "/info.json"));
   EXPECT_EQ(info["apiVersion"], kV1);
   EXPECT_EQ(info["kind"], "ExecCredential");
   EXPECT_EQ(info["spec"]["interactive"], false);
   EXPECT_EQ(info["spec"]["cluster"]["server"], "https://10.0.0.1:6443");
   EXPECT_EQ(info["spec"]["cluster"]["certificate-authority-data"],
             "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkNBCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K");
-  EXPECT_EQ(Slurp(dir_ + "/stdin"), "notty\n");
-  EXPECT_EQ(Slurp(dir_ + "/region"), "eu-1\n");
+  EXPECT_EQ(ReadFile(dir_ + "/stdin"), "notty\n");
+  EXPECT_EQ(ReadFile(dir_ + "/region"), "eu-1\n");
   EXPECT_NE(source_->Cached(), nullptr);  // cached: the client asks for no second run
   EXPECT_EQ(Runs(), 1);
 }
@@ -125,12 +120,12 @@ TEST_F(ExecCredentialTest, AClientCertificate) {
                           " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
                           "-nodes -keyout k.pem -out c.pem -days 1 -subj /CN=exec >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  Make(Printing({{"clientCertificateData", Slurp(dir_ + "/c.pem")},
-                 {"clientKeyData", Slurp(dir_ + "/k.pem")}}));
+  Make(Printing({{"clientCertificateData", ReadFile(dir_ + "/c.pem")},
+                 {"clientKeyData", ReadFile(dir_ + "/k.pem")}}));
   ASSERT_TRUE(Get().ok());
   ASSERT_NE(source_->Cached(), nullptr);
   ASSERT_NE(source_->Cached()->cert, nullptr);
-  EXPECT_EQ(source_->Cached()->cert->cert_pem, Slurp(dir_ + "/c.pem"));
+  EXPECT_EQ(source_->Cached()->cert->cert_pem, ReadFile(dir_ + "/c.pem"));
   EXPECT_TRUE(source_->Cached()->token.empty());
 }
 

@@ -29,13 +29,6 @@ using vmtest::ElectionTimeline;
 using vmtest::TempDir;
 using vmtest::TestLoop;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class FileElectionTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -78,9 +71,9 @@ TEST_F(FileElectionTest, ExactlyOneOfTwoLeadsAndAGracefulStopHandsOverAtTheNextA
   EXPECT_TRUE(holder->IsLeader());
   EXPECT_FALSE(waiter->IsLeader());
   EXPECT_EQ(waiter->leader(), holder->identity()) << "the holder's identity is in the file";
-  EXPECT_NE(ReadAll(LockPath()).find("\"holderIdentity\":\"" + holder->identity() + "\""),
+  EXPECT_NE(vmtest::ReadFile(LockPath()).find("\"holderIdentity\":\"" + holder->identity() + "\""),
             std::string::npos)
-      << ReadAll(LockPath());
+      << vmtest::ReadFile(LockPath());
 
   uint64_t attempts_at_release = 0;
   bool stopped = false;
@@ -89,7 +82,7 @@ TEST_F(FileElectionTest, ExactlyOneOfTwoLeadsAndAGracefulStopHandsOverAtTheNextA
     attempts_at_release = waiter->attempts();
   });
   ASSERT_TRUE(loop_.RunUntil([&] { return stopped; }));
-  EXPECT_EQ(ReadAll(LockPath()), "") << "a released file names nobody";
+  EXPECT_EQ(vmtest::ReadFile(LockPath()), "") << "a released file names nobody";
   uint64_t acquired_at_attempt = 0;
   ASSERT_TRUE(loop_.RunUntil([&] {
     if (waiter->IsLeader() && acquired_at_attempt == 0) acquired_at_attempt = waiter->attempts();
@@ -271,7 +264,7 @@ TEST_F(FileElectionTest, APlantedSymlinkIsAnErrorLoggedOnceAndShownUntilRemoved)
     ++count;
   }
   EXPECT_EQ(count, 1u) << text;
-  EXPECT_EQ(ReadAll(target), "precious\n") << "the link's target is never written";
+  EXPECT_EQ(vmtest::ReadFile(target), "precious\n") << "the link's target is never written";
 
   std::filesystem::remove(LockPath());
   ASSERT_TRUE(loop_.RunUntil([&] { return a->IsLeader(); }));
