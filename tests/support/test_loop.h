@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
+#include <sstream>
 #include <string>
 
 namespace vmtest {
@@ -123,7 +123,9 @@ inline void WriteFile(const std::string& path, const std::string& bytes) {
 // The whole file ("" when it cannot be read).
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // Writes a temporary file beside `path` and renames it over `path`, as editors and kubectl cp do.
