@@ -470,7 +470,26 @@ PodSpec ReadPodSpec(const json& j, const std::string& field) {
     Opt(*sc, "fsGroupChangePolicy", f, &psc.fs_group_change_policy, Str);
     s.security_context = psc;
   }
+  Opt(j, "hostNetwork", field, &s.host_network, Bool);
+  Opt(j, "shareProcessNamespace", field, &s.share_process_namespace, Bool);
   return s;
+}
+
+ContainerStatus ReadContainerStatus(const json& j, const std::string& field) {
+  RequireObject(j, field);
+  ContainerStatus c;
+  Opt(j, "name", field, &c.name, Str);
+  Opt(j, "containerID", field, &c.container_id, Str);
+  if (const json* state = Member(j, "state")) {
+    const std::string f = FieldPath(field, "state");
+    RequireObject(*state, f);
+    if (const json* running = Member(*state, "running")) {
+      const std::string rf = FieldPath(f, "running");
+      RequireObject(*running, rf);
+      Opt(*running, "startedAt", rf, &c.running_started_at, Str);
+    }
+  }
+  return c;
 }
 
 // Checks "kind" and "apiVersion" when present.
@@ -509,6 +528,12 @@ Pod ReadPod(const json& j) {
   if (const json* st = Member(j, "status")) {
     RequireObject(*st, "status");
     Opt(*st, "phase", "status", &p.status.phase, Str);
+    Opt(*st, "podIP", "status", &p.status.pod_ip, Str);
+    Opt(*st, "hostIP", "status", &p.status.host_ip, Str);
+    Opt(*st, "containerStatuses", "status", &p.status.container_statuses,
+        [](const json& a, const std::string& f) {
+          return ReadArray<ContainerStatus>(a, f, ReadContainerStatus);
+        });
   }
   return p;
 }

@@ -64,12 +64,27 @@ struct PodSpec {
   std::vector<Container> init_containers;
   std::vector<Container> containers;
   std::optional<PodSecurityContext> security_context;
+  bool host_network = false;
+  bool share_process_namespace = false;
 
   bool operator==(const PodSpec&) const = default;
 };
 
+// One entry of status.containerStatuses (or initContainerStatuses): which container runs as
+// which runtime container, and since when.
+struct ContainerStatus {
+  std::string name;
+  std::string container_id;  // "<runtime>://<id>", e.g. "containerd://4f3c..."; empty before start
+  std::string running_started_at;  // state.running.startedAt (RFC 3339); empty unless running
+
+  bool operator==(const ContainerStatus&) const = default;
+};
+
 struct PodStatus {
-  std::string phase;  // Pending, Running, Succeeded, Failed, Unknown; unknown values kept raw
+  std::string phase;    // Pending, Running, Succeeded, Failed, Unknown; unknown values kept raw
+  std::string pod_ip;   // status.podIP
+  std::string host_ip;  // status.hostIP
+  std::vector<ContainerStatus> container_statuses;
 
   bool operator==(const PodStatus&) const = default;
 };

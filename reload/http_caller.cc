@@ -1,0 +1,280 @@
+#include "reload/http_caller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include "base/catch_all.h"
+#include "base/version.h"
+
+namespace reload {
+
+struct HttpCaller::Transfer {
+  HttpCaller* owner = nullptr;
+  Id id = 0;
+  HttpCallRequest request;
+  Done done;
+  uv_tcp_t tcp{};
+  uv_connect_t connect{};
+  uv_write_t write{};
+  uv_timer_t timer{};
+  std::string out;  // the request, alive until the write completes
+  std::string in;   // the answer's head so far
+  char buffer[4096];
+  int open_handles = 0;
+  bool finished = false;
+  bool reading = false;
+};
+
+namespace {
+
+// The status code of "HTTP/1.x NNN ...", or 0.
+int StatusCode(std::string_view head) {
+  if (head.size() < 12 || head.substr(0, 7) != "HTTP/1." || head[8] != ' ') return 0;
+  int code = 0;
+  for (size_t i = 9; i < 12; ++i) {
+    if (head[i] < '0' || head[i] > '9') return 0;
+    code = code * 10 + (head[i] - '0');
+  }
+  if (head.size() > 12 && head[12] != ' ' && head[12] != '\r') return 0;
+  return code >= 100 ? code : 0;
+}
+
+std::string UvError(const char* what, int err) {
+  return std::string(what) + ": " + uv_strerror(err);
+}
+
+}  // namespace
+
+std::string HttpCallResult::Describe() const {
+  if (!transport.ok()) return transport.message();
+  return "HTTP " + std::to_string(status);
+}
+
+HttpCaller::HttpCaller(uv_loop_t* loop, HttpCallerOptions options)
+    : loop_(loop), options_(std::move(options)) {
+  if (options_.max_concurrent == 0) options_.max_concurrent = 1;
+}
+
+HttpCaller::~HttpCaller() {
+  // Close() has run and its handles are closed: nothing is left but what never started.
+  queue_.clear();
+}
+
+HttpCaller::Id HttpCaller::Call(HttpCallRequest request, Done done) {
+  const Id id = ++next_id_;
+  if (closed_) return id;  // never called back
+  queue_.push_back(Queued{id, std::move(request), std::move(done)});
+  // Started from the loop, never inside this call (a callback may run at once on an error).
+  StartQueued();
+  return id;
+}
+
+void HttpCaller::StartQueued() {
+  while (!closed_ && !queue_.empty() && active_.size() < options_.max_concurrent) {
+    Queued q = std::move(queue_.front());
+    queue_.pop_front();
+    Start(q.id, std::move(q.request), std::move(q.done));
+  }
+}
+
+void HttpCaller::Start(Id id, HttpCallRequest request, Done done) {
+  auto* t = new Transfer;
+  t->owner = this;
+  t->id = id;
+  t->request = std::move(request);
+  t->done = std::move(done);
+  active_[id] = t;
+
+  sockaddr_storage addr{};
+  const bool v6 = t->request.ip.find(':') != std::string::npos;
+  int rc = v6 ? uv_ip6_addr(t->request.ip.c_str(), t->request.port,
+                            reinterpret_cast<sockaddr_in6*>(&addr))
+              : uv_ip4_addr(t->request.ip.c_str(), t->request.port,
+                            reinterpret_cast<sockaddr_in*>(&addr));
+  const std::string host =
+      (v6 ? "[" + t->request.ip + "]" : t->request.ip) + ":" + std::to_string(t->request.port);
+  t->out = t->request.method + " " + t->request.path + " HTTP/1.1\r\nHost: " + host +
+           "\r\nUser-Agent: " + options_.user_agent + "/" + base::kVersion +
+           "\r\nAccept: */*\r\nConnection: close\r\n" +
+           (t->request.method == "GET" ? "" : "Content-Length: 0\r\n") + "\r\n";
+
+  uv_tcp_init(loop_, &t->tcp);
+  t->tcp.data = t;
+  uv_timer_init(loop_, &t->timer);
+  t->timer.data = t;
+  t->open_handles = 2;
+  if (rc != 0) {
+    // A failure reported from the loop, like every other.
+    uv_timer_start(
+        &t->timer,
+        [](uv_timer_t* h) {
+          auto* tr = static_cast<Transfer*>(h->data);
+          tr->owner->Finish(
+              tr, {base::Status::Error("not a numeric IP address: " + tr->request.ip), 0});
+        },
+        0, 0);
+    return;
+  }
+  uv_timer_start(&t->timer, &OnTimeout, static_cast<uint64_t>(options_.timeout.count()), 0);
+  t->connect.data = t;
+  rc = uv_tcp_connect(&t->connect, &t->tcp, reinterpret_cast<const sockaddr*>(&addr), &OnConnect);
+  if (rc < 0) {
+    uv_timer_start(
+        &t->timer,
+        [](uv_timer_t* h) {
+          auto* tr = static_cast<Transfer*>(h->data);
+          tr->owner->Finish(tr, {base::Status::Error("connect failed"), 0});
+        },
+        0, 0);
+  }
+}
+
+// Each libuv callback's body runs inside CatchAll: whatever it throws ends its transfer as a
+// failure instead of unwinding into libuv.
+template <typename Body>
+void HttpCaller::Guarded(Transfer* t, const char* where, Body&& body) {
+  if (t->finished) return;
+  base::Status s = base::CatchAll(where, std::forward<Body>(body));
+  if (!s.ok() && !t->finished) t->owner->Finish(t, {s, 0});
+}
+
+void HttpCaller::OnTimeout(uv_timer_t* h) {
+  auto* t = static_cast<Transfer*>(h->data);
+  Guarded(t, "reload HTTP timer", [t] {
+    const auto ms = t->owner->options_.timeout.count();
+    t->owner->Finish(t, {base::Status::Error("no answer within " +
+                                             (ms % 1000 == 0 ? std::to_string(ms / 1000) + "s"
+                                                             : std::to_string(ms) + "ms")),
+                         0});
+  });
+}
+
+void HttpCaller::OnConnect(uv_connect_t* req, int status) {
+  auto* t = static_cast<Transfer*>(req->data);
+  Guarded(t, "reload HTTP connect", [t, status] {
+    if (status < 0) {
+      t->owner->Finish(t, {base::Status::Error(UvError("connect", status), -status), 0});
+      return;
+    }
+    uv_buf_t buf = uv_buf_init(t->out.data(), static_cast<unsigned int>(t->out.size()));
+    t->write.data = t;
+    const int w = uv_write(&t->write, reinterpret_cast<uv_stream_t*>(&t->tcp), &buf, 1, &OnWrite);
+    if (w < 0) {
+      t->owner->Finish(t, {base::Status::Error(UvError("send", w), -w), 0});
+      return;
+    }
+    t->reading = true;
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&t->tcp), &OnAlloc, &OnRead);
+  });
+}
+
+void HttpCaller::OnWrite(uv_write_t* req, int status) {
+  auto* t = static_cast<Transfer*>(req->data);
+  if (t == nullptr || status >= 0) return;
+  Guarded(t, "reload HTTP send", [t, status] {
+    t->owner->Finish(t, {base::Status::Error(UvError("send", status), -status), 0});
+  });
+}
+
+void HttpCaller::OnAlloc(uv_handle_t* h, size_t, uv_buf_t* out) {
+  auto* t = static_cast<Transfer*>(h->data);
+  *out = uv_buf_init(t->buffer, sizeof(t->buffer));
+}
+
+void HttpCaller::OnRead(uv_stream_t* stream, ssize_t n, const uv_buf_t*) {
+  auto* t = static_cast<Transfer*>(stream->data);
+  Guarded(t, "reload HTTP receive", [t, n] {
+    HttpCaller* self = t->owner;
+    if (n == 0) return;
+    if (n > 0) {
+      const size_t room = self->options_.max_response_head -
+                          std::min(t->in.size(), self->options_.max_response_head);
+      t->in.append(t->buffer, std::min(static_cast<size_t>(n), room));
+      const bool head_done = t->in.find("\r\n\r\n") != std::string::npos;
+      if (!head_done && t->in.size() < self->options_.max_response_head) return;
+    } else if (n != UV_EOF) {
+      const int err = static_cast<int>(n);
+      self->Finish(t, {base::Status::Error(UvError("receive", err), -err), 0});
+      return;
+    }
+    const int code = StatusCode(t->in);
+    if (code == 0) {
+      self->Finish(t, {base::Status::Error(t->in.empty() ? "connection closed without an answer"
+                                                         : "the answer is not HTTP/1.x"),
+                       0});
+    } else {
+      self->Finish(t, {base::Status::OK(), code});
+    }
+  });
+}
+
+void HttpCaller::Finish(Transfer* t, HttpCallResult result) {
+  if (t->finished) return;
+  t->finished = true;
+  Done done = std::move(t->done);
+  Release(t);
+  if (done) {
+    if (base::Status s = base::CatchAll("reload HTTP callback", [&] { done(result); }); !s.ok()) {
+      spdlog::error("{}", s.message());
+    }
+  }
+  StartQueued();
+}
+
+void HttpCaller::Release(Transfer* t) {
+  active_.erase(t->id);
+  ++closing_;
+  uv_timer_stop(&t->timer);
+  if (t->reading) uv_read_stop(reinterpret_cast<uv_stream_t*>(&t->tcp));
+  auto on_close = [](uv_handle_t* h) {
+    auto* x = static_cast<Transfer*>(h->data);
+    if (--x->open_handles > 0) return;
+    HttpCaller* self = x->owner;
+    delete x;
+    --self->closing_;
+    self->MaybeClosed();
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&t->tcp), on_close);
+  uv_close(reinterpret_cast<uv_handle_t*>(&t->timer), on_close);
+}
+
+void HttpCaller::Cancel(Id id) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->id == id) {
+      queue_.erase(it);
+      return;
+    }
+  }
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  Transfer* t = it->second;
+  t->finished = true;
+  t->done = nullptr;
+  Release(t);
+  StartQueued();
+}
+
+void HttpCaller::Close(std::function<void()> done) {
+  closed_ = true;
+  close_done_ = std::move(done);
+  queue_.clear();
+  while (!active_.empty()) {
+    Transfer* t = active_.begin()->second;
+    t->finished = true;
+    t->done = nullptr;
+    Release(t);
+  }
+  MaybeClosed();
+}
+
+void HttpCaller::MaybeClosed() {
+  if (!closed_ || closing_ > 0 || !active_.empty() || !close_done_) return;
+  auto done = std::move(close_done_);
+  close_done_ = nullptr;
+  done();
+}
+
+}  // namespace reload

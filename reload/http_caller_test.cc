@@ -1,0 +1,283 @@
+#include "reload/http_caller.h"
+
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tests/support/test_loop.h"
+
+namespace reload {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A listener on 127.0.0.1 that answers each connection from a thread of its own with `answer`
+// (empty: holds the connection until released), and records each request's head.
+class Listener {
+ public:
+  explicit Listener(std::string answer) : answer_(std::move(answer)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    listen(fd_, 64);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~Listener() {
+    Release();
+    stop_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+    for (auto& t : workers_) t.join();
+  }
+  uint16_t port() const { return port_; }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  std::vector<std::string> requests() {
+    std::lock_guard<std::mutex> l(mu_);
+    return requests_;
+  }
+  int max_open() const { return max_open_; }
+  int connections() const { return connections_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      ++connections_;
+      workers_.emplace_back([this, c] { Handle(c); });
+    }
+  }
+  void Handle(int c) {
+    const int open = ++open_;
+    int seen = max_open_;
+    while (open > seen && !max_open_.compare_exchange_weak(seen, open)) {
+    }
+    std::string head;
+    char buf[1024];
+    while (head.find("\r\n\r\n") == std::string::npos) {
+      ssize_t n = read(c, buf, sizeof(buf));
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      requests_.push_back(head);
+      if (answer_.empty()) cv_.wait(l, [this] { return released_; });
+    }
+    if (!answer_.empty()) {
+      ssize_t w = write(c, answer_.data(), answer_.size());
+      (void)w;
+    }
+    --open_;
+    close(c);
+  }
+
+  std::string answer_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> open_{0};
+  std::atomic<int> max_open_{0};
+  std::atomic<int> connections_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::vector<std::string> requests_;
+};
+
+struct Outcome {
+  bool done = false;
+  HttpCallResult result;
+};
+
+class HttpCallerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (caller_) {
+      bool closed = false;
+      caller_->Close([&] { closed = true; });
+      EXPECT_TRUE(loop_.RunUntil([&] { return closed; }));
+      caller_.reset();
+    }
+    EXPECT_TRUE(loop_.Close()) << "a handle was left open";
+  }
+  HttpCaller& Caller(HttpCallerOptions o = {}) {
+    caller_ = std::make_unique<HttpCaller>(loop_.get(), o);
+    return *caller_;
+  }
+  Outcome Run(HttpCallRequest r) {
+    Outcome out;
+    caller_->Call(std::move(r), [&](const HttpCallResult& res) {
+      out.done = true;
+      out.result = res;
+    });
+    EXPECT_TRUE(loop_.RunUntil([&] { return out.done; }));
+    return out;
+  }
+
+  vmtest::TestLoop loop_;
+  std::unique_ptr<HttpCaller> caller_;
+};
+
+TEST_F(HttpCallerTest, SendsOneBodylessRequestToThePodAndReadsTheStatus) {
+  Listener l("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret");
+  Caller();
+  Outcome o = Run({"127.0.0.1", l.port(), "POST", "/-/reload?x=1"});
+  ASSERT_TRUE(o.result.ok()) << o.result.Describe();
+  EXPECT_EQ(o.result.status, 200);
+  EXPECT_EQ(o.result.Describe(), "HTTP 200");
+  ASSERT_EQ(l.requests().size(), 1u);
+  const std::string head = l.requests()[0];
+  EXPECT_EQ(head.substr(0, head.find("\r\n")), "POST /-/reload?x=1 HTTP/1.1");
+  EXPECT_THAT(head, HasSubstr("\r\nHost: 127.0.0.1:" + std::to_string(l.port()) + "\r\n"));
+  EXPECT_THAT(head, HasSubstr("\r\nConnection: close\r\n"));
+  EXPECT_THAT(head, HasSubstr("\r\nContent-Length: 0\r\n"));
+  EXPECT_THAT(head, HasSubstr("\r\nUser-Agent: volumemanager/"));
+  EXPECT_THAT(head, ::testing::Not(HasSubstr("Authorization")));
+  EXPECT_EQ(head.size(), head.find("\r\n\r\n") + 4) << "no body";
+}
+
+TEST_F(HttpCallerTest, GetHasNoContentLength) {
+  Listener l("HTTP/1.0 204 No Content\r\n\r\n");
+  Caller();
+  Outcome o = Run({"127.0.0.1", l.port(), "GET", "/reload"});
+  ASSERT_TRUE(o.result.ok());
+  EXPECT_EQ(o.result.status, 204);
+  EXPECT_THAT(l.requests()[0], ::testing::Not(HasSubstr("Content-Length")));
+}
+
+TEST_F(HttpCallerTest, ErrorsAndRedirectsAreNotSuccess) {
+  Listener unavailable("HTTP/1.1 503 Service Unavailable\r\n\r\nbody");
+  Listener redirect("HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/\r\n\r\n");
+  Listener garbage("SSH-2.0-OpenSSH\r\n\r\n");
+  Caller();
+  Outcome o = Run({"127.0.0.1", unavailable.port(), "POST", "/"});
+  EXPECT_FALSE(o.result.ok());
+  EXPECT_EQ(o.result.Describe(), "HTTP 503");
+  Outcome r = Run({"127.0.0.1", redirect.port(), "POST", "/"});
+  EXPECT_FALSE(r.result.ok());
+  EXPECT_EQ(r.result.status, 302);
+  EXPECT_EQ(redirect.connections(), 1) << "a redirect is never followed";
+  Outcome g = Run({"127.0.0.1", garbage.port(), "POST", "/"});
+  EXPECT_FALSE(g.result.ok());
+  EXPECT_THAT(g.result.Describe(), HasSubstr("not HTTP/1.x"));
+}
+
+TEST_F(HttpCallerTest, RefusedAndSilentListenersFailInBoundedTime) {
+  uint16_t closed_port = 0;
+  {
+    Listener gone("HTTP/1.1 200 OK\r\n\r\n");
+    closed_port = gone.port();
+  }
+  Listener silent("");
+  HttpCallerOptions options;
+  options.timeout = std::chrono::milliseconds(300);
+  Caller(options);
+  Outcome refused = Run({"127.0.0.1", closed_port, "POST", "/"});
+  EXPECT_FALSE(refused.result.ok());
+  EXPECT_THAT(refused.result.Describe(), HasSubstr("connect"));
+  Outcome hung = Run({"127.0.0.1", silent.port(), "POST", "/"});
+  EXPECT_FALSE(hung.result.ok());
+  EXPECT_THAT(hung.result.Describe(), HasSubstr("no answer within 300ms"));
+  silent.Release();
+}
+
+TEST_F(HttpCallerTest, NotANumericAddressFailsFromTheLoop) {
+  Caller();
+  bool done = false;
+  HttpCallResult result;
+  caller_->Call({"localhost", 80, "POST", "/"}, [&](const HttpCallResult& r) {
+    done = true;
+    result = r;
+  });
+  EXPECT_FALSE(done) << "never inside Call()";
+  ASSERT_TRUE(loop_.RunUntil([&] { return done; }));
+  EXPECT_THAT(result.Describe(), HasSubstr("not a numeric IP address"));
+}
+
+TEST_F(HttpCallerTest, ConcurrencyIsLimitedNodeWide) {
+  Listener held("");
+  HttpCallerOptions options;
+  options.max_concurrent = 2;
+  Caller(options);
+  int done = 0;
+  for (int i = 0; i < 6; ++i) {
+    caller_->Call({"127.0.0.1", held.port(), "POST", "/"}, [&](const HttpCallResult&) { ++done; });
+  }
+  ASSERT_TRUE(loop_.RunUntil([&] { return held.requests().size() == 2; }));
+  EXPECT_EQ(caller_->in_flight(), 2u);
+  EXPECT_EQ(caller_->queued(), 4u);
+  held.Release();
+  ASSERT_TRUE(loop_.RunUntil([&] { return done == 6; }));
+  EXPECT_LE(held.max_open(), 2);
+}
+
+TEST_F(HttpCallerTest, CancelledCallsNeverCallBack) {
+  Listener held("");
+  HttpCallerOptions options;
+  options.max_concurrent = 1;
+  Caller(options);
+  bool first = false;
+  bool second = false;
+  const auto a = caller_->Call({"127.0.0.1", held.port(), "POST", "/"},
+                               [&](const HttpCallResult&) { first = true; });
+  const auto b = caller_->Call({"127.0.0.1", held.port(), "POST", "/"},
+                               [&](const HttpCallResult&) { second = true; });
+  ASSERT_TRUE(loop_.RunUntil([&] { return held.requests().size() == 1; }));
+  caller_->Cancel(b);  // queued
+  caller_->Cancel(a);  // in flight
+  EXPECT_EQ(caller_->in_flight(), 0u);
+  EXPECT_EQ(caller_->queued(), 0u);
+  held.Release();
+  loop_.RunUntil([] { return false; }, std::chrono::milliseconds(100));
+  EXPECT_FALSE(first);
+  EXPECT_FALSE(second);
+}
+
+TEST_F(HttpCallerTest, AnOversizedHeadEndsTheRead) {
+  Listener big("HTTP/1.1 200 OK\r\nX: " + std::string(100000, 'a') + "\r\n\r\n");
+  HttpCallerOptions options;
+  options.max_response_head = 1024;
+  Caller(options);
+  Outcome o = Run({"127.0.0.1", big.port(), "POST", "/"});
+  EXPECT_TRUE(o.result.ok()) << o.result.Describe();
+}
+
+TEST_F(HttpCallerTest, CloseWithCallsInFlightClosesEveryHandle) {
+  Listener held("");
+  Caller();
+  bool called = false;
+  caller_->Call({"127.0.0.1", held.port(), "POST", "/"},
+                [&](const HttpCallResult&) { called = true; });
+  ASSERT_TRUE(loop_.RunUntil([&] { return held.requests().size() == 1; }));
+  bool closed = false;
+  caller_->Close([&] { closed = true; });
+  ASSERT_TRUE(loop_.RunUntil([&] { return closed; }));
+  caller_.reset();
+  EXPECT_FALSE(called);
+  held.Release();
+}
+
+}  // namespace
+}  // namespace reload
