@@ -1,110 +1,18 @@
 #include "reload/http_caller.h"
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
 
 namespace reload {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A listener on 127.0.0.1 that answers each connection from a thread of its own with `answer`
-// (empty: holds the connection until released), and records each request's head.
-class Listener {
- public:
-  explicit Listener(std::string answer) : answer_(std::move(answer)) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    listen(fd_, 64);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~Listener() {
-    Release();
-    stop_ = true;
-    shutdown(fd_, SHUT_RDWR);
-    close(fd_);
-    thread_.join();
-    for (auto& t : workers_) t.join();
-  }
-  uint16_t port() const { return port_; }
-  void Release() {
-    std::lock_guard<std::mutex> l(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-  std::vector<std::string> requests() {
-    std::lock_guard<std::mutex> l(mu_);
-    return requests_;
-  }
-  int max_open() const { return max_open_; }
-  int connections() const { return connections_; }
-
- private:
-  void Serve() {
-    while (!stop_) {
-      int c = accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      ++connections_;
-      workers_.emplace_back([this, c] { Handle(c); });
-    }
-  }
-  void Handle(int c) {
-    const int open = ++open_;
-    int seen = max_open_;
-    while (open > seen && !max_open_.compare_exchange_weak(seen, open)) {
-    }
-    std::string head;
-    char buf[1024];
-    while (head.find("\r\n\r\n") == std::string::npos) {
-      ssize_t n = read(c, buf, sizeof(buf));
-      if (n <= 0) break;
-      head.append(buf, static_cast<size_t>(n));
-    }
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      requests_.push_back(head);
-      if (answer_.empty()) cv_.wait(l, [this] { return released_; });
-    }
-    if (!answer_.empty()) {
-      ssize_t w = write(c, answer_.data(), answer_.size());
-      (void)w;
-    }
-    --open_;
-    close(c);
-  }
-
-  std::string answer_;
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  std::thread thread_;
-  std::vector<std::thread> workers_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> open_{0};
-  std::atomic<int> max_open_{0};
-  std::atomic<int> connections_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool released_ = false;
-  std::vector<std::string> requests_;
-};
+using vmtest::Listener;
 
 struct Outcome {
   bool done = false;

@@ -655,6 +655,9 @@ void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record)
                {"expected", expected},
                {"found", **seen}});
           RequestFreshRemount(key, Now());  // before the completion: a pass is scheduled for it
+          if (options_.on_content_swapped) {
+            options_.on_content_swapped(key, ContentSwap{true, **seen, Now()});
+          }
           AfterOperation(key, base::Status::OK());
           return;
         } else if (options_.on_volume_verified) {
@@ -732,6 +735,9 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                             VolumeRecord& record, SteadyTime now) {
   const VolumeKey key = desired.key;
   const bool first_mount = mounted == nullptr;
+  // When the change this write serves was asked for (reload actions measure from it).
+  const SteadyTime changed_at =
+      mounted != nullptr && mounted->remount_requested_at ? *mounted->remount_requested_at : now;
   // The read this write follows: a fresh one serves the fresh requests it covers, once written.
   const bool fresh = record.fetch_mode == cache::ObjectManager::FetchMode::kFresh;
   const uint64_t covers = record.fetch_covers;
@@ -810,7 +816,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
         request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();
       },
-      [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers,
+      [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers, changed_at,
        inputs = std::move(inputs), started_at = now](const base::Status& s) mutable {
         if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
@@ -848,6 +854,11 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
           if (options_.on_volume_verified) options_.on_volume_verified(key, dir);
+          // A first set-up of the daemon's own is no change (the application reads its files
+          // when it starts); beside the kubelet, the kubelet's set-up came first.
+          if (published && (!first_mount || policy_.kubelet_owned) && options_.on_content_swapped) {
+            options_.on_content_swapped(key, ContentSwap{false, w.ts_dir, changed_at});
+          }
           if (!w.cleanup_error.empty()) {
             ++stats_.cleanups_failed;
             logging::Warn("Volume shows its new content, but cleaning up after the write failed",

@@ -58,6 +58,7 @@
 #include "volumemanager/operation_executor.h"
 #include "volumemanager/operation_metrics.h"
 #include "volumemanager/ownership_journal.h"
+#include "volumemanager/reload_controller.h"
 #include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
@@ -157,6 +158,12 @@ struct ReconcilerOptions {
   // volume dir for swaps by the kubelet's writer, and to stop.
   std::function<void(const VolumeKey& key, const std::string& dir)> on_volume_verified;
   std::function<void(const VolumeKey& key)> on_volume_released;
+  // A volume's content changed on disk after its first set-up (reload actions): a write of the
+  // daemon's published a new version over earlier content (a remount, a volume found at start, or
+  // beside the kubelet any write: the kubelet set it up), or a check of ..data found another
+  // writer's swap (the fresh read and write that follow correct it if it brought older content).
+  // Never for a write that changed nothing.
+  std::function<void(const VolumeKey& key, const ContentSwap& swap)> on_content_swapped;
   // Who writes (the node lock's holder identity), named in the log line of each write.
   std::string writer_identity;
   // The filesystem side (null: RealVolumeDisk()) and the clock (tests inject both).

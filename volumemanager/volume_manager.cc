@@ -78,14 +78,20 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
               };
               r.on_volume_released = [this](const VolumeKey& key) { dir_watcher_.Unwatch(key); };
             }
+            r.on_content_swapped = [this](const VolumeKey& key, const ContentSwap& swap) {
+              reload_->OnContentSwapped(key, swap);
+            };
             return r;
           }(),
-          &dsw_, &asw_, &executor_, objects) {
+          &dsw_, &asw_, &executor_, objects),
+      reload_(std::make_unique<ReloadController>(loop, options_.reload,
+                                                 static_cast<const ReloadHost*>(this))) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
       MaybeFinishStop();
       return;
     }
+    reload_->OnVolumeActivity(key.pod_uid);
     // A change that arrived while the write ran is served right away, not at the next tick.
     const MountedVolume* m = asw_.Find(key);
     if (m != nullptr && m->remount_required) SchedulePassSoon();
@@ -221,13 +227,18 @@ void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
   for (const podconfig::PodPtr& pod : update.pods) {
     const std::string& uid = pod->metadata.uid;
     auto entry = resync_entry_.find(uid);
-    if (populator_.FindPod(uid) == nullptr) {
+    std::shared_ptr<const kube::Pod> current = populator_.FindPod(uid);
+    if (current == nullptr) {
       if (entry != resync_entry_.end()) {
         resync_queue_.erase(entry->second);
         resync_entry_.erase(entry);
       }
-    } else if (entry == resync_entry_.end()) {
-      resync_entry_[uid] = resync_queue_.emplace(NextResync(now), uid);
+      reload_->OnPodRemoved(uid);
+    } else {
+      if (entry == resync_entry_.end()) {
+        resync_entry_[uid] = resync_queue_.emplace(NextResync(now), uid);
+      }
+      reload_->OnPod(std::move(current));
     }
   }
   SchedulePassSoon();
@@ -475,11 +486,17 @@ void VolumeManager::Stop(std::function<void()> done) {
   stop_done_ = std::move(done);
   if (tick_ != nullptr) uv_timer_stop(tick_);
   if (soon_ != nullptr) uv_timer_stop(soon_);
-  MaybeFinishStop();
+  reload_->Close([this] {
+    reload_closed_ = true;
+    MaybeFinishStop();
+  });
 }
 
 void VolumeManager::MaybeFinishStop() {
-  if (!stopping_ || executor_.in_flight() > 0 || scan_in_flight_ || orphan_work_in_flight_) return;
+  if (!stopping_ || executor_.in_flight() > 0 || scan_in_flight_ || orphan_work_in_flight_ ||
+      !reload_closed_) {
+    return;
+  }
   // Removals not yet due stay on disk: the next start's writes find and queue them again.
   removals_.Stop();
   if (tick_ == nullptr) {
@@ -496,6 +513,47 @@ void VolumeManager::MaybeFinishStop() {
     });
   }
   tick_ = soon_ = nullptr;
+}
+
+std::vector<std::string> VolumeManager::RefreshedVolumes(const std::string& pod_uid) const {
+  std::vector<std::string> names;
+  for (const VolumeKey& key : dsw_.VolumesOfPod(pod_uid)) names.push_back(key.volume_name);
+  return names;
+}
+
+bool VolumeManager::VolumeCurrent(const VolumeKey& key) const {
+  const MountedVolume* m = asw_.Find(key);
+  if (m == nullptr || m->uncertain || m->remount_required) return false;
+  const VolumeRecord* r = reconciler_.Find(key);
+  if (r == nullptr) return true;
+  if (r->verify_requested || r->fresh_read_owed()) return false;
+  // Due with nothing owed: the pass that looks at it finds it current (an operation just ended).
+  return r->phase == VolumePhase::kIdle || r->phase == VolumePhase::kDue;
+}
+
+std::vector<std::string> VolumeManager::ObjectVersions(
+    const std::string& pod_uid, const std::vector<std::string>& volumes) const {
+  std::vector<std::string> out;
+  for (const std::string& volume : volumes) {
+    const DesiredVolume* d = dsw_.Find(VolumeKey{pod_uid, volume});
+    if (d == nullptr) continue;
+    for (const kube::ObjectRef& ref : d->objects) {
+      std::string text =
+          std::string(ref.kind == kube::ObjectKind::kConfigMap ? "ConfigMap" : "Secret") + " " +
+          ref.namespace_ + "/" + ref.name + "@";
+      base::Result<cache::ObjectRevision> revision = objects_->GetRevision(ref);
+      if (!revision.ok() || !revision->exists()) {
+        text += "absent";
+      } else {
+        const std::string& rv = revision->config_map
+                                    ? revision->config_map->metadata.resource_version
+                                    : revision->secret->metadata.resource_version;
+        text += rv.empty() ? "unknown" : rv;
+      }
+      if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
+    }
+  }
+  return out;
 }
 
 }  // namespace volumemanager

@@ -54,6 +54,7 @@
 #include "volumemanager/operation_executor.h"
 #include "volumemanager/reconciler.h"
 #include "volumemanager/reconstruct.h"
+#include "volumemanager/reload_controller.h"
 #include "volumemanager/volume_dir_watcher.h"
 #include "volumemanager/write_gate.h"
 
@@ -84,15 +85,17 @@ struct VolumeManagerOptions {
   const WriteGate* write_gate = nullptr;
   // See ReconcilerOptions::on_mount_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
+  // Reload actions (reload_controller.h): the mode, limits and reports.
+  ReloadControllerOptions reload;
 };
 
-class VolumeManager {
+class VolumeManager : private ReloadHost {
  public:
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   VolumeManager(uv_loop_t* loop, VolumeManagerOptions options, cache::ObjectManager* objects,
                 const plugins::PluginRegistry* registry, std::function<bool()> all_sources_seen);
-  ~VolumeManager();
+  ~VolumeManager() override;
   VolumeManager(const VolumeManager&) = delete;
   VolumeManager& operator=(const VolumeManager&) = delete;
 
@@ -140,6 +143,7 @@ class VolumeManager {
   // (changes, completions) schedules a pass itself or is due at the next tick.
   std::optional<SteadyTime> NextTimedWork() const;
   const VolumeDirWatcher& dir_watcher() const { return dir_watcher_; }
+  const ReloadController& reload() const { return *reload_; }
 
  private:
   struct ScanWork;
@@ -162,6 +166,11 @@ class VolumeManager {
   SteadyTime NextResync(SteadyTime now);
   void MaybeFinishStop();
   void WatchVolumeDir(const VolumeKey& key, const std::string& dir);
+  // ReloadHost.
+  std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const override;
+  bool VolumeCurrent(const VolumeKey& key) const override;
+  std::vector<std::string> ObjectVersions(const std::string& pod_uid,
+                                          const std::vector<std::string>& volumes) const override;
 
   uv_loop_t* loop_;
   VolumeManagerOptions options_;
@@ -177,6 +186,8 @@ class VolumeManager {
   DesiredStateOfWorldPopulator populator_;
   Reconciler reconciler_;
   VolumeDirWatcher dir_watcher_;
+  std::unique_ptr<ReloadController> reload_;
+  bool reload_closed_ = false;
 
   uv_timer_t* tick_ = nullptr;  // the next pass with work due (see ArmTick)
   uv_timer_t* soon_ = nullptr;  // an extra pass right away, coalesced

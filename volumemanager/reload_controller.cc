@@ -1,0 +1,590 @@
+#include "volumemanager/reload_controller.h"
+
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "base/catch_all.h"
+#include "base/strings.h"
+#include "base/uv_timer.h"
+#include "logging/structured_log.h"
+#include "reload/pod_address.h"
+
+namespace volumemanager {
+namespace {
+
+template <typename F>
+void Guard(const char* what, F&& body) {
+  if (base::Status s = base::CatchAll(what, std::forward<F>(body)); !s.ok()) {
+    spdlog::error("{}", s.message());
+  }
+}
+
+// RFC 3339 with a "Z" zone, as the API server writes times, to the second (nullopt otherwise).
+std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  struct tm t {};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &t);
+  if (end == nullptr) return std::nullopt;
+  const time_t seconds = timegm(&t);
+  if (seconds == static_cast<time_t>(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(seconds);
+}
+
+std::string AnnotationsOf(const kube::Pod& pod) {
+  std::string out;
+  for (const char* name : {reload::kReloadAnnotation, reload::kReloadVolumesAnnotation,
+                           reload::kReloadDelayAnnotation}) {
+    auto it = pod.metadata.annotations.find(name);
+    out += it == pod.metadata.annotations.end() ? std::string("\x01") : it->second;
+    out += '\0';
+  }
+  return out;
+}
+
+bool Retryable(const reload::HttpCallResult& r) {
+  if (!r.transport.ok()) return true;
+  return r.status >= 500 || r.status == 408 || r.status == 429;
+}
+
+}  // namespace
+
+struct ReloadController::Run {
+  uint64_t id = 0;
+  std::vector<reload::Action> actions;
+  size_t index = 0;
+  int attempt = 0;
+  std::string ip;  // the HTTP target, fixed by the run's first attempt
+  std::vector<std::string> volumes;
+  SteadyTime first_change{};
+  WallTime swap_wall{};
+  RunReport report;
+  bool any_ok = false;
+  reload::HttpCaller::Id http_id = 0;
+  bool http_active = false;
+  bool signal_active = false;
+  std::optional<SteadyTime> retry_at;
+};
+
+struct ReloadController::PodState {
+  std::string uid;
+  std::shared_ptr<const kube::Pod> pod;
+  std::string annotations;  // the three values as last parsed
+  std::optional<reload::ReloadSpec> spec;
+  std::string error;
+  std::set<std::string> pending;  // changed triggering volumes not reloaded yet
+  SteadyTime first_change{};
+  WallTime last_swap_wall{};
+  SteadyTime quiet_until{};
+  std::optional<SteadyTime> last_started;
+  std::unique_ptr<Run> run;
+  std::optional<RunReport> last;
+};
+
+struct ReloadController::SignalWork {
+  uv_work_t req{};
+  ReloadController* self = nullptr;
+  std::string uid;
+  uint64_t run_id = 0;
+  std::vector<ContainerSignalRequest> requests;
+  std::function<base::Result<std::string>(const ContainerSignalRequest&)> send;
+  std::vector<std::string> results;
+  bool ok = true;
+};
+
+const std::vector<double>& ReloadController::LatencyBuckets() {
+  static const std::vector<double> buckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                              2.5,  5,     10,   30,  60,   300};
+  return buckets;
+}
+
+ReloadController::ReloadController(uv_loop_t* loop, ReloadControllerOptions options,
+                                   const ReloadHost* host)
+    : loop_(loop), options_(std::move(options)), host_(host), http_(loop, options_.http) {
+  if (options_.max_attempts < 1) options_.max_attempts = 1;
+  if (!options_.node_addresses) options_.node_addresses = &reload::NodeAddresses;
+  timer_ = base::NewTimer(loop_, this);
+}
+
+ReloadController::~ReloadController() = default;
+
+size_t ReloadController::annotation_errors() const {
+  size_t n = 0;
+  for (const auto& [uid, p] : pods_) n += p->error.empty() ? 0 : 1;
+  return n;
+}
+
+void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
+  if (closing_ || pod == nullptr) return;
+  const std::string& uid = pod->metadata.uid;
+  const std::string annotations = AnnotationsOf(*pod);
+  auto it = pods_.find(uid);
+  const bool any = pod->metadata.annotations.count(reload::kReloadAnnotation) != 0 ||
+                   pod->metadata.annotations.count(reload::kReloadVolumesAnnotation) != 0 ||
+                   pod->metadata.annotations.count(reload::kReloadDelayAnnotation) != 0;
+  if (!any) {
+    if (it != pods_.end()) OnPodRemoved(uid);  // the annotation was taken off: nothing to do
+    return;
+  }
+  if (it == pods_.end()) {
+    auto state = std::make_unique<PodState>();
+    state->uid = uid;
+    it = pods_.emplace(uid, std::move(state)).first;
+  }
+  PodState& p = *it->second;
+  p.pod = std::move(pod);
+  if (p.annotations == annotations && !p.annotations.empty()) return;
+  p.annotations = annotations;
+  p.spec.reset();
+  p.error.clear();
+  auto parsed = reload::ParseReloadAnnotations(p.pod->metadata.annotations);
+  std::string error;
+  if (!parsed.ok()) {
+    error = parsed.status().message();
+  } else if (parsed->has_value()) {
+    const reload::ReloadSpec& spec = **parsed;
+    const std::vector<std::string> refreshed = host_->RefreshedVolumes(uid);
+    if (spec.volumes) {
+      for (const std::string& name : *spec.volumes) {
+        if (std::find(refreshed.begin(), refreshed.end(), name) != refreshed.end()) continue;
+        error = std::string("annotation ") + reload::kReloadVolumesAnnotation + ": volume \"" +
+                name +
+                "\" is not a configMap, secret, projected or downwardAPI volume that this daemon "
+                "refreshes";
+        break;
+      }
+    }
+    for (const reload::Action& a : spec.actions) {
+      if (!error.empty() || a.kind != reload::Action::Kind::kSignal) continue;
+      if (!options_.cluster_mode) {
+        error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
+                "\": signal actions need cluster mode (a standalone pod's containers cannot be "
+                "found)";
+      } else if (!a.signal.container.empty()) {
+        const auto& cs = p.pod->spec.containers;
+        if (std::none_of(cs.begin(), cs.end(),
+                         [&](const kube::Container& c) { return c.name == a.signal.container; })) {
+          error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
+                  "\": the pod has no container \"" + a.signal.container + "\"";
+        }
+      }
+    }
+    if (error.empty()) p.spec = spec;
+  }
+  if (!error.empty()) {
+    p.error = error;
+    p.pending.clear();
+    logging::Warn("Reload annotation refused; the pod's volumes are still kept current",
+                  {{"pod", logging::KObj(p.pod->metadata)}, {"podUID", uid}, {"err", error}});
+    if (options_.on_annotation_error) options_.on_annotation_error(*p.pod, error);
+  } else if (p.spec) {
+    std::vector<std::string> texts;
+    for (const reload::Action& a : p.spec->actions) texts.push_back(a.Text());
+    logging::Info("Reload actions set", {{"pod", logging::KObj(p.pod->metadata)},
+                                         {"podUID", uid},
+                                         {"actions", base::Join(texts, ", ")}});
+  }
+}
+
+void ReloadController::OnPodRemoved(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  PodState& p = *it->second;
+  if (p.run && p.run->http_active) http_.Cancel(p.run->http_id);
+  // A signal in flight finishes on the pool; its completion finds no run and drops its result.
+  wake_.erase(uid);
+  pods_.erase(it);
+}
+
+std::vector<std::string> ReloadController::TriggeringVolumes(const PodState& p) const {
+  if (p.spec && p.spec->volumes) return *p.spec->volumes;
+  return host_->RefreshedVolumes(p.uid);
+}
+
+void ReloadController::OnContentSwapped(const VolumeKey& key, const ContentSwap& swap) {
+  if (closing_) return;
+  auto it = pods_.find(key.pod_uid);
+  if (it == pods_.end() || !it->second->spec) return;
+  PodState& p = *it->second;
+  const std::vector<std::string> triggering = TriggeringVolumes(p);
+  if (std::find(triggering.begin(), triggering.end(), key.volume_name) == triggering.end()) return;
+  const SteadyTime now = Now();
+  if (p.pending.empty() || swap.changed_at < p.first_change) p.first_change = swap.changed_at;
+  p.pending.insert(key.volume_name);
+  p.last_swap_wall = std::chrono::system_clock::now();
+  p.quiet_until = now + p.spec->delay;
+  spdlog::debug("reload of pod UID \"{}\" due after the {} swap of volume \"{}\" (version {})",
+                key.pod_uid, swap.foreign ? "observed" : "daemon's", key.volume_name, swap.version);
+  Wake(key.pod_uid, p.quiet_until);
+}
+
+void ReloadController::OnVolumeActivity(const std::string& pod_uid) {
+  auto it = pods_.find(pod_uid);
+  if (it == pods_.end() || it->second->pending.empty()) return;
+  Evaluate(pod_uid);
+}
+
+std::string ReloadController::PodUnreachable(const PodState& p) const {
+  const kube::Pod& pod = *p.pod;
+  if (pod.metadata.deletion_timestamp) return "the pod is terminating";
+  if (options_.cluster_mode && pod.status.phase != "Running") {
+    return "the pod is not running (phase \"" + pod.status.phase +
+           "\"): its application reads its files when it starts";
+  }
+  if (!options_.cluster_mode && !pod.status.phase.empty() && pod.status.phase != "Running") {
+    return "the pod's manifest says it is not running (phase \"" + pod.status.phase + "\")";
+  }
+  return "";
+}
+
+void ReloadController::Evaluate(const std::string& uid) {
+  if (closing_) return;
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  PodState& p = *it->second;
+  if (!p.spec || p.pending.empty() || p.run) return;
+  const SteadyTime now = Now();
+  if (now < p.quiet_until) return Wake(uid, p.quiet_until);
+  if (p.last_started && now < *p.last_started + options_.min_interval) {
+    return Wake(uid, *p.last_started + options_.min_interval);
+  }
+  for (const std::string& volume : TriggeringVolumes(p)) {
+    // Not current yet: its operation's completion (OnVolumeActivity) brings the pod back.
+    if (!host_->VolumeCurrent(VolumeKey{uid, volume})) return;
+  }
+  std::string skip = PodUnreachable(p);
+  if (skip.empty() && !p.pod->status.container_statuses.empty()) {
+    bool all_after = true;
+    for (const kube::ContainerStatus& c : p.pod->status.container_statuses) {
+      const auto started = ParseTime(c.running_started_at);
+      // Second precision, truncated: a start strictly after the swap's second is after it.
+      if (!started || *started <= std::chrono::floor<std::chrono::seconds>(p.last_swap_wall)) {
+        all_after = false;
+      }
+    }
+    if (all_after) skip = "every container started after the change: it read the new content";
+  }
+  if (!skip.empty()) {
+    for (const reload::Action& a : p.spec->actions) Count(a.KindName(), "skipped");
+    logging::Info("Reload not needed",
+                  {{"pod", logging::KObj(p.pod->metadata)}, {"podUID", uid}, {"reason", skip}});
+    p.pending.clear();
+    return;
+  }
+  StartRun(p);
+}
+
+void ReloadController::StartRun(PodState& p) {
+  auto run = std::make_unique<Run>();
+  run->id = ++next_run_id_;
+  run->actions = p.spec->actions;
+  run->volumes.assign(p.pending.begin(), p.pending.end());
+  run->first_change = p.first_change;
+  run->swap_wall = p.last_swap_wall;
+  run->report.volumes = run->volumes;
+  run->report.objects = host_->ObjectVersions(p.uid, run->volumes);
+  run->report.ok = true;
+  p.pending.clear();
+  p.last_started = Now();
+  p.run = std::move(run);
+  NextAction(p.uid);
+}
+
+void ReloadController::NextAction(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || !it->second->run) return;
+  PodState& p = *it->second;
+  if (p.run->index >= p.run->actions.size()) return FinishRun(p);
+  p.run->attempt = 0;
+  Attempt(uid);
+}
+
+void ReloadController::Attempt(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || !it->second->run || closing_) return;
+  PodState& p = *it->second;
+  Run& run = *p.run;
+  run.retry_at.reset();
+  ++run.attempt;
+  const reload::Action action = run.actions[run.index];
+  const uint64_t run_id = run.id;
+  if (std::string why = PodUnreachable(p); !why.empty()) {
+    return AttemptDone(uid, run_id, false, false, "not sent: " + why);
+  }
+  if (action.kind == reload::Action::Kind::kHttp) {
+    if (options_.cluster_mode && Now() - node_addresses_at_ > std::chrono::seconds(10)) {
+      node_addresses_ = options_.node_addresses();
+      node_addresses_at_ = Now();
+    }
+    auto ip = reload::PodActionAddress(*p.pod, options_.cluster_mode, node_addresses_);
+    if (!ip.ok())
+      return AttemptDone(uid, run_id, false, false, "refused: " + ip.status().message());
+    if (run.ip.empty()) {
+      run.ip = *ip;
+    } else if (run.ip != *ip) {
+      return AttemptDone(uid, run_id, false, false,
+                         "not sent: the pod's IP changed from " + run.ip + " to " + *ip);
+    }
+    reload::HttpCallRequest request;
+    request.ip = run.ip;
+    request.port = action.http.port;
+    request.method = action.http.method;
+    request.path = action.http.path;
+    run.http_active = true;
+    run.http_id =
+        http_.Call(std::move(request), [this, uid, run_id](const reload::HttpCallResult& r) {
+          auto pit = pods_.find(uid);
+          if (pit != pods_.end() && pit->second->run && pit->second->run->id == run_id) {
+            pit->second->run->http_active = false;
+          }
+          AttemptDone(uid, run_id, r.ok(), !r.ok() && Retryable(r), r.Describe());
+        });
+    return;
+  }
+  // A signal.
+  if (!options_.send_signal) {
+    return AttemptDone(uid, run_id, false, false,
+                       "refused: signal actions are not enabled on this node");
+  }
+  std::vector<ContainerSignalRequest> requests;
+  std::vector<std::string> notes;
+  for (const kube::Container& c : p.pod->spec.containers) {
+    bool wanted = false;
+    if (!action.signal.container.empty()) {
+      wanted = c.name == action.signal.container;
+    } else {
+      for (const kube::VolumeMount& m : c.volume_mounts) {
+        if (std::find(run.volumes.begin(), run.volumes.end(), m.name) != run.volumes.end()) {
+          wanted = true;
+        }
+      }
+    }
+    if (!wanted) continue;
+    const kube::ContainerStatus* status = nullptr;
+    for (const kube::ContainerStatus& s : p.pod->status.container_statuses) {
+      if (s.name == c.name) status = &s;
+    }
+    if (status == nullptr || status->container_id.empty() || status->running_started_at.empty()) {
+      notes.push_back("container " + c.name + " is not running");
+      continue;
+    }
+    const auto started = ParseTime(status->running_started_at);
+    if (started && *started > std::chrono::floor<std::chrono::seconds>(run.swap_wall)) {
+      notes.push_back("container " + c.name + " started after the change");
+      continue;
+    }
+    ContainerSignalRequest r;
+    r.pod_uid = uid;
+    r.container_name = c.name;
+    r.container_id = status->container_id;
+    r.signal = action.signal.signal;
+    r.signal_name = action.signal.signal_name;
+    r.share_process_namespace = p.pod->spec.share_process_namespace;
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) {
+    return AttemptDone(uid, run_id, false, false,
+                       "not sent: no running container to signal" +
+                           (notes.empty() ? std::string() : " (" + base::Join(notes, "; ") + ")"));
+  }
+  auto* work = new SignalWork;
+  work->req.data = work;
+  work->self = this;
+  work->uid = uid;
+  work->run_id = run_id;
+  work->requests = std::move(requests);
+  work->send = options_.send_signal;
+  work->results = std::move(notes);
+  run.signal_active = true;
+  ++signals_in_flight_;
+  uv_queue_work(
+      loop_, &work->req,
+      [](uv_work_t* req) {
+        auto* w = static_cast<SignalWork*>(req->data);
+        Guard("sending a reload signal", [w] {
+          for (const ContainerSignalRequest& r : w->requests) {
+            base::Result<std::string> sent = w->send(r);
+            if (sent.ok()) {
+              w->results.push_back(r.signal_name + " to " + *sent);
+            } else {
+              w->ok = false;
+              w->results.push_back("container " + r.container_name + ": " +
+                                   sent.status().message());
+            }
+          }
+        });
+      },
+      [](uv_work_t* req, int) {
+        std::unique_ptr<SignalWork> w(static_cast<SignalWork*>(req->data));
+        ReloadController* self = w->self;
+        --self->signals_in_flight_;
+        Guard("a reload signal's completion", [&] {
+          auto pit = self->pods_.find(w->uid);
+          if (pit != self->pods_.end() && pit->second->run && pit->second->run->id == w->run_id) {
+            pit->second->run->signal_active = false;
+          }
+          if (!self->closing_) {
+            self->AttemptDone(w->uid, w->run_id, w->ok, false, base::Join(w->results, "; "));
+          }
+        });
+        self->MaybeClosed();
+      });
+}
+
+void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id, bool ok, bool retryable,
+                                   const std::string& result) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || !it->second->run || it->second->run->id != run_id) return;
+  PodState& p = *it->second;
+  Run& run = *p.run;
+  const reload::Action& action = run.actions[run.index];
+  if (!ok && retryable && run.attempt < options_.max_attempts && !closing_) {
+    const auto delay = options_.retry_initial * (1 << std::min(run.attempt - 1, 16));
+    logging::Info("Reload action failed; retrying",
+                  {{"pod", logging::KObj(p.pod->metadata)},
+                   {"podUID", uid},
+                   {"action", action.Text()},
+                   {"result", result},
+                   {"attempt", run.attempt},
+                   {"retryInMs", static_cast<long>(delay.count())}});
+    run.retry_at = Now() + delay;
+    return Wake(uid, *run.retry_at);
+  }
+  const bool refused =
+      !ok && (result.rfind("refused:", 0) == 0 || result.rfind("not sent:", 0) == 0);
+  Count(action.KindName(), ok ? "success" : refused ? "refused" : "failure");
+  std::string line = action.Text() + ": " + result;
+  if (run.attempt > 1) line += " (attempt " + std::to_string(run.attempt) + ")";
+  run.report.results.push_back(line);
+  if (ok) {
+    run.any_ok = true;
+  } else {
+    run.report.ok = false;
+  }
+  const std::string volumes = base::Join(run.volumes, ",");
+  const std::string objects = base::Join(run.report.objects, ",");
+  const std::string text = action.Text();
+  logging::Log(ok ? spdlog::level::info : spdlog::level::warn, ok ? "Reloaded" : "ReloadFailed",
+               {{"pod", logging::KObj(p.pod->metadata)},
+                {"podUID", uid},
+                {"action", text},
+                {"result", result},
+                {"attempts", run.attempt},
+                {"volumes", volumes},
+                {"objects", objects}});
+  ++run.index;
+  NextAction(uid);
+}
+
+void ReloadController::FinishRun(PodState& p) {
+  std::unique_ptr<Run> run = std::move(p.run);
+  run->report.at = std::chrono::system_clock::now();
+  if (run->any_ok && run->first_change != SteadyTime{}) {
+    latency_.Observe(std::chrono::duration<double>(Now() - run->first_change).count());
+  }
+  p.last = run->report;
+  if (options_.on_result) {
+    std::string message = base::Join(run->report.results, "; ");
+    if (!run->report.objects.empty()) message += " (" + base::Join(run->report.objects, ", ") + ")";
+    options_.on_result(*p.pod, run->report.ok, message);
+  }
+  if (!p.pending.empty()) Wake(p.uid, Now());  // changes that came during the run
+}
+
+void ReloadController::Wake(const std::string& uid, SteadyTime at) {
+  if (closing_) return;
+  auto [it, inserted] = wake_.emplace(uid, at);
+  if (!inserted) {
+    // The earliest of a retry and a window end is looked at first; the later one is found then.
+    it->second = std::min(it->second, at);
+  }
+  ArmTimer();
+}
+
+void ReloadController::ArmTimer() {
+  if (timer_ == nullptr || closing_) return;
+  if (wake_.empty()) {
+    uv_timer_stop(timer_);
+    return;
+  }
+  SteadyTime next = SteadyTime::max();
+  for (const auto& [uid, at] : wake_) next = std::min(next, at);
+  const auto delay = std::max<std::chrono::milliseconds::rep>(
+      0, std::chrono::ceil<std::chrono::milliseconds>(next - Now()).count());
+  uv_timer_start(
+      timer_, [](uv_timer_t* t) { static_cast<ReloadController*>(t->data)->OnTimer(); },
+      static_cast<uint64_t>(delay), 0);
+}
+
+void ReloadController::OnTimer() {
+  Guard("reload timer", [this] {
+    const SteadyTime now = Now();
+    std::vector<std::string> due;
+    for (auto it = wake_.begin(); it != wake_.end();) {
+      if (it->second <= now) {
+        due.push_back(it->first);
+        it = wake_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const std::string& uid : due) {
+      auto it = pods_.find(uid);
+      if (it == pods_.end()) continue;
+      PodState& p = *it->second;
+      if (p.run) {
+        if (p.run->retry_at) {
+          if (*p.run->retry_at <= now) {
+            Attempt(uid);
+          } else {
+            Wake(uid, *p.run->retry_at);
+          }
+        }
+        continue;  // a window that ended during a run is looked at when the run ends
+      }
+      Evaluate(uid);
+    }
+    ArmTimer();
+  });
+}
+
+std::map<std::string, ReloadController::PodView> ReloadController::View() const {
+  std::map<std::string, PodView> out;
+  for (const auto& [uid, p] : pods_) {
+    PodView v;
+    v.pod = p->pod->metadata.NamespacedName();
+    if (p->spec) {
+      for (const reload::Action& a : p->spec->actions) v.actions.push_back(a.Text());
+    }
+    v.annotation_error = p->error;
+    v.pending_volumes.assign(p->pending.begin(), p->pending.end());
+    v.running = p->run != nullptr;
+    v.last = p->last;
+    out.emplace(uid, std::move(v));
+  }
+  return out;
+}
+
+void ReloadController::Close(std::function<void()> done) {
+  closing_ = true;
+  close_done_ = std::move(done);
+  wake_.clear();
+  if (timer_ != nullptr) {
+    base::CloseTimer(timer_);
+    timer_ = nullptr;
+  }
+  http_.Close([this] {
+    http_closed_ = true;
+    MaybeClosed();
+  });
+}
+
+void ReloadController::MaybeClosed() {
+  if (!closing_ || !http_closed_ || signals_in_flight_ > 0 || !close_done_) return;
+  auto done = std::move(close_done_);
+  close_done_ = nullptr;
+  done();
+}
+
+}  // namespace volumemanager

@@ -1,0 +1,194 @@
+// ReloadController: tells a pod's application that new content of its volumes is in place, as
+// the pod's annotations ask (reload/reload_spec.h): an HTTP request to the pod's own IP, or
+// (cluster mode) a signal to its containers' main processes.
+//
+// When: after a content swap of a triggering volume (a write of the daemon's that published a new
+// version over earlier content, or, beside the kubelet, a swap of the kubelet's that the daemon
+// saw; the daemon's check of that swap, and the correction it may bring, complete first), once
+// every triggering volume of the pod holds its current content in full (no write due, running,
+// backing off or to verify), and `reload-delay` after the last such swap: a burst of changes inside
+// the window gives one run of the actions, for the final content. Never at first set-up (the
+// application reads its files when it starts), never for a write that changed nothing, never for a
+// terminating pod, a pod not running (cluster mode), or a pod whose containers all started after
+// the swap. Right before each attempt the pod is looked at again: still there, running, not
+// terminating, and (HTTP) with the same IP as at the run's first attempt (IPs are reused).
+//
+// How much: one run per pod at a time, and the next starts no sooner than `min_interval` after the
+// last one started (changes meanwhile are batched into it); each action is attempted up to
+// `max_attempts` times, `retry_initial` doubling between attempts, on a transport error, a 5xx, a
+// 408 or a 429 (another 4xx, a 3xx, or a refusal is final). HTTP requests share one node-wide
+// concurrency limit (reload/http_caller.h). A pod whose listener hangs holds one slot for at most
+// the request timeout per attempt and delays no other pod's run.
+//
+// Reports: a log line at info per action run (pod, action, result, the object versions covered),
+// `on_result` per run (cluster mode: a Reloaded or ReloadFailed Event), counters by action kind and
+// result, a histogram from the first change a run covers to its last action answered, and per pod
+// the last run and what is pending (/debug/state). A bad annotation is reported once per value
+// (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else.
+//
+// Loop-thread only. Close() before destruction.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
+
+#include <uv.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kube/pod.h"
+#include "reload/http_caller.h"
+#include "reload/reload_spec.h"
+#include "server/metrics.h"
+#include "volumemanager/volume_key.h"
+
+namespace volumemanager {
+
+// A volume's content changed on disk after its first set-up (Reconciler's on_content_swapped).
+struct ContentSwap {
+  bool foreign = false;  // another writer's swap (the kubelet's), seen by a check of ..data
+  std::string version;   // the ..data target after the swap
+  // The earliest remount request the daemon's write served (an object change), or when the
+  // foreign swap was seen.
+  std::chrono::steady_clock::time_point changed_at{};
+};
+
+// What a signal action asks of the node (run on the thread pool; cluster mode only).
+struct ContainerSignalRequest {
+  std::string pod_uid;
+  std::string container_name;
+  std::string container_id;  // status.containerStatuses[].containerID
+  int signal = 0;
+  std::string signal_name;
+  bool share_process_namespace = false;
+};
+
+// What the controller needs of the volume manager.
+class ReloadHost {
+ public:
+  virtual ~ReloadHost() = default;
+  // The pod's volumes the daemon refreshes (its desired volumes).
+  virtual std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const = 0;
+  // The volume holds its current content in full: mounted, certain, no write due, in flight,
+  // backing off or to verify.
+  virtual bool VolumeCurrent(const VolumeKey& key) const = 0;
+  // The objects the volumes read, as "ConfigMap ns/name@resourceVersion" (metadata only).
+  virtual std::vector<std::string> ObjectVersions(
+      const std::string& pod_uid, const std::vector<std::string>& volumes) const = 0;
+};
+
+struct ReloadControllerOptions {
+  bool cluster_mode = false;
+  reload::HttpCallerOptions http;
+  int max_attempts = 4;
+  std::chrono::milliseconds retry_initial{1000};
+  std::chrono::milliseconds min_interval{1000};
+  // Signals, run on the thread pool (blocking); null: signal actions are refused as unavailable.
+  std::function<base::Result<std::string>(const ContainerSignalRequest&)> send_signal;
+  // A run of the pod's actions ended: `ok` when each action succeeded; `message` names the actions
+  // and results and the objects' versions (never data). E.g. a Reloaded or ReloadFailed Event.
+  std::function<void(const kube::Pod& pod, bool ok, const std::string& message)> on_result;
+  // A bad reload annotation (once per value): e.g. a Warning Event.
+  std::function<void(const kube::Pod& pod, const std::string& error)> on_annotation_error;
+  // The addresses of the daemon's network (cluster mode: never a target). Tests inject them.
+  std::function<std::vector<std::string>()> node_addresses;
+  std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;
+};
+
+class ReloadController {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  using WallTime = std::chrono::system_clock::time_point;
+
+  ReloadController(uv_loop_t* loop, ReloadControllerOptions options, const ReloadHost* host);
+  ~ReloadController();
+  ReloadController(const ReloadController&) = delete;
+  ReloadController& operator=(const ReloadController&) = delete;
+
+  // A pod added or updated (its annotations are read again when they changed), or removed.
+  void OnPod(std::shared_ptr<const kube::Pod> pod);
+  void OnPodRemoved(const std::string& pod_uid);
+  // A triggering volume's content changed (see ContentSwap).
+  void OnContentSwapped(const VolumeKey& key, const ContentSwap& swap);
+  // Something about the pod's volumes finished (an operation): a pending run may start.
+  void OnVolumeActivity(const std::string& pod_uid);
+  // No new work; `done` once every request and signal in flight has ended and handles closed.
+  void Close(std::function<void()> done);
+
+  // Metrics.
+  // (action kind, result) -> count; result: success, failure, refused, skipped.
+  const std::map<std::pair<std::string, std::string>, long>& action_counts() const {
+    return counts_;
+  }
+  const server::Histogram& latency() const { return latency_; }
+  size_t annotation_errors() const;
+  static const std::vector<double>& LatencyBuckets();
+
+  // /debug/state: per pod with a reload annotation.
+  struct RunReport {
+    WallTime at{};
+    bool ok = false;
+    std::vector<std::string> results;  // "POST http://:9090/-/reload: HTTP 200"
+    std::vector<std::string> volumes;  // the changed volumes it covered
+    std::vector<std::string> objects;  // their objects' versions
+  };
+  struct PodView {
+    std::string pod;  // namespace/name
+    std::vector<std::string> actions;
+    std::string annotation_error;
+    std::vector<std::string> pending_volumes;  // changed, not reloaded yet
+    bool running = false;
+    std::optional<RunReport> last;
+  };
+  std::map<std::string, PodView> View() const;  // by pod UID
+  size_t pod_count() const { return pods_.size(); }
+
+ private:
+  struct PodState;
+  struct Run;
+  struct SignalWork;
+
+  void Evaluate(const std::string& uid);
+  void StartRun(PodState& p);
+  void NextAction(const std::string& uid);
+  void Attempt(const std::string& uid);
+  void AttemptDone(const std::string& uid, uint64_t run_id, bool ok, bool retryable,
+                   const std::string& result);
+  void FinishRun(PodState& p);
+  // Why the pod may not be told now ("" when it may): gone, terminating, not running.
+  std::string PodUnreachable(const PodState& p) const;
+  std::vector<std::string> TriggeringVolumes(const PodState& p) const;
+  void Wake(const std::string& uid, SteadyTime at);
+  void ArmTimer();
+  void OnTimer();
+  void Count(const std::string& kind, const std::string& result) { ++counts_[{kind, result}]; }
+  SteadyTime Now() const { return options_.clock(); }
+
+  uv_loop_t* loop_;
+  ReloadControllerOptions options_;
+  const ReloadHost* host_;
+  reload::HttpCaller http_;
+  std::map<std::string, std::unique_ptr<PodState>> pods_;
+  std::map<std::string, SteadyTime> wake_;  // pod UID -> when to look at it again
+  uv_timer_t* timer_ = nullptr;
+  uint64_t next_run_id_ = 0;
+  int signals_in_flight_ = 0;
+  bool closing_ = false;
+  bool http_closed_ = false;
+  std::function<void()> close_done_;
+  std::map<std::pair<std::string, std::string>, long> counts_;
+  server::Histogram latency_{LatencyBuckets()};
+  std::vector<std::string> node_addresses_;
+  SteadyTime node_addresses_at_{};
+  void MaybeClosed();
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_

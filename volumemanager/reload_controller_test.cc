@@ -1,0 +1,347 @@
+// ReloadController with a fake host (which volumes exist and are current) and real HTTP listeners
+// on loopback addresses; the end-to-end behaviour with the daemon is in tests/e2e/test_reload.py.
+#include "volumemanager/reload_controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tests/support/http_listener.h"
+#include "tests/support/test_loop.h"
+
+namespace volumemanager {
+namespace {
+
+using ::testing::HasSubstr;
+using vmtest::Listener;
+
+class FakeHost : public ReloadHost {
+ public:
+  std::vector<std::string> RefreshedVolumes(const std::string&) const override { return volumes; }
+  bool VolumeCurrent(const VolumeKey& key) const override {
+    return not_current.count(key.volume_name) == 0;
+  }
+  std::vector<std::string> ObjectVersions(const std::string&,
+                                          const std::vector<std::string>&) const override {
+    return {"ConfigMap default/app@7"};
+  }
+  std::vector<std::string> volumes = {"config", "certs"};
+  std::set<std::string> not_current;
+};
+
+struct Result {
+  bool ok;
+  std::string message;
+};
+
+class ReloadControllerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (controller_) {
+      bool closed = false;
+      controller_->Close([&] { closed = true; });
+      EXPECT_TRUE(loop_.RunUntil([&] { return closed; }));
+      controller_.reset();
+    }
+    EXPECT_TRUE(loop_.Close()) << "a handle was left open";
+  }
+
+  ReloadController& Controller(bool cluster_mode = false) {
+    ReloadControllerOptions o;
+    o.cluster_mode = cluster_mode;
+    o.retry_initial = std::chrono::milliseconds(10);
+    o.min_interval = std::chrono::milliseconds(0);
+    o.http.timeout = std::chrono::milliseconds(2000);
+    o.node_addresses = [] { return std::vector<std::string>{"127.0.0.1"}; };
+    o.on_result = [this](const kube::Pod&, bool ok, const std::string& m) {
+      results_.push_back({ok, m});
+    };
+    o.on_annotation_error = [this](const kube::Pod&, const std::string& e) {
+      annotation_errors_.push_back(e);
+    };
+    if (signal_) o.send_signal = signal_;
+    controller_ = std::make_unique<ReloadController>(loop_.get(), o, &host_);
+    return *controller_;
+  }
+
+  static std::shared_ptr<const kube::Pod> Pod(const std::string& uid, const std::string& reload,
+                                              const std::string& delay = "20ms",
+                                              const std::string& ip = "") {
+    auto p = std::make_shared<kube::Pod>();
+    p->metadata.name = "pod-" + uid;
+    p->metadata.namespace_ = "default";
+    p->metadata.uid = uid;
+    if (!reload.empty()) p->metadata.annotations[reload::kReloadAnnotation] = reload;
+    if (!delay.empty()) p->metadata.annotations[reload::kReloadDelayAnnotation] = delay;
+    p->status.phase = "Running";
+    p->status.pod_ip = ip;
+    p->status.host_ip = "192.0.2.1";
+    return p;
+  }
+  static std::string Url(const Listener& l, const std::string& path = "/-/reload") {
+    return "http://:" + std::to_string(l.port()) + path;
+  }
+  void Swap(const std::string& uid, const std::string& volume) {
+    controller_->OnContentSwapped(VolumeKey{uid, volume},
+                                  ContentSwap{false, "..v", std::chrono::steady_clock::now()});
+  }
+  // Runs the loop for `ms` (to see that nothing happens).
+  void Idle(int ms) {
+    loop_.RunUntil([] { return false; }, std::chrono::milliseconds(ms));
+  }
+
+  vmtest::TestLoop loop_;
+  FakeHost host_;
+  std::function<base::Result<std::string>(const ContainerSignalRequest&)> signal_;
+  std::unique_ptr<ReloadController> controller_;
+  std::vector<Result> results_;
+  std::vector<std::string> annotation_errors_;
+};
+
+TEST_F(ReloadControllerTest, NothingWithoutAChange) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller().OnPod(Pod("a", Url(l)));
+  Idle(150);
+  EXPECT_TRUE(l.requests().empty()) << "first set-up is no change";
+  EXPECT_TRUE(results_.empty());
+}
+
+TEST_F(ReloadControllerTest, ABurstInsideTheWindowIsOneCall) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller().OnPod(Pod("a", Url(l), "300ms"));
+  for (int i = 0; i < 20; ++i) Swap("a", i % 2 == 0 ? "config" : "certs");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  Idle(400);
+  EXPECT_EQ(l.requests().size(), 1u);
+  ASSERT_EQ(results_.size(), 1u);
+  EXPECT_TRUE(results_[0].ok);
+  EXPECT_THAT(results_[0].message,
+              HasSubstr("POST http://:" + std::to_string(l.port()) + "/-/reload: HTTP 200"));
+  EXPECT_THAT(results_[0].message, HasSubstr("ConfigMap default/app@7"));
+  const auto view = controller_->View();
+  ASSERT_EQ(view.count("a"), 1u);
+  ASSERT_TRUE(view.at("a").last.has_value());
+  EXPECT_EQ(view.at("a").last->volumes, (std::vector<std::string>{"certs", "config"}));
+  EXPECT_EQ(controller_->action_counts().at({"http", "success"}), 1);
+  EXPECT_EQ(controller_->latency().count(), 1u);
+}
+
+TEST_F(ReloadControllerTest, WaitsUntilEveryTriggeringVolumeIsCurrent) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller().OnPod(Pod("a", Url(l), "0"));
+  host_.not_current = {"certs"};
+  Swap("a", "config");
+  Idle(150);
+  EXPECT_TRUE(l.requests().empty()) << "certs is still being written";
+  host_.not_current.clear();
+  controller_->OnVolumeActivity("a");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_EQ(l.requests().size(), 1u);
+}
+
+TEST_F(ReloadControllerTest, OnlyTheNamedVolumesTrigger) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  auto pod = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0"));
+  pod->metadata.annotations[reload::kReloadVolumesAnnotation] = "certs";
+  Controller().OnPod(pod);
+  host_.not_current = {"config"};  // not a trigger: not waited for either
+  Swap("a", "config");
+  Idle(100);
+  EXPECT_TRUE(l.requests().empty());
+  Swap("a", "certs");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+}
+
+TEST_F(ReloadControllerTest, BadAnnotationsAreReportedOnceAndDoNothing) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller();
+  auto bad = Pod("a", "http://evil.example:80/");
+  controller_->OnPod(bad);
+  controller_->OnPod(bad);  // the same value again: not reported again
+  ASSERT_EQ(annotation_errors_.size(), 1u);
+  EXPECT_THAT(annotation_errors_[0], HasSubstr("the host must be empty"));
+  EXPECT_EQ(controller_->annotation_errors(), 1u);
+  Swap("a", "config");
+  Idle(100);
+  EXPECT_TRUE(results_.empty());
+
+  auto unknown = std::make_shared<kube::Pod>(*Pod("b", Url(l)));
+  unknown->metadata.annotations[reload::kReloadVolumesAnnotation] = "kube-api-access-x";
+  controller_->OnPod(unknown);
+  ASSERT_EQ(annotation_errors_.size(), 2u);
+  EXPECT_THAT(annotation_errors_[1], HasSubstr("volume \"kube-api-access-x\" is not a configMap"));
+
+  controller_->OnPod(Pod("c", "signal:SIGHUP"));
+  ASSERT_EQ(annotation_errors_.size(), 3u);
+  EXPECT_THAT(annotation_errors_[2], HasSubstr("signal actions need cluster mode"));
+}
+
+TEST_F(ReloadControllerTest, TerminatingOrStoppedPodsAreNotCalled) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller(/*cluster_mode=*/true);
+  auto terminating = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0", "127.0.0.2"));
+  terminating->metadata.deletion_timestamp = "2026-11-28T00:00:00Z";
+  controller_->OnPod(terminating);
+  auto pending = std::make_shared<kube::Pod>(*Pod("b", Url(l), "0", "127.0.0.2"));
+  pending->status.phase = "Pending";
+  controller_->OnPod(pending);
+  Swap("a", "config");
+  Swap("b", "config");
+  Idle(150);
+  EXPECT_TRUE(l.requests().empty());
+  EXPECT_EQ(controller_->action_counts().at({"http", "skipped"}), 2);
+}
+
+TEST_F(ReloadControllerTest, ContainersThatStartedAfterTheChangeNeedNoReload) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller();
+  auto fresh = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0"));
+  fresh->status.container_statuses.push_back({"app", "containerd://1", "2200-01-01T00:00:00Z"});
+  controller_->OnPod(fresh);
+  Swap("a", "config");
+  Idle(150);
+  EXPECT_TRUE(l.requests().empty());
+  auto old = std::make_shared<kube::Pod>(*Pod("b", Url(l), "0"));
+  old->status.container_statuses.push_back({"app", "containerd://2", "2020-01-01T00:00:00Z"});
+  controller_->OnPod(old);
+  Swap("b", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+}
+
+TEST_F(ReloadControllerTest, ClusterModeCallsOnlyThePodsOwnIp) {
+  Listener pod_listener("HTTP/1.1 200 OK\r\n\r\n", "127.0.0.2");
+  Controller(/*cluster_mode=*/true);
+  controller_->OnPod(Pod("a", Url(pod_listener), "0", "127.0.0.2"));
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_TRUE(results_[0].ok) << results_[0].message;
+  EXPECT_THAT(pod_listener.requests().at(0), HasSubstr("Host: 127.0.0.2:"));
+
+  auto host_network = std::make_shared<kube::Pod>(*Pod("b", Url(pod_listener), "0", "127.0.0.2"));
+  host_network->spec.host_network = true;
+  controller_->OnPod(host_network);
+  controller_->OnPod(Pod("c", Url(pod_listener), "0", "127.0.0.1"));  // a node address
+  Swap("b", "config");
+  Swap("c", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 3; }));
+  EXPECT_EQ(pod_listener.requests().size(), 1u);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_FALSE(results_[i].ok);
+    EXPECT_THAT(results_[i].message, HasSubstr("refused:"));
+  }
+  EXPECT_EQ(controller_->action_counts().at({"http", "refused"}), 2);
+}
+
+TEST_F(ReloadControllerTest, RetriesAreBounded) {
+  Listener failing("HTTP/1.1 503 Service Unavailable\r\n\r\n");
+  Listener client_error("HTTP/1.1 404 Not Found\r\n\r\n");
+  Controller();
+  controller_->OnPod(Pod("a", Url(failing), "0"));
+  controller_->OnPod(Pod("b", Url(client_error), "0"));
+  Swap("a", "config");
+  Swap("b", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 2; }));
+  EXPECT_EQ(failing.requests().size(), 4u) << "max_attempts";
+  EXPECT_EQ(client_error.requests().size(), 1u) << "a 4xx is final";
+  EXPECT_EQ(controller_->action_counts().at({"http", "failure"}), 2);
+}
+
+TEST_F(ReloadControllerTest, ARetryGoesNowhereWhenThePodsIpChanged) {
+  Listener failing("HTTP/1.1 503 Service Unavailable\r\n\r\n", "127.0.0.2");
+  Controller(/*cluster_mode=*/true);
+  controller_->OnPod(Pod("a", Url(failing), "0", "127.0.0.2"));
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return failing.requests().size() == 1; }));
+  controller_->OnPod(Pod("a", Url(failing), "0", "127.0.0.3"));  // the IP went to another pod
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_THAT(results_[0].message, HasSubstr("the pod's IP changed from 127.0.0.2 to 127.0.0.3"));
+  EXPECT_EQ(failing.requests().size(), 1u);
+}
+
+TEST_F(ReloadControllerTest, AHangingListenerDelaysNoOtherPod) {
+  Listener hung("");
+  Listener quick("HTTP/1.1 200 OK\r\n\r\n");
+  Controller();
+  controller_->OnPod(Pod("a", Url(hung), "0"));
+  controller_->OnPod(Pod("b", Url(quick), "0"));
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return hung.requests().size() == 1; }));
+  Swap("b", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_TRUE(results_[0].ok);
+  EXPECT_EQ(quick.requests().size(), 1u);
+  hung.Release();
+}
+
+TEST_F(ReloadControllerTest, ChangesDuringARunGiveOneMoreRun) {
+  Listener held("HTTP/1.1 200 OK\r\n\r\n", "127.0.0.1", /*hold=*/true);
+  Controller();
+  controller_->OnPod(Pod("a", Url(held), "0"));
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return held.requests().size() == 1; }));
+  for (int i = 0; i < 5; ++i) Swap("a", "certs");
+  held.Release();
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 2; }));
+  Idle(100);
+  EXPECT_EQ(results_.size(), 2u);
+  EXPECT_EQ(held.requests().size(), 2u);
+}
+
+TEST_F(ReloadControllerTest, SignalsGoToTheContainersThatMountAChangedVolume) {
+  std::vector<ContainerSignalRequest> sent;
+  std::mutex mu;
+  signal_ = [&](const ContainerSignalRequest& r) -> base::Result<std::string> {
+    std::lock_guard<std::mutex> l(mu);
+    sent.push_back(r);
+    return "PID 1 of container " + r.container_name;
+  };
+  Controller(/*cluster_mode=*/true);
+  auto pod = std::make_shared<kube::Pod>(*Pod("a", "signal:SIGHUP", "0", "127.0.0.2"));
+  kube::Container web;
+  web.name = "web";
+  web.volume_mounts.push_back({"config", "/etc/web", "", true});
+  kube::Container sidecar;
+  sidecar.name = "sidecar";
+  sidecar.volume_mounts.push_back({"certs", "/certs", "", true});
+  pod->spec.containers = {web, sidecar};
+  pod->status.container_statuses = {{"web", "containerd://aa", "2020-01-01T00:00:00Z"},
+                                    {"sidecar", "containerd://bb", "2020-01-01T00:00:00Z"}};
+  controller_->OnPod(pod);
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_TRUE(results_[0].ok) << results_[0].message;
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].container_name, "web");
+  EXPECT_EQ(sent[0].container_id, "containerd://aa");
+  EXPECT_EQ(sent[0].signal, SIGHUP);
+}
+
+TEST_F(ReloadControllerTest, SignalsAreRefusedWhereNotEnabled) {
+  Controller(/*cluster_mode=*/true);
+  auto pod = std::make_shared<kube::Pod>(*Pod("a", "signal:SIGUSR1", "0", "127.0.0.2"));
+  controller_->OnPod(pod);
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_FALSE(results_[0].ok);
+  EXPECT_THAT(results_[0].message, HasSubstr("signal actions are not enabled on this node"));
+}
+
+TEST_F(ReloadControllerTest, RemovedPodsAreForgotten) {
+  Listener held("");
+  Controller();
+  controller_->OnPod(Pod("a", Url(held), "0"));
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return held.requests().size() == 1; }));
+  controller_->OnPodRemoved("a");
+  EXPECT_EQ(controller_->pod_count(), 0u);
+  held.Release();
+  Idle(100);
+  EXPECT_TRUE(results_.empty());
+  controller_->OnPod(Pod("b", "", ""));  // no annotation: nothing kept
+  EXPECT_EQ(controller_->pod_count(), 0u);
+}
+
+}  // namespace
+}  // namespace volumemanager
