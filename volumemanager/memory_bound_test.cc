@@ -155,7 +155,6 @@ TEST_F(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
   loop.RunUntil([&] { return SizesOf(manager, store) == start; }, kLimit);
   EXPECT_EQ(SizesOf(manager, store), start);
   EXPECT_EQ(manager.stats().teardowns_ok, kPods / 10);
-
 }
 
 // Beside the kubelet (--volume-ownership kubelet), pods come and go, twice over: a third
@@ -224,7 +223,6 @@ TEST_F(MemoryBoundTest, PodsComingAndGoingBesideTheKubeletLeaveNothingBehind) {
   }
   EXPECT_EQ(manager.stats().teardowns_ok + manager.stats().teardowns_not_owned, 0)
       << "the kubelet's volumes are never the daemon's to tear down";
-
 }
 
 }  // namespace

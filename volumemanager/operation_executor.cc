@@ -51,12 +51,12 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
         if (r->gate != nullptr && !r->gate->Open()) {
           // Started while the lock was held and finished after it was lost: each such write is
           // named with its writer, so that the overlap with a successor can be told.
-          logging::Warn("Operation finished after the node's lock was lost",
-                        {{"podUID", r->key.pod_uid},
-                         {"volume", r->key.volume_name},
-                         {"writer", r->gate->writer()},
-                         {"err", r->result.ok() ? logging::Value::Absent()
-                                                : logging::Value(r->result)}});
+          logging::Warn(
+              "Operation finished after the node's lock was lost",
+              {{"podUID", r->key.pod_uid},
+               {"volume", r->key.volume_name},
+               {"writer", r->gate->writer()},
+               {"err", r->result.ok() ? logging::Value::Absent() : logging::Value(r->result)}});
         }
       },
       [](uv_work_t* w, int status) {

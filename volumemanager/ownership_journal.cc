@@ -191,8 +191,7 @@ Parsed Parse(const std::string& data, const std::string& file) {
     const size_t nl = data.find('\n', pos);
     ++line_no;
     if (nl == std::string::npos ||
-        !DecodeIdentity(std::string_view(data.data() + pos, nl - pos), &out.root,
-                        &out.identity)) {
+        !DecodeIdentity(std::string_view(data.data() + pos, nl - pos), &out.root, &out.identity)) {
       return reject("line 2 (the root dir and its identity) is corrupt");
     }
     out.has_root = true;
@@ -235,9 +234,7 @@ std::string OwnershipJournal::VolumePath(const std::string& pod_uid, const std::
   return PluginPath(pod_uid, plugin_dir) + "/" + volume_name;
 }
 
-bool RootIdentity::Volatile() const {
-  return fs_magic == TMPFS_MAGIC || fs_magic == RAMFS_MAGIC;
-}
+bool RootIdentity::Volatile() const { return fs_magic == TMPFS_MAGIC || fs_magic == RAMFS_MAGIC; }
 
 std::string RootIdentity::ToString() const {
   if (!known()) return "not recorded";
@@ -354,8 +351,8 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   result.loaded = parsed.loaded;
   result.detail = std::move(parsed.detail);
   const size_t records = parsed.owned.size();
-  result.journal.reset(new OwnershipJournal(state_dir, root, parsed.identity, fd,
-                                            std::move(parsed.owned), records));
+  result.journal.reset(
+      new OwnershipJournal(state_dir, root, parsed.identity, fd, std::move(parsed.owned), records));
   return result;
 }
 

@@ -57,7 +57,8 @@ class OperationExecutorGateTest : public ::testing::Test {
 TEST_F(OperationExecutorGateTest, AnOperationTakenUpWhileClosedDoesNotRunAndIsNoFailure) {
   const auto now = OperationExecutor::Clock::time_point{} + std::chrono::hours(1);
   WriteGate gate("w");
-  OperationExecutor ex(&loop_, [now] { return now; }, &gate);
+  OperationExecutor ex(
+      &loop_, [now] { return now; }, &gate);
   const VolumeKey a{"pod", "a"};
   std::atomic<int> ran{0};
   base::Status got;
@@ -174,9 +175,8 @@ TEST(VolumeManagerGateTest, LosingTheLockWithHundredsOfMountsQueuedStopsTheWrite
     auto published = [&] {
       int n = 0;
       for (int i = 0; i < kPods; ++i) {
-        n += fs::is_symlink(VolumeDir(root, "p" + std::to_string(i), "kubernetes.io~configmap",
-                                      "cfg") +
-                            "/..data");
+        n += fs::is_symlink(
+            VolumeDir(root, "p" + std::to_string(i), "kubernetes.io~configmap", "cfg") + "/..data");
       }
       return n;
     };
@@ -200,8 +200,8 @@ TEST(VolumeManagerGateTest, LosingTheLockWithHundredsOfMountsQueuedStopsTheWrite
     EXPECT_EQ(text.find("FailedMount"), std::string::npos);
     // Each operation that finished after the loss is logged with its writer.
     const std::regex late("Operation finished after the node's lock was lost.*writer=\"daemon-a\"");
-    const auto late_lines = static_cast<int>(
-        std::distance(std::sregex_iterator(text.begin(), text.end(), late), std::sregex_iterator()));
+    const auto late_lines = static_cast<int>(std::distance(
+        std::sregex_iterator(text.begin(), text.end(), late), std::sregex_iterator()));
     EXPECT_LE(late_lines, PoolSize());
     EXPECT_GE(late_lines, after - before);
     for (int i = 0; i < kPods; ++i) {

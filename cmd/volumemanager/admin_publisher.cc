@@ -216,6 +216,22 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              "--root-dir: nothing owned), waiting_for_filesystem (the root dir is not on the "
              "filesystem the journal was recorded on: nothing reconciled yet)",
              MetricType::kGauge);
+  MetricFamily reload_actions =
+      Family("volumemanager_reload_actions_total",
+             "Reload actions (volumemanager.io/reload) by kind (http, signal) and result: success, "
+             "failure (after its retries), refused (not the pod's own address, signals not "
+             "enabled, pod gone or changed), skipped (pod terminating or not running, or every "
+             "container started after the change)",
+             MetricType::kCounter);
+  MetricFamily reload_latency =
+      Family("volumemanager_reload_duration_seconds",
+             "Seconds from the first object change a reload covered (or the kubelet's swap seen) "
+             "to its last action answered, reload-delay included",
+             MetricType::kHistogram);
+  MetricFamily reload_errors =
+      Family("volumemanager_reload_annotation_errors",
+             "Pods whose reload annotations were refused (see the log, Events or /debug/state)",
+             MetricType::kGauge);
   MetricFamily lock_error =
       Family("volumemanager_leader_election_lock_error",
              "1 while the node's lock cannot be used at all (its last attempt failed with an error "
@@ -224,6 +240,13 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              MetricType::kGauge);
 
   if (const VolumeManager* vm = daemon_->volume_manager()) {
+    const ReloadController& reload = vm->reload();
+    for (const auto& [key, count] : reload.action_counts()) {
+      reload_actions.values.push_back(
+          {{{"action", key.first}, {"result", key.second}}, static_cast<double>(count)});
+    }
+    reload_latency.histograms.push_back({{}, reload.latency()});
+    reload_errors.values.push_back({{}, static_cast<double>(reload.annotation_errors())});
     const OperationMetrics& m = vm->reconciler().metrics();
     for (const auto& [key, h] : m.operations()) {
       const auto& [plugin, operation, status] = key;
@@ -310,9 +333,9 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     journal_state.values.push_back({{{"state", s}}, state == s ? 1.0 : 0.0});
   }
 
-  for (MetricFamily* f :
-       {&operations, &propagation, &errors, &outcomes, &volumes, &failing_by_status, &total_volumes,
-        &busy, &longest, &build, &journal_state}) {
+  for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &volumes,
+                          &failing_by_status, &total_volumes, &busy, &longest, &build,
+                          &journal_state, &reload_actions, &reload_latency, &reload_errors}) {
     out.push_back(std::move(*f));
   }
   if (const leaderelection::LeaderElector* elector = daemon_->elector()) {
@@ -401,7 +424,8 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     v["inFlight"] = vm->executor().InFlight(key);
     // Where the reconciler has the volume (reconciler.h, VolumeRecord): idle, fetching, writing...
     const VolumeRecord* record = vm->reconciler().Find(key);
-    v["phase"] = record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
+    v["phase"] =
+        record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
     const ExponentialBackoff* backoff = vm->executor().Backoff(key);
     if (backoff != nullptr && backoff->delay().count() > 0) {
       v["backoff"] = {{"delay", config::FormatGoDuration(backoff->delay())},
@@ -417,6 +441,30 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
   }
   state["leftToKubelet"] = std::move(left);
+  // Reload actions: per pod with a reload annotation, what it asks, what is pending and its last
+  // run (results and the objects' versions it covered; never data or answer bodies).
+  nlohmann::json reloads = nlohmann::json::array();
+  for (const auto& [uid, view] : vm->reload().View()) {
+    nlohmann::json r;
+    r["podUID"] = uid;
+    r["pod"] = view.pod;
+    r["actions"] = view.actions;
+    r["annotationError"] =
+        view.annotation_error.empty() ? nlohmann::json() : nlohmann::json(view.annotation_error);
+    r["pendingVolumes"] = view.pending_volumes;
+    r["running"] = view.running;
+    if (view.last) {
+      r["last"] = {{"at", Rfc3339(view.last->at)},
+                   {"ok", view.last->ok},
+                   {"results", view.last->results},
+                   {"volumes", view.last->volumes},
+                   {"objects", view.last->objects}};
+    } else {
+      r["last"] = nullptr;
+    }
+    reloads.push_back(std::move(r));
+  }
+  state["reloads"] = std::move(reloads);
   AddLockState(&state);
   return state;
 }

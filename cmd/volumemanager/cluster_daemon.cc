@@ -147,20 +147,41 @@ base::Result<std::unique_ptr<leaderelection::ResourceLock>> ClusterDaemon::MakeL
       std::make_unique<leaderelection::LeaseLock>(election_api_.get(), ns, name));
 }
 
+namespace {
+
+kube::InvolvedObject InvolvedPod(const kube::Pod& pod) {
+  kube::InvolvedObject object;
+  object.kind = "Pod";
+  object.api_version = "v1";
+  object.namespace_ = pod.metadata.namespace_;
+  object.name = pod.metadata.name;
+  object.uid = pod.metadata.uid;
+  object.resource_version = pod.metadata.resource_version;
+  return object;
+}
+
+}  // namespace
+
 void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
   options.on_mount_failure = [this](const kube::Pod& pod, const std::string& volume,
                                     const std::string& error) {
     if (!events_) return;
-    kube::InvolvedObject object;
-    object.kind = "Pod";
-    object.api_version = "v1";
-    object.namespace_ = pod.metadata.namespace_;
-    object.name = pod.metadata.name;
-    object.uid = pod.metadata.uid;
-    object.resource_version = pod.metadata.resource_version;
     // The kubelet's FailedMount text; `error` names volume and object, never their data.
-    events_->Record(object, kube::EventType::kWarning, "FailedMount",
+    events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "FailedMount",
                     "MountVolume.SetUp failed for volume \"" + volume + "\" : " + error);
+  };
+  options.reload.cluster_mode = true;
+  // Reload actions: the actions, their results and the objects' versions; never data or bodies.
+  options.reload.on_result = [this](const kube::Pod& pod, bool ok, const std::string& message) {
+    if (!events_) return;
+    events_->Record(InvolvedPod(pod), ok ? kube::EventType::kNormal : kube::EventType::kWarning,
+                    ok ? "Reloaded" : "ReloadFailed", message);
+  };
+  options.reload.on_annotation_error = [this](const kube::Pod& pod, const std::string& error) {
+    if (events_) {
+      events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "InvalidReloadAnnotation",
+                      error + " (the pod's volumes are still kept current)");
+    }
   };
 }
 

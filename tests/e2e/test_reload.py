@@ -1,0 +1,336 @@
+"""Reload actions end to end (volumemanager.io/reload): the real binary, real HTTP listeners on
+127.0.0.x standing in for each pod's application, in standalone mode and in cluster mode beside
+the simulated kubelet. Each listener records every call and, at that moment, reads the volumes:
+what the application would read when told to reload."""
+import json
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import configmap, pod, visible_files, wait_for
+import kubelet_writer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cluster import CM, PROJECTED, Cluster  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+from harness import TestApiServer  # noqa: E402
+
+RELOAD = "volumemanager.io/reload"
+VOLUMES = "volumemanager.io/reload-volumes"
+DELAY = "volumemanager.io/reload-delay"
+
+
+class App:
+    """A pod's application: answers `code` (or holds the request until stopped with `hang`) and
+    records each call with what its volumes held when the call arrived."""
+
+    def __init__(self, host="127.0.0.1", volumes=None, code=200, hang=False):
+        self.calls = []
+        self.volumes = volumes or {}
+        self.code = code
+        self.hang = hang
+        self.stopping = threading.Event()
+        app = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self):
+                seen = {name: visible_files(d) for name, d in app.volumes.items()}
+                app.calls.append({"method": self.command, "path": self.path,
+                                  "headers": dict(self.headers), "seen": seen,
+                                  "time": time.monotonic()})
+                if app.hang:
+                    app.stopping.wait(30)
+                try:
+                    self.send_response(app.code)
+                    self.send_header("Content-Length", "11")
+                    self.end_headers()
+                    self.wfile.write(b"SECRET-BODY")  # never to reach a log or an Event
+                except OSError:
+                    pass  # the daemon reads the status line and closes
+
+            do_POST = do_PUT = do_GET = _serve
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path="/-/reload"):
+        return f"http://:{self.port}{path}"
+
+    def stop(self):
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def apps():
+    made = []
+
+    def make(**kw):
+        a = App(**kw)
+        made.append(a)
+        return a
+    yield make
+    for a in made:
+        a.stop()
+
+
+def quiet(seconds):
+    """Lets the daemon run; tests then check that something did NOT happen."""
+    time.sleep(seconds)
+
+
+def debug_state(daemon):
+    _, debug = daemon.admin_addresses()
+    with urllib.request.urlopen(debug + "/debug/state", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def metrics(daemon):
+    probe, _ = daemon.admin_addresses()
+    with urllib.request.urlopen(probe + "/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def reload_pod(name, uid, volumes, reload, delay="0", extra=None):
+    annotations = {RELOAD: reload, DELAY: delay, **(extra or {})}
+    return pod(name, volumes, uid=uid, annotations=annotations)
+
+
+def cm_volume(name, cm):
+    return {"name": name, "configMap": {"name": cm}}
+
+
+# --- standalone ----------------------------------------------------------------------------
+
+def test_one_call_after_a_change_with_the_new_content_in_full_none_at_set_up(env, apps):
+    env.put_object(configmap("cfg", {"a": "1", "b": "1"}))
+    vol = env.volume_dir("u1", CM, "config")
+    app = apps(volumes={"config": vol})
+    env.put_pod(reload_pod("web", "u1", [cm_volume("config", "cfg")], app.url("/-/reload?x=1")))
+    env.start()
+    wait_for(lambda: visible_files(vol) == {"a": b"1", "b": b"1"}, what="first set-up")
+    quiet(1.0)
+    assert app.calls == [], "no action at first set-up: the application reads its files at start"
+
+    env.put_object(configmap("cfg", {"a": "2", "b": "2"}))
+    wait_for(lambda: app.calls, what="the reload call")
+    call = app.calls[0]
+    assert call["method"] == "POST" and call["path"] == "/-/reload?x=1"
+    assert call["headers"].get("Content-Length") == "0"
+    assert call["seen"] == {"config": {"a": b"2", "b": b"2"}}
+    quiet(1.0)
+    assert len(app.calls) == 1
+
+    rec = wait_for(lambda: env.records(msg="Reloaded"), what="the Reloaded log line")[0]
+    assert rec["result"] == "HTTP 200" and rec["volumes"] == "config"
+    assert "SECRET-BODY" not in env.log()
+    state = debug_state(env)
+    [r] = [r for r in state["reloads"] if r["podUID"] == "u1"]
+    assert r["last"]["ok"] is True and r["last"]["volumes"] == ["config"]
+    assert r["last"]["results"] == [f"POST http://:{app.port}/-/reload?x=1: HTTP 200"]
+    assert 'volumemanager_reload_actions_total{action="http",result="success"} 1' in metrics(env)
+
+
+def test_a_burst_inside_the_window_is_one_call_for_the_final_content(env, apps):
+    env.put_object(configmap("cfg", {"n": "0"}))
+    vol = env.volume_dir("u1", CM, "config")
+    app = apps(volumes={"config": vol})
+    env.put_pod(reload_pod("web", "u1", [cm_volume("config", "cfg")], app.url(), delay="3s"))
+    env.start()
+    wait_for(lambda: visible_files(vol) == {"n": b"0"}, what="first set-up")
+    for i in range(1, 21):
+        env.put_object(configmap("cfg", {"n": str(i)}))
+        time.sleep(0.02)
+    wait_for(lambda: app.calls, what="the reload call", timeout=20)
+    assert app.calls[0]["seen"] == {"config": {"n": b"20"}}
+    quiet(1.5)
+    assert len(app.calls) == 1
+
+
+def test_a_projected_volume_whose_two_objects_change_together_gives_one_call(env, apps):
+    env.put_object(configmap("one", {"a": "1"}))
+    env.put_object(configmap("two", {"b": "1"}))
+    vol = env.volume_dir("u1", PROJECTED, "both")
+    app = apps(volumes={"both": vol})
+    projected = {"name": "both", "projected": {"sources": [{"configMap": {"name": "one"}},
+                                                           {"configMap": {"name": "two"}}]}}
+    env.put_pod(reload_pod("web", "u1", [projected], app.url(), delay="2s"))
+    env.start()
+    wait_for(lambda: visible_files(vol) == {"a": b"1", "b": b"1"}, what="first set-up")
+    env.put_object(configmap("one", {"a": "2"}))
+    env.put_object(configmap("two", {"b": "2"}))
+    wait_for(lambda: app.calls, what="the reload call", timeout=20)
+    assert app.calls[0]["seen"] == {"both": {"a": b"2", "b": b"2"}}
+    quiet(1.0)
+    assert len(app.calls) == 1
+
+
+def test_only_annotated_pods_and_their_named_volumes(env, apps):
+    env.put_object(configmap("cfg", {"k": "1"}))
+    env.put_object(configmap("other", {"k": "1"}))
+    told = apps()
+    untold = apps()
+    env.put_pod(reload_pod("told", "u1", [cm_volume("config", "cfg"), cm_volume("misc", "other")],
+                           told.url(), extra={VOLUMES: "config"}))
+    env.put_pod(pod("untold", [cm_volume("config", "cfg")], uid="u2"))
+    env.start()
+    wait_for(lambda: visible_files(env.volume_dir("u2", CM, "config")), what="set-up")
+    wait_for(lambda: visible_files(env.volume_dir("u1", CM, "misc")), what="set-up")
+    env.put_object(configmap("other", {"k": "2"}))  # not a trigger of "told"
+    wait_for(lambda: visible_files(env.volume_dir("u1", CM, "misc")) == {"k": b"2"},
+             what="misc refreshed")
+    env.put_object(configmap("cfg", {"k": "2"}))
+    wait_for(lambda: told.calls, what="the reload call")
+    quiet(1.0)
+    assert len(told.calls) == 1
+    assert untold.calls == []
+
+
+def test_a_host_in_the_annotation_is_refused_never_called_and_the_volume_still_kept(env, apps):
+    victim = apps(host="127.0.0.2")
+    env.put_object(configmap("cfg", {"k": "1"}))
+    vol = env.volume_dir("u1", CM, "config")
+    env.put_pod(reload_pod("web", "u1", [cm_volume("config", "cfg")],
+                           f"http://127.0.0.2:{victim.port}/-/reload"))
+    env.start()
+    wait_for(lambda: visible_files(vol) == {"k": b"1"}, what="first set-up")
+    [rec] = wait_for(lambda: env.records(msg=lambda m: m.startswith("Reload annotation refused")),
+                     what="the refusal")
+    assert rec["pod"] == "default/web-e2e-node" and "the host must be empty" in rec["err"]
+    env.put_object(configmap("cfg", {"k": "2"}))
+    wait_for(lambda: visible_files(vol) == {"k": b"2"}, what="the volume kept current")
+    quiet(1.0)
+    assert victim.calls == []
+    assert "volumemanager_reload_annotation_errors 1" in metrics(env)
+    [r] = [r for r in debug_state(env)["reloads"] if r["podUID"] == "u1"]
+    assert "the host must be empty" in r["annotationError"]
+
+
+def test_failing_listeners_are_retried_within_bounds_and_hung_ones_delay_no_other_pod(env, apps):
+    env.put_object(configmap("cfg", {"k": "1"}))
+    failing = apps(code=503)
+    hung = apps(hang=True)
+    quick = apps()
+    env.put_pod(reload_pod("failing", "u1", [cm_volume("config", "cfg")], failing.url()))
+    env.put_pod(reload_pod("hung", "u2", [cm_volume("config", "cfg")], hung.url()))
+    env.put_pod(reload_pod("quick", "u3", [cm_volume("config", "cfg")], quick.url()))
+    env.start()
+    for uid in ("u1", "u2", "u3"):
+        wait_for(lambda: visible_files(env.volume_dir(uid, CM, "config")), what="set-up")
+    env.put_object(configmap("cfg", {"k": "2"}))
+    wait_for(lambda: quick.calls and hung.calls, what="the calls")
+    assert not env.records(msg="Reloaded", pod="default/hung-e2e-node"), "the hung call is still open"
+    # 4 attempts, 1 s, 2 s and 4 s apart, then a ReloadFailed.
+    [failed] = wait_for(lambda: env.records(msg="ReloadFailed", pod="default/failing-e2e-node"),
+                        timeout=30, what="the failing pod's final result")
+    assert failed["result"] == "HTTP 503" and int(failed["attempts"]) == 4
+    assert len(failing.calls) == 4
+    assert "SECRET-BODY" not in env.log()
+    hung.stopping.set()
+
+
+# --- cluster mode ----------------------------------------------------------------------------
+
+@pytest.fixture
+def cluster(tmp_path):
+    with TestApiServer() as server:
+        c = Cluster(tmp_path, server, "http1")
+        try:
+            yield c
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+            c.assert_no_secret_leaked()
+        finally:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
+
+
+def create_running_pod(c, name, reload, ip, host_ip="192.0.2.10", host_network=False,
+                       delay="0"):
+    pod_obj = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "default",
+                            "annotations": {RELOAD: reload, DELAY: delay}},
+               "spec": {"nodeName": "e2e-node", "hostNetwork": host_network,
+                        "containers": [{"name": "app", "image": "busybox",
+                                        "volumeMounts": [{"name": "config",
+                                                          "mountPath": "/etc/app"}]}],
+                        "volumes": [cm_volume("config", "app")]},
+               "status": {"phase": "Running", "podIP": ip, "hostIP": host_ip,
+                          "containerStatuses": [{"name": "app",
+                                                 "containerID": "containerd://" + "a" * 64,
+                                                 "state": {"running": {
+                                                     "startedAt": "2020-01-01T00:00:00Z"}}}]}}
+    created = c.api("POST", "/api/v1/namespaces/default/pods", pod_obj)
+    return created["metadata"]["uid"]
+
+
+def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshed(cluster, apps):
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    app = apps(host="127.0.0.21")
+    uid = create_running_pod(c, "web", app.url(), "127.0.0.21")
+    vol = c.volume_dir(uid, CM, "config")
+    app.volumes = {"config": vol}
+    c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+    c.start()
+    c.wait_synced("configmap default/app")
+    quiet(1.0)
+    assert app.calls == []
+    c.put_configmap("app", {"level": "2"})
+    wait_for(lambda: app.calls, what="the reload call")
+    assert app.calls[0]["seen"] == {"config": {"level": b"2"}}
+    assert app.calls[0]["headers"]["Host"] == f"127.0.0.21:{app.port}"
+    events = wait_for(lambda: [e for e in c.events() if e["reason"] == "Reloaded"],
+                      what="the Reloaded Event")
+    assert events[0]["type"] == "Normal"
+    assert events[0]["involvedObject"]["uid"] == uid
+    assert "HTTP 200" in events[0]["message"] and "ConfigMap default/app@" in events[0]["message"]
+    assert "SECRET-BODY" not in json.dumps(c.events())
+
+    # The kubelet's sync writes older content: no call for it; the daemon corrects it, and the
+    # one call that follows sees the final content.
+    calls = len(app.calls)
+    kubelet_writer.write(vol, {"level": "1"})
+    wait_for(lambda: len(app.calls) > calls, what="the call after the correction")
+    assert app.calls[calls]["seen"] == {"config": {"level": b"2"}}
+    quiet(1.0)
+    assert len(app.calls) == calls + 1
+
+
+def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    node_app = apps(host="127.0.0.22")
+    uids = [create_running_pod(c, "hostnet", node_app.url(), "127.0.0.22", host_network=True),
+            create_running_pod(c, "own-ip", node_app.url(), "127.0.0.22", host_ip="127.0.0.22")]
+    for uid in uids:
+        c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+    c.start()
+    c.wait_synced("configmap default/app")
+    c.put_configmap("app", {"level": "2"})
+    for uid in uids:
+        wait_for(lambda: visible_files(c.volume_dir(uid, CM, "config")) == {"level": b"2"},
+                 what="the volume kept current")
+    failed = wait_for(lambda: len([e for e in c.events() if e["reason"] == "ReloadFailed"]) == 2
+                      and [e for e in c.events() if e["reason"] == "ReloadFailed"],
+                      what="two ReloadFailed Events")
+    messages = sorted(e["message"] for e in failed)
+    assert any("hostNetwork" in m for m in messages), messages
+    assert any("node's own IP" in m for m in messages), messages
+    assert all(e["type"] == "Warning" for e in failed)
+    assert node_app.calls == []
