@@ -334,3 +334,29 @@ def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     assert any("node's own IP" in m for m in messages), messages
     assert all(e["type"] == "Warning" for e in failed)
     assert node_app.calls == []
+
+
+def test_cluster_mode_a_newer_kubelet_swap_the_daemon_confirms_is_one_call(cluster, apps):
+    """The daemon's watch lags and the kubelet writes the newer content first: the daemon's fresh
+    read confirms it and publishes nothing, and the application is told once, for that content."""
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    app = apps(host="127.0.0.23")
+    uid = create_running_pod(c, "web", app.url(), "127.0.0.23")
+    vol = c.volume_dir(uid, CM, "config")
+    app.volumes = {"config": vol}
+    c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+    c.start()
+    c.wait_synced("configmap default/app")
+    c.server.admin("POST", "faults", {"verb": "watch", "resource": "configmaps",
+                                      "watch": {"stall": True}, "times": -1})
+    c.server.admin("POST", "drop-watches", {"abort": True})
+    time.sleep(0.5)
+    c.put_configmap("app", {"level": "2"})
+    kubelet_writer.write(vol, {"level": "2"})
+    wait_for(lambda: app.calls, what="the call after the kubelet's swap was confirmed")
+    assert app.calls[0]["seen"] == {"config": {"level": b"2"}}
+    assert visible_files(vol) == {"level": b"2"}
+    quiet(1.0)
+    assert len(app.calls) == 1
+    c.server.admin("DELETE", "faults")
