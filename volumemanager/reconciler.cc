@@ -764,6 +764,19 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
     return;
   }
 
+  // The objects' versions for the log line of a refresh ("configmap/ns/name@rv"; metadata only).
+  std::string versions;
+  for (const auto& [ref, revision] : objects) {
+    if (!versions.empty()) versions += ',';
+    versions += std::string(kube::ObjectKindName(ref.kind)) + '/' + ref.namespace_ + '/' + ref.name;
+    if (!revision.ok() || !revision->exists()) {
+      versions += "@absent";
+      continue;
+    }
+    const std::string& rv = revision->config_map ? revision->config_map->metadata.resource_version
+                                                 : revision->secret->metadata.resource_version;
+    if (!rv.empty()) versions += '@' + rv;
+  }
   // Building the payload (copies of the object bytes) and writing it run on a pool thread.
   auto lookup = std::make_shared<SnapshotLookup>(std::move(objects));
   auto request = std::make_shared<SetUpRequest>();
@@ -817,7 +830,8 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
         return result->status();
       },
       [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers, changed_at,
-       inputs = std::move(inputs), started_at = now](const base::Status& s) mutable {
+       versions = std::move(versions), inputs = std::move(inputs),
+       started_at = now](const base::Status& s) mutable {
         if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
         auto rec = records_.find(key);
@@ -840,6 +854,8 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
             rec->second.fresh_served = std::max(rec->second.fresh_served, covers);
           }
           const bool published = (*result)->published;
+          const MountedVolume* before = asw_->Find(key);
+          const bool recovered = before != nullptr && !before->last_error.empty();
           RecordMount(key, plugin_dir, published, started_at);
           asw_->MarkMounted(key, plugin_dir, dir, (*result)->ts_dir,
                             std::chrono::system_clock::now(), started_at);
@@ -884,14 +900,28 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                                                           {"volume", key.volume_name},
                                                           {"version", (*result)->ts_dir},
                                                           {"writer", options_.writer_identity}});
+          } else if (published || recovered) {
+            // A refresh is said once, with what it brought and how long after the change; a
+            // volume whose last attempt had failed says it recovered.
+            logging::Info(recovered ? "Volume recovered after failures" : "Volume updated",
+                          {{"pod", PodName(key)},
+                           {"podUID", key.pod_uid},
+                           {"volume", key.volume_name},
+                           {"objects", logging::Value::IfSet(versions)},
+                           {"version", (*result)->ts_dir},
+                           {"published", published},
+                           {"latencyMs", static_cast<long>(
+                                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 done_at - changed_at)
+                                                 .count())},
+                           {"writer", options_.writer_identity}});
           } else {
             // Every write is logged with its writer (one writer per node can be checked).
-            logging::Debug(published ? "Volume updated" : "Volume checked, unchanged",
-                           {{"pod", PodName(key)},
-                            {"podUID", key.pod_uid},
-                            {"volume", key.volume_name},
-                            {"version", (*result)->ts_dir},
-                            {"writer", options_.writer_identity}});
+            logging::Debug("Volume checked, unchanged", {{"pod", PodName(key)},
+                                                          {"podUID", key.pod_uid},
+                                                          {"volume", key.volume_name},
+                                                          {"version", (*result)->ts_dir},
+                                                          {"writer", options_.writer_identity}});
           }
         } else {
           ++stats_.mounts_failed;
