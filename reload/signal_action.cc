@@ -376,8 +376,6 @@ base::Result<SignalOutcome> SignalContainer(const ContainerSignal& request,
                      request.container_name;
   }
 
-  if (env.before_signal) env.before_signal(target.pid);
-
   // Read again through the same fd, just before sending: a handler removed since the scan (or an
   // exec) is seen, and a process gone since is ESRCH.
   const std::string shown = env.proc_dir + "/" + std::to_string(target.pid);
@@ -397,6 +395,7 @@ base::Result<SignalOutcome> SignalContainer(const ContainerSignal& request,
                           : "its default action would kill the process") +
                  "; not sent");
   }
+  if (env.before_signal) env.before_signal(target.pid);
   if (PidfdSendSignal(target.dir.get(), request.signal) != 0) {
     if (errno == ESRCH) return error(outcome.target + " exited before the signal: not sent");
     return fail(base::ErrnoError("pidfd_send_signal to", shown, errno));

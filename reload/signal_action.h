@@ -68,8 +68,8 @@ struct ContainerSignal {
 struct SignalEnvironment {
   // Where procfs is mounted.
   std::string proc_dir = "/proc";
-  // Called with the chosen target's PID after it was chosen and before it is checked again and
-  // signalled (tests kill it there and put a new process on its number).
+  // Called with the target's PID after its last check, just before the signal goes (tests kill
+  // it there and put a new process on its number).
   std::function<void(int host_pid)> before_signal;
 };
 

@@ -635,6 +635,8 @@ TEST_F(SignalContainerRealTest, AnotherPodNeverGetsTheSignal) {
   EXPECT_EQ(outcome->host_pid, app.main);
   EXPECT_TRUE(WaitFor([&] { return Recorded(app, "hup"); }));
 
+  // Alone with that ID now: a request for a third pod finds nothing.
+  Stop(app);
   request.pod_uid = "5b5b5b5b-5b5b-4b5b-8b5b-5b5b5b5b5b5b";
   outcome = SignalContainer(request);
   ASSERT_FALSE(outcome.ok());
