@@ -421,6 +421,8 @@ class SignalContainerRealTest : public ::testing::Test {
     // Only children not reaped yet (their numbers cannot have been reused); what they started is
     // in the test's cgroups, emptied below.
     for (auto it = launched_.rbegin(); it != launched_.rend(); ++it) {
+      SendSignal(it->pidfd, SIGKILL);
+      ::close(it->pidfd);
       if (::waitpid(it->direct, nullptr, WNOHANG) == 0) ::kill(it->direct, SIGKILL);
     }
     // Every process left in the test's cgroups, deepest dirs first, then the dirs.
@@ -429,7 +431,15 @@ class SignalContainerRealTest : public ::testing::Test {
     for (const std::string& dir : dirs_) {
       EXPECT_TRUE(WaitFor([&] {
         if (!WriteText(dir + "/cgroup.kill", "1")) {  // v1, or v2 before Linux 5.14
-          for (int pid : CgroupProcs(dir)) ::kill(pid, SIGKILL);
+          // Through a pidfd taken before the PID is seen in the cgroup again: a number reused
+          // in between belongs to another process, which the pidfd does not reach.
+          for (int pid : CgroupProcs(dir)) {
+            const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+            if (fd < 0) continue;
+            const std::vector<int> now = CgroupProcs(dir);
+            if (std::find(now.begin(), now.end(), pid) != now.end()) SendSignal(fd, SIGKILL);
+            ::close(fd);
+          }
         }
         while (::waitpid(-1, nullptr, WNOHANG) > 0) {
         }
@@ -476,6 +486,7 @@ class SignalContainerRealTest : public ::testing::Test {
     pid_t direct = 0;  // the child this test reaps
     pid_t main = 0;    // the shell, in this test's PID namespace
     std::string file;  // what it recorded
+    int pidfd = -1;    // of `main`: the test signals it through this, never by number
   };
 
   Process Start(const std::string& name, Launch launch, bool catch_hup = true) {
@@ -503,7 +514,7 @@ class SignalContainerRealTest : public ::testing::Test {
         if (::write(pipe_fds[1], &reported, sizeof reported) != sizeof reported) ::_exit(125);
         int status = 0;
         ::waitpid(grandchild, &status, 0);
-        ::_exit(0);
+        ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
       }
       pid_t self = ::getpid();
       if (::write(pipe_fds[1], &self, sizeof self) != sizeof self) ::_exit(125);
@@ -515,16 +526,32 @@ class SignalContainerRealTest : public ::testing::Test {
       ADD_FAILURE() << "no PID from the launcher of " << name;
     }
     ::close(pipe_fds[0]);
+    // Ready, or its launcher gone (exit codes: 120 cgroup, 121 cgroup namespace, 122 exec,
+    // 123 and 124 PID namespace).
+    int status = 0;
+    bool exited = false;
+    EXPECT_TRUE(WaitFor([&] {
+      exited = exited || ::waitpid(child, &status, WNOHANG) == child;
+      return Recorded(p, "ready") || exited;
+    }));
+    EXPECT_FALSE(exited) << name << " did not start: exit status " << status;
+    if (exited) return Process{};
+    p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, p.main, 0));
+    EXPECT_GE(p.pidfd, 0) << "pidfd_open " << name << ": " << std::strerror(errno);
     launched_.push_back(p);
-    EXPECT_TRUE(WaitFor([&] { return Recorded(p, "ready"); })) << name << " never got ready";
     return p;
   }
 
   // Kills the process and waits until it is reaped (by its launcher, or here).
   static void Stop(const Process& p) {
-    ::kill(p.main, SIGKILL);
+    if (p.pidfd < 0) return;
+    SendSignal(p.pidfd, SIGKILL);
     ::waitpid(p.direct, nullptr, 0);
     if (p.main != p.direct) ::waitpid(p.main, nullptr, WNOHANG);
+  }
+
+  static int SendSignal(int pidfd, int sig) {
+    return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
   }
 
   static bool Recorded(const Process& p, const std::string& word) {
@@ -533,7 +560,8 @@ class SignalContainerRealTest : public ::testing::Test {
 
   // The fence: USR1, then its record; a HUP sent before would be recorded before it.
   static void ExpectNoHup(const Process& p, const std::string& name) {
-    ASSERT_EQ(::kill(p.main, SIGUSR1), 0) << name << " is gone";
+    ASSERT_GE(p.pidfd, 0) << name << " never started";
+    ASSERT_EQ(SendSignal(p.pidfd, SIGUSR1), 0) << name << " is gone";
     ASSERT_TRUE(WaitFor([&] { return Recorded(p, "usr1"); })) << name;
     EXPECT_FALSE(Recorded(p, "hup")) << name << " got the signal";
   }
@@ -780,7 +808,7 @@ TEST_F(SignalContainerRealTest, PidReuseNeverSignalsTheNewProcess) {
       reuse_error = "chose " + std::to_string(host_pid);
       return;
     }
-    ::kill(app.main, SIGKILL);
+    SendSignal(app.pidfd, SIGKILL);
     int status = 0;
     ::waitpid(app.direct, &status, 0);  // its launcher reaped it, so the number is free
     // A new process on the same number: clone3 with set_tid (exact, needs CAP_SYS_ADMIN).
@@ -801,7 +829,8 @@ TEST_F(SignalContainerRealTest, PidReuseNeverSignalsTheNewProcess) {
       reuse_error = std::string("clone3 with set_tid: ") + std::strerror(errno);
       return;
     }
-    newcomer = {static_cast<pid_t>(child), static_cast<pid_t>(child), newcomer_file};
+    newcomer = {static_cast<pid_t>(child), static_cast<pid_t>(child), newcomer_file,
+                static_cast<int>(::syscall(SYS_pidfd_open, child, 0))};
     launched_.push_back(newcomer);
     if (!WaitFor([&] { return Recorded(newcomer, "ready"); })) reuse_error = "newcomer not ready";
   };
