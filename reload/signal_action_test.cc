@@ -327,7 +327,8 @@ struct Hierarchy {
 };
 
 // A v1 hierarchy mounted read-write (not cpuset, whose cgroups need cpus and mems first), or a
-// named one mounted on a temporary dir.
+// named one mounted on a temporary dir; the v2 hierarchy mounted read-write, or mounted again on a
+// temporary dir.
 std::optional<Hierarchy> FindHierarchy(bool v2, std::string* why) {
   std::ifstream mounts("/proc/self/mounts");
   std::string line;
@@ -335,9 +336,9 @@ std::optional<Hierarchy> FindHierarchy(bool v2, std::string* why) {
     std::istringstream fields(line);
     std::string source, target, type, options;
     fields >> source >> target >> type >> options;
+    if ((options + ",").find("rw,") != 0) continue;
     if (v2 && type == "cgroup2") return Hierarchy{target, ""};
-    if (!v2 && type == "cgroup" && options.find("cpuset") == std::string::npos &&
-        (options + ",").find("rw,") == 0) {
+    if (!v2 && type == "cgroup" && options.find("cpuset") == std::string::npos) {
       return Hierarchy{target, ""};
     }
   }
