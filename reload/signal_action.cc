@@ -10,6 +10,7 @@
 #include <charconv>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -110,7 +111,7 @@ struct Target {
   int pid = 0;
   ProcStatus status;
   uint64_t start_time = 0;
-  base::UniqueFd dir;
+  std::shared_ptr<base::UniqueFd> dir;  // shared by the requests that name one container
 };
 
 int PidfdSendSignal(int pidfd, int sig) {
@@ -255,112 +256,187 @@ base::Result<uint64_t> ParseProcStatStartTime(std::string_view stat) {
   return base::Status::Error("stat: no start time (field 22)");
 }
 
-base::Result<SignalOutcome> SignalContainer(const ContainerSignal& request,
-                                            const SignalEnvironment& env) {
-  const std::string what = SignalName(request.signal) + " to container " +
-                           base::ShowNul(request.container_name) + " of pod " +
-                           base::ShowNul(request.pod_uid);
-  auto fail = [&what](const base::Status& status) { return status.WithContext(what); };
-  auto error = [&what](const std::string& message) {
-    return base::Status::Error(what + ": " + message);
-  };
-  if (request.signal != SIGHUP && request.signal != SIGUSR1 && request.signal != SIGUSR2) {
-    return error("only SIGHUP, SIGUSR1 and SIGUSR2 may be sent");
-  }
-  if (base::Status s = CheckPodUid(request.pod_uid); !s.ok()) return fail(s);
-  base::Result<ContainerId> id = ParseContainerId(request.container_id);
-  if (!id.ok()) return fail(id.status());
+namespace {
 
-  base::UniqueFd proc(::open(env.proc_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!proc.valid()) return fail(base::ErrnoError("open", env.proc_dir, errno));
-  const int listing_fd = ::fcntl(proc.get(), F_DUPFD_CLOEXEC, 0);
-  if (listing_fd < 0) return fail(base::ErrnoError("dup of", env.proc_dir, errno));
-  std::unique_ptr<DIR, int (*)(DIR*)> listing(::fdopendir(listing_fd), &::closedir);
-  if (!listing) {
-    const int err = errno;
-    ::close(listing_fd);
-    return fail(base::ErrnoError("list", env.proc_dir, err));
-  }
-
+// One request of a call, through the scan and after.
+struct Pending {
+  const ContainerSignal* request = nullptr;
+  std::string what;  // "SIGHUP to container app of pod <uid>"
+  std::optional<base::Status> failed;
+  std::string id;
   // Every process of the container (their PIDs, to tell whose parent is inside), and those that
   // may be the target, each with its /proc/<pid> directory fd.
   std::unordered_set<int> members;
   std::vector<Target> targets;
+
+  base::Status Error(const std::string& message) const {
+    return base::Status::Error(what + ": " + message);
+  }
+  void Fail(const base::Status& status) {
+    if (!failed) failed = status.WithContext(what);
+  }
+};
+
+// One process seen by the scan: its texts read once, whatever number of requests it matches.
+struct Seen {
+  int pid = 0;
+  std::string shown;  // "<proc dir>/<pid>"
+  std::shared_ptr<base::UniqueFd> dir;
+  std::optional<base::Result<ProcStatus>> status;
+  std::optional<base::Result<uint64_t>> start_time;
+  bool gone = false;
+};
+
+// The status (read and parsed once); nullptr when the process is gone, or on an error given to
+// `pending`.
+const ProcStatus* StatusOf(Seen& seen, Pending& pending) {
+  if (!seen.status) {
+    base::Result<std::string> text = ReadAt(seen.dir->get(), "status", seen.shown + "/status");
+    if (!text.ok()) {
+      seen.gone = Gone(text.status());
+      seen.status = base::Result<ProcStatus>(text.status());
+    } else {
+      base::Result<ProcStatus> parsed = ParseProcStatus(*text);
+      seen.status = parsed.ok() ? std::move(parsed)
+                                : base::Result<ProcStatus>(parsed.status().WithContext(seen.shown));
+    }
+  }
+  if (seen.gone) return nullptr;
+  if (!seen.status->ok()) {
+    pending.Fail(seen.status->status());
+    return nullptr;
+  }
+  return &seen.status->value();
+}
+
+// The start time (read and parsed once); nullopt as StatusOf.
+std::optional<uint64_t> StartTimeOf(Seen& seen, Pending& pending) {
+  if (!seen.start_time) {
+    base::Result<std::string> text = ReadAt(seen.dir->get(), "stat", seen.shown + "/stat");
+    if (!text.ok()) {
+      seen.gone = Gone(text.status());
+      seen.start_time = base::Result<uint64_t>(text.status());
+    } else {
+      base::Result<uint64_t> parsed = ParseProcStatStartTime(*text);
+      seen.start_time = parsed.ok()
+                            ? std::move(parsed)
+                            : base::Result<uint64_t>(parsed.status().WithContext(seen.shown));
+    }
+  }
+  if (seen.gone) return std::nullopt;
+  if (!seen.start_time->ok()) {
+    pending.Fail(seen.start_time->status());
+    return std::nullopt;
+  }
+  return seen.start_time->value();
+}
+
+// Adds `seen`, a process of the container of `pending`, to its members and, when it may be the
+// main process, to its targets.
+void AddMember(Seen& seen, Pending& pending) {
+  const ProcStatus* status = StatusOf(seen, pending);
+  if (status == nullptr) return;
+  pending.members.insert(seen.pid);
+  Target candidate{seen.pid, *status, 0, seen.dir};
+  if (!pending.request->share_process_namespace) {
+    if (status->nspid.size() < 2 || status->nspid.back() != 1) return;
+  } else {
+    const std::optional<uint64_t> start = StartTimeOf(seen, pending);
+    if (!start) return;
+    candidate.start_time = *start;
+    std::vector<Target>& targets = pending.targets;
+    // Only the processes of the oldest clock tick seen so far.
+    if (!targets.empty() && candidate.start_time > targets.front().start_time) return;
+    if (!targets.empty() && candidate.start_time < targets.front().start_time) targets.clear();
+  }
+  if (pending.targets.size() == kMaxTargets) {
+    pending.Fail(base::Status::Error("more than " + std::to_string(kMaxTargets) +
+                                     " processes could be the container's main process"));
+    return;
+  }
+  pending.targets.push_back(std::move(candidate));
+}
+
+// Reads every /proc/<pid>/cgroup once, for all requests not failed yet. A failure of the scan
+// itself fails them all.
+void Scan(std::vector<Pending>& pendings, const SignalEnvironment& env) {
+  auto fail_all = [&pendings](const base::Status& status) {
+    for (Pending& p : pendings) p.Fail(status);
+  };
+  base::UniqueFd proc(::open(env.proc_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!proc.valid()) return fail_all(base::ErrnoError("open", env.proc_dir, errno));
+  const int listing_fd = ::fcntl(proc.get(), F_DUPFD_CLOEXEC, 0);
+  if (listing_fd < 0) return fail_all(base::ErrnoError("dup of", env.proc_dir, errno));
+  std::unique_ptr<DIR, int (*)(DIR*)> listing(::fdopendir(listing_fd), &::closedir);
+  if (!listing) {
+    const int err = errno;
+    ::close(listing_fd);
+    return fail_all(base::ErrnoError("list", env.proc_dir, err));
+  }
   size_t entries = 0;
   for (;;) {
     errno = 0;
     const dirent* entry = ::readdir(listing.get());
     if (entry == nullptr) {
-      if (errno != 0) return fail(base::ErrnoError("list", env.proc_dir, errno));
-      break;
+      if (errno != 0) fail_all(base::ErrnoError("list", env.proc_dir, errno));
+      return;
     }
     if (++entries > kMaxProcEntries) {
-      return error(env.proc_dir + " has more than " + std::to_string(kMaxProcEntries) + " entries");
+      return fail_all(base::Status::Error(env.proc_dir + " has more than " +
+                                          std::to_string(kMaxProcEntries) + " entries"));
     }
     const int pid = ParseNonNegativeInt(entry->d_name);
     if (pid <= 0) continue;  // ".", "self", "sys", ...
-    const std::string shown = env.proc_dir + "/" + entry->d_name;
-    base::UniqueFd dir(
-        ::openat(proc.get(), entry->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!dir.valid()) {
+    Seen seen;
+    seen.pid = pid;
+    seen.shown = env.proc_dir + "/" + entry->d_name;
+    const int dir =
+        ::openat(proc.get(), entry->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0) {
       if (errno == ENOENT || errno == ESRCH) continue;  // exited meanwhile
-      return fail(base::ErrnoError("open", shown, errno));
+      return fail_all(base::ErrnoError("open", seen.shown, errno));
     }
-    base::Result<std::string> cgroup = ReadAt(dir.get(), "cgroup", shown + "/cgroup");
+    seen.dir = std::make_shared<base::UniqueFd>(dir);
+    base::Result<std::string> cgroup = ReadAt(dir, "cgroup", seen.shown + "/cgroup");
     if (!cgroup.ok()) {
       if (Gone(cgroup.status())) continue;
-      return fail(cgroup.status());
+      return fail_all(cgroup.status());
     }
-    if (!CgroupFileNamesContainer(*cgroup, request.pod_uid, id->id)) continue;
-    base::Result<std::string> status_text = ReadAt(dir.get(), "status", shown + "/status");
-    if (!status_text.ok()) {
-      if (Gone(status_text.status())) continue;
-      return fail(status_text.status());
-    }
-    base::Result<ProcStatus> status = ParseProcStatus(*status_text);
-    if (!status.ok()) return fail(status.status().WithContext(shown));
-    members.insert(pid);
-    Target candidate{pid, std::move(*status), 0, std::move(dir)};
-    if (!request.share_process_namespace) {
-      const std::vector<int>& nspid = candidate.status.nspid;
-      if (nspid.size() < 2 || nspid.back() != 1) continue;
-    } else {
-      base::Result<std::string> stat = ReadAt(candidate.dir.get(), "stat", shown + "/stat");
-      if (!stat.ok()) {
-        if (Gone(stat.status())) continue;
-        return fail(stat.status());
+    for (Pending& pending : pendings) {
+      if (pending.failed || seen.gone) continue;
+      if (CgroupFileNamesContainer(*cgroup, pending.request->pod_uid, pending.id)) {
+        AddMember(seen, pending);
       }
-      base::Result<uint64_t> start = ParseProcStatStartTime(*stat);
-      if (!start.ok()) return fail(start.status().WithContext(shown));
-      candidate.start_time = *start;
-      // Only the processes of the oldest clock tick seen so far.
-      if (!targets.empty() && candidate.start_time > targets.front().start_time) continue;
-      if (!targets.empty() && candidate.start_time < targets.front().start_time) targets.clear();
     }
-    if (targets.size() == kMaxTargets) {
-      return error("more than " + std::to_string(kMaxTargets) +
-                   " processes could be the container's main process");
-    }
-    targets.push_back(std::move(candidate));
   }
-  if (members.empty()) {
-    return error("no process of container ID " + request.container_id + " in " + env.proc_dir +
-                 " (not on this node, not running, or the daemon does not see the host's PIDs: "
-                 "hostPID)");
+}
+
+// After the scan: the target of `pending`, checked again and signalled.
+base::Result<SignalOutcome> Finish(Pending& pending, const SignalEnvironment& env) {
+  const ContainerSignal& request = *pending.request;
+  if (pending.failed) return *pending.failed;
+  if (pending.members.empty()) {
+    return pending.Error("no process of container ID " + request.container_id + " in " +
+                         env.proc_dir +
+                         " (not on this node, not running, or the daemon does not see the "
+                         "host's PIDs: hostPID)");
   }
   // The main process's parent is the runtime's shim, outside the container's cgroup; the init of a
   // PID namespace nested in the container, or a child of the same clock tick, has its parent in it.
-  std::erase_if(targets, [&members](const Target& t) { return members.contains(t.status.ppid); });
+  std::vector<Target>& targets = pending.targets;
+  std::erase_if(targets,
+                [&pending](const Target& t) { return pending.members.contains(t.status.ppid); });
   if (targets.empty()) {
-    return error(request.share_process_namespace
-                     ? "none of its " + std::to_string(members.size()) +
-                           " processes is the first one (parent outside the container)"
-                     : "none of its " + std::to_string(members.size()) +
-                           " processes is PID 1 of the container's PID namespace (does the pod "
-                           "use hostPID, or shareProcessNamespace without saying so?)");
+    return pending.Error(request.share_process_namespace
+                             ? "none of its " + std::to_string(pending.members.size()) +
+                                   " processes is the first one (parent outside the container)"
+                             : "none of its " + std::to_string(pending.members.size()) +
+                                   " processes is PID 1 of the container's PID namespace (does "
+                                   "the pod use hostPID, or shareProcessNamespace without saying "
+                                   "so?)");
   }
   if (targets.size() > 1) {
-    return error(
+    return pending.Error(
         std::to_string(targets.size()) + " processes could be its main process (host PIDs " +
         std::to_string(targets[0].pid) + ", " + std::to_string(targets[1].pid) + "): not sent");
   }
@@ -379,28 +455,72 @@ base::Result<SignalOutcome> SignalContainer(const ContainerSignal& request,
   // Read again through the same fd, just before sending: a handler removed since the scan (or an
   // exec) is seen, and a process gone since is ESRCH.
   const std::string shown = env.proc_dir + "/" + std::to_string(target.pid);
-  base::Result<std::string> status_text = ReadAt(target.dir.get(), "status", shown + "/status");
+  base::Result<std::string> status_text = ReadAt(target.dir->get(), "status", shown + "/status");
   if (!status_text.ok()) {
-    if (Gone(status_text.status()))
-      return error(outcome.target + " exited before the signal: not sent");
-    return fail(status_text.status());
+    if (Gone(status_text.status())) {
+      return pending.Error(outcome.target + " exited before the signal: not sent");
+    }
+    return status_text.status().WithContext(pending.what);
   }
   base::Result<ProcStatus> status = ParseProcStatus(*status_text);
-  if (!status.ok()) return fail(status.status().WithContext(shown));
+  if (!status.ok()) return status.status().WithContext(shown).WithContext(pending.what);
   if ((status->sig_caught >> (request.signal - 1) & 1) == 0) {
     const bool ns_init = status->nspid.size() >= 2 && status->nspid.back() == 1;
-    return error(outcome.target + " has no handler for " + SignalName(request.signal) +
-                 " (SigCgt of " + shown + "/status): " +
-                 (ns_init ? "the init of a PID namespace drops it, so nothing would reload"
-                          : "its default action would kill the process") +
-                 "; not sent");
+    return pending.Error(outcome.target + " has no handler for " + SignalName(request.signal) +
+                         " (SigCgt of " + shown + "/status): " +
+                         (ns_init ? "the init of a PID namespace drops it, so nothing would reload"
+                                  : "its default action would kill the process") +
+                         "; not sent");
   }
   if (env.before_signal) env.before_signal(target.pid);
-  if (PidfdSendSignal(target.dir.get(), request.signal) != 0) {
-    if (errno == ESRCH) return error(outcome.target + " exited before the signal: not sent");
-    return fail(base::ErrnoError("pidfd_send_signal to", shown, errno));
+  if (PidfdSendSignal(target.dir->get(), request.signal) != 0) {
+    if (errno == ESRCH) {
+      return pending.Error(outcome.target + " exited before the signal: not sent");
+    }
+    return base::ErrnoError("pidfd_send_signal to", shown, errno).WithContext(pending.what);
   }
   return outcome;
+}
+
+}  // namespace
+
+std::vector<base::Result<SignalOutcome>> SignalContainers(
+    const std::vector<ContainerSignal>& requests, const SignalEnvironment& env) {
+  std::vector<Pending> pendings(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const ContainerSignal& request = requests[i];
+    Pending& pending = pendings[i];
+    pending.request = &request;
+    pending.what = SignalName(request.signal) + " to container " +
+                   base::ShowNul(request.container_name) + " of pod " +
+                   base::ShowNul(request.pod_uid);
+    if (request.signal != SIGHUP && request.signal != SIGUSR1 && request.signal != SIGUSR2) {
+      pending.failed = pending.Error("only SIGHUP, SIGUSR1 and SIGUSR2 may be sent");
+      continue;
+    }
+    if (base::Status s = CheckPodUid(request.pod_uid); !s.ok()) {
+      pending.Fail(s);
+      continue;
+    }
+    base::Result<ContainerId> id = ParseContainerId(request.container_id);
+    if (!id.ok()) {
+      pending.Fail(id.status());
+      continue;
+    }
+    pending.id = id->id;
+  }
+  if (std::any_of(pendings.begin(), pendings.end(), [](const Pending& p) { return !p.failed; })) {
+    Scan(pendings, env);
+  }
+  std::vector<base::Result<SignalOutcome>> outcomes;
+  outcomes.reserve(pendings.size());
+  for (Pending& pending : pendings) outcomes.push_back(Finish(pending, env));
+  return outcomes;
+}
+
+base::Result<SignalOutcome> SignalContainer(const ContainerSignal& request,
+                                            const SignalEnvironment& env) {
+  return std::move(SignalContainers({request}, env).front());
 }
 
 }  // namespace reload

@@ -674,6 +674,38 @@ TEST_F(SignalContainerRealTest, AnotherPodNeverGetsTheSignal) {
   ExpectNoHup(stranger, "the other pod's process");
 }
 
+// Several containers of several pods with one scan: each its own outcome, a bad request fails
+// alone, and each process gets only the signal meant for it.
+TEST_F(SignalContainerRealTest, OneScanForSeveralContainers) {
+  VM_USE_HIERARCHY(root, true);
+  Process a = Start("a", {"", {MakeCgroup(root, "kubepods/pod" + kPodUid + "/" + kId)}, true});
+  Process b = Start(
+      "b",
+      {"", {MakeCgroup(root, "kubepods/besteffort/pod" + kOtherPodUid + "/" + kPauseId)}, true});
+  std::vector<ContainerSignal> requests = {
+      {kPodUid, "a", "containerd://" + kId, SIGHUP, false},
+      {kOtherPodUid, "b", "cri-o://" + kPauseId, SIGKILL, false},
+      {kOtherPodUid, "b", "cri-o://" + kPauseId, SIGUSR2, false},
+      {kOtherPodUid, "c", "cri-o://" + kId, SIGHUP, false},
+  };
+  std::vector<base::Result<SignalOutcome>> outcomes = SignalContainers(requests);
+  ASSERT_EQ(outcomes.size(), 4u);
+  ASSERT_TRUE(outcomes[0].ok()) << outcomes[0].status().message();
+  EXPECT_EQ(outcomes[0]->host_pid, a.main);
+  ASSERT_FALSE(outcomes[1].ok());
+  EXPECT_THAT(outcomes[1].status().message(),
+              HasSubstr("signal 9 to container b of pod " + kOtherPodUid + ": only SIGHUP"));
+  ASSERT_TRUE(outcomes[2].ok()) << outcomes[2].status().message();
+  EXPECT_EQ(outcomes[2]->host_pid, b.main);
+  ASSERT_FALSE(outcomes[3].ok());
+  EXPECT_THAT(outcomes[3].status().message(),
+              HasSubstr("container c of pod " + kOtherPodUid + ": no process of container ID"));
+  EXPECT_TRUE(WaitFor([&] { return Recorded(a, "hup"); }));
+  EXPECT_TRUE(WaitFor([&] { return Recorded(b, "usr2"); }));
+  ExpectNoHup(b, "b");
+  EXPECT_FALSE(Recorded(a, "usr2"));
+}
+
 // A target without a handler: refused with the reason, and not sent (the process lives on and
 // records nothing).
 TEST_F(SignalContainerRealTest, ATargetThatDoesNotCatchTheSignalIsRefused) {
