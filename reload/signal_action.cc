@@ -287,62 +287,43 @@ struct Seen {
   bool gone = false;
 };
 
-// The status (read and parsed once); nullptr when the process is gone, or on an error given to
-// `pending`.
-const ProcStatus* StatusOf(Seen& seen, Pending& pending) {
-  if (!seen.status) {
-    base::Result<std::string> text = ReadAt(seen.dir->get(), "status", seen.shown + "/status");
+// The text `name` of `seen` parsed by `parse`, read and parsed once into `slot` whatever number
+// of requests ask; nullptr when the process is gone, or on an error then given to `pending`.
+template <typename T, typename Parse>
+const T* ReadOnce(Seen& seen, std::optional<base::Result<T>>& slot, const char* name, Parse parse,
+                  Pending& pending) {
+  if (!slot) {
+    base::Result<std::string> text = ReadAt(seen.dir->get(), name, seen.shown + "/" + name);
     if (!text.ok()) {
       seen.gone = Gone(text.status());
-      seen.status = base::Result<ProcStatus>(text.status());
+      slot = base::Result<T>(text.status());
     } else {
-      base::Result<ProcStatus> parsed = ParseProcStatus(*text);
-      seen.status = parsed.ok() ? std::move(parsed)
-                                : base::Result<ProcStatus>(parsed.status().WithContext(seen.shown));
+      base::Result<T> parsed = parse(*text);
+      slot = parsed.ok() ? std::move(parsed)
+                         : base::Result<T>(parsed.status().WithContext(seen.shown));
     }
   }
   if (seen.gone) return nullptr;
-  if (!seen.status->ok()) {
-    pending.Fail(seen.status->status());
+  if (!slot->ok()) {
+    pending.Fail(slot->status());
     return nullptr;
   }
-  return &seen.status->value();
-}
-
-// The start time (read and parsed once); nullopt as StatusOf.
-std::optional<uint64_t> StartTimeOf(Seen& seen, Pending& pending) {
-  if (!seen.start_time) {
-    base::Result<std::string> text = ReadAt(seen.dir->get(), "stat", seen.shown + "/stat");
-    if (!text.ok()) {
-      seen.gone = Gone(text.status());
-      seen.start_time = base::Result<uint64_t>(text.status());
-    } else {
-      base::Result<uint64_t> parsed = ParseProcStatStartTime(*text);
-      seen.start_time = parsed.ok()
-                            ? std::move(parsed)
-                            : base::Result<uint64_t>(parsed.status().WithContext(seen.shown));
-    }
-  }
-  if (seen.gone) return std::nullopt;
-  if (!seen.start_time->ok()) {
-    pending.Fail(seen.start_time->status());
-    return std::nullopt;
-  }
-  return seen.start_time->value();
+  return &slot->value();
 }
 
 // Adds `seen`, a process of the container of `pending`, to its members and, when it may be the
 // main process, to its targets.
 void AddMember(Seen& seen, Pending& pending) {
-  const ProcStatus* status = StatusOf(seen, pending);
+  const ProcStatus* status = ReadOnce(seen, seen.status, "status", ParseProcStatus, pending);
   if (status == nullptr) return;
   pending.members.insert(seen.pid);
   Target candidate{seen.pid, *status, 0, seen.dir};
   if (!pending.request->share_process_namespace) {
     if (status->nspid.size() < 2 || status->nspid.back() != 1) return;
   } else {
-    const std::optional<uint64_t> start = StartTimeOf(seen, pending);
-    if (!start) return;
+    const uint64_t* start =
+        ReadOnce(seen, seen.start_time, "stat", ParseProcStatStartTime, pending);
+    if (start == nullptr) return;
     candidate.start_time = *start;
     std::vector<Target>& targets = pending.targets;
     // Only the processes of the oldest clock tick seen so far.

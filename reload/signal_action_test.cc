@@ -27,6 +27,7 @@
 
 #include "base/strings.h"
 #include "tests/support/skip.h"
+#include "tests/support/test_loop.h"
 
 namespace reload {
 namespace {
@@ -44,13 +45,6 @@ std::string Underscored(std::string uid) {
     if (c == '-') c = '_';
   }
   return uid;
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Waits (generous deadline) until `condition` holds; false if it never did.
@@ -236,17 +230,9 @@ TEST(SignalContainerTest, BadIdsNamePodAndContainer) {
 
 class FakeProc {
  public:
-  FakeProc() {
-    char tmpl[] = "/tmp/vm-fake-proc-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  ~FakeProc() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
   void Add(int pid, int ppid, const std::string& nspid, const std::string& cgroup,
            const std::string& sigcgt, uint64_t start = 100) {
-    const std::string d = dir_ + "/" + std::to_string(pid);
+    const std::string d = dir_.File(std::to_string(pid));
     std::filesystem::create_directories(d);
     std::ofstream(d + "/cgroup") << cgroup;
     std::ofstream(d + "/status") << "Name:\tx\nPPid:\t" << ppid << "\nNSpid:\t" << nspid
@@ -254,10 +240,10 @@ class FakeProc {
     std::ofstream(d + "/stat") << pid << " (x) S " << ppid
                                << " 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " << start << " 0 0\n";
   }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
 
  private:
-  std::string dir_;
+  vmtest::TempDir dir_;
 };
 
 TEST(SignalContainerFakeProcTest, V2LinesAndSelection) {
@@ -413,8 +399,6 @@ class SignalContainerRealTest : public ::testing::Test {
   void SetUp() override {
     VM_SKIP_UNLESS_ROOT("moves processes into cgroups and PID namespaces");
     ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // orphans come back here to be reaped
-    char tmpl[] = "/tmp/vm-signal-XXXXXX";
-    files_ = ::mkdtemp(tmpl);
     name_ = "vmtest-signal-" + std::to_string(::getpid());
   }
 
@@ -456,8 +440,6 @@ class SignalContainerRealTest : public ::testing::Test {
         ::rmdir(h.temp_mount.c_str());
       }
     }
-    std::error_code ec;
-    if (!files_.empty()) std::filesystem::remove_all(files_, ec);
   }
 
   // The hierarchy of cgroup v1 or v2, or "" after a skip.
@@ -492,7 +474,7 @@ class SignalContainerRealTest : public ::testing::Test {
 
   Process Start(const std::string& name, Launch launch, bool catch_hup = true) {
     Process p;
-    p.file = files_ + "/" + name;
+    p.file = files_.File(name);
     launch.script = Catcher(p.file, catch_hup);
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -556,7 +538,7 @@ class SignalContainerRealTest : public ::testing::Test {
   }
 
   static bool Recorded(const Process& p, const std::string& word) {
-    return ReadFileOrEmpty(p.file).find(word) != std::string::npos;
+    return vmtest::ReadFile(p.file).find(word) != std::string::npos;
   }
 
   // The fence: USR1, then its record; a HUP sent before would be recorded before it.
@@ -567,7 +549,7 @@ class SignalContainerRealTest : public ::testing::Test {
     EXPECT_FALSE(Recorded(p, "hup")) << name << " got the signal";
   }
 
-  std::string files_;
+  vmtest::TempDir files_;
   std::string name_;
   std::vector<std::string> dirs_;
   std::vector<Hierarchy> hierarchies_;
@@ -744,7 +726,7 @@ TEST_F(SignalContainerRealTest, ShareProcessNamespaceTargetsTheFirstProcess) {
   // Its start time must be later than the first's (10 ms clock ticks): started again until it is.
   const auto start_of = [](pid_t pid) -> uint64_t {
     base::Result<uint64_t> t =
-        ParseProcStatStartTime(ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat"));
+        ParseProcStatStartTime(vmtest::ReadFile("/proc/" + std::to_string(pid) + "/stat"));
     return t.ok() ? *t : 0;
   };
   const uint64_t first_start = start_of(first.main);
@@ -797,7 +779,7 @@ TEST_F(SignalContainerRealTest, ReaderInAPrivateCgroupNamespace) {
       if (!WriteText(daemon + "/cgroup.procs", "0") || ::unshare(CLONE_NEWCGROUP) != 0) {
         report = "E:cannot enter the daemon's cgroup namespace";
       } else {
-        const std::string seen = ReadFileOrEmpty("/proc/" + std::to_string(app.main) + "/cgroup");
+        const std::string seen = vmtest::ReadFile("/proc/" + std::to_string(app.main) + "/cgroup");
         ContainerSignal request{kPodUid, "app", "containerd://" + kId, SIGHUP, false};
         base::Result<SignalOutcome> outcome = SignalContainer(request);
         report = (outcome.ok() ? "O:" + std::to_string(outcome->host_pid)
@@ -832,7 +814,7 @@ TEST_F(SignalContainerRealTest, PidReuseNeverSignalsTheNewProcess) {
   VM_USE_HIERARCHY(root, true);
   const std::string container = MakeCgroup(root, "kubepods/pod" + kPodUid + "/" + kId);
   Process app = Start("app", {"", {container}, true});
-  const std::string newcomer_file = files_ + "/newcomer";
+  const std::string newcomer_file = files_.File("newcomer");
   Process newcomer;
   std::string reuse_error;
   SignalEnvironment env;
