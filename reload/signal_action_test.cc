@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/random_uuid.h"
 #include "base/strings.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_loop.h"
@@ -34,11 +35,21 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kPodUid = "6f1f3c52-8a7e-4b1e-9d55-2c0e1f4a7b90";
-const std::string kOtherPodUid = "0a9b8c7d-6e5f-4a3b-2c1d-0e9f8a7b6c5d";
-const std::string kId = "4c1b2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c";
-const std::string kPauseId = "9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d";
-const std::string kExecId = "1111111111111111111111111111111111111111111111111111111111111111";
+// 64 lowercase hex digits, as runtimes draw container IDs.
+std::string RandomContainerId() {
+  std::string id = base::RandomUuid() + base::RandomUuid();
+  std::erase(id, '-');
+  return id;
+}
+
+// Random in each test process: ctest runs test processes side by side, and each call scans the
+// whole of /proc, so two processes must never share a pod UID or a container ID.
+const std::string kPodUid = base::RandomUuid();
+const std::string kOtherPodUid = base::RandomUuid();
+const std::string kThirdPodUid = base::RandomUuid();
+const std::string kId = RandomContainerId();
+const std::string kPauseId = RandomContainerId();
+const std::string kExecId = RandomContainerId();
 
 std::string Underscored(std::string uid) {
   for (char& c : uid) {
@@ -648,7 +659,7 @@ TEST_F(SignalContainerRealTest, AnotherPodNeverGetsTheSignal) {
 
   // Alone with that ID now: a request for a third pod finds nothing.
   Stop(app);
-  request.pod_uid = "5b5b5b5b-5b5b-4b5b-8b5b-5b5b5b5b5b5b";
+  request.pod_uid = kThirdPodUid;
   outcome = SignalContainer(request);
   ASSERT_FALSE(outcome.ok());
   EXPECT_THAT(outcome.status().message(), HasSubstr("container app of pod " + request.pod_uid +
