@@ -67,6 +67,11 @@ def container(objects):
     return c
 
 
+# Fields newer than Debian's python3-kubernetes (22.6, Kubernetes 1.22) models: kubernetes-models
+# (1.34 schemas) validates them in the test below.
+NEWER_FIELDS = {"V1SecurityContext": {"appArmorProfile"}}
+
+
 def unknown_fields(value, type_name, path):
     """Field names the Kubernetes API does not have, from the Python client's models (each knows
     its fields and their types): a misspelt key would otherwise be dropped silently by the API
@@ -85,6 +90,8 @@ def unknown_fields(value, type_name, path):
     by_json = {json_name: attr for attr, json_name in cls.attribute_map.items()}
     problems = []
     for key, v in value.items():
+        if key in NEWER_FIELDS.get(type_name, ()):
+            continue
         if key not in by_json:
             problems.append(f"{path}.{key}")
         else:
@@ -217,6 +224,90 @@ def test_defaults():
     binding = find(objects, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vm-volumemanager",
                                     "namespace": NAMESPACE}]
+
+
+def without_signal_rights(objects):
+    """The objects with what reload.signals adds taken out again, each removal checked to be there:
+    hostPID, KILL, the container's AppArmor field or the pod's AppArmor annotation."""
+    objects = json.loads(json.dumps(objects))
+    template = find(objects, "DaemonSet")["spec"]["template"]
+    pod = template["spec"]
+    assert pod.pop("hostPID") is True
+    sc = pod["containers"][0]["securityContext"]
+    if "capabilities" in sc:  # not privileged
+        assert sc["capabilities"]["add"][-1] == "KILL"
+        sc["capabilities"]["add"].pop()
+    annotations = template["metadata"].get("annotations", {})
+    key = "container.apparmor.security.beta.kubernetes.io/volumemanager"
+    if key in annotations:
+        assert "appArmorProfile" not in sc
+        del annotations[key]
+        if not annotations:
+            del template["metadata"]["annotations"]
+    else:
+        del sc["appArmorProfile"]
+    return objects
+
+
+def test_reload_signals_are_off_by_default():
+    for values_file in [None, *VALUES_FILES]:
+        if values_file and values_file.startswith("reload-signals"):
+            continue
+        objects = render(values_file)
+        template = find(objects, "DaemonSet")["spec"]["template"]
+        assert "hostPID" not in template["spec"], values_file
+        sc = container(objects)["securityContext"]
+        assert "KILL" not in sc.get("capabilities", {}).get("add", []), values_file
+        assert "appArmorProfile" not in sc, values_file
+        assert not any("apparmor" in k for k in template["metadata"].get("annotations", {}))
+
+
+def test_reload_signals_add_host_pid_kill_and_apparmor_and_nothing_else():
+    objects = render("reload-signals.yaml")
+    pod = find(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    sc = container(objects)["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"],
+                                  "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL"]}
+    assert sc["appArmorProfile"] == {"type": "Unconfined"}
+    assert sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False
+    assert without_signal_rights(objects) == render()
+
+    # A Localhost profile, with SELinux's spc_t.
+    objects = render("reload-signals-localhost.yaml")
+    sc = container(objects)["securityContext"]
+    assert sc["appArmorProfile"] == {"type": "Localhost",
+                                     "localhostProfile": "volumemanager-signal"}
+    assert sc["seLinuxOptions"] == {"type": "spc_t"}
+    assert without_signal_rights(objects) == render(None, "--set", "seLinuxOptions.type=spc_t")
+
+    # Privileged (self ownership with tmpfs): every capability already, the profile still set.
+    objects = render("self-ownership.yaml", "--set", "reload.signals.enabled=true")
+    sc = container(objects)["securityContext"]
+    assert sc["privileged"] is True and "capabilities" not in sc
+    assert without_signal_rights(objects) == render("self-ownership.yaml")
+
+    notes = install_notes("--set", "reload.signals.enabled=true")
+    assert "hostPID" in notes and "CAP_KILL" in notes and "AppArmor profile\nUnconfined" in notes
+    assert "reload.signals" not in install_notes()
+
+
+def test_reload_signals_before_kubernetes_1_30_use_the_apparmor_annotation():
+    key = "container.apparmor.security.beta.kubernetes.io/volumemanager"
+    objects = render("reload-signals.yaml", "--kube-version", "1.29.0",
+                     "--set", "podAnnotations.team=platform")
+    template = find(objects, "DaemonSet")["spec"]["template"]
+    assert template["metadata"]["annotations"] == {key: "unconfined", "team": "platform"}
+    assert "appArmorProfile" not in container(objects)["securityContext"]
+    assert without_signal_rights(objects) == render(
+        None, "--kube-version", "1.29.0", "--set", "podAnnotations.team=platform")
+    objects = render("reload-signals-localhost.yaml", "--kube-version", "1.29.0")
+    template = find(objects, "DaemonSet")["spec"]["template"]
+    assert template["metadata"]["annotations"] == {key: "localhost/volumemanager-signal"}
+    # From 1.30 the field, never both.
+    objects = render("reload-signals.yaml", "--kube-version", "1.30.0")
+    assert "annotations" not in find(objects, "DaemonSet")["spec"]["template"]["metadata"]
+    assert container(objects)["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
 
 
 def test_custom_kubelet_root_dir():
@@ -529,6 +620,23 @@ BAD_VALUES = [
     ("host network with a service account", ["--set", "node.hostNetwork=true"],
      "node.hostNetwork applies to credentials: node only"),
     ("namespace name", ["--set", "rbac.namespaces[0]=Team_A"], "/rbac/namespaces/0"),
+    ("signals not a boolean", ["--set-string", "reload.signals.enabled=yes"],
+     "/reload/signals/enabled"),
+    ("misspelt signals key", ["--set", "reload.signal.enabled=true"],
+     "additional properties 'signal'"),
+    ("the runtime's default AppArmor profile, which cannot signal other pods",
+     ["--set", "reload.signals.appArmorProfile.type=RuntimeDefault"],
+     "/reload/signals/appArmorProfile/type"),
+    ("a Localhost AppArmor profile without its name",
+     ["--set", "reload.signals.appArmorProfile.type=Localhost"],
+     "missing property 'localhostProfile'"),
+    ("an AppArmor profile name with a quote",
+     ["--set", "reload.signals.appArmorProfile.type=Localhost",
+      "--set-string", "reload.signals.appArmorProfile.localhostProfile=a\"b"],
+     "/reload/signals/appArmorProfile/localhostProfile"),
+    ("an AppArmor profile name with type Unconfined",
+     ["--set", "reload.signals.appArmorProfile.localhostProfile=mine"],
+     "localhostProfile mine applies to type Localhost only"),
     ("dynamic config outside rbac.namespaces",
      ["--set", "rbac.namespaces[0]=team-a", "--set", "extraArgs[0]=--dynamic-config=vm/cfg"],
      "is a ConfigMap in namespace vm, which rbac.namespaces [\"team-a\"] does not list"),

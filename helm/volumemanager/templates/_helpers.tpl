@@ -122,4 +122,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- $profile := .Values.reload.signals.appArmorProfile -}}
+{{- if and (ne $profile.type "Localhost") $profile.localhostProfile -}}
+{{- fail (printf "reload.signals.appArmorProfile.localhostProfile %s applies to type Localhost only (type is %s)" $profile.localhostProfile $profile.type) -}}
+{{- end -}}
 {{- end -}}
