@@ -64,6 +64,7 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   std::string unpublished_grace = "30s";
   std::string loop_stall_log_threshold = "100ms";
   std::string trial_duration = "10m";
+  std::string reload_timeout = "5s";
   std::string strategy = "Watch";
   std::string log_format = "text";
   std::string allocatable;
@@ -173,6 +174,14 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
                  "client-go's default of 5)");
   app.add_option("--event-burst", cfg.event_burst,
                  "Events allowed at once above --event-qps (0 means client-go's default of 10)");
+  app.add_option("--reload-max-concurrent", cfg.reload_max_concurrent,
+                 "Reload actions: HTTP requests in flight at once, node-wide (default 32)");
+  app.add_option("--reload-timeout", reload_timeout,
+                 "Reload actions: how long one HTTP attempt may take, connect to answer (Go "
+                 "duration; default 5s)");
+  app.add_flag("--reload-signals", cfg.reload_signals,
+               "Reload actions: run signal actions (cluster mode; needs hostPID and CAP_KILL, "
+               "which the chart's reload.signals.enabled grants)");
   app.add_option("--dynamic-config", cfg.dynamic_config,
                  "Cluster mode: namespace/name of a ConfigMap whose key \"volumemanager\" holds a "
                  "VolumeManagerConfiguration applied over --config (flags still win); a ConfigMap "
@@ -224,7 +233,8 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
         std::tuple{"--loop-stall-log-threshold", &loop_stall_log_threshold,
                    &cfg.loop_stall_log_threshold},
         std::tuple{"--dynamic-config-trial-duration", &trial_duration,
-                   &cfg.dynamic_config_trial_duration}}) {
+                   &cfg.dynamic_config_trial_duration},
+        std::tuple{"--reload-timeout", &reload_timeout, &cfg.reload_timeout}}) {
     base::Status s = ParseDurationFlag(flag, *text, out);
     if (!s.ok()) return s;
   }
@@ -297,6 +307,13 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
     return base::Status::Error("--kube-api-qps: must not be negative");
   }
   if (cfg.event_burst < 0) return base::Status::Error("--event-burst: must not be negative");
+  if (cfg.reload_max_concurrent < 1 || cfg.reload_max_concurrent > 1024) {
+    return base::Status::Error("--reload-max-concurrent: must be between 1 and 1024");
+  }
+  if (cfg.reload_timeout < std::chrono::milliseconds(100) ||
+      cfg.reload_timeout > std::chrono::minutes(5)) {
+    return base::Status::Error("--reload-timeout: must be between 100ms and 5m");
+  }
   if (!(cfg.event_qps >= 0)) return base::Status::Error("--event-qps: must not be negative");
   if (!cfg.dynamic_config.empty()) {
     const size_t slash = cfg.dynamic_config.find('/');

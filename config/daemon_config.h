@@ -61,6 +61,12 @@ struct DaemonConfig {
   std::map<std::string, std::string> node_allocatable;
   bool fsync = false;
   bool tmpfs = true;  // --no-tmpfs turns it off
+  // Reload actions (volumemanager.io/reload): HTTP requests in flight node-wide, each one's
+  // deadline, and whether signal actions may run (cluster mode; the chart grants hostPID and
+  // CAP_KILL with it).
+  int reload_max_concurrent = 32;
+  std::chrono::nanoseconds reload_timeout = std::chrono::seconds(5);
+  bool reload_signals = false;
   LogFormat log_format = LogFormat::kText;
   int verbosity = 0;
   // An event-loop iteration whose callbacks run this long or longer is logged.

@@ -87,8 +87,10 @@ struct ReloadController::SignalWork {
   ReloadController* self = nullptr;
   std::string uid;
   uint64_t run_id = 0;
-  std::vector<ContainerSignalRequest> requests;
-  std::function<base::Result<std::string>(const ContainerSignalRequest&)> send;
+  std::vector<reload::ContainerSignal> requests;
+  std::string signal_name;
+  std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
+      send;
   std::vector<std::string> results;
   bool ok = true;
 };
@@ -342,11 +344,11 @@ void ReloadController::Attempt(const std::string& uid) {
     return;
   }
   // A signal.
-  if (!options_.send_signal) {
+  if (!options_.send_signals) {
     return AttemptDone(uid, run_id, false, false,
                        "refused: signal actions are not enabled on this node");
   }
-  std::vector<ContainerSignalRequest> requests;
+  std::vector<reload::ContainerSignal> requests;
   std::vector<std::string> notes;
   for (const kube::Container& c : p.pod->spec.containers) {
     bool wanted = false;
@@ -373,12 +375,11 @@ void ReloadController::Attempt(const std::string& uid) {
       notes.push_back("container " + c.name + " started after the change");
       continue;
     }
-    ContainerSignalRequest r;
+    reload::ContainerSignal r;
     r.pod_uid = uid;
     r.container_name = c.name;
     r.container_id = status->container_id;
     r.signal = action.signal.signal;
-    r.signal_name = action.signal.signal_name;
     r.share_process_namespace = p.pod->spec.share_process_namespace;
     requests.push_back(std::move(r));
   }
@@ -393,7 +394,8 @@ void ReloadController::Attempt(const std::string& uid) {
   work->uid = uid;
   work->run_id = run_id;
   work->requests = std::move(requests);
-  work->send = options_.send_signal;
+  work->send = options_.send_signals;
+  work->signal_name = action.signal.signal_name;
   work->results = std::move(notes);
   run.signal_active = true;
   ++signals_in_flight_;
@@ -402,14 +404,15 @@ void ReloadController::Attempt(const std::string& uid) {
       [](uv_work_t* req) {
         auto* w = static_cast<SignalWork*>(req->data);
         Guard("sending a reload signal", [w] {
-          for (const ContainerSignalRequest& r : w->requests) {
-            base::Result<std::string> sent = w->send(r);
-            if (sent.ok()) {
-              w->results.push_back(r.signal_name + " to " + *sent);
+          const std::vector<base::Result<std::string>> sent = w->send(w->requests);
+          for (size_t i = 0; i < w->requests.size(); ++i) {
+            if (i < sent.size() && sent[i].ok()) {
+              w->results.push_back(w->signal_name + " to " + *sent[i]);
             } else {
               w->ok = false;
-              w->results.push_back("container " + r.container_name + ": " +
-                                   sent.status().message());
+              w->results.push_back(
+                  "container " + w->requests[i].container_name + ": " +
+                  (i < sent.size() ? sent[i].status().message() : std::string("not sent")));
             }
           }
         });

@@ -45,6 +45,7 @@
 #include "kube/pod.h"
 #include "reload/http_caller.h"
 #include "reload/reload_spec.h"
+#include "reload/signal_action.h"
 #include "server/metrics.h"
 #include "volumemanager/volume_key.h"
 
@@ -57,16 +58,6 @@ struct ContentSwap {
   // The earliest remount request the daemon's write served (an object change), or when the
   // foreign swap was seen.
   std::chrono::steady_clock::time_point changed_at{};
-};
-
-// What a signal action asks of the node (run on the thread pool; cluster mode only).
-struct ContainerSignalRequest {
-  std::string pod_uid;
-  std::string container_name;
-  std::string container_id;  // status.containerStatuses[].containerID
-  int signal = 0;
-  std::string signal_name;
-  bool share_process_namespace = false;
 };
 
 // What the controller needs of the volume manager.
@@ -89,8 +80,10 @@ struct ReloadControllerOptions {
   int max_attempts = 4;
   std::chrono::milliseconds retry_initial{1000};
   std::chrono::milliseconds min_interval{1000};
-  // Signals, run on the thread pool (blocking); null: signal actions are refused as unavailable.
-  std::function<base::Result<std::string>(const ContainerSignalRequest&)> send_signal;
+  // Signals, run on the thread pool (blocking; reload::SignalContainers): one result per request,
+  // the process signalled or why not. Null: signal actions are refused as not enabled.
+  std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
+      send_signals;
   // A run of the pod's actions ended: `ok` when each action succeeded; `message` names the actions
   // and results and the objects' versions (never data). E.g. a Reloaded or ReloadFailed Event.
   std::function<void(const kube::Pod& pod, bool ok, const std::string& message)> on_result;

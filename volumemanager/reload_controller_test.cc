@@ -60,7 +60,7 @@ class ReloadControllerTest : public ::testing::Test {
     o.on_annotation_error = [this](const kube::Pod&, const std::string& e) {
       annotation_errors_.push_back(e);
     };
-    if (signal_) o.send_signal = signal_;
+    if (signal_) o.send_signals = signal_;
     controller_ = std::make_unique<ReloadController>(loop_.get(), o, &host_);
     return *controller_;
   }
@@ -93,7 +93,8 @@ class ReloadControllerTest : public ::testing::Test {
 
   vmtest::TestLoop loop_;
   FakeHost host_;
-  std::function<base::Result<std::string>(const ContainerSignalRequest&)> signal_;
+  std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
+      signal_;
   std::unique_ptr<ReloadController> controller_;
   std::vector<Result> results_;
   std::vector<std::string> annotation_errors_;
@@ -289,12 +290,16 @@ TEST_F(ReloadControllerTest, ChangesDuringARunGiveOneMoreRun) {
 }
 
 TEST_F(ReloadControllerTest, SignalsGoToTheContainersThatMountAChangedVolume) {
-  std::vector<ContainerSignalRequest> sent;
+  std::vector<reload::ContainerSignal> sent;
   std::mutex mu;
-  signal_ = [&](const ContainerSignalRequest& r) -> base::Result<std::string> {
+  signal_ = [&](const std::vector<reload::ContainerSignal>& requests) {
     std::lock_guard<std::mutex> l(mu);
-    sent.push_back(r);
-    return "PID 1 of container " + r.container_name;
+    std::vector<base::Result<std::string>> out;
+    for (const reload::ContainerSignal& r : requests) {
+      sent.push_back(r);
+      out.emplace_back("PID 1 of container " + r.container_name);
+    }
+    return out;
   };
   Controller(/*cluster_mode=*/true);
   auto pod = std::make_shared<kube::Pod>(*Pod("a", "signal:SIGHUP", "0", "127.0.0.2"));

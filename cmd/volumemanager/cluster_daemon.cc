@@ -8,6 +8,7 @@
 #include "cmd/volumemanager/source_metrics.h"
 #include "kubeclient/rate_limiter.h"
 #include "leaderelection/lease_lock.h"
+#include "reload/signal_action.h"
 
 namespace volumemanager {
 
@@ -171,6 +172,21 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
                     "MountVolume.SetUp failed for volume \"" + volume + "\" : " + error);
   };
   options.reload.cluster_mode = true;
+  // Signals reach containers only where the chart granted the rights (reload.signals.enabled:
+  // hostPID, CAP_KILL) and said so (--reload-signals).
+  if (config().reload_signals) {
+    options.reload.send_signals = [](const std::vector<reload::ContainerSignal>& requests) {
+      std::vector<base::Result<std::string>> out;
+      for (base::Result<reload::SignalOutcome>& r : reload::SignalContainers(requests)) {
+        if (r.ok()) {
+          out.emplace_back(r->target);
+        } else {
+          out.emplace_back(r.status());
+        }
+      }
+      return out;
+    };
+  }
   // Reload actions: the actions, their results and the objects' versions; never data or bodies.
   options.reload.on_result = [this](const kube::Pod& pod, bool ok, const std::string& message) {
     if (!events_) return;

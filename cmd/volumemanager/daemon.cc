@@ -161,6 +161,9 @@ std::optional<Daemon::StartError> Daemon::StartWriting() {
   options.writes_allowed_at_start = holding_;
   options.writer_identity = identity_;
   options.write_gate = gate_.get();
+  options.reload.http.max_concurrent = static_cast<size_t>(config_.reload_max_concurrent);
+  options.reload.http.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.reload_timeout);
   ConfigureVolumeManager(options);
   manager_ = std::make_unique<VolumeManager>(loop_, options, object_manager(), registry_.get(),
                                              [this] { return pods_->AllSourcesSeen(); });
