@@ -213,7 +213,6 @@ bool IsTimestampDirName(std::string_view name) {
   return AllDigits(name.substr(kShape.size()));
 }
 
-
 Result<std::unique_ptr<AtomicWriter>> AtomicWriter::Open(const std::string& target_dir,
                                                          Options options) {
   Filesystem* fs = options.fs != nullptr ? options.fs : PosixFilesystem();
@@ -877,7 +876,8 @@ class WriteOperation {
           tree = TreeStamp(fs_, dir_fd_, name, st);
           if (!tree.has_value()) tree = UnjudgedTree();
         }
-        const bool due = ledger.Observe(name, st, now, options_.unpublished_grace, tree.value_or(0));
+        const bool due =
+            ledger.Observe(name, st, now, options_.unpublished_grace, tree.value_or(0));
         if (options_.removals != nullptr) {
           options_.removals->Add(target_dir_, dir_st, name, st,
                                  DueTime(name, ledger.Since(name), now),

@@ -449,9 +449,9 @@ void CheckContainers(const std::string& field, const std::vector<Container>& con
       if (mounts[m].mount_path.empty()) errs->Required(mf + ".mountPath");
       // Upstream's validateLocalDescendingPath: relative, no ".." element, no NUL ("..data/x"
       // is allowed, unlike an item's path).
-      for (const auto& [name, value] : {std::pair<const char*, const std::string&>{
-                                            ".subPath", mounts[m].sub_path},
-                                        {".subPathExpr", mounts[m].sub_path_expr}}) {
+      for (const auto& [name, value] :
+           {std::pair<const char*, const std::string&>{".subPath", mounts[m].sub_path},
+            {".subPathExpr", mounts[m].sub_path_expr}}) {
         for (const std::string& msg : ValidateLocalDescendingPath(value)) {
           errs->Invalid(mf + name, value, msg);
         }
