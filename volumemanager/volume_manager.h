@@ -84,6 +84,8 @@ struct VolumeManagerOptions {
   const WriteGate* write_gate = nullptr;
   // See ReconcilerOptions::on_mount_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
+  // See ReconcilerOptions::on_subpath_failure.
+  std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_subpath_failure;
 };
 
 class VolumeManager {

@@ -162,6 +162,21 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
     events_->Record(object, kube::EventType::kWarning, "FailedMount",
                     "MountVolume.SetUp failed for volume \"" + volume + "\" : " + error);
   };
+  // A subPath file of a pod annotated volumemanager.io/update-subpaths that was not brought to
+  // its volume's new content (or an invalid annotation): the pod's owner sees why.
+  options.on_subpath_failure = [this](const kube::Pod& pod, const std::string& volume,
+                                      const std::string& error) {
+    if (!events_) return;
+    kube::InvolvedObject object;
+    object.kind = "Pod";
+    object.api_version = "v1";
+    object.namespace_ = pod.metadata.namespace_;
+    object.name = pod.metadata.name;
+    object.uid = pod.metadata.uid;
+    object.resource_version = pod.metadata.resource_version;
+    events_->Record(object, kube::EventType::kWarning, "FailedSubPathUpdate",
+                    "volume \"" + volume + "\": " + error);
+  };
 }
 
 std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {
