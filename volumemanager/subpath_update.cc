@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "atomicwriter/open_beneath.h"
+#include "atomicwriter/removal_queue.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
 #include "volumemanager/volume_paths.h"
@@ -52,6 +53,15 @@ std::string SubPathRefusal(const std::string& sub_path) {
 // resolves both to the same file).
 std::string PathInVersion(const std::string& sub_path) {
   return sub_path.starts_with(kDataPrefix) ? sub_path.substr(kDataPrefix.size()) : sub_path;
+}
+
+// A version dir's name as a bind's root shows it: a timestamp dir, or one the removal queue has
+// claimed (renamed to `..volumemanager_removing.*` just before removing it; the root follows).
+bool IsVersionName(std::string_view name) {
+  const std::string_view removing = atomicwriter::kRemovingPrefix;
+  return atomicwriter::IsTimestampDirName(name) ||
+         (name.starts_with(removing) && name.size() > removing.size() &&
+          name.find('/') == std::string_view::npos);
 }
 
 std::string DeviceOf(const struct stat& st) {
@@ -237,7 +247,7 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   const std::string_view rest = std::string_view(root).substr(v.prefix.size());
   const size_t end_of_version = rest.find('/');
   if (end_of_version == std::string_view::npos ||
-      !atomicwriter::IsTimestampDirName(rest.substr(0, end_of_version)) ||
+      !IsVersionName(rest.substr(0, end_of_version)) ||
       rest.substr(end_of_version + 1) != rel_in_version) {
     return Refuse(c, not_ours);
   }

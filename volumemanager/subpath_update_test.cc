@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "atomicwriter/open_beneath.h"
+#include "atomicwriter/removal_queue.h"
 #include "base/unique_fd.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_loop.h"
@@ -108,9 +109,9 @@ class SubPathUpdateTest : public ::testing::Test {
 
   // Publishes `payload` as the volume's new version; the version it replaced is removed at once
   // (its bound files live on, with "//deleted" roots).
-  std::string Publish(const atomicwriter::Payload& payload) {
+  std::string Publish(const atomicwriter::Payload& payload, bool keep_replaced = false) {
     atomicwriter::Options options;
-    options.replaced_version = atomicwriter::ReplacedVersion::kAtOnce;
+    if (!keep_replaced) options.replaced_version = atomicwriter::ReplacedVersion::kAtOnce;
     auto writer = atomicwriter::AtomicWriter::Open(vol_.string(), options);
     EXPECT_TRUE(writer.ok()) << writer.status().message();
     auto result = (*writer)->Write(payload);
@@ -231,15 +232,20 @@ TEST_F(SubPathUpdateTest, TheContainersViewGetsTheNewBytesAndARestartedContainer
 
 TEST_F(SubPathUpdateTest, SubPathThroughDataAndANestedPathAndInitContainers) {
   VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
-  Publish(Files({{"conf/app.yaml", "a: 1\n"}, {"k", "1"}}));
+  const std::string v1 = Publish(Files({{"conf/app.yaml", "a: 1\n"}, {"k", "1"}}));
   ASSERT_TRUE(KubeletBind(LiveFile("conf/app.yaml"), "app", 1)) << why_;
   ASSERT_TRUE(KubeletBind(LiveFile("k"), "init", 0)) << why_;
   const auto next = Files({{"conf/app.yaml", "a: 2\n"}, {"k", "2"}});
-  const std::string v2 = Publish(next);
+  const std::string v2 = Publish(next, /*keep_replaced=*/true);
+  // The removal queue claims a version by renaming it before removing it: the binds' roots
+  // follow the rename.
+  const std::string claimed = std::string(atomicwriter::kRemovingPrefix) + "00000000000000aa";
+  fs::rename(vol_ / v1, vol_ / claimed);
   auto copies = Update(next, {{"init", 0, "..data/k", ""}, {"app", 1, "conf/app.yaml", ""}}, v2);
   ASSERT_EQ(copies.size(), 2u);
   EXPECT_EQ(copies[0].result, SubPathResult::kUpdated) << copies[0].reason;
   EXPECT_EQ(copies[1].result, SubPathResult::kUpdated) << copies[1].reason;
+  EXPECT_EQ(copies[0].bound_version, claimed);
   EXPECT_EQ(vmtest::ReadFile(BindPath("init", 0).string()), "2");
   EXPECT_EQ(vmtest::ReadFile(BindPath("app", 1).string()), "a: 2\n");
 }

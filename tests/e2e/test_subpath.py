@@ -166,9 +166,12 @@ def test_standalone_self_owned_subpath_follows_swaps_restarts_and_removed_keys(e
     [entry] = [v for v in state["volumes"] if v["podUID"] == "uid-web"]
     [copy] = entry["subPathCopies"]
     assert copy["container"] == "app" and copy["index"] == 1 and copy["subPath"] == "app.conf"
-    assert copy["result"] == "updated"
+    # The last write's: the one that updated it, or a later one that found it current.
+    assert copy["result"] in ("updated", "current")
     assert copy["version"] == os.readlink(web_vol / "..data")
-    assert copy["boundVersion"] == first_version
+    # The removal queue renames a version before removing it; the bind's root follows.
+    assert (copy["boundVersion"] == first_version
+            or copy["boundVersion"].startswith("..volumemanager_removing.")), copy
     [plain_entry] = [v for v in state["volumes"] if v["podUID"] == "uid-plain"]
     assert "subPathCopies" not in plain_entry
 
@@ -182,13 +185,13 @@ def test_standalone_self_owned_subpath_follows_swaps_restarts_and_removed_keys(e
              what="the new bytes after a container restart")
 
     # A key removed: the bound file keeps its bytes, and the refusal is said.
-    put({"other": "y"})
+    put({"other": "x2"})
     wait_for(lambda: env.records(msg="FailedSubPathUpdate",
                                  err=lambda e: "no longer in the volume" in e),
              what="the removed key reported")
     assert web_view.read_bytes() == content("short")
     line = env.records(msg="FailedSubPathUpdate")[0]
-    assert line["pod"] == "default/web" and line["volume"] == "cfg" and line["container"] == "app"
+    assert line["pod"] == "default/web-e2e-node" and line["volume"] == "cfg" and line["container"] == "app"
     assert (metric(probe, "volumemanager_subpath_copies_total", {"result": "refused"}) or 0) >= 1
 
 
@@ -217,14 +220,16 @@ def test_standalone_hostile_subpath_targets_are_left_alone(env_unmounted):
     # a file of the volume, but another key than index 3 names (an index that does not match)
     kubelet_binds(env.root, "uid-web", CM, "cfg", "app", 3, "other")
     env.put_object(configmap("app", {"app.conf": "v2", "other": "o2"}))
-    wait_for(lambda: len(env.records(msg="FailedSubPathUpdate")) >= 4,
-             what="four refusals")
-    reasons = {r["subPath"] + "@" + r["err"] for r in env.records(msg="FailedSubPathUpdate")}
-    text = "\n".join(sorted(reasons))
-    assert "a symlink, not the kubelet's bind; not followed" in text
-    assert re.search(r"other@.*2: bound to .*victim", text), text
-    assert re.search(r"app\.conf@.*3: bound to .*other", text), text
-    assert "subPathExpr is not updated" in text
+    def said():
+        text = "\n".join(r["subPath"] + "@" + r["err"]
+                         for r in env.records(msg="FailedSubPathUpdate"))
+        return ("a symlink, not the kubelet's bind; not followed" in text
+                and re.search(r"other@.*2: bound to .*victim", text)
+                and re.search(r"app\.conf@.*3: bound to .*other", text)
+                and "subPathExpr is not updated" in text)
+    wait_for(said, what="each refusal said, with why")
+    # (index 3 is the live file of "other" until the change; the check of its bind fails all the
+    # same: it is not the file "app.conf".)
     assert victim.read_text() == "victim"
     assert (subpaths / "3").read_bytes() == b"o1"
 
