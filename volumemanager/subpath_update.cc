@@ -246,8 +246,7 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   if (info.device != v.device || !root.starts_with(v.prefix)) return Refuse(c, not_ours);
   const std::string_view rest = std::string_view(root).substr(v.prefix.size());
   const size_t end_of_version = rest.find('/');
-  if (end_of_version == std::string_view::npos ||
-      !IsVersionName(rest.substr(0, end_of_version)) ||
+  if (end_of_version == std::string_view::npos || !IsVersionName(rest.substr(0, end_of_version)) ||
       rest.substr(end_of_version + 1) != rel_in_version) {
     return Refuse(c, not_ours);
   }
