@@ -19,6 +19,7 @@
 
 #include "cache/fake_object_manager.h"
 #include "plugins/plugin_registry.h"
+#include "tests/support/log_capture.h"
 #include "volumemanager/test_pods.h"
 
 // Allocations made by this test binary (the idle pass must make none). GCC sees the malloc
@@ -156,6 +157,7 @@ class FakeDisk final : public VolumeDisk {
   std::vector<SubPathCall> subpath_calls;
   SubPathResult subpath_result = SubPathResult::kUpdated;
   std::string subpath_reason;
+  bool subpath_binds_invisible = false;
   std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) override {
     auto k = request.payload->find("k");
     subpath_calls.push_back(
@@ -163,7 +165,7 @@ class FakeDisk final : public VolumeDisk {
     std::vector<SubPathCopy> out;
     for (const SubPathMount& m : request.mounts) {
       out.push_back({m.container, m.index, m.sub_path, subpath_result, request.version, "",
-                     subpath_reason, false});
+                     subpath_reason, subpath_binds_invisible});
     }
     return out;
   }
@@ -817,6 +819,35 @@ TEST(ReconcilerSubPathTest, NoAnnotationNoCopyAndRefusalsAndBadAnnotationsAreRep
               std::string::npos)
         << h.subpath_failures_[0];
   }
+}
+
+TEST(ReconcilerSubPathTest, BindsTheDaemonCannotSeeAreWarnedAboutOncePerRun) {
+  vmtest::LogCapture log;
+  Harness h;
+  h.disk_->subpath_result = SubPathResult::kRefused;
+  h.disk_->subpath_reason = "not a mount point (HostToContainer)";
+  h.disk_->subpath_binds_invisible = true;
+  h.AddPod(0, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  h.AddPod(1, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(h.Key(0));
+  h.runner_.Complete(h.Key(1));
+  ASSERT_EQ(h.disk_->subpath_calls.size(), 2u);
+  const std::string text = log.text();
+  size_t warnings = 0;
+  size_t debugs = 0;
+  for (size_t at = 0; (at = text.find("FailedSubPathUpdate", at)) != std::string::npos; ++at) {
+    const size_t line = text.rfind('\n', at);
+    const std::string head = text.substr(line == std::string::npos ? 0 : line, at - line);
+    if (head.find("[warning]") != std::string::npos) ++warnings;
+    if (head.find("[debug]") != std::string::npos) ++debugs;
+  }
+  EXPECT_EQ(warnings, 1u) << text;
+  EXPECT_EQ(debugs, 1u) << text;
+  EXPECT_EQ(h.subpath_failures_.size(), 2u);  // each pod is told all the same
+  EXPECT_EQ(h.reconciler_->subpath_stats().refused, 2);
 }
 
 TEST(ReconcilerIdleTest, WorkAddedOutsideAPassIsReported) {

@@ -5,10 +5,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <variant>
 
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/removal_queue.h"
@@ -310,6 +312,14 @@ SubPathPlan PlanSubPathUpdates(const kube::Pod& pod, const std::string& volume) 
   SubPathPlan plan;
   const auto it = pod.metadata.annotations.find(kUpdateSubPathsAnnotation);
   if (it == pod.metadata.annotations.end() || it->second == "false") return plan;
+  // Only the four kinds the daemon writes (read-only in every container: the kubelet mounts
+  // them so), never another volume a container could write.
+  const auto vol = std::find_if(pod.spec.volumes.begin(), pod.spec.volumes.end(),
+                                [&](const kube::Volume& v) { return v.name == volume; });
+  if (vol == pod.spec.volumes.end() ||
+      std::holds_alternative<kube::UnsupportedVolumeSource>(vol->source)) {
+    return plan;
+  }
   if (it->second != "true") {
     plan.annotation_error = "pod " + pod.metadata.NamespacedName() + ": annotation " +
                             kUpdateSubPathsAnnotation + ": \"" + it->second +

@@ -45,6 +45,13 @@ kube::Pod PodWithSubPaths(const std::string& annotation,
   pod.metadata.namespace_ = "shop";
   pod.metadata.uid = kUid;
   if (!annotation.empty()) pod.metadata.annotations[kUpdateSubPathsAnnotation] = annotation;
+  kube::Volume cfg;
+  cfg.name = "cfg";
+  cfg.source = kube::ConfigMapVolumeSource{};
+  pod.spec.volumes.push_back(cfg);
+  kube::Volume scratch;  // an emptyDir: a volume the container may write, never the daemon's
+  scratch.name = "scratch";
+  pod.spec.volumes.push_back(scratch);
   kube::Container init;
   init.name = "init";
   init.volume_mounts = {{"cfg", "/etc/app.conf", "app.conf", true, ""}};
@@ -74,6 +81,11 @@ TEST(PlanSubPathUpdatesTest, ListsTheSubPathMountsOfTheVolumeOnlyWhenAnnotated) 
   EXPECT_EQ(bad.annotation_error,
             "pod shop/web: annotation volumemanager.io/update-subpaths: \"yes\" is neither "
             "\"true\" nor \"false\"; no subPath mount is updated");
+
+  std::vector<kube::VolumeMount> scratch_mounts = mounts;
+  for (kube::VolumeMount& m : scratch_mounts) m.name = m.name == "cfg" ? "scratch" : m.name;
+  EXPECT_TRUE(PlanSubPathUpdates(PodWithSubPaths("true", scratch_mounts), "scratch").empty());
+  EXPECT_TRUE(PlanSubPathUpdates(PodWithSubPaths("true", mounts), "gone").empty());
 
   SubPathPlan plan = PlanSubPathUpdates(PodWithSubPaths("true", mounts), kVolume);
   EXPECT_TRUE(plan.annotation_error.empty());
