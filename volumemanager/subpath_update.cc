@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,10 +65,6 @@ bool IsVersionName(std::string_view name) {
           name.find('/') == std::string_view::npos);
 }
 
-std::string DeviceOf(const struct stat& st) {
-  return std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
-}
-
 // What the checks need of the volume dir, read once per request.
 struct VolumeView {
   UniqueFd root;
@@ -88,9 +83,6 @@ base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
   if (!dir.ok()) return dir.status();
   v.dir = std::move(dir).value();
   const std::string shown = location.dir();
-  struct stat st {};
-  if (::fstat(v.dir.get(), &st) != 0) return base::ErrnoError("stat", shown, errno);
-  v.device = DeviceOf(st);
   uint64_t mount_id = 0;
   atomicwriter::MountInfo info;
   if (atomicwriter::MountIdOf(v.dir.get(), &mount_id) != 0) {
@@ -99,6 +91,9 @@ base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
   if (!atomicwriter::FindMount(mount_id, &info)) {
     return base::Status::Error(shown + ": its mount is not listed in /proc/self/mountinfo");
   }
+  // As mountinfo shows it (the superblock's device: a btrfs subvolume's files show another
+  // st_dev), to compare with the bind's.
+  v.device = info.device;
   // The volume dir's path in this mount namespace, then within its filesystem: the mount's root
   // followed by the path below the mount point.
   std::array<char, 4096> buf{};
