@@ -88,19 +88,6 @@ bool AllDigits(std::string_view s) {
   return true;
 }
 
-// `..YYYY_MM_DD_HH_MM_SS.<digits>`: the only names the writer ever gives a version dir (and the
-// only ones it adopts as the live version or removes as debris).
-bool IsTimestampDirName(std::string_view name) {
-  static constexpr std::string_view kShape = "..dddd_dd_dd_dd_dd_dd.";
-  if (name.size() <= kShape.size()) return false;
-  for (size_t i = 0; i < kShape.size(); ++i) {
-    const char want = kShape[i];
-    const char got = name[i];
-    if (want == 'd' ? (got < '0' || got > '9') : got != want) return false;
-  }
-  return AllDigits(name.substr(kShape.size()));
-}
-
 std::string TimestampDirName(std::chrono::system_clock::time_point now, uint32_t suffix) {
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
@@ -214,6 +201,17 @@ Result<std::vector<CleanFile>> CleanPayload(const Payload& payload) {
 }
 
 }  // namespace
+
+bool IsTimestampDirName(std::string_view name) {
+  static constexpr std::string_view kShape = "..dddd_dd_dd_dd_dd_dd.";
+  if (name.size() <= kShape.size()) return false;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const char want = kShape[i];
+    const char got = name[i];
+    if (want == 'd' ? (got < '0' || got > '9') : got != want) return false;
+  }
+  return AllDigits(name.substr(kShape.size()));
+}
 
 Result<std::unique_ptr<AtomicWriter>> AtomicWriter::Open(const std::string& target_dir,
                                                          Options options) {
@@ -878,7 +876,8 @@ class WriteOperation {
           tree = TreeStamp(fs_, dir_fd_, name, st);
           if (!tree.has_value()) tree = UnjudgedTree();
         }
-        const bool due = ledger.Observe(name, st, now, options_.unpublished_grace, tree.value_or(0));
+        const bool due =
+            ledger.Observe(name, st, now, options_.unpublished_grace, tree.value_or(0));
         if (options_.removals != nullptr) {
           options_.removals->Add(target_dir_, dir_st, name, st,
                                  DueTime(name, ledger.Since(name), now),

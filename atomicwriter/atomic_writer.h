@@ -205,6 +205,10 @@ inline constexpr char kDataDirName[] = "..data";
 inline constexpr char kDataDirTmpName[] = "..data_tmp";
 inline constexpr char kStagingPrefix[] = "..volumemanager_tmp.";
 
+// `..YYYY_MM_DD_HH_MM_SS.<digits>`: the only names the writer ever gives a version dir (and the
+// only ones it adopts as the live version or removes as debris).
+bool IsTimestampDirName(std::string_view name);
+
 }  // namespace atomicwriter
 
 #endif  // VOLUMEMANAGER_ATOMICWRITER_ATOMIC_WRITER_H_

@@ -172,6 +172,29 @@ int MountIdOf(int fd, uint64_t* mount_id) {
 
 std::string FdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash in paths as a backslash and three octal
+// digits.
+std::string UnescapeMountField(const std::string& field) {
+  std::string out;
+  out.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      const char a = field[i + 1], b = field[i + 2], c = field[i + 3];
+      if (a >= '0' && a <= '3' && b >= '0' && b <= '7' && c >= '0' && c <= '7') {
+        out.push_back(static_cast<char>((a - '0') * 64 + (b - '0') * 8 + (c - '0')));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(field[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
 bool FindMount(uint64_t mount_id, MountInfo* out) {
   FILE* f = std::fopen("/proc/self/mountinfo", "re");
   if (f == nullptr) return false;
@@ -191,7 +214,9 @@ bool FindMount(uint64_t mount_id, MountInfo* out) {
     size_t dash = 6;
     while (dash < fields.size() && fields[dash] != "-") ++dash;
     if (dash + 2 >= fields.size()) continue;
-    out->root = fields[3];
+    out->root = UnescapeMountField(fields[3]);
+    out->mount_point = UnescapeMountField(fields[4]);
+    out->device = fields[2];
     out->fs_type = fields[dash + 1];
     out->source = fields[dash + 2];
     found = true;

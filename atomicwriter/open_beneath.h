@@ -65,11 +65,16 @@ int MountIdOf(int fd, uint64_t* mount_id);
 std::string FdPath(int fd);
 
 // The filesystem type and the root (within its filesystem) of the mount `mount_id`, from
-// /proc/self/mountinfo. False when no such mount is listed.
+// /proc/self/mountinfo, its octal escapes (`\040` for a space...) decoded. False when no such
+// mount is listed.
 struct MountInfo {
-  std::string root;     // "/" for a whole filesystem, the source dir for a bind of part of one
-  std::string fs_type;  // e.g. "tmpfs", "ext4"
-  std::string source;   // e.g. "tmpfs", "/dev/sda1"
+  // "/" for a whole filesystem, the source dir or file for a bind of part of one; a root that was
+  // removed since (a bind of a file whose dir is gone) ends in "//deleted".
+  std::string root;
+  std::string mount_point;  // where it is mounted, in this process's mount namespace
+  std::string device;       // "major:minor" of its filesystem (st_dev)
+  std::string fs_type;      // e.g. "tmpfs", "ext4"
+  std::string source;       // e.g. "tmpfs", "/dev/sda1"
 };
 bool FindMount(uint64_t mount_id, MountInfo* out);
 

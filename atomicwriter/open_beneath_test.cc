@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -132,8 +133,8 @@ class MountBoundTest : public WriterTest {
 };
 
 TEST_F(MountBoundTest, ABindMountOfTheSameFilesystemHasAnotherMountId) {
-  const fs::path src = fs::path(root_) / "src";
-  const fs::path dst = fs::path(root_) / "dst";
+  const fs::path src = fs::path(root_) / "src\\dir";
+  const fs::path dst = fs::path(root_) / "dst dir";  // mountinfo shows "dst\040dir"
   fs::create_directories(src);
   fs::create_directories(dst);
   if (!Bind(src, dst)) GTEST_SKIP() << why_;
@@ -152,6 +153,10 @@ TEST_F(MountBoundTest, ABindMountOfTheSameFilesystemHasAnotherMountId) {
   MountInfo info;
   ASSERT_TRUE(FindMount(id_b, &info));
   EXPECT_FALSE(info.fs_type.empty());
+  // Unescaped: the bind's mount point and root as paths, and its device as st_dev.
+  EXPECT_EQ(info.mount_point, fs::canonical(dst).string());
+  EXPECT_TRUE(info.root.ends_with("/src\\dir")) << info.root;
+  EXPECT_EQ(info.device, std::to_string(major(sb.st_dev)) + ":" + std::to_string(minor(sb.st_dev)));
   ::close(a);
   ::close(b);
 }

@@ -428,6 +428,7 @@ Container ReadContainer(const json& j, const std::string& field) {
                                                Opt(e, "name", f, &vm.name, Str);
                                                Opt(e, "mountPath", f, &vm.mount_path, Str);
                                                Opt(e, "subPath", f, &vm.sub_path, Str);
+                                               Opt(e, "subPathExpr", f, &vm.sub_path_expr, Str);
                                                Opt(e, "readOnly", f, &vm.read_only, Bool);
                                                return vm;
                                              });

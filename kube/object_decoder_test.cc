@@ -18,7 +18,8 @@ constexpr char kPodJson[] = R"({"apiVersion":"v1","kind":"Pod",
    "securityContext":{"fsGroup":2000,"fsGroupChangePolicy":"OnRootMismatch","runAsUser":1000},
    "containers":[{"name":"app","image":"web:1",
      "resources":{"limits":{"cpu":"500m","memory":"128Mi"}},
-     "volumeMounts":[{"name":"cfg","mountPath":"/etc/app"}]}],
+     "volumeMounts":[{"name":"cfg","mountPath":"/etc/app"},
+       {"name":"cfg","mountPath":"/etc/nginx/nginx.conf","subPathExpr":"$(POD)/nginx.conf"}]}],
    "volumes":[
      {"name":"cfg","configMap":{"name":"app-config","defaultMode":420,
         "items":[{"key":"app.yaml","path":"conf/app.yaml","mode":256}]}},
@@ -50,6 +51,9 @@ TEST(ObjectDecoderTest, DecodesThePodOfTheSpec) {
   ASSERT_EQ(pod->spec.containers.size(), 1u);
   EXPECT_EQ(pod->spec.containers[0].resources.limits.at("cpu").MilliValue(), 500);
   EXPECT_EQ(pod->spec.containers[0].volume_mounts[0].mount_path, "/etc/app");
+  ASSERT_EQ(pod->spec.containers[0].volume_mounts.size(), 2u);
+  EXPECT_EQ(pod->spec.containers[0].volume_mounts[1].sub_path_expr, "$(POD)/nginx.conf");
+  EXPECT_EQ(pod->spec.containers[0].volume_mounts[1].sub_path, "");
   ASSERT_EQ(pod->spec.volumes.size(), 7u);
 
   const auto& cm = std::get<ConfigMapVolumeSource>(pod->spec.volumes[0].source);

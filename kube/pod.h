@@ -20,6 +20,9 @@ struct VolumeMount {
   std::string mount_path;
   std::string sub_path;
   bool read_only = false;
+  // A subPath with $(VAR) references to the container's environment, expanded by the kubelet
+  // (the daemon does not know the environment: it refuses to update such a mount).
+  std::string sub_path_expr;
 
   bool operator==(const VolumeMount&) const = default;
 };

@@ -447,6 +447,19 @@ void CheckContainers(const std::string& field, const std::vector<Container>& con
         errs->Add(mf + ".name", "Not found: " + Quote(mounts[m].name));
       }
       if (mounts[m].mount_path.empty()) errs->Required(mf + ".mountPath");
+      // Upstream's validateLocalDescendingPath: relative, no ".." element, no NUL ("..data/x"
+      // is allowed, unlike an item's path).
+      for (const auto& [name, value] :
+           {std::pair<const char*, const std::string&>{".subPath", mounts[m].sub_path},
+            {".subPathExpr", mounts[m].sub_path_expr}}) {
+        for (const std::string& msg : ValidateLocalDescendingPath(value)) {
+          errs->Invalid(mf + name, value, msg);
+        }
+      }
+      if (!mounts[m].sub_path.empty() && !mounts[m].sub_path_expr.empty()) {
+        errs->Invalid(mf + ".subPathExpr", mounts[m].sub_path_expr,
+                      "subPathExpr and subPath are mutually exclusive");
+      }
     }
   }
 }
@@ -490,6 +503,23 @@ std::vector<std::string> ValidateSubdomainName(const std::string& name) {
   std::vector<std::string> msgs;
   if (name.size() > 253) msgs.push_back("must be no more than 253 characters");
   if (!IsDnsSubdomainSyntax(name)) msgs.push_back(kSubdomainMsg);
+  return msgs;
+}
+
+std::vector<std::string> ValidateLocalDescendingPath(const std::string& path) {
+  std::vector<std::string> msgs;
+  if (base::HasNul(path)) msgs.push_back(kNulMsg);
+  if (!path.empty() && path[0] == '/') msgs.push_back("must be a relative path");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash - start == 2 && path.compare(start, 2, "..") == 0) {
+      msgs.push_back("must not contain '..'");
+      break;
+    }
+    start = slash + 1;
+  }
   return msgs;
 }
 

@@ -44,6 +44,8 @@ base::Status Validate(const Secret& secret);
 std::vector<std::string> ValidateConfigKey(const std::string& key);
 // A relative path with no ".." element that does not start with "..", and no NUL byte.
 std::vector<std::string> ValidateLocalPath(const std::string& path);
+// A volumeMount's subPath or subPathExpr: relative, no ".." element, no NUL (may start with "..").
+std::vector<std::string> ValidateLocalDescendingPath(const std::string& path);
 // A label or annotation key: an optional DNS-subdomain prefix and "/", then a name of at most 63
 // alphanumerics, '-', '_' or '.', starting and ending alphanumeric (upstream IsQualifiedName).
 std::vector<std::string> ValidateQualifiedName(const std::string& key);

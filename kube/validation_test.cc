@@ -162,6 +162,45 @@ TEST(ValidationTest, ReportsEveryFailureAndMountsOfMissingVolumes) {
       << s.message();
 }
 
+TEST(ValidationTest, SubPathAndSubPathExprDescendOnlyAndExcludeEachOther) {
+  struct Case {
+    const char* name;
+    const char* mount;  // the volumeMount's JSON fields beside name and mountPath
+    const char* error;  // null: valid
+  } cases[] = {
+      {"plain subPath", R"("subPath":"conf/app.yaml")", nullptr},
+      {"subPath through ..data", R"("subPath":"..data/app.yaml")", nullptr},
+      {"subPathExpr", R"x("subPathExpr":"$(POD_NAME)")x", nullptr},
+      {"absolute subPath", R"("subPath":"/etc/passwd")",
+       "spec.containers[0].volumeMounts[0].subPath: Invalid value: \"/etc/passwd\": must be a "
+       "relative path"},
+      {"subPath climbing", R"("subPath":"a/../../x")",
+       "spec.containers[0].volumeMounts[0].subPath: Invalid value: \"a/../../x\": must not "
+       "contain '..'"},
+      {"subPathExpr climbing", R"("subPathExpr":"..")",
+       "spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: \"..\": must not contain "
+       "'..'"},
+      {"both", R"("subPath":"a","subPathExpr":"b")",
+       "spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: \"b\": subPathExpr and "
+       "subPath are mutually exclusive"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto pod = DecodePod(json::parse(
+        std::string(R"({"metadata":{"name":"web"},"spec":{"volumes":[{"name":"cfg","configMap":)"
+                    R"({"name":"c"}}],"containers":[{"name":"c","volumeMounts":[{"name":"cfg",)"
+                    R"("mountPath":"/x",)") +
+        c.mount + "}]}]}}"));
+    ASSERT_TRUE(pod.ok()) << pod.status().message();
+    base::Status s = Validate(*pod);
+    if (c.error == nullptr) {
+      EXPECT_TRUE(s.ok()) << s.message();
+    } else {
+      EXPECT_NE(s.message().find(c.error), std::string::npos) << s.message();
+    }
+  }
+}
+
 TEST(ValidationTest, ConfigMapAndSecretData) {
   ConfigMap cm;
   cm.metadata.name = "c";

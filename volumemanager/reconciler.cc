@@ -151,6 +151,9 @@ class RealDisk final : public VolumeDisk {
   std::unique_ptr<plugins::LiveContent> LiveVersion(const VolumeLocation& location) override {
     return std::make_unique<LiveFiles>(location);
   }
+  std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) override {
+    return volumemanager::UpdateSubPaths(request);
+  }
 };
 
 // The daemon's OperationRunner: the OperationExecutor.
@@ -522,6 +525,63 @@ void Reconciler::AfterOperation(const VolumeKey& key, const base::Status& s) {
   if (on_done_) on_done_(key);
 }
 
+void Reconciler::RecordSubPathCopies(const VolumeKey& key, const SubPathPlan& plan,
+                                     std::vector<SubPathCopy> copies) {
+  const DesiredVolume* desired = dsw_->Find(key);
+  auto report = [&](const std::string& error) {
+    if (desired != nullptr && options_.on_subpath_failure) {
+      options_.on_subpath_failure(*desired->pod, key.volume_name, error);
+    }
+  };
+  if (!plan.annotation_error.empty()) {
+    logging::Warn("FailedSubPathUpdate: invalid annotation", {{"pod", PodName(key)},
+                                                              {"podUID", key.pod_uid},
+                                                              {"volume", key.volume_name},
+                                                              {"err", plan.annotation_error}});
+    report(plan.annotation_error);
+  }
+  for (const SubPathCopy& c : copies) {
+    switch (c.result) {
+      case SubPathResult::kUpdated:
+        ++subpath_stats_.updated;
+        logging::Info("subPath file updated in place", {{"pod", PodName(key)},
+                                                        {"podUID", key.pod_uid},
+                                                        {"volume", key.volume_name},
+                                                        {"container", c.container},
+                                                        {"subPath", c.sub_path},
+                                                        {"version", c.version}});
+        continue;
+      case SubPathResult::kCurrent:
+        ++subpath_stats_.current;
+        continue;
+      case SubPathResult::kRefused:
+        ++subpath_stats_.refused;
+        break;
+      case SubPathResult::kFailed:
+        ++subpath_stats_.failed;
+        break;
+    }
+    const std::string error = "subPath \"" + c.sub_path + "\" of container \"" + c.container +
+                              "\" (volumeMounts[" + std::to_string(c.index) +
+                              "]) not updated: " + c.reason;
+    // A placeholder that is no mount point means a node set-up problem: warned once per run.
+    const bool warn = !(c.binds_invisible && warned_binds_invisible_);
+    if (c.binds_invisible) warned_binds_invisible_ = true;
+    (warn ? &logging::Warn : &logging::Debug)("FailedSubPathUpdate",
+                                              {{"pod", PodName(key)},
+                                               {"podUID", key.pod_uid},
+                                               {"volume", key.volume_name},
+                                               {"container", c.container},
+                                               {"subPath", c.sub_path},
+                                               {"result", SubPathResultName(c.result)},
+                                               {"err", c.reason}});
+    report(error);
+  }
+  if (auto rec = records_.find(key); rec != records_.end()) {
+    rec->second.subpath_copies = std::move(copies);
+  }
+}
+
 void Reconciler::LogFailure(const DesiredVolume& desired, const std::string& error) {
   const ExponentialBackoff* backoff = executor_->Backoff(desired.key);
   const auto wait = backoff != nullptr ? backoff->delay() : std::chrono::milliseconds(0);
@@ -796,11 +856,19 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
   const std::string plugin_dir = request->location.plugin_dir;
   const std::string dir = request->location.dir();
   auto not_set_up = std::make_shared<bool>(false);
+  // The pod's subPath mounts of the volume it asks to keep current (none without the
+  // annotation: nothing allocated), updated by the operation right after the volume's write.
+  std::shared_ptr<const SubPathPlan> subpaths;
+  std::shared_ptr<std::vector<SubPathCopy>> copies;
+  if (SubPathPlan plan = PlanSubPathUpdates(*desired.pod, key.volume_name); !plan.empty()) {
+    subpaths = std::make_shared<const SubPathPlan>(std::move(plan));
+    copies = std::make_shared<std::vector<SubPathCopy>>();
+  }
 
   const bool started = executor_->Run(
       key,
-      [request, result, ledger = record.ledger, lookup, not_set_up, disk = options_.disk,
-       waits_for_set_up = policy_.waits_for_set_up(),
+      [request, result, ledger = record.ledger, lookup, not_set_up, subpaths, copies,
+       disk = options_.disk, waits_for_set_up = policy_.waits_for_set_up(),
        carries_over = policy_.carries_pod_derived_over(), pod = desired.pod, spec = desired.spec,
        plugin = desired.plugin, allocatable = node_allocatable_]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
@@ -826,11 +894,18 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
         if (!payload.ok()) return payload.status();  // nothing written: a first mount leaves no dir
         request->payload = std::move(payload).value();
         *result = disk->SetUp(*request);
+        if (result->ok() && subpaths && !subpaths->mounts.empty()) {
+          // Published or not (another writer's swap may have left nothing to publish): the bound
+          // files need the bytes the volume shows. The operation, and what waits for it, ends
+          // only after every copy.
+          *copies = disk->UpdateSubPaths(SubPathUpdateRequest{request->location, &request->payload,
+                                                              (*result)->ts_dir, subpaths->mounts});
+        }
         request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();
       },
       [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers, changed_at,
-       versions = std::move(versions), inputs = std::move(inputs),
+       subpaths, copies, versions = std::move(versions), inputs = std::move(inputs),
        started_at = now](const base::Status& s) mutable {
         if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
@@ -869,6 +944,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                             leftovers ? done_at - options_.disk_verify_interval : done_at);
           ++stats_.mounts_ok;
           if (published) ++stats_.versions_published;
+          if (subpaths) RecordSubPathCopies(key, *subpaths, std::move(*copies));
           if (options_.on_volume_verified) options_.on_volume_verified(key, dir);
           // A first set-up of the daemon's own is no change (the application reads its files
           // when it starts); beside the kubelet, the kubelet's set-up came first.

@@ -47,6 +47,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "atomicwriter/atomic_writer.h"
 #include "cache/object_manager.h"
@@ -59,6 +60,7 @@
 #include "volumemanager/operation_metrics.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/reload_controller.h"
+#include "volumemanager/subpath_update.h"
 #include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
@@ -78,6 +80,9 @@ class VolumeDisk {
       const VolumeLocation& location) = 0;
   // The files of the volume's live version (kubelet ownership: pod-derived files carried over).
   virtual std::unique_ptr<plugins::LiveContent> LiveVersion(const VolumeLocation& location) = 0;
+  // The pod's subPath files of the volume brought to the bytes it now publishes
+  // (subpath_update.h), right after a successful write: one result per mount.
+  virtual std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) = 0;
 };
 
 // volume_setup.h's functions.
@@ -153,6 +158,12 @@ struct ReconcilerOptions {
   // the volume's name and the kubelet's error text (never object data). E.g. a FailedMount Event.
   std::function<void(const kube::Pod& pod, const std::string& volume, const std::string& error)>
       on_mount_failure;
+  // Called for every subPath copy refused or failed after a write of a volume of a pod annotated
+  // `volumemanager.io/update-subpaths` (and for an annotation value that is neither "true" nor
+  // "false"), after it was logged: the pod, the volume and what went wrong (container, index,
+  // subPath, reason; never file content). E.g. a FailedSubPathUpdate Event.
+  std::function<void(const kube::Pod& pod, const std::string& volume, const std::string& error)>
+      on_subpath_failure;
   // Kubelet ownership: a volume's content was verified or written (`dir` is its volume dir), and
   // a volume is no longer refreshed (gone from disk, or no longer desired). E.g. to watch the
   // volume dir for swaps by the kubelet's writer, and to stop.
@@ -188,6 +199,16 @@ struct ReconcilerStats {
   // Beside the kubelet: a refresh put off until an object's first read lands (not a failure: the
   // kubelet's content stays, and the read's change notification brings the volume back).
   long waits_for_first_read = 0;
+};
+
+// subPath copies after writes (subpath_update.h), by result: the file was written, already held the
+// published bytes (or is the live file), was refused (not the kubelet's bind of that file, a key
+// removed, subPathExpr...) or a system call failed.
+struct SubPathCopyStats {
+  long updated = 0;
+  long current = 0;
+  long refused = 0;
+  long failed = 0;
 };
 
 // What the passes cost and what was cancelled, for tests and benchmarks (kept apart from
@@ -246,6 +267,9 @@ struct VolumeRecord {
   std::optional<TimerQueue::iterator> cleanup_timer;
   // The volume's record of unpublished version dirs, kept across its writes.
   std::shared_ptr<atomicwriter::UnpublishedLedger> ledger;
+  // What the last write did about the pod's subPath mounts of the volume (empty without the
+  // annotation): /debug/state.
+  std::vector<SubPathCopy> subpath_copies;
 
   bool fresh_read_owed() const { return fresh_served < fresh_requested; }
 };
@@ -302,6 +326,7 @@ class Reconciler {
   std::chrono::milliseconds disk_verify_interval() const { return options_.disk_verify_interval; }
   const ReconcilerStats& stats() const { return stats_; }
   const ReconcilerPassStats& pass_stats() const { return pass_stats_; }
+  const SubPathCopyStats& subpath_stats() const { return subpath_stats_; }
   // Durations, propagation and failures of its operations (/metrics).
   const OperationMetrics& metrics() const { return metrics_; }
   // The record of `key` (null: the reconciler keeps nothing for it).
@@ -357,6 +382,10 @@ class Reconciler {
   // An operation's completion: cancelled (no failure), failed (backoff) or done (due again).
   void AfterOperation(const VolumeKey& key, const base::Status& s);
   void LogFailure(const DesiredVolume& desired, const std::string& error);
+  // After a successful write: counts, keeps, logs and reports what became of the pod's subPath
+  // mounts of the volume (`plan` as the write started, `copies` as it left them).
+  void RecordSubPathCopies(const VolumeKey& key, const SubPathPlan& plan,
+                           std::vector<SubPathCopy> copies);
   // The volume's pod for log lines: namespace/name from the desired state, else as last mounted
   // ("" for a volume reconstructed at start whose pod has not been seen).
   logging::Value PodName(const VolumeKey& key) const;
@@ -384,6 +413,9 @@ class Reconciler {
   bool in_pass_ = false;
   ReconcilerStats stats_;
   ReconcilerPassStats pass_stats_;
+  SubPathCopyStats subpath_stats_;
+  // A subPath placeholder that is no mount point was warned about (once per run; then debug).
+  bool warned_binds_invisible_ = false;
   OperationMetrics metrics_;
   std::map<VolumeKey, VolumeRecord> records_;
   // Indexes over the records, kept by Enter only: the keys in kDue or kFetched, those in

@@ -19,6 +19,7 @@
 
 #include "cache/fake_object_manager.h"
 #include "plugins/plugin_registry.h"
+#include "tests/support/log_capture.h"
 #include "volumemanager/test_pods.h"
 
 // Allocations made by this test binary (the idle pass must make none). GCC sees the malloc
@@ -146,6 +147,28 @@ class FakeDisk final : public VolumeDisk {
   std::unique_ptr<plugins::LiveContent> LiveVersion(const VolumeLocation&) override {
     return nullptr;
   }
+  // Each subPath update: the mounts asked for, the content of key "k" and the version; answers
+  // `subpath_result` (with `subpath_reason`) for each mount.
+  struct SubPathCall {
+    std::vector<SubPathMount> mounts;
+    std::string k;
+    std::string version;
+  };
+  std::vector<SubPathCall> subpath_calls;
+  SubPathResult subpath_result = SubPathResult::kUpdated;
+  std::string subpath_reason;
+  bool subpath_binds_invisible = false;
+  std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) override {
+    auto k = request.payload->find("k");
+    subpath_calls.push_back(
+        {request.mounts, k == request.payload->end() ? "" : k->second.data, request.version});
+    std::vector<SubPathCopy> out;
+    for (const SubPathMount& m : request.mounts) {
+      out.push_back({m.container, m.index, m.sub_path, subpath_result, request.version, "",
+                     subpath_reason, subpath_binds_invisible});
+    }
+    return out;
+  }
 };
 
 kube::ConfigMap ConfigMap(const std::string& name, const std::string& value) {
@@ -169,6 +192,10 @@ class Harness {
     o.unpublished_grace = milliseconds(30000);
     o.disk = disk_;
     o.clock = [this] { return now_; };
+    o.on_subpath_failure = [this](const kube::Pod& pod, const std::string& volume,
+                                  const std::string& error) {
+      subpath_failures_.push_back(pod.metadata.name + "/" + volume + ": " + error);
+    };
     reconciler_ = std::make_unique<Reconciler>(std::move(o), &dsw_, &asw_, &runner_, &objects_);
     reconciler_->SetOnWorkAdded([this] { ++work_added_; });
     objects_.SetConfigMap(ConfigMap("cm", "v1"));
@@ -176,9 +203,11 @@ class Harness {
   }
 
   VolumeKey Key(int pod = 0) const { return {"p" + std::to_string(pod), "cfg"}; }
-  void AddPod(int pod = 0) {
+  void AddPod(int pod = 0, const std::function<void(kube::Pod&)>& edit = nullptr) {
     const std::string uid = "p" + std::to_string(pod);
-    auto p = std::make_shared<const kube::Pod>(PodReadingConfigMap(uid, "cm"));
+    kube::Pod made = PodReadingConfigMap(uid, "cm");
+    if (edit) edit(made);
+    auto p = std::make_shared<const kube::Pod>(std::move(made));
     DesiredVolume d;
     d.key = Key(pod);
     d.pod = p;
@@ -285,7 +314,8 @@ class Harness {
   DesiredStateOfWorld dsw_;
   ActualStateOfWorld asw_;
   std::unique_ptr<Reconciler> reconciler_;
-  int work_added_ = 0;  // reports of work added outside a pass
+  int work_added_ = 0;                         // reports of work added outside a pass
+  std::vector<std::string> subpath_failures_;  // "<pod>/<volume>: <error>" reported
 };
 
 // One row: a volume brought to `from` by its events, one event, the phase it must be in then,
@@ -696,6 +726,130 @@ TEST(ReconcilerFreshReadTest, AFailedOrCancelledWriteAfterAFreshReadStillOwesOne
 
 // Work that arrives outside a pass (a completion, a request, a change) is reported, so that the
 // caller, which arms no periodic pass, runs one; a pass reports nothing of its own.
+// The pod's annotation and a subPath mount of "cfg" at index 1 of container "app".
+void AnnotateWithSubPath(kube::Pod& pod, const std::string& annotation) {
+  pod.metadata.annotations[kUpdateSubPathsAnnotation] = annotation;
+  pod.spec.containers.front().volume_mounts.push_back(
+      kube::VolumeMount{"cfg", "/etc/k", "k", true, ""});
+}
+
+TEST(ReconcilerSubPathTest, EveryWriteOfAnAnnotatedPodUpdatesItsSubPathsBeforeItCompletes) {
+  Harness h;
+  h.AddPod(0, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  std::vector<size_t> calls_when_done;
+  h.reconciler_->SetOnOperationDone(
+      [&](const VolumeKey&) { calls_when_done.push_back(h.disk_->subpath_calls.size()); });
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "writing");
+  h.runner_.Complete(h.Key());
+  ASSERT_EQ(h.disk_->subpath_calls.size(), 1u);
+  EXPECT_EQ(h.disk_->subpath_calls[0].k, "v1");
+  EXPECT_EQ(h.disk_->subpath_calls[0].version, "..v1");
+  ASSERT_EQ(h.disk_->subpath_calls[0].mounts.size(), 1u);
+  EXPECT_EQ(h.disk_->subpath_calls[0].mounts[0], (SubPathMount{"app", 1, "k", ""}));
+  // The operation completed (what waits for it: a reload action) after the copy.
+  EXPECT_EQ(calls_when_done, std::vector<size_t>{1});
+  EXPECT_EQ(h.reconciler_->subpath_stats().updated, 1);
+  ASSERT_EQ(h.Record()->subpath_copies.size(), 1u);
+  EXPECT_EQ(h.Record()->subpath_copies[0].version, "..v1");
+
+  // The object changes: the next write brings the new bytes to the subPath.
+  h.Pass();
+  h.objects_.SetConfigMap(ConfigMap("cm", "v2"));
+  h.asw_.MarkRemountRequired(h.Key(), h.now_);
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(h.Key());
+  ASSERT_EQ(h.disk_->subpath_calls.size(), 2u);
+  EXPECT_EQ(h.disk_->subpath_calls[1].k, "v2");
+  EXPECT_EQ(h.reconciler_->subpath_stats().updated, 2);
+  EXPECT_TRUE(h.subpath_failures_.empty());
+}
+
+TEST(ReconcilerSubPathTest, NoAnnotationNoCopyAndRefusalsAndBadAnnotationsAreReported) {
+  {
+    Harness h;
+    h.AddPod(0, [](kube::Pod& p) {
+      AnnotateWithSubPath(p, "true");
+      p.metadata.annotations.clear();
+    });
+    h.Pass();
+    h.objects_.CompleteFetches();
+    h.Pass();
+    h.runner_.Complete(h.Key());
+    EXPECT_EQ(h.disk_->written.size(), 1u);
+    EXPECT_TRUE(h.disk_->subpath_calls.empty());
+    EXPECT_TRUE(h.Record()->subpath_copies.empty());
+  }
+  {
+    Harness h;
+    h.disk_->subpath_result = SubPathResult::kRefused;
+    h.disk_->subpath_reason = "no longer in the volume";
+    h.AddPod(0, [](kube::Pod& p) {
+      p.metadata.name = "web";
+      AnnotateWithSubPath(p, "true");
+    });
+    h.Pass();
+    h.objects_.CompleteFetches();
+    h.Pass();
+    h.runner_.Complete(h.Key());
+    EXPECT_EQ(h.reconciler_->subpath_stats().refused, 1);
+    EXPECT_EQ(h.subpath_failures_,
+              std::vector<std::string>{"web/cfg: subPath \"k\" of container \"app\" "
+                                       "(volumeMounts[1]) not updated: no longer in the volume"});
+  }
+  {
+    Harness h;
+    h.AddPod(0, [](kube::Pod& p) {
+      p.metadata.name = "web";
+      AnnotateWithSubPath(p, "yes");
+    });
+    h.Pass();
+    h.objects_.CompleteFetches();
+    h.Pass();
+    h.runner_.Complete(h.Key());
+    EXPECT_EQ(h.disk_->written.size(), 1u);  // the volume is kept current all the same
+    EXPECT_TRUE(h.disk_->subpath_calls.empty());
+    ASSERT_EQ(h.subpath_failures_.size(), 1u);
+    EXPECT_NE(h.subpath_failures_[0].find("annotation volumemanager.io/update-subpaths: \"yes\" "
+                                          "is neither \"true\" nor \"false\""),
+              std::string::npos)
+        << h.subpath_failures_[0];
+  }
+}
+
+TEST(ReconcilerSubPathTest, BindsTheDaemonCannotSeeAreWarnedAboutOncePerRun) {
+  vmtest::LogCapture log;
+  Harness h;
+  h.disk_->subpath_result = SubPathResult::kRefused;
+  h.disk_->subpath_reason = "not a mount point (HostToContainer)";
+  h.disk_->subpath_binds_invisible = true;
+  h.AddPod(0, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  h.AddPod(1, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(h.Key(0));
+  h.runner_.Complete(h.Key(1));
+  ASSERT_EQ(h.disk_->subpath_calls.size(), 2u);
+  const std::string text = log.text();
+  size_t warnings = 0;
+  size_t debugs = 0;
+  for (size_t at = 0; (at = text.find("FailedSubPathUpdate", at)) != std::string::npos; ++at) {
+    const size_t line = text.rfind('\n', at);
+    const std::string head = text.substr(line == std::string::npos ? 0 : line, at - line);
+    if (head.find("[warning]") != std::string::npos) ++warnings;
+    if (head.find("[debug]") != std::string::npos) ++debugs;
+  }
+  EXPECT_EQ(warnings, 1u) << text;
+  EXPECT_EQ(debugs, 1u) << text;
+  EXPECT_EQ(h.subpath_failures_.size(), 2u);  // each pod is told all the same
+  EXPECT_EQ(h.reconciler_->subpath_stats().refused, 2);
+}
+
 TEST(ReconcilerIdleTest, WorkAddedOutsideAPassIsReported) {
   Harness h;
   h.ToWriting();

@@ -305,10 +305,16 @@ TEST_F(ReloadControllerTest, SignalsGoToTheContainersThatMountAChangedVolume) {
   auto pod = std::make_shared<kube::Pod>(*Pod("a", "signal:SIGHUP", "0", "127.0.0.2"));
   kube::Container web;
   web.name = "web";
-  web.volume_mounts.push_back({"config", "/etc/web", "", true});
+  kube::VolumeMount config_mount;
+  config_mount.name = "config";
+  config_mount.mount_path = "/etc/web";
+  web.volume_mounts.push_back(config_mount);
   kube::Container sidecar;
   sidecar.name = "sidecar";
-  sidecar.volume_mounts.push_back({"certs", "/certs", "", true});
+  kube::VolumeMount certs_mount;
+  certs_mount.name = "certs";
+  certs_mount.mount_path = "/certs";
+  sidecar.volume_mounts.push_back(certs_mount);
   pod->spec.containers = {web, sidecar};
   pod->status.container_statuses = {{"web", "containerd://aa", "2020-01-01T00:00:00Z"},
                                     {"sidecar", "containerd://bb", "2020-01-01T00:00:00Z"}};

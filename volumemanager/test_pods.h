@@ -37,12 +37,12 @@ inline kube::Pod PodReadingConfigMap(const std::string& uid, const std::string& 
   pod.spec.volumes.push_back(v);
   kube::Container c;
   c.name = "app";
-  if (o.mounted) c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true});
+  if (o.mounted) c.volume_mounts.push_back(kube::VolumeMount{"cfg", "/etc/cfg", "", true, ""});
   if (o.with_scratch) {
     kube::Volume scratch;
     scratch.name = "scratch";  // an emptyDir: not the daemon's
     pod.spec.volumes.push_back(scratch);
-    c.volume_mounts.push_back(kube::VolumeMount{"scratch", "/tmp", "", false});
+    c.volume_mounts.push_back(kube::VolumeMount{"scratch", "/tmp", "", false, ""});
   }
   pod.spec.containers.push_back(c);
   return pod;

@@ -52,6 +52,7 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.unpublished_grace = o.unpublished_grace;
   r.kubelet_owns_volumes = o.kubelet_owns_volumes;
   r.on_mount_failure = o.on_mount_failure;
+  r.on_subpath_failure = o.on_subpath_failure;
   r.writer_identity = o.writer_identity;
   return r;
 }

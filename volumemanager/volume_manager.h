@@ -87,6 +87,8 @@ struct VolumeManagerOptions {
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
   // Reload actions (reload_controller.h): the mode, limits and reports.
   ReloadControllerOptions reload;
+  // See ReconcilerOptions::on_subpath_failure.
+  std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_subpath_failure;
 };
 
 class VolumeManager : private ReloadHost {

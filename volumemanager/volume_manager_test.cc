@@ -266,7 +266,7 @@ TEST_F(VolumeManagerTest, TheNodeAllocatableStandsInForAnUnsetLimit) {
              kube::ResourceFieldSelector{pod.spec.containers[0].name, "limits.cpu", std::nullopt},
              std::nullopt}},
            0644}}};
-  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{"info", "/etc/info", "", true}};
+  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{"info", "/etc/info", "", true, ""}};
   Send(podconfig::PodOp::kAdd, {pod});
   EXPECT_TRUE(RunUntil([&] {
     return atomicwriter::VisibleContent(Dir("u1", "info", "kubernetes.io~downward-api")) ==
@@ -485,7 +485,7 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
   pod.spec.volumes.push_back({"info", kube::DownwardAPIVolumeSource{{labels}, 0644}});
   for (const char* v : {"all", "kube-api-access", "info"}) {
     pod.spec.containers[0].volume_mounts.push_back(
-        kube::VolumeMount{v, std::string("/etc/") + v, "", true});
+        kube::VolumeMount{v, std::string("/etc/") + v, "", true, ""});
   }
   // The kubelet's copy of the pod carries an annotation-derived label line the API's lacks.
   const std::string kubelet_labels = "app=\"web\"\nseen-by=\"kubelet\"";

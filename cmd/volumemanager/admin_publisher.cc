@@ -184,6 +184,13 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   MetricFamily outcomes =
       Family("volumemanager_reconciler_outcomes_total",
              "What the reconciler's operations came to, by outcome", MetricType::kCounter);
+  MetricFamily subpath_copies =
+      Family("volumemanager_subpath_copies_total",
+             "subPath files of pods annotated volumemanager.io/update-subpaths after their "
+             "volume's writes, by result: updated (the new bytes written in place), current "
+             "(already the published bytes, or bound to the live file), refused (not the "
+             "kubelet's bind of that file, a key removed, subPathExpr, a directory), failed",
+             MetricType::kCounter);
   MetricFamily volumes =
       Family("volumemanager_volumes",
              "Volumes by state: mounted (content current as far as known), failing (the last "
@@ -281,6 +288,14 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              {"waited_for_first_read", st.waits_for_first_read}}) {
       outcomes.values.push_back({{{"outcome", outcome}}, static_cast<double>(value)});
     }
+    const SubPathCopyStats& sp = vm->reconciler().subpath_stats();
+    for (const auto& [result, value] :
+         std::initializer_list<std::pair<const char*, long>>{{"updated", sp.updated},
+                                                             {"current", sp.current},
+                                                             {"refused", sp.refused},
+                                                             {"failed", sp.failed}}) {
+      subpath_copies.values.push_back({{{"result", result}}, static_cast<double>(value)});
+    }
 
     long failing = 0;
     std::map<std::pair<int, std::string>, long> failing_by_api_status;
@@ -333,7 +348,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     journal_state.values.push_back({{{"state", s}}, state == s ? 1.0 : 0.0});
   }
 
-  for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &volumes,
+  for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &subpath_copies, &volumes,
                           &failing_by_status, &total_volumes, &busy, &longest, &build,
                           &journal_state, &reload_actions, &reload_latency, &reload_errors}) {
     out.push_back(std::move(*f));
@@ -426,6 +441,23 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     const VolumeRecord* record = vm->reconciler().Find(key);
     v["phase"] =
         record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
+    // The pod's subPath files of the volume after its last write (annotated pods only).
+    if (record != nullptr && !record->subpath_copies.empty()) {
+      nlohmann::json copies = nlohmann::json::array();
+      for (const SubPathCopy& c : record->subpath_copies) {
+        nlohmann::json j = {
+            {"container", c.container},
+            {"index", c.index},
+            {"subPath", c.sub_path},
+            {"result", SubPathResultName(c.result)},
+            {"version", c.version.empty() ? nlohmann::json() : nlohmann::json(c.version)},
+            {"boundVersion",
+             c.bound_version.empty() ? nlohmann::json() : nlohmann::json(c.bound_version)}};
+        if (!c.reason.empty()) j["reason"] = c.reason;
+        copies.push_back(std::move(j));
+      }
+      v["subPathCopies"] = std::move(copies);
+    }
     const ExponentialBackoff* backoff = vm->executor().Backoff(key);
     if (backoff != nullptr && backoff->delay().count() > 0) {
       v["backoff"] = {{"delay", config::FormatGoDuration(backoff->delay())},

@@ -199,6 +199,14 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
                       error + " (the pod's volumes are still kept current)");
     }
   };
+  // A subPath file of a pod annotated volumemanager.io/update-subpaths that was not brought to
+  // its volume's new content (or an invalid annotation): the pod's owner sees why.
+  options.on_subpath_failure = [this](const kube::Pod& pod, const std::string& volume,
+                                      const std::string& error) {
+    if (!events_) return;
+    events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "FailedSubPathUpdate",
+                    "volume \"" + volume + "\": " + error);
+  };
 }
 
 std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {

@@ -24,6 +24,7 @@ METRICS = {
     "volumemanager_propagation_duration_seconds",
     "volumemanager_operation_errors_total",
     "volumemanager_reconciler_outcomes_total",
+    "volumemanager_subpath_copies_total",
     "volumemanager_volumes",
     "volume_manager_total_volumes",
     "volumemanager_loop_iteration_busy_seconds",
@@ -116,6 +117,9 @@ def test_endpoints_metrics_and_debug_state(env):
                   outcome="version_published") == 3
     assert sample(families, "volume_manager_total_volumes", plugin_name="kubernetes.io/configmap",
                   state="desired_state_of_world") == 2
+    # No pod asks for subPath copies: each result listed, at 0 (test_subpath.py counts them).
+    for result in ("updated", "current", "refused", "failed"):
+        assert sample(families, "volumemanager_subpath_copies_total", result=result) == 0
     assert sample(families, "volumemanager_build_info")
     assert sample(families, "volumemanager_ownership_journal_state", state="trusted") == 1
     assert sample(families, "volumemanager_ownership_journal_state",
