@@ -32,9 +32,10 @@ class App:
     """A pod's application: answers `code` (or holds the request until stopped with `hang`) and
     records each call with what its volumes held when the call arrived."""
 
-    def __init__(self, host="127.0.0.1", volumes=None, code=200, hang=False):
+    def __init__(self, host="127.0.0.1", volumes=None, code=200, hang=False, probe=None):
         self.calls = []
         self.volumes = volumes or {}
+        self.probe = probe  # called at each call too (e.g. to read a subPath file)
         self.code = code
         self.hang = hang
         self.stopping = threading.Event()
@@ -43,8 +44,9 @@ class App:
         class Handler(BaseHTTPRequestHandler):
             def _serve(self):
                 seen = {name: visible_files(d) for name, d in app.volumes.items()}
+                probed = app.probe() if app.probe else None
                 app.calls.append({"method": self.command, "path": self.path,
-                                  "headers": dict(self.headers), "seen": seen,
+                                  "headers": dict(self.headers), "seen": seen, "probe": probed,
                                   "time": time.monotonic()})
                 if app.hang:
                     app.stopping.wait(30)

@@ -288,3 +288,29 @@ def test_cluster_mode_beside_the_kubelet_subpath_gets_the_new_bytes_and_events(c
     cluster.start()
     wait_for(lambda: views["web"].read_bytes() == b"v3", what="v3 in the subPath file")
     assert views["plain"].read_bytes() == b"v1"
+
+
+def test_a_reload_action_fires_only_after_the_subpath_copy(env_unmounted):
+    """Both annotations: the application, told to reload, reads its subPath file and finds the
+    new bytes there (the copy runs inside the write, before the action)."""
+    from test_reload import App  # a listener that reads at each call
+    env = env_unmounted
+    env.put_object(configmap("app", {"app.conf": "listen 80;"}))
+    p = subpath_pod("web", "uid-web", [{"name": "cfg", "configMap": {"name": "app"}}],
+                    annotation="true")
+    app = App()
+    try:
+        p["metadata"]["annotations"].update({"volumemanager.io/reload": app.url(),
+                                             "volumemanager.io/reload-delay": "0"})
+        env.put_pod(p)
+        env.start()
+        vol = env.volume_dir("uid-web", CM, "cfg")
+        wait_for(lambda: visible_files(vol).get("app.conf") == b"listen 80;", what="set up")
+        bound = kubelet_binds(env.root, "uid-web", CM, "cfg", "app", 1, "app.conf")
+        view = container_view(env.tmp, bound, "web")
+        app.probe = view.read_bytes  # what the container reads when told
+        env.put_object(configmap("app", {"app.conf": "listen 8080;"}))
+        wait_for(lambda: app.calls, what="the reload call")
+        assert app.calls[0]["probe"] == b"listen 8080;"
+    finally:
+        app.stop()
