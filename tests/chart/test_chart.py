@@ -233,6 +233,7 @@ def without_signal_rights(objects):
     template = find(objects, "DaemonSet")["spec"]["template"]
     pod = template["spec"]
     assert pod.pop("hostPID") is True
+    pod["containers"][0]["args"].remove("--reload-signals")
     sc = pod["containers"][0]["securityContext"]
     if "capabilities" in sc:  # not privileged
         assert sc["capabilities"]["add"][-1] == "KILL"
@@ -256,6 +257,7 @@ def test_reload_signals_are_off_by_default():
         objects = render(values_file)
         template = find(objects, "DaemonSet")["spec"]["template"]
         assert "hostPID" not in template["spec"], values_file
+        assert "--reload-signals" not in container(objects)["args"], values_file
         sc = container(objects)["securityContext"]
         assert "KILL" not in sc.get("capabilities", {}).get("add", []), values_file
         assert "appArmorProfile" not in sc, values_file
