@@ -150,8 +150,8 @@ def main():
             if args.keep:
                 Path(args.keep).write_bytes((Path(tmp) / "daemon.log").read_bytes())
     all_ms = [x * 1000 for r in rounds for x in r]
-    print(f"| pods | rounds | p50 ms | p90 ms | p99 ms | max ms | last pod told, median of rounds ms"
-          f" | extra calls |")
+    print("| pods | rounds | p50 ms | p90 ms | p99 ms | max ms | last pod told, median of rounds ms"
+          " | extra calls |")
     print("|---|---|---|---|---|---|---|---|")
     last = statistics.median(max(r) * 1000 for r in rounds)
     print(f"| {args.pods} | {args.rounds} | {percentile(all_ms, 50):.1f} | "

@@ -3,8 +3,6 @@
 the simulated kubelet. Each listener records every call and, at that moment, reads the volumes:
 what the application would read when told to reload."""
 import json
-import re
-import signal
 import sys
 import threading
 import time
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import configmap, pod, visible_files, wait_for
+from conftest import configmap, killed_after, pod, visible_files, wait_for
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -250,16 +248,8 @@ def test_failing_listeners_are_retried_within_bounds_and_hung_ones_delay_no_othe
 
 @pytest.fixture
 def cluster(tmp_path):
-    with TestApiServer() as server:
-        c = Cluster(tmp_path, server, "http1")
-        try:
-            yield c
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
-            c.assert_no_secret_leaked()
-        finally:
-            if c.proc is not None:
-                c.stop(signal.SIGKILL)
+    with TestApiServer() as server, killed_after(Cluster(tmp_path, server, "http1")) as c:
+        yield c
 
 
 def create_running_pod(c, name, reload, ip, host_ip="192.0.2.10", host_network=False,
@@ -281,16 +271,23 @@ def create_running_pod(c, name, reload, ip, host_ip="192.0.2.10", host_network=F
     return created["metadata"]["uid"]
 
 
-def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshed(cluster, apps):
-    c = cluster
+def start_beside_one_app(c, apps, ip):
+    """ConfigMap `app` at level 1, a running pod `web` at `ip` whose application reads its volume
+    at each call, the kubelet's set-up, the daemon started and synced. Returns (uid, app, vol)."""
     c.put_configmap("app", {"level": "1"})
-    app = apps(host="127.0.0.21")
-    uid = create_running_pod(c, "web", app.url(), "127.0.0.21")
+    app = apps(host=ip)
+    uid = create_running_pod(c, "web", app.url(), ip)
     vol = c.volume_dir(uid, CM, "config")
     app.volumes = {"config": vol}
     c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
     c.start()
     c.wait_synced("configmap default/app")
+    return uid, app, vol
+
+
+def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshed(cluster, apps):
+    c = cluster
+    uid, app, vol = start_beside_one_app(c, apps, "127.0.0.21")
     quiet(1.0)
     assert app.calls == []
     c.put_configmap("app", {"level": "2"})
@@ -342,14 +339,7 @@ def test_cluster_mode_a_newer_kubelet_swap_the_daemon_confirms_is_one_call(clust
     """The daemon's watch lags and the kubelet writes the newer content first: the daemon's fresh
     read confirms it and publishes nothing, and the application is told once, for that content."""
     c = cluster
-    c.put_configmap("app", {"level": "1"})
-    app = apps(host="127.0.0.23")
-    uid = create_running_pod(c, "web", app.url(), "127.0.0.23")
-    vol = c.volume_dir(uid, CM, "config")
-    app.volumes = {"config": vol}
-    c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
-    c.start()
-    c.wait_synced("configmap default/app")
+    uid, app, vol = start_beside_one_app(c, apps, "127.0.0.23")
     c.server.admin("POST", "faults", {"verb": "watch", "resource": "configmaps",
                                       "watch": {"stall": True}, "times": -1})
     c.server.admin("POST", "drop-watches", {"abort": True})
