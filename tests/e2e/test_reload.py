@@ -3,6 +3,8 @@
 the simulated kubelet. Each listener records every call and, at that moment, reads the volumes:
 what the application would read when told to reload."""
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import configmap, killed_after, pod, visible_files, wait_for
+from conftest import NEEDS_ROOT, configmap, killed_after, pod, visible_files, wait_for
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -352,3 +354,78 @@ def test_cluster_mode_a_newer_kubelet_swap_the_daemon_confirms_is_one_call(clust
     quiet(1.0)
     assert len(app.calls) == 1
     c.server.admin("DELETE", "faults")
+
+
+@pytest.fixture
+def container_process(tmp_path):
+    """Starts, on demand, a container's main process as a runtime would: PID 1 of a new PID
+    namespace, moved into `kubepods/burstable/pod<uid>/<container id>` of a cgroup v1 hierarchy
+    (under a dir of the test's own), recording each SIGHUP it catches. Killed and removed after."""
+    hierarchy = Path("/sys/fs/cgroup/pids")
+    base = hierarchy / f"vmtest-e2e-{os.getpid()}"
+    started = []
+
+    def start(pod_uid, container_id, record):
+        cgroup = base / "kubepods" / "burstable" / f"pod{pod_uid}" / container_id
+        cgroup.mkdir(parents=True)
+        script = (f"trap 'echo hup >> {record}' HUP; echo ready >> {record}; "
+                  "while :; do sleep 0.1; done")
+        proc = subprocess.Popen(["unshare", "--pid", "--fork", "/bin/sh", "-c", script])
+        started.append(proc)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        pid = int(wait_for(lambda: children.read_text().split(), what="the namespace's PID 1")[0])
+        (cgroup / "cgroup.procs").write_text(str(pid))
+        wait_for(lambda: Path(record).exists() and "ready" in Path(record).read_text(),
+                 what="the process's traps set")
+        return pid
+
+    if not hierarchy.is_dir() or os.geteuid() != 0:
+        pytest.skip(f"{NEEDS_ROOT}: moves a process into a cgroup v1 hierarchy at {hierarchy}")
+    try:
+        yield start
+    finally:
+        for proc in started:
+            subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
+            proc.kill()
+            proc.wait()
+        if base.exists():
+            # Deepest first: a cgroup goes once it has no process and no child.
+            for d in sorted((p for p in base.rglob("*") if p.is_dir()),
+                            key=lambda p: len(p.parts), reverse=True) + [base]:
+                for pid in (d / "cgroup.procs").read_text().split():
+                    subprocess.run(["kill", "-KILL", pid], check=False)
+                wait_for(lambda d=d: not (d / "cgroup.procs").read_text().strip(),
+                         what=f"{d} emptied")
+                d.rmdir()
+
+
+def test_cluster_mode_a_signal_action_reaches_the_containers_main_process(cluster, container_process,
+                                                                         tmp_path):
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    container_id = "c" * 64
+    pod_obj = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "nginx", "namespace": "default",
+                            "annotations": {RELOAD: "signal:SIGHUP", DELAY: "0"}},
+               "spec": {"nodeName": "e2e-node",
+                        "containers": [{"name": "nginx", "image": "nginx",
+                                        "volumeMounts": [{"name": "config",
+                                                          "mountPath": "/etc/nginx"}]}],
+                        "volumes": [cm_volume("config", "app")]},
+               "status": {"phase": "Running", "podIP": "127.0.0.24", "hostIP": "192.0.2.10",
+                          "containerStatuses": [{"name": "nginx",
+                                                 "containerID": "containerd://" + container_id,
+                                                 "state": {"running": {
+                                                     "startedAt": "2020-01-01T00:00:00Z"}}}]}}
+    uid = c.api("POST", "/api/v1/namespaces/default/pods", pod_obj)["metadata"]["uid"]
+    record = tmp_path / "signals"
+    container_process(uid, container_id, record)
+    c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+    c.start("--reload-signals")
+    c.wait_synced("configmap default/app")
+    c.put_configmap("app", {"level": "2"})
+    wait_for(lambda: "hup" in record.read_text(), what="the SIGHUP caught")
+    events = wait_for(lambda: [e for e in c.events() if e["reason"] == "Reloaded"],
+                      what="the Reloaded Event")
+    assert "SIGHUP to PID 1" in events[0]["message"], events[0]["message"]
+    assert record.read_text().count("hup") == 1
