@@ -90,6 +90,8 @@ std::vector<ConfigField> MakeFields() {
        [](C c) { return Duration(c.reload_timeout); }},
       {"reloadSignals", "--reload-signals", T::kBool, "run signal reload actions (cluster mode)",
        [](C c) { return nlohmann::json(c.reload_signals); }},
+      {"observe", "--observe", T::kBool, "write nothing: report what a normal run would change",
+       [](C c) { return nlohmann::json(c.observe); }},
       {"eventRecordQPS", "--event-qps", T::kNumber, "Events posted per second",
        [](C c) { return nlohmann::json(c.event_qps); }},
       {"eventBurst", "--event-burst", T::kInteger, "Events allowed at once above the QPS",

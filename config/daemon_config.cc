@@ -138,6 +138,12 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   app.add_flag("--no-tmpfs", no_tmpfs,
                "Keep secret, downwardAPI and projected volumes on the node's disk instead of a "
                "tmpfs (the kubelet always uses tmpfs)");
+  app.add_flag("--observe", cfg.observe,
+               "Write nothing: read pods and objects, compare each volume's content with the "
+               "disk and report what a normal run would change (info log per volume, "
+               "/debug/state, volumemanager_observe_volumes_differing). Takes no lock, creates "
+               "no dir, opens no ownership journal (reads it), posts no Event, runs no reload "
+               "action or subPath copy: for a canary beside the kubelet");
   app.add_option("--log-format", log_format, "text or json");
   app.add_option("--loop-stall-log-threshold", loop_stall_log_threshold,
                  "Log every event-loop iteration whose callbacks run this long or longer (Go "

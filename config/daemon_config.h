@@ -67,6 +67,10 @@ struct DaemonConfig {
   int reload_max_concurrent = 32;
   std::chrono::nanoseconds reload_timeout = std::chrono::seconds(5);
   bool reload_signals = false;
+  // Observe mode (canaries): everything but writing. Pods and objects are read, each volume's
+  // payload is computed and compared with the disk, and what a normal run would change is
+  // reported (log, /debug/state, a metric); no lock, no dir, no journal, no Event, no reload.
+  bool observe = false;
   LogFormat log_format = LogFormat::kText;
   int verbosity = 0;
   // An event-loop iteration whose callbacks run this long or longer is logged.

@@ -356,6 +356,40 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   return result;
 }
 
+OwnershipJournal::OpenResult OwnershipJournal::ReadOnly(const std::string& state_dir,
+                                                        const std::string& root_arg) {
+  const std::string root_dir = NormalRoot(root_arg);
+  const std::string file = state_dir + "/" + kFileName;
+  Parsed parsed;
+  Result<std::string> data = base::ReadWholeFile(file);
+  if (!data.ok()) {
+    if (data.status().sys_errno() == ENOENT) {
+      parsed.loaded = Loaded::kNew;
+      parsed.detail = "no ownership journal at " + file;
+    } else {
+      parsed.loaded = Loaded::kRejected;
+      parsed.detail = data.status().message();
+    }
+  } else {
+    parsed = Parse(*data, file);
+  }
+  if (parsed.loaded == Loaded::kTrusted && parsed.has_root && !root_dir.empty() &&
+      !parsed.root.empty() && parsed.root != root_dir) {
+    parsed.loaded = Loaded::kOtherRoot;
+    parsed.detail = file + " was kept for root dir " + parsed.root + ", not " + root_dir;
+  }
+  if (parsed.loaded != Loaded::kTrusted) parsed.owned.clear();
+  if (parsed.loaded != Loaded::kTrusted || !parsed.has_root) parsed.identity = RootIdentity{};
+  OpenResult result;
+  result.loaded = parsed.loaded;
+  result.detail = std::move(parsed.detail);
+  const size_t records = parsed.owned.size();
+  result.journal.reset(new OwnershipJournal(state_dir, root_dir.empty() ? parsed.root : root_dir,
+                                            parsed.identity, -1, std::move(parsed.owned), records));
+  result.journal->read_only_ = true;
+  return result;
+}
+
 OwnershipJournal::OwnershipJournal(std::string state_dir, std::string root_dir,
                                    RootIdentity identity, int fd,
                                    std::map<std::string, OwnedKind> owned, size_t records)
@@ -446,6 +480,7 @@ std::vector<OwnedPath> OwnershipJournal::EntriesOfPod(const std::string& pod_uid
 
 Status OwnershipJournal::Commit(std::string lines, size_t count) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (read_only_) return Status::OK();  // observe mode: the memory only
   pending_ += lines;
   pending_records_ += count;
   const uint64_t mine = ++queued_seq_;
@@ -516,6 +551,7 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
   flushed_.wait(lock, [this] { return !flushing_ && adds_in_flight_ == 0 && pending_.empty(); });
   const RootIdentity before = identity_;
   identity_ = identity;
+  if (read_only_) return Status::OK();  // observe mode: the memory only
   Status s = CompactLocked();
   if (!s.ok()) identity_ = before;
   return s;

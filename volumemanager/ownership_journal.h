@@ -113,6 +113,11 @@ class OwnershipJournal {
   // (or `root_dir` cannot be recorded): the daemon must then not create anything.
   static base::Result<OpenResult> Open(const std::string& state_dir,
                                        const std::string& root_dir = {});
+  // Observe mode: the journal in `state_dir` read, never written: nothing is created, renamed or
+  // rewritten (a missing state dir or file is a new, empty journal; a rejected one or one of
+  // another root dir owns nothing and stays where it is). Add, Remove and SetIdentity then change
+  // only the memory of this process.
+  static OpenResult ReadOnly(const std::string& state_dir, const std::string& root_dir = {});
   // The name a journal kept for `root_dir` is kept aside under when opened for another one.
   static std::string OtherRootFileName(const std::string& root_dir);
 
@@ -134,6 +139,7 @@ class OwnershipJournal {
   std::vector<OwnedPath> EntriesOfPod(const std::string& pod_uid) const;
   const std::string& file() const { return file_; }
   const std::string& root_dir() const { return root_dir_; }
+  bool read_only() const { return read_only_; }
 
   // The identity recorded with the entries (not known() for a new or v1 journal).
   RootIdentity identity() const;
@@ -179,6 +185,7 @@ class OwnershipJournal {
     base::Status status;
   };
   std::map<uint64_t, FailedBatch> failed_;  // first seq of a failed batch -> its end and error
+  bool read_only_ = false;                  // ReadOnly: no file written, ever
 };
 
 }  // namespace volumemanager

@@ -851,6 +851,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
   request->ledger = record.ledger.get();
   request->unpublished_grace = options_.unpublished_grace;
   request->removals = options_.removals;
+  if (options_.observe) request->pod = desired.pod->metadata.NamespacedName();
   auto result =
       std::make_shared<base::Result<atomicwriter::WriteResult>>(base::Status::Error("not run"));
   const std::string plugin_dir = request->location.plugin_dir;
@@ -970,7 +971,13 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                 done_at + options_.unpublished_grace + std::chrono::milliseconds(100), key);
             WorkAdded();
           }
-          if (first_mount) {
+          if (options_.observe) {
+            // The disk compared and reported (ObservingDisk): nothing was set up or written.
+            logging::Debug("Observe: volume compared", {{"pod", PodName(key)},
+                                                        {"podUID", key.pod_uid},
+                                                        {"volume", key.volume_name},
+                                                        {"version", (*result)->ts_dir}});
+          } else if (first_mount) {
             logging::Info("MountVolume.SetUp succeeded", {{"pod", PodName(key)},
                                                           {"podUID", key.pod_uid},
                                                           {"volume", key.volume_name},
@@ -986,18 +993,18 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                            {"objects", logging::Value::IfSet(versions)},
                            {"version", (*result)->ts_dir},
                            {"published", published},
-                           {"latencyMs", static_cast<long>(
-                                             std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 done_at - changed_at)
-                                                 .count())},
+                           {"latencyMs",
+                            static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  done_at - changed_at)
+                                                  .count())},
                            {"writer", options_.writer_identity}});
           } else {
             // Every write is logged with its writer (one writer per node can be checked).
             logging::Debug("Volume checked, unchanged", {{"pod", PodName(key)},
-                                                          {"podUID", key.pod_uid},
-                                                          {"volume", key.volume_name},
-                                                          {"version", (*result)->ts_dir},
-                                                          {"writer", options_.writer_identity}});
+                                                         {"podUID", key.pod_uid},
+                                                         {"volume", key.volume_name},
+                                                         {"version", (*result)->ts_dir},
+                                                         {"writer", options_.writer_identity}});
           }
         } else {
           ++stats_.mounts_failed;
@@ -1044,7 +1051,13 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
           asw_->Remove(key);
           executor_->Forget(key);
           if (auto it = records_.find(key); it != records_.end()) it->second.ledger.reset();
-          if (*outcome == TearDownOutcome::kNotOwned) {
+          if (options_.observe) {
+            // The disk reported it (ObservingDisk): nothing was removed.
+            logging::Debug("Observe: teardown looked at", {{"pod", logging::Value::IfSet(pod)},
+                                                           {"podUID", key.pod_uid},
+                                                           {"volume", key.volume_name},
+                                                           {"dir", dir}});
+          } else if (*outcome == TearDownOutcome::kNotOwned) {
             ++stats_.teardowns_not_owned;
             logging::Info(
                 "Volume no longer refreshed; left in place: this daemon did not set it up",

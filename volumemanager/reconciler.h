@@ -177,6 +177,10 @@ struct ReconcilerOptions {
   std::function<void(const VolumeKey& key, const ContentSwap& swap)> on_content_swapped;
   // Who writes (the node lock's holder identity), named in the log line of each write.
   std::string writer_identity;
+  // Observe mode (--observe, `disk` an ObservingDisk): the disk reports what it would change, so
+  // the reconciler's own lines of a set-up, an update and a teardown go to debug (they would
+  // claim writes that never happen), and each request names its pod for the disk's log lines.
+  bool observe = false;
   // The filesystem side (null: RealVolumeDisk()) and the clock (tests inject both).
   std::shared_ptr<VolumeDisk> disk;
   std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;

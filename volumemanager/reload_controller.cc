@@ -277,6 +277,22 @@ void ReloadController::Evaluate(const std::string& uid) {
 }
 
 void ReloadController::StartRun(PodState& p) {
+  if (options_.observe) {
+    // Said, counted, never done: the pending volumes are served by this report.
+    std::string actions, volumes;
+    for (const reload::Action& a : p.spec->actions) {
+      Count(a.KindName(), "observed");
+      actions += (actions.empty() ? "" : ", ") + std::string(a.KindName());
+    }
+    for (const std::string& v : p.pending) volumes += (volumes.empty() ? "" : ",") + v;
+    logging::Info("Observe: would run the reload actions", {{"pod", logging::KObj(p.pod->metadata)},
+                                                            {"podUID", p.uid},
+                                                            {"actions", actions},
+                                                            {"volumes", volumes}});
+    p.pending.clear();
+    p.last_started = Now();
+    return;
+  }
   auto run = std::make_unique<Run>();
   run->id = ++next_run_id_;
   run->actions = p.spec->actions;

@@ -92,6 +92,10 @@ struct ReloadControllerOptions {
   // The addresses of the daemon's network (cluster mode: never a target). Tests inject them.
   std::function<std::vector<std::string>()> node_addresses;
   std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;
+  // Observe mode (--observe): a run that would start is logged ("Observe: would run the reload
+  // actions") and counted with the result "observed"; no action runs (no request, no signal,
+  // no on_result).
+  bool observe = false;
 };
 
 class ReloadController {
@@ -115,7 +119,7 @@ class ReloadController {
   void Close(std::function<void()> done);
 
   // Metrics.
-  // (action kind, result) -> count; result: success, failure, refused, skipped.
+  // (action kind, result) -> count; result: success, failure, refused, skipped, observed.
   const std::map<std::pair<std::string, std::string>, long>& action_counts() const {
     return counts_;
   }

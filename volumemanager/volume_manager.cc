@@ -54,6 +54,8 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.on_mount_failure = o.on_mount_failure;
   r.on_subpath_failure = o.on_subpath_failure;
   r.writer_identity = o.writer_identity;
+  r.observe = o.observe;
+  r.disk = o.disk;
   return r;
 }
 
@@ -85,8 +87,14 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
             return r;
           }(),
           &dsw_, &asw_, &executor_, objects),
-      reload_(std::make_unique<ReloadController>(loop, options_.reload,
-                                                 static_cast<const ReloadHost*>(this))) {
+      reload_(std::make_unique<ReloadController>(
+          loop,
+          [this] {
+            ReloadControllerOptions r = options_.reload;
+            r.observe = r.observe || options_.observe;
+            return r;
+          }(),
+          static_cast<const ReloadHost*>(this))) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
       MaybeFinishStop();
@@ -410,6 +418,11 @@ void VolumeManager::CleanUpOrphanPodDirs() {
   }
   scanned_pod_uids_.clear();
   if (work->pod_uids.empty()) return;
+  if (options_.observe) {
+    spdlog::info("Observe: would remove the empty dirs this daemon created for {} pods gone",
+                 work->pod_uids.size());
+    return;
+  }
   work->req.data = work.get();
   work->self = this;
   work->root_dir = options_.root_dir;

@@ -87,6 +87,13 @@ struct VolumeManagerOptions {
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
   // Reload actions (reload_controller.h): the mode, limits and reports.
   ReloadControllerOptions reload;
+  // Observe mode (--observe): `disk` is an ObservingDisk (observing_disk.h), the reconciler's
+  // lines of writes go to debug, reload actions are reported and never run
+  // (ReloadControllerOptions::observe), and the orphan pod dirs are left. The journal may then be
+  // OwnershipJournal::ReadOnly's.
+  bool observe = false;
+  // The reconciler's filesystem side (null: RealVolumeDisk()).
+  std::shared_ptr<VolumeDisk> disk;
   // See ReconcilerOptions::on_subpath_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_subpath_failure;
 };

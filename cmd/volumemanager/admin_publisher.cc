@@ -165,6 +165,26 @@ void AdminPublisher::Publish() {
   server_->Publish(std::move(snapshot));
 }
 
+namespace {
+
+// Observe mode: the observations of the volumes the daemon knows (desired or in the actual
+// state), and of those a normal run would tear down (gone from both once looked at).
+std::map<VolumeKey, VolumeObservation> CurrentObservations(const Daemon& daemon) {
+  std::map<VolumeKey, VolumeObservation> out;
+  const ObservingDisk* observer = daemon.observer();
+  const VolumeManager* vm = daemon.volume_manager();
+  if (observer == nullptr || vm == nullptr) return out;
+  for (auto& [key, o] : observer->Observations()) {
+    if (o.reason == "tear_down" || vm->desired().Find(key) != nullptr ||
+        vm->actual().Find(key) != nullptr) {
+      out.emplace(key, std::move(o));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   std::vector<MetricFamily> out;
   MetricFamily operations = Family(
@@ -353,6 +373,23 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
                           &journal_state, &reload_actions, &reload_latency, &reload_errors}) {
     out.push_back(std::move(*f));
   }
+  if (daemon_->observer() != nullptr) {
+    MetricFamily differing =
+        Family("volumemanager_observe_volumes_differing",
+               "Observe mode (--observe): volumes whose disk differs from what a normal run would "
+               "leave, by reason: not_set_up (would set up), content (would publish), modes (only "
+               "modes or owners differ: left as they are), tear_down (would remove)",
+               MetricType::kGauge);
+    std::map<std::string, long> by_reason = {
+        {"not_set_up", 0}, {"content", 0}, {"modes", 0}, {"tear_down", 0}};
+    for (const auto& [key, o] : CurrentObservations(*daemon_)) {
+      if (o.differs()) ++by_reason[o.reason];
+    }
+    for (const auto& [reason, n] : by_reason) {
+      differing.values.push_back({{{"reason", reason}}, static_cast<double>(n)});
+    }
+    out.push_back(std::move(differing));
+  }
   if (const leaderelection::LeaderElector* elector = daemon_->elector()) {
     lock_error.values.push_back({{}, elector->last_error().empty() ? 0.0 : 1.0});
     out.push_back(std::move(lock_error));
@@ -385,6 +422,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
   std::set<VolumeKey> keys;
   for (const auto& [key, d] : vm->desired().volumes()) keys.insert(key);
   for (const auto& [key, v] : vm->actual().volumes()) keys.insert(key);
+  const std::map<VolumeKey, VolumeObservation> observations = CurrentObservations(*daemon_);
+  for (const auto& [key, o] : observations) keys.insert(key);
+  if (daemon_->observer() != nullptr) state["observe"] = true;
   for (const VolumeKey& key : keys) {
     const DesiredVolume* d = vm->desired().Find(key);
     const MountedVolume* m = vm->actual().Find(key);
@@ -432,6 +472,26 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
       v["actual"] = std::move(actual);
     } else {
       v["actual"] = nullptr;
+    }
+    if (daemon_->observer() != nullptr) {
+      // Observe mode: what a normal run would do with it (names only, never bytes).
+      auto it = observations.find(key);
+      if (it == observations.end()) {
+        v["observe"] = {{"state", "not_compared"}};
+      } else {
+        const VolumeObservation& o = it->second;
+        v["observe"] = {{"state", o.differs() ? "differs" : "current"},
+                        {"reason", o.reason.empty() ? nlohmann::json() : nlohmann::json(o.reason)},
+                        {"wouldWrite", o.would_write()},
+                        {"added", o.added},
+                        {"removed", o.removed},
+                        {"changed", o.changed},
+                        {"modes", o.modes},
+                        {"liveVersion", o.live_version.empty() ? nlohmann::json()
+                                                               : nlohmann::json(o.live_version)},
+                        {"at", Rfc3339(o.at)}};
+        if (d == nullptr && !o.pod.empty()) v["pod"] = o.pod;
+      }
     }
     const base::Status last_error = vm->executor().LastErrorStatus(key);
     v["lastError"] = last_error.message();

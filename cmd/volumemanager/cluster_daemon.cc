@@ -58,7 +58,8 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   events.host = cfg.node_name;
   events_api_ = std::make_unique<kube::ApiClient>(
       http_.get(), kube::RetryPolicy{}, kube::ClientGoRateLimits(cfg.event_qps, cfg.event_burst));
-  events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
+  // Observe mode posts no Event: no recorder (every report below checks for one).
+  if (!cfg.observe) events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
 
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
                base::RedactedUrl(credentials->server), credentials->source, cfg.node_name,

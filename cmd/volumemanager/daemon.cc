@@ -113,7 +113,11 @@ std::optional<Daemon::StartError> Daemon::Start() {
       cache::ChangeDetectionStrategyName(config_.strategy),
       config::FormatGoDuration(config_.sync_frequency),
       config::VolumeOwnershipName(config_.volume_ownership));
-  if (auto error = StartElection()) return error;
+  if (config_.observe) {
+    StartObserving();
+  } else if (auto error = StartElection()) {
+    return error;
+  }
   if (auto error = StartPodSources()) return error;
 
   if (base::Status s = stall_monitor_.Start(
@@ -145,7 +149,30 @@ std::optional<Daemon::StartError> Daemon::StartWriting() {
   // Opened (and rewritten) only now: a predecessor still holding the lock appends to it until
   // it lets go.
   if (auto error = OpenOwnershipJournal()) return error;
+  StartVolumeManager();
+  return std::nullopt;
+}
 
+void Daemon::StartObserving() {
+  spdlog::info(
+      "observe mode: writing nothing. No node lock is taken (no leader election, not even the "
+      "file lock in {}), no dir is created, the ownership journal is only read, no Event is "
+      "posted, no reload action and no subPath copy runs, no tmpfs is mounted; each volume that "
+      "a normal run would change is logged (\"Observe: ...\"), in /debug/state and in "
+      "volumemanager_observe_volumes_differing",
+      config_.state_dir);
+  OwnershipJournal::OpenResult journal =
+      OwnershipJournal::ReadOnly(config_.state_dir, config_.root_dir);
+  journal_loaded_ = journal.loaded;
+  spdlog::info("observe mode: ownership journal {} read ({} volumes and dirs owned){}{}",
+               journal.journal->file(), journal.journal->Entries().size(),
+               journal.detail.empty() ? "" : ": ", journal.detail);
+  journal_ = std::move(journal.journal);
+  observer_ = std::make_shared<ObservingDisk>();
+  StartVolumeManager();
+}
+
+void Daemon::StartVolumeManager() {
   auto allocatable = NodeAllocatable(config_);  // checked in Start
   VolumeManagerOptions options;
   options.root_dir = config_.root_dir;
@@ -158,9 +185,11 @@ std::optional<Daemon::StartError> Daemon::StartWriting() {
   options.unpublished_grace =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.unpublished_grace);
   options.kubelet_owns_volumes = config_.volume_ownership == config::VolumeOwnership::kKubelet;
-  options.writes_allowed_at_start = holding_;
+  options.writes_allowed_at_start = holding_ || config_.observe;
   options.writer_identity = identity_;
-  options.write_gate = gate_.get();
+  options.write_gate = config_.observe ? nullptr : gate_.get();
+  options.observe = config_.observe;
+  options.disk = observer_;
   options.reload.http.max_concurrent = static_cast<size_t>(config_.reload_max_concurrent);
   options.reload.http.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.reload_timeout);
@@ -178,7 +207,6 @@ std::optional<Daemon::StartError> Daemon::StartWriting() {
     if (!deletes.pods.empty()) manager_->OnPodUpdate(deletes);
   }
   manager_->Start();
-  return std::nullopt;
 }
 
 std::optional<Daemon::StartError> Daemon::StartElection() {

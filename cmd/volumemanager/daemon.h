@@ -29,6 +29,12 @@
 //    in-flight volume writes finish, the lock is released, then `done` runs on the loop thread.
 //    A second call does nothing.
 //
+// --observe: no lock at all (no flock, no Lease) and nothing created or written: the volume
+// manager starts at once with an ObservingDisk (volumemanager/observing_disk.h) and the ownership
+// journal read only (OwnershipJournal::ReadOnly); nothing is written under the root dir or the
+// state dir, cluster mode posts no Event, and no reload action or subPath copy runs. What a normal
+// run would change is logged, in /debug/state and in volumemanager_observe_volumes_differing.
+//
 // --leader-elect=false: the flock is taken all the same (two daemons on one state dir never
 // both write) with the file lock's timing; no Lease, whatever --leader-elect-resource-lock says.
 //
@@ -47,6 +53,7 @@
 
 #include "base/status.h"
 #include "cache/local_object_store.h"
+#include "cmd/volumemanager/loop_stall_monitor.h"
 #include "config/daemon_config.h"
 #include "kube/pod.h"
 #include "leaderelection/leader_elector.h"
@@ -57,7 +64,7 @@
 #include "podconfig/pod_config.h"
 #include "server/metrics.h"
 #include "server/snapshot.h"
-#include "cmd/volumemanager/loop_stall_monitor.h"
+#include "volumemanager/observing_disk.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
 #include "volumemanager/write_gate.h"
@@ -113,6 +120,8 @@ class Daemon {
   virtual void ApplyLiveConfig(const config::DaemonConfig& config);
   // Null before Start.
   const VolumeManager* volume_manager() const { return manager_.get(); }
+  // Observe mode (--observe): what each volume looked at would need; null otherwise.
+  const ObservingDisk* observer() const { return observer_.get(); }
   // One writer per node: the elector of the configured lock (the Lease's with
   // --leader-elect-resource-lock leases, else the flock's); null before Start.
   const leaderelection::LeaderElector* elector() const {
@@ -125,7 +134,8 @@ class Daemon {
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
   // The ownership journal's state for volumemanager_ownership_journal_state: "not_opened" (a
-  // standby: the journal is opened once the node's lock is held), "trusted" (read, or new), "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
+  // standby: the journal is opened once the node's lock is held), "trusted" (read, or new),
+  // "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
   // --root-dir: owns nothing) or "waiting_for_filesystem" (the root dir is not on the recorded
   // filesystem yet: nothing reconciled).
   std::string OwnershipJournalState() const;
@@ -201,6 +211,11 @@ class Daemon {
   void LostAfterWriting(const std::string& what);
   // On first holding the lock: root dir, journal, volume manager.
   std::optional<StartError> StartWriting();
+  // --observe, in Start: the journal read only, the volume manager on an ObservingDisk.
+  void StartObserving();
+  // The volume manager, created and started with the pods merged so far.
+  void StartVolumeManager();
+  std::shared_ptr<ObservingDisk> observer_;
   bool started_ = false;
   bool stopping_ = false;
 };

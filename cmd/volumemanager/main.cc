@@ -240,7 +240,9 @@ int main(int argc, char** argv) {
       // the lock is free (the node's only daemon restarting in place): then repeated failures
       // roll the config back as ever. Held by another daemon (a surge), this start writes
       // nothing: the holder serves the node on its config, and this pod never becomes Ready.
-      if (base::UniqueFd lock = TryNodeLock(cfg.state_dir); lock.valid()) {
+      // Observe mode writes nothing: no lock file, no trial counted.
+      if (base::UniqueFd lock = cfg.observe ? base::UniqueFd() : TryNodeLock(cfg.state_dir);
+          lock.valid()) {
         dynamicconfig::BeginStartup(*checkpoints, static_cast<int64_t>(std::time(nullptr)),
                                     dynamicconfig::kMaxFailedStarts, parse)
             .status()
