@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
 
 #include "tests/support/http_listener.h"
@@ -61,6 +62,7 @@ class ReloadControllerTest : public ::testing::Test {
       annotation_errors_.push_back(e);
     };
     if (signal_) o.send_signals = signal_;
+    o.observe = observe_;
     controller_ = std::make_unique<ReloadController>(loop_.get(), o, &host_);
     return *controller_;
   }
@@ -95,6 +97,7 @@ class ReloadControllerTest : public ::testing::Test {
   FakeHost host_;
   std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
       signal_;
+  bool observe_ = false;
   std::unique_ptr<ReloadController> controller_;
   std::vector<Result> results_;
   std::vector<std::string> annotation_errors_;
@@ -327,6 +330,39 @@ TEST_F(ReloadControllerTest, SignalsGoToTheContainersThatMountAChangedVolume) {
   EXPECT_EQ(sent[0].container_name, "web");
   EXPECT_EQ(sent[0].container_id, "containerd://aa");
   EXPECT_EQ(sent[0].signal, SIGHUP);
+}
+
+TEST_F(ReloadControllerTest, ObserveModeReportsARunAndCallsNothing) {
+  std::atomic<int> signals{0};
+  signal_ = [&](const std::vector<reload::ContainerSignal>& requests) {
+    signals += static_cast<int>(requests.size());
+    return std::vector<base::Result<std::string>>(requests.size(), std::string("sent"));
+  };
+  observe_ = true;
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller(/*cluster_mode=*/true);
+  auto pod = std::make_shared<kube::Pod>(*Pod("a", Url(l) + ", signal:SIGHUP", "0", "127.0.0.1"));
+  kube::Container web;
+  web.name = "web";
+  kube::VolumeMount config_mount;
+  config_mount.name = "config";
+  config_mount.mount_path = "/etc/web";
+  web.volume_mounts.push_back(config_mount);
+  pod->spec.containers = {web};
+  pod->status.container_statuses = {{"web", "containerd://aa", "2020-01-01T00:00:00Z"}};
+  controller_->OnPod(pod);
+  Swap("a", "config");
+  // The run that would start is counted as observed, once per action.
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    const auto& counts = controller_->action_counts();
+    return counts.count({"http", "observed"}) && counts.count({"signal", "observed"});
+  }));
+  Idle(200);
+  EXPECT_TRUE(l.requests().empty()) << "observe mode sent a reload request";
+  EXPECT_EQ(signals.load(), 0) << "observe mode sent a signal";
+  EXPECT_TRUE(results_.empty());
+  EXPECT_EQ(controller_->action_counts().at({"http", "observed"}), 1);
+  EXPECT_TRUE(controller_->View().at("a").pending_volumes.empty());
 }
 
 TEST_F(ReloadControllerTest, SignalsAreRefusedWhereNotEnabled) {

@@ -77,7 +77,7 @@ struct SetUpRequest {
   // The kubelet owns the volume: refresh the content of a volume it has set up, nothing more.
   bool refresh_only = false;
   // The pod's namespace/name, for log lines (observe mode); may be empty.
-  std::string pod;
+  std::string pod{};
   // With refresh_only: the caller has just seen KubeletHasSetUp true for this dir on this thread,
   // so the set-up is not checked again (about eight system calls per write).
   bool kubelet_set_up_checked = false;
