@@ -1,0 +1,186 @@
+"""Observe mode (--observe), end to end: the daemon reads pods and objects, compares each volume
+with the disk and reports what a normal run would change, and changes nothing under the root dir
+or the state dir (a tree hash of names, types, modes, sizes and mtimes before and after). The
+volumes it reports are exactly those a normal run of the same set-up writes."""
+import hashlib
+import json
+import os
+import re
+import stat
+import urllib.request
+from pathlib import Path
+
+from conftest import (SECRET_MARKER, configmap, mounts_under, pod, secret, visible_files,
+                      wait_for)
+
+CM = "kubernetes.io~configmap"
+SECRET = "kubernetes.io~secret"
+
+
+def tree_hash(*dirs):
+    """Names, types, modes, sizes and mtimes of everything at and below each dir (no link
+    followed); an absent dir hashes as absent."""
+    h = hashlib.sha256()
+    listing = []
+    for top in map(Path, dirs):
+        if not os.path.lexists(top):
+            listing.append(f"{top} absent")
+            continue
+        paths = [top]
+        for dirpath, dirnames, filenames in os.walk(top):
+            paths += [Path(dirpath) / n for n in dirnames + filenames]
+        for p in sorted(paths):
+            st = os.lstat(p)
+            target = os.readlink(p) if stat.S_ISLNK(st.st_mode) else ""
+            listing.append(f"{p} {stat.S_IFMT(st.st_mode):o} {stat.S_IMODE(st.st_mode):o} "
+                           f"{st.st_size} {st.st_mtime_ns} {target}")
+    for line in listing:
+        h.update(line.encode() + b"\n")
+    return h.hexdigest(), listing
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def get_text(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def observed(debug_url):
+    """(podUID, volume) -> the volume's observe entry in /debug/state."""
+    state = get_json(debug_url + "/debug/state")
+    assert state.get("observe") is True
+    return {(v["podUID"], v["volume"]): v["observe"] for v in state["volumes"] if "observe" in v}
+
+
+def data_targets(root: Path):
+    """(podUID, volume) -> what ..data points at, for every volume dir under `root`."""
+    out = {}
+    for volume in root.glob("pods/*/volumes/*/*"):
+        link = volume / "..data"
+        out[(volume.parts[-4], volume.name)] = os.readlink(link) if link.is_symlink() else None
+    return out
+
+
+def addresses_since(daemon, start):
+    """(probe, debug) base URLs the daemon's run that logged after offset `start` serves."""
+    address = r"([0-9a-f.:\[\]]+)"
+
+    def find():
+        log = daemon.log()[start:]
+        probe = re.findall(r"serving /healthz, /readyz and /metrics on " + address, log)
+        debug = re.findall(r"serving /debug/state and /configz on " + address, log)
+        return probe and debug and (f"http://{probe[-1]}", f"http://{debug[-1]}")
+    return wait_for(find, timeout=30, what="the admin endpoints' addresses in the log")
+
+
+def differing_metric(probe_url):
+    text = get_text(probe_url + "/metrics")
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^volumemanager_observe_volumes_differing\{reason="([a-z_]+)"\} (\S+)$', text, re.M)}
+
+
+def test_standalone_self_ownership_changes_nothing_and_reports_what_a_normal_run_writes(env):
+    cm_vol = lambda name, cm: {"name": name, "configMap": {"name": cm}}
+    env.put_object(configmap("cfg", {"a": "1", "b": "2"}))
+    env.put_object(configmap("other", {"x": "1"}))
+    env.put_object(secret("tls", {"key": SECRET_MARKER + "-one"}))
+    env.put_pod(pod("web", [cm_vol("cfg", "cfg"), {"name": "tls", "secret": {"secretName": "tls"}}],
+                    uid="u-web"))
+    env.put_pod(pod("keep", [cm_vol("v", "other")], uid="u-keep"))
+    env.put_pod(pod("gone", [cm_vol("v", "other")], uid="u-gone"))
+    # A normal run sets them up (and records them in its journal).
+    env.start()
+    for uid, plugin, volume in [("u-web", CM, "cfg"), ("u-web", SECRET, "tls"),
+                                ("u-keep", CM, "v"), ("u-gone", CM, "v")]:
+        d = env.volume_dir(uid, plugin, volume)
+        wait_for(lambda: visible_files(d), timeout=30, what=f"{uid}/{volume} set up")
+    assert env.stop() == 0
+
+    # What the next run has to do: update one volume (a key changed, one added), tear one down
+    # (its pod removed), set one up (a new pod); two stay current.
+    env.put_object(configmap("cfg", {"a": "1", "b": "22", "c": "3"}))
+    (env.pods / "gone.yaml").unlink()
+    env.put_pod(pod("new", [cm_vol("v", "other")], uid="u-new"))
+    before, before_listing = tree_hash(env.root, env.state)
+    targets_before = data_targets(env.root)
+
+    log_start = len(env.log())
+    env.start("--observe")
+    probe, debug = addresses_since(env, log_start)
+    expected = {("u-web", "cfg"): "content", ("u-gone", "v"): "tear_down",
+                ("u-new", "v"): "not_set_up", ("u-web", "tls"): None, ("u-keep", "v"): None}
+
+    def all_observed():
+        seen = observed(debug)
+        return all(k in seen and seen[k].get("state") in ("differs", "current")
+                   for k in expected) and seen
+    seen = wait_for(all_observed, timeout=30, what="every volume observed in /debug/state")
+    for key, reason in expected.items():
+        assert seen[key]["reason"] == reason, (key, seen[key])
+        assert seen[key]["state"] == ("current" if reason is None else "differs"), (key, seen[key])
+    assert seen[("u-web", "cfg")]["changed"] == ["b"]
+    assert seen[("u-web", "cfg")]["added"] == ["c"]
+    assert seen[("u-web", "cfg")]["removed"] == []
+    assert seen[("u-new", "v")]["added"] == ["x"]
+    metric = wait_for(lambda: differing_metric(probe), what="the observe metric")
+    assert metric == {"content": 1, "not_set_up": 1, "modes": 0, "tear_down": 1}, metric
+    # Said at info, once per volume that differs, with names only; the start says what it skips.
+    log = env.log()[log_start:]
+    assert "observe mode: writing nothing. No node lock is taken" in log
+    assert "acquiring the node's lock" not in log
+    assert "MountVolume.SetUp succeeded" not in log and "Volume updated" not in log
+    lines = [r for r in env.records(reason=lambda r: r in ("content", "tear_down", "not_set_up"))
+             if r.get("msg", "").startswith("Observe: would")]
+    assert {(r["podUID"], r["volume"], r["reason"]) for r in lines} == {
+        ("u-web", "cfg", "content"), ("u-gone", "v", "tear_down"), ("u-new", "v", "not_set_up")}
+    web = next(r for r in lines if r["volume"] == "cfg")
+    assert web["changed"] == "b" and web["added"] == "c" and web["pod"] == "default/web-e2e-node"
+    assert env.stop() == 0
+
+    after, after_listing = tree_hash(env.root, env.state)
+    assert after == before, [l for l in after_listing if l not in before_listing] + \
+        [l for l in before_listing if l not in after_listing]
+    reported = {k for k, o in seen.items() if o["wouldWrite"]}
+
+    # The same set-up run normally: the volumes it writes (created, published anew or removed).
+    log_start = len(env.log())
+    env.start()
+    new_dir = env.volume_dir("u-new", CM, "v")
+    wait_for(lambda: visible_files(new_dir) == {"x": b"1"}, timeout=30, what="the new volume")
+    wait_for(lambda: not env.volume_dir("u-gone", CM, "v").exists(), timeout=30,
+             what="the teardown")
+    wait_for(lambda: visible_files(env.volume_dir("u-web", CM, "cfg")).get("c") == b"3",
+             timeout=30, what="the update")
+    probe, _ = addresses_since(env, log_start)
+    wait_for(lambda: urllib.request.urlopen(probe + "/readyz", timeout=10).status == 200,
+             timeout=30, what="ready")
+    assert env.stop() == 0
+    targets_after = data_targets(env.root)
+    written = {k for k in set(targets_before) | set(targets_after)
+               if targets_before.get(k) != targets_after.get(k)}
+    assert written == reported == {("u-web", "cfg"), ("u-gone", "v"), ("u-new", "v")}, \
+        (written, reported)
+
+
+def test_observe_on_an_empty_node_creates_no_dir(env):
+    """Not even the root dir's pods/ or the state dir: nothing to lock, nothing to record."""
+    env.put_object(configmap("cfg", {"a": "1"}))
+    env.put_object(secret("s", {"k": SECRET_MARKER}))
+    env.put_pod(pod("p", [{"name": "v", "configMap": {"name": "cfg"}},
+                          {"name": "s", "secret": {"secretName": "s"}}], uid="u1"))
+    env.start("--observe")
+    _, debug = env.admin_addresses(timeout=30)
+    seen = wait_for(lambda: observed(debug).get(("u1", "v")), timeout=30, what="the volume")
+    assert seen["state"] == "differs" and seen["reason"] == "not_set_up"
+    assert seen["wouldWrite"] is True
+    secret_seen = wait_for(lambda: observed(debug).get(("u1", "s")), timeout=30, what="secret")
+    assert secret_seen["reason"] == "not_set_up" and secret_seen["added"] == ["k"]
+    assert mounts_under(env.root) == []  # no tmpfs for the secret volume
+    assert list(env.root.iterdir()) == []
+    assert not env.state.exists()
+    assert env.stop() == 0
+    assert list(env.root.iterdir()) == [] and not env.state.exists()
