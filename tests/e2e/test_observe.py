@@ -7,14 +7,27 @@ import json
 import os
 import re
 import stat
+import sys
+import time
 import urllib.request
 from pathlib import Path
 
-from conftest import (SECRET_MARKER, configmap, mounts_under, pod, secret, visible_files,
-                      wait_for)
+import pytest
+
+from conftest import (SECRET_MARKER, configmap, killed_after, mounts_under, pod, secret,
+                      visible_files, wait_for)
+import kubelet_writer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cluster import Cluster  # noqa: E402
+from test_reload import App, create_running_pod  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+from harness import TestApiServer  # noqa: E402
 
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
+
 
 
 def tree_hash(*dirs):
@@ -184,3 +197,100 @@ def test_observe_on_an_empty_node_creates_no_dir(env):
     assert not env.state.exists()
     assert env.stop() == 0
     assert list(env.root.iterdir()) == [] and not env.state.exists()
+
+
+# --- cluster mode, beside the simulated kubelet ------------------------------------------------
+
+@pytest.fixture
+def cluster(tmp_path):
+    with TestApiServer() as server, killed_after(Cluster(tmp_path, server, "http1")) as c:
+        yield c
+
+
+def test_cluster_kubelet_ownership_changes_nothing_and_reports_what_a_normal_run_writes(cluster):
+    c = cluster
+    cm_vol = lambda name, cm: {"name": name, "configMap": {"name": cm}}
+    c.put_configmap("app", {"level": "1"})
+    c.put_configmap("other", {"x": "1"})
+    c.put_secret("tls", {"key": SECRET_MARKER + "-cluster"})
+    web = c.create_pod("web", [cm_vol("cfg", "app"),
+                               {"name": "tls", "secret": {"secretName": "tls"}}])
+    keep = c.create_pod("keep", [cm_vol("cfg", "other")])
+    waiting = c.create_pod("waiting", [cm_vol("cfg", "other")])  # the kubelet has not set it up
+    # The kubelet's set-up, from a cache older than the API for `app`.
+    c.kubelet_sets_up(web, CM, "cfg", {"level": "1"})
+    c.kubelet_sets_up(web, SECRET, "tls", {"key": SECRET_MARKER + "-cluster"})
+    c.kubelet_sets_up(keep, CM, "cfg", {"x": "1"})
+    c.put_configmap("app", {"level": "2", "new": "n"})
+    c.state.mkdir()  # as a node where the daemon ran before; observe creates nothing there
+    before, before_listing = tree_hash(c.root, c.state)
+    targets_before = data_targets(c.root)
+
+    c.start("--observe")
+    probe, debug = addresses_since(c, 0)
+    expected = {(web, "cfg"): "content", (web, "tls"): None, (keep, "cfg"): None}
+
+    def all_observed():
+        seen = observed(debug)
+        return all(k in seen and seen[k].get("state") in ("differs", "current")
+                   for k in expected) and seen
+    seen = wait_for(all_observed, timeout=30, what="every set-up volume observed")
+    for key, reason in expected.items():
+        assert seen[key]["reason"] == reason, (key, seen[key])
+    assert seen[(web, "cfg")]["changed"] == ["level"] and seen[(web, "cfg")]["added"] == ["new"]
+    # Not set up by the kubelet: a normal run would not write it either.
+    assert seen[(waiting, "cfg")] == {"state": "not_compared"}
+    assert differing_metric(probe) == {"content": 1, "not_set_up": 0, "modes": 0, "tear_down": 0}
+    assert c.stop() == 0
+    log = c.log()
+    assert "acquiring the node's lock" not in log and "Lease" not in log
+    after, after_listing = tree_hash(c.root, c.state)
+    assert after == before, [l for l in after_listing if l not in before_listing] + \
+        [l for l in before_listing if l not in after_listing]
+    assert c.events() == []
+    reported = {k for k, o in seen.items() if o.get("wouldWrite")}
+
+    # The same set-up run normally.
+    log_start = len(c.log())
+    c.start()
+    probe, _ = addresses_since(c, log_start)
+    wait_for(lambda: visible_files(c.volume_dir(web, CM, "cfg")) == {"level": b"2", "new": b"n"},
+             timeout=30, what="the normal run's refresh")
+    wait_for(lambda: urllib.request.urlopen(probe + "/readyz", timeout=10).status == 200,
+             timeout=30, what="ready")
+    assert c.stop() == 0
+    targets_after = data_targets(c.root)
+    written = {k for k in set(targets_before) | set(targets_after)
+               if targets_before.get(k) != targets_after.get(k)}
+    assert written == reported == {(web, "cfg")}, (written, reported)
+
+
+def test_cluster_a_kubelet_swap_runs_no_reload_action_in_observe_mode(cluster):
+    """A normal run calls the pod's application after a swap of the kubelet's
+    (test_reload.py); observe mode says it would, and calls nothing."""
+    c = cluster
+    app = App(host="127.0.0.24")
+    try:
+        c.put_configmap("app", {"level": "1"})
+        uid = create_running_pod(c, "web", app.url(), "127.0.0.24")
+        vol = c.volume_dir(uid, CM, "config")
+        c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+        c.start("--observe")
+        _, debug = addresses_since(c, 0)
+        wait_for(lambda: observed(debug).get((uid, "config"), {}).get("state") == "current",
+                 timeout=30, what="the volume observed current")
+        c.put_configmap("app", {"level": "2"})
+        wait_for(lambda: observed(debug)[(uid, "config")].get("reason") == "content",
+                 timeout=30, what="the change observed")
+        kubelet_writer.write(vol, {"level": "2"})  # the kubelet's sync brings it
+        reported = lambda: c.records(msg="Observe: would run the reload actions", podUID=uid)
+        wait_for(lambda: app.calls or reported(), timeout=30, what="a reload call or its report")
+        wait_for(lambda: observed(debug)[(uid, "config")].get("state") == "current",
+                 timeout=30, what="the volume current again after the kubelet's swap")
+        time.sleep(1.0)  # lets a call that should not happen arrive
+        assert app.calls == [], "observe mode called the pod's application"
+        assert reported()
+        assert c.events() == []
+        assert visible_files(vol) == {"level": b"2"}
+    finally:
+        app.stop()
