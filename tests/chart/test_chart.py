@@ -312,6 +312,18 @@ def test_reload_signals_before_kubernetes_1_30_use_the_apparmor_annotation():
     assert container(objects)["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
 
 
+def test_observe_passes_the_flag_and_is_off_by_default():
+    for values_file in [None, *VALUES_FILES]:
+        if values_file == "observe.yaml":
+            continue
+        assert "--observe" not in container(render(values_file))["args"], values_file
+    args = container(render("observe.yaml"))["args"]
+    assert args.count("--observe") == 1
+    # Everything else as by default: only the flag differs.
+    default = container(render(None))["args"]
+    assert [a for a in args if a != "--observe"] == default
+
+
 def test_custom_kubelet_root_dir():
     objects = render("k0s-root.yaml")
     c = container(objects)
