@@ -187,10 +187,12 @@ def test_observe_on_an_empty_node_creates_no_dir(env):
                           {"name": "s", "secret": {"secretName": "s"}}], uid="u1"))
     env.start("--observe")
     _, debug = env.admin_addresses(timeout=30)
-    seen = wait_for(lambda: observed(debug).get(("u1", "v")), timeout=30, what="the volume")
+    seen = wait_for(lambda: observed(debug).get(("u1", "v"), {}).get("reason") and
+                    observed(debug)[("u1", "v")], timeout=30, what="the volume")
     assert seen["state"] == "differs" and seen["reason"] == "not_set_up"
     assert seen["wouldWrite"] is True
-    secret_seen = wait_for(lambda: observed(debug).get(("u1", "s")), timeout=30, what="secret")
+    secret_seen = wait_for(lambda: observed(debug).get(("u1", "s"), {}).get("reason") and
+                           observed(debug)[("u1", "s")], timeout=30, what="secret")
     assert secret_seen["reason"] == "not_set_up" and secret_seen["added"] == ["k"]
     assert mounts_under(env.root) == []  # no tmpfs for the secret volume
     assert list(env.root.iterdir()) == []
@@ -294,3 +296,23 @@ def test_cluster_a_kubelet_swap_runs_no_reload_action_in_observe_mode(cluster):
         assert visible_files(vol) == {"level": b"2"}
     finally:
         app.stop()
+
+
+def test_cluster_self_ownership_creates_no_dir_and_mounts_nothing(cluster):
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    c.put_secret("tls", {"key": SECRET_MARKER + "-self"})
+    uid = c.create_pod("web", [{"name": "cfg", "configMap": {"name": "app"}},
+                               {"name": "tls", "secret": {"secretName": "tls"}}])
+    c.start("--observe", "--volume-ownership", "self")
+    probe, debug = addresses_since(c, 0)
+    for volume, added in (("cfg", ["level"]), ("tls", ["key"])):
+        seen = wait_for(lambda: observed(debug).get((uid, volume), {}).get("reason") and
+                        observed(debug)[(uid, volume)], timeout=30, what=volume)
+        assert seen["reason"] == "not_set_up" and seen["added"] == added, seen
+    assert differing_metric(probe)["not_set_up"] == 2
+    assert list(c.root.iterdir()) == [] and not c.state.exists()
+    assert mounts_under(c.root) == []
+    assert c.stop() == 0
+    assert list(c.root.iterdir()) == [] and not c.state.exists()
+    assert c.events() == []
