@@ -345,5 +345,24 @@ TEST(ConfigFileTest, EncodedConfigurationDecodesToTheSameConfiguration) {
   EXPECT_EQ(EncodeConfiguration(*decoded->config), encoded);
 }
 
+// Observe mode: the flag, the field (flags win), off by default, and said in --help.
+TEST(ConfigFileTest, ObserveIsAFlagAndAField) {
+  auto off = ParseWithFile(std::string(kHead) + "staticPodPath: /etc/pods\n");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_FALSE(off->config->observe);
+  auto file = ParseWithFile(std::string(kHead) + "staticPodPath: /etc/pods\nobserve: true\n");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_TRUE(file->config->observe);
+  EXPECT_EQ(file->sources.at("observe"), "file");
+  auto flag = ParseWithFile(std::string(kHead) + "staticPodPath: /etc/pods\n", {"--observe"});
+  ASSERT_TRUE(flag.ok()) << flag.status().message();
+  EXPECT_TRUE(flag->config->observe);
+  EXPECT_EQ(flag->sources.at("observe"), "flag");
+  auto help = ParseDaemonFlags({"--help"}, {}, "host");
+  ASSERT_TRUE(help.ok());
+  EXPECT_NE(help->output.find("--observe"), std::string::npos);
+  EXPECT_NE(help->output.find("Write nothing"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace config
