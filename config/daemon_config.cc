@@ -173,6 +173,7 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   std::string unpublished_grace = "30s";
   std::string loop_stall_log_threshold = "100ms";
   std::string trial_duration = "10m";
+  std::string manifest_settle_time = "1s";
   std::string strategy = "Watch";
   std::string log_format = "text";
   std::string allocatable;
@@ -222,6 +223,10 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   option("--manifest-url", cfg.manifest_url, "URL", "URL of a Pod or PodList, polled every 20s");
   option("--node-name", cfg.node_name, "NAME",
          "This node's name (default: $NODE_NAME, else the host name)");
+  option("--manifest-settle-time", manifest_settle_time, "DURATION",
+         "How long a pod or object manifest file that is gone, or cannot be read or decoded, may "
+         "take to come back or be completed before it counts (a checkout's unlink and create is "
+         "one change; a file caught mid-write is no error)");
 
   current_group = "Objects (ConfigMaps and Secrets)";
   option("--object-manifest-path", cfg.object_manifest_path, "PATH",
@@ -368,7 +373,8 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
         std::tuple{"--loop-stall-log-threshold", &loop_stall_log_threshold,
                    &cfg.loop_stall_log_threshold},
         std::tuple{"--dynamic-config-trial-duration", &trial_duration,
-                   &cfg.dynamic_config_trial_duration}}) {
+                   &cfg.dynamic_config_trial_duration},
+        std::tuple{"--manifest-settle-time", &manifest_settle_time, &cfg.manifest_settle_time}}) {
     base::Status s = ParseDurationFlag(flag, *text, out);
     if (!s.ok()) return s;
   }

@@ -44,6 +44,11 @@ struct DaemonConfig {
   std::string pod_manifest_path;
   std::string manifest_url;
   std::string object_manifest_path;
+  // How long a manifest file (--pod-manifest-path, --object-manifest-path) that is gone, or
+  // cannot be read or decoded, may take to come back or be completed before it counts
+  // (manifestdir/manifest_grace.h): a checkout's unlink and create is one change, a `cat >`
+  // caught mid-write no error.
+  std::chrono::nanoseconds manifest_settle_time = std::chrono::seconds(1);
   // Cluster mode: only with --kubeconfig or --in-cluster (never from $KUBECONFIG, so a
   // developer's run cannot join a cluster by accident).
   std::string kubeconfig;

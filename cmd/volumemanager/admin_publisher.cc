@@ -319,6 +319,15 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     lock_error.values.push_back({{}, elector->last_error().empty() ? 0.0 : 1.0});
     out.push_back(std::move(lock_error));
   }
+  MetricFamily manifest_errors = Family(
+      "volumemanager_manifest_errors",
+      "Manifest files rejected: there, but unreadable or invalid past the settle time (listed in "
+      "/debug/state), by source (pods, objects)",
+      MetricType::kGauge);
+  for (const auto& [source, rejected] : daemon_->RejectedManifests()) {
+    manifest_errors.values.push_back({{{"source", source}}, static_cast<double>(rejected.size())});
+  }
+  out.push_back(std::move(manifest_errors));
   daemon_->AddSourceMetrics(&out);
   if (extra_metrics_) extra_metrics_(&out);
   return out;
@@ -340,6 +349,7 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
   const VolumeManager* vm = daemon_->volume_manager();
   if (vm == nullptr) {  // a standby: not holding the node's lock yet
     state["volumes"] = volumes;
+    AddRejectedManifests(&state);
     AddLockState(&state);
     return state;
   }
@@ -401,7 +411,8 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     v["inFlight"] = vm->executor().InFlight(key);
     // Where the reconciler has the volume (reconciler.h, VolumeRecord): idle, fetching, writing...
     const VolumeRecord* record = vm->reconciler().Find(key);
-    v["phase"] = record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
+    v["phase"] =
+        record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
     const ExponentialBackoff* backoff = vm->executor().Backoff(key);
     if (backoff != nullptr && backoff->delay().count() > 0) {
       v["backoff"] = {{"delay", config::FormatGoDuration(backoff->delay())},
@@ -417,8 +428,19 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
   }
   state["leftToKubelet"] = std::move(left);
+  AddRejectedManifests(&state);
   AddLockState(&state);
   return state;
+}
+
+void AdminPublisher::AddRejectedManifests(nlohmann::json* out) const {
+  nlohmann::json rejected = nlohmann::json::array();
+  for (const auto& [source, files] : daemon_->RejectedManifests()) {
+    for (const kube::RejectedManifest& r : files) {
+      rejected.push_back({{"source", source}, {"file", r.file}, {"reason", r.reason}});
+    }
+  }
+  (*out)["rejectedManifests"] = std::move(rejected);
 }
 
 void AdminPublisher::AddLockState(nlohmann::json* out) const {

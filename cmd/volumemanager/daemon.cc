@@ -69,8 +69,9 @@ std::optional<Daemon::StartError> Daemon::Start() {
     int err = errno;
     if (err == ENOENT) {  // created once the lock is held: its parent must exist
       const size_t slash = config_.root_dir.find_last_of('/');
-      const std::string parent =
-          slash == std::string::npos ? "." : slash == 0 ? "/" : config_.root_dir.substr(0, slash);
+      const std::string parent = slash == std::string::npos ? "."
+                                 : slash == 0               ? "/"
+                                                            : config_.root_dir.substr(0, slash);
       err = ::stat(parent.c_str(), &st) == 0 ? 0 : errno;
     }
     if (err != 0) {
@@ -265,8 +266,8 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
         spdlog::info("the node's lock is held by {}: waiting, writing nothing", leader);
       }
     };
-    auto lease_elector = leaderelection::LeaderElector::Create(
-        loop_, std::move(lease).value(), lease_options, std::move(callbacks));
+    auto lease_elector = leaderelection::LeaderElector::Create(loop_, std::move(lease).value(),
+                                                               lease_options, std::move(callbacks));
     if (!lease_elector.ok()) return StartError{2, lease_elector.status().message()};
     lease_elector_ = std::move(lease_elector).value();
   }
@@ -279,10 +280,10 @@ void Daemon::LostAfterWriting(const std::string& what) {
   // Another daemon may hold the lock now and rewrite the ownership journal (a new file: this
   // process's descriptor would append to the old one) and the volumes: what this process knows
   // of both is stale from here on. It writes nothing more and restarts, reading them afresh.
-  const StartError error{
-      kExitLostLock, "lost the node's lock (" + what +
-                         ") after writing: no new writes; restarting to read the ownership "
-                         "journal and the volumes afresh"};
+  const StartError error{kExitLostLock,
+                         "lost the node's lock (" + what +
+                             ") after writing: no new writes; restarting to read the ownership "
+                             "journal and the volumes afresh"};
   spdlog::error("{}", error.message);
   if (fatal_) fatal_(error);
 }
@@ -325,6 +326,8 @@ std::optional<Daemon::StartError> Daemon::StartObjectSource() {
     options.strategy = config_.strategy;
     options.cache_ttl =
         std::chrono::duration_cast<std::chrono::milliseconds>(config_.object_cache_ttl);
+    options.settle =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.manifest_settle_time);
     if (base::Status s = objects_->Start(loop_, options); !s.ok()) {
       return StartError{2, "--object-manifest-path: " + s.message()};
     }
@@ -334,6 +337,13 @@ std::optional<Daemon::StartError> Daemon::StartObjectSource() {
 }
 
 cache::ObjectManager* Daemon::object_manager() { return objects_.get(); }
+
+std::map<std::string, std::vector<kube::RejectedManifest>> Daemon::RejectedManifests() const {
+  std::map<std::string, std::vector<kube::RejectedManifest>> out;
+  out["pods"] = file_source_.Rejected();
+  out["objects"] = objects_ ? objects_->Rejected() : std::vector<kube::RejectedManifest>{};
+  return out;
+}
 
 void Daemon::ApplyLiveConfig(const config::DaemonConfig& config) {
   config_.sync_frequency = config.sync_frequency;
@@ -361,6 +371,7 @@ std::optional<Daemon::StartError> Daemon::StartPodSources() {
     podconfig::FileSourceOptions o;
     o.path = config_.pod_manifest_path;
     o.node_name = config_.node_name;
+    o.settle = std::chrono::duration_cast<std::chrono::milliseconds>(config_.manifest_settle_time);
     if (base::Status s = file_source_.Start(loop_, o, file_sink); !s.ok()) {
       return StartError{2, "--pod-manifest-path " + config_.pod_manifest_path + ": " + s.message()};
     }
@@ -406,7 +417,8 @@ std::optional<Daemon::StartError> Daemon::OpenOwnershipJournal() {
       break;
     case OwnershipJournal::Loaded::kOtherRoot:
       spdlog::error(
-          "ownership journal of another root dir ({}): --root-dir changed? This daemon owns nothing "
+          "ownership journal of another root dir ({}): --root-dir changed? This daemon owns "
+          "nothing "
           "under {} and will remove nothing it finds there; volumes it sets up from now on are "
           "recorded in a new {}. To go back to the old root dir, stop the daemon and move the old "
           "journal back",

@@ -7,10 +7,10 @@
 // stop, exit 5).
 #include <fcntl.h>
 #include <malloc.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -29,18 +29,18 @@
 
 #include "base/catch_all.h"
 #include "base/unique_fd.h"
-#include "config/config_file.h"
-#include "config/daemon_config.h"
-#include "dynamicconfig/checkpoint_store.h"
-#include "dynamicconfig/controller.h"
-#include "dynamicconfig/startup.h"
-#include "leaderelection/file_lock.h"
 #include "cmd/volumemanager/admin_publisher.h"
 #include "cmd/volumemanager/cluster_daemon.h"
 #include "cmd/volumemanager/daemon.h"
 #include "cmd/volumemanager/json_log_formatter.h"
 #include "cmd/volumemanager/preflight_command.h"
 #include "cmd/volumemanager/process_hardening.h"
+#include "config/config_file.h"
+#include "config/daemon_config.h"
+#include "dynamicconfig/checkpoint_store.h"
+#include "dynamicconfig/controller.h"
+#include "dynamicconfig/startup.h"
+#include "leaderelection/file_lock.h"
 
 extern char** environ;
 
@@ -170,8 +170,8 @@ class GracefulStop {
 base::UniqueFd TryNodeLock(const std::string& state_dir) {
   if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) return base::UniqueFd();
   const std::string path = state_dir + "/" + leaderelection::kFileLockName;
-  base::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-                           0644));
+  base::UniqueFd fd(
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
   if (!fd.valid() || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return base::UniqueFd();
   return fd;
 }
