@@ -296,7 +296,8 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   current_group = "Logging";
   option("--log-format", log_format, "text|json", "One line of text or one JSON object per event");
   app.add_option("-v,--v", cfg.verbosity,
-                 "Verbosity: 0 info, 1-3 debug (2: skipped volumes), 4+ trace")
+                 "Verbosity: 0 info; 1-3 debug (also volumes no container mounts, manifests read); "
+                 "4+ trace")
       ->type_name("0-10")
       ->check(CLI::Range(0, 10).description(""))
       ->group(current_group);
