@@ -271,7 +271,8 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
     if (!lease_elector.ok()) return StartError{2, lease_elector.status().message()};
     lease_elector_ = std::move(lease_elector).value();
   }
-  spdlog::info("acquiring the node's lock ({}) as {} before writing anything", what, identity_);
+  // At debug: "holding the node's lock" or "the node's lock is held by" follows at info.
+  spdlog::debug("acquiring the node's lock ({}) as {} before writing anything", what, identity_);
   elector_->Start();
   return std::nullopt;
 }
