@@ -325,21 +325,11 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   option("--leader-elect-resource-name", cfg.leader_election.resource_name, "NAME",
          "leases: the Lease's name (default volumemanager-<node name>)");
 
-  // "--flag=" is the empty value: as one argument CLI11 would take the next one instead.
-  std::vector<std::string> reversed;
-  for (auto arg = args.rbegin(); arg != args.rend(); ++arg) {
-    if (arg->size() > 3 && arg->starts_with("--") && arg->back() == '=' &&
-        arg->find('=') == arg->size() - 1) {
-      const std::string name = arg->substr(0, arg->size() - 1);
-      const CLI::Option* opt = app.get_option_no_throw(name);
-      if (opt != nullptr && opt->get_type_size() != 0) {
-        reversed.push_back("");
-        reversed.push_back(name);
-        continue;
-      }
-    }
-    reversed.push_back(*arg);
-  }
+  const std::vector<std::string> split = SplitEmptyValues(args, [&](const std::string& flag) {
+    const CLI::Option* opt = app.get_option_no_throw(flag);
+    return opt != nullptr && opt->get_type_size() != 0;
+  });
+  std::vector<std::string> reversed(split.rbegin(), split.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
@@ -514,6 +504,22 @@ bool Names(const std::string& message, const std::string& flag) {
 }
 
 }  // namespace
+
+std::vector<std::string> SplitEmptyValues(
+    const std::vector<std::string>& args,
+    const std::function<bool(const std::string& flag)>& takes_value) {
+  std::vector<std::string> out;
+  for (const std::string& arg : args) {
+    if (arg.size() > 3 && arg.starts_with("--") && arg.find('=') == arg.size() - 1 &&
+        takes_value(arg.substr(0, arg.size() - 1))) {
+      out.push_back(arg.substr(0, arg.size() - 1));
+      out.push_back("");
+      continue;
+    }
+    out.push_back(arg);
+  }
+  return out;
+}
 
 base::Result<std::string> ReadConfigFile(const std::string& path) {
   // Followed through symlinks: a config from a ConfigMap volume is a link through ..data.

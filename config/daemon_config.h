@@ -113,6 +113,14 @@ inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
 // Errors name the path.
 base::Result<std::string> ReadConfigFile(const std::string& path);
 
+// `args` with each "--flag=" (an empty value after the '=') of a flag that `takes_value` split
+// into "--flag" and "": CLI11 would otherwise take the next argument as the value, and "--flag="
+// means the empty value (an empty bind address turns a listener off). For every CLI11 parser of
+// the binary (the daemon's flags, preflight's).
+std::vector<std::string> SplitEmptyValues(
+    const std::vector<std::string>& args,
+    const std::function<bool(const std::string& flag)>& takes_value);
+
 // The node's name as the daemon picks it: `flag` (--node-name) when given, else $NODE_NAME from
 // `environment`, else `hostname`; lowercased (as the kubelet's). Not validated.
 std::string ResolveNodeName(const std::string& flag,

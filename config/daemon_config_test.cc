@@ -252,6 +252,16 @@ TEST(DaemonConfigTest, AnEmptyValueAfterTheEqualsSignIsTheEmptyValue) {
   EXPECT_EQ(root.status().message(), "--root-dir: must not be empty");
 }
 
+TEST(DaemonConfigTest, SplitEmptyValuesSplitsOnlyEmptyValuesOfFlagsThatTakeOne) {
+  auto takes_value = [](const std::string& flag) { return flag != "--fsync"; };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(SplitEmptyValues({"--a=", "--v=2"}, takes_value), (V{"--a", "", "--v=2"}));
+  EXPECT_EQ(SplitEmptyValues({"--a=b=", "--fsync=", "x="}, takes_value),
+            (V{"--a=b=", "--fsync=", "x="}))
+      << "a value ending in '=', a flag without a value, a positional: as they are";
+  EXPECT_EQ(SplitEmptyValues({"--=", "--a"}, takes_value), (V{"--=", "--a"}));
+}
+
 TEST(DaemonConfigTest, ATypoGetsTheValidValuesOrTheFlagItMeant) {
   const struct {
     std::vector<std::string> args;

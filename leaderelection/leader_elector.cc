@@ -371,7 +371,7 @@ void LeaderElector::MaybeReportTransition() {
   reported_ = true;
   reported_leader_ = observed_record_.holder_identity;
   spdlog::debug("leader election: {} is now held by {}", lock_->Describe(),
-               reported_leader_.empty() ? "nobody" : reported_leader_);
+                reported_leader_.empty() ? "nobody" : reported_leader_);
   if (callbacks_.on_new_leader) {
     Guarded("OnNewLeader", [this] { callbacks_.on_new_leader(reported_leader_); });
   }
