@@ -136,6 +136,8 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
     }
     missing_logged = true;
     pods.clear();
+    failing.clear();  // what settles later finds nothing to report
+    reported.clear();
     delivered = false;  // delivered below, and again at each relist until the path appears
     sink({});
     return;
