@@ -631,6 +631,13 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
     Enter(key, record, VolumePhase::kDue);  // released or erased by the next pass
     return;
   }
+  if (!record.kubelet_wait_logged) {
+    record.kubelet_wait_logged = true;
+    logging::Info(
+        "Waiting for the kubelet to set up the volume (--volume-ownership kubelet): its content is "
+        "kept current once the kubelet has mounted it",
+        {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
+  }
   Enter(key, record, VolumePhase::kAwaitingKubelet, Now() + options_.kubelet_setup_recheck);
 }
 

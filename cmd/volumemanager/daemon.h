@@ -41,12 +41,15 @@
 #include <uv.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "cache/local_object_store.h"
+#include "cmd/volumemanager/loop_stall_monitor.h"
 #include "config/daemon_config.h"
 #include "kube/pod.h"
 #include "leaderelection/leader_elector.h"
@@ -57,7 +60,6 @@
 #include "podconfig/pod_config.h"
 #include "server/metrics.h"
 #include "server/snapshot.h"
-#include "cmd/volumemanager/loop_stall_monitor.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
 #include "volumemanager/write_gate.h"
@@ -107,6 +109,10 @@ class Daemon {
   virtual void AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
     (void)families;
   }
+  // The manifest files rejected (there, but unreadable or invalid past the settle time), by
+  // source: "pods" (--pod-manifest-path) and "objects" (--object-manifest-path), each listed
+  // (empty when the source is not used).
+  std::map<std::string, std::vector<kube::RejectedManifest>> RejectedManifests() const;
   // Applies the fields of `config` that can change in a running daemon (config::LiveField):
   // the sync frequency here; cluster mode adds the Cache TTL and the event rate limits. Logging
   // is the binary's (main.cc).
@@ -125,7 +131,8 @@ class Daemon {
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
   // The ownership journal's state for volumemanager_ownership_journal_state: "not_opened" (a
-  // standby: the journal is opened once the node's lock is held), "trusted" (read, or new), "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
+  // standby: the journal is opened once the node's lock is held), "trusted" (read, or new),
+  // "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
   // --root-dir: owns nothing) or "waiting_for_filesystem" (the root dir is not on the recorded
   // filesystem yet: nothing reconciled).
   std::string OwnershipJournalState() const;
