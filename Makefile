@@ -157,8 +157,12 @@ run: build
 	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
 	@echo "  ask    curl localhost:10358/metrics; curl localhost:10359/debug/state"
 	@echo "  reset  git checkout examples && git clean -fdq examples; make clean-run (the volumes)"
+	@echo "  app    the pod's application (examples/reload-listener.py) prints each reload it is asked for"
 	@echo
-	@exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
+	@/usr/bin/python3 examples/reload-listener.py \
+	  --volume $(VOLUME_ROOT)/kubernetes.io~configmap/app-config & \
+	  trap 'kill $$! 2>/dev/null' EXIT; \
+	  $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
 	  --node-name demo-node \
 	  --pod-manifest-path examples/pods --object-manifest-path examples/objects \
 	  --healthz-bind-address 127.0.0.1:10358

@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO / "tests" / "apiserver"))
 from harness import TestApiServer  # noqa: E402
 
 PLURALS = {"ConfigMap": "configmaps", "Secret": "secrets", "Pod": "pods"}
+POD_IP = "127.0.0.2"
 
 
 def load(server, path, node):
@@ -37,6 +38,9 @@ def load(server, path, node):
         meta.pop("uid", None)  # the server assigns it, as a real one does
         if kind == "Pod":
             obj["spec"]["nodeName"] = node
+            # What the node's kubelet would report: running, at its own address (where the demo's
+            # application, examples/reload-listener.py, listens for reload calls).
+            obj["status"] = {"phase": "Running", "podIP": POD_IP, "hostIP": "127.0.0.1"}
         status, body = server.request("POST", f"/api/v1/namespaces/{namespace}/{PLURALS[kind]}",
                                       json.dumps(obj).encode())
         if status != 201:
@@ -79,7 +83,12 @@ volumemanager, cluster mode, against the test API server at {server.url} (Ctrl-C
   watch   watch -n0.2 cat {volumes}/kubernetes.io~configmap/app-config/log/level.txt
           {volumes}/kubernetes.io~downward-api/podinfo/labels
   ask     curl {args.healthz_bind_address}/metrics; curl {args.debug_bind_address}/debug/state
+  app     the pod's application (examples/reload-listener.py on {POD_IP}:8099) prints each
+          reload the daemon asks of it
 """, flush=True)
+        app = subprocess.Popen([sys.executable, str(HERE / "reload-listener.py"), "--address",
+                                POD_IP, "--volume",
+                                str(volumes / "kubernetes.io~configmap" / "app-config")])
         daemon = subprocess.Popen([
             args.daemon, "--kubeconfig", kubeconfig, "--node-name", args.node_name,
             "--root-dir", str(root), "--state-dir", str(state), "--volume-ownership", "self",
@@ -98,6 +107,8 @@ volumemanager, cluster mode, against the test API server at {server.url} (Ctrl-C
             if daemon.poll() is None:
                 daemon.send_signal(signal.SIGTERM)
                 daemon.wait()
+            app.terminate()
+            app.wait()
     return rc
 
 
