@@ -831,18 +831,11 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
     return;
   }
 
-  // The objects' versions for the log line of a refresh ("configmap/ns/name@rv"; metadata only).
+  // The objects' versions for the log line of a refresh (metadata only).
   std::string versions;
   for (const auto& [ref, revision] : objects) {
     if (!versions.empty()) versions += ',';
-    versions += std::string(kube::ObjectKindName(ref.kind)) + '/' + ref.namespace_ + '/' + ref.name;
-    if (!revision.ok() || !revision->exists()) {
-      versions += "@absent";
-      continue;
-    }
-    const std::string& rv = revision->config_map ? revision->config_map->metadata.resource_version
-                                                 : revision->secret->metadata.resource_version;
-    if (!rv.empty()) versions += '@' + rv;
+    versions += ObjectVersion(ref, revision);
   }
   // Building the payload (copies of the object bytes) and writing it run on a pool thread.
   auto lookup = std::make_shared<SnapshotLookup>(std::move(objects));
@@ -993,18 +986,18 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                            {"objects", logging::Value::IfSet(versions)},
                            {"version", (*result)->ts_dir},
                            {"published", published},
-                           {"latencyMs", static_cast<long>(
-                                             std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 done_at - changed_at)
-                                                 .count())},
+                           {"latencyMs",
+                            static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  done_at - changed_at)
+                                                  .count())},
                            {"writer", options_.writer_identity}});
           } else {
             // Every write is logged with its writer (one writer per node can be checked).
             logging::Debug("Volume checked, unchanged", {{"pod", PodName(key)},
-                                                          {"podUID", key.pod_uid},
-                                                          {"volume", key.volume_name},
-                                                          {"version", (*result)->ts_dir},
-                                                          {"writer", options_.writer_identity}});
+                                                         {"podUID", key.pod_uid},
+                                                         {"volume", key.volume_name},
+                                                         {"version", (*result)->ts_dir},
+                                                         {"writer", options_.writer_identity}});
           }
         } else {
           ++stats_.mounts_failed;
