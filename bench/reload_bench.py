@@ -103,8 +103,13 @@ async def main_async(args, work):
         await asyncio.sleep(2.0)
         if calls:
             raise SystemExit(f"{len(calls)} pods were called at set-up")
+        def daemon_cpu():
+            fields = Path(f"/proc/{daemon.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        cpu = {"daemon": 0.0, "listeners": 0.0}
         for n in range(1, args.rounds + 1):
             before = {ip: len(t) for ip, t in calls.items()}
+            cpu_daemon, cpu_self = daemon_cpu(), time.process_time()
             tmp = objects_dir / ".shared.yaml.tmp"
             tmp.write_text(configmap_yaml(n))
             t0 = time.monotonic()
@@ -119,6 +124,8 @@ async def main_async(args, work):
             if len(done) < args.pods:
                 raise SystemExit(f"round {n}: only {len(done)} of {args.pods} pods were called")
             rounds.append(done)
+            cpu["daemon"] += daemon_cpu() - cpu_daemon
+            cpu["listeners"] += time.process_time() - cpu_self
             await asyncio.sleep(1.5)
         extra_calls = sum(len(t) for t in calls.values()) - args.pods * args.rounds
     finally:
@@ -128,7 +135,8 @@ async def main_async(args, work):
         for s in servers:
             s.close()
         unmount_under(root)
-    return rounds, extra_calls
+    cpu = {k: v / len(rounds) * 1000 for k, v in cpu.items()}
+    return rounds, extra_calls, cpu
 
 
 def main():
@@ -145,23 +153,25 @@ def main():
         args.pods, args.rounds = 200, 3
     with tempfile.TemporaryDirectory(prefix="reload-bench-") as tmp:
         try:
-            rounds, extra_calls = asyncio.run(main_async(args, Path(tmp)))
+            rounds, extra_calls, cpu = asyncio.run(main_async(args, Path(tmp)))
         finally:
             if args.keep:
                 Path(args.keep).write_bytes((Path(tmp) / "daemon.log").read_bytes())
     all_ms = [x * 1000 for r in rounds for x in r]
     print("| pods | rounds | p50 ms | p90 ms | p99 ms | max ms | last pod told, median of rounds ms"
-          " | extra calls |")
-    print("|---|---|---|---|---|---|---|---|")
+          " | extra calls | CPU per change, daemon / listeners ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     last = statistics.median(max(r) * 1000 for r in rounds)
     print(f"| {args.pods} | {args.rounds} | {percentile(all_ms, 50):.1f} | "
           f"{percentile(all_ms, 90):.1f} | {percentile(all_ms, 99):.1f} | {max(all_ms):.1f} | "
-          f"{last:.1f} | {extra_calls} |")
+          f"{last:.1f} | {extra_calls} | {cpu['daemon']:.0f} / {cpu['listeners']:.0f} |")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "pods": args.pods, "rounds": args.rounds, "p50_ms": percentile(all_ms, 50),
             "p90_ms": percentile(all_ms, 90), "p99_ms": percentile(all_ms, 99),
             "max_ms": max(all_ms), "last_pod_median_ms": last, "extra_calls": extra_calls,
+            "daemon_cpu_ms_per_change": cpu["daemon"],
+            "listeners_cpu_ms_per_change": cpu["listeners"],
             "per_round_max_ms": [max(r) * 1000 for r in rounds]}, indent=2))
 
 

@@ -106,6 +106,8 @@ def main():
                          "--json", str(results / "rss_by_pods.json")]),
         ("idle_cost", [PY, "bench/idle_cost.py", *quick, "--daemon", daemon,
                        "--json", str(results / "idle_cost.json")]),
+        ("reload_bench", [PY, "bench/reload_bench.py", *quick, "--daemon", daemon,
+                          "--json", str(results / "reload_bench.json")]),
         ("takeover_bench", [PY, "bench/takeover_bench.py", "--daemon", daemon,
                             *([] if args.full else ["--rounds", "5"])]),
     ]

@@ -609,6 +609,8 @@ void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferre
     return;
   }
   const bool changed = !e.served || e.served->digest != d.revision.digest;
+  const bool first = !e.served;
+  const bool existed = e.served && e.served->exists();
   e.served = std::move(d.revision);
   e.served_rv = std::move(d.rv);
   e.served_uid = std::move(d.uid);
@@ -619,9 +621,16 @@ void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferre
     e.fetched_at = Now();
     e.invalidated = false;
   }
-  if (changed) {
+  if (changed && first) {
     logging::Debug(exists ? "Object now served" : "Object now absent",
                    {{"object", logging::KRef(e.ref)}, {"resourceVersion", e.served_rv}});
+  } else if (changed) {
+    // What a pod's volumes read changed: as standalone mode's object store says it.
+    logging::Info("Object changed", {{"object", logging::KRef(e.ref)},
+                                     {"change", !exists   ? "deleted"
+                                                : existed ? "updated"
+                                                          : "created"},
+                                     {"resourceVersion", e.served_rv}});
   }
   // Get and Cache tell nobody (the kubelet's behaviour); a watch event or a fresh read does.
   if (changed && (source == Source::kWatch || source == Source::kFresh)) {

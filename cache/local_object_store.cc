@@ -60,7 +60,11 @@ base::Status LocalObjectStore::Start(uv_loop_t* loop, LocalObjectStoreOptions op
   options_ = std::move(options);
   started_ = true;
   scanner_ = std::make_unique<Scanner>(kube::ManifestDirOptions{options_.dir}, &Decode);
+  // The first read reports at once: what is broken at start is not caught mid-write.
   Apply(scanner_->ScanNow(kube::ManifestScanScope::kReadAll), false);
+  grace_.Start(loop, options_.settle,
+               [this](const std::vector<std::string>& gone,
+                      const std::vector<std::string>& invalid) { Settled(gone, invalid); });
   scanner_->Start(loop, [this](Scanner::Outcome outcome) {
     Apply(std::move(outcome), options_.strategy == ChangeDetectionStrategy::kWatch);
   });
@@ -83,6 +87,7 @@ base::Status LocalObjectStore::Start(uv_loop_t* loop, LocalObjectStoreOptions op
 
 void LocalObjectStore::Stop() {
   watcher_.Stop();
+  grace_.Stop();
   if (scanner_) scanner_->Stop();
 }
 
@@ -103,42 +108,106 @@ void LocalObjectStore::Apply(Scanner::Outcome outcome, bool notify) {
 
   bool changed = false;  // some file's objects were replaced, or a file with objects went away
   for (const std::string& name : outcome.removed) {
-    auto it = files_.find(name);
-    if (it == files_.end()) continue;
-    if (!it->second.objects.empty()) {
-      logging::Info("Object manifest removed: its objects are gone",
-                    {{"file", logging::Value::Path(options_.dir, name)},
-                     {"objects", it->second.objects.size()}});
-      changed = true;
-    }
-    files_.erase(it);
+    // Most likely the first half of an unlink and create (a checkout): the objects stay until
+    // the settle time passes without the file coming back, so no volume sees them deleted.
+    if (grace_.Gone(name)) continue;
+    changed |= Remove(name);
   }
-  for (Scanner::File& read : outcome.files) changed |= TakeRead(read, &files_[read.name]);
+  for (Scanner::File& read : outcome.files) {
+    grace_.Present(read.name);
+    changed |= TakeRead(read, &files_[read.name]);
+  }
   if (changed) RebuildView(notify);
+}
+
+bool LocalObjectStore::Remove(const std::string& name) {
+  failing_.erase(name);
+  reported_.erase(name);
+  auto it = files_.find(name);
+  if (it == files_.end()) return false;
+  const bool had_objects = !it->second.objects.empty();
+  if (had_objects) {
+    logging::Info("Object manifest removed: its objects are gone",
+                  {{"file", logging::Value::Path(options_.dir, name)},
+                   {"objects", it->second.objects.size()}});
+  }
+  files_.erase(it);
+  return had_objects;
+}
+
+void LocalObjectStore::Settled(const std::vector<std::string>& gone,
+                               const std::vector<std::string>& invalid) {
+  bool changed = false;
+  for (const std::string& name : gone) changed |= Remove(name);
+  for (const std::string& name : invalid) Report(name);
+  if (changed) RebuildView(options_.strategy == ChangeDetectionStrategy::kWatch);
+}
+
+void LocalObjectStore::Fail(const std::string& name, const std::string& path, const char* what,
+                            const base::Status& error) {
+  failing_[name] = {path, what, error};
+  if (!grace_.Invalid(name)) Report(name);
+}
+
+void LocalObjectStore::Report(const std::string& name) {
+  auto f = failing_.find(name);
+  if (f == failing_.end()) return;
+  kube::RejectedManifest& logged = reported_[name];
+  const std::string reason = f->second.error.ok() ? f->second.what : f->second.error.message();
+  if (logged.reason == reason) return;
+  logged = {f->second.file, reason};
+  auto file = files_.find(name);
+  const size_t objects = file == files_.end() ? 0 : file->second.objects.size();
+  if (f->second.error.ok()) {  // emptied
+    logging::Warn(f->second.what, {{"file", f->second.file}, {"objects", objects}});
+  } else {
+    logging::Error(f->second.what,
+                   {{"file", f->second.file}, {"err", f->second.error}, {"objects", objects}});
+  }
+}
+
+std::vector<kube::RejectedManifest> LocalObjectStore::Rejected() const {
+  std::vector<kube::RejectedManifest> out;
+  for (const auto& [name, rejected] : reported_) out.push_back(rejected);
+  return out;
 }
 
 bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
   const std::string& path = read.path;
   if (!read.status.ok()) {
-    logging::Error("Cannot read object manifest; keeping its objects as last read",
-                   {{"file", path}, {"err", read.status}, {"objects", file->objects.size()}});
+    Fail(read.name, path, "Cannot read object manifest; keeping its objects as last read",
+         read.status);
     return false;
   }
-  if (!read.decoded) return false;  // the same bytes as last read
+  if (!read.decoded) {
+    // The same bytes as the last good read: a failed read in between is over.
+    if (auto f = failing_.find(read.name);
+        f != failing_.end() && f->second.what.starts_with("Cannot read")) {
+      grace_.Valid(read.name);
+      failing_.erase(f);
+      reported_.erase(read.name);
+    }
+    return false;
+  }
   DecodedFile& decoded = *read.decoded;
   const bool first_read = !file->read;
   file->read = true;
+  // An in-place rewrite truncates before it writes: an empty file that had objects keeps them.
   if (decoded.empty && !first_read && !file->objects.empty()) {
-    logging::Warn(
-        "Object manifest is empty; keeping its objects until it has content or is deleted",
-        {{"file", path}, {"objects", file->objects.size()}});
+    Fail(read.name, path,
+         "Object manifest is empty; keeping its objects until it has content or is deleted",
+         base::Status::OK());
     return false;
   }
   if (!decoded.objects.ok()) {
-    logging::Error(
-        "Invalid object manifest, keeping its objects as last read",
-        {{"file", path}, {"err", decoded.objects.status()}, {"objects", file->objects.size()}});
+    Fail(read.name, path, "Invalid object manifest, keeping its objects as last read",
+         decoded.objects.status());
     return false;
+  }
+  grace_.Valid(read.name);
+  failing_.erase(read.name);
+  if (reported_.erase(read.name) > 0) {
+    logging::Info("Object manifest is valid again", {{"file", path}});
   }
   for (const std::string& what : decoded.ignored) {
     logging::Warn("Object manifest: ignoring a pod: pods belong in the pod manifest path",

@@ -11,6 +11,10 @@
 //     well); other files are unaffected. A file that becomes empty (0 bytes) is treated the same
 //     way, because an in-place rewrite truncates before it writes; delete the file instead;
 //   * a deleted file's objects are gone; a missing directory holds no objects;
+//   * settling (manifestdir/manifest_grace.h): a file gone, failing or emptied is given `settle`
+//     to come back or be completed before it counts: a file unlinked and created again within it
+//     (`git checkout`) is one change, so no referenced object is ever seen deleted in between; a
+//     failure that ends within it is never reported; a reported one that ends is logged once;
 //   * Pods in the directory are ignored (they belong in --pod-manifest-path).
 //
 // Keeping current, whatever the strategy (manifestdir/manifest_dir_watcher.h): libuv fs events on
@@ -58,6 +62,7 @@
 #include "manifestdir/manifest_dir.h"
 #include "manifestdir/manifest_dir_scanner.h"
 #include "manifestdir/manifest_dir_watcher.h"
+#include "manifestdir/manifest_grace.h"
 
 namespace cache {
 
@@ -68,6 +73,9 @@ struct LocalObjectStoreOptions {
   std::chrono::milliseconds relist_interval{20'000};  // Watch
   std::chrono::milliseconds debounce{2};              // Watch: quiet time that ends a burst
   std::chrono::milliseconds max_debounce{10};         // Watch: longest wait from a burst's start
+  // How long a file that is gone, or cannot be read or decoded, may take to come back or be
+  // completed before it counts (kube::ManifestGrace); 0: at once.
+  std::chrono::milliseconds settle{kube::kDefaultManifestSettleTime};
   // Time source for the Cache TTL; steady_clock::now when empty (tests inject their own).
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
@@ -110,6 +118,9 @@ class LocalObjectStore : public ObjectManager {
     return references_.size() + invalidated_.size() + fetched_.size();
   }
   uint64_t FileReads() const { return scanner_ ? scanner_->reads() : 0; }
+  // The files that are there but rejected (cannot be read or decoded, or emptied while they held
+  // objects) and have stayed so for the settle time, in name order.
+  std::vector<kube::RejectedManifest> Rejected() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -143,6 +154,16 @@ class LocalObjectStore : public ObjectManager {
   // Takes in one file's new read; true when its objects were replaced.
   bool TakeRead(Scanner::File& read, ManifestFile* file);
   void RebuildView(bool notify);
+  // Drops a file that is gone; true when it held objects.
+  bool Remove(const std::string& name);
+  // A file's read or decode failed (`error` OK: it was emptied): reported now, or once the settle
+  // time has passed; `what` is the log line.
+  void Fail(const std::string& name, const std::string& path, const char* what,
+            const base::Status& error);
+  // Logs a failing file once per distinct reason and lists it as rejected.
+  void Report(const std::string& name);
+  // The settle time ended for these files: still gone, or still failing.
+  void Settled(const std::vector<std::string>& gone, const std::vector<std::string>& invalid);
   base::Result<ObjectRevision> Lookup(const kube::ObjectRef& ref);
 
   LocalObjectStoreOptions options_;
@@ -158,6 +179,14 @@ class LocalObjectStore : public ObjectManager {
   std::set<kube::ObjectRef> invalidated_;                     // Cache: newly referenced
   std::map<kube::ObjectRef, Fetched> fetched_;                // Cache: referenced objects only
   std::string dir_error_;  // why the last listing failed; empty when it worked
+  kube::ManifestGrace grace_;
+  struct Failure {
+    std::string file;  // its path
+    std::string what;  // the log line
+    base::Status error;
+  };
+  std::map<std::string, Failure> failing_;                  // by file name, waiting or reported
+  std::map<std::string, kube::RejectedManifest> reported_;  // by file name
 };
 
 }  // namespace cache

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
 namespace cache {
@@ -47,9 +48,11 @@ class LocalObjectStoreTest : public ::testing::Test {
  protected:
   void Start(ChangeDetectionStrategy strategy = ChangeDetectionStrategy::kWatch,
              std::chrono::milliseconds relist = std::chrono::hours(1),
-             std::chrono::milliseconds debounce = LocalObjectStoreOptions().debounce) {
+             std::chrono::milliseconds debounce = LocalObjectStoreOptions().debounce,
+             std::chrono::milliseconds settle = std::chrono::milliseconds(0)) {
     LocalObjectStoreOptions options;
     options.dir = dir_.path();
+    options.settle = settle;  // 0 (the default here): failures and removals count at once
     options.strategy = strategy;
     options.relist_interval = relist;
     options.debounce = debounce;
@@ -374,6 +377,75 @@ TEST_F(LocalObjectStoreTest, UnreadableDirectoryKeepsServingUnderWatch) {
   std::filesystem::remove(dir_.path());
   EXPECT_EQ(Value("one"), "1");
   EXPECT_THAT(changes_, IsEmpty());
+}
+
+// `git checkout` unlinks a manifest and creates it again: within the settle time its objects
+// are never seen deleted (no "configmap not found" for the volumes that use them). The settle
+// time here outlasts the test.
+TEST_F(LocalObjectStoreTest, AnUnlinkAndRecreateNeverDeletesTheObjects) {
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("app", "v1"));
+  Start(ChangeDetectionStrategy::kWatch, std::chrono::hours(1), LocalObjectStoreOptions().debounce,
+        std::chrono::hours(1));
+  store_.RegisterPod("pod-1", {Cm("app"), Cm("other")});
+  std::filesystem::remove(dir_.File("a.yaml"));
+  // The removal has been seen once a later file's object is served.
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("other", "x"));
+  std::vector<std::string> seen;
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    seen.push_back(Value("app"));
+    return Value("other") == "x";
+  }));
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("app", "v2"));
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    seen.push_back(Value("app"));
+    return Value("app") == "v2";
+  }));
+  for (const std::string& v : seen) EXPECT_NE(v, "<none>") << "the object was deleted in between";
+  EXPECT_THAT(changes_, ElementsAre(Cm("other"), Cm("app")))
+      << "the other file's creation, then one change for the rewritten file: the update";
+  EXPECT_THAT(logs.text(), Not(HasSubstr("deleted")));
+  EXPECT_THAT(logs.text(), Not(HasSubstr("removed")));
+}
+
+// A manifest caught mid-write (created empty, then written) is no error; one that stays invalid
+// past the settle time is reported once and listed, and its recovery is logged once.
+TEST_F(LocalObjectStoreTest, AFileCaughtMidWriteIsNoErrorAndAStayingFailureIsListed) {
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("app", "v1"));
+  Start(ChangeDetectionStrategy::kWatch, std::chrono::hours(1), LocalObjectStoreOptions().debounce,
+        std::chrono::milliseconds(20));
+  store_.RegisterPod("pod-1", {Cm("app")});
+  WriteFile(dir_.File("a.yaml"), "kind: ConfigMap\nmetadata: {name: Bad_}\n");
+  ASSERT_TRUE(loop_.RunUntil([&] { return !store_.Rejected().empty(); }));
+  ASSERT_EQ(store_.Rejected().size(), 1u);
+  EXPECT_EQ(store_.Rejected()[0].file, dir_.File("a.yaml"));
+  EXPECT_THAT(store_.Rejected()[0].reason, HasSubstr("metadata.name"));
+  EXPECT_EQ(Value("app"), "v1") << "kept as last read";
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("app", "v2"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.Rejected().empty() && Value("app") == "v2"; }));
+  const std::string text = logs.text();
+  const size_t at = text.find("Object manifest is valid again");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.find("Object manifest is valid again", at + 1), std::string::npos);
+}
+
+TEST_F(LocalObjectStoreTest, AFileCaughtMidWriteIsNoError) {
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("app", "v1"));
+  Start(ChangeDetectionStrategy::kWatch, std::chrono::hours(1), LocalObjectStoreOptions().debounce,
+        std::chrono::hours(1));
+  store_.RegisterPod("pod-1", {Cm("app"), Cm("other"), Cm("third")});
+  WriteFile(dir_.File("a.yaml"), "");  // an in-place rewrite truncates first
+  WriteFile(dir_.File("b.yaml"), "kind: ConfigMap\nmetadata: {name: oth");  // half-written
+  WriteFile(dir_.File("c.yaml"), ConfigMapYaml("third", "x"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("third") == "x"; }));
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("app", "v2"));
+  WriteFile(dir_.File("b.yaml"), ConfigMapYaml("other", "y"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("app") == "v2" && Value("other") == "y"; }));
+  EXPECT_TRUE(store_.Rejected().empty());
+  EXPECT_THAT(logs.text(), Not(HasSubstr("Invalid object manifest")));
+  EXPECT_THAT(logs.text(), Not(HasSubstr("is empty")));
 }
 
 TEST_F(LocalObjectStoreTest, SecretValuesNeverReachTheLog) {

@@ -9,6 +9,7 @@
 #include "base/durable_file.h"
 #include "base/strings.h"
 #include "base/version.h"
+#include "config/closest_match.h"
 #include "config/config_file.h"
 #include "config/go_duration.h"
 #include "kube/validation.h"
@@ -45,6 +46,114 @@ base::Status ParseAllocatable(const std::string& text, std::map<std::string, std
   return base::Status::OK();
 }
 
+// The first --help group: help, version and the flags about the flags.
+constexpr char kGroupGeneral[] = "General";
+
+std::string HelpFooter() {
+  return "Subcommand:\n"
+         "  volumemanager preflight --kubeconfig PATH [--node-name NAME] "
+         "[--leader-elect-resource-lock leases]\n"
+         "      checks what cluster mode needs from the API server, as the identity it runs as\n"
+         "      (reachable, credentials, pods of the node, reads in their namespaces, Events, the\n"
+         "      Lease when chosen); exit 0: every right is there, 1: something is missing (each\n"
+         "      check says what), 2: bad flags. volumemanager preflight --help for its flags.\n"
+         "\n"
+         "Exit codes:\n"
+         "  0  stopped on SIGTERM or SIGINT with every write finished (or --help, --version,\n"
+         "     --validate-only)\n"
+         "  1  the machine or the daemon's state refused at start (a directory, the node's lock,\n"
+         "     the journal, the API server's credentials)\n"
+         "  2  a flag, --config field or dynamic config value cannot be used (the message names "
+         "it)\n"
+         "  3  in-flight writes had not finished 5s after SIGTERM or SIGINT\n"
+         "  4  the stop itself failed\n"
+         "  5  stopped to be restarted onto a new dynamic config\n"
+         "  6  lost the node's lock after writing began (restarted, it reads its journal afresh)\n"
+         "\n"
+         "Configuration file: --config PATH, a VolumeManagerConfiguration (apiVersion\n" +
+         std::string(kConfigApiVersion) +
+         ") with one field per flag; --help-all lists them.\nFlags on the command line win.\n";
+}
+
+// CLI11's help with both usages (the daemon's and preflight's) and each description wrapped to
+// fit 100 columns.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  HelpFormatter() { column_width(34); }
+
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: volumemanager [FLAGS]             run the daemon\n"
+           "       volumemanager preflight [FLAGS]   check what cluster mode needs (below)\n\n";
+  }
+
+  // One blank line between groups, not CLI11's two.
+  std::string make_group(std::string group, bool is_positional,
+                         std::vector<const CLI::Option*> opts) const override {
+    std::string out = CLI::Formatter::make_group(std::move(group), is_positional, std::move(opts));
+    if (out.starts_with("\n")) out.erase(0, 1);
+    return out;
+  }
+
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    const size_t width = kWidth - get_column_width();
+    std::string out;
+    size_t line = 0;
+    std::stringstream words(opt->get_description());
+    std::string word;
+    while (words >> word) {
+      if (line > 0 && line + 1 + word.size() > width) {
+        out += "\n";
+        line = 0;
+      } else if (line > 0) {
+        out += " ";
+        ++line;
+      }
+      out += word;
+      line += word.size();
+    }
+    return out;
+  }
+
+ private:
+  static constexpr size_t kWidth = 100;
+};
+
+// " (did you mean X?)" when `value` looks like a typo of one of `choices`, else "".
+std::string DidYouMean(const std::string& value, const std::vector<std::string>& choices) {
+  const std::string match = ClosestMatch(value, choices);
+  return match.empty() ? "" : " (did you mean " + match + "?)";
+}
+
+// " (valid: A, B or C)", with "; did you mean B?" when `value` looks like a typo of one.
+std::string ValidValues(const std::string& value, const std::vector<std::string>& choices) {
+  const std::string match = ClosestMatch(value, choices);
+  return " (valid: " + JoinChoices(choices) +
+         (match.empty() ? "" : "; did you mean " + match + "?") + ")";
+}
+
+// The error for arguments CLI11 did not take: each unknown flag named, with the flag it most
+// likely meant.
+base::Status UnexpectedArguments(const CLI::App& app) {
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& name : opt->get_lnames()) known.push_back("--" + name);
+  }
+  std::string message;
+  for (const std::string& arg : app.remaining()) {
+    std::string part;
+    if (arg.starts_with("-")) {
+      const std::string name = arg.substr(0, arg.find('='));
+      part = "unknown flag " + name + DidYouMean(name, known);
+    } else {
+      part = "unexpected argument \"" + arg +
+             "\" (a flag's value goes after it: --flag VALUE "
+             "or --flag=VALUE)";
+    }
+    message += (message.empty() ? "" : "; ") + part;
+  }
+  return base::Status::Error(message + " (see --help)");
+}
+
 ParsedFlags Output(std::string text) {
   ParsedFlags parsed;
   parsed.output = std::move(text);
@@ -65,156 +174,189 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   std::string loop_stall_log_threshold = "100ms";
   std::string trial_duration = "10m";
   std::string reload_timeout = "5s";
+  std::string manifest_settle_time = "1s";
   std::string strategy = "Watch";
   std::string log_format = "text";
   std::string allocatable;
   std::string ownership;
 
+  std::string lock_type = "file", lease_duration, renew_deadline, retry_period;
   CLI::App app{
       "volumemanager: projects ConfigMaps and Secrets (and projected and downwardAPI volumes) into "
       "pod volume directories, byte for byte as the kubelet does, and keeps them current.",
       "volumemanager"};
+  app.formatter(std::make_shared<HelpFormatter>());
   app.set_version_flag("--version", std::string("volumemanager ") + base::kVersion);
+  CLI::Option* help_all =
+      app.set_help_all_flag("--help-all", "Print this help and the configuration file's fields");
   app.option_defaults()->always_capture_default();
   // A flag given twice takes its last value: a config file's values come first, so the command
   // line's win.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer(
-      "Subcommands:\n"
-      "  preflight  checks what this set-up needs from the API server, as the identity it runs "
-      "as (node or service account): reachable, credentials, pods of the node, reads in their "
-      "namespaces, Events, the Lease lock when chosen (volumemanager preflight --help)\n\n" +
-      ConfigFileHelp());
-  app.add_option("--config", *config_file,
-                 "A VolumeManagerConfiguration file (YAML or JSON; fields below); flags given on "
-                 "the command line override its values");
-  app.add_option("--root-dir", cfg.root_dir, "Directory holding pods/<uid>/volumes");
-  app.add_option("--state-dir", cfg.state_dir,
-                 "Directory for the daemon's own state: the journal of the volumes it set up "
-                 "(the only ones it ever removes); outside the root dir's pods/");
-  app.add_option("--node-name", cfg.node_name,
-                 "This node's name (default: $NODE_NAME, else the host name)");
-  app.add_option("--pod-manifest-path", cfg.pod_manifest_path,
-                 "Directory of Pod manifests, one per file (standalone pod source)");
-  app.add_option("--manifest-url", cfg.manifest_url,
-                 "URL of a Pod or PodList, polled every 20s (pod source)");
-  app.add_option("--object-manifest-path", cfg.object_manifest_path,
-                 "Directory of ConfigMap and Secret manifests (standalone object source)");
-  app.add_option("--kubeconfig", cfg.kubeconfig,
-                 "Cluster mode: pods bound to --node-name and their ConfigMaps and Secrets come "
-                 "from the API server named in this kubeconfig ($KUBECONFIG is not read)");
-  app.add_flag("--in-cluster", cfg.in_cluster,
-               "Cluster mode with the pod's service account (token, CA and "
-               "KUBERNETES_SERVICE_HOST/PORT), as a DaemonSet runs it");
-  app.add_option("--kube-api-qps", cfg.kube_api_qps,
-                 "Requests per second to the API server (token bucket, as the kubelet; 0 means "
-                 "client-go's default of 5)");
-  app.add_option(
-      "--kube-api-burst", cfg.kube_api_burst,
-      "Requests allowed at once above --kube-api-qps (0 means client-go's default of 10)");
-  app.add_option("--volume-ownership", ownership,
-                 "kubelet (cluster default: the kubelet sets up and tears down every volume, the "
-                 "daemon only refreshes content of volumes the kubelet has set up) or self "
-                 "(standalone default; for nodes whose kubelet does not manage these volumes)");
-  app.add_option("--sync-frequency", sync_frequency,
-                 "Periodic resync of every pod's volumes (Go duration: 500ms, 10s, 1m)");
-  app.add_option("--config-map-and-secret-change-detection-strategy", strategy,
-                 "Get (read on every mount), Cache (re-read after --object-cache-ttl) or Watch "
-                 "(react to every change at once)");
-  app.add_option("--object-cache-ttl", object_cache_ttl,
-                 "How long the Cache strategy keeps an object (Go duration)");
-  app.add_option("--unpublished-grace", unpublished_grace,
-                 "How long a version dir that ..data does not point to (a replaced version, or "
-                 "another writer's write in progress, e.g. the kubelet's) stays before removal "
-                 "(Go duration; 0s only where no other writer touches the volumes). In a volume "
-                 "the daemon owns on an ext4 without a journal, the version its own write "
-                 "replaced goes at once");
-  app.add_option("--node-allocatable", allocatable,
-                 "Downward API values for unset container limits, e.g. cpu=4,memory=8Gi "
-                 "(default: the machine's)");
-  app.add_flag("--fsync", cfg.fsync,
-               "fsync files and directories before and after each volume update");
-  bool no_tmpfs = false;
-  app.add_flag("--no-tmpfs", no_tmpfs,
-               "Keep secret, downwardAPI and projected volumes on the node's disk instead of a "
-               "tmpfs (the kubelet always uses tmpfs)");
-  app.add_flag("--observe", cfg.observe,
-               "Write nothing: read pods and objects, compare each volume's content with the "
-               "disk and report what a normal run would change (info log per volume, "
-               "/debug/state, volumemanager_observe_volumes_differing). Takes no lock, creates "
-               "no dir, opens no ownership journal (reads it), posts no Event, runs no reload "
-               "action or subPath copy: for a canary beside the kubelet");
-  app.add_option("--log-format", log_format, "text or json");
-  app.add_option("--loop-stall-log-threshold", loop_stall_log_threshold,
-                 "Log every event-loop iteration whose callbacks run this long or longer (Go "
-                 "duration; default 100ms)");
-  app.add_option("--healthz-bind-address", cfg.healthz_bind_address,
-                 "IP:PORT serving /healthz, /readyz and /metrics ([IP]:PORT for IPv6; port 0 "
-                 "picks a free one, logged; empty: not served)");
-  app.add_option("--debug-bind-address", cfg.debug_bind_address,
-                 "IP:PORT serving /debug/state and /configz, which name every pod and object on "
-                 "the node: keep it on loopback unless it must be reachable (empty: not served)");
-  std::string lock_type = "file", lease_duration, renew_deadline, retry_period;
-  app.add_flag("--leader-elect", cfg.leader_election.leader_elect,
-               "Campaign for this node's lock as --leader-elect-resource-lock says (default "
-               "true). The flock in --state-dir is taken either way, and nothing is written "
-               "before it is held, so two daemons on one node (a DaemonSet rolling update with "
-               "surge) never both write; --leader-elect=false adds no Lease");
-  app.add_option("--leader-elect-resource-lock", lock_type,
-                 "file (flock in --state-dir: no API load, freed at once when the holder dies) or "
-                 "leases (a per-node coordination.k8s.io Lease, the holder visible in the API, "
-                 "taken once the flock, which is always taken, is held)");
-  app.add_option("--leader-elect-lease-duration", lease_duration,
-                 "How long a holder's lock lasts unrenewed (default 15s for file, 40s for leases)");
-  app.add_option("--leader-elect-renew-deadline", renew_deadline,
-                 "How long the holder retries renewing before it stops writing (default 10s for "
-                 "file, 25s for leases)");
-  app.add_option("--leader-elect-retry-period", retry_period,
-                 "Between acquire and renew attempts (default 400ms for file, 10s for leases)");
-  app.add_option("--leader-elect-resource-namespace", cfg.leader_election.resource_namespace,
-                 "leases: the Lease's namespace (default: the pod's own namespace)");
-  app.add_option("--leader-elect-resource-name", cfg.leader_election.resource_name,
-                 "leases: the Lease's name (default volumemanager-<node name>)");
-  app.add_option("--event-qps", cfg.event_qps,
-                 "Events posted per second (their own token bucket, as the kubelet's; 0 means "
-                 "client-go's default of 5)");
-  app.add_option("--event-burst", cfg.event_burst,
-                 "Events allowed at once above --event-qps (0 means client-go's default of 10)");
-  app.add_option("--reload-max-concurrent", cfg.reload_max_concurrent,
-                 "Reload actions: HTTP requests in flight at once, node-wide (default 32)");
-  app.add_option("--reload-timeout", reload_timeout,
-                 "Reload actions: how long one HTTP attempt may take, connect to answer (Go "
-                 "duration; default 5s)");
-  app.add_flag("--reload-signals", cfg.reload_signals,
-               "Reload actions: run signal actions (cluster mode; needs hostPID and CAP_KILL, "
-               "which the chart's reload.signals.enabled grants)");
-  app.add_option("--dynamic-config", cfg.dynamic_config,
-                 "Cluster mode: namespace/name of a ConfigMap whose key \"volumemanager\" holds a "
-                 "VolumeManagerConfiguration applied over --config (flags still win); a ConfigMap "
-                 "<name>-<node name> in that namespace overrides it for this node");
-  app.add_option("--dynamic-config-dir", cfg.dynamic_config_dir,
-                 "Where dynamic config checkpoints and trial records are kept (default: "
-                 "<state dir>/dynamic-config)");
-  app.add_option("--dynamic-config-trial-duration", trial_duration,
-                 "How long a new dynamic config is on trial before it becomes the last known good "
-                 "one (Go duration; default 10m)");
-  app.add_option("-v,--v", cfg.verbosity, "Log verbosity: 0 info, 1-3 debug, 4+ trace")
-      ->check(CLI::Range(0, 10));
-  bool validate_only = false;
-  app.add_flag("--validate-only", validate_only,
-               "Parse and validate the flags (and --config), print the effective configuration "
-               "as /configz shows it and exit (0 when valid, 2 naming the bad flag or field); "
-               "nothing else is read or written");
+  app.footer(HelpFooter());
+  for (CLI::Option* opt : {app.get_help_ptr(), help_all, app.get_version_ptr()}) {
+    opt->group(kGroupGeneral);
+  }
+  std::string current_group;
+  // Options are added group by group (CLI11 lists groups in the order of their first option).
+  auto option = [&](const std::string& name, auto& variable, const std::string& type,
+                    const std::string& help) {
+    return app.add_option(name, variable, help)->type_name(type)->group(current_group);
+  };
+  auto add_flag = [&](const std::string& name, bool& variable, const std::string& help) {
+    return app.add_flag(name, variable, help)->group(current_group);
+  };
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  current_group = kGroupGeneral;
+  option("--config", *config_file, "PATH",
+         "A VolumeManagerConfiguration file (YAML or JSON; one field per flag, see --help-all); "
+         "flags on the command line override its values");
+  bool validate_only = false;
+  add_flag(
+      "--validate-only", validate_only,
+      "Parse and validate the flags (and --config), print the effective configuration as "
+      "/configz shows it and exit (0 when valid, 2 naming the bad flag or field); nothing else "
+      "is read or written");
+
+  current_group = "Pod sources (standalone: at least one; cluster mode: the API server)";
+  option("--pod-manifest-path", cfg.pod_manifest_path, "PATH",
+         "Directory of Pod manifests, one per file");
+  option("--manifest-url", cfg.manifest_url, "URL", "URL of a Pod or PodList, polled every 20s");
+  option("--node-name", cfg.node_name, "NAME",
+         "This node's name (default: $NODE_NAME, else the host name)");
+  option("--manifest-settle-time", manifest_settle_time, "DURATION",
+         "How long a pod or object manifest file that is gone, or cannot be read or decoded, may "
+         "take to come back or be completed before it counts (a checkout's unlink and create is "
+         "one change; a file caught mid-write is no error)");
+
+  current_group = "Objects (ConfigMaps and Secrets)";
+  option("--object-manifest-path", cfg.object_manifest_path, "PATH",
+         "Standalone: directory of ConfigMap and Secret manifests");
+  option("--config-map-and-secret-change-detection-strategy", strategy, "Get|Cache|Watch",
+         "Get: read on every mount; Cache: re-read after --object-cache-ttl; Watch: react to "
+         "every change at once");
+  option("--object-cache-ttl", object_cache_ttl, "DURATION",
+         "How long the Cache strategy keeps an object");
+
+  current_group = "Cluster mode (only with --kubeconfig or --in-cluster)";
+  option("--kubeconfig", cfg.kubeconfig, "PATH",
+         "Pods bound to --node-name and their ConfigMaps and Secrets come from the API server "
+         "named in this kubeconfig ($KUBECONFIG is not read)");
+  add_flag("--in-cluster", cfg.in_cluster,
+           "Use the pod's service account (token, CA and KUBERNETES_SERVICE_HOST/PORT), as a "
+           "DaemonSet runs it");
+  option("--volume-ownership", ownership, "kubelet|self",
+         "kubelet (default in cluster mode): the kubelet sets up and tears down every volume, the "
+         "daemon only refreshes those it has set up; self (the only choice standalone): the "
+         "daemon sets up and tears down the volumes itself");
+  option("--kube-api-qps", cfg.kube_api_qps, "NUM",
+         "Requests per second to the API server (token bucket, as the kubelet; 0: client-go's 5)");
+  option("--kube-api-burst", cfg.kube_api_burst, "INT",
+         "Requests allowed at once above --kube-api-qps (0: client-go's 10)");
+  option("--event-qps", cfg.event_qps, "NUM",
+         "Events posted per second (their own token bucket; 0: client-go's 5)");
+  option("--event-burst", cfg.event_burst, "INT",
+         "Events allowed at once above --event-qps (0: client-go's 10)");
+  option("--dynamic-config", cfg.dynamic_config, "NAMESPACE/NAME",
+         "A ConfigMap whose key \"volumemanager\" holds a VolumeManagerConfiguration applied over "
+         "--config (flags still win); <name>-<node name> in that namespace overrides it for this "
+         "node");
+  option("--dynamic-config-dir", cfg.dynamic_config_dir, "PATH",
+         "Dynamic config checkpoints and trial records (default: <state dir>/dynamic-config)");
+  option("--dynamic-config-trial-duration", trial_duration, "DURATION",
+         "How long a new dynamic config is on trial before it becomes the last known good one");
+
+  current_group = "Writing volumes";
+  option("--root-dir", cfg.root_dir, "PATH", "Directory holding pods/<uid>/volumes");
+  option("--state-dir", cfg.state_dir, "PATH",
+         "The daemon's own state: the journal of the volumes it set up (the only ones it ever "
+         "removes) and the node's lock; outside the root dir's pods/");
+  option("--sync-frequency", sync_frequency, "DURATION", "Periodic resync of every pod's volumes");
+  option("--unpublished-grace", unpublished_grace, "DURATION",
+         "How long a version dir that ..data does not point to (a replaced version, or another "
+         "writer's write in progress) stays before removal (0s only where no other writer "
+         "touches the volumes)");
+  option("--node-allocatable", allocatable, "NAME=QTY,...",
+         "Downward API values for unset container limits, e.g. cpu=4,memory=8Gi (names: cpu, "
+         "memory, ephemeral-storage, hugepages-<size>; default: the machine's)");
+  add_flag("--fsync", cfg.fsync, "fsync files and directories before and after each volume update");
+  bool no_tmpfs = false;
+  add_flag("--no-tmpfs", no_tmpfs,
+           "Keep secret, downwardAPI and projected volumes on the node's disk instead of a tmpfs "
+           "(the kubelet always uses tmpfs)");
+
+  add_flag("--observe", cfg.observe,
+           "Write nothing: read pods and objects, compare each volume's content with the disk and "
+           "report what a normal run would change (info log per volume, /debug/state, "
+           "volumemanager_observe_volumes_differing). Takes no lock, creates no dir, opens the "
+           "ownership journal read-only, posts no Event, runs no reload action or subPath copy: "
+           "for a canary beside the kubelet");
+
+  current_group = "Reload actions (pod annotation volumemanager.io/reload)";
+  option("--reload-max-concurrent", cfg.reload_max_concurrent, "INT",
+         "HTTP requests in flight at once, node-wide");
+  option("--reload-timeout", reload_timeout, "DURATION",
+         "How long one HTTP attempt may take, connect to answer");
+  add_flag("--reload-signals", cfg.reload_signals,
+           "Run signal actions (cluster mode; needs hostPID and CAP_KILL, which the chart's "
+           "reload.signals.enabled grants)");
+
+  current_group =
+      "Admin endpoints (ADDR: IP:PORT, [IPv6]:PORT; port 0 picks a free one; empty "
+      "(--flag=): not served)";
+  option("--healthz-bind-address", cfg.healthz_bind_address, "ADDR",
+         "Serves /healthz, /readyz and /metrics");
+  option("--debug-bind-address", cfg.debug_bind_address, "ADDR",
+         "Serves /debug/state and /configz, which name every pod and object on the node: keep it "
+         "on loopback unless it must be reachable");
+
+  current_group = "Logging";
+  option("--log-format", log_format, "text|json", "One line of text or one JSON object per event");
+  app.add_option("-v,--v", cfg.verbosity,
+                 "Verbosity: 0 info; 1-3 debug (also volumes no container mounts, manifests read); "
+                 "4+ trace")
+      ->type_name("0-10")
+      ->check(CLI::Range(0, 10).description(""))
+      ->group(current_group);
+  option("--loop-stall-log-threshold", loop_stall_log_threshold, "DURATION",
+         "Log every event-loop iteration whose callbacks run this long or longer");
+
+  current_group = "Leader election (one writer per node)";
+  add_flag(
+      "--leader-elect", cfg.leader_election.leader_elect,
+      "Campaign for the lock --leader-elect-resource-lock names (default true). The flock in "
+      "--state-dir is taken either way and nothing is written before it is held, so two daemons "
+      "on one node never both write; --leader-elect=false adds no Lease");
+  option("--leader-elect-resource-lock", lock_type, "file|leases",
+         "file: a flock in --state-dir (no API load, freed at once when the holder dies); leases: "
+         "a per-node coordination.k8s.io Lease besides the flock, the holder visible in the API");
+  option("--leader-elect-lease-duration", lease_duration, "DURATION",
+         "How long a holder's lock lasts unrenewed (default 15s for file, 40s for leases)");
+  option("--leader-elect-renew-deadline", renew_deadline, "DURATION",
+         "How long the holder retries renewing before it stops writing (default 10s for file, "
+         "25s for leases)");
+  option("--leader-elect-retry-period", retry_period, "DURATION",
+         "Between acquire and renew attempts (default 400ms for file, 10s for leases)");
+  option("--leader-elect-resource-namespace", cfg.leader_election.resource_namespace, "NAMESPACE",
+         "leases: the Lease's namespace (default: the pod's own namespace)");
+  option("--leader-elect-resource-name", cfg.leader_election.resource_name, "NAME",
+         "leases: the Lease's name (default volumemanager-<node name>)");
+
+  const std::vector<std::string> split = SplitEmptyValues(args, [&](const std::string& flag) {
+    const CLI::Option* opt = app.get_option_no_throw(flag);
+    return opt != nullptr && opt->get_type_size() != 0;
+  });
+  std::vector<std::string> reversed(split.rbegin(), split.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     return Output(app.help());
   } catch (const CLI::CallForAllHelp&) {
-    return Output(app.help("", CLI::AppFormatMode::All));
+    return Output(app.help() + "\n" + ConfigFileHelp());
   } catch (const CLI::CallForVersion&) {
     return Output(std::string("volumemanager ") + base::kVersion + "\n");
+  } catch (const CLI::ExtrasError&) {
+    return UnexpectedArguments(app);
   } catch (const CLI::ParseError& e) {
     return base::Status::Error(std::string(e.what()) + " (see --help)");
   }
@@ -240,7 +382,8 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
                    &cfg.loop_stall_log_threshold},
         std::tuple{"--dynamic-config-trial-duration", &trial_duration,
                    &cfg.dynamic_config_trial_duration},
-        std::tuple{"--reload-timeout", &reload_timeout, &cfg.reload_timeout}}) {
+        std::tuple{"--reload-timeout", &reload_timeout, &cfg.reload_timeout},
+        std::tuple{"--manifest-settle-time", &manifest_settle_time, &cfg.manifest_settle_time}}) {
     base::Status s = ParseDurationFlag(flag, *text, out);
     if (!s.ok()) return s;
   }
@@ -250,8 +393,9 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   cfg.tmpfs = !no_tmpfs;
   auto parsed_strategy = cache::ParseChangeDetectionStrategy(strategy);
   if (!parsed_strategy.ok()) {
-    return parsed_strategy.status().WithContext(
-        "--config-map-and-secret-change-detection-strategy");
+    return base::Status::Error(
+        "--config-map-and-secret-change-detection-strategy: " + parsed_strategy.status().message() +
+        ValidValues(strategy, {"Get", "Cache", "Watch"}));
   }
   cfg.strategy = *parsed_strategy;
   if (log_format == "text") {
@@ -259,7 +403,8 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   } else if (log_format == "json") {
     cfg.log_format = LogFormat::kJson;
   } else {
-    return base::Status::Error("--log-format: \"" + log_format + "\" is not text or json");
+    return base::Status::Error("--log-format: \"" + log_format + "\" is not text or json" +
+                               DidYouMean(log_format, {"text", "json"}));
   }
   if (base::Status s = ParseAllocatable(allocatable, &cfg.node_allocatable); !s.ok()) return s;
   for (auto [flag, address] : {std::pair{"--healthz-bind-address", &cfg.healthz_bind_address},
@@ -269,7 +414,10 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   }
   {
     auto lock = leaderelection::ParseLockType(lock_type);
-    if (!lock.ok()) return lock.status();
+    if (!lock.ok()) {
+      return base::Status::Error(lock.status().message() +
+                                 DidYouMean(lock_type, {"file", "leases"}));
+    }
     cfg.leader_election.resource_lock = *lock;
     for (auto [flag, text, out] : {std::tuple{"--leader-elect-lease-duration", &lease_duration,
                                               &cfg.leader_election.lease_duration},
@@ -349,7 +497,8 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
   } else if (ownership == "self") {
     cfg.volume_ownership = VolumeOwnership::kSelf;
   } else {
-    return base::Status::Error("--volume-ownership: \"" + ownership + "\" is not kubelet or self");
+    return base::Status::Error("--volume-ownership: \"" + ownership + "\" is not kubelet or self" +
+                               DidYouMean(ownership, {"kubelet", "self"}));
   }
   if (cfg.pod_manifest_path.empty() && cfg.manifest_url.empty() && !ClusterMode(cfg)) {
     return base::Status::Error(
@@ -380,6 +529,22 @@ bool Names(const std::string& message, const std::string& flag) {
 }
 
 }  // namespace
+
+std::vector<std::string> SplitEmptyValues(
+    const std::vector<std::string>& args,
+    const std::function<bool(const std::string& flag)>& takes_value) {
+  std::vector<std::string> out;
+  for (const std::string& arg : args) {
+    if (arg.size() > 3 && arg.starts_with("--") && arg.find('=') == arg.size() - 1 &&
+        takes_value(arg.substr(0, arg.size() - 1))) {
+      out.push_back(arg.substr(0, arg.size() - 1));
+      out.push_back("");
+      continue;
+    }
+    out.push_back(arg);
+  }
+  return out;
+}
 
 base::Result<std::string> ReadConfigFile(const std::string& path) {
   // Followed through symlinks: a config from a ConfigMap volume is a link through ..data.

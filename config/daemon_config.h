@@ -44,6 +44,11 @@ struct DaemonConfig {
   std::string pod_manifest_path;
   std::string manifest_url;
   std::string object_manifest_path;
+  // How long a manifest file (--pod-manifest-path, --object-manifest-path) that is gone, or
+  // cannot be read or decoded, may take to come back or be completed before it counts
+  // (manifestdir/manifest_grace.h): a checkout's unlink and create is one change, a `cat >`
+  // caught mid-write no error.
+  std::chrono::nanoseconds manifest_settle_time = std::chrono::seconds(1);
   // Cluster mode: only with --kubeconfig or --in-cluster (never from $KUBECONFIG, so a
   // developer's run cannot join a cluster by accident).
   std::string kubeconfig;
@@ -117,6 +122,14 @@ inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
 // (base::ReadRegularFile: a FIFO or device is refused, never waited on or read without end).
 // Errors name the path.
 base::Result<std::string> ReadConfigFile(const std::string& path);
+
+// `args` with each "--flag=" (an empty value after the '=') of a flag that `takes_value` split
+// into "--flag" and "": CLI11 would otherwise take the next argument as the value, and "--flag="
+// means the empty value (an empty bind address turns a listener off). For every CLI11 parser of
+// the binary (the daemon's flags, preflight's).
+std::vector<std::string> SplitEmptyValues(
+    const std::vector<std::string>& args,
+    const std::function<bool(const std::string& flag)>& takes_value);
 
 // The node's name as the daemon picks it: `flag` (--node-name) when given, else $NODE_NAME from
 // `environment`, else `hostname`; lowercased (as the kubelet's). Not validated.

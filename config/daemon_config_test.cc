@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace config {
 namespace {
@@ -109,7 +110,7 @@ TEST(DaemonConfigTest, BadInputIsAClearError) {
        "--sync-frequency: must be greater than 0"},
       {{"--pod-manifest-path", "p", "--config-map-and-secret-change-detection-strategy", "Poll"},
        "--config-map-and-secret-change-detection-strategy: unknown configmap and secret manager "
-       "mode: Poll"},
+       "mode: Poll (valid: Get, Cache or Watch)"},
       {{"--pod-manifest-path", "p", "--log-format", "xml"},
        "--log-format: \"xml\" is not text or json"},
       {{},
@@ -219,6 +220,109 @@ TEST(DaemonConfigTest, HelpAndVersionAreOutputNotConfig) {
   auto version = Parse({"--version"});
   ASSERT_TRUE(version.ok());
   EXPECT_EQ(version->output.rfind("volumemanager ", 0), 0u);
+}
+
+// "--flag=" is the flag's empty value: never the next argument taken as its value.
+TEST(DaemonConfigTest, AnEmptyValueAfterTheEqualsSignIsTheEmptyValue) {
+  const struct {
+    const char* name;
+    std::vector<std::string> args;
+  } cases[] = {
+      {"before a flag with =", {"--pod-manifest-path=p", "--healthz-bind-address=", "--v=2"}},
+      {"before a flag and its value",
+       {"--pod-manifest-path=p", "--healthz-bind-address=", "-v", "2"}},
+      {"last", {"--v=2", "--pod-manifest-path=p", "--healthz-bind-address="}},
+  };
+  for (const auto& c : cases) {
+    auto r = Parse(c.args);
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
+    EXPECT_EQ(r->config->healthz_bind_address, "") << c.name;
+    EXPECT_EQ(r->config->verbosity, 2) << c.name;
+    EXPECT_EQ(r->config->debug_bind_address, "127.0.0.1:10359") << c.name;
+  }
+  // Both listeners off, the next flag still a flag.
+  auto both = Parse({"--debug-bind-address=", "--healthz-bind-address=", "--pod-manifest-path=p"});
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(both->config->debug_bind_address, "");
+  EXPECT_EQ(both->config->healthz_bind_address, "");
+  EXPECT_EQ(both->config->pod_manifest_path, "p");
+  // An empty value where one is needed is that flag's error, not the next flag's.
+  auto root = Parse({"--root-dir=", "--pod-manifest-path=p"});
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message(), "--root-dir: must not be empty");
+}
+
+TEST(DaemonConfigTest, SplitEmptyValuesSplitsOnlyEmptyValuesOfFlagsThatTakeOne) {
+  auto takes_value = [](const std::string& flag) { return flag != "--fsync"; };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(SplitEmptyValues({"--a=", "--v=2"}, takes_value), (V{"--a", "", "--v=2"}));
+  EXPECT_EQ(SplitEmptyValues({"--a=b=", "--fsync=", "x="}, takes_value),
+            (V{"--a=b=", "--fsync=", "x="}))
+      << "a value ending in '=', a flag without a value, a positional: as they are";
+  EXPECT_EQ(SplitEmptyValues({"--=", "--a"}, takes_value), (V{"--=", "--a"}));
+}
+
+TEST(DaemonConfigTest, ATypoGetsTheValidValuesOrTheFlagItMeant) {
+  const struct {
+    std::vector<std::string> args;
+    const char* error;
+  } cases[] = {
+      {{"--pod-manifest-path", "p", "--config-map-and-secret-change-detection-strategy", "watch"},
+       "--config-map-and-secret-change-detection-strategy: unknown configmap and secret manager "
+       "mode: watch (valid: Get, Cache or Watch; did you mean Watch?)"},
+      {{"--in-cluster", "--volume-ownership", "selff"},
+       "--volume-ownership: \"selff\" is not kubelet or self (did you mean self?)"},
+      {{"--pod-manifest-path", "p", "--log-format", "jsn"},
+       "--log-format: \"jsn\" is not text or json (did you mean json?)"},
+      {{"--pod-manifest-path", "p", "--leader-elect-resource-lock", "lease"},
+       "--leader-elect-resource-lock: \"lease\" is not a lock type (file, leases) (did you mean "
+       "leases?)"},
+      {{"--pod-manifest-path", "p", "--sync-frequncy", "1m"},
+       "unknown flag --sync-frequncy (did you mean --sync-frequency?); unexpected argument \"1m\" "
+       "(a flag's value goes after it: --flag VALUE or --flag=VALUE) (see --help)"},
+      {{"--pod-manifest-path", "p", "--helthz-bind-address=:1"},
+       "unknown flag --helthz-bind-address (did you mean --healthz-bind-address?) (see --help)"},
+      {{"--pod-manifest-path", "p", "--bogus"}, "unknown flag --bogus (see --help)"},
+  };
+  for (const auto& c : cases) {
+    auto r = Parse(c.args);
+    ASSERT_FALSE(r.ok()) << c.error;
+    EXPECT_EQ(r.status().message(), c.error);
+  }
+}
+
+// --help is for people: flags grouped, types by what they are, valid values and defaults, the
+// exit codes and the preflight subcommand.
+TEST(DaemonConfigTest, HelpGroupsFlagsAndShowsTypesValuesExitCodesAndPreflight) {
+  auto r = Parse({"--help"});
+  ASSERT_TRUE(r.ok());
+  const std::string& help = r->output;
+  size_t at = 0;
+  for (const char* group :
+       {"General:", "Pod sources", "Objects", "Cluster mode", "Writing volumes", "Admin endpoints",
+        "Logging:", "Leader election", "Subcommand:", "Exit codes:"}) {
+    const size_t found = help.find(std::string("\n") + group, at);
+    ASSERT_NE(found, std::string::npos) << group << " missing or out of order";
+    at = found;
+  }
+  for (const char* text :
+       {"--sync-frequency DURATION=1m", "--healthz-bind-address ADDR=0.0.0.0:10358",
+        "--root-dir PATH=/var/lib/kubelet",
+        "--config-map-and-secret-change-detection-strategy Get|Cache|Watch=Watch",
+        "--volume-ownership kubelet|self", "--log-format text|json=text",
+        "--leader-elect-resource-lock file|leases=file", "volumemanager preflight --kubeconfig",
+        "  2  a flag", "  6  lost the node's lock"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text;
+  }
+  EXPECT_EQ(help.find(" TEXT"), std::string::npos) << "a flag's type shown as TEXT";
+  EXPECT_EQ(help.find("\n\n\n"), std::string::npos) << "two blank lines in a row";
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    // The long flag names and their defaults alone may pass the width.
+    if (!line.starts_with("  --") && !line.starts_with("volumemanager:")) {
+      EXPECT_LE(line.size(), 100u) << line;
+    }
+  }
 }
 
 // --validate-only: the daemon does not run; the effective values are the output, and a bad flag

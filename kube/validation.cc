@@ -524,19 +524,7 @@ std::vector<std::string> ValidateLocalDescendingPath(const std::string& path) {
 }
 
 std::vector<std::string> ValidateLocalPath(const std::string& path) {
-  std::vector<std::string> msgs;
-  if (base::HasNul(path)) msgs.push_back(kNulMsg);
-  if (!path.empty() && path[0] == '/') msgs.push_back("must be a relative path");
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string::npos) slash = path.size();
-    if (path.compare(start, slash - start, "..") == 0 && slash - start == 2) {
-      msgs.push_back("must not contain '..'");
-      break;
-    }
-    start = slash + 1;
-  }
+  std::vector<std::string> msgs = ValidateLocalDescendingPath(path);
   if (path.rfind("..", 0) == 0) msgs.push_back("must not start with '..'");
   return msgs;
 }

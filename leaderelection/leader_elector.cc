@@ -102,7 +102,9 @@ void LeaderElector::Start() {
   if (state_ != State::kIdle && state_ != State::kStopped) return;
   state_ = State::kAcquiring;
   Touch();
-  spdlog::info("leader election: {} campaigning for {}", options_.identity, lock_->Describe());
+  // At debug, as the acquisition and transitions below: the daemon says in one info line that it
+  // holds the lock, or who holds it while it waits.
+  spdlog::debug("leader election: {} campaigning for {}", options_.identity, lock_->Describe());
   ScheduleAttempt(milliseconds(0));
 }
 
@@ -193,7 +195,7 @@ void LeaderElector::BecomeLeader() {
   state_ = State::kLeading;
   last_renew_sent_ = attempt_sent_;
   ContinueTerm();
-  spdlog::info("leader election: {} acquired {}", options_.identity, lock_->Describe());
+  spdlog::debug("leader election: {} acquired {}", options_.identity, lock_->Describe());
   if (callbacks_.on_started_leading) {
     Guarded("OnStartedLeading", [this] { callbacks_.on_started_leading(); });
   }
@@ -281,7 +283,7 @@ void LeaderElector::Stop(std::function<void()> done) {
     return;
   }
   state_ = State::kStopping;
-  spdlog::info("leader election: {} stops leading {}", options_.identity, lock_->Describe());
+  spdlog::debug("leader election: {} stops leading {}", options_.identity, lock_->Describe());
   if (callbacks_.on_stopped_leading) {
     Guarded("OnStoppedLeading", [this] { callbacks_.on_stopped_leading(); });
   }
@@ -368,8 +370,8 @@ void LeaderElector::MaybeReportTransition() {
   if (reported_ && observed_record_.holder_identity == reported_leader_) return;
   reported_ = true;
   reported_leader_ = observed_record_.holder_identity;
-  spdlog::info("leader election: {} is now held by {}", lock_->Describe(),
-               reported_leader_.empty() ? "nobody" : reported_leader_);
+  spdlog::debug("leader election: {} is now held by {}", lock_->Describe(),
+                reported_leader_.empty() ? "nobody" : reported_leader_);
   if (callbacks_.on_new_leader) {
     Guarded("OnNewLeader", [this] { callbacks_.on_new_leader(reported_leader_); });
   }

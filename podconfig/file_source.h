@@ -17,6 +17,12 @@
 // The pods come annotated with `kubernetes.io/config.source: file` and are shared, not copied, with
 // the sink (an unchanged file delivers the same object again).
 //
+// Settling (manifestdir/manifest_grace.h): a file that is gone, or cannot be read or decoded, is
+// given `settle` to come back or be completed before it counts. A file unlinked and created again
+// within it (`git checkout`) is one change, or none: its pod is not removed in between. A file
+// caught mid-write (`cat > file` creates it empty) that decodes within it is never reported. A
+// file reported invalid that decodes again is logged once at info ("Pod manifest is valid again").
+//
 // Failures: a file that is there but cannot be read (a stat or read error, over the 10 MiB
 // limit) or decoded or validated (truncated, half-saved, emptied, another kind) keeps the last
 // good pod it gave: the daemon writes Secrets, and an editor's half-saved file must not tear down
@@ -47,6 +53,7 @@
 
 #include "base/status.h"
 #include "kube/pod.h"
+#include "manifestdir/manifest_grace.h"
 #include "podconfig/pod_update.h"
 
 namespace podconfig {
@@ -56,6 +63,9 @@ struct FileSourceOptions {
   std::string node_name;
   std::chrono::milliseconds relist_interval{20'000};
   std::chrono::milliseconds debounce{2};
+  // How long a file that is gone, or cannot be read or decoded, may take to come back or be
+  // completed before it counts (kube::ManifestGrace); 0: at once.
+  std::chrono::milliseconds settle{kube::kDefaultManifestSettleTime};
 };
 
 class FileSource {
@@ -73,6 +83,10 @@ class FileSource {
   // Stops watching; no sink call happens after it returns. Idempotent. The loop must run on for
   // the libuv handles to close, a read in flight to finish, and their memory to be released.
   void Stop();
+
+  // The files that are there but rejected (cannot be read or decoded) and have stayed so for the
+  // settle time, in name order: for /debug/state and the manifest errors gauge.
+  std::vector<kube::RejectedManifest> Rejected() const;
 
  private:
   struct Impl;

@@ -28,11 +28,14 @@ std::string PodYaml(const std::string& name, const std::string& label = "v1") {
 
 class FileSourceTest : public ::testing::Test {
  protected:
-  void Start(std::chrono::milliseconds relist = std::chrono::hours(1)) {
+  // `settle` 0 (the default here): failures and removals count at once.
+  void Start(std::chrono::milliseconds relist = std::chrono::hours(1),
+             std::chrono::milliseconds settle = std::chrono::milliseconds(0)) {
     FileSourceOptions options;
     options.path = dir_.path();
     options.node_name = "node-1";
     options.relist_interval = relist;
+    options.settle = settle;
     base::Status s = source_.Start(loop_.get(), options, [this](std::vector<PodPtr> pods) {
       ++deliveries_;
       last_ = std::move(pods);
@@ -254,6 +257,86 @@ TEST_F(FileSourceTest, AnUnreadableFileIsReportedOnce) {
   size_t count = 0;
   for (size_t at = text.find(line); at != std::string::npos; at = text.find(line, at + 1)) ++count;
   EXPECT_EQ(count, 1u) << text;
+}
+
+// `cat > file` creates the file empty, then writes it: caught in between, it is not an error.
+// The settle time here outlasts the test, so a report could only come from a missing settle.
+TEST_F(FileSourceTest, AFileCaughtMidWriteIsNoError) {
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start(std::chrono::hours(1), std::chrono::hours(1));
+  WriteFile(dir_.File("b.yaml"), "");
+  // The empty file has been read once a later file's pod is delivered.
+  WriteFile(dir_.File("c.yaml"), PodYaml("c"));
+  ASSERT_TRUE(WaitForNames({"a-node-1", "c-node-1"}));
+  EXPECT_TRUE(source_.Rejected().empty());
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  ASSERT_TRUE(WaitForNames({"a-node-1", "b-node-1", "c-node-1"}));
+  EXPECT_THAT(logs.text(), ::testing::Not(::testing::HasSubstr("Invalid pod manifest")));
+  EXPECT_THAT(logs.text(), ::testing::Not(::testing::HasSubstr("valid again")));
+  EXPECT_TRUE(source_.Rejected().empty());
+}
+
+// A file still invalid once the settle time has passed is reported once and listed as rejected;
+// when it decodes again, that is logged once at info and it is no longer listed.
+TEST_F(FileSourceTest, AnInvalidFileIsReportedAfterTheSettleTimeAndItsRecoveryOnce) {
+  vmtest::LogCapture logs;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start(std::chrono::hours(1), std::chrono::milliseconds(20));
+  WriteFile(dir_.File("a.yaml"), "kind: Pod\nmetadata: {name: Not_Valid}\n");
+  ASSERT_TRUE(loop_.RunUntil([&] { return !source_.Rejected().empty(); }));
+  const std::vector<kube::RejectedManifest> rejected = source_.Rejected();
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].file, dir_.File("a.yaml"));
+  EXPECT_THAT(rejected[0].reason, ::testing::HasSubstr("metadata.name"));
+  EXPECT_THAT(Names(), ElementsAre("a-node-1")) << "the last good pod is held";
+  EXPECT_THAT(logs.text(), ::testing::HasSubstr("Invalid pod manifest; keeping its last good pod"));
+
+  WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return source_.Rejected().empty(); }));
+  const std::string text = logs.text();
+  const size_t at = text.find("Pod manifest is valid again");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.find("Pod manifest is valid again", at + 1), std::string::npos) << text;
+  EXPECT_EQ(text.find(" E ", at), std::string::npos) << "no error after the recovery";
+}
+
+// `git checkout` unlinks a file and creates it again: within the settle time that is one change
+// (here none: the same content), never a removal of the pod and its volumes in between.
+TEST_F(FileSourceTest, AnUnlinkAndRecreateIsOneChangeNotARemoval) {
+  namespace fs = std::filesystem;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  Start(std::chrono::hours(1), std::chrono::hours(1));
+  ASSERT_THAT(Names(), ElementsAre("a-node-1"));
+  const PodPtr before = last_->at(0);
+  std::vector<std::vector<std::string>> seen;
+  fs::remove(dir_.File("a.yaml"));
+  // The removal has been seen once a later file's pod is delivered.
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    seen.push_back(Names());
+    return Names().size() == 2;
+  }));
+  WriteFile(dir_.File("a.yaml"), PodYaml("a", "v2"));
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    seen.push_back(Names());
+    return last_->at(0)->metadata.labels.at("version") == "v2";
+  }));
+  for (const auto& names : seen) {
+    EXPECT_THAT(names, ::testing::Contains("a-node-1")) << "the pod was removed in between";
+  }
+  EXPECT_EQ(last_->at(0)->metadata.uid == before->metadata.uid, false)
+      << "a changed static pod gets a new UID, as with the kubelet";
+}
+
+// With a short settle time a file that stays gone is removed.
+TEST_F(FileSourceTest, AFileThatStaysGoneIsRemovedAfterTheSettleTime) {
+  namespace fs = std::filesystem;
+  WriteFile(dir_.File("a.yaml"), PodYaml("a"));
+  WriteFile(dir_.File("b.yaml"), PodYaml("b"));
+  Start(std::chrono::hours(1), std::chrono::milliseconds(20));
+  fs::remove(dir_.File("a.yaml"));
+  ASSERT_TRUE(WaitForNames({"b-node-1"}));
 }
 
 TEST_F(FileSourceTest, DotfilesAndTemporaryNamesCauseNoDelivery) {

@@ -67,6 +67,38 @@ PodConfig::Sink PodConfig::RegisterSource(const std::string& source) {
   return [this, source](std::vector<PodPtr> pods) { Set(source, std::move(pods)); };
 }
 
+// One info line per pod added, updated, removed or deleted; a large batch (a source's first
+// state in cluster mode, a node drained) is one info line with its count, the pods at debug.
+void PodConfig::LogUpdate(const PodUpdate& update, const std::string& source) {
+  const char* what = "Pod added";
+  const char* batch = "Pods added";
+  switch (update.op) {
+    case PodOp::kUpdate:
+      what = "Pod updated";
+      batch = "Pods updated";
+      break;
+    case PodOp::kRemove:
+      what = "Pod removed";
+      batch = "Pods removed";
+      break;
+    case PodOp::kDelete:
+      what = "Pod deleted (graceful)";
+      batch = "Pods deleted (graceful)";
+      break;
+    default:
+      break;
+  }
+  const bool summarize = update.pods.size() > kMaxPodLinesPerUpdate;
+  if (summarize) {
+    logging::Info(batch, {{"count", update.pods.size()}, {"source", source}});
+  }
+  for (const PodPtr& pod : update.pods) {
+    logging::Log(
+        summarize ? spdlog::level::debug : spdlog::level::info, what,
+        {{"pod", logging::KObj(pod->metadata)}, {"podUID", pod->metadata.uid}, {"source", source}});
+  }
+}
+
 bool PodConfig::AllSourcesSeen() const { return seen_.size() == sources_.size(); }
 
 bool PodConfig::SourceSeen(const std::string& source) const { return seen_.count(source) > 0; }
@@ -130,12 +162,7 @@ void PodConfig::Set(const std::string& source, std::vector<PodPtr> pods) {
 
   for (PodUpdate* u : {&removes, &adds, &updates, &deletes}) {
     if (u->pods.empty()) continue;
-    for (const PodPtr& pod : u->pods) {
-      logging::Debug("Pod update", {{"pod", logging::KObj(pod->metadata)},
-                                    {"podUID", pod->metadata.uid},
-                                    {"source", source},
-                                    {"op", PodOpName(u->op)}});
-    }
+    LogUpdate(*u, source);
     on_update_(*u);
   }
   if (first_set && adds.pods.empty() && updates.pods.empty() && deletes.pods.empty()) {

@@ -59,6 +59,10 @@ class PodConfig {
 
  private:
   void Set(const std::string& source, std::vector<PodPtr> pods);
+  // "Pod added" / "updated" / "removed" / "deleted (graceful)" at info, one line per pod; an update
+  // of more than kMaxPodLinesPerUpdate pods is one line with the count, the pods at debug.
+  static void LogUpdate(const PodUpdate& update, const std::string& source);
+  static constexpr size_t kMaxPodLinesPerUpdate = 10;
 
   std::function<void(const PodUpdate&)> on_update_;
   std::map<std::string, std::map<std::string, PodPtr>> pods_by_source_;  // source -> UID -> pod

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <functional>
 #include <memory>
@@ -9,6 +10,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tests/support/log_capture.h"
 
 namespace podconfig {
 namespace {
@@ -158,6 +161,37 @@ std::vector<MergeCase> MergeCases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, MergeTest, ::testing::ValuesIn(MergeCases()),
                          [](const auto& p) { return std::string(p.param.name); });
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Each pod added, updated or removed is one info line naming it; a large batch is one line.
+TEST(PodConfigTest, LogsEachPodChangeOnceAtInfoAndABatchAsOneLine) {
+  vmtest::LogCapture logs;
+  spdlog::default_logger()->set_level(spdlog::level::info);
+  PodConfig config([](const PodUpdate&) {});
+  auto sink = config.RegisterSource("file");
+  sink(Shared({MakePod("u1", "a")}));
+  sink(Shared({MakePod("u1", "a", [](kube::Pod* p) { p->metadata.labels["v"] = "2"; })}));
+  sink({});
+  const std::string text = logs.text();
+  EXPECT_EQ(Count(text, "Pod added"), 1u) << text;
+  EXPECT_EQ(Count(text, "Pod updated"), 1u) << text;
+  EXPECT_EQ(Count(text, "Pod removed"), 1u) << text;
+  EXPECT_EQ(Count(text, "pod=\"default/a\" podUID=\"u1\" source=\"file\""), 3u) << text;
+
+  std::vector<kube::Pod> many;
+  for (int i = 0; i < 11; ++i) many.push_back(MakePod("m" + std::to_string(i), "p"));
+  for (int i = 0; i < 11; ++i) many[i].metadata.name += std::to_string(i);
+  sink(Shared(many));
+  const std::string after = logs.text().substr(text.size());
+  EXPECT_EQ(Count(after, "Pods added"), 1u) << after;
+  EXPECT_NE(after.find("count=11"), std::string::npos) << after;
+  EXPECT_EQ(Count(after, "Pod added"), 0u) << "each pod of a batch only at debug";
+}
 
 TEST(PodConfigTest, AllSourcesSeenAfterEachDeliveredOnce) {
   PodConfig config([](const PodUpdate&) {});

@@ -77,9 +77,17 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
   std::set<std::string> wanted;
   std::vector<kube::ObjectRef> all_objects;
   for (const kube::Volume& volume : pod->spec.volumes) {
-    if (mounted.count(volume.name) == 0) continue;
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
+    if (mounted.count(volume.name) == 0) {
+      // As the kubelet: a volume no container mounts is not set up. Said once per pod version.
+      if (inputs_changed) {
+        logging::Debug(
+            "Volume skipped: no container mounts it",
+            {{"pod", logging::KObj(pod->metadata)}, {"podUID", uid}, {"volume", volume.name}});
+      }
+      continue;
+    }
     if (base::Status s = CheckPathComponent(volume.name, "volume name"); !s.ok()) {
       logging::Error("Invalid volume name: volume not set up",
                      {{"pod", logging::KObj(pod->metadata)},

@@ -631,6 +631,13 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
     Enter(key, record, VolumePhase::kDue);  // released or erased by the next pass
     return;
   }
+  if (!record.kubelet_wait_logged) {
+    record.kubelet_wait_logged = true;
+    logging::Info(
+        "Waiting for the kubelet to set up the volume (--volume-ownership kubelet): its content is "
+        "kept current once the kubelet has mounted it",
+        {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
+  }
   Enter(key, record, VolumePhase::kAwaitingKubelet, Now() + options_.kubelet_setup_recheck);
 }
 
@@ -824,18 +831,11 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
     return;
   }
 
-  // The objects' versions for the log line of a refresh ("configmap/ns/name@rv"; metadata only).
+  // The objects' versions for the log line of a refresh (metadata only).
   std::string versions;
   for (const auto& [ref, revision] : objects) {
     if (!versions.empty()) versions += ',';
-    versions += std::string(kube::ObjectKindName(ref.kind)) + '/' + ref.namespace_ + '/' + ref.name;
-    if (!revision.ok() || !revision->exists()) {
-      versions += "@absent";
-      continue;
-    }
-    const std::string& rv = revision->config_map ? revision->config_map->metadata.resource_version
-                                                 : revision->secret->metadata.resource_version;
-    if (!rv.empty()) versions += '@' + rv;
+    versions += ObjectVersion(ref, revision);
   }
   // Building the payload (copies of the object bytes) and writing it run on a pool thread.
   auto lookup = std::make_shared<SnapshotLookup>(std::move(objects));

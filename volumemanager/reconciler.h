@@ -264,6 +264,8 @@ struct VolumeRecord {
   bool verify_requested = false;
   // Kubelet ownership: seen set up by the kubelet, not written yet (no second check needed).
   bool kubelet_set_up_seen = false;
+  // "Waiting for the kubelet to set up the volume" was logged: once per volume.
+  bool kubelet_wait_logged = false;
   // kAwaitingKubelet, kBackingOff: when the volume is looked at again, and its timer.
   std::optional<TimerQueue::iterator> timer;
   // Leftovers of a write (unpublished versions, a failed cleanup): when the volume is written

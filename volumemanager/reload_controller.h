@@ -69,7 +69,8 @@ class ReloadHost {
   // The volume holds its current content in full: mounted, certain, no write due, in flight,
   // backing off or to verify.
   virtual bool VolumeCurrent(const VolumeKey& key) const = 0;
-  // The objects the volumes read, as "ConfigMap ns/name@resourceVersion" (metadata only).
+  // The objects the volumes read, as "configmap/ns/name@resourceVersion" (ObjectVersion,
+  // volume_inputs.h: metadata only).
   virtual std::vector<std::string> ObjectVersions(
       const std::string& pod_uid, const std::vector<std::string>& volumes) const = 0;
 };

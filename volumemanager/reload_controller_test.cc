@@ -25,7 +25,7 @@ class FakeHost : public ReloadHost {
   }
   std::vector<std::string> ObjectVersions(const std::string&,
                                           const std::vector<std::string>&) const override {
-    return {"ConfigMap default/app@7"};
+    return {"configmap/default/app@7"};
   }
   std::vector<std::string> volumes = {"config", "certs"};
   std::set<std::string> not_current;
@@ -122,7 +122,7 @@ TEST_F(ReloadControllerTest, ABurstInsideTheWindowIsOneCall) {
   EXPECT_TRUE(results_[0].ok);
   EXPECT_THAT(results_[0].message,
               HasSubstr("POST http://:" + std::to_string(l.port()) + "/-/reload: HTTP 200"));
-  EXPECT_THAT(results_[0].message, HasSubstr("ConfigMap default/app@7"));
+  EXPECT_THAT(results_[0].message, HasSubstr("configmap/default/app@7"));
   const auto view = controller_->View();
   ASSERT_EQ(view.count("a"), 1u);
   ASSERT_TRUE(view.at("a").last.has_value());

@@ -62,4 +62,14 @@ bool SameInputs(const VolumeInputs& a, const VolumeInputs& b, const std::string&
          x.spec.containers == y.spec.containers && x.spec.init_containers == y.spec.init_containers;
 }
 
+std::string ObjectVersion(const kube::ObjectRef& ref,
+                          const base::Result<cache::ObjectRevision>& revision) {
+  std::string text =
+      std::string(kube::ObjectKindName(ref.kind)) + '/' + ref.namespace_ + '/' + ref.name;
+  if (!revision.ok() || !revision->exists()) return text + "@absent";
+  const std::string& rv = revision->config_map ? revision->config_map->metadata.resource_version
+                                               : revision->secret->metadata.resource_version;
+  return rv.empty() ? text : text + '@' + rv;
+}
+
 }  // namespace volumemanager

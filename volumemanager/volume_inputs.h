@@ -27,6 +27,13 @@ struct VolumeInputs {
   std::shared_ptr<const kube::Pod> pod;
 };
 
+// An object as logs and Events name the version a volume read: "configmap/ns/name@resourceVersion",
+// "@absent" when it does not exist or could not be read, no version for a manifest file's object
+// (which has none). Metadata only: never a digest (a Secret's would let a guess of its value be
+// checked) or data.
+std::string ObjectVersion(const kube::ObjectRef& ref,
+                          const base::Result<cache::ObjectRevision>& revision);
+
 // 32 bytes over the snapshot's refs and content digests, in order; empty when a get failed (an
 // error is not an input the content can be compared on).
 std::string ObjectsDigest(const ObjectSnapshot& snapshot);

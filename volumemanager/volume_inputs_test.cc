@@ -112,5 +112,20 @@ TEST(VolumeInputsTest, UnknownOrDifferentObjectsAreNeverTheSame) {
   EXPECT_FALSE(SameInputs({}, {ObjectsDigest(Snapshot("v")), pod}, "cfg", false));
 }
 
+TEST(VolumeInputsTest, ObjectVersionNamesTheObjectAndItsResourceVersionOnly) {
+  const kube::ObjectRef cm{kube::ObjectKind::kConfigMap, "shop", "app"};
+  const kube::ObjectRef sec{kube::ObjectKind::kSecret, "shop", "tls"};
+  auto with_rv = std::make_shared<kube::ConfigMap>();
+  with_rv->metadata.resource_version = "42";
+  with_rv->data["k"] = "v";
+  EXPECT_EQ(ObjectVersion(cm, cache::ObjectRevision{with_rv, nullptr, "digest"}),
+            "configmap/shop/app@42");
+  auto secret = std::make_shared<kube::Secret>();  // a manifest file's: no resourceVersion
+  EXPECT_EQ(ObjectVersion(sec, cache::ObjectRevision{nullptr, secret, "SECRET-DIGEST"}),
+            "secret/shop/tls");
+  EXPECT_EQ(ObjectVersion(sec, cache::ObjectRevision{}), "secret/shop/tls@absent");
+  EXPECT_EQ(ObjectVersion(cm, base::Status::Error("forbidden")), "configmap/shop/app@absent");
+}
+
 }  // namespace
 }  // namespace volumemanager

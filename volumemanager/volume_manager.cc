@@ -552,18 +552,7 @@ std::vector<std::string> VolumeManager::ObjectVersions(
     const DesiredVolume* d = dsw_.Find(VolumeKey{pod_uid, volume});
     if (d == nullptr) continue;
     for (const kube::ObjectRef& ref : d->objects) {
-      std::string text =
-          std::string(ref.kind == kube::ObjectKind::kConfigMap ? "ConfigMap" : "Secret") + " " +
-          ref.namespace_ + "/" + ref.name + "@";
-      base::Result<cache::ObjectRevision> revision = objects_->GetRevision(ref);
-      if (!revision.ok() || !revision->exists()) {
-        text += "absent";
-      } else {
-        const std::string& rv = revision->config_map
-                                    ? revision->config_map->metadata.resource_version
-                                    : revision->secret->metadata.resource_version;
-        text += rv.empty() ? "unknown" : rv;
-      }
+      std::string text = ObjectVersion(ref, objects_->GetRevision(ref));
       if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(std::move(text));
     }
   }

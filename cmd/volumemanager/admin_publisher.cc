@@ -394,6 +394,15 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     lock_error.values.push_back({{}, elector->last_error().empty() ? 0.0 : 1.0});
     out.push_back(std::move(lock_error));
   }
+  MetricFamily manifest_errors = Family(
+      "volumemanager_manifest_errors",
+      "Manifest files rejected: there, but unreadable or invalid past the settle time (listed in "
+      "/debug/state), by source (pods, objects)",
+      MetricType::kGauge);
+  for (const auto& [source, rejected] : daemon_->RejectedManifests()) {
+    manifest_errors.values.push_back({{{"source", source}}, static_cast<double>(rejected.size())});
+  }
+  out.push_back(std::move(manifest_errors));
   daemon_->AddSourceMetrics(&out);
   if (extra_metrics_) extra_metrics_(&out);
   return out;
@@ -415,6 +424,7 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
   const VolumeManager* vm = daemon_->volume_manager();
   if (vm == nullptr) {  // a standby: not holding the node's lock yet
     state["volumes"] = volumes;
+    AddRejectedManifests(&state);
     AddLockState(&state);
     return state;
   }
@@ -557,8 +567,19 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     reloads.push_back(std::move(r));
   }
   state["reloads"] = std::move(reloads);
+  AddRejectedManifests(&state);
   AddLockState(&state);
   return state;
+}
+
+void AdminPublisher::AddRejectedManifests(nlohmann::json* out) const {
+  nlohmann::json rejected = nlohmann::json::array();
+  for (const auto& [source, files] : daemon_->RejectedManifests()) {
+    for (const kube::RejectedManifest& r : files) {
+      rejected.push_back({{"source", source}, {"file", r.file}, {"reason", r.reason}});
+    }
+  }
+  (*out)["rejectedManifests"] = std::move(rejected);
 }
 
 void AdminPublisher::AddLockState(nlohmann::json* out) const {

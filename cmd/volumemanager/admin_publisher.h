@@ -66,6 +66,8 @@ class AdminPublisher {
   nlohmann::json BuildDebugState() const;
   // The readiness checks and the node's lock (`leaderElection`), for a standby too.
   void AddLockState(nlohmann::json* state) const;
+  // "rejectedManifests": [{source, file, reason}] (Daemon::RejectedManifests).
+  void AddRejectedManifests(nlohmann::json* state) const;
 
  private:
   struct Handles;

@@ -302,7 +302,8 @@ std::optional<Daemon::StartError> Daemon::StartElection() {
     if (!lease_elector.ok()) return StartError{2, lease_elector.status().message()};
     lease_elector_ = std::move(lease_elector).value();
   }
-  spdlog::info("acquiring the node's lock ({}) as {} before writing anything", what, identity_);
+  // At debug: "holding the node's lock" or "the node's lock is held by" follows at info.
+  spdlog::debug("acquiring the node's lock ({}) as {} before writing anything", what, identity_);
   elector_->Start();
   return std::nullopt;
 }
@@ -357,6 +358,8 @@ std::optional<Daemon::StartError> Daemon::StartObjectSource() {
     options.strategy = config_.strategy;
     options.cache_ttl =
         std::chrono::duration_cast<std::chrono::milliseconds>(config_.object_cache_ttl);
+    options.settle =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.manifest_settle_time);
     if (base::Status s = objects_->Start(loop_, options); !s.ok()) {
       return StartError{2, "--object-manifest-path: " + s.message()};
     }
@@ -366,6 +369,13 @@ std::optional<Daemon::StartError> Daemon::StartObjectSource() {
 }
 
 cache::ObjectManager* Daemon::object_manager() { return objects_.get(); }
+
+std::map<std::string, std::vector<kube::RejectedManifest>> Daemon::RejectedManifests() const {
+  std::map<std::string, std::vector<kube::RejectedManifest>> out;
+  out["pods"] = file_source_.Rejected();
+  out["objects"] = objects_ ? objects_->Rejected() : std::vector<kube::RejectedManifest>{};
+  return out;
+}
 
 void Daemon::ApplyLiveConfig(const config::DaemonConfig& config) {
   config_.sync_frequency = config.sync_frequency;
@@ -393,6 +403,7 @@ std::optional<Daemon::StartError> Daemon::StartPodSources() {
     podconfig::FileSourceOptions o;
     o.path = config_.pod_manifest_path;
     o.node_name = config_.node_name;
+    o.settle = std::chrono::duration_cast<std::chrono::milliseconds>(config_.manifest_settle_time);
     if (base::Status s = file_source_.Start(loop_, o, file_sink); !s.ok()) {
       return StartError{2, "--pod-manifest-path " + config_.pod_manifest_path + ": " + s.message()};
     }

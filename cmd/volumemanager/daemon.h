@@ -47,9 +47,11 @@
 #include <uv.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "cache/local_object_store.h"
@@ -114,6 +116,10 @@ class Daemon {
   virtual void AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
     (void)families;
   }
+  // The manifest files rejected (there, but unreadable or invalid past the settle time), by
+  // source: "pods" (--pod-manifest-path) and "objects" (--object-manifest-path), each listed
+  // (empty when the source is not used).
+  std::map<std::string, std::vector<kube::RejectedManifest>> RejectedManifests() const;
   // Applies the fields of `config` that can change in a running daemon (config::LiveField):
   // the sync frequency here; cluster mode adds the Cache TTL and the event rate limits. Logging
   // is the binary's (main.cc).

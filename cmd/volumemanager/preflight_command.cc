@@ -43,7 +43,13 @@ int RunPreflightCommand(const std::vector<std::string>& args) {
   app.add_option("--leader-elect-resource-lock", lock,
                  "the daemon's lock: file (no API rights) or leases (Lease rights checked)")
       ->check(CLI::IsMember({"file", "leases"}));
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  // "--flag=" is the empty value, not a swallow of the next argument.
+  const std::vector<std::string> split =
+      config::SplitEmptyValues(args, [&](const std::string& flag) {
+        const CLI::Option* opt = app.get_option_no_throw(flag);
+        return opt != nullptr && opt->get_type_size() != 0;
+      });
+  std::vector<std::string> reversed(split.rbegin(), split.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

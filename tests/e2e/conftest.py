@@ -234,7 +234,7 @@ class DaemonProcess:
         # compete for the default ones (admin_addresses() reads them from the log), unless the
         # test names them (a config file names its own).
         admin = []
-        if not any(str(a).startswith("--config") for a in args):
+        if not any(str(a) == "--config" or str(a).startswith("--config=") for a in args):
             for flag in ("--healthz-bind-address", "--debug-bind-address"):
                 if flag not in args:
                     admin += [flag, "127.0.0.1:0"]

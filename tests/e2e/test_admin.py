@@ -31,6 +31,7 @@ METRICS = {
     "volumemanager_loop_longest_iteration_seconds",
     "volumemanager_build_info",
     "volumemanager_ownership_journal_state",
+    "volumemanager_manifest_errors",
 }
 
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -933,3 +934,39 @@ def test_repeated_failed_mounts_of_one_volume_are_one_event_with_a_count(cluster
     assert patches and all(r["code"] == 200 for r in patches), patches
     assert visible_files(cluster.volume_dir(uid, SECRET, "tls")) == \
         {"tls.crt": b"SECRET-MARKER-EVENT-1"}
+
+
+def reconciler_outcome(cluster, outcome):
+    probe, _ = cluster.admin_addresses()
+    with urllib.request.urlopen(probe + "/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("volumemanager_reconciler_outcomes_total{") and \
+                    f'outcome="{outcome}"' in line:
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_waiting_for_the_kubelet_is_said_once_per_volume_and_object_changes_at_info(cluster):
+    """With the kubelet's ownership, a volume it has not set up is said once at info (not at each
+    recheck); each change of an object a volume reads is an info line naming it."""
+    cluster.put_configmap("app", {"level": "info"})
+    uid = cluster.create_pod("web", [cm_volume("cfg", "app"), cm_volume("more", "app")])
+    cluster.start()
+    cluster.wait_synced("configmap default/app")
+    # Several rechecks of each volume (every 1 s) have run.
+    wait_for(lambda: reconciler_outcome(cluster, "kubelet_setup_pending") >= 6, timeout=30,
+             what="several rechecks of the volumes the kubelet has not set up")
+    waiting = cluster.records(msg=lambda m: m.startswith("Waiting for the kubelet to set up"),
+                              podUID=uid)
+    assert sorted(r["volume"] for r in waiting) == ["cfg", "more"], waiting
+    assert all(r["level"] == "info" and r["pod"] == "default/web" for r in waiting)
+
+    cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "info"})
+    cluster.put_configmap("app", {"level": "debug"})
+    wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"debug"},
+             what="the refresh once the kubelet set the volume up")
+    changed = cluster.records(msg="Object changed", object="configmap/default/app")
+    assert len(changed) == 1 and changed[0]["level"] == "info", changed
+    assert changed[0]["change"] == "updated" and changed[0]["resourceVersion"]
+    assert len(cluster.records(msg=lambda m: m.startswith("Waiting for the kubelet"),
+                               podUID=uid)) == 2

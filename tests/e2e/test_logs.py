@@ -75,3 +75,30 @@ def test_lines_are_selected_by_pod_volume_and_object(env, log_format):
     assert rejected and "must not contain '..'" in rejected[0]["err"]
     # Nothing of the bad pod was set up.
     assert not env.records(podUID="bad", msg="MountVolume.SetUp succeeded")
+
+
+def test_pod_changes_and_skipped_volumes_are_said_once(env):
+    """Pods added, updated and removed at info, one line each; a volume no container mounts is
+    skipped with a debug line (-v 1 and up) naming it."""
+    env.put_object(configmap("cfg", {"k": "v1"}))
+    volumes = [cm_volume("v", "cfg"), cm_volume("spare", "cfg")]
+    env.put_pod(pod("web", volumes, mounts=["v"], uid="web"))
+    env.start()
+    d = env.volume_dir("web", CM, "v")
+    wait_for(lambda: visible_files(d) == {"k": b"v1"}, what="the mounted volume")
+    added = env.records(msg="Pod added", podUID="web")
+    assert len(added) == 1, added
+    assert added[0]["level"] == "info"
+    assert added[0]["pod"] == "default/web-e2e-node" and added[0]["source"] == "file"
+    skipped = env.records(msg="Volume skipped: no container mounts it", podUID="web")
+    assert [(r["volume"], r["level"]) for r in skipped] == [("spare", "debug")], skipped
+    assert not env.volume_dir("web", CM, "spare").exists()
+
+    env.put_pod(pod("web", volumes, mounts=["v"], uid="web", labels={"tier": "front"}))
+    wait_for(lambda: env.records(msg="Pod updated", podUID="web"), what="the update's line")
+    (env.pods / "web.yaml").unlink()
+    wait_for(lambda: env.records(msg="Pod removed", podUID="web"), what="the removal's line")
+    for msg in ("Pod added", "Pod updated", "Pod removed"):
+        lines = env.records(msg=msg, podUID="web")
+        assert len(lines) == 1 and lines[0]["level"] == "info", (msg, lines)
+    assert env.stop() == 0

@@ -300,7 +300,7 @@ def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshe
                       what="the Reloaded Event")
     assert events[0]["type"] == "Normal"
     assert events[0]["involvedObject"]["uid"] == uid
-    assert "HTTP 200" in events[0]["message"] and "ConfigMap default/app@" in events[0]["message"]
+    assert "HTTP 200" in events[0]["message"] and "configmap/default/app@" in events[0]["message"]
     assert "SECRET-BODY" not in json.dumps(c.events())
 
     # The kubelet's sync writes older content: no call for it; the daemon corrects it, and the

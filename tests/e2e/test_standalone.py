@@ -328,6 +328,35 @@ def test_bad_flags_exit_2_with_a_message(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("volumemanager ")
 
 
+def test_help_is_for_people_and_an_empty_value_is_that_value(tmp_path):
+    """--help groups the flags, names types, values, exit codes and preflight; --flag= is empty."""
+    r = subprocess.run([BIN, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    for text in ["Pod sources", "Objects (ConfigMaps and Secrets):", "Cluster mode",
+                 "Writing volumes:", "Admin endpoints", "Logging:", "Leader election",
+                 "--sync-frequency DURATION=1m", "--debug-bind-address ADDR=127.0.0.1:10359",
+                 "Get|Cache|Watch=Watch", "kubelet|self", "volumemanager preflight",
+                 "Exit codes:", "  5  stopped to be restarted onto a new dynamic config"]:
+        assert text in r.stdout, text
+    assert " TEXT" not in r.stdout
+    # The README's "empty: not served", followed by another flag: not a swallowed argument.
+    r = subprocess.run([BIN, "--pod-manifest-path", str(tmp_path), "--healthz-bind-address=",
+                        "--v=2", "--validate-only"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    effective = json.loads(r.stdout)["volumemanager"]
+    assert effective["healthzBindAddress"] == ""
+    assert effective["logging"]["verbosity"] == 2
+    r = subprocess.run([BIN, "--pod-manifest-path", str(tmp_path),
+                        "--config-map-and-secret-change-detection-strategy=watch"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "(valid: Get, Cache or Watch; did you mean Watch?)" in r.stderr
+    r = subprocess.run([BIN, "--pod-manifest-path", str(tmp_path), "--sync-frequncy=1m"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "unknown flag --sync-frequncy (did you mean --sync-frequency?)" in r.stderr
+
+
 @pytest.mark.parametrize("strategy", ["Get", "Cache"])
 def test_get_and_cache_strategies_refresh_at_the_periodic_resync(env, strategy):
     """Without change events, the per-pod resync (--sync-frequency) is the propagation bound."""
