@@ -4,6 +4,7 @@ the simulated kubelet. Each listener records every call and, at that moment, rea
 what the application would read when told to reload."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -356,12 +357,30 @@ def test_cluster_mode_a_newer_kubelet_swap_the_daemon_confirms_is_one_call(clust
     c.server.admin("DELETE", "faults")
 
 
+def writable_cgroup_v1(tmp_path):
+    """A cgroup v1 hierarchy mounted read-write (not cpuset, whose cgroups need cpus and mems
+    first), else a named one mounted on a dir of the test's own: (mount point, mounted here)."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, target, fstype, options = line.split()[:4]
+        if fstype == "cgroup" and options.split(",")[0] == "rw" and "cpuset" not in options:
+            return Path(target), False
+    target = tmp_path / "cgroup"
+    target.mkdir()
+    done = subprocess.run(["mount", "-t", "cgroup", "-o", "none,name=vmtest", "cgroup",
+                           str(target)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"{NEEDS_ROOT}: mounting a cgroup v1 hierarchy: {done.stderr.strip()}")
+    return target, True
+
+
 @pytest.fixture
 def container_process(tmp_path):
     """Starts, on demand, a container's main process as a runtime would: PID 1 of a new PID
     namespace, moved into `kubepods/burstable/pod<uid>/<container id>` of a cgroup v1 hierarchy
     (under a dir of the test's own), recording each SIGHUP it catches. Killed and removed after."""
-    hierarchy = Path("/sys/fs/cgroup/pids")
+    if os.geteuid() != 0:
+        pytest.skip(f"{NEEDS_ROOT}: moves a process into a cgroup and a PID namespace")
+    hierarchy, mounted = writable_cgroup_v1(tmp_path)
     base = hierarchy / f"vmtest-e2e-{os.getpid()}"
     started = []
 
@@ -379,24 +398,26 @@ def container_process(tmp_path):
                  what="the process's traps set")
         return pid
 
-    if not hierarchy.is_dir() or os.geteuid() != 0:
-        pytest.skip(f"{NEEDS_ROOT}: moves a process into a cgroup v1 hierarchy at {hierarchy}")
     try:
         yield start
     finally:
-        for proc in started:
-            subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
-            proc.kill()
-            proc.wait()
         if base.exists():
             # Deepest first: a cgroup goes once it has no process and no child.
             for d in sorted((p for p in base.rglob("*") if p.is_dir()),
                             key=lambda p: len(p.parts), reverse=True) + [base]:
                 for pid in (d / "cgroup.procs").read_text().split():
-                    subprocess.run(["kill", "-KILL", pid], check=False)
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 wait_for(lambda d=d: not (d / "cgroup.procs").read_text().strip(),
                          what=f"{d} emptied")
                 d.rmdir()
+        for proc in started:
+            proc.kill()
+            proc.wait()
+        if mounted:
+            subprocess.run(["umount", str(hierarchy)], check=False)
 
 
 def test_cluster_mode_a_signal_action_reaches_the_containers_main_process(cluster, container_process,

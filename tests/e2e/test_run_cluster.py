@@ -8,10 +8,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-import yaml
 from kubernetes import client, config
 
-from conftest import BIN, visible_files, wait_for
+from conftest import BIN, mounts_under, visible_files, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "run_cluster.py"
@@ -38,11 +37,19 @@ def test_run_cluster_serves_the_demo_and_ctrl_c_stops_both(tmp_path):
         api.patch_namespaced_config_map("app-config", "default", {"data": {"log-level": "debug"}})
         wait_for(lambda: visible_files(volume).get("log/level.txt") == b"debug", timeout=30,
                  what="the change through the API in the volume")
+        # The demo's application is told (a reload call to the pod's own address, 127.0.0.2).
+        wait_for(lambda: "application: reload asked" in text(), timeout=30,
+                 what="the demo application's reload line")
         server_pid = None
-        for line in subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)],
-                                   capture_output=True, text=True).stdout.splitlines():
-            if "kube-test-apiserver" in line:
-                server_pid = int(line.split()[0])
+        for entry in Path("/proc").iterdir():  # the script's children (no procps needed)
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == proc.pid and \
+                    b"kube-test-apiserver" in cmdline:
+                server_pid = int(entry.name)
         assert server_pid is not None
 
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
@@ -54,3 +61,6 @@ def test_run_cluster_serves_the_demo_and_ctrl_c_stops_both(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # The demo's secret and projected volumes are tmpfs mounts (self ownership, as root).
+        for m in mounts_under(tmp_path):
+            subprocess.run(["umount", "-l", m], check=False)
