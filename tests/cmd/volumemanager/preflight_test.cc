@@ -330,7 +330,8 @@ TEST_F(PreflightTest, BinaryExitCodeNodeNameDefaultAndHelp) {
   text.clear();
   while (fgets(buf, sizeof(buf), out) != nullptr) text += buf;
   EXPECT_EQ(WEXITSTATUS(pclose(out)), 0);
-  EXPECT_THAT(text, HasSubstr("  preflight  checks what this set-up needs"));
+  EXPECT_THAT(text, HasSubstr("Subcommand:\n  volumemanager preflight --kubeconfig PATH"));
+  EXPECT_THAT(text, HasSubstr("checks what cluster mode needs from the API server"));
 }
 
 }  // namespace
