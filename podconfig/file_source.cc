@@ -54,8 +54,20 @@ struct FileSource::Impl {
   void Report(const std::string& name);
   // The settle time ended for these files: still gone, or still failing.
   void Settled(const std::vector<std::string>& gone, const std::vector<std::string>& invalid);
+  // The file `name` is gone: its pod, failure and report too. True when a pod went.
+  bool Forget(const std::string& name);
   void Deliver();
 };
+
+bool FileSource::Impl::Forget(const std::string& name) {
+  failing.erase(name);
+  reported.erase(name);
+  auto it = pods.find(name);
+  if (it == pods.end()) return false;
+  const bool had_pod = it->second != nullptr;
+  pods.erase(it);
+  return had_pod;
+}
 
 void FileSource::Impl::Fail(const Scanner::File& read, const base::Status& error,
                             bool read_failed) {
@@ -101,14 +113,7 @@ void FileSource::Impl::Report(const std::string& name) {
 void FileSource::Impl::Settled(const std::vector<std::string>& gone,
                                const std::vector<std::string>& invalid) {
   bool changed = false;
-  for (const std::string& name : gone) {
-    failing.erase(name);
-    reported.erase(name);
-    auto it = pods.find(name);
-    if (it == pods.end()) continue;
-    changed |= it->second != nullptr;
-    pods.erase(it);
-  }
+  for (const std::string& name : gone) changed |= Forget(name);
   for (const std::string& name : invalid) Report(name);
   if (changed) Deliver();
 }
@@ -149,12 +154,7 @@ void FileSource::Impl::Apply(Scanner::Outcome scan) {
     // Most likely the first half of an unlink and create (a checkout): the pod stays until the
     // settle time passes without the file coming back.
     if (grace.Gone(name)) continue;
-    failing.erase(name);
-    reported.erase(name);
-    auto it = pods.find(name);
-    if (it == pods.end()) continue;
-    changed |= it->second != nullptr;
-    pods.erase(it);
+    changed |= Forget(name);
   }
   for (Scanner::File& read : scan.files) {
     const std::string& file = read.path;

@@ -219,6 +219,30 @@ Parsed Parse(const std::string& data, const std::string& file) {
   return out;
 }
 
+// The journal at `file`, read and judged for `root_dir`; nothing is written. One kept for another
+// root dir is kOtherRoot: its entries are paths below that root, none of them this one's.
+Parsed ReadJournal(const std::string& file, const std::string& root_dir) {
+  Parsed parsed;
+  Result<std::string> data = base::ReadWholeFile(file);
+  if (!data.ok()) {
+    if (data.status().sys_errno() == ENOENT) {
+      parsed.loaded = OwnershipJournal::Loaded::kNew;
+      parsed.detail = "no ownership journal at " + file;
+    } else {
+      parsed.loaded = OwnershipJournal::Loaded::kRejected;
+      parsed.detail = data.status().message();
+    }
+  } else {
+    parsed = Parse(*data, file);
+  }
+  if (parsed.loaded == OwnershipJournal::Loaded::kTrusted && parsed.has_root && !root_dir.empty() &&
+      !parsed.root.empty() && parsed.root != root_dir) {
+    parsed.loaded = OwnershipJournal::Loaded::kOtherRoot;
+    parsed.detail = file + " was kept for root dir " + parsed.root + ", not " + root_dir;
+  }
+  return parsed;
+}
+
 }  // namespace
 
 std::string OwnershipJournal::PodPath(const std::string& pod_uid) { return "pods/" + pod_uid; }
@@ -306,24 +330,9 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   }
   const std::string file = state_dir + "/" + kFileName;
   OpenResult result;
-  Parsed parsed;
-  Result<std::string> data = base::ReadWholeFile(file);
-  if (!data.ok()) {
-    if (data.status().sys_errno() == ENOENT) {
-      parsed.loaded = Loaded::kNew;
-      parsed.detail = "no ownership journal at " + file;
-    } else {
-      parsed.loaded = Loaded::kRejected;
-      parsed.detail = data.status().message();
-    }
-  } else {
-    parsed = Parse(*data, file);
-  }
-  if (parsed.loaded == Loaded::kTrusted && parsed.has_root && !root_dir.empty() &&
-      !parsed.root.empty() && parsed.root != root_dir) {
-    // Its entries are paths below another root dir: none of them is this root's to remove.
-    parsed.loaded = Loaded::kOtherRoot;
-    parsed.detail = file + " was kept for root dir " + parsed.root + ", not " + root_dir;
+  Parsed parsed = ReadJournal(file, root_dir);
+  if (parsed.loaded == Loaded::kOtherRoot) {
+    // None of its entries is this root's to remove; it is kept aside, and a new one starts.
     parsed.owned.clear();
     const std::string aside = state_dir + "/" + OtherRootFileName(parsed.root);
     if (::rename(file.c_str(), aside.c_str()) != 0) return ErrnoError("rename", file, errno);
@@ -360,24 +369,7 @@ OwnershipJournal::OpenResult OwnershipJournal::ReadOnly(const std::string& state
                                                         const std::string& root_arg) {
   const std::string root_dir = NormalRoot(root_arg);
   const std::string file = state_dir + "/" + kFileName;
-  Parsed parsed;
-  Result<std::string> data = base::ReadWholeFile(file);
-  if (!data.ok()) {
-    if (data.status().sys_errno() == ENOENT) {
-      parsed.loaded = Loaded::kNew;
-      parsed.detail = "no ownership journal at " + file;
-    } else {
-      parsed.loaded = Loaded::kRejected;
-      parsed.detail = data.status().message();
-    }
-  } else {
-    parsed = Parse(*data, file);
-  }
-  if (parsed.loaded == Loaded::kTrusted && parsed.has_root && !root_dir.empty() &&
-      !parsed.root.empty() && parsed.root != root_dir) {
-    parsed.loaded = Loaded::kOtherRoot;
-    parsed.detail = file + " was kept for root dir " + parsed.root + ", not " + root_dir;
-  }
+  Parsed parsed = ReadJournal(file, root_dir);
   if (parsed.loaded != Loaded::kTrusted) parsed.owned.clear();
   if (parsed.loaded != Loaded::kTrusted || !parsed.has_root) parsed.identity = RootIdentity{};
   OpenResult result;
