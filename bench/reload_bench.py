@@ -3,9 +3,11 @@
 
 Standalone mode; N pods (1,000) share one ConfigMap through a configMap volume, each with the
 annotation `volumemanager.io/reload: POST http://:PORT/-/reload` and `reload-delay: 0`, and its
-own address as `status.podIP` (127.1.x.y: every address of 127.0.0.0/8 is local here). One asyncio
-listener per address, in this process, stands for each pod's application: it notes when a request
-head arrives and answers 200. Each round rewrites the ConfigMap's manifest (the change's time is
+own address as `status.podIP` (127.1.x.y: every address of 127.0.0.0/8 is local here). A listener
+per address stands for each pod's application: it notes when a request head arrives and answers
+200. By default they are `build/bin/reload_listener` (one epoll process in C, printing each
+arrival's CLOCK_MONOTONIC time); `--python-listeners` uses asyncio listeners in this process
+instead (which cost as much CPU as the daemon's requests). Each round rewrites the ConfigMap's manifest (the change's time is
 taken just before the rename) and waits until every listener has been called once for it; a
 pod's latency is its call's arrival minus the change's time. Rounds are 1.5 s apart (the per-pod
 minimum interval between two reloads is 1 s).
@@ -78,8 +80,26 @@ async def main_async(args, work):
                 writer.close()
         return handle
 
-    servers = [await asyncio.start_server(handler_for(address(i)), address(i), PORT, backlog=64)
-               for i in range(args.pods)]
+    servers = []
+    listener = None
+    if args.python_listeners:
+        servers = [await asyncio.start_server(handler_for(address(i)), address(i), PORT,
+                                              backlog=64) for i in range(args.pods)]
+    else:
+        listener = await asyncio.create_subprocess_exec(
+            args.listener, str(PORT), *[address(i) for i in range(args.pods)],
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        if (await listener.stdout.readline()).strip() != b"ready":
+            raise SystemExit("reload_listener did not start")
+
+        async def read_arrivals():
+            while True:
+                line = await listener.stdout.readline()
+                if not line:
+                    return
+                index, ns = line.split()
+                calls.setdefault(address(int(index)), []).append(int(ns) / 1e9)
+        reader = asyncio.ensure_future(read_arrivals())
 
     (objects_dir / "shared.yaml").write_text(configmap_yaml(0))
     for i in range(args.pods):
@@ -103,13 +123,19 @@ async def main_async(args, work):
         await asyncio.sleep(2.0)
         if calls:
             raise SystemExit(f"{len(calls)} pods were called at set-up")
-        def daemon_cpu():
-            fields = Path(f"/proc/{daemon.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        def proc_cpu(pid):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        def daemon_cpu():
+            return proc_cpu(daemon.pid)
+
+        def listeners_cpu():
+            return proc_cpu(listener.pid) if listener is not None else time.process_time()
         cpu = {"daemon": 0.0, "listeners": 0.0}
         for n in range(1, args.rounds + 1):
             before = {ip: len(t) for ip, t in calls.items()}
-            cpu_daemon, cpu_self = daemon_cpu(), time.process_time()
+            cpu_daemon, cpu_self = daemon_cpu(), listeners_cpu()
             tmp = objects_dir / ".shared.yaml.tmp"
             tmp.write_text(configmap_yaml(n))
             t0 = time.monotonic()
@@ -125,7 +151,7 @@ async def main_async(args, work):
                 raise SystemExit(f"round {n}: only {len(done)} of {args.pods} pods were called")
             rounds.append(done)
             cpu["daemon"] += daemon_cpu() - cpu_daemon
-            cpu["listeners"] += time.process_time() - cpu_self
+            cpu["listeners"] += listeners_cpu() - cpu_self
             await asyncio.sleep(1.5)
         extra_calls = sum(len(t) for t in calls.values()) - args.pods * args.rounds
     finally:
@@ -134,6 +160,10 @@ async def main_async(args, work):
         log.close()
         for s in servers:
             s.close()
+        if listener is not None:
+            listener.stdin.close()
+            await listener.wait()
+            reader.cancel()
         unmount_under(root)
     cpu = {k: v / len(rounds) * 1000 for k, v in cpu.items()}
     return rounds, extra_calls, cpu
@@ -147,6 +177,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="200 pods, 3 rounds")
     ap.add_argument("--json")
     ap.add_argument("--keep", help="copy the daemon's log here")
+    ap.add_argument("--listener", default=str(REPO / "build" / "bin" / "reload_listener"))
+    ap.add_argument("--python-listeners", action="store_true",
+                    help="asyncio listeners in this process instead of reload_listener")
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
     if args.quick:
