@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -101,12 +102,33 @@ TEST(PlanSubPathUpdatesTest, ListsTheSubPathMountsOfTheVolumeOnlyWhenAnnotated) 
   EXPECT_NE(plan.mounts[5].refusal.find("not a plain relative path"), std::string::npos);
 }
 
+// Whether the mount holding `path` is listed in /proc/self/mountinfo.
+bool MountListed(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    fields >> id >> parent >> dev >> root >> mount_point;
+    const std::string prefix = mount_point == "/" ? "/" : mount_point + "/";
+    if (path == mount_point || path.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 class SubPathUpdateTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/subpath_test_XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     root_ = tmpl;
+    // The code under test finds the volume's filesystem in /proc/self/mountinfo. In a chroot the
+    // mount holding /tmp is not listed there (only mounts below the process's root are): the test
+    // dir then gets a tmpfs of its own (as root; without root every test here skips anyway).
+    if (!MountListed(root_) && ::geteuid() == 0 &&
+        ::mount("tmpfs", root_.c_str(), "tmpfs", 0, "mode=0755") == 0) {
+      mounts_.push_back(root_);
+    }
     vol_ = fs::path(root_) / "pods" / kUid / "volumes" / kPlugin / kVolume;
     fs::create_directories(vol_);
     fs::create_directories(fs::path(root_) / "views");

@@ -102,9 +102,24 @@ def debug_state(debug_url):
         return json.loads(r.read())
 
 
+def skip_unless_mount_listed(path):
+    """The daemon finds a volume's filesystem in /proc/self/mountinfo (a bind's root is checked
+    against the volume dir's path in it), and refuses a copy when it cannot: so the tests need
+    the mount holding `path` listed there. In a chroot it is not (the kernel lists only mounts
+    below the process's root): then skipped, saying why."""
+    path = os.path.realpath(path)
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mount_point = line.split()[4].replace("\\040", " ")
+        if path == mount_point or path.startswith(mount_point.rstrip("/") + "/"):
+            return
+    pytest.skip(f"the mount holding {path} is not listed in /proc/self/mountinfo (a chroot?): "
+                "the daemon refuses subPath copies there, as it must")
+
+
 @pytest.fixture
 def env_unmounted(env):
     """`env`, with every mount below its dir undone even when the test fails."""
+    skip_unless_mount_listed(env.tmp)
     try:
         yield env
     finally:
@@ -236,6 +251,7 @@ def test_standalone_hostile_subpath_targets_are_left_alone(env_unmounted):
 
 @pytest.fixture
 def cluster_unmounted(tmp_path):
+    skip_unless_mount_listed(tmp_path)
     with TestApiServer() as server:
         c = Cluster(tmp_path, server, "http1")
         try:
