@@ -16,9 +16,9 @@
 // `ParseStructuredLine` reads such a payload back, which is how the JSON formatter
 // (cmd/volumemanager/json_log_formatter.h) turns the keys into JSON fields.
 //
-// The keys every module uses (README.md, "Logs"): `pod` (namespace/name, `KObj`), `podUID`,
-// `volume`, `object` (kind/namespace/name, `KRef`), `err`; others are lowerCamel names of what the
-// value is (`file`, `dir`, `node`, ...).
+// The keys every module uses (docs/operations.md, "Logs"): `pod` (namespace/name, `KObj`),
+// `podUID`, `volume`, `object` (kind/namespace/name, `KRef`), `err`; others are lowerCamel names
+// of what the value is (`file`, `dir`, `node`, ...).
 //
 // Cost: a field holds views of its key and value (no copy, no allocation); nothing is formatted
 // when the level is off, so the fields' arguments should be existing strings (`KObj` instead of

@@ -22,8 +22,8 @@
 // reader would see an empty file), then fsync, and only when the bytes differ.
 //
 // Not atomic for a reader that reads while it happens, and a file that shrinks can fault a reader
-// that maps it; two subPath files change one after the other (README.md says so, and why a new
-// bind in the container's mount namespace was rejected).
+// that maps it; two subPath files change one after the other (README.md and docs/annotations.md
+// say so, and why a new bind in the container's mount namespace was rejected).
 //
 // PlanSubPathUpdates runs on the loop thread (pod fields only); UpdateSubPaths blocks and runs on
 // the thread pool (the reconciler's write operation, right after the volume's write).

@@ -8,7 +8,7 @@
 //    state and publishes it. Nothing is built while nobody asks.
 // Neither handle keeps the loop running.
 //
-// Metrics (names in README.md, "Metrics"): the reconciler's operations (the kubelet's
+// Metrics (names in docs/operations.md, "Metrics"): the reconciler's operations (the kubelet's
 // storage_operation_duration_seconds), propagation, failures by reason, volumes by state, the
 // reconciler's outcome counters, loop busy time, build info, and whatever the daemon's sources
 // add (Daemon::AddSourceMetrics). The debug state lists, per volume, the pod, the objects read

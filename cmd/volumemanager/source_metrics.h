@@ -1,4 +1,4 @@
-// Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in README.md,
+// Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in docs/operations.md,
 // "Metrics"): API requests by method and outcome, the pod reflector's lists, relists and watch
 // requests, and the object managers' reads and running per-object watches. Loop thread only.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_

@@ -18,7 +18,7 @@ from conftest import BIN, configmap, pod, secret, visible_files, wait_for
 CM = "kubernetes.io~configmap"
 SECRET_VALUE = "SECRET-MARKER-value-never-shown"
 
-# Every metric family /metrics lists in standalone mode (README.md, "Metrics").
+# Every metric family /metrics lists in standalone mode (docs/operations.md, "Metrics").
 METRICS = {
     "storage_operation_duration_seconds",
     "volumemanager_propagation_duration_seconds",

@@ -1,8 +1,8 @@
 """Dynamic config end to end: the real binary in cluster mode with --dynamic-config against the
 test API server. The test plays the DaemonSet: it restarts the daemon whenever it exits. Each
-transition of dynamicconfig/ (README.md, "Dynamic config"): a live apply, a restart apply, an
-invalid config rejected with an Event, a rollback after repeated crashes on trial, a start with
-the API server down on the checkpoint, and corrupt checkpoints."""
+transition of dynamicconfig/ (docs/operations.md, "Dynamic config"): a live apply, a restart
+apply, an invalid config rejected with an Event, a rollback after repeated crashes on trial, a
+start with the API server down on the checkpoint, and corrupt checkpoints."""
 import json
 import re
 import signal
