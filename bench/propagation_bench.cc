@@ -291,7 +291,7 @@ bool g_settle = true;
 // first time the journal fills after the set-up, ext4 checkpoints the set-up's small
 // transactions (one per fsync of the daemon's ownership journal, about 480 for 1,000 new
 // volumes) one at a time, and every write waits: 0.1-1 s on the journaled loop ext4
-// (BENCHMARKS.md).
+// (bench/history.md, the settled start of 2026-11-24).
 void Settle(const fs::path& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
