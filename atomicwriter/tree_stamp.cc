@@ -22,7 +22,7 @@ uint64_t EntryHash(const struct stat& st) {
   return Mix(h ^ static_cast<uint64_t>(st.st_mode));
 }
 
-struct Walk {
+struct TreeWalk {
   Filesystem& fs;
   dev_t dev;
   uint64_t sum = 0;
@@ -53,7 +53,7 @@ struct Walk {
 
 std::optional<uint64_t> TreeStamp(Filesystem& fs, int dir_fd, const std::string& name,
                                   const struct stat& st) {
-  Walk walk{fs, st.st_dev};
+  TreeWalk walk{fs, st.st_dev};
   walk.sum = EntryHash(st);
   if (!S_ISDIR(st.st_mode)) return walk.sum;
   const int fd = fs.OpenAt(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);

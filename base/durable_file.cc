@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -25,6 +26,29 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return Status::OK();
+}
+
+std::string FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+bool FileHolds(int fd, std::string_view data, off_t size) {
+  if (size < 0 || static_cast<size_t>(size) != data.size()) return false;
+  std::array<char, 64 * 1024> buf{};
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n =
+        ::pread(fd, buf.data(), std::min(buf.size(), data.size() - off), static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n)) != 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 namespace {

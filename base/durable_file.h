@@ -6,6 +6,8 @@
 #ifndef VOLUMEMANAGER_BASE_DURABLE_FILE_H_
 #define VOLUMEMANAGER_BASE_DURABLE_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -44,6 +46,15 @@ std::string DurableTempName(const std::string& name);
 
 // Writes all of `data` to `fd` (retrying short writes and EINTR); errors name `path`.
 Status WriteAll(int fd, std::string_view data, const std::string& path);
+
+// True when the file open as `fd`, of `size` bytes (its st_size), holds exactly `data`: read from
+// offset 0 with pread (the file offset is left alone), 64 KiB at a time. A read error, or a file
+// shorter than it said, is false.
+bool FileHolds(int fd, std::string_view data, off_t size);
+
+// "<dev>:<ino>:<size>:<mtime s>.<ns>" of the file at `path` (stat: a symlink is followed), or ""
+// when it cannot be stat'ed: two stamps differ when the file was replaced or rewritten.
+std::string FileStamp(const std::string& path);
 
 // fsync of a directory, so that renames and removals in it are durable.
 Status SyncDir(const std::string& dir);

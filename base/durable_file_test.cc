@@ -1,5 +1,6 @@
 #include "base/durable_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -33,6 +34,36 @@ TEST_F(DurableFileTest, TempNamesAreUniquePerCallAndNameTheProcess) {
   const std::string one = *names.begin();
   EXPECT_EQ(one.rfind("ownership.journal.tmp." + std::to_string(::getpid()) + ".", 0), 0u) << one;
   EXPECT_NE(one, "ownership.journal.tmp");
+}
+
+// FileHolds compares every byte, across its 64 KiB reads, and leaves the file offset alone.
+TEST_F(DurableFileTest, FileHoldsComparesEveryByteWithoutMovingTheOffset) {
+  std::string data(200 * 1024, 'a');
+  data[150 * 1024] = 'b';
+  ASSERT_TRUE(WriteFileDurably(dir_, "f", data).ok());
+  const int fd = ::open((dir_ + "/f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const off_t size = static_cast<off_t>(data.size());
+  EXPECT_TRUE(FileHolds(fd, data, size));
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 0);
+  std::string other = data;
+  other[150 * 1024] = 'c';  // differs in the third read only
+  EXPECT_FALSE(FileHolds(fd, other, size));
+  EXPECT_FALSE(FileHolds(fd, data.substr(1), size));         // sizes differ
+  EXPECT_FALSE(FileHolds(fd, data + "x", size + 1));         // the file is shorter than said
+  EXPECT_FALSE(FileHolds(fd, data, -1));
+  ::close(fd);
+}
+
+// FileStamp changes when the file is replaced or rewritten, and is empty when it is missing.
+TEST_F(DurableFileTest, FileStampChangesWithTheFileAndIsEmptyWhenMissing) {
+  EXPECT_EQ(FileStamp(dir_ + "/none"), "");
+  ASSERT_TRUE(WriteFileDurably(dir_, "f", "one").ok());
+  const std::string first = FileStamp(dir_ + "/f");
+  EXPECT_NE(first, "");
+  EXPECT_EQ(FileStamp(dir_ + "/f"), first);
+  ASSERT_TRUE(WriteFileDurably(dir_, "f", "two!").ok());  // a new inode, another size
+  EXPECT_NE(FileStamp(dir_ + "/f"), first);
 }
 
 // Two writers replacing one file at once (two daemons' compaction and rewrite, or the threads of

@@ -1,7 +1,6 @@
 #include "kubeclient/client_cert_source.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <cstring>
 #include <ctime>
@@ -37,13 +36,10 @@ std::string PemBlocks(std::string_view text, Pred want, bool first_only) {
   return out;
 }
 
-std::string FileIdentity(const std::string& path) {
+std::string CertFileIdentity(const std::string& path) {
   if (path.empty()) return "-";
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return "missing";
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec);
+  std::string stamp = base::FileStamp(path);
+  return stamp.empty() ? "missing" : stamp;
 }
 
 // "2026-11-27T21:00:00Z", for logs.
@@ -178,7 +174,7 @@ std::string ClientCertSource::Describe() const {
 }
 
 std::string ClientCertSource::Identity() const {
-  return FileIdentity(cert_file_) + "|" + FileIdentity(key_file_);
+  return CertFileIdentity(cert_file_) + "|" + CertFileIdentity(key_file_);
 }
 
 bool ClientCertSource::NearExpiry() const {

@@ -12,57 +12,57 @@ namespace {
 [[gnu::used, gnu::section(".vm_dlopen")]] constexpr char kLibgnutls[] = "libgnutls.so.30";
 
 template <typename Fn>
-bool Find(void* handle, const char* name, Fn* fn, std::string* error) {
+bool FindGnutls(void* handle, const char* name, Fn* fn, std::string* error) {
   return dl::Find(handle, kLibgnutls, name, fn, error);
 }
 
-base::Result<const GnutlsLibrary*> Open() {
+base::Result<const GnutlsLibrary*> OpenGnutls() {
   std::string error;
   void* handle = dl::Open(kLibgnutls, &error);
   if (handle == nullptr) return base::Status::Error(error);
   static GnutlsLibrary lib;
   const bool found =
-      Find(handle, "gnutls_certificate_allocate_credentials", &lib.certificate_allocate_credentials,
+      FindGnutls(handle, "gnutls_certificate_allocate_credentials", &lib.certificate_allocate_credentials,
            &error) &&
-      Find(handle, "gnutls_certificate_free_credentials", &lib.certificate_free_credentials,
+      FindGnutls(handle, "gnutls_certificate_free_credentials", &lib.certificate_free_credentials,
            &error) &&
-      Find(handle, "gnutls_certificate_set_x509_trust_mem", &lib.certificate_set_x509_trust_mem,
+      FindGnutls(handle, "gnutls_certificate_set_x509_trust_mem", &lib.certificate_set_x509_trust_mem,
            &error) &&
-      Find(handle, "gnutls_certificate_set_x509_system_trust",
+      FindGnutls(handle, "gnutls_certificate_set_x509_system_trust",
            &lib.certificate_set_x509_system_trust, &error) &&
-      Find(handle, "gnutls_certificate_set_x509_key_mem", &lib.certificate_set_x509_key_mem,
+      FindGnutls(handle, "gnutls_certificate_set_x509_key_mem", &lib.certificate_set_x509_key_mem,
            &error) &&
-      Find(handle, "gnutls_certificate_verification_status_print",
+      FindGnutls(handle, "gnutls_certificate_verification_status_print",
            &lib.certificate_verification_status_print, &error) &&
-      Find(handle, "gnutls_init", &lib.init, &error) &&
-      Find(handle, "gnutls_deinit", &lib.deinit, &error) &&
-      Find(handle, "gnutls_set_default_priority", &lib.set_default_priority, &error) &&
-      Find(handle, "gnutls_credentials_set", &lib.credentials_set, &error) &&
-      Find(handle, "gnutls_server_name_set", &lib.server_name_set, &error) &&
-      Find(handle, "gnutls_alpn_set_protocols", &lib.alpn_set_protocols, &error) &&
-      Find(handle, "gnutls_alpn_get_selected_protocol", &lib.alpn_get_selected_protocol, &error) &&
-      Find(handle, "gnutls_session_set_verify_cert", &lib.session_set_verify_cert, &error) &&
-      Find(handle, "gnutls_session_get_verify_cert_status", &lib.session_get_verify_cert_status,
+      FindGnutls(handle, "gnutls_init", &lib.init, &error) &&
+      FindGnutls(handle, "gnutls_deinit", &lib.deinit, &error) &&
+      FindGnutls(handle, "gnutls_set_default_priority", &lib.set_default_priority, &error) &&
+      FindGnutls(handle, "gnutls_credentials_set", &lib.credentials_set, &error) &&
+      FindGnutls(handle, "gnutls_server_name_set", &lib.server_name_set, &error) &&
+      FindGnutls(handle, "gnutls_alpn_set_protocols", &lib.alpn_set_protocols, &error) &&
+      FindGnutls(handle, "gnutls_alpn_get_selected_protocol", &lib.alpn_get_selected_protocol, &error) &&
+      FindGnutls(handle, "gnutls_session_set_verify_cert", &lib.session_set_verify_cert, &error) &&
+      FindGnutls(handle, "gnutls_session_get_verify_cert_status", &lib.session_get_verify_cert_status,
            &error) &&
-      Find(handle, "gnutls_transport_set_int2", &lib.transport_set_int2, &error) &&
-      Find(handle, "gnutls_handshake", &lib.handshake, &error) &&
-      Find(handle, "gnutls_record_get_direction", &lib.record_get_direction, &error) &&
-      Find(handle, "gnutls_record_recv", &lib.record_recv, &error) &&
-      Find(handle, "gnutls_record_send", &lib.record_send, &error) &&
-      Find(handle, "gnutls_strerror", &lib.strerror, &error) &&
-      Find(handle, "gnutls_x509_crt_init", &lib.x509_crt_init, &error) &&
-      Find(handle, "gnutls_x509_crt_deinit", &lib.x509_crt_deinit, &error) &&
-      Find(handle, "gnutls_x509_crt_import", &lib.x509_crt_import, &error) &&
-      Find(handle, "gnutls_x509_crt_get_activation_time", &lib.x509_crt_get_activation_time,
+      FindGnutls(handle, "gnutls_transport_set_int2", &lib.transport_set_int2, &error) &&
+      FindGnutls(handle, "gnutls_handshake", &lib.handshake, &error) &&
+      FindGnutls(handle, "gnutls_record_get_direction", &lib.record_get_direction, &error) &&
+      FindGnutls(handle, "gnutls_record_recv", &lib.record_recv, &error) &&
+      FindGnutls(handle, "gnutls_record_send", &lib.record_send, &error) &&
+      FindGnutls(handle, "gnutls_strerror", &lib.strerror, &error) &&
+      FindGnutls(handle, "gnutls_x509_crt_init", &lib.x509_crt_init, &error) &&
+      FindGnutls(handle, "gnutls_x509_crt_deinit", &lib.x509_crt_deinit, &error) &&
+      FindGnutls(handle, "gnutls_x509_crt_import", &lib.x509_crt_import, &error) &&
+      FindGnutls(handle, "gnutls_x509_crt_get_activation_time", &lib.x509_crt_get_activation_time,
            &error) &&
-      Find(handle, "gnutls_x509_crt_get_expiration_time", &lib.x509_crt_get_expiration_time,
+      FindGnutls(handle, "gnutls_x509_crt_get_expiration_time", &lib.x509_crt_get_expiration_time,
            &error) &&
-      Find(handle, "gnutls_x509_crt_get_key_id", &lib.x509_crt_get_key_id, &error) &&
-      Find(handle, "gnutls_x509_privkey_init", &lib.x509_privkey_init, &error) &&
-      Find(handle, "gnutls_x509_privkey_deinit", &lib.x509_privkey_deinit, &error) &&
-      Find(handle, "gnutls_x509_privkey_import2", &lib.x509_privkey_import2, &error) &&
-      Find(handle, "gnutls_x509_privkey_get_key_id", &lib.x509_privkey_get_key_id, &error) &&
-      Find(handle, "gnutls_free", &lib.free, &error);
+      FindGnutls(handle, "gnutls_x509_crt_get_key_id", &lib.x509_crt_get_key_id, &error) &&
+      FindGnutls(handle, "gnutls_x509_privkey_init", &lib.x509_privkey_init, &error) &&
+      FindGnutls(handle, "gnutls_x509_privkey_deinit", &lib.x509_privkey_deinit, &error) &&
+      FindGnutls(handle, "gnutls_x509_privkey_import2", &lib.x509_privkey_import2, &error) &&
+      FindGnutls(handle, "gnutls_x509_privkey_get_key_id", &lib.x509_privkey_get_key_id, &error) &&
+      FindGnutls(handle, "gnutls_free", &lib.free, &error);
   if (!found) return base::Status::Error(error);
   return &lib;
 }
@@ -70,7 +70,7 @@ base::Result<const GnutlsLibrary*> Open() {
 }  // namespace
 
 const base::Result<const GnutlsLibrary*>& LoadGnutls() {
-  static const base::Result<const GnutlsLibrary*> loaded = Open();
+  static const base::Result<const GnutlsLibrary*> loaded = OpenGnutls();
   return loaded;
 }
 

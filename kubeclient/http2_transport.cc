@@ -45,12 +45,20 @@ nghttp2_nv Header(std::string_view name, std::string_view value) {
                     value.size(), NGHTTP2_NV_FLAG_NONE};
 }
 
+}  // namespace
+
 // The socket and its poll handle: the fd is closed once libuv has closed the handle, so its number
-// cannot be reused by a new socket whose epoll registration libuv's late close would delete.
+// cannot be reused by a new socket whose epoll registration libuv's late close would delete. Not in
+// the anonymous namespace: Http2Transport::Connection, a type with linkage, holds one.
+namespace http2_internal {
 struct PolledSocket {
   uv_poll_t poll;
   int fd;
 };
+}  // namespace http2_internal
+using http2_internal::PolledSocket;
+
+namespace {
 
 void ClosePolledSocket(PolledSocket* socket) {
   uv_poll_stop(&socket->poll);

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -90,13 +89,6 @@ bool SplitUrl(const std::string& url, UrlParts& out) {
 
 base::Result<std::string> ReadFile(const std::string& path) {
   return base::ReadRegularFile(path, kMaxCredentialFileBytes, /*follow_symlinks=*/true);
-}
-
-std::string FileIdentity(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return "";
-  return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
 // Not copied: libcurl reads the bytes while the easy handle lives (a connection keeps a copy of
@@ -259,7 +251,7 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
     }
   }
   if (!credentials.tls.ca_file.empty()) {
-    client->ca_file_identity_ = FileIdentity(credentials.tls.ca_file);
+    client->ca_file_identity_ = base::FileStamp(credentials.tls.ca_file);
     client->ca_checked_at_ = std::chrono::steady_clock::now();
   }
   if (native) {
@@ -439,7 +431,7 @@ void HttpClient::RefreshCa() {
   auto now = std::chrono::steady_clock::now();
   if (now - ca_checked_at_ < options_.ca_check_interval) return;
   ca_checked_at_ = now;
-  std::string identity = FileIdentity(file);
+  std::string identity = base::FileStamp(file);
   if (identity.empty() || identity == ca_file_identity_) return;
   auto pem = ReadFile(file);
   if (!pem.ok() || pem->empty()) {

@@ -13,6 +13,7 @@
 
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/path_validation.h"
+#include "base/durable_file.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
 #include "logging/structured_log.h"
@@ -24,27 +25,6 @@ std::string Octal(mode_t mode) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%04o", static_cast<unsigned>(mode & 07777));
   return buf;
-}
-
-// True when the regular file open as `fd` holds exactly `data`.
-bool SameBytes(int fd, const std::string& data, off_t size) {
-  if (static_cast<size_t>(size) != data.size()) return false;
-  std::string buf(64 * 1024, '\0');
-  size_t at = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (n == 0) break;
-    if (at + static_cast<size_t>(n) > data.size() ||
-        data.compare(at, static_cast<size_t>(n), buf.data(), static_cast<size_t>(n)) != 0) {
-      return false;
-    }
-    at += static_cast<size_t>(n);
-  }
-  return at == data.size();
 }
 
 // Walks the version dir `dirfd` (below `prefix`), comparing each entry with `expected` (cleaned
@@ -94,7 +74,7 @@ base::Status Walk(int dirfd, const std::string& prefix, const std::string& shown
     }
     base::UniqueFd file(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!file.valid()) return base::ErrnoError("open", shown + "/" + name, errno);
-    if (!SameBytes(file.get(), want.data, st.st_size)) {
+    if (!base::FileHolds(file.get(), want.data, st.st_size)) {
       out.changed.push_back(rel);
       continue;
     }

@@ -13,6 +13,7 @@
 
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/removal_queue.h"
+#include "base/durable_file.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
 #include "volumemanager/volume_paths.h"
@@ -122,21 +123,6 @@ base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
     return base::Status::Error(shown + "/..data: does not point to a version dir");
   }
   return v;
-}
-
-bool SameBytes(int fd, const std::string& data, off_t size) {
-  if (size < 0 || static_cast<size_t>(size) != data.size()) return false;
-  std::array<char, 65536> buf{};
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n =
-        ::pread(fd, buf.data(), std::min(buf.size(), data.size() - off), static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;  // read again by the write: a changed file is rewritten
-    if (std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n)) != 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // The whole content at offset 0, then the length, then fsync: a reader never sees an empty file.
@@ -271,7 +257,7 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   if (rw_st.st_dev != st.st_dev || rw_st.st_ino != st.st_ino || !S_ISREG(rw_st.st_mode)) {
     return Refuse(c, shown + ": changed while it was checked");
   }
-  if (SameBytes(rw.get(), data, rw_st.st_size)) {
+  if (base::FileHolds(rw.get(), data, rw_st.st_size)) {
     c.result = SubPathResult::kCurrent;
     c.version = request.version;
     return;
