@@ -85,16 +85,19 @@ VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
         fuzz-long crash-test bench bench-cluster bench-idle soak format clean
 
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
-# and only when something is missing.
+# and only when something is missing. One line says what; apt-get's and dpkg's output go to
+# APT_LOG, printed only when they fail.
+APT_LOG ?= /tmp/volumemanager-apt-get.log
 define install
 @missing=""; \
 for p in $(1); do \
   dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 done; \
 if [ -n "$$missing" ]; then \
-  echo "installing Debian packages:$$missing"; \
-  $(SUDO) apt-get update -qq && \
-  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+  echo "installing Debian packages:$$missing (log: $(APT_LOG))"; \
+  { $(SUDO) apt-get update -qq && \
+    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+  } >$(APT_LOG) 2>&1 || { cat $(APT_LOG); echo "apt-get failed: see above" >&2; exit 1; }; \
 fi
 endef
 
@@ -138,11 +141,17 @@ chart-test: build chart-tools deps-test
 
 # A user's build: the daemon only, warnings stay warnings (a newer compiler must not break
 # `make run`). A build dir configured by `make test` keeps its tests.
+# Quiet: cmake's progress lines go to $(BUILD_DIR)/configure.log (printed when it fails), its
+# warnings and errors to stderr; in a terminal Ninja shows its progress on one line.
 $(BUILD_DIR)/CMakeCache.txt: | deps-build
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DVM_TESTS=OFF
+	@echo "configuring $(BUILD_DIR)/ (cmake; log: $(BUILD_DIR)/configure.log)"
+	@mkdir -p $(BUILD_DIR)
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DVM_TESTS=OFF \
+	  >$(BUILD_DIR)/configure.log || { cat $(BUILD_DIR)/configure.log; exit 1; }
 
 build: deps-build $(BUILD_DIR)/CMakeCache.txt
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+	@echo "building $(BUILD_DIR)/bin/volumemanager"
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # The same build dir with the tests added (no flag changes, so nothing built before is rebuilt).
 # Warnings are errors here: any object of the build dir whose compile printed a warning, now or
