@@ -59,8 +59,8 @@ std::optional<uint64_t> TreeStamp(Filesystem& fs, int dir_fd, const std::string&
   const int fd = fs.OpenAt(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
   if (fd < 0) return std::nullopt;
   struct stat opened {};
-  bool ok = fs.FstatAt(fd, ".", &opened, AT_SYMLINK_NOFOLLOW) == 0 &&
-            opened.st_dev == st.st_dev && opened.st_ino == st.st_ino;
+  bool ok = fs.FstatAt(fd, ".", &opened, AT_SYMLINK_NOFOLLOW) == 0 && opened.st_dev == st.st_dev &&
+            opened.st_ino == st.st_ino;
   if (ok) ok = walk.Dir(fd, 1);
   fs.Close(fd);
   if (!ok) return std::nullopt;

@@ -49,8 +49,8 @@ TEST_F(DurableFileTest, FileHoldsComparesEveryByteWithoutMovingTheOffset) {
   std::string other = data;
   other[150 * 1024] = 'c';  // differs in the third read only
   EXPECT_FALSE(FileHolds(fd, other, size));
-  EXPECT_FALSE(FileHolds(fd, data.substr(1), size));         // sizes differ
-  EXPECT_FALSE(FileHolds(fd, data + "x", size + 1));         // the file is shorter than said
+  EXPECT_FALSE(FileHolds(fd, data.substr(1), size));  // sizes differ
+  EXPECT_FALSE(FileHolds(fd, data + "x", size + 1));  // the file is shorter than said
   EXPECT_FALSE(FileHolds(fd, data, -1));
   ::close(fd);
 }

@@ -21,23 +21,24 @@ base::Result<const CurlLibrary*> OpenCurl() {
   if (handle == nullptr) return base::Status::Error(error);
   static CurlLibrary lib;
   decltype(&curl_global_init) global_init = nullptr;
-  const bool found = FindCurl(handle, "curl_global_init", &global_init, &error) &&
-                     FindCurl(handle, "curl_easy_init", &lib.easy_init, &error) &&
-                     FindCurl(handle, "curl_easy_cleanup", &lib.easy_cleanup, &error) &&
-                     FindCurl(handle, "curl_easy_setopt", &lib.easy_setopt, &error) &&
-                     FindCurl(handle, "curl_easy_getinfo", &lib.easy_getinfo, &error) &&
-                     FindCurl(handle, "curl_easy_strerror", &lib.easy_strerror, &error) &&
-                     FindCurl(handle, "curl_multi_init", &lib.multi_init, &error) &&
-                     FindCurl(handle, "curl_multi_cleanup", &lib.multi_cleanup, &error) &&
-                     FindCurl(handle, "curl_multi_setopt", &lib.multi_setopt, &error) &&
-                     FindCurl(handle, "curl_multi_add_handle", &lib.multi_add_handle, &error) &&
-                     FindCurl(handle, "curl_multi_remove_handle", &lib.multi_remove_handle, &error) &&
-                     FindCurl(handle, "curl_multi_assign", &lib.multi_assign, &error) &&
-                     FindCurl(handle, "curl_multi_info_read", &lib.multi_info_read, &error) &&
-                     FindCurl(handle, "curl_multi_socket_action", &lib.multi_socket_action, &error) &&
-                     FindCurl(handle, "curl_multi_strerror", &lib.multi_strerror, &error) &&
-                     FindCurl(handle, "curl_slist_append", &lib.slist_append, &error) &&
-                     FindCurl(handle, "curl_slist_free_all", &lib.slist_free_all, &error);
+  const bool found =
+      FindCurl(handle, "curl_global_init", &global_init, &error) &&
+      FindCurl(handle, "curl_easy_init", &lib.easy_init, &error) &&
+      FindCurl(handle, "curl_easy_cleanup", &lib.easy_cleanup, &error) &&
+      FindCurl(handle, "curl_easy_setopt", &lib.easy_setopt, &error) &&
+      FindCurl(handle, "curl_easy_getinfo", &lib.easy_getinfo, &error) &&
+      FindCurl(handle, "curl_easy_strerror", &lib.easy_strerror, &error) &&
+      FindCurl(handle, "curl_multi_init", &lib.multi_init, &error) &&
+      FindCurl(handle, "curl_multi_cleanup", &lib.multi_cleanup, &error) &&
+      FindCurl(handle, "curl_multi_setopt", &lib.multi_setopt, &error) &&
+      FindCurl(handle, "curl_multi_add_handle", &lib.multi_add_handle, &error) &&
+      FindCurl(handle, "curl_multi_remove_handle", &lib.multi_remove_handle, &error) &&
+      FindCurl(handle, "curl_multi_assign", &lib.multi_assign, &error) &&
+      FindCurl(handle, "curl_multi_info_read", &lib.multi_info_read, &error) &&
+      FindCurl(handle, "curl_multi_socket_action", &lib.multi_socket_action, &error) &&
+      FindCurl(handle, "curl_multi_strerror", &lib.multi_strerror, &error) &&
+      FindCurl(handle, "curl_slist_append", &lib.slist_append, &error) &&
+      FindCurl(handle, "curl_slist_free_all", &lib.slist_free_all, &error);
   if (!found) return base::Status::Error(error);
   if (CURLcode rc = global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
     return base::Status::Error("curl_global_init failed with code " + std::to_string(rc));

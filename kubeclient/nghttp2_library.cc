@@ -24,13 +24,13 @@ base::Result<const Nghttp2Library*> OpenNghttp2() {
       FindNghttp2(handle, "nghttp2_session_callbacks_new", &lib.callbacks_new, &error) &&
       FindNghttp2(handle, "nghttp2_session_callbacks_del", &lib.callbacks_del, &error) &&
       FindNghttp2(handle, "nghttp2_session_callbacks_set_on_header_callback", &lib.set_on_header,
-           &error) &&
-      FindNghttp2(handle, "nghttp2_session_callbacks_set_on_frame_recv_callback", &lib.set_on_frame_recv,
-           &error) &&
+                  &error) &&
+      FindNghttp2(handle, "nghttp2_session_callbacks_set_on_frame_recv_callback",
+                  &lib.set_on_frame_recv, &error) &&
       FindNghttp2(handle, "nghttp2_session_callbacks_set_on_data_chunk_recv_callback",
-           &lib.set_on_data_chunk_recv, &error) &&
+                  &lib.set_on_data_chunk_recv, &error) &&
       FindNghttp2(handle, "nghttp2_session_callbacks_set_on_stream_close_callback",
-           &lib.set_on_stream_close, &error) &&
+                  &lib.set_on_stream_close, &error) &&
       FindNghttp2(handle, "nghttp2_session_client_new", &lib.session_client_new, &error) &&
       FindNghttp2(handle, "nghttp2_session_del", &lib.session_del, &error) &&
       FindNghttp2(handle, "nghttp2_submit_settings", &lib.submit_settings, &error) &&
@@ -41,10 +41,14 @@ base::Result<const Nghttp2Library*> OpenNghttp2() {
       FindNghttp2(handle, "nghttp2_session_mem_send", &lib.mem_send, &error) &&
       FindNghttp2(handle, "nghttp2_session_want_read", &lib.want_read, &error) &&
       FindNghttp2(handle, "nghttp2_session_want_write", &lib.want_write, &error) &&
-      FindNghttp2(handle, "nghttp2_session_get_remote_settings", &lib.get_remote_settings, &error) &&
-      FindNghttp2(handle, "nghttp2_session_set_local_window_size", &lib.set_local_window_size, &error) &&
-      FindNghttp2(handle, "nghttp2_session_get_stream_user_data", &lib.get_stream_user_data, &error) &&
-      FindNghttp2(handle, "nghttp2_session_set_stream_user_data", &lib.set_stream_user_data, &error) &&
+      FindNghttp2(handle, "nghttp2_session_get_remote_settings", &lib.get_remote_settings,
+                  &error) &&
+      FindNghttp2(handle, "nghttp2_session_set_local_window_size", &lib.set_local_window_size,
+                  &error) &&
+      FindNghttp2(handle, "nghttp2_session_get_stream_user_data", &lib.get_stream_user_data,
+                  &error) &&
+      FindNghttp2(handle, "nghttp2_session_set_stream_user_data", &lib.set_stream_user_data,
+                  &error) &&
       FindNghttp2(handle, "nghttp2_strerror", &lib.strerror, &error) &&
       FindNghttp2(handle, "nghttp2_http2_strerror", &lib.http2_strerror, &error);
   if (!found) return base::Status::Error(error);
