@@ -48,7 +48,13 @@ bool FileHolds(int fd, std::string_view data, off_t size) {
     if (std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n)) != 0) return false;
     off += static_cast<size_t>(n);
   }
-  return true;
+  // Nothing past it: a file that grew since its size was taken does not hold `data`.
+  char past = 0;
+  ssize_t n;
+  do {
+    n = ::pread(fd, &past, 1, static_cast<off_t>(off));
+  } while (n < 0 && errno == EINTR);
+  return n == 0;
 }
 
 namespace {

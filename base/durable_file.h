@@ -48,8 +48,9 @@ std::string DurableTempName(const std::string& name);
 Status WriteAll(int fd, std::string_view data, const std::string& path);
 
 // True when the file open as `fd`, of `size` bytes (its st_size), holds exactly `data`: read from
-// offset 0 with pread (the file offset is left alone), 64 KiB at a time. A read error, or a file
-// shorter than it said, is false.
+// offset 0 with pread (the file offset is left alone), 64 KiB at a time, then one more byte must
+// be end of file. A read error, or a file shorter or longer than `data`, whatever `size` said
+// (it may have changed since it was taken), is false.
 bool FileHolds(int fd, std::string_view data, off_t size);
 
 // "<dev>:<ino>:<size>:<mtime s>.<ns>" of the file at `path` (stat: a symlink is followed), or ""

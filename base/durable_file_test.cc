@@ -52,6 +52,8 @@ TEST_F(DurableFileTest, FileHoldsComparesEveryByteWithoutMovingTheOffset) {
   EXPECT_FALSE(FileHolds(fd, data.substr(1), size));  // sizes differ
   EXPECT_FALSE(FileHolds(fd, data + "x", size + 1));  // the file is shorter than said
   EXPECT_FALSE(FileHolds(fd, data, -1));
+  // The file grew after its size was taken: the bytes past `data` count.
+  EXPECT_FALSE(FileHolds(fd, data.substr(0, data.size() - 1), size - 1));
   ::close(fd);
 }
 
