@@ -88,7 +88,8 @@ VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 # $(call install,<packages>): installs whichever of them are missing; `apt-get update` runs once,
 # and only when something is missing. One line says what; apt-get's and dpkg's output go to
 # APT_LOG, printed only when they fail.
-APT_LOG ?= /tmp/volumemanager-apt-get.log
+# Per user: a log left by `sudo make` in /tmp (sticky) must not stop a later `make` as the user.
+APT_LOG ?= /tmp/volumemanager-apt-get.$(shell id -u).log
 define install
 @missing=""; \
 for p in $(1); do \
