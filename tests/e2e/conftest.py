@@ -359,6 +359,77 @@ def mounts_under(path):
     return sorted(found, key=len, reverse=True)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "test_server_only(why): a cluster-mode test that needs what only the test API "
+        "server offers (a fault hook, an ACL); not run against the real kube-apiserver")
+    config.addinivalue_line(
+        "markers", "real_server_only(why): a test of the real kube-apiserver's own behaviour")
+
+
+def _server_of(item):
+    """'real' or 'test' for a test parametrized by API server (its `cluster`-style fixture's
+    param, or a `server` param), else None."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for value in params.values():
+        if value == "real":
+            return "real"
+        if value in ("test", "http1", "h2"):
+            return "test"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under VM_API_SERVERS without `test` (the real-Kubernetes tier) only tests parametrized by
+    the real server run; a `test_server_only` test is never parametrized so (deselected, not
+    skipped: it runs in the test server's tier), nor a variant its module lists in
+    REAL_SERVER_EXCLUDES ({(fixture, param): why}). Without `real`, `real_server_only` tests are
+    deselected the same way."""
+    servers = [s for s in os.environ.get("VM_API_SERVERS", "test").split(",") if s]
+    keep, drop = [], []
+    for item in items:
+        server = _server_of(item)
+        if server is None and item.get_closest_marker("real_server_only"):
+            server = "real"
+        excludes = getattr(item.module, "REAL_SERVER_EXCLUDES", {})
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if server == "real" and (item.get_closest_marker("test_server_only") or
+                                 any(params.get(k) == v for k, v in excludes)):
+            drop.append(item)
+        elif "test" not in servers and server != "real":
+            drop.append(item)
+        elif "real" not in servers and server == "real":
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def cluster_mode_tests_say_where_they_run(request):
+    """A test that starts the test API server runs against the real one too (parametrized by
+    server) or says why not (`test_server_only`): tests/realkube/README.md lists them all."""
+    import harness
+    started = []
+    original = harness.TestApiServer.__enter__
+
+    def enter(self):
+        started.append(self)
+        return original(self)
+    harness.TestApiServer.__enter__ = enter
+    try:
+        yield
+    finally:
+        harness.TestApiServer.__enter__ = original
+    if started and _server_of(request.node) is None and \
+            not request.node.get_closest_marker("test_server_only"):
+        pytest.fail("a cluster-mode test must run against the real kube-apiserver too "
+                    "(parametrize it by server: api_servers.py) or say why it cannot "
+                    "(@pytest.mark.test_server_only(why))", pytrace=False)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     """Once a test's body has run, every daemon still running is scraped (before fixtures stop
@@ -429,3 +500,43 @@ def secret(name, string_data=None, data=None):
     if data:
         obj["data"] = data
     return obj
+
+
+def machine_state():
+    """What a test tier must leave as it found it: the listening sockets (TCP LISTEN, bound UDP;
+    address and port), the mount table (source, mount point, type), and the processes running
+    (pid and program)."""
+    listening = set()
+    for name in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            if name.startswith("tcp") and state != "0A":
+                continue
+            if name.startswith("udp") and state != "07":
+                continue
+            listening.add((name, local))
+    mounts = set()
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            source, target, fstype = line.split()[:3]
+            mounts.add((source, target, fstype))
+    processes = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                processes[int(entry.name)] = (entry / "comm").read_text().strip()
+            except OSError:
+                pass
+    return {"listening": listening, "mounts": mounts, "processes": processes}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_before():
+    """The machine's state before the session's first test (for the real-Kubernetes tier's
+    last test, test_realkube_machine.py)."""
+    return machine_state()

@@ -5,11 +5,14 @@ the kubelet: it sets volumes up with the kubelet's writer algorithm (kubelet_wri
 rewrites them as the kubelet's pod sync would. The daemon must refresh exactly those volumes, at
 once, and create, remove or touch nothing else.
 
-Every test that uses the `cluster` fixture runs twice: `http1`, the daemon talking to the test
-server directly (HTTP/1.1 over TLS, text logs), and `h2`, through nghttpx (Debian
+Every test that uses the `cluster` fixture runs twice against the test server: `http1`, the
+daemon talking to it directly (HTTP/1.1 over TLS, text logs), and `h2`, through nghttpx (Debian
 nghttp2-proxy) as an HTTP/2 TLS front (ALPN h2, the test server its TLS backend; the daemon logs
-with --log-format json). Every Secret value a test writes is a marker: after each test it must
-appear in no daemon log line and in no Event, neither as is nor base64-encoded.
+with --log-format json); and once as `real`, against the real kube-apiserver v1.20.2 (HTTP/2 by
+ALPN, the chart's RBAC for the daemon's service account) when VM_API_SERVERS names it
+(api_servers.py; tests/realkube/README.md), unless marked `test_server_only`. Every Secret
+value a test writes is a marker: after each test it must appear in no daemon log line and in no
+Event, neither as is nor base64-encoded.
 """
 import base64
 import json
@@ -32,10 +35,7 @@ import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
 from harness import TestApiServer  # noqa: E402
-
-NODE = "e2e-node"
-DAEMON_TOKEN = "SECRET-MARKER-DAEMON-TOKEN"
-DAEMON_USER = "system:serviceaccount:kube-system:volumemanager"
+from api_servers import DAEMON_TOKEN, DAEMON_USER, NODE, SERVERS, api_server  # noqa: E402,F401
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
 PROJECTED = "kubernetes.io~projected"
@@ -389,9 +389,15 @@ class Cluster(DaemonProcess):
         assert all(r[0] == "HTTP/2" and r[1] == "h2" for r in requests), requests[:5]
 
 
-@pytest.fixture(params=["http1", "h2"])
+# The `cluster` fixture's variants: the test server directly and through the HTTP/2 front, and
+# the real kube-apiserver.
+CLUSTER_PARAMS = (["http1", "h2"] if "test" in SERVERS else []) + \
+    (["real"] if "real" in SERVERS else [])
+
+
+@pytest.fixture(params=CLUSTER_PARAMS)
 def cluster(request, tmp_path):
-    with TestApiServer() as server:
+    with api_server("real" if request.param == "real" else "test", tmp_path) as server:
         c = Cluster(tmp_path, server, request.param)
         try:
             yield c
@@ -540,6 +546,7 @@ def test_deleted_object_keeps_the_content_and_a_failure_posts_a_failed_mount_eve
     assert visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"info"}
 
 
+@pytest.mark.test_server_only("an ACL of the test server's for one object")
 def test_a_403_on_one_object_affects_only_the_volumes_that_read_it(cluster):
     cluster.put_configmap("open", {"k": "1"})
     cluster.put_configmap("closed", {"k": "1"})
@@ -587,6 +594,7 @@ def test_mirror_pods_and_terminating_pods(cluster):
     assert visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"2"}
 
 
+@pytest.mark.test_server_only("a stalled watch (fault hook)")
 def test_swaps_by_a_kubelet_writer_older_are_corrected_newer_are_kept(cluster):
     cluster.put_configmap("app", {"level": "1"})
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
@@ -724,6 +732,7 @@ def test_the_kubelets_own_kubeconfig_with_a_certificate_rotated_in_place(tmp_pat
                 c.stop(signal.SIGKILL)
 
 
+@pytest.mark.test_server_only("a 503 for the daemon alone (fault hook)")
 @pytest.mark.parametrize("outage", ["503", "closed-port"])
 def test_api_server_unreachable_at_start_nothing_touched_then_current(cluster, outage):
     cluster.put_configmap("app", {"level": "1"})
@@ -804,6 +813,7 @@ OUTAGES = {
 }
 
 
+@pytest.mark.test_server_only("every fault of the test server's")
 @pytest.mark.parametrize("outage", list(OUTAGES))
 def test_an_outage_changes_nothing_on_disk_and_a_change_during_it_lands_after(cluster, outage):
     o = OUTAGES[outage]

@@ -1,0 +1,163 @@
+"""What only the real kube-apiserver (v1.20.2, tests/realkube) shows: watch bookmarks, a restart
+and the 410 Expired it answers old watches with, the Node authorizer refusing while its graph
+fills after a restart, the chart applied with a server-side dry run, and the machine left as it
+was.
+
+The same cluster-mode tests that run against the test server run against the real one too
+(test_cluster.py, test_node_identity.py: parametrized by server); these are the real server's own.
+Run by ctest's `realkube` entry with VM_API_SERVERS=real (deselected otherwise).
+"""
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from api_servers import (DAEMON_TOKEN, NODE_USER, api_server, render_chart)
+from conftest import killed_after, visible_files, wait_for
+from test_cluster import CM, Cluster, cm_volume
+from test_node_identity import NodeCluster
+
+pytestmark = pytest.mark.real_server_only("the real kube-apiserver's own behaviour")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def real_cluster(tmp_path):
+    with api_server("real", tmp_path) as server, \
+            killed_after(Cluster(tmp_path, server, "real")) as c:
+        yield c
+
+
+@pytest.fixture
+def real_node_cluster(tmp_path):
+    with api_server("real", tmp_path, client_cert_user=NODE_USER) as server, \
+            killed_after(NodeCluster(tmp_path, server, "certificate")) as c:
+        yield c
+
+
+def readable_again(c, path, **credentials):
+    """Polls GET `path` with the daemon's credentials every 100 ms until it answers 200; returns
+    the time (time.time()) of that answer and the codes seen before it."""
+    codes = []
+    while True:
+        try:
+            status, _ = c.server.request("GET", path, **credentials)
+        except OSError:
+            status = "refused"
+        if status == 200:
+            return time.time(), codes
+        codes.append(status)
+        time.sleep(0.1)
+
+
+def watches_of(c, name, since=0.0):
+    """The daemon's watch requests of configmap default/`name` since `since`: the
+    resourceVersion each resumed from, oldest first (from the server's audit log)."""
+    return [int(r["query"]["resourceVersion"]) for r in c.daemon_requests(since)
+            if r["query"].get("watch") in ("true", "1") and r["path"].endswith("/configmaps")
+            and r["query"].get("fieldSelector") == f"metadata.name={name}"
+            and r["query"].get("resourceVersion", "").isdigit()]
+
+
+def expired_lines(c):
+    return [line for line in c.log().splitlines()
+            if "too old resource version" in line or "Expired" in line]
+
+
+def test_bookmarks_a_restart_its_410_and_a_change_right_after(real_cluster):
+    """The daemon's watch of one ConfigMap moves on with the server's bookmarks (1.20 sends one
+    about every minute) while other ConfigMaps change; the server is killed and started again;
+    the watch resumed from the old resourceVersion is answered 410 Expired, the daemon relists,
+    and a change made as soon as its identity may read the object again reaches the disk."""
+    c = real_cluster
+    created = c.put_configmap("app", {"level": "1"})
+    first_rv = int(created["metadata"]["resourceVersion"])
+    uid = c.create_pod("web", [cm_volume("cfg", "app")])
+    c.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
+    c.start("-v", "4")
+    c.wait_synced("configmap default/app")
+    # Other ConfigMaps change for a bookmark's period: the daemon's watch of `app` sees no event
+    # of its own, only bookmarks.
+    deadline = time.monotonic() + 70
+    i = 0
+    while time.monotonic() < deadline:
+        c.put_configmap(f"churn-{i % 5}", {"i": str(i)})
+        i += 1
+        time.sleep(1.0)
+    before_restart = time.time()
+    c.server.restart(outage=3.0)
+    readable, codes = readable_again(c, "/api/v1/namespaces/default/configmaps/app",
+                                     token=DAEMON_TOKEN)
+    c.put_configmap("app", {"level": "2"})
+    wait_for(lambda: visible_files(c.volume_dir(uid, CM, "cfg")) == {"level": b"2"},
+             timeout=30, what="the change made right after the restart")
+    landed = time.time()
+    print(f"change on disk {landed - readable:.3f} s after the daemon's identity could read "
+          f"again (codes before: {codes})")
+    resumed = watches_of(c, "app", since=before_restart)
+    assert resumed, "no watch of configmap default/app after the restart"
+    # The first watch after the restart resumed past the object's own resourceVersion: a
+    # bookmark had moved the daemon on.
+    assert resumed[0] > first_rv, (resumed, first_rv)
+    assert expired_lines(c), "the daemon never received a 410 Expired"
+    assert c.stop() == 0
+
+
+def test_the_node_authorizer_refuses_after_a_restart_and_the_disk_waits(real_node_cluster):
+    """After a restart the Node authorizer answers 403 until its graph has the node's pods; the
+    daemon keeps the disk as it is, posts no FailedMount Event for it, and the change made
+    meanwhile lands once the node may read again."""
+    c = real_node_cluster
+    c.put_configmap("app", {"level": "1"})
+    uid = c.create_pod("web", [cm_volume("cfg", "app")])
+    c.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
+    c.start()
+    c.wait_synced("configmap default/app")
+    wait_for(lambda: visible_files(c.volume_dir(uid, CM, "cfg")) == {"level": b"1"},
+             what="the volume current")
+    restarted = time.time()
+    c.server.restart(outage=3.0)
+    c.put_configmap("app", {"level": "2"})
+    cert = os.path.join(c.server.pki, "client.crt")
+    readable, codes = readable_again(c, "/api/v1/namespaces/default/configmaps/app",
+                                     client_cert=True)
+    wait_for(lambda: visible_files(c.volume_dir(uid, CM, "cfg")) == {"level": b"2"},
+             timeout=30, what="the change once the node may read again")
+    print(f"change on disk {time.time() - readable:.3f} s after the node could read again "
+          f"(the probe saw {codes.count(403)} refusals; {cert})")
+    refused = [r for r in c.daemon_requests(restarted) if r.get("code") == 403]
+    print(f"the daemon was refused {len(refused)} times")
+    failed = [e for e in c.events() if e["reason"] == "FailedMount"]
+    assert failed == [], failed
+    assert c.stop() == 0
+
+
+CHART_VALUES = sorted(p.name for p in (ROOT / "tests" / "chart" / "values").glob("*.yaml"))
+# Kinds a bare kube-apiserver does not serve: the ServiceMonitor is prometheus-operator's
+# (tests/chart checks it against its published schema instead).
+NOT_SERVED = {"ServiceMonitor"}
+
+
+@pytest.fixture(scope="module")
+def bare_server(tmp_path_factory):
+    with api_server("real", tmp_path_factory.mktemp("chart")) as server:
+        yield server
+
+
+@pytest.mark.parametrize("values", [None] + CHART_VALUES)
+def test_the_rendered_chart_is_accepted_by_the_server(bare_server, values):
+    """Every object the chart renders for 1.20.2 (defaults, and each values file: every
+    credential mode) passes the real server's validation and admission in a server-side dry
+    run; nothing is stored."""
+    args = ["-f", str(ROOT / "tests" / "chart" / "values" / values)] if values else []
+    objects = [o for o in render_chart(*args) if o["kind"] not in NOT_SERVED]
+    assert any(o["kind"] == "DaemonSet" for o in objects)
+    for obj in objects:
+        status, body = bare_server.apply(obj, dry_run=True, field_manager="helm")
+        assert status in (200, 201), \
+            f"{obj['kind']} {obj['metadata']['name']}: {status} {json.dumps(body)[:800]}"
+        if obj["kind"] == "DaemonSet":
+            # What the server would store is what was asked: no field dropped as unknown.
+            assert body["spec"]["updateStrategy"] == obj["spec"]["updateStrategy"], body
