@@ -8,9 +8,11 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 
 import sys
+import tempfile
 import urllib.request
 
 import kubernetes.client
@@ -576,6 +578,110 @@ def test_readme_lists_every_value():
     assert [k for k in sorted(listed) if not resolves(k)] == [], "README keys not in values.yaml"
 
 
+# --- Kubernetes versions -----------------------------------------------------------------------
+
+# The DaemonSet's updateStrategy by the server's version: surge (maxSurge) is served from 1.22
+# (DaemonSetUpdateSurge: alpha and off in 1.21, no field in 1.20, whose API server drops it and
+# then refuses maxUnavailable 0).
+SURGE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+NO_SURGE = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+UPDATE_STRATEGIES = [
+    # (name, values file, helm args, the DaemonSet's spec.updateStrategy)
+    ("helm's default version", None, [], SURGE),
+    ("1.20", None, ["--kube-version", "1.20.2"], NO_SURGE),
+    ("1.21, surge alpha and off", None, ["--kube-version", "1.21.0"], NO_SURGE),
+    ("1.22", None, ["--kube-version", "1.22.0"], SURGE),
+    ("1.22 with a provider suffix", None, ["--kube-version", "1.22.3-gke.1500"], SURGE),
+    ("1.20 with maxSurge 0", None,
+     ["--kube-version", "1.20.2", "--set", "updateStrategy.rollingUpdate.maxSurge=0"], NO_SURGE),
+    ("1.20 with a percentage", None,
+     ["--kube-version", "1.20.2", "--set", "updateStrategy.rollingUpdate.maxUnavailable=25%"],
+     {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}}),
+    ("1.20 without leader election", None,
+     ["--kube-version", "1.20.2", "--set", "leaderElection.enabled=false"], NO_SURGE),
+    ("1.20 k3s (host network)", "node-k3s.yaml", ["--kube-version", "1.20.2"], NO_SURGE),
+    ("1.20 with the host network and the default strategy", None,
+     ["--kube-version", "1.20.2", "--set", "credentials=node", "--set", "node.hostNetwork=true"],
+     NO_SURGE),
+    ("1.20 OnDelete", None,
+     ["--kube-version", "1.20.2", "--set", "updateStrategy.type=OnDelete"], {"type": "OnDelete"}),
+    # Only one of the two set: the other 0, or 1 if the one set is 0 (the server refuses both 0).
+    ("1.22 with maxUnavailable 1", None,
+     ["--kube-version", "1.22.0", "--set", "updateStrategy.rollingUpdate.maxUnavailable=1"],
+     {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+    ("1.22 with maxSurge 2", None,
+     ["--kube-version", "1.22.0", "--set", "updateStrategy.rollingUpdate.maxSurge=2"],
+     {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}),
+    ("1.22 with maxSurge 0%", None,
+     ["--kube-version", "1.22.0", "--set", "updateStrategy.rollingUpdate.maxSurge=0%"],
+     {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "0%", "maxUnavailable": 1}}),
+]
+
+
+@pytest.mark.parametrize("name,values_file,args,strategy", UPDATE_STRATEGIES,
+                         ids=[u[0] for u in UPDATE_STRATEGIES])
+def test_update_strategy_follows_the_servers_surge(name, values_file, args, strategy):
+    ds = find(render(values_file, *args), "DaemonSet")
+    assert ds["spec"]["updateStrategy"] == strategy, name
+
+
+# What the chart renders that Kubernetes 1.20 serves: the core, apps and RBAC kinds (and the
+# prometheus-operator CRD, which is the cluster's, not the server version's).
+KINDS_OF_1_20 = {("v1", "ServiceAccount"), ("v1", "Service"), ("v1", "ConfigMap"),
+                 ("apps/v1", "DaemonSet"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+                 ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+                 ("rbac.authorization.k8s.io/v1", "Role"),
+                 ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+                 ("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+@pytest.mark.parametrize("values_file", [None, *VALUES_FILES])
+def test_every_values_file_renders_for_kubernetes_1_20(values_file):
+    """The chart's own checks pass on 1.20 and nothing newer than 1.20 is rendered: no maxSurge,
+    maxUnavailable not 0 (1.20 refuses it), no AppArmor field (1.30; the annotation instead)."""
+    helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, "--kube-version", "1.20.2",
+         *values_args(values_file))
+    objects = render(values_file, "--kube-version", "1.20.2")
+    assert {(o["apiVersion"], o["kind"]) for o in objects} <= KINDS_OF_1_20
+    strategy = find(objects, "DaemonSet")["spec"]["updateStrategy"]
+    assert strategy["type"] == "RollingUpdate"
+    assert list(strategy["rollingUpdate"]) == ["maxUnavailable"]
+    assert str(strategy["rollingUpdate"]["maxUnavailable"]) not in ("0", "0%")
+    assert "appArmorProfile" not in container(objects)["securityContext"]
+
+
+def template_notes(*args):
+    """NOTES.txt as `helm template` renders it, so with --kube-version (`helm install` has no such
+    flag): a copy of the chart whose NOTES.txt is also the body of a ConfigMap."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = pathlib.Path(tmp) / "volumemanager"
+        shutil.copytree(CHART, chart)
+        notes = (chart / "templates" / "NOTES.txt").read_text()
+        (chart / "templates" / "_notes.tpl").write_text(
+            '{{- define "notes" -}}\n' + notes + "\n{{- end -}}\n")
+        (chart / "templates" / "notes.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
+            'data:\n  notes: {{ include "notes" . | toJson }}\n')
+        out = helm("template", "vm", str(chart), "--namespace", NAMESPACE, *args).stdout
+    objects = [d for d in yaml.safe_load_all(out) if d]
+    return find(objects, "ConfigMap", "notes")["data"]["notes"]
+
+
+def test_notes_follow_the_servers_version():
+    # The copy renders what `helm install` shows.
+    assert template_notes() == install_notes().strip("\n")
+    notes = template_notes("--kube-version", "1.20.2")
+    assert "pod-security.kubernetes.io/enforce" not in notes
+    assert "no Pod Security admission" in notes and "PodSecurityPolicy" in notes
+    assert "Updates without surge (Kubernetes v1.20.2 has no DaemonSet surge" in notes
+    notes = template_notes("--kube-version", "1.23.0")
+    assert "pod-security.kubernetes.io/enforce=privileged" in notes
+    assert "PodSecurityPolicy" not in notes and "without surge" not in notes
+    # Without surge by choice on a server that has it: the note, without the version.
+    notes = template_notes("--set", "updateStrategy.rollingUpdate.maxUnavailable=1")
+    assert "Updates without surge: on each node" in notes
+
+
 # Bad values, each rejected at install time with a message naming the value.
 BAD_VALUES = [
     ("unknown top-level key", ["--set", "syncFrequncy=1m"], "additional properties 'syncFrequncy'"),
@@ -602,6 +708,27 @@ BAD_VALUES = [
     ("update strategy", ["--set", "updateStrategy.type=Recreate"], "/updateStrategy/type"),
     ("surge without one writer per node", ["--set", "leaderElection.enabled=false"],
      "maxSurge needs leaderElection.enabled"),
+    ("surge on Kubernetes 1.20", ["--kube-version", "1.20.2",
+                                  "--set", "updateStrategy.rollingUpdate.maxSurge=1"],
+     "updateStrategy.rollingUpdate.maxSurge 1 asks for a surge, which Kubernetes v1.20.2 does "
+     "not have"),
+    ("surge on Kubernetes 1.21", ["--kube-version", "1.21.0",
+                                  "--set", "updateStrategy.rollingUpdate.maxSurge=10%"],
+     "updateStrategy.rollingUpdate.maxSurge 10% asks for a surge, which Kubernetes v1.21.0 does "
+     "not have"),
+    ("maxUnavailable 0 on Kubernetes 1.20",
+     ["--kube-version", "1.20.2", "--set", "updateStrategy.rollingUpdate.maxUnavailable=0"],
+     "updateStrategy.rollingUpdate.maxUnavailable 0 needs a surge, which Kubernetes v1.20.2"),
+    ("neither surge nor unavailable", ["--set", "updateStrategy.rollingUpdate.maxSurge=0",
+                                       "--set", "updateStrategy.rollingUpdate.maxUnavailable=0"],
+     "maxUnavailable 0 and maxSurge 0 would never replace a pod"),
+    ("negative surge", ["--set", "updateStrategy.rollingUpdate.maxSurge=-1"],
+     "/updateStrategy/rollingUpdate/maxSurge"),
+    ("unavailable a string but no percentage",
+     ["--set-string", "updateStrategy.rollingUpdate.maxUnavailable=1"],
+     "/updateStrategy/rollingUpdate/maxUnavailable"),
+    ("a server older than the chart is proven against", ["--kube-version", "1.19.16"],
+     "chart requires kubeVersion: >=1.20.0-0"),
     ("credentials mode", ["--set", "credentials=kubelet"], "/credentials"),
     ("node credentials with the leases lock",
      ["--set", "credentials=node", "--set", "leaderElection.resourceLock=leases"],

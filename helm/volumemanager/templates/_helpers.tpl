@@ -82,12 +82,79 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default .Values.leaderElection.resourceLock (include "volumemanager.extraArg" (list . "--leader-elect-resource-lock")) -}}
 {{- end -}}
 
+{{/* Whether the API server has DaemonSet surge (rollingUpdate.maxSurge): the DaemonSetUpdateSurge
+     feature, beta and on by default from Kubernetes 1.22 (GA 1.25). 1.21 has it alpha, off by
+     default; 1.20 has no such field, drops it as unknown and then refuses maxUnavailable: 0. */}}
+{{- define "volumemanager.hasDaemonSetSurge" -}}
+{{- if semverCompare ">=1.22.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether a maxSurge or maxUnavailable (an int or a percentage) is zero. */}}
+{{- define "volumemanager.isZero" -}}
+{{- if has (toString .) (list "0" "0%") -}}true{{- end -}}
+{{- end -}}
+
+{{/* The DaemonSet's updateStrategy for the server's version, as JSON. With surge (1.22 and later):
+     maxSurge 1 and maxUnavailable 0 when neither is set; when only one is, the other 0, or 1 if
+     the one set is 0 (the server refuses both 0). Without (before 1.22): maxUnavailable, 1 (the
+     server's own default) when unset, and never a maxSurge field. A surge asked for on a server
+     without it, and both 0, are refused by volumemanager.validate, which runs first. */}}
+{{- define "volumemanager.updateStrategy" -}}
+{{- $type := .Values.updateStrategy.type -}}
+{{- if ne $type "RollingUpdate" -}}
+{{- dict "type" $type | toJson -}}
+{{- else -}}
+{{- $given := .Values.updateStrategy.rollingUpdate | default dict -}}
+{{- $surgeSet := and (hasKey $given "maxSurge") (not (kindIs "invalid" $given.maxSurge)) -}}
+{{- $unavailableSet := and (hasKey $given "maxUnavailable") (not (kindIs "invalid" $given.maxUnavailable)) -}}
+{{- $rolling := dict -}}
+{{- if include "volumemanager.hasDaemonSetSurge" . -}}
+{{- if and $surgeSet $unavailableSet -}}
+{{- $rolling = dict "maxSurge" $given.maxSurge "maxUnavailable" $given.maxUnavailable -}}
+{{- else if $surgeSet -}}
+{{- $rolling = dict "maxSurge" $given.maxSurge "maxUnavailable" (ternary 1 0 (eq (include "volumemanager.isZero" $given.maxSurge) "true")) -}}
+{{- else if $unavailableSet -}}
+{{- $rolling = dict "maxSurge" (ternary 1 0 (eq (include "volumemanager.isZero" $given.maxUnavailable) "true")) "maxUnavailable" $given.maxUnavailable -}}
+{{- else -}}
+{{- $rolling = dict "maxSurge" 1 "maxUnavailable" 0 -}}
+{{- end -}}
+{{- else -}}
+{{- $rolling = dict "maxUnavailable" ($unavailableSet | ternary $given.maxUnavailable 1) -}}
+{{- end -}}
+{{- dict "type" $type "rollingUpdate" $rolling | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the rendered updateStrategy runs two daemons on a node during an update. */}}
+{{- define "volumemanager.surge" -}}
+{{- $strategy := include "volumemanager.updateStrategy" . | fromJson -}}
+{{- $rolling := $strategy.rollingUpdate | default dict -}}
+{{- if and (hasKey $rolling "maxSurge") (not (include "volumemanager.isZero" $rolling.maxSurge)) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Refuses combinations the daemon would refuse or that would leave it without a right it needs,
-     each with a message naming the values. */}}
+     and values the API server of .Capabilities.KubeVersion would refuse, each with a message naming
+     the values. */}}
 {{- define "volumemanager.validate" -}}
 {{- $dynamicConfig := include "volumemanager.extraArg" (list . "--dynamic-config") -}}
-{{- $rolling := .Values.updateStrategy.rollingUpdate | default dict -}}
-{{- $surge := and (eq .Values.updateStrategy.type "RollingUpdate") (ne (toString ($rolling.maxSurge | default 0)) "0") -}}
+{{- if eq .Values.updateStrategy.type "RollingUpdate" -}}
+{{- $given := .Values.updateStrategy.rollingUpdate | default dict -}}
+{{- if and (not (include "volumemanager.hasDaemonSetSurge" .)) (hasKey $given "maxSurge") (not (kindIs "invalid" $given.maxSurge)) (not (include "volumemanager.isZero" $given.maxSurge)) -}}
+{{- fail (printf "updateStrategy.rollingUpdate.maxSurge %v asks for a surge, which Kubernetes %s does not have: DaemonSet maxSurge is served from Kubernetes 1.22 (the DaemonSetUpdateSurge feature; alpha and off by default in 1.21), and an older server drops the field. Leave maxSurge unset or 0: the chart then renders maxUnavailable: 1 (each node's old pod stops before its new one starts)" $given.maxSurge .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- $rolling := (include "volumemanager.updateStrategy" . | fromJson).rollingUpdate -}}
+{{- if and (include "volumemanager.isZero" $rolling.maxUnavailable) (not (include "volumemanager.surge" .)) -}}
+{{- if include "volumemanager.hasDaemonSetSurge" . -}}
+{{- fail (printf "updateStrategy.rollingUpdate: maxUnavailable %v and maxSurge %v would never replace a pod (the API server refuses both 0): set maxSurge: 1 (the default) or maxUnavailable: 1" $rolling.maxUnavailable $rolling.maxSurge) -}}
+{{- else -}}
+{{- fail (printf "updateStrategy.rollingUpdate.maxUnavailable %v needs a surge, which Kubernetes %s does not have (DaemonSet maxSurge is served from 1.22), and the API server refuses maxUnavailable 0 without one: leave it unset (1)" $rolling.maxUnavailable .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $surge := include "volumemanager.surge" . -}}
+{{- if and $surge (not .Values.leaderElection.enabled) -}}
+{{- fail "updateStrategy.rollingUpdate.maxSurge needs leaderElection.enabled: during a surge two daemons run on a node and only the lock keeps one writer (set maxSurge: 0 and maxUnavailable: 1 without it)" -}}
+{{- end -}}
 {{- if include "volumemanager.nodeCredentials" . -}}
 {{- if and .Values.leaderElection.enabled (eq (include "volumemanager.resourceLock" .) "leases") -}}
 {{- fail "credentials: node cannot use the leases lock (leaderElection.resourceLock or --leader-elect-resource-lock): the only Lease a node's identity may write is its own heartbeat in kube-node-lease, and the daemon refuses the Lease lock with node credentials. Use resourceLock: file (the flock in stateDir keeps one writer per node either way)" -}}
