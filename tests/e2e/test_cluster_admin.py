@@ -15,6 +15,7 @@ from test_cluster import (CM, DAEMON_USER, RECOVERY_BOUND_S, Cluster, cluster,  
                           cm_volume)
 
 
+@pytest.mark.test_server_only("503s for the daemon (fault hook) while /healthz and /readyz hold")
 def test_cluster_endpoints(cluster):
     created = cluster.put_configmap("app", {"level": "1"})
     uid = cluster.create_pod("web", [cm_volume("cfg", "app")])

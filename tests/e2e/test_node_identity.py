@@ -55,7 +55,12 @@ class NodeCluster(Cluster):
         self.kubeconfig.write_text(yaml.safe_dump(config))
 
     def answered_403(self, since=0.0):
-        return [r for r in self.daemon_requests(since) if r.get("code") == 403]
+        """The daemon's requests refused with 403, but SelfSubjectReview on a server that does
+        not serve it: Kubernetes 1.20 authorizes before it routes, so an unserved resource is
+        403 (RBAC grants no one the unknown group), where the test server stands for an old
+        server with a 404."""
+        return [r for r in self.daemon_requests(since) if r.get("code") == 403 and not (
+            self.server.kind == "real" and r["path"].endswith("/selfsubjectreviews"))]
 
 
 @pytest.fixture(params=SERVERS)

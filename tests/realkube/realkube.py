@@ -11,7 +11,8 @@ daemon uses, so one test function runs against either server (tests/realkube/REA
 `admin()` for what a real server can do too: `tokens` (only those given at construction: the
 server reads its token file at start), `issue-client-cert` (signed by the server's client CA),
 `requests` (read from the server's audit log: method, path, query, user, user agent, code, time),
-`acl` is not offered: a test that needs it says so with the `test_server_only` mark.
+`acl` (as RBAC: see `set_acl`). The rest (faults, settings, dropped watches...) a real server
+cannot do: a test that needs them says so with the `test_server_only` mark.
 
 Set-up as on a cluster: `--authorization-mode=Node,RBAC`, NodeRestriction, client certificates
 and a static token file for identities, ServiceAccount admission off (no controller-manager runs
@@ -97,6 +98,8 @@ class RealApiServer:
         self._namespaces = {"default", "kube-system", "kube-public", "kube-node-lease"}
         self._audit_offset = 0
         self._audit_requests = []
+        self._acl_objects = {}  # user -> paths of the roles and bindings set_acl made
+        self._set_aside = {}    # user -> [(collection path, binding)] set_acl deleted
 
     # --- life cycle ----------------------------------------------------------------------
     def __enter__(self):
@@ -328,15 +331,20 @@ class RealApiServer:
     # --- the test server's admin endpoint, where a real server can do the same ------------
     def admin(self, method, command, body=None):
         if (method, command) == ("POST", "tokens"):
+            # The token file's entry must name the user and at least the groups asked for (a
+            # service account's user has its groups there, as the real authenticator gives).
             known = self.tokens.get(body["token"])
             want = (body.get("user"), list(body.get("groups") or []))
-            if known is None or (known[0], list(known[1])) != want:
+            if known is None or known[0] != want[0] or not set(want[1]) <= set(known[1]):
                 raise RuntimeError(f"a real server reads its tokens at start: give token for "
                                    f"{want} to RealApiServer(tokens=...)")
             return {}
         if (method, command) == ("POST", "issue-client-cert"):
             return pki.issue_client_cert(self.pki, body["path"], body["user"],
                                          body.get("groups", ()), body.get("days", 1))
+        if (method, command) == ("POST", "acl"):
+            self.set_acl(body["user"], body.get("rules"))
+            return {}
         if (method, command) == ("GET", "requests"):
             return {"requests": self.audit_requests()}
         if (method, command) == ("DELETE", "requests"):
@@ -345,6 +353,92 @@ class RealApiServer:
             return {}
         raise RuntimeError(f"the real server has no equivalent of the test server's admin "
                            f"{method} {command}: mark the test test_server_only")
+
+    def set_acl(self, user, rules):
+        """The test server's ACL as RBAC: the user's own bindings (the chart's, say) are set
+        aside and roles granting exactly `rules` ([{verbs, resources, namespaces?, names?}])
+        bound to it; `rules` None puts the set-aside bindings back. A node's user keeps the Node
+        authorizer's grant (RBAC adds to it, as the test server's ACL does for a node)."""
+        acl = f"volumemanager-tests-acl-{abs(hash(user)) % 10**8}"
+        for path in self._acl_objects.pop(user, []):
+            self.request("DELETE", path)
+        if rules is None:
+            for path, obj in self._set_aside.pop(user, []):
+                status, body = self.request("POST", path, obj)
+                assert status in (200, 201, 409), body
+            return
+        if user not in self._set_aside:
+            self._set_aside[user] = self._take_bindings(user)
+        by_namespace = {}
+        for rule in rules:
+            rbac_rule = {"apiGroups": sorted({API_GROUPS.get(r, "") for r in rule["resources"]}),
+                         "resources": rule["resources"], "verbs": rule["verbs"]}
+            if rule.get("names"):
+                rbac_rule["resourceNames"] = rule["names"]
+            for ns in rule.get("namespaces") or [None]:
+                by_namespace.setdefault(ns, []).append(rbac_rule)
+        created = []
+        subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}
+        for ns, ns_rules in by_namespace.items():
+            base = "/apis/rbac.authorization.k8s.io/v1" + (f"/namespaces/{ns}" if ns else "")
+            role_kind = "Role" if ns else "ClusterRole"
+            meta = {"name": acl, **({"namespace": ns} if ns else {})}
+            for kind, obj in (
+                    (role_kind, {"rules": ns_rules}),
+                    (role_kind + "Binding", {"subjects": [subject], "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
+                        "name": acl}})):
+                plural = RESOURCES[kind]
+                status, body = self.request("POST", f"{base}/{plural}", {
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+                    "metadata": meta, **obj})
+                assert status == 201, body
+                created.append(f"{base}/{plural}/{acl}")
+        self._acl_objects[user] = created
+        # The RBAC authorizer learns of roles through its informers: wait until it grants the
+        # first rule.
+        first = rules[0] if rules else None
+        if first:
+            ns = (first.get("namespaces") or ["default"])[0]
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                      "spec": {"user": user, "resourceAttributes": {
+                          "namespace": ns, "verb": first["verbs"][0],
+                          "group": API_GROUPS.get(first["resources"][0], ""),
+                          "resource": first["resources"][0],
+                          "name": (first.get("names") or [""])[0]}}}
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                status, body = self.request(
+                    "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+                if status == 201 and body.get("status", {}).get("allowed"):
+                    break
+                time.sleep(0.05)
+        time.sleep(0.2)  # the removal of the set-aside bindings, likewise
+
+    def _take_bindings(self, user):
+        """Deletes the (cluster) role bindings naming `user` (as a User, or as its service
+        account) but the server's own (system:...); returns them to be put back."""
+        taken = []
+        for path in ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                     "/apis/rbac.authorization.k8s.io/v1/rolebindings"):
+            status, body = self.request("GET", path)
+            assert status == 200, body
+            for b in body["items"]:
+                if b["metadata"]["name"].startswith("system:"):
+                    continue
+                if not any(_subject_is(s, user) for s in b.get("subjects") or []):
+                    continue
+                ns = b["metadata"].get("namespace")
+                collection = "/apis/rbac.authorization.k8s.io/v1" + (
+                    f"/namespaces/{ns}" if ns else "") + "/" + path.rsplit("/", 1)[1]
+                self.request("DELETE", f"{collection}/{b['metadata']['name']}")
+                kept = {k: v for k, v in b.items() if k != "metadata"}
+                kept["metadata"] = {k: v for k, v in b["metadata"].items()
+                                    if k in ("name", "namespace", "labels", "annotations")}
+                kept["apiVersion"] = "rbac.authorization.k8s.io/v1"
+                kept["kind"] = "RoleBinding" if ns else "ClusterRoleBinding"
+                taken.append((collection, kept))
+        return taken
 
     def audit_requests(self):
         """The requests the server has finished or started answering (watches once their
@@ -387,6 +481,15 @@ RESOURCES = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Se
              "RoleBinding": "rolebindings", "ServiceMonitor": "servicemonitors",
              "PodDisruptionBudget": "poddisruptionbudgets", "Lease": "leases"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+API_GROUPS = {"leases": "coordination.k8s.io", "selfsubjectreviews": "authentication.k8s.io"}
+
+
+def _subject_is(subject, user):
+    if subject.get("kind") == "User":
+        return subject.get("name") == user
+    if subject.get("kind") == "ServiceAccount":
+        return user == f"system:serviceaccount:{subject.get('namespace')}:{subject.get('name')}"
+    return False
 
 
 def _timestamp(text):
