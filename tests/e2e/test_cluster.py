@@ -36,6 +36,8 @@ from harness import TestApiServer  # noqa: E402
 NODE = "e2e-node"
 DAEMON_TOKEN = "SECRET-MARKER-DAEMON-TOKEN"
 DAEMON_USER = "system:serviceaccount:kube-system:volumemanager"
+# The node's kubelet, which reports the status of the node's pods under the node's identity.
+KUBELET_TOKEN = "kubelet-token-e2e-node"
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
 PROJECTED = "kubernetes.io~projected"
@@ -220,6 +222,7 @@ class Cluster(DaemonProcess):
         # or an Event.
         self.markers = {DAEMON_TOKEN}
         self.front = None
+        self.kubelet_token_added = False
         if protocol == "h2":
             self.front = Http2Front(tmp, server)
             self.front.start()
@@ -316,6 +319,19 @@ class Cluster(DaemonProcess):
 
     def kubelet_sets_up(self, uid, plugin, volume, payload):
         kubelet_writer.set_up(self.volume_dir(uid, plugin, volume), payload)
+
+    def kubelet_reports_status(self, name, status, namespace="default"):
+        """The kubelet reports a pod's status as its status manager does: a PATCH of
+        pods/{name}/status under the node's identity (system:node:<NODE> in system:nodes), which
+        NodeRestriction allows for pods bound to this node. A pod is created without one (the
+        server resets it to Pending): this is how it becomes Running, with its IP. Returns the
+        pod."""
+        if not self.kubelet_token_added:
+            self.server.admin("POST", "tokens", {"token": KUBELET_TOKEN,
+                                                 "user": f"system:node:{NODE}",
+                                                 "groups": ["system:nodes"]})
+            self.kubelet_token_added = True
+        return self.server.set_pod_status(namespace, name, status, token=KUBELET_TOKEN)
 
     def start(self, *extra):
         log_format = ["--log-format", "json"] if self.protocol == "h2" else []
