@@ -21,7 +21,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests" / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from harness import TestApiServer, set_pod_status  # noqa: E402
 
 PLURALS = {"ConfigMap": "configmaps", "Secret": "secrets", "Pod": "pods"}
 POD_IP = "127.0.0.2"
@@ -48,7 +48,7 @@ def load(server, path, node):
             # What the node's kubelet would report, through the status subresource (a created pod
             # is Pending): running, at its own address (where the demo's application,
             # examples/reload-listener.py, listens for reload calls).
-            body = server.set_pod_status(namespace, meta["name"], {
+            body = set_pod_status(server, namespace, meta["name"], {
                 "phase": "Running", "podIP": POD_IP, "hostIP": "127.0.0.1"})
         created.append(body)
     return created

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import TestApiServer, configmap
+from harness import TestApiServer, configmap, set_pod_status
 
 CM = "/api/v1/namespaces/default/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
@@ -736,8 +736,8 @@ def test_status_subresource_of_a_missing_pod_and_of_what_has_none(server):
 def test_status_writes_are_modified_events_of_the_pod(server):
     created = create_status_pod(server)
     rv = created["metadata"]["resourceVersion"]
-    running = server.set_pod_status("default", "p", {"phase": "Running", "podIP": "10.0.0.9"})
-    server.set_pod_status("default", "p", {"phase": "Running"})  # no change: no event
+    running = set_pod_status(server, "default", "p", {"phase": "Running", "podIP": "10.0.0.9"})
+    set_pod_status(server, "default", "p", {"phase": "Running"})  # no change: no event
     status, events, _, _ = server.watch_events(
         f"{PODS}?watch=true&resourceVersion={rv}&timeoutSeconds=1")
     assert status == 200

@@ -36,13 +36,13 @@ from harness import TestApiServer  # noqa: E402
 NODE = "e2e-node"
 DAEMON_TOKEN = "SECRET-MARKER-DAEMON-TOKEN"
 DAEMON_USER = "system:serviceaccount:kube-system:volumemanager"
-# The node's kubelet, which reports the status of the node's pods under the node's identity.
-KUBELET_TOKEN = "kubelet-token-e2e-node"
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
 PROJECTED = "kubernetes.io~projected"
 DOWNWARD = "kubernetes.io~downward-api"
 NGHTTPX = shutil.which("nghttpx") or "/usr/sbin/nghttpx"
+# The node's kubelet, which reports the status of the node's pods under the node's identity.
+KUBELET_TOKEN = "kubelet-token-e2e-node"
 
 # The reflectors' retry delay (kubeclient/backoff.h, client-go's): doubling up to a 30 s cap, each
 # wait drawn from [d, d + jitter * d) with jitter 1.0. Once an outage ends, a change made during it
@@ -326,12 +326,13 @@ class Cluster(DaemonProcess):
         NodeRestriction allows for pods bound to this node. A pod is created without one (the
         server resets it to Pending): this is how it becomes Running, with its IP. Returns the
         pod."""
+        from harness import set_pod_status
         if not self.kubelet_token_added:
             self.server.admin("POST", "tokens", {"token": KUBELET_TOKEN,
                                                  "user": f"system:node:{NODE}",
                                                  "groups": ["system:nodes"]})
             self.kubelet_token_added = True
-        return self.server.set_pod_status(namespace, name, status, token=KUBELET_TOKEN)
+        return set_pod_status(self.server, namespace, name, status, token=KUBELET_TOKEN)
 
     def start(self, *extra):
         log_format = ["--log-format", "json"] if self.protocol == "h2" else []
