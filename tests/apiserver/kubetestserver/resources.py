@@ -148,11 +148,15 @@ def _validate_pod_status(pod, causes):
         try:
             families.append(ipaddress.ip_address(text).version)
         except ValueError:
-            causes.append((f"status.podIPs[{i}]", f'Invalid value: "{text}": must be a valid IP '
-                           "address, (e.g. 10.9.8.7 or 2001:db8::ffff)", "FieldValueInvalid"))
+            causes.append((f"status.podIPs[{i}]", f"Invalid value: {json.dumps(text)}: must be a "
+                           "valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                           "FieldValueInvalid"))
     if len(ips) > 1 and (len(ips) > 2 or len(set(families)) != len(families)):
-        causes.append(("status.podIPs", "Invalid value: may specify no more than one IP for each "
-                       "IP family", "FieldValueInvalid"))
+        # The value as Go's %#v prints the internal list.
+        listed = ", ".join("core.PodIP{IP:%s}" % json.dumps(
+            entry.get("ip", "") if isinstance(entry, dict) else "") for entry in ips)
+        causes.append(("status.podIPs", f"Invalid value: []core.PodIP{{{listed}}}: may specify no "
+                       "more than one IP for each IP family", "FieldValueInvalid"))
 
 
 def default_and_validate(res, obj, old=None, subresource=None):
