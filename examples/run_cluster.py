@@ -3,7 +3,8 @@
 
 Starts the test API server (tests/apiserver/kube-test-apiserver, on 127.0.0.1 with its own CA and
 token), loads the demo into it (examples/objects/ and examples/pods/, the pod bound to the demo's
-node), runs the daemon against it with --volume-ownership self (the daemon sets the volumes up,
+node and then reported running at 127.0.0.2 through its status subresource, as the node's kubelet
+would), runs the daemon against it with --volume-ownership self (the daemon sets the volumes up,
 as no kubelet runs here), and prints how to change an object with kubectl and watch it land.
 Ctrl-C stops both: the daemon after its in-flight writes, then the server (which also stops on
 its own when this script dies, as its stdin closes).
@@ -20,7 +21,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests" / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from harness import TestApiServer, set_pod_status  # noqa: E402
 
 PLURALS = {"ConfigMap": "configmaps", "Secret": "secrets", "Pod": "pods"}
 POD_IP = "127.0.0.2"
@@ -38,14 +39,17 @@ def load(server, path, node):
         meta.pop("uid", None)  # the server assigns it, as a real one does
         if kind == "Pod":
             obj["spec"]["nodeName"] = node
-            # What the node's kubelet would report: running, at its own address (where the demo's
-            # application, examples/reload-listener.py, listens for reload calls).
-            obj["status"] = {"phase": "Running", "podIP": POD_IP, "hostIP": "127.0.0.1"}
         status, body = server.request("POST", f"/api/v1/namespaces/{namespace}/{PLURALS[kind]}",
                                       json.dumps(obj).encode())
         if status != 201:
             raise SystemExit(f"run-cluster: {path}: creating {kind} {meta.get('name')}: "
                              f"{status} {body}")
+        if kind == "Pod":
+            # What the node's kubelet would report, through the status subresource (a created pod
+            # is Pending): running, at its own address (where the demo's application,
+            # examples/reload-listener.py, listens for reload calls).
+            body = set_pod_status(server, namespace, meta["name"], {
+                "phase": "Running", "podIP": POD_IP, "hostIP": "127.0.0.1"})
         created.append(body)
     return created
 

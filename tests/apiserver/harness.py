@@ -3,6 +3,7 @@
 Usage:
     with TestApiServer() as server:
         code, body = server.request("GET", "/api/v1/namespaces/default/configmaps")
+        set_pod_status(server, "default", "web", {"phase": "Running", "podIP": "10.0.0.5"})
         server.admin("POST", "faults", {"verb": "list", "status": 500})
 """
 
@@ -172,6 +173,19 @@ def dechunk(data):
             return body, sizes, False
         data = rest[size + 2:]
     return body, sizes, False
+
+
+def set_pod_status(server, namespace, name, status, token=None):
+    """Writes `status` into a pod as a kubelet reports it: a merge PATCH of the pod's `status`
+    subresource (a create resets the status, and an update of the pod keeps it), as `token`'s
+    user (default: the server's admin). `server` is a TestApiServer or any server object with
+    the same `request(method, path, body, token=, headers=)`. Returns the pod as stored."""
+    code, pod = server.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+                               {"status": status}, token=token,
+                               headers={"Content-Type": "application/merge-patch+json"})
+    if code != 200:
+        raise RuntimeError(f"status of pod {namespace}/{name}: {code} {pod}")
+    return pod
 
 
 def configmap(name, data=None, namespace="default", **extra):

@@ -19,23 +19,23 @@ from harness import TestApiServer
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
 
 
-def has_auth_whoami(binary):
-    """Whether this kubectl has `auth whoami` (kubectl 1.26 and later; Debian 12's
-    kubernetes-client is 1.20)."""
+def help_mentions(binary, command, text):
+    """Whether `binary command --help` mentions `text`: what a newer kubectl has (`auth whoami`
+    since 1.26, `--subresource` since 1.24) and Debian 12's kubernetes-client (1.20) lacks."""
     if not binary or not os.access(binary, os.X_OK):
         return False
-    help_text = subprocess.run([binary, "auth", "--help"], capture_output=True, text=True,
+    help_text = subprocess.run([binary, *command, "--help"], capture_output=True, text=True,
                                timeout=60).stdout
-    return "whoami" in help_text
+    return text in help_text
 
 
-def kubectl_with_whoami():
-    """$KUBECTL or the kubectl on PATH when it has `auth whoami`, else the chart's kubectl 1.34
-    (`make chart-tools`, which `make test` runs first, installs it into the build dir; ctest names
-    that dir in VM_CHART_TOOLS)."""
+def kubectl_with(command, text):
+    """$KUBECTL or the kubectl on PATH when its help of `command` mentions `text`, else the
+    chart's kubectl 1.34 (`make chart-tools`, which `make test` runs first, installs it into the
+    build dir; ctest names that dir in VM_CHART_TOOLS)."""
     tools = os.environ.get("VM_CHART_TOOLS")
     for binary in (KUBECTL, tools and os.path.join(tools, "bin", "kubectl")):
-        if has_auth_whoami(binary):
+        if help_mentions(binary, command, text):
             return binary
     return None
 
@@ -161,7 +161,7 @@ def test_auth_whoami_and_the_node_authorizer(kubectl):
     """`kubectl auth whoami` (SelfSubjectReview) names the caller; as a node (its token mapped
     to system:node:n1 in system:nodes) kubectl reads what n1's pods reference and gets
     kube-apiserver's 403 for the rest."""
-    whoami = kubectl_with_whoami()
+    whoami = kubectl_with(["auth"], "whoami")
     if whoami is None:
         pytest.skip(f"{KUBECTL} has no `auth whoami` (kubectl 1.26 and later), and no newer kubectl "
                     "was found: `make chart-tools` installs kubectl 1.34")
@@ -185,3 +185,32 @@ def test_auth_whoami_and_the_node_authorizer(kubectl):
     assert ('secrets "theirs" is forbidden: User "system:node:n1" cannot get resource "secrets" '
             'in API group "" in the namespace "default": no relationship found between node '
             "'n1' and this object") in refused.stderr
+
+
+def test_pod_status_through_the_status_subresource(kubectl):
+    """`kubectl create` of a pod with a status gets it reset to Pending; `kubectl patch
+    --subresource=status` (kubectl 1.24 and later) writes it and leaves the spec, and `kubectl
+    get --subresource=status` reads it; a patch of the pod itself leaves the status."""
+    newer = kubectl_with(["patch"], "--subresource")
+    if newer is None:
+        pytest.skip(f"{KUBECTL} has no --subresource (kubectl 1.24 and later), and no newer "
+                    "kubectl was found: `make chart-tools` installs kubectl 1.34")
+    created = json.loads(kubectl("create", "--validate=false", "-f", "-", "-o", "json",
+                                 stdin=manifest("Pod", "p", spec={
+                                     "nodeName": "n1",
+                                     "containers": [{"name": "c", "image": "busybox"}]},
+                                     status={"phase": "Running", "podIP": "10.0.0.5"})).stdout)
+    assert created["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    out = kubectl("patch", "pod", "p", "--subresource=status", "--type=merge", "-o", "json", "-p",
+                  json.dumps({"status": {"phase": "Running", "podIP": "10.0.0.5"},
+                              "spec": {"nodeName": "n2"}}), binary=newer).stdout
+    patched = json.loads(out)
+    assert patched["status"]["phase"] == "Running" and patched["status"]["podIP"] == "10.0.0.5"
+    assert patched["spec"]["nodeName"] == "n1"
+    got = json.loads(kubectl("get", "pod", "p", "--subresource=status", "-o", "json",
+                             binary=newer).stdout)
+    assert got["status"] == patched["status"]
+    kubectl("patch", "pod", "p", "--type=merge", "-p", json.dumps(
+        {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Failed"}}))
+    now = json.loads(kubectl("get", "pod", "p", "-o", "json").stdout)
+    assert now["metadata"]["labels"] == {"a": "b"} and now["status"] == patched["status"]

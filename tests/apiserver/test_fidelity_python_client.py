@@ -112,3 +112,42 @@ def test_pods_by_node_field_selector_and_discovery(api):
     assert client.VersionApi(api_client).get_code().minor == "36"
     groups = client.ApisApi(api_client).get_api_versions().groups
     assert [g.name for g in groups] == ["coordination.k8s.io", "authentication.k8s.io"]
+
+
+def test_pod_status_only_through_the_status_subresource(api):
+    """create resets the status, replace of the pod keeps it, patch_namespaced_pod_status and
+    replace_namespaced_pod_status write it (a strategic merge patch, a PUT) and keep the spec."""
+    _, api_client = api
+    core = client.CoreV1Api(api_client)
+    limits = {"cpu": "250m", "memory": "64Mi"}
+    created = core.create_namespaced_pod("shop", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1PodSpec(node_name="node-1", containers=[client.V1Container(
+            name="app", image="web:1", resources=client.V1ResourceRequirements(limits=limits))]),
+        status=client.V1PodStatus(phase="Running", pod_ip="10.0.0.5")))
+    assert (created.status.phase, created.status.qos_class, created.status.pod_ip) == (
+        "Pending", "Guaranteed", None)
+    assert created.spec.containers[0].resources.requests == limits
+
+    created.status.phase = "Running"
+    created.metadata.labels = {"tier": "web"}
+    replaced = core.replace_namespaced_pod("web", "shop", created)
+    assert replaced.metadata.labels == {"tier": "web"} and replaced.status.phase == "Pending"
+
+    patched = core.patch_namespaced_pod_status("web", "shop", {
+        "status": {"phase": "Running", "podIP": "10.0.0.5"}, "spec": {"nodeName": "node-2"}})
+    assert (patched.status.phase, patched.status.pod_ip) == ("Running", "10.0.0.5")
+    assert [ip.ip for ip in patched.status.pod_i_ps] == ["10.0.0.5"]
+    assert patched.spec.node_name == "node-1"
+
+    patched.status.conditions = [client.V1PodCondition(type="Ready", status="True")]
+    patched.spec.active_deadline_seconds = 30
+    written = core.replace_namespaced_pod_status("web", "shop", patched)
+    assert [(c.type, c.status) for c in written.status.conditions] == [("Ready", "True")]
+    assert written.spec.active_deadline_seconds is None
+    assert core.read_namespaced_pod_status("web", "shop").status.conditions[0].type == "Ready"
+    assert int(written.metadata.resource_version) > int(patched.metadata.resource_version)
+
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_pod_status("gone", "shop", {"status": {"phase": "Running"}})
+    assert err.value.status == 404

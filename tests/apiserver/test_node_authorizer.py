@@ -189,6 +189,57 @@ def test_node_restriction_on_writes(server):
                                 "node lease with the same name as the requesting node")
 
 
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def test_node_writes_the_status_of_its_own_pods_only(server):
+    """The kubelet's status manager: pods/status update and patch of pods bound to the node
+    (NodeRestriction), never their labels, never another node's pod; no get of the
+    subresource (the node reads its pods through the pods resource)."""
+    web = "/api/v1/namespaces/shop/pods/web"
+    code, pod = server.request("PATCH", f"{web}/status", {"status": {"phase": "Running",
+                                                                    "podIP": "10.0.0.5"}},
+                               token=NODE_TOKEN, headers=MERGE)
+    assert code == 200, pod
+    assert pod["status"]["podIP"] == "10.0.0.5"
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    code, updated = server.request("PUT", f"{web}/status", pod, token=NODE_TOKEN)
+    assert code == 200, updated
+    assert updated["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert server.request("GET", web)[1] == updated
+
+    code, reply = server.request("PATCH", "/api/v1/namespaces/shop/pods/db/status",
+                                 {"status": {"phase": "Running"}}, token=NODE_TOKEN, headers=MERGE)
+    assert code == 403
+    assert reply == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": 'pods "db" is forbidden: node "node-a" can only update pod status for pods '
+                   "with spec.nodeName set to itself",
+        "reason": "Forbidden", "details": {"name": "db", "kind": "pods"}, "code": 403}
+    db = server.request("GET", "/api/v1/namespaces/shop/pods/db")[1]
+    code, reply = server.request("PUT", "/api/v1/namespaces/shop/pods/db/status",
+                                 dict(db, status={"phase": "Running"}), token=NODE_TOKEN)
+    assert code == 403 and "can only update pod status" in reply["message"], reply
+    assert db["status"]["phase"] == "Pending"
+
+    code, reply = server.request("PATCH", f"{web}/status", {"metadata": {"labels": {"x": "y"}}},
+                                 token=NODE_TOKEN, headers=MERGE)
+    assert code == 403
+    assert reply["message"] == ('pods "web" is forbidden: node "node-a" cannot update labels '
+                                "through pod status")
+
+    code, reply = server.request("GET", f"{web}/status", token=NODE_TOKEN)
+    assert code == 403
+    assert reply["message"] == ('pods "web" is forbidden: User "system:node:node-a" cannot get '
+                                'resource "pods/status" in API group "" in the namespace "shop"')
+    code, reply = server.request("PATCH", web, {"status": {"phase": "Failed"}}, token=NODE_TOKEN,
+                                 headers=MERGE)
+    assert code == 403, "the pod itself is not the node's to update"
+    code, reply = server.request("PATCH", "/api/v1/namespaces/shop/pods/gone/status",
+                                 {"status": {"phase": "Running"}}, token=NODE_TOKEN, headers=MERGE)
+    assert (code, reply["reason"]) == (404, "NotFound")
+
+
 def test_node_user_without_the_group_is_not_a_node(server):
     server.admin("POST", "tokens", {"token": "no-group", "user": NODE_USER})
     # Not a node identity: the server's default for a user without an ACL (everything).

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import TestApiServer, configmap
+from harness import TestApiServer, configmap, set_pod_status
 
 CM = "/api/v1/namespaces/default/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
@@ -557,6 +557,230 @@ def test_pod_graceful_delete(server):
     assert server.request("GET", "/api/v1/namespaces/default/pods/g")[0] == 200
     status, _ = server.request("DELETE", "/api/v1/namespaces/default/pods/g?gracePeriodSeconds=0")
     assert server.request("GET", "/api/v1/namespaces/default/pods/g")[0] == 404
+
+
+# ---- pod status: reset at create, kept by pod writes, written through pods/{name}/status -------
+
+PODS = "/api/v1/namespaces/default/pods"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
+RUNNING = {"phase": "Running", "podIP": "10.1.2.3", "hostIP": "192.0.2.10",
+           "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0,
+                                  "image": "busybox", "imageID": "", "containerID": "containerd://x",
+                                  "state": {"running": {"startedAt": "2020-01-01T00:00:00Z"}}}]}
+
+
+def status_pod(name, resources=(), init_resources=None, **meta):
+    containers = [{"name": f"c{i}", "image": "busybox", "resources": r}
+                  for i, r in enumerate(resources or [{}])]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta},
+           "spec": {"nodeName": "node-1", "containers": containers}, "status": RUNNING}
+    if init_resources is not None:
+        pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox",
+                                          "resources": init_resources}]
+    return pod
+
+
+def create_status_pod(server, name="p", **kw):
+    code, pod = server.request("POST", PODS, status_pod(name, **kw))
+    assert code == 201, pod
+    return pod
+
+
+CPU_MEM = {"cpu": "500m", "memory": "128Mi"}
+
+
+@pytest.mark.parametrize("name,resources,init_resources,qos", [
+    ("no requests or limits", [{}], None, "BestEffort"),
+    ("only other resources", [{"limits": {"ephemeral-storage": "1Gi"}}], None, "BestEffort"),
+    ("zero requests", [{"requests": {"cpu": "0", "memory": "0"}}], None, "BestEffort"),
+    ("limits only: requests default to them", [{"limits": CPU_MEM}], None, "Guaranteed"),
+    ("requests equal limits in another spelling",
+     [{"requests": {"cpu": "0.5", "memory": "134217728"}, "limits": CPU_MEM}], None,
+     "Guaranteed"),
+    ("two containers, each with equal limits", [{"limits": CPU_MEM}, {"limits": CPU_MEM}], None,
+     "Guaranteed"),
+    ("init container too", [{"limits": CPU_MEM}], {"limits": CPU_MEM}, "Guaranteed"),
+    ("requests below limits", [{"requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": CPU_MEM}], None, "Burstable"),
+    ("a cpu request only", [{"requests": {"cpu": "100m"}}], None, "Burstable"),
+    ("a memory limit only", [{"limits": {"memory": "128Mi"}}], None, "Burstable"),
+    ("one container without limits", [{"limits": CPU_MEM}, {}], None, "Burstable"),
+    ("an init container without limits", [{"limits": CPU_MEM}], {}, "Burstable"),
+    ("an init container with a request only", [{"limits": CPU_MEM}], {"requests": {"cpu": "1"}},
+     "Burstable"),
+])
+def test_pod_create_resets_the_status_to_pending_with_the_qos_class(server, name, resources,
+                                                                      init_resources, qos):
+    created = create_status_pod(server, resources=resources, init_resources=init_resources)
+    assert created["status"] == {"phase": "Pending", "qosClass": qos}, name
+    assert server.request("GET", f"{PODS}/p")[1]["status"] == created["status"]
+
+
+def test_pod_create_defaults_requests_from_limits_and_refuses_a_bad_quantity(server):
+    created = create_status_pod(server, resources=[{"limits": CPU_MEM,
+                                                    "requests": {"cpu": "250m"}}])
+    assert created["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "250m",
+                                                                         "memory": "128Mi"}
+    code, reply = server.request("POST", PODS, status_pod("bad", [{"limits": {"cpu": "lots"}}]))
+    assert (code, reply["reason"]) == (400, "BadRequest")
+    assert "quantities must match the regular expression" in reply["message"]
+
+
+def test_pod_update_and_patch_keep_the_stored_status(server):
+    created = create_status_pod(server)
+    rv = created["metadata"]["resourceVersion"]
+    sent = dict(created, status=RUNNING)
+    code, same = server.request("PUT", f"{PODS}/p", sent)
+    assert code == 200 and same["status"] == created["status"]
+    sent["metadata"] = dict(created["metadata"], labels={"tier": "web"})
+    code, updated = server.request("PUT", f"{PODS}/p", sent)
+    assert code == 200 and updated["metadata"]["labels"] == {"tier": "web"}
+    assert updated["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    assert int(updated["metadata"]["resourceVersion"]) > int(rv)
+    for headers in (MERGE, STRATEGIC):
+        code, patched = server.request("PATCH", f"{PODS}/p", {"status": RUNNING,
+                                                              "metadata": {"labels": {"a": "b"}}},
+                                       headers=headers)
+        assert code == 200 and patched["metadata"]["labels"] == {"tier": "web", "a": "b"}
+        assert patched["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+        code, patched = server.request("PATCH", f"{PODS}/p", {"status": None}, headers=headers)
+        assert code == 200 and patched["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+
+
+def test_status_subresource_update_changes_the_status_and_keeps_the_spec(server):
+    created = create_status_pod(server, ownerReferences=[
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid"}])
+    code, got = server.request("GET", f"{PODS}/p/status")
+    assert code == 200 and got == created, "GET of the subresource is the whole pod"
+    sent = dict(created, status=dict(RUNNING, qosClass="BestEffort"),
+                spec=dict(created["spec"], nodeName="node-2", activeDeadlineSeconds=5))
+    sent["metadata"] = dict(created["metadata"], labels={"tier": "web"}, ownerReferences=[])
+    code, updated = server.request("PUT", f"{PODS}/p/status", sent)
+    assert code == 200, updated
+    assert (updated["kind"], updated["apiVersion"]) == ("Pod", "v1")
+    assert updated["status"] == dict(RUNNING, qosClass="BestEffort",
+                                     podIPs=[{"ip": RUNNING["podIP"]}])
+    assert updated["spec"] == created["spec"]
+    # Metadata follows, except the owner references (upstream keeps them from old kubelets).
+    assert updated["metadata"]["labels"] == {"tier": "web"}
+    assert updated["metadata"]["ownerReferences"] == created["metadata"]["ownerReferences"]
+    assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    assert server.request("GET", f"{PODS}/p")[1] == updated
+    code, again = server.request("PUT", f"{PODS}/p/status", updated)
+    assert code == 200 and again == updated, "a no-op status write keeps the resourceVersion"
+    stale = dict(updated, status=dict(updated["status"], phase="Succeeded"))
+    stale["metadata"] = dict(updated["metadata"], resourceVersion=created["metadata"][
+        "resourceVersion"])
+    code, reply = server.request("PUT", f"{PODS}/p/status", stale)
+    assert (code, reply["reason"]) == (409, "Conflict")
+    code, reply = server.request("PUT", f"{PODS}/p/status", dict(updated, metadata={"name": "q"}))
+    assert (code, reply["reason"]) == (400, "BadRequest")
+
+
+@pytest.mark.parametrize("headers", [MERGE, STRATEGIC], ids=["merge", "strategic-merge"])
+def test_status_subresource_patch_changes_the_status_and_ignores_the_spec(server, headers):
+    created = create_status_pod(server)
+    code, patched = server.request("PATCH", f"{PODS}/p/status", {
+        "status": {"phase": "Running", "podIP": "10.9.8.7"},
+        "spec": {"nodeName": "node-2", "containers": []}}, headers=headers)
+    assert code == 200, patched
+    assert patched["kind"] == "Pod"
+    assert patched["status"] == {"phase": "Running", "qosClass": "BestEffort",
+                                 "podIP": "10.9.8.7", "podIPs": [{"ip": "10.9.8.7"}]}
+    assert patched["spec"] == created["spec"]
+    code, patched = server.request("PATCH", f"{PODS}/p/status",
+                                   {"status": {"podIPs": [{"ip": "fd00::7"}], "podIP": None}},
+                                   headers=headers)
+    assert code == 200 and patched["status"]["podIP"] == "fd00::7"
+    rv = patched["metadata"]["resourceVersion"]
+    code, same = server.request("PATCH", f"{PODS}/p/status", {"status": {"phase": "Running"}},
+                                headers=headers)
+    assert code == 200 and same["metadata"]["resourceVersion"] == rv
+    code, reply = server.request("PATCH", f"{PODS}/p/status", {"status": {"phase": "Failed"}},
+                                 headers={"Content-Type": "application/json"})
+    assert code == 415
+
+
+# The messages are kube-apiserver 1.20.2's own.
+@pytest.mark.parametrize("status,field,message", [
+    ({"podIP": "not-an-ip"}, "status.podIPs[0]",
+     'Invalid value: "not-an-ip": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'),
+    ({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}]}, "status.podIPs",
+     'Invalid value: []core.PodIP{core.PodIP{IP:"10.0.0.1"}, core.PodIP{IP:"10.0.0.2"}}: may '
+     "specify no more than one IP for each IP family"),
+])
+def test_status_subresource_validates_pod_ips(server, status, field, message):
+    create_status_pod(server)
+    code, reply = server.request("PATCH", f"{PODS}/p/status", {"status": status}, headers=MERGE)
+    assert (code, reply["reason"]) == (422, "Invalid")
+    assert reply["details"]["causes"][0]["field"] == field
+    assert reply["message"] == f'Pod "p" is invalid: {field}: {message}'
+
+
+def test_status_subresource_of_a_missing_pod_and_of_what_has_none(server):
+    for method, body, headers in (("GET", None, None), ("PUT", status_pod("gone"), None),
+                                  ("PATCH", {"status": {"phase": "Running"}}, MERGE)):
+        code, reply = server.request(method, f"{PODS}/gone/status", body, headers=headers)
+        assert (code, reply["message"]) == (404, 'pods "gone" not found'), method
+        assert reply["details"] == {"name": "gone", "kind": "pods"}
+    assert server.request("GET", f"{PODS}")[1]["items"] == [], "a status write creates nothing"
+    create_status_pod(server)
+    create_cm(server, "c")
+    for path in (f"{CM}/c/status", f"{PODS}/p/scale", f"{PODS}/p/status/more"):
+        assert server.request("GET", path)[0] == 404, path
+    for method in ("POST", "DELETE"):
+        code, reply = server.request(method, f"{PODS}/p/status", status_pod("p"))
+        assert (code, reply["reason"]) == (405, "MethodNotAllowed"), method
+    resources = {r["name"]: r for r in server.request("GET", "/api/v1")[1]["resources"]}
+    assert resources["pods/status"]["kind"] == "Pod"
+    assert sorted(resources["pods/status"]["verbs"]) == ["get", "patch", "update"]
+
+
+def test_status_writes_are_modified_events_of_the_pod(server):
+    created = create_status_pod(server)
+    rv = created["metadata"]["resourceVersion"]
+    running = set_pod_status(server, "default", "p", {"phase": "Running", "podIP": "10.0.0.9"})
+    set_pod_status(server, "default", "p", {"phase": "Running"})  # no change: no event
+    status, events, _, _ = server.watch_events(
+        f"{PODS}?watch=true&resourceVersion={rv}&timeoutSeconds=1")
+    assert status == 200
+    assert [e["type"] for e in events] == ["MODIFIED"]
+    assert events[0]["object"] == running
+    assert int(running["metadata"]["resourceVersion"]) == int(rv) + 1
+
+
+def test_status_subresource_dry_run_stores_nothing(server):
+    create_status_pod(server)
+    before = server.admin("GET", "state")["revision"]
+    code, reply = server.request("PATCH", f"{PODS}/p/status?dryRun=All",
+                                 {"status": {"phase": "Running"}}, headers=MERGE)
+    assert code == 200 and reply["status"]["phase"] == "Running"
+    assert server.admin("GET", "state")["revision"] == before
+    assert server.request("GET", f"{PODS}/p")[1]["status"]["phase"] == "Pending"
+
+
+def test_acl_names_the_status_subresource_as_rbac_does(server):
+    user = "system:serviceaccount:kube-system:status-writer"
+    server.admin("POST", "tokens", {"token": "writer", "user": user})
+    server.admin("POST", "acl", {"user": user, "rules": [
+        {"verbs": ["get", "update", "patch"], "resources": ["pods"]}]})
+    create_status_pod(server)
+    code, reply = server.request("PATCH", f"{PODS}/p/status", {"status": {"phase": "Running"}},
+                                 token="writer", headers=MERGE)
+    assert code == 403
+    assert reply["message"] == (f'pods "p" is forbidden: User "{user}" cannot patch resource '
+                                '"pods/status" in API group "" in the namespace "default"')
+    assert reply["details"] == {"name": "p", "kind": "pods"}
+    for resources in (["pods/status"], ["*/status"], ["*"]):
+        server.admin("POST", "acl", {"user": user, "rules": [
+            {"verbs": ["patch"], "resources": resources}]})
+        code, _ = server.request("PATCH", f"{PODS}/p/status", {"status": {"phase": "Running"}},
+                                 token="writer", headers=MERGE)
+        assert code == 200, resources
+        assert server.request("PATCH", f"{PODS}/p", {"metadata": {"labels": {"a": "b"}}},
+                              token="writer", headers=MERGE)[0] == (
+            200 if resources == ["*"] else 403), resources
 
 
 # ---- per-client counters (admin) ----------------------------------------------------------------

@@ -41,6 +41,8 @@ SECRET = "kubernetes.io~secret"
 PROJECTED = "kubernetes.io~projected"
 DOWNWARD = "kubernetes.io~downward-api"
 NGHTTPX = shutil.which("nghttpx") or "/usr/sbin/nghttpx"
+# The node's kubelet, which reports the status of the node's pods under the node's identity.
+KUBELET_TOKEN = "kubelet-token-e2e-node"
 
 # The reflectors' retry delay (kubeclient/backoff.h, client-go's): doubling up to a 30 s cap, each
 # wait drawn from [d, d + jitter * d) with jitter 1.0. Once an outage ends, a change made during it
@@ -220,6 +222,7 @@ class Cluster(DaemonProcess):
         # or an Event.
         self.markers = {DAEMON_TOKEN}
         self.front = None
+        self.kubelet_token_added = False
         if protocol == "h2":
             self.front = Http2Front(tmp, server)
             self.front.start()
@@ -316,6 +319,20 @@ class Cluster(DaemonProcess):
 
     def kubelet_sets_up(self, uid, plugin, volume, payload):
         kubelet_writer.set_up(self.volume_dir(uid, plugin, volume), payload)
+
+    def kubelet_reports_status(self, name, status, namespace="default"):
+        """The kubelet reports a pod's status as its status manager does: a PATCH of
+        pods/{name}/status under the node's identity (system:node:<NODE> in system:nodes), which
+        NodeRestriction allows for pods bound to this node. A pod is created without one (the
+        server resets it to Pending): this is how it becomes Running, with its IP. Returns the
+        pod."""
+        from harness import set_pod_status
+        if not self.kubelet_token_added:
+            self.server.admin("POST", "tokens", {"token": KUBELET_TOKEN,
+                                                 "user": f"system:node:{NODE}",
+                                                 "groups": ["system:nodes"]})
+            self.kubelet_token_added = True
+        return set_pod_status(self.server, namespace, name, status, token=KUBELET_TOKEN)
 
     def start(self, *extra):
         log_format = ["--log-format", "json"] if self.protocol == "h2" else []

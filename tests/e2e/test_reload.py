@@ -256,22 +256,26 @@ def cluster(tmp_path):
 
 
 def create_running_pod(c, name, reload, ip, host_ip="192.0.2.10", host_network=False,
-                       delay="0"):
+                       delay="0", container="app", container_id="a" * 64):
+    """Creates a pod of the node with a configMap volume of ConfigMap `app` and a reload action,
+    then reports it running at `ip` as its kubelet would (the status subresource: a created pod
+    is Pending with no IP). The daemon is started after this, so it sees the pod running from its
+    first list. Returns the pod's uid."""
     pod_obj = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": "default",
                             "annotations": {RELOAD: reload, DELAY: delay}},
                "spec": {"nodeName": "e2e-node", "hostNetwork": host_network,
-                        "containers": [{"name": "app", "image": "busybox",
+                        "containers": [{"name": container, "image": "busybox",
                                         "volumeMounts": [{"name": "config",
                                                           "mountPath": "/etc/app"}]}],
-                        "volumes": [cm_volume("config", "app")]},
-               "status": {"phase": "Running", "podIP": ip, "hostIP": host_ip,
-                          "containerStatuses": [{"name": "app",
-                                                 "containerID": "containerd://" + "a" * 64,
-                                                 "state": {"running": {
-                                                     "startedAt": "2020-01-01T00:00:00Z"}}}]}}
-    created = c.api("POST", "/api/v1/namespaces/default/pods", pod_obj)
-    return created["metadata"]["uid"]
+                        "volumes": [cm_volume("config", "app")]}}
+    uid = c.api("POST", "/api/v1/namespaces/default/pods", pod_obj)["metadata"]["uid"]
+    reported = c.kubelet_reports_status(name, {
+        "phase": "Running", "podIP": ip, "hostIP": host_ip,
+        "containerStatuses": [{"name": container, "containerID": "containerd://" + container_id,
+                               "state": {"running": {"startedAt": "2020-01-01T00:00:00Z"}}}]})
+    assert (reported["status"]["phase"], reported["status"]["podIP"]) == ("Running", ip)
+    return uid
 
 
 def start_beside_one_app(c, apps, ip):
@@ -425,20 +429,8 @@ def test_cluster_mode_a_signal_action_reaches_the_containers_main_process(cluste
     c = cluster
     c.put_configmap("app", {"level": "1"})
     container_id = "c" * 64
-    pod_obj = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "nginx", "namespace": "default",
-                            "annotations": {RELOAD: "signal:SIGHUP", DELAY: "0"}},
-               "spec": {"nodeName": "e2e-node",
-                        "containers": [{"name": "nginx", "image": "nginx",
-                                        "volumeMounts": [{"name": "config",
-                                                          "mountPath": "/etc/nginx"}]}],
-                        "volumes": [cm_volume("config", "app")]},
-               "status": {"phase": "Running", "podIP": "127.0.0.24", "hostIP": "192.0.2.10",
-                          "containerStatuses": [{"name": "nginx",
-                                                 "containerID": "containerd://" + container_id,
-                                                 "state": {"running": {
-                                                     "startedAt": "2020-01-01T00:00:00Z"}}}]}}
-    uid = c.api("POST", "/api/v1/namespaces/default/pods", pod_obj)["metadata"]["uid"]
+    uid = create_running_pod(c, "nginx", "signal:SIGHUP", "127.0.0.24", container="nginx",
+                             container_id=container_id)
     record = tmp_path / "signals"
     container_process(uid, container_id, record)
     c.kubelet_sets_up(uid, CM, "config", {"level": "1"})

@@ -1,8 +1,9 @@
 """Fault injection rules, set by tests through the admin endpoint (`POST /_admin/faults`).
 
-A rule matches requests by verb (get, list, watch, create, update, patch, delete), resource,
-namespace, path prefix and authenticated user (each optional) and applies `times` times (-1: until
-cleared); the first matching rule with uses left wins. What it does, any combination:
+A rule matches requests by verb (get, list, watch, create, update, patch, delete), resource
+(`pods/status` for the status subresource), namespace, path prefix and authenticated user (each
+optional) and applies `times` times (-1: until cleared); the first matching rule with uses left
+wins. What it does, any combination:
 
   has_param      only requests carrying this query parameter (e.g. "continue")
   compact        compact the history first (forces 410 for older RVs and continue tokens)

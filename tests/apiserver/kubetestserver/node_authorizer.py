@@ -8,6 +8,9 @@ NodeRestriction plugin enabled and the AuthorizeNodeWithSelectors feature on (it
 * pods: list and watch only with the field selector `spec.nodeName=<node>` (or pinned by
   `metadata.name` to a pod bound to the node); get of a pod bound to the node; create of a mirror
   pod bound to the node and delete of a pod bound to the node (NodeRestriction);
+* pods/status: update and patch (not get), of a pod bound to the node and leaving its labels as
+  they are (NodeRestriction, which upstream checks against the stored pod: a pod that does not
+  exist is the write's own 404);
 * secrets and configmaps: get, and list/watch pinned to one name by `metadata.name=<name>`, of an
   object that a pod bound to the node references (volumes, projected sources, env, envFrom,
   imagePullSecrets, the secretRef of the volume plugins that take one);
@@ -128,11 +131,16 @@ class NodeAuthorizer:
                 return True
         return False
 
-    def authorize(self, node, verb, res, namespace, name, field_selector):
+    def authorize(self, node, verb, res, namespace, name, field_selector, subresource=None):
         """The Decision for one request. `name` is the URL's name, or for list and watch the
         `metadata.name` the field selector pins (as kube-apiserver's RequestInfo sets it)."""
         if not node:
             return _deny(f'unknown node for user "{NODE_USER_PREFIX}"')
+        if res.name == "pods" and subresource == "status":
+            # The node's rules: update and patch, narrowed by NodeRestriction (admit).
+            return ALLOW if verb in ("update", "patch") else _deny()
+        if subresource is not None:
+            return _deny()
         if res.name in ("secrets", "configmaps"):
             if verb not in ("get", "list", "watch"):
                 return _deny("can only read resources of this type")
@@ -183,9 +191,17 @@ class NodeAuthorizer:
 
     # ---- NodeRestriction ---------------------------------------------------------------------
 
-    def admit(self, node, verb, res, namespace, name, body):
+    def admit(self, node, verb, res, namespace, name, body, subresource=None, old=None):
         """NodeRestriction's checks on a node's writes that the authorizer let through; raises
-        the admission plugin's 403."""
+        the admission plugin's 403. `old` is the stored object a subresource write changes."""
+        if res.name == "pods" and subresource == "status":
+            if ((old or {}).get("spec") or {}).get("nodeName") != node:
+                raise _admission_forbidden(res, name, f'node "{node}" can only update pod status '
+                                           "for pods with spec.nodeName set to itself")
+            if _labels(body) != _labels(old):
+                raise _admission_forbidden(res, name, f'node "{node}" cannot update labels '
+                                           "through pod status")
+            return
         if res.name == "pods" and verb == "create":
             meta = (body or {}).get("metadata") or {}
             pod_name = meta.get("name") or meta.get("generateName") or ""
@@ -207,6 +223,10 @@ class NodeAuthorizer:
             if lease_name != node:
                 raise _admission_forbidden(res, lease_name, "can only access node lease with "
                                            "the same name as the requesting node")
+
+
+def _labels(obj):
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
 def _admission_forbidden(res, name, message):

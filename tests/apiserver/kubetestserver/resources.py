@@ -1,15 +1,21 @@
-"""The served resources, their defaulting and validation (docs/kubernetes-api.md §3, §8 "Storage" and "Writes")."""
+"""The served resources, their defaulting and validation (docs/kubernetes-api.md §3, §8 "Storage" and "Writes"),
+and what kube-apiserver's pod strategies do with a pod's status: reset on create, kept from the
+stored pod by an update or patch of the pod, written only through the `status` subresource
+(which keeps the spec instead)."""
 
 import base64
 import binascii
+import copy
+import ipaddress
 import json
 import re
 
+from .qos import default_requests_from_limits, pod_qos_class
 from .status import ApiError, bad_request, invalid
 
 
 class Resource:
-    def __init__(self, name, singular, kind, group, verbs, short_names=()):
+    def __init__(self, name, singular, kind, group, verbs, short_names=(), subresources=None):
         self.name = name
         self.singular = singular
         self.kind = kind
@@ -18,19 +24,24 @@ class Resource:
         self.api_version = f"{group}/v1" if group else "v1"
         self.verbs = verbs
         self.short_names = list(short_names)
+        self.subresources = subresources or {}  # name -> verbs
 
     def discovery(self):
+        """This resource's entries of its APIResourceList: itself, then each subresource."""
         entry = {"name": self.name, "singularName": self.singular, "namespaced": True,
                  "kind": self.kind, "verbs": self.verbs}
         if self.short_names:
             entry["shortNames"] = self.short_names
-        return entry
+        return [entry] + [{"name": f"{self.name}/{sub}", "singularName": "", "namespaced": True,
+                           "kind": self.kind, "verbs": verbs}
+                          for sub, verbs in self.subresources.items()]
 
 
 _ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 RESOURCES = {
-    "pods": Resource("pods", "pod", "Pod", "", _ALL_VERBS, ["po"]),
+    "pods": Resource("pods", "pod", "Pod", "", _ALL_VERBS, ["po"],
+                     {"status": ["get", "patch", "update"]}),
     "configmaps": Resource("configmaps", "configmap", "ConfigMap", "", _ALL_VERBS, ["cm"]),
     "secrets": Resource("secrets", "secret", "Secret", "", _ALL_VERBS),
     "events": Resource("events", "event", "Event", "", _ALL_VERBS, ["ev"]),
@@ -84,13 +95,75 @@ def _default_pod(pod):
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
-    pod.setdefault("status", {}).setdefault("phase", "Pending")
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            if isinstance(container, dict):
+                default_requests_from_limits(container)
 
 
-def default_and_validate(res, obj, old=None):
+def _keep(obj, old, key):
+    """obj[key] becomes old's (absent when old has none)."""
+    if key in old:
+        obj[key] = copy.deepcopy(old[key])
+    else:
+        obj.pop(key, None)
+
+
+def _prepare_pod(pod, old, subresource):
+    """What podStrategy and podStatusStrategy do before validation: on create the status is
+    reset to Pending with the computed QoS class; an update or patch of the pod keeps the stored
+    status; a write of the status subresource keeps the stored spec and ownerReferences (the
+    deletionTimestamp is kept by every update) and takes the new status."""
+    if old is None:
+        pod["status"] = {"phase": "Pending", "qosClass": pod_qos_class(pod)}
+    elif subresource == "status":
+        _keep(pod, old, "spec")
+        _keep(pod["metadata"], old["metadata"], "ownerReferences")
+        _convert_pod_ips(pod)
+    else:
+        _keep(pod, old, "status")
+
+
+def _convert_pod_ips(pod):
+    """v1 to internal and back, as a status write goes through them: `podIP` is authoritative,
+    `podIPs` follows it (a lone podIP gives podIPs [podIP]; one that differs from podIPs[0]
+    replaces the list), and `podIP` is podIPs[0] when only the list is given."""
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        return
+    ip = status.get("podIP") or ""
+    ips = status.get("podIPs") or []
+    if ip and (not ips or not isinstance(ips[0], dict) or ips[0].get("ip") != ip):
+        status["podIPs"] = [{"ip": ip}]
+    elif not ip and ips and isinstance(ips[0], dict) and ips[0].get("ip"):
+        status["podIP"] = ips[0]["ip"]
+
+
+def _validate_pod_status(pod, causes):
+    """validatePodIPs: every one of status.podIPs is an IP, at most one per family."""
+    ips = (pod.get("status") or {}).get("podIPs") or []
+    families = []
+    for i, entry in enumerate(ips):
+        text = entry.get("ip", "") if isinstance(entry, dict) else ""
+        try:
+            families.append(ipaddress.ip_address(text).version)
+        except ValueError:
+            causes.append((f"status.podIPs[{i}]", f"Invalid value: {json.dumps(text)}: must be a "
+                           "valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                           "FieldValueInvalid"))
+    if len(ips) > 1 and (len(ips) > 2 or len(set(families)) != len(families)):
+        # The value as Go's %#v prints the internal list.
+        listed = ", ".join("core.PodIP{IP:%s}" % json.dumps(
+            entry.get("ip", "") if isinstance(entry, dict) else "") for entry in ips)
+        causes.append(("status.podIPs", f"Invalid value: []core.PodIP{{{listed}}}: may specify no "
+                       "more than one IP for each IP family", "FieldValueInvalid"))
+
+
+def default_and_validate(res, obj, old=None, subresource=None):
     """Applies the server's defaults to `obj` in place; raises ApiError 400/422 when invalid.
 
-    `old` is the stored object on update (immutability checks), None on create.
+    `old` is the stored object on update (immutability checks, the fields an update keeps),
+    None on create; `subresource` is "status" for a write of the status subresource.
     """
     name = obj["metadata"].get("name", "")
     causes = []
@@ -133,6 +206,9 @@ def default_and_validate(res, obj, old=None):
             causes.append(("type", "Invalid value: field is immutable", "FieldValueInvalid"))
     elif res.name == "pods":
         _default_pod(obj)
+        _prepare_pod(obj, old, subresource)
+        if subresource == "status":
+            _validate_pod_status(obj, causes)
         if old is not None:
             old_node = (old.get("spec") or {}).get("nodeName")
             if old_node and obj["spec"].get("nodeName") != old_node:

@@ -544,29 +544,36 @@ class ApiServer:
             groups = list(conn.cert_groups)
         return groups + ["system:authenticated"]
 
-    def authorize(self, user, verb, res, namespace, name, groups=(), field_selector=None):
+    def authorize(self, user, verb, res, namespace, name, groups=(), field_selector=None,
+                  subresource=None):
         """A node identity goes to the Node authorizer first, then (as `Node,RBAC`) to the user's
-        ACL when one is set; any other user to its ACL (none set: everything allowed)."""
+        ACL when one is set; any other user to its ACL (none set: everything allowed). A
+        subresource is its own resource to both, as to RBAC (`pods/status`)."""
         node = node_name(user, groups)
         if node is not None:
             decision = self.node_authorizer.authorize(
-                node, verb, res, namespace, name, field_selector or FieldSelector(res.name, ""))
+                node, verb, res, namespace, name, field_selector or FieldSelector(res.name, ""),
+                subresource)
             if decision.allowed:
                 return
-            if user not in self.acl or not self._acl_allows(user, verb, res, namespace, name):
+            if user not in self.acl or not self._acl_allows(user, verb, res, namespace, name,
+                                                            subresource):
                 raise st.forbidden(user, verb, res.name, res.group, namespace, name,
-                                   decision.reason)
+                                   decision.reason, subresource)
             return
         if user not in self.acl:
             return
-        if not self._acl_allows(user, verb, res, namespace, name):
-            raise st.forbidden(user, verb, res.name, res.group, namespace, name)
+        if not self._acl_allows(user, verb, res, namespace, name, subresource):
+            raise st.forbidden(user, verb, res.name, res.group, namespace, name,
+                               subresource=subresource)
 
-    def admit_node_write(self, request, verb, res, namespace, name, body):
-        """NodeRestriction for a node identity's writes (no-op for anyone else)."""
+    def admit_node_write(self, request, verb, res, namespace, name, body, subresource=None,
+                         old=None):
+        """NodeRestriction for a node identity's writes (no-op for anyone else); `old` is the
+        stored object a write of a subresource changes."""
         node = node_name(request.user, request.groups)
         if node is not None:
-            self.node_authorizer.admit(node, verb, res, namespace, name, body)
+            self.node_authorizer.admit(node, verb, res, namespace, name, body, subresource, old)
 
     def check_cert_validity(self, conn):
         """kube-apiserver's x509 authenticator verifies the client certificate on every request,
@@ -577,14 +584,19 @@ class ApiServer:
         if now < not_before or now > not_after:
             raise st.ApiError(401, "Unauthorized", "Unauthorized")
 
-    def _acl_allows(self, user, verb, res, namespace, name):
+    def _acl_allows(self, user, verb, res, namespace, name, subresource=None):
+        """Whether the user's rules allow the request. As RBAC's rules: a subresource is named
+        `pods/status` (or `*/status`), never matched by its resource's name; `*` matches all."""
         rules = self.acl.get(user)
         if rules is None:
             return True
+        wanted = f"{res.name}/{subresource}" if subresource else res.name
         for rule in rules:
             if verb not in rule.get("verbs", []) and "*" not in rule.get("verbs", []):
                 continue
-            if res.name not in rule.get("resources", []) and "*" not in rule.get("resources", []):
+            resources = rule.get("resources", [])
+            if wanted not in resources and "*" not in resources and not (
+                    subresource and f"*/{subresource}" in resources):
                 continue
             if rule.get("namespaces") and namespace not in rule["namespaces"]:
                 continue
@@ -614,16 +626,23 @@ class ApiServer:
         namespace = None
         if len(rest) >= 2 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        if not rest or len(rest) > 2 or rest[0] not in RESOURCES \
+        if not rest or len(rest) > 3 or rest[0] not in RESOURCES \
                 or RESOURCES[rest[0]].group != group:
             raise st.ApiError(404, "the server could not find the requested resource")
         res = RESOURCES[rest[0]]
-        name = rest[1] if len(rest) == 2 else None
-        if name is not None and namespace is None:
+        name = rest[1] if len(rest) >= 2 else None
+        subresource = rest[2] if len(rest) == 3 else None
+        if (name is not None and namespace is None) or (
+                subresource is not None and subresource not in res.subresources):
             raise st.ApiError(404, "the server could not find the requested resource")
 
         method = request.method
-        if method == "GET":
+        if subresource is not None:
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch"}.get(method)
+            if verb is None:
+                raise st.ApiError(405, "the server does not allow this method on the requested "
+                                  "resource", "MethodNotAllowed")
+        elif method == "GET":
             verb = "get" if name else ("watch" if _is_watch(request.query) else "list")
         elif method == "POST" and not name:
             verb = "create"
@@ -644,9 +663,10 @@ class ApiServer:
         label_selector = LabelSelector(request.query.get("labelSelector"))
         auth_name = name if name else field_selector.exact_name()
         self.authorize(request.user, verb, res, namespace, auth_name, request.groups,
-                       field_selector)
+                       field_selector, subresource)
 
-        fault = self.faults.take(verb, res.name, namespace, path, request.query, request.user)
+        fault = self.faults.take(verb, f"{res.name}/{subresource}" if subresource else res.name,
+                                 namespace, path, request.query, request.user)
         if fault is not None:
             if fault.compact:
                 # As if another resource had been written and then compacted: everything up to
@@ -664,6 +684,8 @@ class ApiServer:
         if verb == "get":
             await self.wait_for_revision(request.query.get("resourceVersion"))
             return 200, self.store.get(res.name, namespace, name)
+        if subresource is not None:
+            return 200, self.write_subresource(request, verb, res, namespace, name, subresource)
         if verb == "list":
             return 200, await self.list(res, namespace, request.query, field_selector,
                                         label_selector)
@@ -788,11 +810,11 @@ class ApiServer:
                                    "kind": "SelfSubjectReview", "verbs": ["create"]}]}
         if parts == ["api", "v1"]:
             return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-                r.discovery() for r in RESOURCES.values() if not r.group]}
+                entry for r in RESOURCES.values() if not r.group for entry in r.discovery()]}
         if parts == ["apis", "coordination.k8s.io", "v1"]:
             return {"kind": "APIResourceList", "apiVersion": "v1",
                     "groupVersion": "coordination.k8s.io/v1",
-                    "resources": [RESOURCES["leases"].discovery()]}
+                    "resources": RESOURCES["leases"].discovery()}
         return None
 
     def decode_body(self, request, res):
@@ -1078,7 +1100,8 @@ class ApiServer:
 
     # ---- writes ------------------------------------------------------------------------------
 
-    def patch(self, request, res, namespace, name):
+    def patched(self, request, res, namespace, name):
+        """The stored object with the request's merge patch applied; nothing stored."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
         if content_type not in ("application/strategic-merge-patch+json",
                                 "application/merge-patch+json"):
@@ -1092,7 +1115,30 @@ class ApiServer:
         merged = _merge_patch(current, patch)
         check_body_kind(res, merged)
         merged["metadata"]["name"] = name
-        obj, _ = self.store.update(res.name, namespace, name, merged, allow_create=False)
+        return merged
+
+    def patch(self, request, res, namespace, name):
+        obj, _ = self.store.update(res.name, namespace, name,
+                                   self.patched(request, res, namespace, name),
+                                   allow_create=False)
+        return obj
+
+    def write_subresource(self, request, verb, res, namespace, name, subresource):
+        """PUT or PATCH of a subresource (pods/status): the whole object comes in and goes out,
+        and the store keeps what the subresource may not change (podStatusStrategy). A missing
+        object is 404 before admission, as upstream (subresources never create)."""
+        if verb == "patch":
+            body = self.patched(request, res, namespace, name)
+        else:
+            body = self.decode_body(request, res)
+            if body["metadata"].get("name") and body["metadata"]["name"] != name:
+                raise st.bad_request("the name of the object (%s) does not match the name on "
+                                     "the URL (%s)" % (body["metadata"]["name"], name))
+            body["metadata"]["name"] = name
+        old = self.store.get(res.name, namespace, name)
+        self.admit_node_write(request, verb, res, namespace, name, body, subresource, old)
+        obj, _ = self.store.update(res.name, namespace, name, body, allow_create=False,
+                                   subresource=subresource, dry_run=_dry_run(request.query))
         return obj
 
     def dry_run_create(self, res, namespace, body):
@@ -1126,11 +1172,7 @@ class ApiServer:
 
     def dry_run_patch(self, request, res, namespace, name):
         """What patch would return, nothing stored (dryRun=All); 404 when there is no object."""
-        patch = self.decode_body(request, res)
-        current = self.store.get(res.name, namespace, name)
-        if not isinstance(patch, dict):
-            raise st.bad_request("the body of the request was in an unknown format")
-        return _merge_patch(current, patch)
+        return self.patched(request, res, namespace, name)
 
     def delete(self, request, res, namespace, name):
         options = {}

@@ -73,17 +73,20 @@ def expired(message, metadata=None):
     return ApiError(410, message, "Expired", metadata=metadata)
 
 
-def forbidden(user, verb, resource, group, namespace, name, reason=""):
+def forbidden(user, verb, resource, group, namespace, name, reason="", subresource=None):
     """kube-apiserver's 403 for a request no authorizer allowed; `reason` is what the
-    authorizers said (the Node authorizer's reasons), appended after ": " when there is one."""
+    authorizers said (the Node authorizer's reasons), appended after ": " when there is one. A
+    subresource is named after its resource in the sentence (`pods/status`), not in the subject
+    or the details."""
     q = qualified(resource, group)
     subject = f'{q} "{name}"' if name else q
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     suffix = f": {reason}" if reason else ""
+    requested = f"{resource}/{subresource}" if subresource else resource
     return ApiError(
         403,
-        f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group '
-        f'"{group}"{where}{suffix}',
+        f'{subject} is forbidden: User "{user}" cannot {verb} resource "{requested}" in API '
+        f'group "{group}"{where}{suffix}',
         "Forbidden", _details(resource, group, name))
 
 

@@ -187,8 +187,10 @@ class Store:
         self._commit(resource, key, "ADDED", None, obj)
         return obj
 
-    def update(self, resource, namespace, name, obj, allow_create):
-        """PUT. Returns (object, created)."""
+    def update(self, resource, namespace, name, obj, allow_create, subresource=None,
+               dry_run=False):
+        """PUT (of the `status` subresource when `subresource` says so). Returns (object,
+        created). A dry run returns what would be stored, with the stored resourceVersion."""
         res = RESOURCES[resource]
         meta = obj["metadata"]
         meta["namespace"] = namespace
@@ -207,7 +209,7 @@ class Store:
             raise conflict(resource, res.group, name)
         if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
             raise conflict(resource, res.group, name)
-        default_and_validate(res, obj, old)
+        default_and_validate(res, obj, old, subresource)
         for field in ("uid", "creationTimestamp", "deletionTimestamp",
                       "deletionGracePeriodSeconds"):
             if field in old["metadata"]:
@@ -217,6 +219,8 @@ class Store:
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if _canonical(obj) == _canonical(old):
             return old, False
+        if dry_run:
+            return obj, False
         meta["resourceVersion"] = str(self._next_rev())
         self._commit(resource, key, "MODIFIED", old, obj)
         return obj, False
