@@ -153,6 +153,16 @@ base::Result<ApiIdentity> IdentityOfClientCertificate(const std::string& pem) {
   return identity;
 }
 
+namespace {
+constexpr std::string_view kReviewNotServed = "the server does not serve SelfSubjectReview";
+constexpr std::string_view kNoCertificate = "; the credentials hold no client certificate to read";
+}  // namespace
+
+bool IsReviewNotServed(const base::Status& lookup_error) {
+  const std::string& m = lookup_error.message();
+  return !lookup_error.ok() && m.starts_with(kReviewNotServed) && m.ends_with(kNoCertificate);
+}
+
 base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client,
                                          const Credentials& credentials) {
   std::string why;
@@ -182,13 +192,13 @@ base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client,
       if (!identity.username.empty()) return identity;
       why = "SelfSubjectReview answered without a username";
     } else if (answer.error->IsNotFound() || answer.error->IsForbidden()) {
-      why = "the server does not serve SelfSubjectReview (" + answer.error->ToString() + ")";
+      why = std::string(kReviewNotServed) + " (" + answer.error->ToString() + ")";
     } else {
       why = "SelfSubjectReview: " + answer.error->ToString();
     }
   }
   if (credentials.tls.client_cert_pem.empty()) {
-    return base::Status::Error(why + "; the credentials hold no client certificate to read");
+    return base::Status::Error(why + std::string(kNoCertificate));
   }
   auto identity = IdentityOfClientCertificate(credentials.tls.client_cert_pem);
   if (!identity.ok()) return base::Status::Error(why + "; " + identity.status().message());

@@ -45,6 +45,12 @@ base::Result<ApiIdentity> IdentityOfClientCertificate(const std::string& pem);
 // and there is no certificate).
 base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Credentials& credentials);
 
+// True for LookUpIdentity's error when the server answered but does not serve
+// SelfSubjectReview (before Kubernetes 1.28: 404, or 403 where, as in 1.20, authorization runs
+// before routing) and the credentials hold no client certificate (a bearer token): the identity
+// cannot be known, which is no fault of the set-up.
+bool IsReviewNotServed(const base::Status& lookup_error);
+
 }  // namespace kube
 
 #endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_API_IDENTITY_H_

@@ -75,10 +75,13 @@ std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
     return kube::LookUpIdentity(client, credentials);
   }();
   if (!identity.ok()) {
-    spdlog::warn(
-        "API identity unknown ({}): running as for a service account; a node identity's limits "
-        "(no Lease lock, no --dynamic-config) are not checked",
-        identity.status().message());
+    // A server older than 1.28 cannot say who a token is: nothing for the user to do (info).
+    // Any other failure (unreachable, an error answer) is worth a look (warning).
+    spdlog::log(kube::IsReviewNotServed(identity.status()) ? spdlog::level::info
+                                                            : spdlog::level::warn,
+                "API identity unknown ({}): running as for a service account; a node "
+                "identity's limits (no Lease lock, no --dynamic-config) are not checked",
+                identity.status().message());
     return std::nullopt;
   }
   identity_ = *identity;

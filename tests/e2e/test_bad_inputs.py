@@ -285,6 +285,7 @@ def cluster_canary(tmp_path_factory):
                 cc.cluster.stop(signal.SIGKILL)
 
 
+@pytest.mark.test_server_only("raw watch events injected into the daemon's watches (fault hook)")
 @table("watch_events.yaml")
 def test_bad_watch_event(cluster_canary, case):
     cluster_canary.inject(case)

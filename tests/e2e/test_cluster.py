@@ -35,14 +35,13 @@ import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
 from harness import TestApiServer  # noqa: E402
-from api_servers import DAEMON_TOKEN, DAEMON_USER, NODE, SERVERS, api_server  # noqa: E402,F401
+from api_servers import DAEMON_TOKEN, DAEMON_USER, NODE, NODE_TOKEN, SERVERS, \
+    api_server  # noqa: E402,F401
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
 PROJECTED = "kubernetes.io~projected"
 DOWNWARD = "kubernetes.io~downward-api"
 NGHTTPX = shutil.which("nghttpx") or "/usr/sbin/nghttpx"
-# The node's kubelet, which reports the status of the node's pods under the node's identity.
-KUBELET_TOKEN = "kubelet-token-e2e-node"
 
 # The reflectors' retry delay (kubeclient/backoff.h, client-go's): doubling up to a 30 s cap, each
 # wait drawn from [d, d + jitter * d) with jitter 1.0. Once an outage ends, a change made during it
@@ -167,6 +166,12 @@ class TcpForwarder:
         if self.listener is not None:
             self.listener.close()
         for s in self.sockets:
+            try:
+                # shutdown() ends the connection at once (close() alone leaves it to the piping
+                # thread blocked in recv() on it).
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             try:
                 s.close()
             except OSError:
@@ -301,6 +306,11 @@ class Cluster(DaemonProcess):
                                                           "mountPath": f"/mnt/{v['name']}"}
                                                          for v in volumes]}],
                         "volumes": volumes}}
+        if any("serviceAccountToken" in source for v in volumes
+               for source in v.get("projected", {}).get("sources", [])):
+            # As ServiceAccount admission sets it (a real server refuses a token source without
+            # it; the tier runs without that admission plugin).
+            pod["spec"]["serviceAccountName"] = "default"
         created = self.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
         return created["metadata"]["uid"]
 
@@ -328,11 +338,11 @@ class Cluster(DaemonProcess):
         pod."""
         from harness import set_pod_status
         if not self.kubelet_token_added:
-            self.server.admin("POST", "tokens", {"token": KUBELET_TOKEN,
+            self.server.admin("POST", "tokens", {"token": NODE_TOKEN,
                                                  "user": f"system:node:{NODE}",
                                                  "groups": ["system:nodes"]})
             self.kubelet_token_added = True
-        return set_pod_status(self.server, namespace, name, status, token=KUBELET_TOKEN)
+        return set_pod_status(self.server, namespace, name, status, token=NODE_TOKEN)
 
     def start(self, *extra):
         log_format = ["--log-format", "json"] if self.protocol == "h2" else []
@@ -361,6 +371,19 @@ class Cluster(DaemonProcess):
         """Waits until the daemon has `watches` watches open and the newest is older than the
         reflector's short-watch limit (1 s, client-go's): a watch that ends from then on is
         resumed from its resourceVersion, not replaced by a relist."""
+        if self.server.kind == "real":
+            # The real server's audit log records a watch once it ends, not when it starts:
+            # the daemon's own count of its running watches says it.
+            def running():
+                probe, _ = self.admin_addresses()
+                with urllib.request.urlopen(probe + "/metrics", timeout=10) as r:
+                    return sum(float(line.rsplit(" ", 1)[1])
+                               for line in r.read().decode().splitlines()
+                               if line.startswith("volumemanager_watches{"))
+            wait_for(lambda: running() >= watches, what=f"{watches} watches of the daemon")
+            time.sleep(1.1)
+            return
+
         def newest():
             open_watches = {(r["path"], r["query"].get("fieldSelector"))
                             for r in self.daemon_requests() if is_watch(r)}
@@ -689,6 +712,7 @@ def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case
     assert not (tmp_path / "state").exists()
 
 
+@pytest.mark.test_server_only("the server's clock moved on to expire a certificate (test hook)")
 def test_the_kubelets_own_kubeconfig_with_a_certificate_rotated_in_place(tmp_path):
     """--kubeconfig naming the kubelet's client certificate as the kubelet writes it (certificate
     and key in kubelet-client-current.pem, a symlink swapped to each new file): after a rotation

@@ -245,6 +245,8 @@ def run_standalone(env, kind):
     assert env.stop() == 0
 
 
+@pytest.mark.test_server_only("the fault is the node's disk; the server only takes the Event, "
+                              "which the real-server tests post too")
 def test_cluster_mode_disk_full_posts_failed_mount_events_and_converges(small_root):
     with TestApiServer() as server:
         cluster = Cluster(small_root, server)

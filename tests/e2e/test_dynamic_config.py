@@ -1,5 +1,5 @@
 """Dynamic config end to end: the real binary in cluster mode with --dynamic-config against the
-test API server. The test plays the DaemonSet: it restarts the daemon whenever it exits. Each
+test API server (and the real kube-apiserver where no fault is needed: api_servers.py). The test plays the DaemonSet: it restarts the daemon whenever it exits. Each
 transition of dynamicconfig/ (docs/operations.md, "Dynamic config"): a live apply, a restart
 apply, an invalid config rejected with an Event, a rollback after repeated crashes on trial, a
 start with the API server down on the checkpoint, and corrupt checkpoints."""
@@ -16,7 +16,7 @@ from test_admin import get, metrics, sample
 from test_cluster import DAEMON_USER, Cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from api_servers import SERVERS, api_server  # noqa: E402
 
 NS = "default"
 NAME = "vm-config"
@@ -68,9 +68,9 @@ class Node(Cluster):
                 e["involvedObject"]["kind"] == "ConfigMap"]
 
 
-@pytest.fixture
-def node(tmp_path):
-    with TestApiServer() as server:
+@pytest.fixture(params=SERVERS)
+def node(request, tmp_path):
+    with api_server(request.param, tmp_path) as server:
         n = Node(tmp_path, server)
         try:
             yield n
@@ -83,6 +83,7 @@ def rv(obj):
     return obj["metadata"]["resourceVersion"]
 
 
+@pytest.mark.test_server_only("503s for the daemon alone (fault hook) for the start with the API down")
 def test_live_apply_then_restart_apply_then_a_start_with_the_api_down_uses_the_checkpoint(node):
     probe, debug = node.start_dynamic(trial="1s")
     wait_for(lambda: node.records(msg="Listed",
@@ -182,6 +183,7 @@ def test_repeated_crashes_on_trial_roll_back_to_the_last_known_good_config(node)
     assert node.stop() == 0
 
 
+@pytest.mark.test_server_only("503s for the daemon alone (fault hook): the checkpoint is read with the API down")
 def test_a_corrupt_checkpoint_falls_back_with_an_error(node):
     good = node.assign(syncFrequency="2m")
     _, debug = node.start_dynamic(trial="1s")

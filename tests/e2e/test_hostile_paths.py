@@ -228,6 +228,7 @@ def cluster(tmp_path):
                 subprocess.run(["umount", "-l", m], check=False)
 
 
+@pytest.mark.test_server_only("links and bind mounts planted on the node; the server only serves the pods")
 @pytest.mark.parametrize("ownership", ["kubelet", "self"])
 def test_cluster_mode_never_writes_or_removes_through_a_planted_link(cluster, tmp_path, ownership):
     cluster.put_configmap("app", {"k": "v1"})
@@ -262,6 +263,7 @@ def test_cluster_mode_never_writes_or_removes_through_a_planted_link(cluster, tm
     assert cluster.proc.poll() is None
 
 
+@pytest.mark.test_server_only("links and bind mounts planted on the node; the server only serves the pods")
 def test_cluster_mode_teardown_never_crosses_a_bind_loop(cluster, tmp_path):
     """In cluster mode, with the daemon owning its volumes: pod a's volume holds a bind of the
     root's pods dir; deleting pod a must not delete pod b's live volume nor a kubelet file."""

@@ -207,6 +207,8 @@ def run_standalone(env, errors):
     assert env.stop() == 0
 
 
+@pytest.mark.test_server_only("the fault is the node's filesystem calls; the server only takes "
+                              "the Event, which the real-server tests post too")
 def test_cluster_mode_io_errors_post_failed_mount_events_and_converge(tmp_path, monkeypatch):
     with TestApiServer() as server:
         cluster = Cluster(tmp_path, server)

@@ -26,7 +26,8 @@ from api_servers import NODE_TOKEN, NODE_USER, SERVERS, api_server
 NODE_MODE_LINE = f'node mode for node "{NODE}"'
 # Variants the real kube-apiserver (1.20.2) cannot serve: it has no SelfSubjectReview (1.28+), so
 # a node's bearer token cannot be told from another user's; its client certificate can.
-REAL_SERVER_EXCLUDES = {("node_cluster", "token"): "1.20 has no SelfSubjectReview"}
+REAL_SERVER_EXCLUDES = {("node_cluster", "token"): "1.20 has no SelfSubjectReview",
+                        ("review", "served"): "1.20 has no SelfSubjectReview"}
 
 
 class NodeCluster(Cluster):
@@ -254,14 +255,30 @@ def test_without_self_subject_review_the_certificate_names_the_node(node_cluster
     assert c.stop() == 0
 
 
-def test_a_service_account_runs_as_before(tmp_path):
-    with TestApiServer() as server:
-        c = Cluster(tmp_path, server)
+@pytest.mark.parametrize("review", ["served", "not-served"])
+def test_a_service_account_runs_as_before(tmp_path, server_kind, review):
+    """A service account's token: SelfSubjectReview names it where the server serves it; where
+    it does not (Kubernetes before 1.28: the real 1.20 server answers 403, the test server is
+    told to answer 404) a token cannot be told from another user's, and the daemon says so at
+    info, not as a warning: nothing for the user to do."""
+    with api_server(server_kind, tmp_path) as server:
+        if review == "not-served" and server_kind == "test":
+            server.admin("POST", "faults", {"resource": "selfsubjectreviews", "status": 404,
+                                            "times": -1})
+        c = Cluster(tmp_path, server, server_kind)
         try:
             c.start()
-            wait_for(lambda: "service-account mode" in c.log(), what="the mode line")
-            assert f"API identity {DAEMON_USER} (groups system:authenticated; from " \
-                "SelfSubjectReview): service-account mode" in c.log()
+            wait_for(lambda: "service-account mode" in c.log() or
+                     "running as for a service account" in c.log(), what="the mode line")
+            if review == "served":
+                assert f"API identity {DAEMON_USER} (groups system:authenticated; from " \
+                    "SelfSubjectReview): service-account mode" in c.log()
+            else:
+                lines = c.records(msg=lambda m: m.startswith("API identity unknown (the server "
+                                                             "does not serve SelfSubjectReview"))
+                assert len(lines) == 1, c.log()
+                assert lines[0]["level"] == "info", lines
+                assert "the credentials hold no client certificate" in lines[0]["msg"]
             assert c.stop() == 0
         finally:
             if c.proc is not None:

@@ -166,6 +166,7 @@ def cluster_objects(c):
     c.put_configmap("good", {"level": "info"})
 
 
+@pytest.mark.test_server_only("a NUL byte in an item path, which the real server's validation refuses")
 def test_the_api_server_stores_and_serves_a_nul_in_an_item_path(cluster):
     """The premise of the cluster cases: the test server, like the real one, takes the path."""
     uid = cluster.create_pod("evil", [{"name": "bad", **KINDS["configmap"][0]}])
@@ -174,6 +175,7 @@ def test_the_api_server_stores_and_serves_a_nul_in_an_item_path(cluster):
     assert served["spec"]["volumes"][0]["configMap"]["items"][0]["path"] == ATTACK
 
 
+@pytest.mark.test_server_only("a NUL byte in an item path, which the real server's validation refuses")
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_api_pod_item_path_with_a_nul_writes_nothing_outside_the_root(cluster, kind):
     tmp = cluster.tmp
@@ -198,6 +200,7 @@ def test_api_pod_item_path_with_a_nul_writes_nothing_outside_the_root(cluster, k
     assert_nothing_escaped(tmp)
 
 
+@pytest.mark.test_server_only("a NUL byte in an item path, which the real server's validation refuses")
 def test_kubelet_ownership_optional_key_added_after_the_kubelets_set_up(cluster):
     """The kubelet has set the volume up without the item (the optional ConfigMap had no such
     key); the key arrives later, and the daemon, which refreshes what the kubelet set up, must

@@ -23,7 +23,7 @@ from test_cluster import Cluster  # noqa: E402
 from test_reload import App, create_running_pod  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from api_servers import SERVERS, api_server  # noqa: E402
 
 CM = "kubernetes.io~configmap"
 SECRET = "kubernetes.io~secret"
@@ -203,9 +203,11 @@ def test_observe_on_an_empty_node_creates_no_dir(env):
 
 # --- cluster mode, beside the simulated kubelet ------------------------------------------------
 
-@pytest.fixture
-def cluster(tmp_path):
-    with TestApiServer() as server, killed_after(Cluster(tmp_path, server, "http1")) as c:
+@pytest.fixture(params=SERVERS)
+def cluster(request, tmp_path):
+    """The daemon against the test server, or the real kube-apiserver (api_servers.py)."""
+    with api_server(request.param, tmp_path) as server, \
+            killed_after(Cluster(tmp_path, server, request.param)) as c:
         yield c
 
 
@@ -245,7 +247,7 @@ def test_cluster_kubelet_ownership_changes_nothing_and_reports_what_a_normal_run
     assert differing_metric(probe) == {"content": 1, "not_set_up": 0, "modes": 0, "tear_down": 0}
     assert c.stop() == 0
     log = c.log()
-    assert "acquiring the node's lock" not in log and "Lease" not in log
+    assert "acquiring the node's lock" not in log and "holding the node's lock" not in log
     after, after_listing = tree_hash(c.root, c.state)
     assert after == before, [l for l in after_listing if l not in before_listing] + \
         [l for l in before_listing if l not in after_listing]

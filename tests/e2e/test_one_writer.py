@@ -10,6 +10,9 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
+from api_servers import SERVERS
 from conftest import DaemonProcess, configmap, mounts_under, pod, secret, visible_files, wait_for
 from test_election import holder, second_daemon, writers
 from test_standalone import CM, cm_volume
@@ -211,18 +214,18 @@ def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
         b.stop(signal.SIGKILL)
 
 
-def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path):
+@pytest.mark.parametrize("server_kind", SERVERS)
+def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path, server_kind):
     """Cluster mode: the old daemon on a Lease, the new one on the file lock. The flock is taken
     whatever lock is configured, so the new one waits for it and writes nothing until the old one
     stops; the Lease adds visibility, not exclusion."""
-    import sys
-    from pathlib import Path
+    from api_servers import api_server
     from test_cluster import Cluster
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-    from harness import TestApiServer
 
-    with TestApiServer() as server:
-        a = Cluster(tmp_path, server, "http1")
+    # The chart's RBAC with the Lease lock (a Role for its Lease) on the real server.
+    with api_server(server_kind, tmp_path,
+                    chart_values=("--set", "leaderElection.resourceLock=leases")) as server:
+        a = Cluster(tmp_path, server, server_kind)
         b = DaemonProcess(tmp_path / "b.log")
         try:
             a.put_configmap("cfg", {"k": "0"})
@@ -253,19 +256,18 @@ def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path):
             a.stop(signal.SIGKILL)
 
 
-def test_a_newcomer_waiting_for_the_lock_counts_no_start_of_a_config_on_trial(tmp_path):
+@pytest.mark.parametrize("server_kind", SERVERS)
+def test_a_newcomer_waiting_for_the_lock_counts_no_start_of_a_config_on_trial(tmp_path,
+                                                                             server_kind):
     """Dynamic config during a surge: the trial's count of starts is written only by the daemon
     holding the lock; the newcomer counts its start once it takes over."""
-    import sys
-    from pathlib import Path
+    from api_servers import api_server
     from test_dynamic_config import NAME, NS, Node
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-    from harness import TestApiServer
 
     def assigned(node):
         return json.loads((node.dir / "assigned.json").read_text())["record"]
 
-    with TestApiServer() as server:
+    with api_server(server_kind, tmp_path) as server:
         node = Node(tmp_path, server)
         b = DaemonProcess(tmp_path / "b.log")
         try:

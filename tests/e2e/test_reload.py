@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_cluster import CM, PROJECTED, Cluster  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from api_servers import SERVERS, api_server  # noqa: E402
 
 RELOAD = "volumemanager.io/reload"
 VOLUMES = "volumemanager.io/reload-volumes"
@@ -249,9 +249,11 @@ def test_failing_listeners_are_retried_within_bounds_and_hung_ones_delay_no_othe
 
 # --- cluster mode ----------------------------------------------------------------------------
 
-@pytest.fixture
-def cluster(tmp_path):
-    with TestApiServer() as server, killed_after(Cluster(tmp_path, server, "http1")) as c:
+@pytest.fixture(params=SERVERS)
+def cluster(request, tmp_path):
+    """The daemon against the test server, or the real kube-apiserver (api_servers.py)."""
+    with api_server(request.param, tmp_path) as server, \
+            killed_after(Cluster(tmp_path, server, request.param)) as c:
         yield c
 
 
@@ -342,6 +344,8 @@ def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     assert node_app.calls == []
 
 
+@pytest.mark.test_server_only("the daemon's ConfigMap watch stalled (fault hook) so that the kubelet "
+                              "is newer")
 def test_cluster_mode_a_newer_kubelet_swap_the_daemon_confirms_is_one_call(cluster, apps):
     """The daemon's watch lags and the kubelet writes the newer content first: the daemon's fresh
     read confirms it and publishes nothing, and the application is told once, for that content."""

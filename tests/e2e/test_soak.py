@@ -313,6 +313,7 @@ def pending_retry(log_text, until):
     return max(latest.values(), default=until)
 
 
+@pytest.mark.test_server_only("every fault of the test server's, over and over")
 def test_api_outage_soak(tmp_path):
     rng = random.Random(SEED)
     print(f"soak: seed {SEED}, {SOAK_SECONDS:.0f} s of faults")

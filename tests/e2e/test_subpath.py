@@ -23,7 +23,7 @@ from conftest import (configmap, mounts_under, needs_root, pod, secret, skip_unl
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from api_servers import SERVERS, api_server  # noqa: E402
 from test_cluster import CM, Cluster  # noqa: E402
 
 pytestmark = needs_root("bind-mounts files as the kubelet does for subPath mounts")
@@ -249,11 +249,11 @@ def test_standalone_hostile_subpath_targets_are_left_alone(env_unmounted):
     assert (subpaths / "3").read_bytes() == b"o1"
 
 
-@pytest.fixture
-def cluster_unmounted(tmp_path):
+@pytest.fixture(params=SERVERS)
+def cluster_unmounted(request, tmp_path):
     skip_unless_mount_listed(tmp_path)
-    with TestApiServer() as server:
-        c = Cluster(tmp_path, server, "http1")
+    with api_server(request.param, tmp_path) as server:
+        c = Cluster(tmp_path, server, request.param)
         try:
             yield c
         finally:
