@@ -586,7 +586,6 @@ def test_deleted_object_keeps_the_content_and_a_failure_posts_a_failed_mount_eve
     assert visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"info"}
 
 
-@pytest.mark.test_server_only("an ACL of the test server's for one object")
 def test_a_403_on_one_object_affects_only_the_volumes_that_read_it(cluster):
     cluster.put_configmap("open", {"k": "1"})
     cluster.put_configmap("closed", {"k": "1"})

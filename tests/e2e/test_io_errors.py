@@ -17,6 +17,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 
 from conftest import NODE, Env, configmap, pod, secret, visible_files, wait_for
 from test_disk_full import DELAY, VersionSampler, as_bytes, no_debris, small_payload

@@ -20,7 +20,6 @@ from pathlib import Path
 from conftest import BIN, killed_after, visible_files, wait_for
 from test_cluster import CM, DAEMON_USER, NODE, PROJECTED, SECRET, Cluster, cm_volume, \
     secret_volume
-from harness import TestApiServer
 from api_servers import NODE_TOKEN, NODE_USER, SERVERS, api_server
 
 NODE_MODE_LINE = f'node mode for node "{NODE}"'

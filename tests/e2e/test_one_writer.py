@@ -230,7 +230,9 @@ def test_a_rollout_that_changes_the_lock_type_keeps_one_writer(tmp_path, server_
         try:
             a.put_configmap("cfg", {"k": "0"})
             uid = a.create_pod("p", [{"name": "v", "configMap": {"name": "cfg"}}])
-            a.start("--leader-elect-resource-lock", "leases", "--volume-ownership", "self")
+            # In the release's namespace, as the chart runs it (its Lease Role is there).
+            a.start("--leader-elect-resource-lock", "leases", "--leader-elect-resource-namespace",
+                    "kube-system", "--volume-ownership", "self")
             a_id = wait_for(lambda: holder(a), what="the old daemon holding flock and Lease")
             locks = re.search(r"holding the node's lock \((.*)\) as", a.log()).group(1)
             assert locks.startswith("file ") and " and lease " in locks, locks

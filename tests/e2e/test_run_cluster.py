@@ -8,6 +8,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from kubernetes import client, config
 
 from conftest import BIN, mounts_under, visible_files, wait_for
@@ -16,6 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "run_cluster.py"
 
 
+@pytest.mark.test_server_only("make run-cluster's demo runs the test server: it needs no build of "
+                              "Kubernetes")
 def test_run_cluster_serves_the_demo_and_ctrl_c_stops_both(tmp_path):
     out = tmp_path / "out.log"
     with open(out, "wb") as log:

@@ -35,6 +35,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from conftest import visible_files, wait_for
 from test_cluster import (CM, DAEMON_TOKEN, DAEMON_USER, PROJECTED, RECOVERY_BOUND_S, SECRET,
                           Cluster, TcpForwarder, cm_volume, free_port, secret_volume)

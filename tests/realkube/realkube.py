@@ -23,7 +23,6 @@ Everything lives under the given dir; the servers listen on 127.0.0.1 only and a
 
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
