@@ -197,6 +197,14 @@ size_t ApiObjectManager::RunningReflectors() const {
   return n;
 }
 
+uint64_t ApiObjectManager::ReflectorsExpired() const {
+  uint64_t n = stats_.expired_of_stopped_reflectors;
+  for (const auto& [ref, e] : entries_) {
+    if (e->reflector != nullptr) n += static_cast<uint64_t>(e->reflector->stats().expired);
+  }
+  return n;
+}
+
 void ApiObjectManager::RunDeferred(Deferred deferred) {
   std::shared_ptr<bool> alive = alive_;
   for (std::function<void()>& f : deferred) {
@@ -436,14 +444,29 @@ void ApiObjectManager::OnRead(const kube::ObjectRef& ref, uint64_t id, bool fres
   if (e == nullptr || stopped_) return;  // dropped or stopped: its waiters ran then
   std::unique_ptr<Read>& slot = fresh ? e->fresh_read : e->read;
   if (slot != nullptr) slot->call = 0;
-  if (slot != nullptr && result.error && result.error->IsForbidden() && InRefusalGrace(*e)) {
-    // The pod may be newer than the authorizer's view of it: read again shortly, the waiters
-    // still waiting, before the refusal counts.
-    ++e->refusals_retried;
-    logging::Debug("Object read refused right after a pod referenced it; reading it again",
-                   {{"object", logging::KRef(e->ref)},
-                    {"retry", e->refusals_retried},
-                    {"err", result.error->ToString()}});
+  const bool forbidden = slot != nullptr && result.error && result.error->IsForbidden();
+  const bool referenced_grace = forbidden && InRefusalGrace(*e);
+  if (forbidden && (referenced_grace || InReconnectGrace())) {
+    // The pod may be newer than the authorizer's view of it, or the API server just came back
+    // and its authorizer's graph is still filling: read again shortly, the waiters still
+    // waiting, before the refusal counts.
+    std::chrono::milliseconds delay = kRefusalRetryDelay;
+    if (referenced_grace) {
+      ++e->refusals_retried;
+      ++stats_.refusals_retried;
+      logging::Debug("Object read refused right after a pod referenced it; reading it again",
+                     {{"object", logging::KRef(e->ref)},
+                      {"retry", e->refusals_retried},
+                      {"err", result.error->ToString()}});
+    } else {
+      ++stats_.refusals_retried_after_reconnect;
+      delay = api_->reachability().options().grace_retry_delay;
+      logging::Debug(
+          "Object read refused right after the API server answered again; reading it again",
+          {{"object", logging::KRef(e->ref)},
+           {"delayMs", delay.count()},
+           {"err", result.error->ToString()}});
+    }
     slot->retry_pending = true;
     if (e->retry_timer == nullptr) e->retry_timer = base::NewTimer(loop_, e);
     uv_timer_start(
@@ -455,7 +478,7 @@ void ApiObjectManager::OnRead(const kube::ObjectRef& ref, uint64_t id, bool fres
               base::CatchAll("refused read retry", [&] { self->RetryRefused(*entry); });
           if (!s.ok()) spdlog::error("{}", s.message());
         },
-        static_cast<uint64_t>(kRefusalRetryDelay.count()), 0);
+        static_cast<uint64_t>(delay.count()), 0);
     return;
   }
   Input in;
@@ -697,10 +720,19 @@ void ApiObjectManager::StartReflector(Entry& e) {
     if (err.IsForbidden() && InRefusalGrace(*entry)) {
       // The reflector lists again after its backoff: the refusal counts if that fails too.
       ++entry->refusals_retried;
+      ++stats_.refusals_retried;
       logging::Debug("Object list refused right after a pod referenced it; the reflector retries",
                      {{"object", logging::KRef(ref)},
                       {"retry", entry->refusals_retried},
                       {"err", err.ToString()}});
+      return;
+    }
+    if (err.IsForbidden() && InReconnectGrace()) {
+      // The reflector relists within the grace's retry delay (reflector.h).
+      ++stats_.refusals_retried_after_reconnect;
+      logging::Debug(
+          "Object list refused right after the API server answered again; the reflector retries",
+          {{"object", logging::KRef(ref)}, {"err", err.ToString()}});
       return;
     }
     Input in;
@@ -725,6 +757,7 @@ void ApiObjectManager::StartReflector(Entry& e) {
 void ApiObjectManager::RetireReflector(Entry& e) {
   if (e.reflector == nullptr) return;
   e.reflector->Stop();
+  stats_.expired_of_stopped_reflectors += static_cast<uint64_t>(e.reflector->stats().expired);
   retired_.push_back(std::move(e.reflector));
   uv_timer_start(
       reap_timer_,
@@ -791,6 +824,8 @@ bool ApiObjectManager::InRefusalGrace(const Entry& e) const {
   return !e.served && e.refusals_retried < kRefusalRetries &&
          Now() - e.referenced_at < kRefusalGraceWindow;
 }
+
+bool ApiObjectManager::InReconnectGrace() const { return api_->reachability().InReconnectGrace(); }
 
 void ApiObjectManager::RetryRefused(Entry& e) {
   if (stopped_) return;

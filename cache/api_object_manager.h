@@ -28,8 +28,9 @@
 // Whatever the strategy: concurrent fetches of one object share one request; an object that
 // cannot be read (API unreachable, 5xx, 403, an undecodable body) keeps its last good revision
 // served, and only gets of an object never read well fail (with the API's error, e.g. the 403's
-// message): one object's failure never affects another. A 404 is an answer: the object does not
-// exist (gets return nullptr). Objects are decoded (kube/object_decoder.h) and their
+// message): one object's failure never affects another. A 403 within a grace is read again
+// first (the refusal grace and the reconnect grace, below). A 404 is an answer: the object does
+// not exist (gets return nullptr). Objects are decoded (kube/object_decoder.h) and their
 // ContentDigest computed on the libuv thread pool, once per revision; a revision is served once
 // it is decoded, and inputs of one object are applied in the order they arrived. Values never
 // reach a log: objects are named by kind, namespace and name.
@@ -90,6 +91,12 @@ class ApiObjectManager : public ObjectManager {
   static constexpr std::chrono::milliseconds kRefusalGraceWindow{5000};
   static constexpr int kRefusalRetries = 2;
   static constexpr std::chrono::milliseconds kRefusalRetryDelay{250};
+  // The reconnect grace: within the API client's reconnect grace (ServerReachability: 30 s after
+  // the API server answered again following an outage, its Node authorizer may still be filling
+  // its graph), a 403 of any object is read again after the client's grace_retry_delay (1 s)
+  // for as long as the grace lasts (Get, Cache: the fetch still waiting; Watch: the reflector
+  // relists within that delay), logged at debug level: no error, no FailedMount, nothing counted
+  // in read_errors. After the grace, a 403 is handled as any other.
 
   struct Stats {
     uint64_t gets = 0;        // GETs sent for kStrategy fetches (Get, Cache)
@@ -100,8 +107,14 @@ class ApiObjectManager : public ObjectManager {
     // Reads (GETs, the reflectors' lists and watch set-ups) the API server answered with an
     // error, by (HTTP code, Status reason): 403 Forbidden, 500 InternalError, ... A 404 of a GET
     // is an answer (the object does not exist), not counted; nor are transport failures and the
-    // refusals the refusal grace retried.
+    // refusals the refusal grace or the reconnect grace retried.
     std::map<std::pair<int, std::string>, uint64_t> read_errors;
+    // 403s read again instead of failing: right after a pod newly referenced the object (the
+    // refusal grace), and within the reconnect grace.
+    uint64_t refusals_retried = 0;
+    uint64_t refusals_retried_after_reconnect = 0;
+    // 410s seen by reflectors already stopped (ReflectorsExpired() adds the running ones').
+    uint64_t expired_of_stopped_reflectors = 0;
   };
 
   // `api` must outlive the manager; its loop is the manager's loop.
@@ -138,6 +151,8 @@ class ApiObjectManager : public ObjectManager {
   size_t ReferencedObjectCount() const { return entries_.size(); }
   size_t RegisteredPodCount() const { return pods_.size(); }
   size_t RunningReflectors() const;
+  // 410s (expired resourceVersions) the per-object reflectors have seen, stopped ones included.
+  uint64_t ReflectorsExpired() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -175,6 +190,8 @@ class ApiObjectManager : public ObjectManager {
   void SendRead(Entry& entry, bool fresh);
   // A 403 now is retried (the refusal grace).
   bool InRefusalGrace(const Entry& entry) const;
+  // A 403 now is retried (the reconnect grace).
+  bool InReconnectGrace() const;
   // The refusal grace's timer: sends again the reads it held back.
   void RetryRefused(Entry& entry);
   // A failed read or a refused list: the object's error while nothing is served; logged once per

@@ -24,7 +24,11 @@ struct ApiClient::Call {
   bool in_flight = false;
   RateLimiter::Ticket ticket = 0;  // waiting for a rate-limiter token
   uv_timer_t* timer = nullptr;
-  ApiClient* client = nullptr;  // for the retry timer
+  ApiClient* client = nullptr;  // for the retry timer and the reconnect wait
+  // Waiting for the server to answer again (a GET retry after no answer), besides the timer.
+  ServerReachability::Ticket reconnect_wait = 0;
+  // The reachability probe: sent once, never retried, with the probe's timeout.
+  bool probe = false;
   // A stream (Stream()): sent once as given, its outcome handed over as HttpClient reports it.
   bool stream = false;
   HttpRequest stream_request;
@@ -36,11 +40,17 @@ struct ApiClient::Call {
     if (timer != nullptr) {
       base::CloseTimer(timer);
     }
+    if (reconnect_wait != 0) client->reachability_->CancelWait(reconnect_wait);
   }
 };
 
-ApiClient::ApiClient(HttpClient* http, RetryPolicy policy, RateLimiterOptions limits)
-    : http_(http), policy_(policy), limiter_(http->loop(), std::move(limits)) {}
+ApiClient::ApiClient(HttpClient* http, RetryPolicy policy, RateLimiterOptions limits,
+                     ReachabilityOptions reachability)
+    : http_(http), policy_(policy), limiter_(http->loop(), std::move(limits)) {
+  reachability_ = std::make_unique<ServerReachability>(
+      http->loop(), std::move(reachability),
+      [this](std::function<void(bool)> done) { SendProbe(std::move(done)); });
+}
 
 ApiClient::~ApiClient() {
   for (auto& [id, call] : calls_) {
@@ -78,6 +88,7 @@ ApiClient::CallId ApiClient::Stream(HttpRequest request, HttpDoneCallback done,
                                     StreamCallbacks stream, std::function<void()> on_start) {
   auto call = std::make_unique<Call>();
   call->id = next_id_++;
+  call->client = this;
   call->method = request.method;
   call->path = request.path;
   call->stream = true;
@@ -103,6 +114,7 @@ ApiClient::CallId ApiClient::StartCall(std::string method, std::string path, std
                                        std::string content_type, ApiCallback done) {
   auto call = std::make_unique<Call>();
   call->id = next_id_++;
+  call->client = this;
   call->method = std::move(method);
   call->path = std::move(path);
   call->body = std::move(body);
@@ -132,17 +144,29 @@ void ApiClient::Send(Call* call) {
   call->in_flight = true;
   if (call->stream) {
     std::function<void()> on_start = std::move(call->on_start);
+    // The server answered once the head arrives (a watch's 200 comes long before its end).
+    StreamCallbacks callbacks = std::move(call->stream_callbacks);
+    callbacks.on_headers = [this, on_headers =
+                                      std::move(callbacks.on_headers)](const HttpResponse& head) {
+      reachability_->OnAnswer();
+      if (on_headers) on_headers(head);
+    };
     call->request = http_->Start(
         std::move(call->stream_request),
         [this, id](base::Status transport, HttpResponse response) {
           auto it = calls_.find(id);
           if (it == calls_.end()) return;
           CountRequest(it->second->method, transport, response.status);
+          if (response.status != 0) {
+            reachability_->OnAnswer();
+          } else if (!transport.ok()) {
+            reachability_->OnNoAnswer();
+          }
           HttpDoneCallback done = std::move(it->second->stream_done);
           calls_.erase(it);
           if (done) done(std::move(transport), std::move(response));
         },
-        std::move(call->stream_callbacks));
+        std::move(callbacks));
     if (on_start) on_start();
     return;
   }
@@ -151,6 +175,7 @@ void ApiClient::Send(Call* call) {
   request.path = call->path;
   request.body = call->body;
   request.content_type = call->content_type;
+  if (call->probe) request.timeout = reachability_->options().probe_timeout;
   call->request =
       http_->Start(std::move(request), [this, id](base::Status transport, HttpResponse response) {
         base::Status s = base::CatchAll("API response handling", [&] {
@@ -191,6 +216,10 @@ void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
         auto* c = static_cast<Call*>(h->data);
         ApiClient* self = c->client;
         const CallId call_id = c->id;
+        if (c->reconnect_wait != 0) {
+          self->reachability_->CancelWait(c->reconnect_wait);
+          c->reconnect_wait = 0;
+        }
         base::Status s = base::CatchAll("API retry timer", [&] { self->Attempt(c); });
         if (!s.ok()) self->Fail(call_id, s.message());
       },
@@ -200,6 +229,32 @@ void ApiClient::RetryLater(Call* call, std::chrono::milliseconds delay) {
 void ApiClient::CountRequest(const std::string& method, const base::Status& transport,
                              long status) {
   ++request_counts_[{method, transport.ok() ? std::to_string(status) : "<error>"}];
+}
+
+void ApiClient::SendProbe(std::function<void(bool answered)> done) {
+  auto call = std::make_unique<Call>();
+  call->id = next_id_++;
+  call->client = this;
+  call->method = "GET";
+  call->path = reachability_->options().probe_path;
+  call->probe = true;
+  call->done = [done = std::move(done)](ApiResult result) {
+    done(result.ok() || !result.error->IsTransport());
+  };
+  Call* c = call.get();
+  calls_[c->id] = std::move(call);
+  Attempt(c);
+}
+
+void ApiClient::OnReconnect(CallId id) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  Call* call = it->second.get();
+  call->reconnect_wait = 0;
+  if (call->timer != nullptr) uv_timer_stop(call->timer);
+  spdlog::info("{} {}: the server answers again; retrying now", call->method, call->path);
+  base::Status s = base::CatchAll("API reconnect retry", [&] { Attempt(call); });
+  if (!s.ok()) Fail(id, s.message());
 }
 
 std::chrono::milliseconds ApiClient::NextBackoff(Call* call) {
@@ -213,14 +268,20 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
   Call* call = it->second.get();
   call->in_flight = false;
   CountRequest(call->method, transport, response.status);
-  const bool idempotent = call->method == "GET";
+  if (transport.ok()) {
+    reachability_->OnAnswer();
+  } else {
+    reachability_->OnNoAnswer();
+  }
+  const bool idempotent = call->method == "GET" && !call->probe;
   if (!transport.ok()) {
     if (idempotent && call->transient_used < policy_.max_transient_retries) {
       ++call->transient_used;
       auto delay = NextBackoff(call);
-      spdlog::info("GET {} failed ({}); retry {} in {} ms", call->path, transport.message(),
-                   call->transient_used, delay.count());
+      spdlog::info("GET {} failed ({}); retry {} in {} ms or once the server answers again",
+                   call->path, transport.message(), call->transient_used, delay.count());
       RetryLater(call, delay);
+      call->reconnect_wait = reachability_->WaitForAnswer([this, id] { OnReconnect(id); });
       return;
     }
     Complete(id, ApiResult{TransportError(transport.message()), nullptr});
@@ -243,7 +304,7 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
   ApiError err = ParseApiError(response.status, response.headers, response.body, call->method);
   if (err.IsUnauthorized()) http_->InvalidateToken();
   const bool retryable_code = err.code == 429 || err.code >= 500;
-  if (retryable_code && err.retry_after_seconds >= 0 &&
+  if (retryable_code && err.retry_after_seconds >= 0 && !call->probe &&
       call->retry_after_used < policy_.max_retry_after) {
     ++call->retry_after_used;
     auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(err.retry_after_seconds),

@@ -11,6 +11,11 @@
 // * Every attempt (retries included) and every stream (watch) set-up first takes a token from the
 //   client-side rate limiter (rate_limiter.h, client-go's QPS/burst bucket), as client-go's
 //   request.tryThrottle does; waiting for one never blocks the loop.
+// * Every attempt's outcome (an HTTP response of any status, or none) goes to the client's
+//   ServerReachability (server_reachability.h), which probes a server that stopped answering
+//   (`GET /version`, about once a second, only while someone waits) and wakes the waiters when it
+//   answers again. A GET retried after getting no answer is one such waiter: it goes again at the
+//   end of its backoff or at that reconnect, whichever comes first.
 // Callbacks run on the loop thread, exactly once per call unless the call is cancelled or the
 // ApiClient destroyed first. Not thread-safe.
 #ifndef VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_
@@ -29,6 +34,7 @@
 #include "kubeclient/backoff.h"
 #include "kubeclient/http_client.h"
 #include "kubeclient/rate_limiter.h"
+#include "kubeclient/server_reachability.h"
 
 namespace kube {
 
@@ -54,7 +60,8 @@ class ApiClient {
 
   // `limits`: no limit by default; the daemon passes ClientGoRateLimits(--kube-api-qps,
   // --kube-api-burst).
-  explicit ApiClient(HttpClient* http, RetryPolicy policy = {}, RateLimiterOptions limits = {});
+  explicit ApiClient(HttpClient* http, RetryPolicy policy = {}, RateLimiterOptions limits = {},
+                     ReachabilityOptions reachability = {});
   ~ApiClient();
   ApiClient(const ApiClient&) = delete;
   ApiClient& operator=(const ApiClient&) = delete;
@@ -77,6 +84,9 @@ class ApiClient {
   HttpClient* http() const { return http_; }
   const RateLimiter& rate_limiter() const { return limiter_; }
   RateLimiter& rate_limiter() { return limiter_; }
+  // Whether the server answers; waits for it to answer again; the reconnect grace.
+  const ServerReachability& reachability() const { return *reachability_; }
+  ServerReachability& reachability() { return *reachability_; }
 
   // Every attempt that got an outcome (retries included), by HTTP method and outcome: the status
   // code, or "<error>" when no response came (as client-go's rest_client_requests_total). A
@@ -99,10 +109,16 @@ class ApiClient {
   std::chrono::milliseconds NextBackoff(Call* call);
   void Complete(CallId id, ApiResult result);
   void CountRequest(const std::string& method, const base::Status& transport, long status);
+  // ServerReachability's probe: one GET of the probe path, never retried.
+  void SendProbe(std::function<void(bool answered)> done);
+  // A GET retry waiting for its backoff is sent at once when the server answers again.
+  void OnReconnect(CallId id);
 
   HttpClient* http_;
   RetryPolicy policy_;
   RateLimiter limiter_;
+  // Before calls_: a call cancels its reconnect wait when it goes, so this must outlive calls_.
+  std::unique_ptr<ServerReachability> reachability_;
   std::unordered_map<CallId, std::unique_ptr<Call>> calls_;
   CallId next_id_ = 1;
   RequestCounts request_counts_;

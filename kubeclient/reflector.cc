@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -24,7 +25,7 @@ Reflector::Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers
     : api_(api),
       options_(std::move(options)),
       handlers_(std::move(handlers)),
-      backoff_(options_.backoff) {
+      relist_backoff_(options_.relist_backoff) {
   if (options_.description.empty()) options_.description = options_.path;
   uv_loop_t* loop = api_->http()->loop();
   watchdog_timer_ = base::NewTimer(loop, this);
@@ -67,6 +68,7 @@ void Reflector::Stop() {
   list_in_flight_ = false;
   CancelWatch();
   if (retry_timer_ != nullptr) uv_timer_stop(retry_timer_);
+  CancelAnswerWait();
   uv_timer_stop(resync_timer_);
 }
 
@@ -164,7 +166,10 @@ void Reflector::OnPage(ApiResult result, const std::string& continue_token) {
       });
       if (phase_ != Phase::kListing) return;  // stopped by the handler's owner
     }
-    ScheduleRelist("list failed: " + err.ToString());
+    // No answer at all: the server is away, and the list goes again on the reconnect schedule
+    // (woken when the server answers), so an outage never grows the relist backoff.
+    ScheduleRelist("list failed: " + err.ToString(),
+                   err.IsTransport() ? Wait::kNoAnswer : Wait::kRelist, err.code);
     return;
   }
   const nlohmann::json& body = result.object;
@@ -427,14 +432,16 @@ void Reflector::OnWatchEnded(base::Status transport, const HttpResponse& respons
     ++stats_.error_events;
     if (watch_error_->IsExpired()) ++stats_.expired;
     if (watch_error_->IsTooManyRequests()) {
-      ScheduleRewatch("watch ERROR event: " + watch_error_->ToString());
+      ScheduleRewatch("watch ERROR event: " + watch_error_->ToString(), Wait::kThrottled,
+                      watch_error_->code);
     } else {
-      ScheduleRelist("watch ERROR event: " + watch_error_->ToString());
+      ScheduleRelist("watch ERROR event: " + watch_error_->ToString(), Wait::kRelist,
+                     watch_error_->code);
     }
     return;
   }
   if (watch_status_ == 0) {
-    ScheduleRewatch("watch failed: " + transport.message());
+    ScheduleRewatch("watch failed: " + transport.message(), Wait::kNoAnswer);
     return;
   }
   if (watch_status_ < 200 || watch_status_ >= 300) {
@@ -447,10 +454,12 @@ void Reflector::OnWatchEnded(base::Status transport, const HttpResponse& respons
       });
       if (phase_ != Phase::kWatching) return;  // stopped by the handler's owner
     }
-    if (err.IsUnauthorized() || err.IsTooManyRequests()) {
-      ScheduleRewatch("watch refused: " + err.ToString());
+    if (err.IsTooManyRequests()) {
+      ScheduleRewatch("watch refused: " + err.ToString(), Wait::kThrottled, err.code);
+    } else if (err.IsUnauthorized()) {
+      ScheduleRewatch("watch refused: " + err.ToString(), Wait::kRelist, err.code);
     } else {
-      ScheduleRelist("watch refused: " + err.ToString());
+      ScheduleRelist("watch refused: " + err.ToString(), Wait::kRelist, err.code);
     }
     return;
   }
@@ -468,46 +477,95 @@ void Reflector::OnWatchEnded(base::Status transport, const HttpResponse& respons
   StartWatch();
 }
 
-void Reflector::ScheduleRelist(const std::string& why) {
-  phase_ = Phase::kWaiting;
-  auto delay = backoff_.Next();
-  ++stats_.backoff_waits;
-  LogRetry("Relisting after a delay", why, delay);
-  After(delay, &Reflector::ListNow);
+void Reflector::ScheduleRelist(const std::string& why, Wait wait, long code) {
+  ScheduleRetry(&Reflector::ListNow, "Relisting after a delay", why, wait, code);
 }
 
-void Reflector::ScheduleRewatch(const std::string& why) {
+void Reflector::ScheduleRewatch(const std::string& why, Wait wait, long code) {
+  ScheduleRetry(&Reflector::StartWatch, "Re-watching after a delay", why, wait, code);
+}
+
+void Reflector::ScheduleRetry(void (Reflector::*next)(), const char* message,
+                              const std::string& why, Wait wait, long code) {
   phase_ = Phase::kWaiting;
-  auto delay = backoff_.Next();
+  std::chrono::milliseconds delay;
+  if (wait == Wait::kRelist) {
+    delay = relist_backoff_.Next();
+    ++stats_.relist_waits;
+  } else {
+    if (reconnect_backoff_ == nullptr) {
+      reconnect_backoff_ = std::make_unique<Backoff>(options_.reconnect_backoff);
+    }
+    delay = reconnect_backoff_->Next();
+    ++stats_.reconnect_waits;
+  }
+  // A 403 right after the server came back may be its Node authorizer still filling its graph:
+  // read again soon (the backoff still grows, for after the grace).
+  const ServerReachability& reachability = api_->reachability();
+  const bool grace = code == 403 && reachability.InReconnectGrace();
+  if (grace) {
+    ++stats_.grace_refusals;
+    delay = std::min(delay, reachability.options().grace_retry_delay);
+  }
   ++stats_.backoff_waits;
-  LogRetry("Re-watching after a delay", why, delay);
-  After(delay, &Reflector::StartWatch);
+  stats_.last_delay = delay;
+  LogRetry(message, why, delay, code, grace);
+  After(delay, next, wait == Wait::kNoAnswer);
 }
 
 void Reflector::LogRetry(const char* message, const std::string& why,
-                         std::chrono::milliseconds delay) {
+                         std::chrono::milliseconds delay, long code, bool grace) {
   const bool repeated = last_warned_ != nullptr && *last_warned_ == why;
-  logging::Log(repeated ? spdlog::level::debug : spdlog::level::warn, message,
+  spdlog::level::level_enum level = repeated ? spdlog::level::debug : spdlog::level::warn;
+  if (code == 410 && repeated) level = spdlog::level::info;  // a 410 relist is always seen
+  if (grace) level = spdlog::level::debug;
+  logging::Log(level, message,
                {{"reflector", options_.description},
                 {"object", logging::Value::IfSet(options_.object)},
                 {"err", why},
                 {"delayMs", delay.count()}});
-  if (!repeated) last_warned_ = std::make_unique<std::string>(why);
+  // A refusal within the grace leaves the warning to the first one after it.
+  if (!repeated && !grace) last_warned_ = std::make_unique<std::string>(why);
 }
 
-void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)()) {
+void Reflector::After(std::chrono::milliseconds delay, void (Reflector::*next)(),
+                      bool until_answer) {
   pending_ = next;
+  CancelAnswerWait();
+  if (until_answer) {
+    answer_wait_ = api_->reachability().WaitForAnswer([this] { OnAnswerAgain(); });
+  }
   if (retry_timer_ == nullptr) retry_timer_ = base::NewTimer(api_->http()->loop(), this);
   uv_timer_start(
       retry_timer_,
       [](uv_timer_t* t) {
         auto* self = static_cast<Reflector*>(t->data);
+        self->CancelAnswerWait();
         if (self->phase_ == Phase::kStopped || self->pending_ == nullptr) return;
         auto next_step = self->pending_;
         self->pending_ = nullptr;
         self->Guarded("retry timer", [&] { (self->*next_step)(); });
       },
       static_cast<uint64_t>(std::max<long long>(0, delay.count())), 0);
+}
+
+void Reflector::OnAnswerAgain() {
+  answer_wait_ = 0;
+  if (phase_ != Phase::kWaiting || pending_ == nullptr) return;
+  if (retry_timer_ != nullptr) uv_timer_stop(retry_timer_);
+  ++stats_.woken_by_answer;
+  logging::Debug(
+      "The API server answers again; retrying now",
+      {{"reflector", options_.description}, {"object", logging::Value::IfSet(options_.object)}});
+  auto next_step = pending_;
+  pending_ = nullptr;
+  Guarded("reconnect", [&] { (this->*next_step)(); });
+}
+
+void Reflector::CancelAnswerWait() {
+  if (answer_wait_ == 0) return;
+  api_->reachability().CancelWait(answer_wait_);
+  answer_wait_ = 0;
 }
 
 }  // namespace kube

@@ -13,11 +13,34 @@
 //   kind is skipped and logged.
 // * A stream that ends (normally, EOF, reset, cut mid-event) re-watches at once from the last
 //   fully applied RV; a watch silent past timeoutSeconds + `watchdog_grace` is ended the same
-//   way. A watch ending within `short_watch` with no events, undecodable data (bad JSON, unknown
-//   type, over `max_event_bytes`), an ERROR event or an HTTP error at set-up end the cycle: after
-//   the backoff delay, relist. Connection failures, 429 and 401 at set-up re-watch after the
-//   backoff without relisting. A periodic relist (`resync_period`, 0 = off) bounds how long a
-//   watch that silently lost events can go unnoticed.
+//   way. A periodic relist (`resync_period`, 0 = off) bounds how long a watch that silently lost
+//   events can go unnoticed.
+// * Two backoffs, as client-go's reflector keeps two (its backoffManager and
+//   initConnBackoffManager; each 800 ms doubling to 30 s, jitter 1.0, reset after 2 min without
+//   a wait), so that a relist never waits out a delay that an outage grew, nor the other way:
+//   - the relist backoff (`relist_backoff`), before a relist after the server answered with a
+//     failure: a 410 (HTTP status at watch set-up, or an ERROR event), any other ERROR event, an
+//     HTTP error at watch set-up or on a list (403, 404, 5xx, ...); after undecodable watch data
+//     (bad JSON, unknown type, over `max_event_bytes`) or a watch ending within `short_watch`
+//     with no events. A 401 at watch set-up re-watches after it without relisting (the token is
+//     read again; the RV is still good).
+//   - the reconnect backoff (`reconnect_backoff`), when a request got no HTTP response at all
+//     (refused, reset before the answer, TLS, timeout): a watch is opened again from its RV, a
+//     list is sent again (client-go waits for a list on its relist backoff: an outage during a
+//     relist would grow it); and for a 429 at watch set-up (HTTP or ERROR event: the server sheds
+//     load), re-watched without relisting, as client-go after 1.20 does.
+// * A wait after no answer also ends as soon as the server answers again: the ApiClient's
+//   ServerReachability (server_reachability.h) probes the server about once a second while
+//   someone waits, one probe for all of them, and wakes every waiter at the first answer after a
+//   probe got none. The woken retries go through the client's rate limiter. So a reconnect comes
+//   about a second after the server is back, however long the outage grew the backoff, while a
+//   daemon with thousands of reflectors asks a dead server once a second more than client-go's
+//   backoffs do (each reflector's own retry still goes when its backoff ends, up to 30 s apart),
+//   not thousands of times. A reflector whose request alone failed (the probe answered) waits its
+//   backoff out.
+// * Within the reconnect grace after such a reconnect (ServerReachability::InReconnectGrace:
+//   a restarted server's Node authorizer refuses reads until its graph fills), a 403 is relisted
+//   after at most `grace_retry_delay` (1 s) and logged at debug level; later, as any HTTP error.
 // * Losing the API server never changes the store: during a relist the old contents stay until
 //   the new list has fully arrived.
 // * Every list page and watch set-up goes through the ApiClient, so its rate limiter paces them.
@@ -65,13 +88,16 @@ struct ReflectorOptions {
   std::chrono::milliseconds short_watch{1000};
   std::chrono::milliseconds resync_period{std::chrono::minutes(30)};
   size_t max_event_bytes = WatchDecoder::kDefaultMaxEventBytes;
+  // The two backoffs (header comment): before a relist after an answered failure, and before a
+  // retry of a request that got no answer (or a 429's re-watch).
+  BackoffOptions relist_backoff{};
+  BackoffOptions reconnect_backoff{};
   // False: the store keeps each object's identity only (its resourceVersion; the name and
   // namespace are the key's), for owners that take what they need from the handlers' new
   // objects. The handlers' `old_object` and, for a deletion found by a relist, `last_state` are
   // then that identity as an object ({"metadata": {name, namespace, resourceVersion}}). A
   // watched ConfigMap costs about 2.5 KiB of heap in full, an identity about 50 bytes.
   bool keep_objects = true;
-  BackoffOptions backoff{};
 };
 
 struct ReflectorHandlers {
@@ -82,7 +108,8 @@ struct ReflectorHandlers {
   std::function<void()> on_synced;
   // When a list, or a watch at set-up, is answered with an HTTP error (403, 404, 5xx, ...; not a
   // transport failure, and not the 410 or too-large answers the reflector handles itself), before
-  // it waits out the backoff: the owner can tell its readers why nothing was listed.
+  // it waits out the backoff: the owner can tell its readers why nothing was listed (a 403 within
+  // the reconnect grace too: the owner decides what it makes of it).
   std::function<void(const ApiError& error)> on_error;
 };
 
@@ -100,7 +127,12 @@ class Reflector {
     int skipped_wrong_kind = 0;
     int watchdog_fired = 0;
     int short_watches = 0;
-    int backoff_waits = 0;
+    int backoff_waits = 0;    // waits before a retry, on either backoff
+    int relist_waits = 0;     // on the relist backoff
+    int reconnect_waits = 0;  // on the reconnect backoff
+    int woken_by_answer = 0;  // waits after no answer ended early: the server answered again
+    int grace_refusals = 0;   // 403s within the reconnect grace (relisted within 1 s)
+    std::chrono::milliseconds last_delay{0};  // the delay the last wait chose
   };
 
   Reflector(ApiClient* api, ReflectorOptions options, ReflectorHandlers handlers);
@@ -135,11 +167,25 @@ class Reflector {
   void CancelWatch();
   // Once the watch is sent: starts its clocks (short-watch measure, watchdog).
   void ArmWatchdog(long long timeout_s);
-  void ScheduleRelist(const std::string& why);
-  void ScheduleRewatch(const std::string& why);
-  // The retry line: a warning when `why` differs from the last retry's, else at debug level.
-  void LogRetry(const char* message, const std::string& why, std::chrono::milliseconds delay);
-  void After(std::chrono::milliseconds delay, void (Reflector::*next)());
+  // Which backoff a retry waits on (header comment).
+  enum class Wait {
+    kRelist,     // the relist backoff
+    kNoAnswer,   // the reconnect backoff, ended early when the server answers again
+    kThrottled,  // the reconnect backoff (a 429)
+  };
+  // `code`: the HTTP code of the failure (0: none).
+  void ScheduleRelist(const std::string& why, Wait wait = Wait::kRelist, long code = 0);
+  void ScheduleRewatch(const std::string& why, Wait wait, long code = 0);
+  void ScheduleRetry(void (Reflector::*next)(), const char* message, const std::string& why,
+                     Wait wait, long code);
+  // The retry line: a warning when `why` differs from the last retry's, else at debug level; a
+  // relist after a 410 at least at info; a 403 within the reconnect grace at debug.
+  void LogRetry(const char* message, const std::string& why, std::chrono::milliseconds delay,
+                long code, bool grace);
+  void After(std::chrono::milliseconds delay, void (Reflector::*next)(), bool until_answer);
+  // The server answered again while a retry after no answer waited: it goes now.
+  void OnAnswerAgain();
+  void CancelAnswerWait();
   void SetSyncedRv(const std::string& rv);
   // Runs a handler of the owner's; what it throws is logged.
   template <typename F>
@@ -154,7 +200,11 @@ class Reflector {
   ReflectorHandlers handlers_;
   ObjectStore store_;
   Stats stats_;
-  Backoff backoff_;
+  Backoff relist_backoff_;
+  // Made on the first retry after no answer or a 429 (most reflectors never lose their server).
+  std::unique_ptr<Backoff> reconnect_backoff_;
+  // Waiting for the server to answer again (ServerReachability), besides the retry timer.
+  ServerReachability::Ticket answer_wait_ = 0;
   Phase phase_ = Phase::kIdle;
   std::string last_sync_rv_;
   bool rv_unavailable_ = false;

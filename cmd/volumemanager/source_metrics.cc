@@ -27,11 +27,31 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
                          "<error> when no response came), retries included; a watch counts when "
                          "it ends",
                          MetricType::kCounter);
+  auto reconnects = Family("volumemanager_api_reconnects_total",
+                           "Times the API server answered again after a reachability probe had "
+                           "found it not answering (the waiting watches and retries then went "
+                           "at once)",
+                           MetricType::kCounter);
+  auto probes = Family("volumemanager_api_reachability_probes_total",
+                       "Reachability probes (GET /version, about one a second while requests "
+                       "wait for a server that does not answer) by outcome: answered (any HTTP "
+                       "response) or unanswered",
+                       MetricType::kCounter);
   std::map<std::pair<std::string, std::string>, uint64_t> summed;
+  uint64_t reconnect_count = 0;
+  uint64_t probes_answered = 0;
+  uint64_t probes_unanswered = 0;
   for (const kube::ApiClient* client : clients) {
     if (client == nullptr) continue;
     for (const auto& [key, n] : client->request_counts()) summed[key] += n;
+    const kube::ServerReachability::Stats& r = client->reachability().stats();
+    reconnect_count += r.reconnects;
+    probes_answered += r.probes_answered;
+    probes_unanswered += r.probes_unanswered;
   }
+  reconnects.values.push_back({{}, static_cast<double>(reconnect_count)});
+  probes.values.push_back({{{"outcome", "answered"}}, static_cast<double>(probes_answered)});
+  probes.values.push_back({{{"outcome", "unanswered"}}, static_cast<double>(probes_unanswered)});
   for (const auto& [key, n] : summed) {
     requests.values.push_back(
         {{{"code", key.second}, {"method", key.first}}, static_cast<double>(n)});
@@ -46,6 +66,11 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
                         MetricType::kCounter);
   auto watch_requests = Family("volumemanager_reflector_watches_total",
                                "Watch requests started by the pod reflector", MetricType::kCounter);
+  auto expired = Family("volumemanager_reflector_expired_total",
+                        "410 Expired answers (a resourceVersion older than the server's history: "
+                        "on a list, at watch set-up or as a watch ERROR event) seen by the pod "
+                        "reflector and by the per-object reflectors of the Watch strategy",
+                        MetricType::kCounter);
   auto watches = Family("volumemanager_watches",
                         "Watches running: the pod reflector's, and one per referenced object "
                         "under the Watch strategy",
@@ -57,6 +82,7 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
   relists.values.push_back(
       {{{"resource", "pods"}}, static_cast<double>(stats.lists > 0 ? stats.lists - 1 : 0)});
   watch_requests.values.push_back({{{"resource", "pods"}}, static_cast<double>(stats.watches)});
+  expired.values.push_back({{{"resource", "pods"}}, static_cast<double>(stats.expired)});
   watches.values.push_back({{{"resource", "pods"}}, reflector != nullptr ? 1.0 : 0.0});
 
   auto reads = Family("volumemanager_object_reads_total",
@@ -71,8 +97,20 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
              "daemon's identity may not read the object); a 404 of a get is an answer, not an "
              "error",
              MetricType::kCounter);
+  auto refusals = Family("volumemanager_object_refusals_retried_total",
+                         "ConfigMap and Secret reads refused (403) and read again instead of "
+                         "failing, by the grace that applied: pod_referenced (within 5 s of a pod "
+                         "newly referencing the object) or reconnect (within 30 s of the API "
+                         "server answering again after an outage)",
+                         MetricType::kCounter);
   if (objects != nullptr) {
     const cache::ApiObjectManager::Stats& s = objects->stats();
+    expired.values.push_back({{{"resource", "configmaps_and_secrets"}},
+                              static_cast<double>(objects->ReflectorsExpired())});
+    refusals.values.push_back(
+        {{{"after", "pod_referenced"}}, static_cast<double>(s.refusals_retried)});
+    refusals.values.push_back(
+        {{{"after", "reconnect"}}, static_cast<double>(s.refusals_retried_after_reconnect)});
     for (const auto& [status, count] : s.read_errors) {
       read_errors.values.push_back(
           {{{"code", std::to_string(status.first)}, {"reason", status.second}},
@@ -83,7 +121,8 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
     watches.values.push_back({{{"resource", "configmaps_and_secrets"}},
                               static_cast<double>(objects->RunningReflectors())});
   }
-  for (auto* f : {&requests, &lists, &relists, &watch_requests, &watches, &reads, &read_errors}) {
+  for (auto* f : {&requests, &reconnects, &probes, &lists, &relists, &watch_requests, &expired,
+                  &watches, &reads, &read_errors, &refusals}) {
     families->push_back(std::move(*f));
   }
 }

@@ -1,6 +1,8 @@
 // Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in docs/operations.md,
-// "Metrics"): API requests by method and outcome, the pod reflector's lists, relists and watch
-// requests, and the object managers' reads and running per-object watches. Loop thread only.
+// "Metrics"): API requests by method and outcome, the API server's reconnects and the probes
+// that found them, the pod reflector's lists, relists and watch requests, the 410s the reflectors
+// saw, and the object managers' reads, refusals retried and running per-object watches. Loop
+// thread only.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 #define VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 

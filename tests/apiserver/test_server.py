@@ -412,6 +412,39 @@ def test_reset_fault_resets_the_connection_without_an_answer(server):
     assert server.raw_request("GET", f"{CM}/any")[0] == 404
 
 
+def _unanswered(server, path):
+    """Sends a GET of `path` on a new connection; True when the server reset it without a
+    byte of answer."""
+    sock = server.connect()
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                 f"{server.token}\r\n\r\n".encode())
+    try:
+        answer = sock.recv(4096)
+    except (ConnectionResetError, ssl.SSLError):
+        answer = b""
+    sock.close()
+    return answer == b""
+
+
+def test_outage_answers_nothing_but_the_admin_endpoint_until_lifted(server):
+    idle = server.connect()  # a keep-alive connection open when the server "dies"
+    server.admin("POST", "outage", {"down": True})
+    assert server.admin("GET", "state")["outage"] is True
+    for path in (f"{CM}/any", CM, "/version", "/api"):
+        assert _unanswered(server, path), path
+    idle.settimeout(10)
+    try:
+        assert idle.recv(1) == b""
+    except (ConnectionResetError, ssl.SSLError):
+        pass
+    idle.close()
+    logged = [r for r in server.admin("GET", "requests")["requests"] if r.get("outage")]
+    assert len(logged) == 4 and all(r["reset"] for r in logged)
+    server.admin("POST", "outage", {"down": False})
+    assert server.raw_request("GET", "/version")[0] == 200
+    assert server.raw_request("GET", f"{CM}/any")[0] == 404
+
+
 def test_fault_for_one_user_leaves_the_others_alone(server):
     server.admin("POST", "tokens", {"token": "other-token", "user": "other"})
     server.admin("POST", "faults", {"user": "other", "status": 503, "times": -1})

@@ -1,14 +1,15 @@
 // ApiObjectManager against kube-test-apiserver: each strategy's gets and fetches, not-found, a 403
 // on one object only, an outage that keeps every object, watch events reaching the change
 // handler, reflectors counted by pod and stopped with the last, immutable objects (stopped watch,
-// recreated object picked up), Fetch(kFresh) replacing a stale revision, shared requests, and a
-// Stop that completes every pending fetch once.
+// recreated object picked up), Fetch(kFresh) replacing a stale revision, shared requests, the
+// refusal grace and the reconnect grace, and a Stop that completes every pending fetch once.
 #include "cache/api_object_manager.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -67,11 +68,14 @@ class ApiObjectManagerTest : public ::testing::Test {
     policy.max_transient_retries = 1;
     policy.backoff.initial = std::chrono::milliseconds(10);
     policy.backoff.cap = std::chrono::milliseconds(20);
-    api_ = std::make_unique<kube::ApiClient>(http_.get(), policy);
+    api_ = std::make_unique<kube::ApiClient>(http_.get(), policy, kube::RateLimiterOptions{},
+                                             reachability_);
     ApiObjectManagerOptions options;
     options.strategy = strategy;
-    options.reflector.backoff.initial = std::chrono::milliseconds(50);
-    options.reflector.backoff.cap = std::chrono::milliseconds(200);
+    options.reflector.relist_backoff.initial = std::chrono::milliseconds(50);
+    options.reflector.relist_backoff.cap = std::chrono::milliseconds(200);
+    options.reflector.reconnect_backoff.initial = std::chrono::milliseconds(50);
+    options.reflector.reconnect_backoff.cap = std::chrono::milliseconds(200);
     options.reflector.short_watch = std::chrono::milliseconds(200);
     options.clock = [this] { return now_; };
     if (tweak) tweak(options);
@@ -181,6 +185,7 @@ class ApiObjectManagerTest : public ::testing::Test {
   std::unique_ptr<kube::ApiClient> api_;
   std::unique_ptr<ApiObjectManager> manager_;
   std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+  kube::ReachabilityOptions reachability_;  // the ApiClient's (Start)
   std::vector<ObjectRef> changes_;
   std::vector<std::string> seen_in_handler_;
   int labels_ = 0;
@@ -365,7 +370,8 @@ TEST_P(ForbiddenAndOutageTest, AForbiddenObjectFailsAloneAndAnOutageKeepsEveryOb
   ASSERT_TRUE(loop_.RunUntil([&] {
     return Get(Cm("a")) == "a1" && Get(Cm("b")) == "b1" &&
            Get(Cm("denied")).find(c.forbidden_error) != std::string::npos;
-  })) << Get(Cm("a")) << " / " << Get(Cm("b")) << " / " << Get(Cm("denied"));
+  })) << Get(Cm("a"))
+      << " / " << Get(Cm("b")) << " / " << Get(Cm("denied"));
   EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_code(), 403);
   EXPECT_EQ(manager_->GetRevision(Cm("denied")).status().api_reason(), "Forbidden");
 
@@ -511,6 +517,115 @@ TEST_P(RefusalGraceTest, A403RightAfterABindingIsRetriedAndOneLaterIsNot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, RefusalGraceTest,
+                         ::testing::Values(ChangeDetectionStrategy::kGet,
+                                           ChangeDetectionStrategy::kCache,
+                                           ChangeDetectionStrategy::kWatch),
+                         [](const ::testing::TestParamInfo<ChangeDetectionStrategy>& param) {
+                           return std::string(ChangeDetectionStrategyName(param.param));
+                         });
+
+// The reconnect grace: right after the API server answers again following an outage, its Node
+// authorizer may refuse reads until its graph has filled. A 403 then, of an object served before
+// the outage or of one referenced since, is read again within the client's grace_retry_delay
+// (Get, Cache: the fetch waiting; Watch: the reflector's relist) for as long as it lasts: no
+// error, nothing in read_errors, the object served as soon as a read is allowed. Past the grace,
+// a 403 is the object's error at once.
+class ReconnectGraceTest : public ApiObjectManagerTest,
+                           public ::testing::WithParamInterface<ChangeDetectionStrategy> {};
+
+TEST_P(ReconnectGraceTest, A403RightAfterTheServerAnswersAgainIsReadAgainWithoutFailing) {
+  const ChangeDetectionStrategy strategy = GetParam();
+  const bool watch = strategy == ChangeDetectionStrategy::kWatch;
+  PutConfigMap("app", "v1");
+  PutConfigMap("late", "l1");
+  PutConfigMap("after", "a1");
+  reachability_.probe_interval = std::chrono::milliseconds(200);
+  auto offset = std::make_shared<std::chrono::milliseconds>(0);
+  reachability_.clock = [offset] { return std::chrono::steady_clock::now() + *offset; };
+  Start(strategy, [](ApiObjectManagerOptions& o) {
+    o.cache_ttl = std::chrono::milliseconds(0);
+    o.sync_timeout = std::chrono::hours(1);
+  });
+  manager_->RegisterPod("pod-1", {Cm("app")});
+  ASSERT_TRUE(FetchAndWait({Cm("app")}));
+  PutConfigMap("app", "v2");
+  if (watch) {
+    ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("app")) == "v2"; }));
+  }
+  // Only the reconnect grace applies from here (the injected clock is past the pod's).
+  now_ += ApiObjectManager::kRefusalGraceWindow;
+
+  server_.Admin("POST", "outage", {{"down", true}});
+  // Something waits for the server, so the client probes it: a read's retry (Get, Cache), the
+  // reflector's re-watch (Watch).
+  if (!watch) manager_->Fetch({Cm("app")}, FetchMode::kFresh, [] {});
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    return api_->reachability().state() == kube::ServerReachability::State::kNotAnswering;
+  }));
+  nlohmann::json refuse = {{"user", kNodeUser},
+                           {"resource", "configmaps"},
+                           {"status", 403},
+                           {"reason", "Forbidden"},
+                           {"message",
+                            "configmaps is forbidden: User \"system:node:node-1\" cannot get "
+                            "resource \"configmaps\" in API group \"\" in the namespace "
+                            "\"shop\": no relationship found between node 'node-1' and this "
+                            "object"}};
+  if (watch) {
+    refuse["verb"] = "watch";
+    refuse["times"] = 1;
+    server_.Admin("POST", "faults", refuse);
+    refuse["verb"] = "list";
+  } else {
+    refuse["verb"] = "get";
+    refuse["path"] = kCms + "/app";
+  }
+  refuse["times"] = watch ? 1 : 2;
+  server_.Admin("POST", "faults", refuse);
+  server_.Admin("POST", "outage", {{"down", false}});
+
+  // Served before the outage: refused twice, read again, never an error.
+  if (watch) {
+    ASSERT_TRUE(
+        loop_.RunUntil([&] { return manager_->stats().refusals_retried_after_reconnect == 2; }));
+    PutConfigMap("app", "v3");
+    ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("app")) == "v3"; })) << "not watched again";
+  } else {
+    ASSERT_TRUE(FetchAndWait({Cm("app")}));
+    EXPECT_EQ(Get(Cm("app")), "v2");
+    EXPECT_EQ(manager_->stats().refusals_retried_after_reconnect, 2u);
+  }
+  EXPECT_EQ(api_->reachability().stats().reconnects, 1u);
+  EXPECT_TRUE(manager_->stats().read_errors.empty());
+
+  // Referenced since, never read: held while refused (Get, Cache: the fetch waits; Watch: no
+  // error while the reflector relists), then served; the volume never sees an error.
+  server_.Admin("DELETE", "faults");
+  refuse.erase("path");
+  refuse["verb"] = watch ? "list" : "get";
+  refuse["times"] = 2;
+  server_.Admin("POST", "faults", refuse);
+  manager_->RegisterPod("pod-2", {Cm("late")});
+  now_ += ApiObjectManager::kRefusalGraceWindow;
+  ASSERT_TRUE(FetchAndWait({Cm("late")}));
+  EXPECT_EQ(Get(Cm("late")), "l1");
+  EXPECT_EQ(manager_->stats().refusals_retried_after_reconnect, 4u);
+  EXPECT_TRUE(manager_->stats().read_errors.empty());
+  EXPECT_EQ(manager_->stats().refusals_retried, 0u) << "the pod's grace applied";
+
+  // Past the grace (by the client's clock): the first 403 is the error.
+  *offset = api_->reachability().options().reconnect_grace;
+  refuse["times"] = 1;
+  server_.Admin("POST", "faults", refuse);
+  manager_->RegisterPod("pod-3", {Cm("after")});
+  now_ += ApiObjectManager::kRefusalGraceWindow;
+  ASSERT_TRUE(FetchAndWait({Cm("after")}));
+  EXPECT_EQ(manager_->GetRevision(Cm("after")).status().api_code(), 403);
+  EXPECT_EQ(manager_->stats().read_errors.size(), 1u);
+  EXPECT_EQ(manager_->stats().refusals_retried_after_reconnect, 4u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, ReconnectGraceTest,
                          ::testing::Values(ChangeDetectionStrategy::kGet,
                                            ChangeDetectionStrategy::kCache,
                                            ChangeDetectionStrategy::kWatch),

@@ -1,18 +1,34 @@
 """The admin endpoints of the real binary in cluster mode, against the test API server beside a
 simulated kubelet: readiness waits for the API pod source, liveness ignores an API outage, the
 source metrics (API requests, the pod reflector, object reads and watches) pass promtool, and
-/debug/state shows the objects' resourceVersions as the API server gave them; an object the
+/debug/state shows the objects' resourceVersions as the API server gave them; an API server
+restart is a reconnect, then a relist after a 410, both counted; an object the
 daemon may not read is a visible failure (Event, metrics, /debug/state) that changes nothing on
 disk and ends when the read is allowed."""
 import json
+import signal
 import time
 
 import pytest
 
 from conftest import snapshot, visible_files, wait_for
 from test_admin import get, metrics, sample
-from test_cluster import (CM, DAEMON_USER, RECOVERY_BOUND_S, Cluster, cluster,  # noqa: F401
-                          cm_volume)
+from test_cluster import (CM, DAEMON_USER, RECOVERY_BOUND_S, Cluster, TestApiServer,  # noqa
+                          cluster, cm_volume)
+
+
+@pytest.fixture
+def direct_cluster(tmp_path):
+    """The daemon talking to the test server itself (HTTP/1.1). Through the HTTP/2 front a server
+    that went away is answered for by the proxy (502), which is an answer, not an outage."""
+    with TestApiServer() as server:
+        c = Cluster(tmp_path, server, "http1")
+        try:
+            yield c
+            c.assert_no_secret_leaked()
+        finally:
+            if c.proc is not None:
+                c.stop(signal.SIGKILL)
 
 
 @pytest.mark.test_server_only("503s for the daemon (fault hook) while /healthz and /readyz hold")
@@ -42,6 +58,11 @@ def test_cluster_endpoints(cluster):
     assert sample(families, "volumemanager_reflector_lists_total", resource="pods") >= 1
     assert sample(families, "volumemanager_reflector_relists_total", resource="pods") == 0
     assert sample(families, "volumemanager_reflector_watches_total", resource="pods") >= 1
+    assert sample(families, "volumemanager_reflector_expired_total", resource="pods") == 0
+    assert sample(families, "volumemanager_reflector_expired_total",
+                  resource="configmaps_and_secrets") == 0
+    assert sample(families, "volumemanager_api_reconnects_total") == 0
+    assert sample(families, "volumemanager_object_refusals_retried_total", after="reconnect") == 0
     assert sample(families, "volumemanager_watches", resource="pods") == 1
     assert sample(families, "volumemanager_watches", resource="configmaps_and_secrets") == 1
     assert sample(families, "volumemanager_object_reads_total", kind="get") == 0  # Watch
@@ -65,6 +86,39 @@ def test_cluster_endpoints(cluster):
     assert get(probe + "/healthz")[:2] == (200, "ok")
     assert get(probe + "/readyz")[0] == 200  # the last pod list stays valid
     cluster.server.admin("DELETE", "faults")
+    assert cluster.stop() == 0
+
+
+def test_an_api_server_restart_is_a_reconnect_then_a_relist_after_410(direct_cluster):
+    """The API server goes away (nothing answered, its /version neither) and comes back with the
+    old resourceVersions compacted away: the daemon notices the return through its probe, counts
+    the reconnect and the 410s of the pod reflector and the object's, and changes flow again."""
+    cluster = direct_cluster
+    cluster.put_configmap("app", {"level": "1"})
+    uid = cluster.create_pod("web", [cm_volume("cfg", "app")])
+    cluster.kubelet_sets_up(uid, CM, "cfg", {"level": "1"})
+    cluster.start_and_sync()
+    probe, _ = cluster.admin_addresses()
+    wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
+
+    def count(family, **labels):
+        return sample(metrics(probe)[0], family, **labels) or 0
+    cluster.server.admin("POST", "outage", {"down": True})
+    wait_for(lambda: count("volumemanager_api_reachability_probes_total",
+                           outcome="unanswered") >= 1, what="a probe unanswered")
+    assert get(probe + "/healthz")[:2] == (200, "ok")
+    # Back, with the history gone: each reflector's re-watch gets 410 Expired.
+    cluster.server.admin("POST", "faults", {"verb": "watch", "compact": True, "times": 2})
+    cluster.server.admin("POST", "outage", {"down": False})
+    wait_for(lambda: (count("volumemanager_api_reconnects_total") >= 1
+                      and count("volumemanager_reflector_expired_total", resource="pods") >= 1
+                      and count("volumemanager_reflector_expired_total",
+                                resource="configmaps_and_secrets") >= 1),
+             what="the reconnect and both 410s counted", timeout=RECOVERY_BOUND_S)
+    cluster.put_configmap("app", {"level": "2"})
+    wait_for(lambda: visible_files(cluster.volume_dir(uid, CM, "cfg")) == {"level": b"2"},
+             what="a change after the restart", timeout=RECOVERY_BOUND_S)
+    assert count("volumemanager_reflector_relists_total", resource="pods") >= 1
     assert cluster.stop() == 0
 
 

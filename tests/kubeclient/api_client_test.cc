@@ -376,10 +376,38 @@ TEST_F(ApiClientTest, RequestsAreCountedByMethodAndOutcomeRetriesIncluded) {
       api_->request_counts(),
       (ApiClient::RequestCounts{
           {{"GET", "429"}, 2}, {{"GET", "200"}, 2}, {{"POST", "201"}, 1}, {{"GET", "404"}, 1}}));
-  // No answer at all.
+  // No answer at all: the first try and 4 retries, and the reachability probes (GET /version)
+  // that came back while the retries waited.
   server_.Stop();
   ASSERT_FALSE(Get(kCms).ok());
-  EXPECT_EQ(api_->request_counts().at({"GET", "<error>"}), 5);  // the first try and 4 retries
+  const ServerReachability::Stats& probes = api_->reachability().stats();
+  EXPECT_EQ(api_->request_counts().at({"GET", "<error>"}), 5 + probes.probes_unanswered);
+}
+
+// A GET that got no answer waits its retry backoff (a minute here) or the server's next answer,
+// whichever comes first: the client's probe finds the server back, and the GET goes at once.
+TEST_F(ApiClientTest, AGetRetriedAfterNoAnswerGoesAsSoonAsTheServerAnswersAgain) {
+  auto http = HttpClient::Create(runner_.get(), ServerCredentials());
+  ASSERT_TRUE(http.ok());
+  http_ = std::move(*http);
+  RetryPolicy policy;
+  policy.backoff.initial = std::chrono::minutes(1);
+  policy.backoff.cap = std::chrono::minutes(1);
+  ReachabilityOptions reachability;
+  reachability.probe_interval = std::chrono::milliseconds(200);
+  api_ = std::make_unique<ApiClient>(http_.get(), policy, RateLimiterOptions{}, reachability);
+  server_.Admin("POST", "outage", {{"down", true}});
+  std::optional<ApiResult> result;
+  api_->Get(kCms, [&](ApiResult r) { result = std::move(r); });
+  ASSERT_TRUE(
+      runner_.RunUntil([&] { return api_->reachability().stats().probes_unanswered >= 2; }));
+  EXPECT_FALSE(result.has_value());
+  server_.Admin("POST", "outage", {{"down", false}});
+  ASSERT_TRUE(runner_.RunUntil([&] { return result.has_value(); }))
+      << "the retry waited for its backoff";
+  EXPECT_TRUE(result->ok()) << result->error->ToString();
+  EXPECT_EQ(api_->reachability().stats().reconnects, 1u);
+  EXPECT_EQ(api_->reachability().stats().woken, 1u);
 }
 
 TEST(ApiClientPrefixTest, ServerUrlPathPrefixIsKept) {

@@ -110,8 +110,10 @@ class ClientCertRotationTest : public ::testing::Test {
     ro.kind = "ConfigMap";
     ro.api_version = "v1";
     ro.description = "configmaps in default";
-    ro.backoff.initial = std::chrono::milliseconds(50);
-    ro.backoff.cap = std::chrono::milliseconds(200);
+    ro.relist_backoff.initial = std::chrono::milliseconds(50);
+    ro.relist_backoff.cap = std::chrono::milliseconds(200);
+    ro.reconnect_backoff.initial = std::chrono::milliseconds(50);
+    ro.reconnect_backoff.cap = std::chrono::milliseconds(200);
     ro.min_watch_timeout = std::chrono::seconds(300);
     ro.max_watch_timeout = std::chrono::seconds(301);
     ro.resync_period = std::chrono::milliseconds(0);

@@ -7,10 +7,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
+#include <sstream>
 
 #include "kubeclient/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
@@ -59,8 +62,10 @@ class ReflectorTest : public ::testing::Test {
     options.kind = "ConfigMap";
     options.api_version = "v1";
     options.description = "configmaps in default";
-    options.backoff.initial = std::chrono::milliseconds(50);
-    options.backoff.cap = std::chrono::milliseconds(200);
+    options.relist_backoff.initial = std::chrono::milliseconds(50);
+    options.relist_backoff.cap = std::chrono::milliseconds(200);
+    options.reconnect_backoff.initial = std::chrono::milliseconds(50);
+    options.reconnect_backoff.cap = std::chrono::milliseconds(200);
     options.min_watch_timeout = std::chrono::seconds(30);
     options.max_watch_timeout = std::chrono::seconds(31);
     options.resync_period = std::chrono::milliseconds(0);
@@ -74,7 +79,7 @@ class ReflectorTest : public ::testing::Test {
     http_ = std::move(*http);
     RetryPolicy policy;
     policy.backoff.initial = std::chrono::milliseconds(20);
-    api_ = std::make_unique<ApiClient>(http_.get(), policy);
+    api_ = std::make_unique<ApiClient>(http_.get(), policy, RateLimiterOptions{}, reachability_);
     ReflectorHandlers handlers;
     handlers.on_add = [this](const nlohmann::json& o) { Record("add", o); };
     handlers.on_update = [this](const nlohmann::json& old, const nlohmann::json& o) {
@@ -175,9 +180,15 @@ class ReflectorTest : public ::testing::Test {
     Create(prefix + "-c");
   }
 
+  // Runs the loop until the server has the reflector's watch open.
+  bool WatchOpen() {
+    return runner_.RunUntil([&] { return server_.Admin("GET", "state").body["watches"] == 1; });
+  }
+
   TestApiServerProcess server_;
   TestLoop runner_;
   Credentials creds_;
+  ReachabilityOptions reachability_;  // the ApiClient's (StartReflector)
   std::unique_ptr<HttpClient> http_;
   std::unique_ptr<ApiClient> api_;
   std::unique_ptr<Reflector> reflector_;
@@ -446,17 +457,23 @@ TEST_F(ReflectorTest, CompactedHistoryGives410AndARelistAtTheSyncedVersion) {
   }
 }
 
+// Each answer at watch set-up: whether it relists, and which backoff it waits on (the relist
+// backoff after an answered failure; the reconnect backoff for a 429, as for no answer: that one
+// in A410AfterUnansweredReconnectsRelistsAfterTheFirstRelistDelay).
 TEST_F(ReflectorTest, HttpErrorsAtWatchSetUp) {
   struct Case {
     std::string name;
     nlohmann::json fault;
     int relists;
+    int relist_waits;
+    int reconnect_waits;
   };
   const std::vector<Case> cases = {
-      {"HTTP 410 at watch start relists", {{"status", 410}}, 1},
-      {"429 at watch start re-watches", {{"status", 429}, {"body", "text"}}, 0},
-      {"500 at watch start relists", {{"status", 500}}, 1},
-      {"503 HTML at watch start relists", {{"status", 503}, {"body", "html"}}, 1},
+      {"HTTP 410 at watch start relists", {{"status", 410}}, 1, 1, 0},
+      {"429 at watch start re-watches", {{"status", 429}, {"body", "text"}}, 0, 0, 1},
+      {"401 at watch start re-watches", {{"status", 401}}, 0, 1, 0},
+      {"500 at watch start relists", {{"status", 500}}, 1, 1, 0},
+      {"503 HTML at watch start relists", {{"status", 503}, {"body", "html"}}, 1, 1, 0},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -472,6 +489,8 @@ TEST_F(ReflectorTest, HttpErrorsAtWatchSetUp) {
     Churn("h" + std::to_string(round_++));
     ASSERT_TRUE(Converge());
     EXPECT_EQ(reflector_->stats().lists, 1 + c.relists);
+    EXPECT_EQ(reflector_->stats().relist_waits, c.relist_waits);
+    EXPECT_EQ(reflector_->stats().reconnect_waits, c.reconnect_waits);
     ExpectNoDuplicateDeliveries();
   }
 }
@@ -638,6 +657,162 @@ TEST_F(ReflectorTest, FieldSelectorsForPodsOnANodeAndOneNamedObject) {
   for (const auto& d : deliveries_) types.push_back(d.type + " " + d.key);
   EXPECT_EQ(types, (std::vector<std::string>{"add default/app-config", "delete default/app-config",
                                              "add default/app-config"}));
+}
+
+// client-go's two backoffs: watch set-ups that get no answer grow the reconnect backoff; the 410
+// that follows once the server answers is relisted after the relist backoff's first delay, not
+// after one the outage grew. The relist's line says 410 Expired.
+TEST_F(ReflectorTest, A410AfterUnansweredReconnectsRelistsAfterTheFirstRelistDelay) {
+  for (std::string mode : {"status", "event"}) {
+    SCOPED_TRACE(mode);
+    reflector_.reset();
+    deliveries_.clear();
+    rvs_seen_.clear();
+    server_.Admin("DELETE", "faults");
+    server_.Admin("POST", "settings", {{"expired_watch_mode", mode}});
+    StartReflector(FastOptions());  // both backoffs: 50 ms doubling to 200 ms, jitter 1.0
+    vmtest::LogCapture log;
+    // The watch ends; the next set-ups are reset unanswered (libcurl may spend two resets on one
+    // attempt), and meanwhile changes happen and are compacted away.
+    server_.Admin("POST", "faults", {{"verb", "watch"}, {"reset", true}, {"times", 6}});
+    DropWatchesAfterShortWatchLimit();
+    Churn("e" + mode);
+    server_.Admin("POST", "compact");
+    ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().expired >= 1; }));
+    const Reflector::Stats& stats = reflector_->stats();
+    // Three waits grew the reconnect backoff to [200, 400) ms; the relist waits the relist
+    // backoff's first delay, [50, 100) ms.
+    EXPECT_GE(stats.reconnect_waits, 3);
+    EXPECT_EQ(stats.relist_waits, 1);
+    EXPECT_GE(stats.last_delay, std::chrono::milliseconds(50));
+    EXPECT_LT(stats.last_delay, std::chrono::milliseconds(100));
+    ASSERT_TRUE(Converge());
+    EXPECT_EQ(reflector_->stats().lists, 2);
+    ExpectNoDuplicateDeliveries();
+    bool named = false;
+    std::istringstream lines(log.text());
+    for (std::string line; std::getline(lines, line);) {
+      named |= line.find("\"Relisting after a delay\"") != std::string::npos &&
+               line.find("410 Expired") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << log.text();
+  }
+}
+
+// The server goes away (every connection reset, nothing answered, the probe's /version neither)
+// and comes back: the watch waiting out a reconnect backoff of a minute re-watches as soon as
+// the client's probe finds the server answering, from its resourceVersion (no relist), once the
+// probe was answered. One probe at a time, whatever waits.
+TEST_F(ReflectorTest, AReconnectComesWhenTheServerAnswersAgainNotWhenTheBackoffEnds) {
+  ReflectorOptions options = FastOptions();
+  options.reconnect_backoff.initial = std::chrono::minutes(1);
+  options.reconnect_backoff.cap = std::chrono::minutes(1);
+  reachability_.probe_interval = std::chrono::milliseconds(200);
+  Create("before");
+  StartReflector(options);
+  ASSERT_TRUE(WatchOpen());
+  runner_.RunFor(std::chrono::milliseconds(300));  // past the "very short watch" limit
+  server_.Admin("POST", "outage", {{"down", true}});
+  const ServerReachability& reachability = api_->reachability();
+  ASSERT_TRUE(runner_.RunUntil([&] { return reachability.stats().probes_unanswered >= 3; }));
+  EXPECT_EQ(reachability.state(), ServerReachability::State::kNotAnswering);
+  EXPECT_EQ(reflector_->stats().reconnect_waits, 1);  // a minute's wait, the probes meanwhile
+  EXPECT_EQ(reflector_->stats().woken_by_answer, 0);
+  const int watches = reflector_->stats().watches;
+
+  server_.Admin("DELETE", "requests");
+  server_.Admin("POST", "outage", {{"down", false}});
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().watches > watches; }))
+      << "the re-watch waited for its backoff";
+  EXPECT_EQ(reflector_->stats().woken_by_answer, 1);
+  EXPECT_EQ(reachability.stats().reconnects, 1u);
+  // On the server: the probe answered, then the watch came.
+  size_t probe_at = SIZE_MAX;
+  size_t watch_at = SIZE_MAX;
+  const nlohmann::json log = server_.Admin("GET", "requests").body["requests"];
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i]["path"] == "/version" && log[i].value("code", 0) == 200 && probe_at == SIZE_MAX) {
+      probe_at = i;
+    }
+    if (log[i]["path"] == kCms && log[i]["query"].contains("watch") && watch_at == SIZE_MAX) {
+      watch_at = i;
+    }
+  }
+  ASSERT_NE(probe_at, SIZE_MAX) << log.dump();
+  ASSERT_NE(watch_at, SIZE_MAX) << log.dump();
+  EXPECT_LT(probe_at, watch_at) << log.dump();
+  Churn("back");
+  ASSERT_TRUE(Converge());
+  EXPECT_EQ(reflector_->stats().lists, 1) << "a relist after the reconnect";
+  ExpectNoDuplicateDeliveries();
+}
+
+// Right after the server answers again, its Node authorizer may refuse reads until its graph has
+// filled: a 403 then (at watch set-up, on a list) is relisted within the grace's retry delay
+// (1 s), however far the relist backoff has grown, at debug level. After the grace a 403 waits
+// the relist backoff again, with a warning.
+TEST_F(ReflectorTest, A403RightAfterAReconnectIsRelistedWithinTheGraceRetryDelay) {
+  ReflectorOptions options = FastOptions();
+  options.relist_backoff.initial = std::chrono::seconds(5);
+  options.relist_backoff.cap = std::chrono::minutes(1);
+  reachability_.probe_interval = std::chrono::milliseconds(200);
+  auto offset = std::make_shared<std::chrono::milliseconds>(0);
+  reachability_.clock = [offset] { return std::chrono::steady_clock::now() + *offset; };
+  StartReflector(options);
+  ASSERT_TRUE(WatchOpen());
+  runner_.RunFor(std::chrono::milliseconds(300));
+  vmtest::LogCapture log;
+  server_.Admin("POST", "outage", {{"down", true}});
+  ASSERT_TRUE(
+      runner_.RunUntil([&] { return api_->reachability().stats().probes_unanswered >= 1; }));
+  nlohmann::json refuse = {{"status", 403},
+                           {"reason", "Forbidden"},
+                           {"message",
+                            "configmaps is forbidden: User \"system:node:node-1\" cannot list "
+                            "resource \"configmaps\" in API group \"\" in the namespace "
+                            "\"default\": no relationship found between node 'node-1' and this "
+                            "object"}};
+  refuse["verb"] = "watch";
+  refuse["times"] = 1;
+  server_.Admin("POST", "faults", refuse);
+  refuse["verb"] = "list";
+  refuse["times"] = 2;
+  server_.Admin("POST", "faults", refuse);
+  server_.Admin("POST", "outage", {{"down", false}});
+
+  // The re-watch refused, two lists refused, then the list that succeeds.
+  std::vector<std::chrono::milliseconds> delays;
+  int waits = reflector_->stats().relist_waits;
+  auto note_delays = [&] {
+    if (reflector_->stats().relist_waits > waits) {
+      waits = reflector_->stats().relist_waits;
+      delays.push_back(reflector_->stats().last_delay);
+    }
+  };
+  ASSERT_TRUE(runner_.RunUntil([&] {
+    note_delays();
+    return reflector_->stats().lists == 2;
+  })) << "the refusals waited the relist backoff";
+  EXPECT_EQ(reflector_->stats().grace_refusals, 3);
+  ASSERT_EQ(delays.size(), 3u);
+  for (auto delay : delays) EXPECT_LE(delay, std::chrono::milliseconds(1000));
+  EXPECT_EQ(log.text().find("[warning] \"Relisting after a delay\""), std::string::npos)
+      << log.text();
+  EXPECT_NE(log.text().find("[debug] \"Relisting after a delay\""), std::string::npos);
+
+  // Past the grace, by the reachability's clock: a 403 is an ordinary HTTP error again.
+  *offset = api_->reachability().options().reconnect_grace;
+  refuse["verb"] = "watch";
+  refuse["times"] = 1;
+  server_.Admin("POST", "faults", refuse);
+  DropWatchesAfterShortWatchLimit();
+  ASSERT_TRUE(runner_.RunUntil([&] {
+    note_delays();
+    return delays.size() == 4;
+  }));
+  EXPECT_GT(delays.back(), std::chrono::milliseconds(1000));
+  EXPECT_EQ(reflector_->stats().grace_refusals, 3);
+  EXPECT_NE(log.text().find("[warning] \"Relisting after a delay\""), std::string::npos);
 }
 
 }  // namespace

@@ -73,8 +73,10 @@ class ApiSourceTest : public ::testing::Test {
   void StartSource() {
     ApiSourceOptions options;
     options.node_name = kNode;
-    options.reflector.backoff.initial = std::chrono::milliseconds(50);
-    options.reflector.backoff.cap = std::chrono::milliseconds(200);
+    options.reflector.relist_backoff.initial = std::chrono::milliseconds(50);
+    options.reflector.relist_backoff.cap = std::chrono::milliseconds(200);
+    options.reflector.reconnect_backoff.initial = std::chrono::milliseconds(50);
+    options.reflector.reconnect_backoff.cap = std::chrono::milliseconds(200);
     options.reflector.min_watch_timeout = std::chrono::seconds(30);
     options.reflector.max_watch_timeout = std::chrono::seconds(31);
     options.reflector.resync_period = std::chrono::milliseconds(0);

@@ -419,6 +419,8 @@ class ApiServer:
         self.clients = {}          # user -> ClientCounters
         self.clock_offset = 0.0    # seconds added to the clock client certificates are checked at
         self.pki_dir = None        # the CA's directory (issue-client-cert)
+        self.outage = False        # /_admin/outage: every API request reset, none answered
+        self.open_connections = set()
 
     def client_counters(self, user):
         counters = self.clients.get(user)
@@ -441,6 +443,7 @@ class ApiServer:
         self.connections_total += 1
         self.connections_open += 1
         conn = Connection(reader, writer)
+        self.open_connections.add(conn)
         try:
             while True:
                 request = await conn.read_request()
@@ -451,6 +454,7 @@ class ApiServer:
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, OSError):
             pass
         finally:
+            self.open_connections.discard(conn)
             self.connections_open -= 1
             if conn.client is not None:
                 conn.client.connections_open -= 1
@@ -480,11 +484,16 @@ class ApiServer:
                     raise st.ApiError(404, "the server could not find the requested resource")
                 path = path[len(self.path_prefix):] or "/"
             if path.startswith("/_admin/"):
-                code, body = self.admin(request, path[len("/_admin/"):])
+                code, body = self.admin(request, path[len("/_admin/"):], conn)
                 await conn.send(code, body, keep_alive=keep_alive)
                 if conn.client is None:  # admin traffic costs no client anything
                     conn.pending_in = conn.pending_out = 0
                 return keep_alive
+            if self.outage:
+                # As a server that went away: no answer of any kind, discovery included.
+                record["reset"] = record["outage"] = True
+                conn.writer.transport.abort()
+                return False
             if conn.cert_serial:
                 record["cert_serial"] = conn.cert_serial
             request.user = self.authenticate(conn, request)
@@ -1195,7 +1204,7 @@ class ApiServer:
 
     # ---- admin -------------------------------------------------------------------------------
 
-    def admin(self, request, command):
+    def admin(self, request, command, conn=None):
         try:
             args = json.loads(request.body) if request.body else {}
         except ValueError:
@@ -1208,6 +1217,7 @@ class ApiServer:
                              "watches": self.watches_open,
                              "connections_total": self.connections_total,
                              "connections_open": self.connections_open,
+                             "outage": self.outage,
                              "token": self.main_token}
             if command == "requests":
                 if method == "DELETE":
@@ -1232,6 +1242,16 @@ class ApiServer:
             if command == "drop-watches" and method == "POST":
                 self.store.drop_watchers(bool(args.get("abort")))
                 return 200, {}
+            if command == "outage" and method == "POST":
+                self.outage = bool(args.get("down", True))
+                if self.outage:
+                    # Every connection but this one goes, as when the process dies: open watches
+                    # and idle keep-alive connections alike.
+                    self.store.drop_watchers(True)
+                    for other in list(self.open_connections):
+                        if other is not conn:
+                            other.writer.transport.abort()
+                return 200, {"down": self.outage}
             if command == "compact" and method == "POST":
                 self.store.compact()
                 return 200, {"compacted_revision": self.store.compacted_rev}
