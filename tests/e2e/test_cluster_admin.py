@@ -89,6 +89,8 @@ def test_cluster_endpoints(cluster):
     assert cluster.stop() == 0
 
 
+@pytest.mark.test_server_only("an outage that answers nothing, then the history compacted (fault "
+                              "hooks); the real server's restart: test_real_kube.py")
 def test_an_api_server_restart_is_a_reconnect_then_a_relist_after_410(direct_cluster):
     """The API server goes away (nothing answered, its /version neither) and comes back with the
     old resourceVersions compacted away: the daemon notices the return through its probe, counts
