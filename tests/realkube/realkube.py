@@ -23,6 +23,7 @@ Everything lives under the given dir; the servers listen on 127.0.0.1 only and a
 
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -374,7 +375,7 @@ class RealApiServer:
         aside and roles granting exactly `rules` ([{verbs, resources, namespaces?, names?}])
         bound to it; `rules` None puts the set-aside bindings back. A node's user keeps the Node
         authorizer's grant (RBAC adds to it, as the test server's ACL does for a node)."""
-        acl = f"volumemanager-tests-acl-{abs(hash(user)) % 10**8}"
+        acl = "volumemanager-tests-acl-" + re.sub(r"[^a-z0-9.-]", "-", user.lower())
         for path in self._acl_objects.pop(user, []):
             self.request("DELETE", path)
         if rules is None:
