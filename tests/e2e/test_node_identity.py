@@ -114,6 +114,7 @@ def set_up_pods(c):
 
 
 @pytest.mark.parametrize("strategy,node_cluster", [("Watch", "certificate"), ("Cache", "token"),
+                                                   ("Cache", "certificate"),
                                                    ("Get", "certificate")],
                          indirect=["node_cluster"])
 def test_node_identity_reads_what_its_pods_reference_in_every_strategy(node_cluster, strategy):
