@@ -15,7 +15,8 @@
 // * The first answer after the server was found not answering (to the probe or to any other
 //   request) is a reconnect: every waiter is woken at once (from a zero timer on the loop, never
 //   inside the answer's own callback), and InReconnectGrace() holds for `reconnect_grace` after
-//   it (a restarted API server's Node authorizer refuses reads until its graph has filled).
+//   it (a restarted API server refuses reads until its authorizers have filled their caches: the
+//   Node authorizer's graph, RBAC's roles).
 // * An answer while in doubt (the probe answered: only that request failed) wakes nobody: the
 //   waiters keep their own backoff, so a request that fails by itself is not retried every second.
 // Loop thread only, not thread-safe. A waiter's callback runs on the loop thread, once, unless
@@ -44,9 +45,10 @@ struct ReachabilityOptions {
   std::string probe_path = "/version";
   // A probe without an answer by then counts as none (a server that accepts and never answers).
   std::chrono::milliseconds probe_timeout{5000};
-  // After a reconnect, how long a 403 is taken for the Node authorizer still filling its graph
-  // from its informers (a few seconds on real servers; 30 s leaves room for a large cluster's
-  // initial lists, and a real refusal is still reported within it).
+  // After a reconnect, how long a 403 is taken for the authorizers still filling their caches
+  // from their informers (the Node authorizer's graph, RBAC's roles: a few seconds on a real
+  // 1.20 server; 30 s leaves room for a large cluster's initial lists, and a real refusal is
+  // still reported within it).
   std::chrono::milliseconds reconnect_grace{30000};
   // Within the grace, a 403 is read again at most this long after it (the reflector's relist, the
   // object manager's direct reads), without failing anything.
