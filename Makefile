@@ -235,7 +235,7 @@ PYTHONPATH=$(CURDIR)/tests/support$${PYTHONPATH:+:$$PYTHONPATH} \
 endef
 
 # The real kube-apiserver and etcd for the real-Kubernetes tier, built once per build dir into
-# $(REAL_KUBE_DIR)/bin (tests/realkube/README.md: about 3 minutes cold on 2 cores).
+# $(REAL_KUBE_DIR)/bin (tests/realkube/README.md: about 5 minutes cold on 2 cores).
 real-kube: deps-real-kube
 	@tests/realkube/build_kube.sh $(REAL_KUBE_DIR) kube-apiserver
 
