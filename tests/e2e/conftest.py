@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -411,6 +412,9 @@ def pytest_collection_modifyitems(config, items):
 def cluster_mode_tests_say_where_they_run(request):
     """A test that starts the test API server runs against the real one too (parametrized by
     server) or says why not (`test_server_only`): tests/realkube/README.md lists them all."""
+    apiserver = str(Path(__file__).resolve().parents[1] / "apiserver")
+    if apiserver not in sys.path:
+        sys.path.insert(0, apiserver)
     import harness
     started = []
     original = harness.TestApiServer.__enter__
