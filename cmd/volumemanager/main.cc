@@ -95,6 +95,13 @@ std::map<std::string, std::string> Environment() {
   return env;
 }
 
+// SIGTERM or SIGINT before GracefulStop's handlers exist (Daemon::Start() may block for up to
+// 10 s on the API server's answer about the daemon's identity): remembered, and a graceful stop
+// once the handlers exist, instead of a death by the signal's default action.
+volatile std::sig_atomic_t g_early_stop_signal = 0;
+
+void RememberStopSignal(int sig) { g_early_stop_signal = sig; }
+
 // A graceful stop: on SIGTERM or SIGINT (exit 0), or asked for (a new dynamic config that needs a
 // restart). The daemon takes no new work, the loop then runs out of work and uv_run returns.
 // Should in-flight writes take longer than kShutdownGrace, the process exits with
@@ -233,6 +240,8 @@ int main(int argc, char** argv) {
       config::ClusterMode(cfg) ? std::make_unique<volumemanager::ClusterDaemon>(loop, cfg)
                                : std::make_unique<volumemanager::Daemon>(loop, cfg);
   volumemanager::Daemon& daemon = *owned;
+  std::signal(SIGTERM, RememberStopSignal);
+  std::signal(SIGINT, RememberStopSignal);
   if (auto error = daemon.Start()) {
     if (startup) {
       for (const std::string& e : startup->errors) spdlog::error("dynamic config: {}", e);
@@ -330,6 +339,11 @@ int main(int argc, char** argv) {
   }
   if (base::Status s = admin.Start(cfg.healthz_bind_address, cfg.debug_bind_address); !s.ok()) {
     spdlog::error("admin endpoints: {}", s.message());
+  }
+  if (g_early_stop_signal != 0) {
+    stop.StopFromLoop(
+        g_early_stop_signal == SIGTERM ? "SIGTERM (during start-up)" : "SIGINT (during start-up)",
+        0);
   }
   uv_run(loop, UV_RUN_DEFAULT);
   admin.Stop();

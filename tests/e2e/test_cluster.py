@@ -681,6 +681,38 @@ current-context: x
 """
 
 
+def test_a_sigterm_while_the_identity_is_asked_is_a_clean_stop(tmp_path):
+    """SIGTERM during start-up, while the daemon waits for the API server's answer about its
+    identity (here a server that accepts and never answers), is a graceful stop with exit 0, not a
+    death by the signal."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
+    from kubetestserver import pki
+    paths = pki.generate(str(tmp_path / "pki"))
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(silent.accept()), daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {
+            "server": f"https://127.0.0.1:{silent.getsockname()[1]}",
+            "certificate-authority": paths["ca.crt"]}}],
+        "users": [{"name": "u", "user": {"token": "SECRET-MARKER-SILENT"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    daemon = DaemonProcess(tmp_path / "daemon.log")
+    (tmp_path / "root").mkdir()
+    daemon.run(["--kubeconfig", str(kubeconfig), "--root-dir", str(tmp_path / "root"),
+                "--state-dir", str(tmp_path / "state"), "--node-name", NODE])
+    try:
+        wait_for(lambda: accepted, what="the daemon connected to the silent server")
+        assert daemon.stop(signal.SIGTERM, timeout=30) == 0
+        assert "SIGTERM (during start-up): stopping" in daemon.log()
+    finally:
+        silent.close()
+        if daemon.proc is not None:
+            daemon.stop(signal.SIGKILL)
+
+
 @pytest.mark.parametrize("case", ["missing-kubeconfig", "exec-plugin", "in-cluster-no-host"])
 def test_credentials_that_cannot_be_loaded_exit_1_naming_the_flag(tmp_path, case):
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
