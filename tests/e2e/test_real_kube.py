@@ -1,10 +1,10 @@
-"""What only the real kube-apiserver (v1.20.2, tests/realkube) shows: watch bookmarks, a restart
-and the 410 Expired it answers old watches with, the Node authorizer refusing while its graph
-fills after a restart, the chart applied with a server-side dry run, and the machine left as it
-was.
+"""What only the real kube-apiserver (v1.20.2, tests/realkube) shows: a 410 Expired on a watch
+resumed past an etcd compaction, bookmarks, a restart and the refusals after it (RBAC's, and the
+Node authorizer's while its graph fills), the chart's namespaced RBAC, and the chart in every
+credential mode applied with a server-side dry run.
 
-The same cluster-mode tests that run against the test server run against the real one too
-(test_cluster.py, test_node_identity.py: parametrized by server); these are the real server's own.
+The cluster-mode tests that run against the test server run against the real one too
+(parametrized by server: api_servers.py); these are the real server's own.
 Run by ctest's `realkube` entry with VM_API_SERVERS=real (deselected otherwise).
 """
 import json
@@ -38,10 +38,11 @@ def real_node_cluster(tmp_path):
 
 
 def readable_again(c, path, **credentials):
-    """Polls GET `path` with the daemon's credentials every 100 ms until it answers 200; returns
-    the time (time.time()) of that answer and the codes seen before it."""
+    """Polls GET `path` with the daemon's credentials every 100 ms until it answers 200 (at most
+    120 s); returns the time (time.time()) of that answer and the codes seen before it."""
     codes = []
-    while True:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
         try:
             status, _ = c.server.request("GET", path, **credentials)
         except OSError:
@@ -50,6 +51,7 @@ def readable_again(c, path, **credentials):
             return time.time(), codes
         codes.append(status)
         time.sleep(0.1)
+    raise AssertionError(f"{path} not readable with the daemon's credentials in 120 s: {codes[-5:]}")
 
 
 def watches_of(c, name, since=0.0):
