@@ -76,21 +76,10 @@ class TestApiServer:
         body exactly as sent (chunk framing removed for non-watch responses)."""
         sock = self.connect(client_cert)
         try:
-            send_headers = {"Host": f"{self.host}:{self.port}", "Connection": "close",
-                            "Accept": "application/json"}
-            if token is None:
-                token = self.token
-            if token:
-                send_headers["Authorization"] = f"Bearer {token}"
-            data = b""
-            if body is not None:
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                send_headers.setdefault("Content-Type", "application/json")
-            send_headers.update(headers or {})
-            send_headers["Content-Length"] = str(len(data))
-            head = f"{method} {self.path_prefix}{path} HTTP/1.1\r\n" + "".join(
-                f"{k}: {v}\r\n" for k, v in send_headers.items()) + "\r\n"
-            status, resp_headers, rest = self._exchange(sock, head.encode() + data)
+            request = request_bytes(f"{self.host}:{self.port}", method,
+                                    f"{self.path_prefix}{path}", body,
+                                    self.token if token is None else token, headers)
+            status, resp_headers, rest = self._exchange(sock, request)
         finally:
             sock.close()
         if resp_headers.get("transfer-encoding") == "chunked":
@@ -155,6 +144,23 @@ class TestApiServer:
             key, _, value = line.partition(":")
             headers[key.strip().lower()] = value.strip()
         return int(lines[0].split(" ")[1]), headers, rest
+
+def request_bytes(host, method, path, body=None, token=None, headers=None):
+    """One HTTP/1.1 request (Connection: close, JSON accepted; a JSON body unless `body` is
+    bytes), with a bearer `token` when given; `headers` added last."""
+    send = {"Host": host, "Connection": "close", "Accept": "application/json"}
+    if token:
+        send["Authorization"] = f"Bearer {token}"
+    data = b""
+    if body is not None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        send.setdefault("Content-Type", "application/json")
+    send.update(headers or {})
+    send["Content-Length"] = str(len(data))
+    head = f"{method} {path} HTTP/1.1\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in send.items()) + "\r\n"
+    return head.encode() + data
+
 
 def dechunk(data):
     """(body, list of chunk sizes, whether the terminating chunk arrived)."""

@@ -284,19 +284,10 @@ class RealApiServer:
             admin = not token and not client_cert
         sock = self.connect(client_cert, admin)
         try:
-            send = {"Host": f"{self.host}:{self.port}", "Connection": "close",
-                    "Accept": "application/json", "User-Agent": "volumemanager-tests"}
-            if token:
-                send["Authorization"] = f"Bearer {token}"
-            data = b""
-            if body is not None:
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                send.setdefault("Content-Type", "application/json")
-            send.update(headers or {})
-            send["Content-Length"] = str(len(data))
-            head = f"{method} {path} HTTP/1.1\r\n" + "".join(
-                f"{k}: {v}\r\n" for k, v in send.items()) + "\r\n"
-            status, resp_headers, rest = harness.TestApiServer._exchange(sock, head.encode() + data)
+            request = harness.request_bytes(
+                f"{self.host}:{self.port}", method, path, body, token,
+                {"User-Agent": "volumemanager-tests", **(headers or {})})
+            status, resp_headers, rest = harness.TestApiServer._exchange(sock, request)
         finally:
             sock.close()
         if resp_headers.get("transfer-encoding") == "chunked":
