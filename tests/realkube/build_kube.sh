@@ -11,8 +11,10 @@
 # by Debian's archive key, the files are checked against it), and the upstream tarball against
 # the SHA-256 pinned below: a new Debian revision of the same upstream source keeps it.
 # etcd is Debian's etcd-server, downloaded the same way and unpacked to OUT_DIR/etcd (installing
-# it would start a system service). Needs: apt-get, dpkg-deb, golang-go (1.19),
-# golang-github-modern-go-reflect2-dev (the Makefile installs them).
+# it would start a system service). With the kubelet, OUT_DIR/cri holds the fake container
+# runtime's gRPC stubs, generated from the tree's CRI proto. Needs: apt-get, dpkg-deb, golang-go
+# (1.19), golang-github-modern-go-reflect2-dev, and for the stubs protobuf-compiler and
+# protobuf-compiler-grpc (the Makefile installs them).
 set -euo pipefail
 
 OUT=${1:?usage: build_kube.sh OUT_DIR [COMPONENT...]}
@@ -149,3 +151,9 @@ fi
 for component in "${COMPONENTS[@]}"; do
   [ -x "$OUT/bin/$component" ] || build_component "$component"
 done
+# Beside the kubelet runs the tests' fake container runtime (fakecri.py): its gRPC stubs come from
+# the tree's CRI proto (v1alpha2, the kubelet's).
+if [[ " ${COMPONENTS[*]} " == *" kubelet "* ]]; then
+  "$(dirname "$0")/gen_cri_stubs.sh" \
+    "$TREE/vendor/k8s.io/cri-api/pkg/apis/runtime/v1alpha2/api.proto" "$OUT/cri"
+fi

@@ -1,0 +1,84 @@
+"""Runs a command inside a node of the test's own: a mount and a network namespace where the real
+kubelet may do what it does to a machine without doing it to this one.
+
+    /usr/bin/python3 tests/realkube/node_namespace.py WORKDIR -- COMMAND [ARG...]
+
+It enters new mount and network namespaces itself (`unshare --mount --net`, mounts private), then
+sets the node up there and runs COMMAND in it, with the command's exit status as its own:
+- loopback up, and the node's address NODE_IP on one end of a veth pair whose both ends stay in
+  the namespace (the kubelet refuses a loopback --node-ip);
+- a tmpfs over /var/log: the kubelet writes /var/log/pods and /var/log/containers;
+- files holding the values the 1.20 kubelet wants bound over the kernel settings it would
+  otherwise change (machine.KUBELET_SYSCTLS; the files live in WORKDIR/sysctls).
+The command sees VM_NODE_NAMESPACE (the namespace's inode, which tests compare with their own to
+refuse to run elsewhere) and VM_NODE_IP. Everything goes when the last process in the namespaces
+ends: nothing is added to the machine's own network namespace or mount table.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import KUBELET_SYSCTLS  # noqa: E402
+
+NODE_IP = "10.77.0.1"
+NODE_PREFIX = 24
+NODE_LINK = "vmk-node"
+
+
+def tool(name):
+    for path in (shutil.which(name), f"/usr/sbin/{name}", f"/sbin/{name}", f"/usr/bin/{name}"):
+        if path and os.access(path, os.X_OK):
+            return path
+    raise SystemExit(f"node namespace: {name} is missing (the Makefile's deps-real-kube "
+                     "installs it)")
+
+
+def run(*args):
+    subprocess.run(args, check=True)
+
+
+def net_namespace_inode():
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def set_up(workdir):
+    ip = tool("ip")
+    mount = tool("mount")
+    run(ip, "link", "set", "lo", "up")
+    run(ip, "link", "add", NODE_LINK, "type", "veth", "peer", "name", NODE_LINK + "-peer")
+    run(ip, "addr", "add", f"{NODE_IP}/{NODE_PREFIX}", "dev", NODE_LINK)
+    run(ip, "link", "set", NODE_LINK + "-peer", "up")
+    run(ip, "link", "set", NODE_LINK, "up")
+    run(mount, "-t", "tmpfs", "-o", "mode=0755", "node-var-log", "/var/log")
+    values = Path(workdir) / "sysctls"
+    values.mkdir(parents=True, exist_ok=True)
+    for key, value in KUBELET_SYSCTLS.items():
+        held = values / key.replace("/", "_")
+        held.write_text(f"{value}\n")
+        run(mount, "--bind", str(held), f"/proc/sys/{key}")
+
+
+def main(argv):
+    if "--" not in argv or argv.index("--") != 2:
+        raise SystemExit("usage: node_namespace.py WORKDIR -- COMMAND [ARG...]")
+    workdir, command = argv[1], argv[3:]
+    if os.environ.get("VM_NODE_NAMESPACE_ENTERED") != str(os.getpid()):
+        # Not inside yet: the same script again under unshare (whose exec keeps our pid).
+        os.execve(tool("unshare"), ["unshare", "--mount", "--net", "--propagation", "private",
+                                    "--", sys.executable, *argv],
+                  {**os.environ, "VM_NODE_NAMESPACE_ENTERED": str(os.getpid()),
+                   "VM_NODE_OUTER_NET": str(net_namespace_inode())})
+    if str(net_namespace_inode()) == os.environ.get("VM_NODE_OUTER_NET"):
+        raise SystemExit("node namespace: still in the machine's network namespace")
+    set_up(workdir)
+    env = {**os.environ, "VM_NODE_NAMESPACE": str(net_namespace_inode()), "VM_NODE_IP": NODE_IP}
+    env.pop("VM_NODE_NAMESPACE_ENTERED")
+    env.pop("VM_NODE_OUTER_NET")
+    return subprocess.run(command, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
