@@ -163,12 +163,12 @@ def storm(node, seconds):
     kubelet_lines = [line for line in node.kubelet.lines(began)
                      if str(volume) in line and "required for target directory" in line]
     back = reader.went_back()
-    out = {"seconds": seconds, "versions": n, "versions_read": len(set(reader.seen)),
+    out = {"seconds": seconds, "versions": n + 1, "versions_read": len(set(reader.seen)),
            "reads": reader.reads, "torn": len(reader.torn), "mixed": len(reader.mixed),
            "kubelet_writer_runs": len(kubelet_lines),
            "kubelet_writes": sum("write required" in line for line in kubelet_lines),
            "went_back": [{"from": f, "to": t, "for_s": d} for _, f, t, d in back]}
-    print(f"  {out['versions_read']} of {n} versions read in {reader.reads} reads, "
+    print(f"  {out['versions_read']} of {n + 1} versions read in {reader.reads} reads, "
           f"{out['torn']} torn, {out['mixed']} mixed; the kubelet's writer ran "
           f"{out['kubelet_writer_runs']} times and wrote {out['kubelet_writes']}; back to an "
           f"older version {len(back)} times "
