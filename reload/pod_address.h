@@ -1,10 +1,13 @@
 // Where an HTTP reload action may go: the pod's own IP and nothing else.
 //
 // In cluster mode that is status.podIP, and it is refused when the pod has none yet, when the pod
-// runs in the node's network (hostNetwork), when it equals status.hostIP, when it is an address of
-// the daemon's own network (the node's, when the daemon runs in it: the kubelet, the daemon's
-// admin ports), and when it is no unicast address a pod can have (unspecified, multicast,
-// broadcast, link-local: the cloud metadata address 169.254.169.254 among them). In standalone
+// runs in the node's network (hostNetwork), when it is a loopback address (127.0.0.0/8, ::1: the
+// node's loopback-only services, the daemon's own admin ports), when it equals status.hostIP, when
+// it is an address of the daemon's own network (the node's, when the daemon runs in it: the
+// kubelet, the daemon's admin ports), and when it is no unicast address a pod can have
+// (unspecified, multicast, broadcast, link-local: the cloud metadata address 169.254.169.254
+// among them). Every comparison is of canonical text (CanonicalIp): an IPv4 address in an IPv6
+// form counts as that IPv4 address. In standalone
 // mode the pod manifests are the node administrator's and are trusted: status.podIP when set,
 // else 127.0.0.1 (still never unspecified, multicast, broadcast or link-local).
 //
@@ -21,7 +24,8 @@
 namespace reload {
 
 // The canonical text of a numeric IPv4 or IPv6 address ("10.0.0.7", "fd00::7"), or an error for
-// anything else (a name, a port, a scope id).
+// anything else (a name, a port, a scope id). An IPv4 address in IPv6 form (v4-mapped
+// "::ffff:10.0.0.7" or "0:0:0:0:0:ffff:a00:7", v4-compatible "::10.0.0.7") is given as IPv4.
 base::Result<std::string> CanonicalIp(const std::string& text);
 
 // The address an HTTP action of `pod` goes to, or why there is none. `node_addresses`: canonical

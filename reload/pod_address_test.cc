@@ -56,6 +56,45 @@ TEST(PodAddressTest, ClusterModeRefusesWhatIsNotThePodsOwn) {
               HasSubstr("not a numeric IP address"));
 }
 
+TEST(PodAddressTest, IPv4InAnyIPv6SpellingIsThatIPv4Address) {
+  EXPECT_EQ(*CanonicalIp("::ffff:10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(*CanonicalIp("0:0:0:0:0:ffff:a01:203"), "10.1.2.3");
+  EXPECT_EQ(*CanonicalIp("::10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(*CanonicalIp("::1"), "::1");
+  EXPECT_EQ(*CanonicalIp("::"), "::");
+  EXPECT_EQ(*CanonicalIp("FD00:0::7"), "fd00::7");
+}
+
+TEST(PodAddressTest, ClusterModeNeverCallsLoopbackOrTheNodeInAnySpelling) {
+  for (const char* loopback : {"127.0.0.1", "127.0.0.2", "127.255.255.254", "::ffff:127.0.0.1",
+                               "0:0:0:0:0:ffff:7f00:1", "::ffff:127.0.0.2", "::127.0.0.1",
+                               "::1", "0:0:0:0:0:0:0:1"}) {
+    auto refused = PodActionAddress(PodWith(loopback), true, {});
+    ASSERT_FALSE(refused.ok()) << loopback;
+    EXPECT_THAT(refused.status().message(), HasSubstr("is a loopback address")) << loopback;
+  }
+  for (const char* unspecified : {"::", "0:0:0:0:0:0:0:0", "::ffff:0.0.0.0"}) {
+    EXPECT_THAT(PodActionAddress(PodWith(unspecified), true, {}).status().message(),
+                HasSubstr("unspecified"))
+        << unspecified;
+  }
+  // The node's addresses and status.hostIP, spelled as IPv6.
+  EXPECT_THAT(PodActionAddress(PodWith("::ffff:10.0.0.5", ""), true, {"10.0.0.5"})
+                  .status()
+                  .message(),
+              HasSubstr("node's own network"));
+  EXPECT_THAT(PodActionAddress(PodWith("10.0.0.5", ""), true, {"::ffff:10.0.0.5"})
+                  .status()
+                  .message(),
+              HasSubstr("node's own network"));
+  EXPECT_THAT(PodActionAddress(PodWith("0:0:0:0:0:ffff:c000:201"), true, {}).status().message(),
+              HasSubstr("node's own IP (status.hostIP)"));
+  // A pod's own IPv4 address given in an IPv6 form is called as IPv4.
+  auto mapped = PodActionAddress(PodWith("::ffff:10.244.1.7"), true, {"10.0.0.5"});
+  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
+  EXPECT_EQ(*mapped, "10.244.1.7");
+}
+
 TEST(PodAddressTest, StandaloneTrustsTheManifestAndDefaultsToLoopback) {
   auto none = PodActionAddress(PodWith("", ""), false, {});
   ASSERT_TRUE(none.ok());

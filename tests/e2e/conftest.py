@@ -27,6 +27,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "realkube"))
 from machine import machine_state  # noqa: E402
+from netns import NODE_IP, NodeNetwork  # noqa: E402, F401
 
 BIN = os.environ.get("VOLUMEMANAGER_BIN", "build/bin/volumemanager")
 NODE = "e2e-node"
@@ -349,6 +350,19 @@ def skip_needs_root(what):
 def needs_root(what):
     """skip_unless_root as a mark (`pytestmark = needs_root(...)` for a whole module)."""
     return pytest.mark.skipif(os.geteuid() != 0, reason=f"{NEEDS_ROOT}: {what}")
+
+
+@pytest.fixture
+def node_network():
+    """A node network of the test's own (tests/realkube/netns.py): the test's main thread, and
+    every process and thread it starts from then on (the daemon, the API server), run in a new
+    network namespace with the node's address NODE_IP; `node_network.pods.set_up(name)` gives a
+    pod an address of its own in a further namespace (veth pair), where `pods.listen(ip)` opens
+    its application's socket. Pods are then called at their own addresses, never loopback."""
+    if os.geteuid() != 0:
+        pytest.skip(f"{NEEDS_ROOT}: network namespaces for the pods' own addresses")
+    with NodeNetwork() as network:
+        yield network
 
 
 def mounts_under(path):

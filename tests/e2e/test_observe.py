@@ -269,14 +269,17 @@ def test_cluster_kubelet_ownership_changes_nothing_and_reports_what_a_normal_run
     assert written == reported == {(web, "cfg")}, (written, reported)
 
 
-def test_cluster_a_kubelet_swap_runs_no_reload_action_in_observe_mode(cluster):
+def test_cluster_a_kubelet_swap_runs_no_reload_action_in_observe_mode(node_network, cluster):
     """A normal run calls the pod's application after a swap of the kubelet's
-    (test_reload.py); observe mode says it would, and calls nothing."""
+    (test_reload.py); observe mode says it would, and calls nothing. The daemon and its server in
+    the test's node network (set up first: `node_network` before `cluster`), the pod at its own
+    address."""
     c = cluster
-    app = App(host="127.0.0.24")
+    ip = node_network.pods.set_up("web")
+    app = App(host=ip, pod_networks=node_network.pods)
     try:
         c.put_configmap("app", {"level": "1"})
-        uid = create_running_pod(c, "web", app.url(), "127.0.0.24")
+        uid = create_running_pod(c, "web", app.url(), ip)
         vol = c.volume_dir(uid, CM, "config")
         c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
         c.start("--observe")

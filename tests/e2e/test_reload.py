@@ -1,7 +1,10 @@
-"""Reload actions end to end (volumemanager.io/reload): the real binary, real HTTP listeners on
-127.0.0.x standing in for each pod's application, in standalone mode and in cluster mode beside
-the simulated kubelet. Each listener records every call and, at that moment, reads the volumes:
-what the application would read when told to reload."""
+"""Reload actions end to end (volumemanager.io/reload): the real binary, real HTTP listeners
+standing in for each pod's application, in standalone mode (on 127.0.0.x: the manifests are the
+node administrator's) and in cluster mode beside the simulated kubelet, where the daemon and its
+API server run in a node network of the test's own and each pod's listener in a network namespace
+of its own at its own address (`node_network`, conftest.py): a pod is never on loopback there.
+Each listener records every call and, at that moment, reads the volumes: what the application
+would read when told to reload."""
 import json
 import os
 import signal
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NEEDS_ROOT, configmap, killed_after, pod, visible_files, wait_for
+from conftest import NEEDS_ROOT, NODE_IP, configmap, killed_after, pod, visible_files, wait_for
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,7 +36,10 @@ class App:
     """A pod's application: answers `code` (or holds the request until stopped with `hang`) and
     records each call with what its volumes held when the call arrived."""
 
-    def __init__(self, host="127.0.0.1", volumes=None, code=200, hang=False, probe=None):
+    def __init__(self, host="127.0.0.1", volumes=None, code=200, hang=False, probe=None,
+                 port=0, pod_networks=None):
+        """Listens on host:port, in the namespace of the pod network with address `host` when
+        `pod_networks` (netns.PodNetworks) is given."""
         self.calls = []
         self.volumes = volumes or {}
         self.probe = probe  # called at each call too (e.g. to read a subPath file)
@@ -64,7 +70,13 @@ class App:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer((host, 0), Handler)
+        if pod_networks is None:
+            self.server = ThreadingHTTPServer((host, port), Handler)
+        else:
+            self.server = ThreadingHTTPServer((host, port), Handler, bind_and_activate=False)
+            self.server.socket.close()
+            self.server.socket = pod_networks.listen(host, port)
+            self.server.server_address = self.server.socket.getsockname()
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -250,11 +262,19 @@ def test_failing_listeners_are_retried_within_bounds_and_hung_ones_delay_no_othe
 # --- cluster mode ----------------------------------------------------------------------------
 
 @pytest.fixture(params=SERVERS)
-def cluster(request, tmp_path):
-    """The daemon against the test server, or the real kube-apiserver (api_servers.py)."""
+def cluster(request, tmp_path, node_network):
+    """The daemon against the test server, or the real kube-apiserver (api_servers.py), both in
+    the test's node network; `cluster.pods` gives pods their own addresses."""
     with api_server(request.param, tmp_path) as server, \
             killed_after(Cluster(tmp_path, server, request.param)) as c:
+        c.pods = node_network.pods
         yield c
+
+
+def pod_app(c, apps, name, **kw):
+    """A pod network for pod `name` and its application listening there: (ip, app)."""
+    ip = c.pods.set_up(name)
+    return ip, apps(host=ip, pod_networks=c.pods, **kw)
 
 
 def create_running_pod(c, name, reload, ip, host_ip="192.0.2.10", host_network=False,
@@ -280,11 +300,12 @@ def create_running_pod(c, name, reload, ip, host_ip="192.0.2.10", host_network=F
     return uid
 
 
-def start_beside_one_app(c, apps, ip):
-    """ConfigMap `app` at level 1, a running pod `web` at `ip` whose application reads its volume
-    at each call, the kubelet's set-up, the daemon started and synced. Returns (uid, app, vol)."""
+def start_beside_one_app(c, apps):
+    """ConfigMap `app` at level 1, a running pod `web` at an address of its own whose application
+    reads its volume at each call, the kubelet's set-up, the daemon started and synced. Returns
+    (uid, app, vol)."""
     c.put_configmap("app", {"level": "1"})
-    app = apps(host=ip)
+    ip, app = pod_app(c, apps, "web")
     uid = create_running_pod(c, "web", app.url(), ip)
     vol = c.volume_dir(uid, CM, "config")
     app.volumes = {"config": vol}
@@ -296,13 +317,13 @@ def start_beside_one_app(c, apps, ip):
 
 def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshed(cluster, apps):
     c = cluster
-    uid, app, vol = start_beside_one_app(c, apps, "127.0.0.21")
+    uid, app, vol = start_beside_one_app(c, apps)
     quiet(1.0)
     assert app.calls == []
     c.put_configmap("app", {"level": "2"})
     wait_for(lambda: app.calls, what="the reload call")
     assert app.calls[0]["seen"] == {"config": {"level": b"2"}}
-    assert app.calls[0]["headers"]["Host"] == f"127.0.0.21:{app.port}"
+    assert app.calls[0]["headers"]["Host"] == f"{app.server.server_address[0]}:{app.port}"
     events = wait_for(lambda: [e for e in c.events() if e["reason"] == "Reloaded"],
                       what="the Reloaded Event")
     assert events[0]["type"] == "Normal"
@@ -323,9 +344,11 @@ def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshe
 def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     c = cluster
     c.put_configmap("app", {"level": "1"})
-    node_app = apps(host="127.0.0.22")
-    uids = [create_running_pod(c, "hostnet", node_app.url(), "127.0.0.22", host_network=True),
-            create_running_pod(c, "own-ip", node_app.url(), "127.0.0.22", host_ip="127.0.0.22")]
+    # The node's application, on the node's address in the daemon's network.
+    node_app = apps(host=NODE_IP)
+    uids = [create_running_pod(c, "hostnet", node_app.url(), NODE_IP, host_network=True),
+            create_running_pod(c, "own-ip", node_app.url(), NODE_IP, host_ip=NODE_IP),
+            create_running_pod(c, "node-net", node_app.url(), NODE_IP)]
     for uid in uids:
         c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
     c.start()
@@ -334,14 +357,44 @@ def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     for uid in uids:
         wait_for(lambda: visible_files(c.volume_dir(uid, CM, "config")) == {"level": b"2"},
                  what="the volume kept current")
-    failed = wait_for(lambda: len([e for e in c.events() if e["reason"] == "ReloadFailed"]) == 2
+    failed = wait_for(lambda: len([e for e in c.events() if e["reason"] == "ReloadFailed"]) == 3
                       and [e for e in c.events() if e["reason"] == "ReloadFailed"],
-                      what="two ReloadFailed Events")
-    messages = sorted(e["message"] for e in failed)
-    assert any("hostNetwork" in m for m in messages), messages
-    assert any("node's own IP" in m for m in messages), messages
+                      what="three ReloadFailed Events")
+    by_pod = {e["involvedObject"]["name"]: e["message"] for e in failed}
+    assert "hostNetwork" in by_pod["hostnet"], by_pod
+    assert f"status.podIP {NODE_IP} is the node's own IP (status.hostIP)" in by_pod["own-ip"], \
+        by_pod
+    assert f"status.podIP {NODE_IP} is an address of the node's own network" in \
+        by_pod["node-net"], by_pod
     assert all(e["type"] == "Warning" for e in failed)
     assert node_app.calls == []
+
+
+def test_cluster_mode_never_calls_loopback_in_any_spelling(cluster, apps):
+    """A pod status naming a loopback address, in IPv4 or any IPv6 form, is refused: the node's
+    loopback-only services (and the daemon's own admin ports) are never called."""
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    first = apps(host="127.0.0.1")
+    second = apps(host="127.0.0.2", port=first.port)
+    spellings = {"mapped": "::ffff:127.0.0.1", "expanded": "0:0:0:0:0:ffff:7f00:1",
+                 "other": "127.0.0.2", "mapped-other": "::ffff:127.0.0.2"}
+    uids = [create_running_pod(c, name, first.url(), ip) for name, ip in spellings.items()]
+    for uid in uids:
+        c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+    c.start()
+    c.wait_synced("configmap default/app")
+    c.put_configmap("app", {"level": "2"})
+    failed = wait_for(lambda: len([e for e in c.events() if e["reason"] == "ReloadFailed"]) == 4
+                      and [e for e in c.events() if e["reason"] == "ReloadFailed"],
+                      what="four ReloadFailed Events")
+    by_pod = {e["involvedObject"]["name"]: e["message"] for e in failed}
+    for name, canonical in (("mapped", "127.0.0.1"), ("expanded", "127.0.0.1"),
+                            ("other", "127.0.0.2"), ("mapped-other", "127.0.0.2")):
+        assert f"status.podIP {canonical} is a loopback address" in by_pod[name], by_pod
+    quiet(1.0)
+    assert first.calls == [] and second.calls == []
+    assert not [e for e in c.events() if e["reason"] == "Reloaded"]
 
 
 @pytest.mark.test_server_only("the daemon's ConfigMap watch stalled (fault hook) so that the kubelet "
@@ -350,7 +403,7 @@ def test_cluster_mode_a_newer_kubelet_swap_the_daemon_confirms_is_one_call(clust
     """The daemon's watch lags and the kubelet writes the newer content first: the daemon's fresh
     read confirms it and publishes nothing, and the application is told once, for that content."""
     c = cluster
-    uid, app, vol = start_beside_one_app(c, apps, "127.0.0.23")
+    uid, app, vol = start_beside_one_app(c, apps)
     c.server.admin("POST", "faults", {"verb": "watch", "resource": "configmaps",
                                       "watch": {"stall": True}, "times": -1})
     c.server.admin("POST", "drop-watches", {"abort": True})
@@ -433,8 +486,8 @@ def test_cluster_mode_a_signal_action_reaches_the_containers_main_process(cluste
     c = cluster
     c.put_configmap("app", {"level": "1"})
     container_id = "c" * 64
-    uid = create_running_pod(c, "nginx", "signal:SIGHUP", "127.0.0.24", container="nginx",
-                             container_id=container_id)
+    uid = create_running_pod(c, "nginx", "signal:SIGHUP", c.pods.set_up("nginx"),
+                             container="nginx", container_id=container_id)
     record = tmp_path / "signals"
     container_process(uid, container_id, record)
     c.kubelet_sets_up(uid, CM, "config", {"level": "1"})

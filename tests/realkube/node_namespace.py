@@ -15,25 +15,13 @@ refuse to run elsewhere) and VM_NODE_IP. Everything goes when the last process i
 ends: nothing is added to the machine's own network namespace or mount table.
 """
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import KUBELET_SYSCTLS  # noqa: E402
-
-NODE_IP = "10.77.0.1"
-NODE_PREFIX = 24
-NODE_LINK = "vmk-node"
-
-
-def tool(name):
-    for path in (shutil.which(name), f"/usr/sbin/{name}", f"/sbin/{name}", f"/usr/bin/{name}"):
-        if path and os.access(path, os.X_OK):
-            return path
-    raise SystemExit(f"node namespace: {name} is missing (the Makefile's deps-real-kube "
-                     "installs it)")
+from netns import NODE_IP, set_up_node_link, tool  # noqa: E402
 
 
 def run(*args):
@@ -45,13 +33,8 @@ def net_namespace_inode():
 
 
 def set_up(workdir):
-    ip = tool("ip")
     mount = tool("mount")
-    run(ip, "link", "set", "lo", "up")
-    run(ip, "link", "add", NODE_LINK, "type", "veth", "peer", "name", NODE_LINK + "-peer")
-    run(ip, "addr", "add", f"{NODE_IP}/{NODE_PREFIX}", "dev", NODE_LINK)
-    run(ip, "link", "set", NODE_LINK + "-peer", "up")
-    run(ip, "link", "set", NODE_LINK, "up")
+    set_up_node_link()
     run(mount, "-t", "tmpfs", "-o", "mode=0755", "node-var-log", "/var/log")
     values = Path(workdir) / "sysctls"
     values.mkdir(parents=True, exist_ok=True)

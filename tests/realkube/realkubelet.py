@@ -15,10 +15,9 @@ no anonymous requests, the Watch strategy and --sync-frequency as given. It regi
 Node (a pre-created Node without status makes 1.20 panic) under its node credentials: a client
 certificate for system:node:<name> in system:nodes, signed by the server's client CA.
 
-`SandboxNetworks` gives each pod sandbox that is not on the host network a network namespace of
-its own, held by a sleeping process and joined to the node's namespace by a veth pair; the fake
-runtime reports its address, and the kubelet writes it to `status.podIP`. `enter(ip)` gives the
-command prefix that runs a program inside a pod's network namespace (a reload listener).
+Each pod sandbox that is not on the host network gets a network namespace of its own from
+netns.PodNetworks (a veth pair to the node's); the fake runtime reports its address, and the
+kubelet writes it to `status.podIP`.
 """
 import json
 import os
@@ -30,7 +29,7 @@ import time
 from pathlib import Path
 
 import realkube
-from node_namespace import tool
+from netns import PodNetworks, tool
 
 KUBELET = realkube.KUBE_DIR / "bin" / "kubelet"
 
@@ -45,72 +44,6 @@ def available():
 def in_node_namespace():
     """True inside node_namespace.py's namespaces (never in the machine's own)."""
     return os.environ.get("VM_NODE_NAMESPACE") == str(os.stat("/proc/self/ns/net").st_ino)
-
-
-class SandboxNetworks:
-    """Pod sandbox networks: sandbox k gets 10.78.k.2/30, the node's end 10.78.k.1."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._next = 1
-        self._sandboxes = {}  # sandbox id -> (holder process, ip, node-side link)
-        self.ip = tool("ip")
-        self.nsenter = tool("nsenter")
-        self.unshare = tool("unshare")
-
-    def set_up(self, sandbox_id, metadata=None):
-        with self._lock:
-            if sandbox_id in self._sandboxes:
-                return self._sandboxes[sandbox_id][1]
-            k = self._next
-            self._next += 1
-        if k > 250:
-            raise RuntimeError("more than 250 pod sandboxes in one node namespace")
-        holder = subprocess.Popen([self.unshare, "--net", "--", "sleep", "infinity"])
-        own = os.stat("/proc/self/ns/net").st_ino
-        deadline = time.monotonic() + 10
-        while os.stat(f"/proc/{holder.pid}/ns/net").st_ino == own:
-            if time.monotonic() > deadline or holder.poll() is not None:
-                holder.kill()
-                raise RuntimeError("the sandbox's network namespace did not come up")
-            time.sleep(0.005)
-        link = f"vmk-pod{k}"
-        pod_ip = f"10.78.{k}.2"
-
-        def inside(*args):
-            subprocess.run([self.nsenter, "-t", str(holder.pid), "-n", *args], check=True)
-        subprocess.run([self.ip, "link", "add", link, "type", "veth", "peer", "name", "eth0",
-                        "netns", str(holder.pid)], check=True)
-        subprocess.run([self.ip, "addr", "add", f"10.78.{k}.1/30", "dev", link], check=True)
-        subprocess.run([self.ip, "link", "set", link, "up"], check=True)
-        inside(self.ip, "link", "set", "lo", "up")
-        inside(self.ip, "addr", "add", f"{pod_ip}/30", "dev", "eth0")
-        inside(self.ip, "link", "set", "eth0", "up")
-        inside(self.ip, "route", "add", "default", "via", f"10.78.{k}.1")
-        with self._lock:
-            self._sandboxes[sandbox_id] = (holder, pod_ip, link)
-        return pod_ip
-
-    def tear_down(self, sandbox_id):
-        """The namespace goes with its holder, and the veth pair with it."""
-        with self._lock:
-            entry = self._sandboxes.pop(sandbox_id, None)
-        if entry:
-            entry[0].kill()
-            entry[0].wait()
-
-    def enter(self, pod_ip):
-        """The command prefix that runs a program in the network namespace of the sandbox with
-        this address."""
-        with self._lock:
-            for holder, ip, _ in self._sandboxes.values():
-                if ip == pod_ip:
-                    return [self.nsenter, "-t", str(holder.pid), "-n"]
-        raise KeyError(f"no sandbox has the address {pod_ip}")
-
-    def close(self):
-        for sandbox_id in list(self._sandboxes):
-            self.tear_down(sandbox_id)
 
 
 def kubelet_configuration(workdir, ca_file, sync_frequency, healthz_port):
@@ -421,7 +354,7 @@ class KubeletNode:
         self.node_ip = os.environ["VM_NODE_IP"]
         self.sync_frequency = sync_frequency
         self.server = realkube.RealApiServer(self.dir / "apiserver", tokens=tokens)
-        self.networks = SandboxNetworks()
+        self.networks = PodNetworks()
         runtime = self.dir / "runtime"
         (runtime / "image-fs").mkdir(parents=True, exist_ok=True)
         self.cri = FakeCri(str(realkube.KUBE_DIR / "cri"), str(runtime / "run" / "cri.sock"),
