@@ -43,11 +43,14 @@ BUILD_PACKAGES := cmake ninja-build g++ make pkg-config libuv1-dev nlohmann-json
 # is used as is.
 # e2fsprogs: mkfs.ext4 for the disk-full test's loop-mounted ext4 image.
 # python3-h2: scripted HTTP/2 servers (GOAWAY; client certificates) for the client transport tests.
+# iproute2, util-linux: the cluster-mode tests' node and pod network namespaces (pods are called at
+# addresses of their own, never loopback).
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
                  openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
-                 prometheus python3-prometheus-client nghttp2-proxy e2fsprogs python3-h2
+                 prometheus python3-prometheus-client nghttp2-proxy e2fsprogs python3-h2 \
+                 iproute2 util-linux
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
@@ -59,8 +62,9 @@ BENCH_PACKAGES := python3-matplotlib iproute2
 # `make run`: the demo pod's application (examples/reload-listener.py, Python's standard library);
 # curl for the admin endpoints the banner names (a minimal Debian 12 has neither).
 RUN_PACKAGES := python3 curl
-# `make run-cluster`: the test API server (Python, yaml, openssl for its PKI).
-RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl
+# `make run-cluster`: the test API server (Python, yaml, openssl for its PKI); as root, the pod
+# application's network namespace (iproute2, util-linux's unshare and nsenter).
+RUN_CLUSTER_PACKAGES := python3 python3-yaml openssl iproute2 util-linux
 # The real-Kubernetes tier (tests/realkube): Go 1.19 builds kube-apiserver and kubelet v1.20.2
 # from Debian's source package (fetched with a private APT configuration under the build dir),
 # with Debian's reflect2 in place of the vendored one; etcd is Debian's etcd-server, unpacked into

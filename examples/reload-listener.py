@@ -8,6 +8,7 @@ Usage: examples/reload-listener.py [--address 127.0.0.1] [--volume DIR]
 """
 import argparse
 import os
+import socketserver
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -40,8 +41,15 @@ def main():
         def log_message(self, *args):
             pass
 
+    class Server(HTTPServer):
+        def server_bind(self):
+            # HTTPServer's own looks the address's name up (getfqdn), which waits for DNS
+            # timeouts in a pod network without a resolver; the name is never used here.
+            socketserver.TCPServer.server_bind(self)
+            self.server_name, self.server_port = self.server_address[:2]
+
     try:
-        server = HTTPServer((args.address, 8099), Handler)
+        server = Server((args.address, 8099), Handler)
     except OSError as e:
         print(f"reload-listener: {args.address}:8099: {e}; the demo's reload calls will fail",
               file=sys.stderr)

@@ -192,7 +192,10 @@ def test_a_subpath_bind_the_kubelet_made_is_updated_in_place(node, daemon):
 
 
 LISTENER = """
-import http.server, sys
+import http.server, socketserver, sys
+class S(http.server.HTTPServer):
+    def server_bind(self):  # no name lookup of the address (no resolver in a pod network)
+        socketserver.TCPServer.server_bind(self)
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         with open(sys.argv[2], "a") as f:
@@ -200,7 +203,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
     def log_message(self, *args):
         pass
-http.server.HTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
+S(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
 """
 
 
