@@ -66,9 +66,9 @@ TEST(PodAddressTest, IPv4InAnyIPv6SpellingIsThatIPv4Address) {
 }
 
 TEST(PodAddressTest, ClusterModeNeverCallsLoopbackOrTheNodeInAnySpelling) {
-  for (const char* loopback : {"127.0.0.1", "127.0.0.2", "127.255.255.254", "::ffff:127.0.0.1",
-                               "0:0:0:0:0:ffff:7f00:1", "::ffff:127.0.0.2", "::127.0.0.1",
-                               "::1", "0:0:0:0:0:0:0:1"}) {
+  for (const char* loopback :
+       {"127.0.0.1", "127.0.0.2", "127.255.255.254", "::ffff:127.0.0.1", "0:0:0:0:0:ffff:7f00:1",
+        "::ffff:127.0.0.2", "::127.0.0.1", "::1", "0:0:0:0:0:0:0:1"}) {
     auto refused = PodActionAddress(PodWith(loopback), true, {});
     ASSERT_FALSE(refused.ok()) << loopback;
     EXPECT_THAT(refused.status().message(), HasSubstr("is a loopback address")) << loopback;
@@ -79,14 +79,12 @@ TEST(PodAddressTest, ClusterModeNeverCallsLoopbackOrTheNodeInAnySpelling) {
         << unspecified;
   }
   // The node's addresses and status.hostIP, spelled as IPv6.
-  EXPECT_THAT(PodActionAddress(PodWith("::ffff:10.0.0.5", ""), true, {"10.0.0.5"})
-                  .status()
-                  .message(),
-              HasSubstr("node's own network"));
-  EXPECT_THAT(PodActionAddress(PodWith("10.0.0.5", ""), true, {"::ffff:10.0.0.5"})
-                  .status()
-                  .message(),
-              HasSubstr("node's own network"));
+  EXPECT_THAT(
+      PodActionAddress(PodWith("::ffff:10.0.0.5", ""), true, {"10.0.0.5"}).status().message(),
+      HasSubstr("node's own network"));
+  EXPECT_THAT(
+      PodActionAddress(PodWith("10.0.0.5", ""), true, {"::ffff:10.0.0.5"}).status().message(),
+      HasSubstr("node's own network"));
   EXPECT_THAT(PodActionAddress(PodWith("0:0:0:0:0:ffff:c000:201"), true, {}).status().message(),
               HasSubstr("node's own IP (status.hostIP)"));
   // A pod's own IPv4 address given in an IPv6 form is called as IPv4.

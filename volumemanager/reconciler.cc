@@ -899,8 +899,12 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           // Published or not (another writer's swap may have left nothing to publish): the bound
           // files need the bytes the volume shows. The operation, and what waits for it, ends
           // only after every copy.
-          *copies = disk->UpdateSubPaths(SubPathUpdateRequest{request->location, &request->payload,
-                                                              (*result)->ts_dir, subpaths->mounts});
+          SubPathUpdateRequest copy;
+          copy.location = request->location;
+          copy.payload = &request->payload;
+          copy.version = (*result)->ts_dir;
+          copy.mounts = subpaths->mounts;
+          *copies = disk->UpdateSubPaths(copy);
         }
         request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();

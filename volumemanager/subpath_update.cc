@@ -72,7 +72,6 @@ struct VolumeView {
   UniqueFd dir;
   std::string device;  // its filesystem, "major:minor"
   std::string prefix;  // its path within its filesystem, with a trailing '/'
-  std::string live;    // the version ..data points to
 };
 
 base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
@@ -114,14 +113,6 @@ base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
   std::string in_fs = (info.root == "/" ? "" : info.root) + below;
   if (in_fs == "/") in_fs.clear();
   v.prefix = in_fs + "/";
-  std::array<char, 256> link{};
-  const ssize_t m =
-      ::readlinkat(v.dir.get(), atomicwriter::kDataDirName, link.data(), link.size() - 1);
-  if (m <= 0) return base::ErrnoError("readlink", shown + "/..data", errno);
-  v.live.assign(link.data(), static_cast<size_t>(m));
-  if (!atomicwriter::IsTimestampDirName(v.live)) {
-    return base::Status::Error(shown + "/..data: does not point to a version dir");
-  }
   return v;
 }
 
@@ -172,6 +163,7 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   const std::string rel =
       SubPathBindRel(request.location.pod_uid, request.location.volume_name, m.container, m.index);
   const std::string shown = request.location.root_dir + "/" + rel;
+  if (request.pause_for_testing) request.pause_for_testing(SubPathStage::kViewed);
   const UniqueFd bound(atomicwriter::OpenBeneath(v.root.get(), rel, O_PATH | O_NOFOLLOW));
   if (!bound.valid()) {
     const int err = errno;
@@ -235,18 +227,6 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   }
   c.bound_version = std::string(rest.substr(0, end_of_version));
 
-  // Bound to the file ..data publishes (the container started after the last swap): never
-  // written in place, and current.
-  const UniqueFd live(
-      atomicwriter::OpenBeneath(v.dir.get(), v.live + "/" + rel_in_version, O_PATH | O_NOFOLLOW));
-  struct stat live_st {};
-  if (live.valid() && ::fstat(live.get(), &live_st) == 0 && live_st.st_dev == st.st_dev &&
-      live_st.st_ino == st.st_ino) {
-    c.result = SubPathResult::kCurrent;
-    c.version = v.live;
-    return;
-  }
-
   // Reopened for writing through the checked descriptor (the magic link names exactly its
   // inode), and checked again to be that inode.
   const UniqueFd rw(
@@ -256,6 +236,32 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   if (::fstat(rw.get(), &rw_st) != 0) return Fail(c, base::ErrnoError("stat", shown, errno));
   if (rw_st.st_dev != st.st_dev || rw_st.st_ino != st.st_ino || !S_ISREG(rw_st.st_mode)) {
     return Refuse(c, shown + ": changed while it was checked");
+  }
+  if (request.pause_for_testing) request.pause_for_testing(SubPathStage::kOpened);
+
+  // Decided on the descriptor that is written, with `..data` read after it was opened: a file of
+  // the version `..data` names now is published content (the container started after the last
+  // swap, or the kubelet re-bound it meanwhile), current and never written in place. A file of any
+  // other version may be written: a version once unpublished is never published again, so the
+  // answer cannot go stale before the write.
+  std::array<char, 256> link{};
+  const ssize_t n =
+      ::readlinkat(v.dir.get(), atomicwriter::kDataDirName, link.data(), link.size() - 1);
+  if (n <= 0)
+    return Fail(c, base::ErrnoError("readlink", request.location.dir() + "/..data", errno));
+  const std::string live_now(link.data(), static_cast<size_t>(n));
+  if (!atomicwriter::IsTimestampDirName(live_now)) {
+    return Fail(c, base::Status::Error(request.location.dir() +
+                                       "/..data: does not point to a version dir"));
+  }
+  const UniqueFd live(
+      atomicwriter::OpenBeneath(v.dir.get(), live_now + "/" + rel_in_version, O_PATH | O_NOFOLLOW));
+  struct stat live_st {};
+  if (live.valid() && ::fstat(live.get(), &live_st) == 0 && live_st.st_dev == rw_st.st_dev &&
+      live_st.st_ino == rw_st.st_ino) {
+    c.result = SubPathResult::kCurrent;
+    c.version = live_now;
+    return;
   }
   if (base::FileHolds(rw.get(), data, rw_st.st_size)) {
     c.result = SubPathResult::kCurrent;

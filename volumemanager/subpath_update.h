@@ -31,6 +31,7 @@
 #define VOLUMEMANAGER_VOLUMEMANAGER_SUBPATH_UPDATE_H_
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -91,11 +92,19 @@ struct SubPathCopy {
   bool binds_invisible = false;
 };
 
+// Where a copy may be held up by a test (SubPathUpdateRequest::pause_for_testing).
+enum class SubPathStage {
+  kViewed,  // the volume dir read, the bound file not opened yet
+  kOpened,  // the bound file opened for writing, nothing decided yet
+};
+
 struct SubPathUpdateRequest {
   VolumeLocation location;
   const atomicwriter::Payload* payload = nullptr;  // the bytes the volume publishes now
   std::string version;                             // the version the write left live
   std::vector<SubPathMount> mounts;
+  // Tests only: called at each stage of each mount's copy (another writer acts meanwhile).
+  std::function<void(SubPathStage)> pause_for_testing;
 };
 
 // Brings each mount's bound file to the payload's bytes, as the header says. One result per

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -206,12 +207,14 @@ class SubPathUpdateTest : public ::testing::Test {
   }
 
   std::vector<SubPathCopy> Update(const atomicwriter::Payload& payload,
-                                  std::vector<SubPathMount> mounts, const std::string& version) {
+                                  std::vector<SubPathMount> mounts, const std::string& version,
+                                  std::function<void(SubPathStage)> pause = nullptr) {
     SubPathUpdateRequest request;
     request.location = VolumeLocation{root_, kUid, kPlugin, kVolume};
     request.payload = &payload;
     request.version = version;
     request.mounts = std::move(mounts);
+    request.pause_for_testing = std::move(pause);
     return UpdateSubPaths(request);
   }
 
@@ -262,6 +265,42 @@ TEST_F(SubPathUpdateTest, TheContainersViewGetsTheNewBytesAndARestartedContainer
   EXPECT_EQ(copies[0].result, SubPathResult::kCurrent) << copies[0].reason;
   EXPECT_EQ(copies[0].version, v3);
   EXPECT_EQ(vmtest::ReadFile(LiveFile("app.conf").string()), "x\n");
+}
+
+// The kubelet publishes a newer version and re-binds the subPath to its file (a container restart)
+// while a copy of the older version's bytes is under way: whether the re-bind comes before the
+// bound file is opened or after, the newer version's live file keeps its bytes.
+TEST_F(SubPathUpdateTest, AReBindToANewerVersionDuringACopyIsNeverWrittenInPlace) {
+  VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
+  const std::vector<SubPathMount> mounts = {{"app", 0, "app.conf", ""}};
+  for (const SubPathStage stage : {SubPathStage::kViewed, SubPathStage::kOpened}) {
+    SCOPED_TRACE(stage == SubPathStage::kViewed ? "re-bound before the open" : "after the open");
+    const std::string v1 = Publish(Files({{"app.conf", "v1\n"}}));
+    ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "app", 0)) << why_;
+    const std::string v2 = Publish(Files({{"app.conf", "v2 from the daemon\n"}}));
+    const auto v2_payload = Files({{"app.conf", "v2 from the daemon\n"}});
+    std::string v3;
+    auto copies = Update(v2_payload, mounts, v2, [&](SubPathStage at) {
+      if (at != stage || !v3.empty()) return;
+      // The kubelet's newer version, and the restarted container's bind of its file.
+      v3 = Publish(Files({{"app.conf", "v3 from the kubelet\n"}}));
+      Unmount(BindPath("app", 0));
+      ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "app", 0)) << why_;
+    });
+    ASSERT_FALSE(v3.empty());
+    ASSERT_EQ(copies.size(), 1u);
+    EXPECT_EQ(vmtest::ReadFile(LiveFile("app.conf").string()), "v3 from the kubelet\n");
+    if (stage == SubPathStage::kViewed) {
+      // The bind now holds the live file: current, as published.
+      EXPECT_EQ(copies[0].result, SubPathResult::kCurrent) << copies[0].reason;
+      EXPECT_EQ(copies[0].version, v3);
+      EXPECT_EQ(vmtest::ReadFile(BindPath("app", 0).string()), "v3 from the kubelet\n");
+    } else {
+      // The opened file was v1's, unpublished for good: written, the live file untouched.
+      EXPECT_EQ(copies[0].result, SubPathResult::kUpdated) << copies[0].reason;
+    }
+    Unmount(BindPath("app", 0));
+  }
 }
 
 TEST_F(SubPathUpdateTest, SubPathThroughDataAndANestedPathAndInitContainers) {
