@@ -222,6 +222,7 @@ Result<std::unique_ptr<AtomicWriter>> AtomicWriter::Open(const std::string& targ
 }
 
 Result<std::unique_ptr<AtomicWriter>> AtomicWriter::OpenBeneath(int root_fd,
+                                                                const std::string& root_dir,
                                                                 const std::string& rel_dir,
                                                                 const std::string& shown,
                                                                 Options options) {
@@ -231,7 +232,10 @@ Result<std::unique_ptr<AtomicWriter>> AtomicWriter::OpenBeneath(int root_fd,
     Status s = OpenBeneathError(shown, err);
     return Status::Error("Error creating atomic writer: " + s.message(), err);
   }
-  return std::unique_ptr<AtomicWriter>(new AtomicWriter(shown, fd, std::move(options)));
+  std::unique_ptr<AtomicWriter> writer(new AtomicWriter(shown, fd, std::move(options)));
+  writer->root_dir_ = root_dir;
+  writer->rel_dir_ = rel_dir;
+  return writer;
 }
 
 AtomicWriter::AtomicWriter(std::string target_dir, int dir_fd, Options options)
@@ -249,8 +253,13 @@ namespace {
 // One Write call. Names used in messages are relative to the volume dir.
 class WriteOperation {
  public:
-  WriteOperation(Filesystem& fs, int dir_fd, const std::string& target_dir, const Options& options)
-      : fs_(fs), dir_fd_(dir_fd), target_dir_(target_dir), options_(options) {}
+  WriteOperation(Filesystem& fs, int dir_fd, RemovalQueue::VolumeDir queued_as,
+                 const Options& options)
+      : fs_(fs),
+        dir_fd_(dir_fd),
+        queued_as_(std::move(queued_as)),
+        target_dir_(queued_as_.shown),
+        options_(options) {}
 
   Result<WriteResult> Run(const Payload& payload, const PermissionCallback& set_permissions) {
     Result<std::vector<CleanFile>> files = CleanPayload(payload);
@@ -787,12 +796,12 @@ class WriteOperation {
     if (old_ts_ == replaced_at_once_) {
       // Due now, so the ledger need not remember it: a full read that still finds it queues it
       // again, and the queue keeps the earlier due time.
-      options_.removals->Add(target_dir_, dir_st, old_ts_, st, now, options_.unpublished_grace);
+      options_.removals->Add(queued_as_, dir_st, old_ts_, st, now, options_.unpublished_grace);
       return Status::OK();
     }
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
-    options_.removals->Add(target_dir_, dir_st, old_ts_, st,
+    options_.removals->Add(queued_as_, dir_st, old_ts_, st,
                            DueTime(old_ts_, ledger.Since(old_ts_), now),
                            options_.unpublished_grace);
     return Status::OK();
@@ -879,7 +888,7 @@ class WriteOperation {
         const bool due =
             ledger.Observe(name, st, now, options_.unpublished_grace, tree.value_or(0));
         if (options_.removals != nullptr) {
-          options_.removals->Add(target_dir_, dir_st, name, st,
+          options_.removals->Add(queued_as_, dir_st, name, st,
                                  DueTime(name, ledger.Since(name), now),
                                  options_.unpublished_grace);
           ++*queued;
@@ -918,6 +927,9 @@ class WriteOperation {
 
   Filesystem& fs_;
   const int dir_fd_;
+  // The volume dir as Options::removals opens it again: beneath the root when the writer was
+  // opened so.
+  const RemovalQueue::VolumeDir queued_as_;
   const std::string& target_dir_;
   const Options& options_;
   std::vector<CleanFile> files_;
@@ -947,7 +959,8 @@ class WriteOperation {
 
 Result<WriteResult> AtomicWriter::Write(const Payload& payload,
                                         const PermissionCallback& set_permissions) {
-  WriteOperation op(*fs_, dir_fd_, target_dir_, options_);
+  WriteOperation op(*fs_, dir_fd_, RemovalQueue::VolumeDir{target_dir_, root_dir_, rel_dir_},
+                    options_);
   return op.Run(payload, set_permissions);
 }
 

@@ -167,11 +167,13 @@ class AtomicWriter {
   // path the caller trusts (tests, tools).
   static base::Result<std::unique_ptr<AtomicWriter>> Open(const std::string& target_dir,
                                                           Options options = {});
-  // Opens `rel_dir` beneath the open directory `root_fd` without following any symlink on the
-  // way (atomicwriter::OpenBeneath): what the daemon uses under its root dir. `shown` names the
-  // dir in messages (the full path). A symlink or a file where a directory should be is an
-  // error saying so.
+  // Opens `rel_dir` beneath the open directory `root_fd` (the root dir `root_dir`, opened as
+  // OpenRootDir does) without following any symlink on the way (atomicwriter::OpenBeneath): what
+  // the daemon uses under its root dir. `shown` names the dir in messages (the full path). A
+  // symlink or a file where a directory should be is an error saying so. Options::removals opens
+  // the dir again the same way, beneath `root_dir` (RemovalQueue::VolumeDir).
   static base::Result<std::unique_ptr<AtomicWriter>> OpenBeneath(int root_fd,
+                                                                 const std::string& root_dir,
                                                                  const std::string& rel_dir,
                                                                  const std::string& shown,
                                                                  Options options = {});
@@ -192,6 +194,9 @@ class AtomicWriter {
   AtomicWriter(std::string target_dir, int dir_fd, Options options);
 
   std::string target_dir_;
+  // With OpenBeneath: the root dir and the path beneath it (for Options::removals), else empty.
+  std::string root_dir_;
+  std::string rel_dir_;
   int dir_fd_;
   Options options_;
   Filesystem* fs_;

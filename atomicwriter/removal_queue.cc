@@ -1,6 +1,7 @@
 #include "atomicwriter/removal_queue.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
 #include "atomicwriter/tree_stamp.h"
 #include "base/errno_error.h"
@@ -67,24 +69,27 @@ void RemovalQueue::Stop() {
   if (worker.joinable()) worker.join();
 }
 
-void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
+void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
                        const std::string& name, const struct stat& st, Clock::time_point due,
                        Clock::duration grace) {
   const Clock::time_point now = now_();
   const bool at_once = due <= now;  // due when added: taken without a batch window
-  Entry e{dir_st.st_dev, dir_st.st_ino, st.st_dev, st.st_ino, st.st_ctim, due, grace, at_once,
-          now, false, std::nullopt};
+  Entry e{volume_dir.root, volume_dir.rel, dir_st.st_dev, dir_st.st_ino,
+          st.st_dev,       st.st_ino,      st.st_ctim,    due,
+          grace,           at_once,        now,           false,
+          std::nullopt};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Key key{volume_dir, name};
+    Key key{volume_dir.shown, name};
     if (in_progress_.count(key) != 0) return;  // being removed right now
     auto [it, inserted] = entries_.try_emplace(std::move(key), e);
     Entry& have = it->second;
     if (inserted) {
       ++stats_.added;
     } else if (have.dir_dev != e.dir_dev || have.dir_ino != e.dir_ino || have.dev != e.dev ||
-               have.ino != e.ino || !SameCtime(have.ctime, e.ctime)) {
+               have.ino != e.ino || !SameCtime(have.ctime, e.ctime) || have.root != e.root ||
+               have.rel != e.rel) {
       have = e;  // another entry under that name, or changed: the caller's view wins
     } else if (due < have.due) {
       have.due = due;
@@ -93,6 +98,22 @@ void RemovalQueue::Add(const std::string& volume_dir, const struct stat& dir_st,
     wake = WakeTime(have) < worker_wakes_at_;
   }
   if (wake) cv_.notify_all();
+}
+
+int RemovalQueue::OpenVolumeDir(const Key& key, const Entry& entry) {
+  if (entry.root.empty()) {
+    return fs_->OpenAt(AT_FDCWD, key.volume_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+  }
+  base::Result<int> root = OpenRootDir(entry.root);
+  if (!root.ok()) {
+    errno = root.status().sys_errno() != 0 ? root.status().sys_errno() : EIO;
+    return -1;
+  }
+  const int fd = atomicwriter::OpenBeneath(*root, entry.rel, O_RDONLY | O_DIRECTORY);
+  const int err = errno;
+  ::close(*root);
+  errno = err;
+  return fd;
 }
 
 size_t RemovalQueue::RunDue(Clock::time_point now) {
@@ -124,7 +145,7 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
     if (dir_fd < 0 || key.volume_dir != open_dir) {
       if (dir_fd >= 0) fs_->Close(dir_fd);
       open_dir = key.volume_dir;
-      dir_fd = fs_->OpenAt(AT_FDCWD, open_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+      dir_fd = OpenVolumeDir(key, entry);
       open_errno = errno;
       if (dir_fd >= 0 && fs_->FstatAt(dir_fd, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
         open_errno = errno;
@@ -135,7 +156,12 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
     Outcome outcome;
     Key retry_key = key;
     if (dir_fd < 0) {
-      if (open_errno == ENOENT || open_errno == ENOTDIR || open_errno == ELOOP) {
+      if (!entry.root.empty() && (open_errno == ENOTDIR || open_errno == ELOOP)) {
+        // A link or a file on the volume dir's path beneath the root: never followed, and the
+        // entry is not removed through it.
+        error = OpenBeneathError(open_dir, open_errno).message();
+        outcome = Outcome::kRefused;
+      } else if (open_errno == ENOENT || open_errno == ENOTDIR || open_errno == ELOOP) {
         outcome = Outcome::kKept;  // torn down
       } else {
         error = base::ErrnoError("open", open_dir, open_errno).message();
@@ -163,6 +189,10 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
         ++delta.failed;
         delta.last_error = error;
         again.emplace_back(std::move(retry_key), entry);
+        break;
+      case Outcome::kRefused:
+        ++delta.failed;
+        delta.last_error = error;
         break;
     }
   }
@@ -285,7 +315,7 @@ void RemovalQueue::StampNew(Clock::time_point now) {
     if (key.volume_dir != open_dir) {
       if (dir_fd >= 0) fs_->Close(dir_fd);
       open_dir = key.volume_dir;
-      dir_fd = fs_->OpenAt(AT_FDCWD, open_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+      dir_fd = OpenVolumeDir(key, entry);
       if (dir_fd >= 0 && fs_->FstatAt(dir_fd, ".", &dir_st, AT_SYMLINK_NOFOLLOW) != 0) {
         fs_->Close(dir_fd);
         dir_fd = -1;

@@ -60,7 +60,9 @@ class RemovalQueue {
     uint64_t removed = 0;    // entries removed
     uint64_t kept = 0;       // dropped at due time: live, gone, or the volume dir replaced
     uint64_t restarted = 0;  // changed since queued: queued again for a full grace period
-    uint64_t failed = 0;     // removals that failed (queued again for a full grace period)
+    // Removals that failed (queued again for a full grace period), and entries refused because
+    // a link or a file stands on their volume dir's path beneath the root (dropped).
+    uint64_t failed = 0;
     std::string last_error;  // the last failure, naming the volume dir and entry
   };
 
@@ -76,11 +78,28 @@ class RemovalQueue {
   // write of their volume queues them again). RunDue after Stop does nothing until Start.
   void Stop();
 
+  // Where the queue opens a volume dir again. With `root` set: `rel` beneath the directory `root`
+  // (opened as OpenRootDir does: the administrator's choice), one component at a time following
+  // no link (OpenBeneath); a link or a file on the way refuses the entry (Stats::failed and
+  // last_error, naming it), which is dropped: nothing is removed through it. With `root` empty:
+  // `shown` itself, a path the caller trusts (AtomicWriter::Open: tests, tools), every component
+  // but the last followed. `shown` names the dir in messages and identifies it in the queue.
+  struct VolumeDir {
+    std::string shown;
+    std::string root;
+    std::string rel;
+  };
+
   // Queues `name` in `volume_dir` (whose lstat is `dir_st`), seen as `st`, for removal at `due`
   // if still unpublished and unchanged then; `grace` is the period to start again when it has
   // changed. An entry already queued with the same identity keeps the earlier due time.
-  void Add(const std::string& volume_dir, const struct stat& dir_st, const std::string& name,
+  void Add(const VolumeDir& volume_dir, const struct stat& dir_st, const std::string& name,
            const struct stat& st, Clock::time_point due, Clock::duration grace);
+  // The same for a trusted path (VolumeDir with `root` empty).
+  void Add(const std::string& volume_dir, const struct stat& dir_st, const std::string& name,
+           const struct stat& st, Clock::time_point due, Clock::duration grace) {
+    Add(VolumeDir{volume_dir, {}, {}}, dir_st, name, st, due, grace);
+  }
 
   // Processes every entry due at `now` on the calling thread; returns how many were removed.
   size_t RunDue(Clock::time_point now);
@@ -97,6 +116,8 @@ class RemovalQueue {
     auto operator<=>(const Key&) const = default;
   };
   struct Entry {
+    std::string root;  // VolumeDir::root and rel: how the volume dir is opened again
+    std::string rel;
     dev_t dir_dev;
     ino_t dir_ino;
     dev_t dev;
@@ -111,7 +132,10 @@ class RemovalQueue {
     bool stamped = false;
     std::optional<uint64_t> tree;
   };
-  enum class Outcome { kRemoved, kKept, kRestarted, kFailed };
+  enum class Outcome { kRemoved, kKept, kRestarted, kFailed, kRefused };
+
+  // Opens the volume dir of `key` as `entry` says (VolumeDir); -1 with errno.
+  int OpenVolumeDir(const Key& key, const Entry& entry);
 
   // Removes one due entry of the volume dir open as `dir_fd` (already checked to be the entry's);
   // on kFailed `key` names what is left (it may have been renamed).

@@ -167,19 +167,22 @@ bool CgroupPathIsContainers(std::string_view path, std::string_view pod_uid, std
   if (pod_uid.empty() || id.empty()) return false;
   std::vector<std::string_view> components;
   for (std::string_view c : base::Split(path, '/')) {
-    if (!c.empty()) components.push_back(c);
+    if (c.empty()) continue;
+    // `..` steps lead from the reader's cgroup namespace root up to the common ancestor: only
+    // at the start (no path the kernel writes has one after a name).
+    if (c == ".." && !components.empty() && components.back() != "..") return false;
+    components.push_back(c);
   }
+  // The pod's component directly followed by the container's, whatever `..` steps lead there:
+  // below the steps the names are the cgroups' own. A container seen without its pod's component
+  // (`/../<id>` or `/<id>`, through the reader's private cgroup namespace) is one of the reader's
+  // own pod, never matched.
   for (size_t i = 0; i + 1 < components.size(); ++i) {
     if (IsPodComponent(components[i], pod_uid) && IsContainerComponent(components[i + 1], id)) {
       return true;
     }
   }
-  // Seen through the reader's private cgroup namespace whose root is at or below the pod's cgroup
-  // (the daemon's own pod): only `..` steps lead to the container's component. The ID is the
-  // full 64-hex random ID (ParseContainerId), so no other container's cgroup has that name.
-  size_t k = 0;
-  while (k < components.size() && components[k] == "..") ++k;
-  return k < components.size() && id.size() == 64 && IsContainerComponent(components[k], id);
+  return false;
 }
 
 bool CgroupFileNamesContainer(std::string_view cgroup_file, std::string_view pod_uid,
@@ -258,6 +261,26 @@ base::Result<uint64_t> ParseProcStatStartTime(std::string_view stat) {
 
 namespace {
 
+// The path of the first line of a /proc/PID/cgroup text that shows container `id` without any
+// pod's component: `..` steps (or none) then the container's component, what the reader's private
+// cgroup namespace shows of a container of the reader's own pod. Empty when there is none. Such a
+// process is never a target (CgroupPathIsContainers); this only names why it was not.
+std::string PathWithoutPod(std::string_view cgroup_file, std::string_view id) {
+  for (std::string_view line : base::Split(cgroup_file, '\n')) {
+    const size_t first = line.find(':');
+    if (first == std::string_view::npos) continue;
+    const size_t second = line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    const std::string_view path = line.substr(second + 1);
+    std::string_view rest = path;
+    while (rest.substr(0, 4) == "/../") rest.remove_prefix(3);
+    if (rest.empty() || rest.front() != '/') continue;
+    rest.remove_prefix(1);
+    if (IsContainerComponent(rest.substr(0, rest.find('/')), id)) return std::string(path);
+  }
+  return {};
+}
+
 // One request of a call, through the scan and after.
 struct Pending {
   const ContainerSignal* request = nullptr;
@@ -268,6 +291,9 @@ struct Pending {
   // may be the target, each with its /proc/<pid> directory fd.
   std::unordered_set<int> members;
   std::vector<Target> targets;
+  // A process that shows the container without the pod's component (never a member), and how.
+  int hidden_pod_pid = 0;
+  std::string hidden_pod_path;
 
   base::Status Error(const std::string& message) const {
     return base::Status::Error(what + ": " + message);
@@ -387,6 +413,9 @@ void Scan(std::vector<Pending>& pendings, const SignalEnvironment& env) {
       if (pending.failed || seen.gone) continue;
       if (CgroupFileNamesContainer(*cgroup, pending.request->pod_uid, pending.id)) {
         AddMember(seen, pending);
+      } else if (pending.hidden_pod_pid == 0 && cgroup->find(pending.id) != std::string::npos) {
+        pending.hidden_pod_path = PathWithoutPod(*cgroup, pending.id);
+        if (!pending.hidden_pod_path.empty()) pending.hidden_pod_pid = pid;
       }
     }
   }
@@ -396,6 +425,14 @@ void Scan(std::vector<Pending>& pendings, const SignalEnvironment& env) {
 base::Result<SignalOutcome> Finish(Pending& pending, const SignalEnvironment& env) {
   const ContainerSignal& request = *pending.request;
   if (pending.failed) return *pending.failed;
+  if (pending.members.empty() && pending.hidden_pod_pid != 0) {
+    return pending.Error("container ID " + request.container_id + " is host PID " +
+                         std::to_string(pending.hidden_pod_pid) + "'s cgroup \"" +
+                         base::ShowNul(pending.hidden_pod_path.substr(0, 200)) +
+                         "\", under no pod's component: through the daemon's cgroup namespace, "
+                         "a container of the daemon's own pod, which no action may signal; not "
+                         "sent");
+  }
   if (pending.members.empty()) {
     return pending.Error("no process of container ID " + request.container_id + " in " +
                          env.proc_dir +

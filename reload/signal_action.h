@@ -10,10 +10,13 @@
 //   `crio-<id>`, `docker-<id>.scope`, or `<id>` alone). The pause (sandbox) container and conmon
 //   or a shim have other components and never match; neither does the same container ID under
 //   another pod's component.
-// * A private cgroup namespace of the reader (the daemon) hides every cgroup above its own root:
-//   a sibling container of the daemon's own pod then reads `/../<container component>`. Only that
-//   shape (nothing but `..` before the container's component) matches without the pod's
-//   component, and only on the container's full 64-hex ID, which the runtime draws at random.
+// * A private cgroup namespace of the reader (the daemon, containerd's default on cgroup v2)
+//   shows a cgroup outside its root as `..` steps up to the common ancestor, then the cgroups'
+//   own names: another pod's container still reads `.../<pod component>/<container component>`
+//   and matches. A container seen with no pod component (`/../<container component>`, or
+//   `/<container component>` at the namespace root) is one of the daemon's own pod, which no
+//   action may target: never matched, whatever pod's containerStatuses name its ID; the call is
+//   refused naming the cgroup it read. (`..` after a name is no path the kernel writes: refused.)
 // * The target: without shareProcessNamespace, PID 1 of the container's PID namespace (the last
 //   NSpid field is 1, NSpid has at least two levels) whose parent is outside the container's
 //   cgroup (so an init of a PID namespace nested inside the container is not it). With

@@ -132,13 +132,12 @@ TEST(CgroupPathTest, Table) {
        true},
       {"crun subgroup below the scope",
        "/kubepods.slice/kubepods-pod" + s + ".slice/crio-" + id + ".scope/container", true},
-      {"seen from another pod's cgroup namespace",
+      {"another pod through the daemon's cgroup namespace: `..` up to a common ancestor, then "
+       "the cgroups' own names, the pod's among them",
        "/../../../kubepods-besteffort.slice/kubepods-besteffort-pod" + s +
            ".slice/cri-containerd-" + id + ".scope",
        true},
-      {"seen from the pod's own namespace, pod hidden", "/../cri-containerd-" + id + ".scope",
-       true},
-      {"namespace root at the pod", "/" + id, true},
+      {"`..` steps then cgroupfs names", "/../../burstable/pod" + u + "/" + id, true},
       // Never:
       {"root", "/", false},
       {"pause of the same pod", "/kubepods/burstable/pod" + u + "/" + kPauseId, false},
@@ -155,8 +154,20 @@ TEST(CgroupPathTest, Table) {
       {"id prefix only", "/kubepods/pod" + u + "/" + id.substr(0, 12), false},
       {"id with suffix", "/kubepods/pod" + u + "/" + id + "x", false},
       {"cri-containerd without .scope", "/kubepods/pod" + u + "/cri-containerd-" + id, false},
-      {"namespace fallback below another component", "/../other/" + id, false},
-      {"namespace fallback below another pod", "/../pod" + kOtherPodUid + "/" + id, false},
+      // A container seen without any pod's component is a container of the reader's own pod
+      // (through its private cgroup namespace), which no action may target, whatever pod's
+      // containerStatuses name its ID.
+      {"`..` then the container, no pod component: the daemon's own pod",
+       "/../cri-containerd-" + id + ".scope", false},
+      {"`..` then the bare id, no pod component: the daemon's own pod", "/../" + id, false},
+      {"`..` steps then the container below it, no pod component: the daemon's own pod",
+       "/../../" + id + "/container", false},
+      {"no `..`, the bare id at the namespace root: no pod component", "/" + id, false},
+      {"`..` then another component then the id: no pod component", "/../other/" + id, false},
+      {"`..` then another pod", "/../pod" + kOtherPodUid + "/" + id, false},
+      {"`..` after a name: no path the kernel writes", "/kubepods/x/../pod" + u + "/" + id, false},
+      {"`..` between the pod and the container: not directly below",
+       "/kubepods/pod" + u + "/../" + id, false},
       {"docker outside kubernetes", "/docker/" + id, false},
   };
   for (const Case& c : cases) {
@@ -782,19 +793,28 @@ TEST_F(SignalContainerRealTest, ShareProcessNamespaceTargetsTheFirstProcess) {
 }
 
 // The daemon in a private cgroup namespace rooted in its own container: a sibling container of its
-// pod reads "/../cri-containerd-<id>.scope" (the pod component is hidden). Found by the full ID;
-// the pause sibling is not signalled.
+// pod reads "/../cri-containerd-<id>.scope" (the pod component is hidden). That is a container of
+// the daemon's own pod, never a target, whatever pod's containerStatuses name its ID: refused,
+// saying why, and not signalled. A container of another pod reads "/../../<its pod>/<it>" and is
+// found through its pod's component.
 TEST_F(SignalContainerRealTest, ReaderInAPrivateCgroupNamespace) {
+  const std::string other_id = RandomContainerId();
   for (bool v2 : {false, true}) {
     SCOPED_TRACE(v2 ? "v2" : "v1");
     VM_USE_HIERARCHY(root, v2);
     const std::string pod = "kubepods.slice/kubepods-pod" + Underscored(kPodUid) + ".slice/";
+    const std::string other_pod =
+        "kubepods.slice/kubepods-pod" + Underscored(kOtherPodUid) + ".slice/";
     const std::string daemon = MakeCgroup(root, pod + "cri-containerd-" + kExecId + ".scope");
-    Process app = Start("app-" + std::to_string(v2),
-                        {"", {MakeCgroup(root, pod + "cri-containerd-" + kId + ".scope")}, true});
+    Process sibling =
+        Start("sibling-" + std::to_string(v2),
+              {"", {MakeCgroup(root, pod + "cri-containerd-" + kId + ".scope")}, true});
     Process pause =
         Start("pause-" + std::to_string(v2),
               {"", {MakeCgroup(root, pod + "cri-containerd-" + kPauseId + ".scope")}, true});
+    Process other =
+        Start("other-" + std::to_string(v2),
+              {"", {MakeCgroup(root, other_pod + "cri-containerd-" + other_id + ".scope")}, true});
     int pipe_fds[2];
     ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
     const pid_t reader = ::fork();
@@ -804,12 +824,23 @@ TEST_F(SignalContainerRealTest, ReaderInAPrivateCgroupNamespace) {
       if (!WriteText(daemon + "/cgroup.procs", "0") || ::unshare(CLONE_NEWCGROUP) != 0) {
         report = "E:cannot enter the daemon's cgroup namespace";
       } else {
-        const std::string seen = vmtest::ReadFile("/proc/" + std::to_string(app.main) + "/cgroup");
-        ContainerSignal request{kPodUid, "app", "containerd://" + kId, SIGHUP, false};
+        const std::string seen =
+            vmtest::ReadFile("/proc/" + std::to_string(sibling.main) + "/cgroup") +
+            vmtest::ReadFile("/proc/" + std::to_string(other.main) + "/cgroup");
+        // The sibling's ID named by a pod of another UID (its containerStatuses), and by the
+        // daemon's own pod: neither reaches it.
+        for (const std::string& uid : {kThirdPodUid, kPodUid}) {
+          ContainerSignal request{uid, "app", "containerd://" + kId, SIGHUP, false};
+          base::Result<SignalOutcome> outcome = SignalContainer(request);
+          report += (outcome.ok() ? "O:" + std::to_string(outcome->host_pid)
+                                  : "E:" + outcome.status().message()) +
+                    "\n";
+        }
+        ContainerSignal request{kOtherPodUid, "app", "containerd://" + other_id, SIGHUP, false};
         base::Result<SignalOutcome> outcome = SignalContainer(request);
-        report = (outcome.ok() ? "O:" + std::to_string(outcome->host_pid)
-                               : "E:" + outcome.status().message()) +
-                 "\n" + seen;
+        report += (outcome.ok() ? "O:" + std::to_string(outcome->host_pid)
+                                : "E:" + outcome.status().message()) +
+                  "\n" + seen;
       }
       const bool written =
           ::write(pipe_fds[1], report.data(), report.size()) == static_cast<ssize_t>(report.size());
@@ -822,14 +853,31 @@ TEST_F(SignalContainerRealTest, ReaderInAPrivateCgroupNamespace) {
     ::close(pipe_fds[0]);
     int status = 0;
     ASSERT_EQ(::waitpid(reader, &status, 0), reader);
-    ASSERT_EQ(report.substr(0, report.find('\n')), "O:" + std::to_string(app.main)) << report;
-    // What the reader saw: the pod's component was hidden.
+    const std::vector<std::string_view> lines = base::Split(report, '\n');
+    ASSERT_GE(lines.size(), 3u) << report;
+    for (int i : {0, 1}) {
+      const std::string line(lines[i]);
+      EXPECT_THAT(line, HasSubstr("E:SIGHUP to container app of pod ")) << report;
+      EXPECT_THAT(line,
+                  HasSubstr("/../cri-containerd-" + kId + ".scope\", under no pod's component"))
+          << report;
+      EXPECT_THAT(line, HasSubstr("a container of the daemon's own pod, which no action may "
+                                  "signal; not sent"))
+          << report;
+    }
+    EXPECT_EQ(std::string(lines[2]), "O:" + std::to_string(other.main)) << report;
+    // What the reader saw: the pod's component hidden for the sibling, `..` steps for the other.
     EXPECT_THAT(report, HasSubstr("/../cri-containerd-" + kId + ".scope")) << report;
+    EXPECT_THAT(report, HasSubstr("/../../kubepods-pod" + Underscored(kOtherPodUid) +
+                                  ".slice/cri-containerd-" + other_id + ".scope"))
+        << report;
     EXPECT_THAT(report, ::testing::Not(HasSubstr("pod" + Underscored(kPodUid)))) << report;
-    EXPECT_TRUE(WaitFor([&] { return Recorded(app, "hup"); }));
+    EXPECT_TRUE(WaitFor([&] { return Recorded(other, "hup"); }));
+    ExpectNoHup(sibling, "the sibling of the daemon's container");
     ExpectNoHup(pause, "pause");
-    Stop(app);
+    Stop(sibling);
     Stop(pause);
+    Stop(other);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
 #include "base/errno_error.h"
+#include "base/strings.h"
 #include "base/unique_fd.h"
 #include "volumemanager/operation_executor.h"
 #include "volumemanager/volume_paths.h"
@@ -227,7 +228,8 @@ base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(int root,
   if (const WriteGate* gate = WriteGate::Current(); gate != nullptr) {
     options.may_publish = [gate] { return gate->Open() ? base::Status::OK() : CancelledStatus(); };
   }
-  return atomicwriter::AtomicWriter::OpenBeneath(root, rel, request.location.dir(), options);
+  return atomicwriter::AtomicWriter::OpenBeneath(root, request.location.root_dir, rel,
+                                                 request.location.dir(), options);
 }
 
 // Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
@@ -237,32 +239,60 @@ bool MayBeEmpty(int dir_fd) {
   return ::fstatat(dir_fd, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) != 0;
 }
 
-// KubeletHasSetUp on the open volume dir.
-bool KubeletHasSetUpAt(int vol) {
-  struct stat st {};
-  bool set_up = ::fstatat(vol, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISLNK(st.st_mode);
+// The version dir that `..data` of the open volume dir `vol` (shown as `dir`) publishes, opened
+// beneath `vol` without following any link: `..data` is read as a link (the kernel never follows
+// it here) whose target must be one name beginning with `..` (a sibling version dir, as every
+// writer makes it), itself a directory, not a link. -1 when `..data` or its version is missing or
+// `..data` is no link (not set up); an error for a target that is no version dir of the volume
+// (an absolute path, `../x`, `..` itself) or a link or a file in its place: none is followed.
+base::Result<int> OpenDataVersion(int vol, const std::string& dir) {
+  char target[256];
+  const ssize_t n = ::readlinkat(vol, atomicwriter::kDataDirName, target, sizeof(target));
+  if (n < 0) {
+    if (errno == ENOENT || errno == EINVAL) return -1;  // none, or not a link
+    return base::ErrnoError("readlink", dir + "/" + atomicwriter::kDataDirName, errno);
+  }
+  const std::string version(target, static_cast<size_t>(n));
+  if (static_cast<size_t>(n) == sizeof(target) || !version.starts_with("..") || version == ".." ||
+      version.find('/') != std::string::npos) {
+    return base::Status::Error(dir + "/" + atomicwriter::kDataDirName + " points at \"" +
+                               base::ShowNul(version.substr(0, 100)) +
+                               "\", not a version dir of the volume: not followed");
+  }
+  const int fd = atomicwriter::OpenBeneath(vol, version, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;  // ..data dangles
+    return atomicwriter::OpenBeneathError(dir + "/" + version, errno);
+  }
+  return fd;
+}
+
+// KubeletHasSetUp on the open volume dir (shown as `dir`).
+base::Result<bool> KubeletHasSetUpAt(int vol, const std::string& dir) {
   // The kubelet publishes `..data` first and creates the top-level links after it. A write that
   // starts in between would create a link the kubelet is about to create, and the kubelet's
   // symlink would fail with EEXIST (a FailedMount for the user). So the set-up counts as done
-  // once every top-level name of the live version exists too. (`..data` is the one link
-  // followed: openat resolves it within the volume dir, to a version dir the kubelet made.)
-  const int data =
-      set_up ? ::openat(vol, atomicwriter::kDataDirName, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (data < 0) set_up = false;
-  DIR* d = data >= 0 ? ::fdopendir(data) : nullptr;
-  if (data >= 0 && d == nullptr) {
-    ::close(data);
-    set_up = false;
+  // once every top-level name of the live version exists too. (`..data` is read as a link and
+  // only a version dir beside it is opened, beneath the volume dir: OpenDataVersion.)
+  base::Result<int> data = OpenDataVersion(vol, dir);
+  if (!data.ok()) return data.status();
+  if (*data < 0) return false;
+  DIR* d = ::fdopendir(*data);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(*data);
+    return base::ErrnoError("list", dir + "/" + atomicwriter::kDataDirName, err);
   }
-  while (d != nullptr && set_up) {
+  bool set_up = true;
+  struct stat st {};
+  while (set_up) {
     const dirent* e = ::readdir(d);
     if (e == nullptr) break;
     const std::string_view name = e->d_name;
     if (name == "." || name == "..") continue;
     set_up = ::fstatat(vol, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
   }
-  if (d != nullptr) ::closedir(d);
+  ::closedir(d);
   return set_up;
 }
 
@@ -291,7 +321,7 @@ base::Result<bool> KubeletHasSetUp(const VolumeLocation& loc) {
     if (vol.status().sys_errno() == ENOENT) return false;
     return vol.status();
   }
-  return KubeletHasSetUpAt(vol->get());
+  return KubeletHasSetUpAt(vol->get(), loc.dir());
 }
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {
@@ -306,9 +336,13 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
     // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
     auto writer = OpenWriter(root, volume_rel, request, /*owned=*/false);
     if (!writer.ok()) return writer.status();
-    if (!request.kubelet_set_up_checked && !KubeletHasSetUpAt((*writer)->dir_fd())) {
-      return base::Status::Error("volume dir " + dir +
-                                 " has no ..data link: the kubelet has not set it up (yet)");
+    if (!request.kubelet_set_up_checked) {
+      base::Result<bool> set_up = KubeletHasSetUpAt((*writer)->dir_fd(), dir);
+      if (!set_up.ok()) return set_up.status();
+      if (!*set_up) {
+        return base::Status::Error("volume dir " + dir +
+                                   " has no ..data link: the kubelet has not set it up (yet)");
+      }
     }
     return (*writer)->Write(request.payload, request.set_permissions);
   }

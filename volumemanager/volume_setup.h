@@ -86,7 +86,10 @@ struct SetUpRequest {
 // True when the volume dir holds a `..data` link (the kubelet, or another writer, has set it up)
 // and every top-level name of the version it points at; false when it does not, or does not
 // exist. An error when the volume's path cannot be walked safely (a symlink or a file where a
-// directory should be): that is no set-up to wait for but a volume to fail, saying why.
+// directory should be), or when `..data` names anything but a version dir beside it (an absolute
+// path, `../x`, `..`, or a version name that is itself a link): `..data` is read as a link and
+// its version opened beneath the volume dir, never followed out of it. That is no set-up to wait
+// for but a volume to fail, saying why.
 base::Result<bool> KubeletHasSetUp(const VolumeLocation& location);
 
 // The volume dir, opened beneath the root dir without following any link (O_RDONLY |

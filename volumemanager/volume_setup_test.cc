@@ -402,3 +402,81 @@ TEST_F(VolumeSetupTest, AVolumeDirReplacedByALinkIsReleasedNotFollowed) {
 
 }  // namespace
 }  // namespace volumemanager
+
+namespace volumemanager {
+namespace {
+
+// `..data` names a version dir beside it, nothing else: a target outside the volume dir (an
+// absolute path, `..` steps, `..` itself) or a version name that is a link is refused by the
+// set-up check, naming it, and nothing where it points is read or written.
+TEST_F(VolumeSetupTest, ADataLinkOutOfTheVolumeIsNeverFollowed) {
+  const std::string dir = Loc().dir();
+  const fs::path elsewhere = fs::path(root_).parent_path() / "elsewhere";
+  fs::create_directories(elsewhere);
+  std::ofstream(elsewhere / "key") << "outside";  // what a followed link would find "set up"
+  fs::create_directories(dir + "/..2026_11_24_00_00_00.1");
+  std::ofstream(dir + "/..2026_11_24_00_00_00.1/key") << "v1";
+  fs::create_directory_symlink(elsewhere, dir + "/..2026_11_24_00_00_00.2");
+  fs::create_symlink("..data/key", dir + "/key");
+  const auto before = atomicwriter::SnapshotTree(elsewhere.string());
+  const std::string targets[] = {elsewhere.string(), fs::relative(elsewhere, dir).string(),
+                                 "..2026_11_24_00_00_00.2", ".."};
+  for (const std::string& target : targets) {
+    SCOPED_TRACE(target);
+    fs::remove(dir + "/..data");
+    fs::create_directory_symlink(target, dir + "/..data");
+    auto set_up = KubeletHasSetUp(Loc());
+    ASSERT_FALSE(set_up.ok()) << "followed, found set up: " << *set_up;
+    EXPECT_NE(set_up.status().message().find("not followed"), std::string::npos)
+        << set_up.status().message();
+    EXPECT_NE(set_up.status().message().find(dir + "/.."), std::string::npos)
+        << set_up.status().message();
+    SetUpRequest req = Req(Loc(), Payload("v2"));
+    req.refresh_only = true;
+    auto write = SetUpVolume(req);
+    EXPECT_FALSE(write.ok());
+    EXPECT_EQ(atomicwriter::SnapshotTree(elsewhere.string()), before);
+    EXPECT_EQ(fs::read_symlink(dir + "/..data").string(), target) << "the link is left in place";
+  }
+  // The same volume with `..data` on its own version: set up, and refreshed.
+  fs::remove(dir + "/..data");
+  fs::create_directory_symlink("..2026_11_24_00_00_00.1", dir + "/..data");
+  ASSERT_TRUE(KubeletHasSetUp(Loc()).ok());
+  EXPECT_TRUE(*KubeletHasSetUp(Loc()));
+}
+
+// The removal queue opens a volume dir again beneath the root, one component at a time: a pod
+// dir moved out of the root (its inodes kept, so every identity check of the queue still holds)
+// with a link in its place is not followed, nothing is removed out there, and the refusal is
+// reported.
+TEST_F(VolumeSetupTest, TheRemovalQueueNeverFollowsALinkAboveAVolumeDir) {
+  atomicwriter::RemovalQueue queue;
+  SetUpRequest first = Req(Loc(), Payload("v1"));
+  first.removals = &queue;
+  ASSERT_TRUE(SetUpVolume(first).ok());
+  SetUpRequest second = Req(Loc(), Payload("v2"));
+  second.removals = &queue;
+  auto write = SetUpVolume(second);
+  ASSERT_TRUE(write.ok()) << write.status().message();
+  ASSERT_EQ(queue.pending(), 1u) << "the replaced version";
+  const fs::path outside = fs::path(root_).parent_path() / "outside";
+  fs::create_directories(outside);
+  fs::rename(root_ + "/pods/uid-1", outside / "uid-1");
+  fs::create_directory_symlink(outside / "uid-1", root_ + "/pods/uid-1");
+  const auto before = atomicwriter::SnapshotTree((outside / "uid-1").string());
+
+  EXPECT_EQ(queue.RunAll(), 0u);
+  EXPECT_EQ(atomicwriter::SnapshotTree((outside / "uid-1").string()), before)
+      << "removed through the link";
+  const atomicwriter::RemovalQueue::Stats stats = queue.stats();
+  EXPECT_EQ(stats.removed, 0u);
+  EXPECT_EQ(stats.failed, 1u);
+  EXPECT_NE(stats.last_error.find("a symlink stands where a directory of this path should be"),
+            std::string::npos)
+      << stats.last_error;
+  EXPECT_EQ(queue.pending(), 0u) << "dropped: nothing is removed through a link later either";
+  EXPECT_TRUE(fs::is_symlink(root_ + "/pods/uid-1")) << "the link is left in place";
+}
+
+}  // namespace
+}  // namespace volumemanager

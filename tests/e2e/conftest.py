@@ -200,6 +200,7 @@ class DaemonProcess:
         self.log_path = log_path
         self._log = None
         self.scraped = []  # (what, bytes) of admin endpoints read while it ran
+        self.wrapper = []  # a command that runs the binary (its arguments follow), e.g. unshare
         _DAEMONS.append(self)
 
     def scrape_admin(self):
@@ -243,7 +244,7 @@ class DaemonProcess:
             for flag in ("--healthz-bind-address", "--debug-bind-address"):
                 if flag not in args:
                     admin += [flag, "127.0.0.1:0"]
-        self.proc = subprocess.Popen([BIN, *args, *admin], stdout=self._log,
+        self.proc = subprocess.Popen([*self.wrapper, BIN, *args, *admin], stdout=self._log,
                                      stderr=subprocess.STDOUT)
         return self.proc
 

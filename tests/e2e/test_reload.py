@@ -438,16 +438,22 @@ def writable_cgroup_v1(tmp_path):
 def container_process(tmp_path):
     """Starts, on demand, a container's main process as a runtime would: PID 1 of a new PID
     namespace, moved into `kubepods/burstable/pod<uid>/<container id>` of a cgroup v1 hierarchy
-    (under a dir of the test's own), recording each SIGHUP it catches. Killed and removed after."""
+    (under a dir of the test's own), recording each SIGHUP it catches; `.cgroup(uid, id)` makes
+    and returns such a cgroup for a process of the test's choice. Every process in them is killed
+    and the cgroups removed after."""
     if os.geteuid() != 0:
         pytest.skip(f"{NEEDS_ROOT}: moves a process into a cgroup and a PID namespace")
     hierarchy, mounted = writable_cgroup_v1(tmp_path)
     base = hierarchy / f"vmtest-e2e-{os.getpid()}"
     started = []
 
-    def start(pod_uid, container_id, record):
+    def container_cgroup(pod_uid, container_id):
         cgroup = base / "kubepods" / "burstable" / f"pod{pod_uid}" / container_id
-        cgroup.mkdir(parents=True)
+        cgroup.mkdir(parents=True, exist_ok=True)
+        return cgroup
+
+    def start(pod_uid, container_id, record):
+        cgroup = container_cgroup(pod_uid, container_id)
         script = (f"trap 'echo hup >> {record}' HUP; echo ready >> {record}; "
                   "while :; do sleep 0.1; done")
         proc = subprocess.Popen(["unshare", "--pid", "--fork", "/bin/sh", "-c", script])
@@ -459,6 +465,7 @@ def container_process(tmp_path):
                  what="the process's traps set")
         return pid
 
+    start.cgroup = container_cgroup  # (pod uid, container id): that container's cgroup, made
     try:
         yield start
     finally:
@@ -499,3 +506,41 @@ def test_cluster_mode_a_signal_action_reaches_the_containers_main_process(cluste
                       what="the Reloaded Event")
     assert "SIGHUP to PID 1" in events[0]["message"], events[0]["message"]
     assert record.read_text().count("hup") == 1
+
+
+def test_cluster_mode_a_signal_never_reaches_a_container_of_the_daemons_own_pod(
+        cluster, container_process, tmp_path):
+    """The daemon in a private cgroup namespace rooted at its own container's cgroup (containerd's
+    default on cgroup v2; here on the test's cgroup v1 hierarchy): a sibling container of its pod
+    reads `/../<id>` in /proc/<pid>/cgroup, with no pod component. A pod whose containerStatuses
+    name that ID gets a ReloadFailed saying why, and the sibling no signal."""
+    c = cluster
+    c.put_configmap("app", {"level": "1"})
+    daemon_pod, sibling_id = "0d0d0d0d-0000-4000-8000-000000000001", "d" * 64
+    record = tmp_path / "signals"
+    sibling = container_process(daemon_pod, sibling_id, record)
+    daemon_cgroup = container_process.cgroup(daemon_pod, "e" * 64)
+    uid = create_running_pod(c, "nginx", "signal:SIGHUP", c.pods.set_up("nginx"),
+                             container="nginx", container_id=sibling_id)
+    c.kubelet_sets_up(uid, CM, "config", {"level": "1"})
+    # Into its container's cgroup, then a cgroup namespace of its own rooted there.
+    c.wrapper = ["/bin/sh", "-c",
+                 f'echo $$ > {daemon_cgroup}/cgroup.procs && exec unshare --cgroup "$@"', "sh"]
+    c.start("--reload-signals")
+    c.wait_synced("configmap default/app")
+    # What the daemon reads of the sibling: its container, no pod component above it.
+    seen = subprocess.run(["nsenter", "-t", str(c.proc.pid), "-C", "cat",
+                           f"/proc/{sibling}/cgroup"], capture_output=True, text=True, check=True)
+    assert f":/../{sibling_id}\n" in seen.stdout, seen.stdout
+    c.put_configmap("app", {"level": "2"})
+    [outcome] = wait_for(lambda: [e for e in c.events()
+                                  if e["reason"] in ("Reloaded", "ReloadFailed")],
+                         what="the reload action's Event")
+    assert outcome["reason"] == "ReloadFailed", outcome["message"]
+    assert f'cgroup "/../{sibling_id}", under no pod\'s component' in outcome["message"], \
+        outcome["message"]
+    assert "a container of the daemon's own pod, which no action may signal; not sent" in \
+        outcome["message"], outcome["message"]
+    quiet(0.5)
+    assert "hup" not in record.read_text()
+    c.stop()
