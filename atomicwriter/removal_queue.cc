@@ -142,6 +142,14 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   struct stat dir_st {};
   for (auto& [key, entry] : batch) {
     if (stop_requested_.load(std::memory_order_relaxed)) break;  // the rest stays on disk
+    if (permitted_ && !permitted_()) {
+      // Not this process's to remove now (its node lock is lost): held, looked at again later,
+      // removed only once writes are permitted again.
+      ++delta.held;
+      entry.due = now_() + kHeldRetry;
+      again.emplace_back(key, entry);
+      continue;
+    }
     if (dir_fd < 0 || key.volume_dir != open_dir) {
       if (dir_fd >= 0) fs_->Close(dir_fd);
       open_dir = key.volume_dir;
@@ -202,6 +210,7 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   stats_.kept += delta.kept;
   stats_.restarted += delta.restarted;
   stats_.failed += delta.failed;
+  stats_.held += delta.held;
   if (!delta.last_error.empty()) stats_.last_error = delta.last_error;
   // Due a grace period from now; a newer Add wins.
   for (auto& [key, entry] : again) {

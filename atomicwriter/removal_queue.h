@@ -11,12 +11,13 @@
 // inode and ctime, and nothing in its tree changed (one still being written, even only in a nested
 // subdir, or replaced, restarts its grace period; a tree too big to stamp is never removed). An
 // entry due when added (a version replaced in a volume no other writer touches, or a grace period
-// of zero) has no grace period to protect: it is judged by its own inode and ctime only. The removal renames the entry to
-// `kRemovingPrefix` + 16 hex digits first (one rename: from then on no writer can publish it, and
-// a write or a second queue that finds the name gone skips it), checks `..data` once more (and
-// renames it back in the unlikely case it became live), then removes the tree. A crash leaves at
-// worst such a `..volumemanager_removing.*` entry or the unpublished dir itself, which the next
-// write of the volume finds and queues again like any other unpublished entry.
+// of zero) has no grace period to protect: it is judged by its own inode and ctime only. The
+// removal renames the entry to `kRemovingPrefix` + 16 hex digits first (one rename: from then on no
+// writer can publish it, and a write or a second queue that finds the name gone skips it), checks
+// `..data` once more (and renames it back in the unlikely case it became live), then removes the
+// tree. A crash leaves at worst such a `..volumemanager_removing.*` entry or the unpublished dir
+// itself, which the next write of the volume finds and queues again like any other unpublished
+// entry.
 //
 // Due entries are taken in batches, sorted by volume dir and name, and each tree is removed
 // children first in inode order, which keeps the filesystem's inode table updates together. The
@@ -63,6 +64,8 @@ class RemovalQueue {
     // Removals that failed (queued again for a full grace period), and entries refused because
     // a link or a file stands on their volume dir's path beneath the root (dropped).
     uint64_t failed = 0;
+    // Times an entry was due but held back because removing was not permitted (SetPermission).
+    uint64_t held = 0;
     std::string last_error;  // the last failure, naming the volume dir and entry
   };
 
@@ -71,6 +74,12 @@ class RemovalQueue {
   ~RemovalQueue();  // stops the worker; entries not yet removed stay on disk
   RemovalQueue(const RemovalQueue&) = delete;
   RemovalQueue& operator=(const RemovalQueue&) = delete;
+
+  // What says whether removing is permitted now (one writer per node: the write gate of the
+  // node's lock), asked on the removing thread right before each entry is claimed. While it says
+  // no, nothing is removed: the entries stay queued and are looked at again a retry interval
+  // later (Stats::held). Unset: always permitted. Set before Start.
+  void SetPermission(std::function<bool()> permitted) { permitted_ = std::move(permitted); }
 
   // Starts the worker thread. Idempotent.
   void Start();
@@ -150,8 +159,12 @@ class RemovalQueue {
   // else its due time, plus the batch window unless it is at_once.
   static Clock::time_point WakeTime(const Entry& e);
 
+  // How long a held-back entry waits before it is looked at again.
+  static constexpr Clock::duration kHeldRetry = std::chrono::seconds(1);
+
   Filesystem* fs_;
   std::function<Clock::time_point()> now_;
+  std::function<bool()> permitted_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, Entry> entries_;

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "atomicwriter/fault_injection_filesystem.h"
@@ -41,6 +43,33 @@ TEST_F(QueuedWriterTest, TheReplacedVersionIsQueuedNotRemovedAndGoesWhenItsGrace
   EXPECT_EQ(DescribeDebris(vol_, v2), "");
   EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v2));
   EXPECT_EQ(queue_.pending(), 0u);
+}
+
+// One writer per node: while the queue is not permitted to remove (the node's lock lost), a due
+// entry is held, nothing under the volume is renamed or removed; once permitted again, it goes.
+TEST_F(QueuedWriterTest, NothingIsRemovedWhileRemovingIsNotPermitted) {
+  std::atomic<bool> permitted{false};
+  queue_.SetPermission([&] { return permitted.load(); });
+  auto w = OpenWriter(Queued());
+  auto r1 = w->Write(MakePayload({{"a", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "2"}})).ok());
+  const std::set<std::string> before = DotDotEntries();
+  now_ += seconds(30);
+  EXPECT_EQ(queue_.RunDue(now_), 0u);
+  EXPECT_EQ(DotDotEntries(), before) << "renamed or removed without the lock";
+  EXPECT_TRUE(Removing().empty());
+  EXPECT_EQ(queue_.stats().held, 1u);
+  EXPECT_EQ(queue_.pending(), 1u) << "held entries stay queued";
+  // Looked at again a retry interval later, still not permitted: still there.
+  now_ += seconds(1);
+  EXPECT_EQ(queue_.RunDue(now_), 0u);
+  EXPECT_TRUE(fs::is_directory(fs::path(vol_) / r1->ts_dir));
+  EXPECT_EQ(queue_.stats().held, 2u);
+  permitted = true;
+  now_ += seconds(1);
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r1->ts_dir));
 }
 
 TEST_F(QueuedWriterTest, AWriteNeverRemovesATreeItself) {

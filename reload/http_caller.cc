@@ -90,10 +90,12 @@ void HttpCaller::Start(Id id, HttpCallRequest request, Done done) {
 
   sockaddr_storage addr{};
   const bool v6 = t->request.ip.find(':') != std::string::npos;
-  int rc = v6 ? uv_ip6_addr(t->request.ip.c_str(), t->request.port,
-                            reinterpret_cast<sockaddr_in6*>(&addr))
-              : uv_ip4_addr(t->request.ip.c_str(), t->request.port,
-                            reinterpret_cast<sockaddr_in*>(&addr));
+  const std::string dial = options_.connect_address_for_testing
+                               ? options_.connect_address_for_testing(t->request.ip)
+                               : t->request.ip;
+  int rc = dial.find(':') != std::string::npos
+               ? uv_ip6_addr(dial.c_str(), t->request.port, reinterpret_cast<sockaddr_in6*>(&addr))
+               : uv_ip4_addr(dial.c_str(), t->request.port, reinterpret_cast<sockaddr_in*>(&addr));
   const std::string host =
       (v6 ? "[" + t->request.ip + "]" : t->request.ip) + ":" + std::to_string(t->request.port);
   t->out = t->request.method + " " + t->request.path + " HTTP/1.1\r\nHost: " + host +

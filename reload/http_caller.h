@@ -50,6 +50,10 @@ struct HttpCallerOptions {
   size_t max_concurrent = 32;
   size_t max_response_head = 16 * 1024;
   std::string user_agent = "volumemanager";
+  // Tests only: the address connected to for a call to `ip` (a loopback listener standing in for
+  // a pod's own address, which a unit test cannot have without network namespaces). The request
+  // itself (its Host header) still names `ip`. Empty: `ip` itself.
+  std::function<std::string(const std::string& ip)> connect_address_for_testing;
 };
 
 class HttpCaller {

@@ -54,7 +54,11 @@ class ReloadControllerTest : public ::testing::Test {
     o.retry_initial = std::chrono::milliseconds(10);
     o.min_interval = std::chrono::milliseconds(0);
     o.http.timeout = std::chrono::milliseconds(2000);
-    o.node_addresses = [] { return std::vector<std::string>{"127.0.0.1"}; };
+    o.node_addresses = [] { return std::vector<std::string>{"127.0.0.1", "192.0.2.1"}; };
+    // Pods at documentation addresses are served by listeners on 127.0.0.2.
+    o.http.connect_address_for_testing = [](const std::string& ip) {
+      return ip.starts_with("198.51.100.") ? std::string("127.0.0.2") : ip;
+    };
     o.on_result = [this](const kube::Pod&, bool ok, const std::string& m) {
       results_.push_back({ok, m});
     };
@@ -184,10 +188,10 @@ TEST_F(ReloadControllerTest, BadAnnotationsAreReportedOnceAndDoNothing) {
 TEST_F(ReloadControllerTest, TerminatingOrStoppedPodsAreNotCalled) {
   Listener l("HTTP/1.1 200 OK\r\n\r\n");
   Controller(/*cluster_mode=*/true);
-  auto terminating = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0", "127.0.0.2"));
+  auto terminating = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0", "198.51.100.2"));
   terminating->metadata.deletion_timestamp = "2026-11-28T00:00:00Z";
   controller_->OnPod(terminating);
-  auto pending = std::make_shared<kube::Pod>(*Pod("b", Url(l), "0", "127.0.0.2"));
+  auto pending = std::make_shared<kube::Pod>(*Pod("b", Url(l), "0", "198.51.100.2"));
   pending->status.phase = "Pending";
   controller_->OnPod(pending);
   Swap("a", "config");
@@ -213,28 +217,34 @@ TEST_F(ReloadControllerTest, ContainersThatStartedAfterTheChangeNeedNoReload) {
   ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
 }
 
+// Pods at documentation addresses (198.51.100.0/24), reached through a loopback listener that
+// stands in for them (HttpCallerOptions::connect_address_for_testing): cluster mode never calls
+// loopback itself.
 TEST_F(ReloadControllerTest, ClusterModeCallsOnlyThePodsOwnIp) {
   Listener pod_listener("HTTP/1.1 200 OK\r\n\r\n", "127.0.0.2");
   Controller(/*cluster_mode=*/true);
-  controller_->OnPod(Pod("a", Url(pod_listener), "0", "127.0.0.2"));
+  controller_->OnPod(Pod("a", Url(pod_listener), "0", "198.51.100.7"));
   Swap("a", "config");
   ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
   EXPECT_TRUE(results_[0].ok) << results_[0].message;
-  EXPECT_THAT(pod_listener.requests().at(0), HasSubstr("Host: 127.0.0.2:"));
+  EXPECT_THAT(pod_listener.requests().at(0), HasSubstr("Host: 198.51.100.7:"));
 
-  auto host_network = std::make_shared<kube::Pod>(*Pod("b", Url(pod_listener), "0", "127.0.0.2"));
+  auto host_network =
+      std::make_shared<kube::Pod>(*Pod("b", Url(pod_listener), "0", "198.51.100.8"));
   host_network->spec.host_network = true;
   controller_->OnPod(host_network);
-  controller_->OnPod(Pod("c", Url(pod_listener), "0", "127.0.0.1"));  // a node address
+  controller_->OnPod(Pod("c", Url(pod_listener), "0", "192.0.2.1"));         // a node address
+  controller_->OnPod(Pod("d", Url(pod_listener), "0", "::ffff:127.0.0.2"));  // loopback
   Swap("b", "config");
   Swap("c", "config");
-  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 3; }));
+  Swap("d", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 4; }));
   EXPECT_EQ(pod_listener.requests().size(), 1u);
-  for (size_t i = 1; i < 3; ++i) {
+  for (size_t i = 1; i < 4; ++i) {
     EXPECT_FALSE(results_[i].ok);
     EXPECT_THAT(results_[i].message, HasSubstr("refused:"));
   }
-  EXPECT_EQ(controller_->action_counts().at({"http", "refused"}), 2);
+  EXPECT_EQ(controller_->action_counts().at({"http", "refused"}), 3);
 }
 
 TEST_F(ReloadControllerTest, RetriesAreBounded) {
@@ -254,12 +264,13 @@ TEST_F(ReloadControllerTest, RetriesAreBounded) {
 TEST_F(ReloadControllerTest, ARetryGoesNowhereWhenThePodsIpChanged) {
   Listener failing("HTTP/1.1 503 Service Unavailable\r\n\r\n", "127.0.0.2");
   Controller(/*cluster_mode=*/true);
-  controller_->OnPod(Pod("a", Url(failing), "0", "127.0.0.2"));
+  controller_->OnPod(Pod("a", Url(failing), "0", "198.51.100.2"));
   Swap("a", "config");
   ASSERT_TRUE(loop_.RunUntil([&] { return failing.requests().size() == 1; }));
-  controller_->OnPod(Pod("a", Url(failing), "0", "127.0.0.3"));  // the IP went to another pod
+  controller_->OnPod(Pod("a", Url(failing), "0", "198.51.100.3"));  // the IP went to another pod
   ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
-  EXPECT_THAT(results_[0].message, HasSubstr("the pod's IP changed from 127.0.0.2 to 127.0.0.3"));
+  EXPECT_THAT(results_[0].message,
+              HasSubstr("the pod's IP changed from 198.51.100.2 to 198.51.100.3"));
   EXPECT_EQ(failing.requests().size(), 1u);
 }
 
@@ -341,7 +352,8 @@ TEST_F(ReloadControllerTest, ObserveModeReportsARunAndCallsNothing) {
   observe_ = true;
   Listener l("HTTP/1.1 200 OK\r\n\r\n");
   Controller(/*cluster_mode=*/true);
-  auto pod = std::make_shared<kube::Pod>(*Pod("a", Url(l) + ", signal:SIGHUP", "0", "127.0.0.1"));
+  auto pod =
+      std::make_shared<kube::Pod>(*Pod("a", Url(l) + ", signal:SIGHUP", "0", "198.51.100.2"));
   kube::Container web;
   web.name = "web";
   kube::VolumeMount config_mount;

@@ -17,6 +17,7 @@
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
 #include "volumemanager/volume_paths.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 namespace {
@@ -238,6 +239,12 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
     return Refuse(c, shown + ": changed while it was checked");
   }
   if (request.pause_for_testing) request.pause_for_testing(SubPathStage::kOpened);
+  // One writer per node: the copy is a write like any other, made only while the node's lock is
+  // held (the gate of the operation running it), asked right before the decision to write.
+  if (const WriteGate* gate = WriteGate::Current(); gate != nullptr && !gate->Open()) {
+    return Refuse(c, shown + ": not written: this process no longer holds the node's lock (" +
+                         gate->writer() + ")");
+  }
 
   // Decided on the descriptor that is written, with `..data` read after it was opened: a file of
   // the version `..data` names now is published content (the container started after the last

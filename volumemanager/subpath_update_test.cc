@@ -25,6 +25,7 @@
 #include "base/unique_fd.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_loop.h"
+#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 namespace {
@@ -301,6 +302,36 @@ TEST_F(SubPathUpdateTest, AReBindToANewerVersionDuringACopyIsNeverWrittenInPlace
     }
     Unmount(BindPath("app", 0));
   }
+}
+
+// One writer per node: a copy run by an operation whose write gate has closed (the node's lock
+// lost) writes nothing, and says why.
+TEST_F(SubPathUpdateTest, NothingIsWrittenOnceTheNodesLockIsLost) {
+  VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
+  const std::string v1 = Publish(Files({{"app.conf", "v1\n"}}));
+  ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "app", 0)) << why_;
+  const auto v2_payload = Files({{"app.conf", "v2\n"}});
+  const std::string v2 = Publish(v2_payload);
+  WriteGate gate("daemon-a");
+  gate.Close();
+  std::vector<SubPathCopy> copies;
+  {
+    WriteGate::Scope scope(&gate);
+    copies = Update(v2_payload, {{"app", 0, "app.conf", ""}}, v2);
+  }
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].result, SubPathResult::kRefused);
+  EXPECT_NE(copies[0].reason.find("no longer holds the node's lock (daemon-a)"), std::string::npos)
+      << copies[0].reason;
+  EXPECT_EQ(vmtest::ReadFile(BindPath("app", 0).string()), "v1\n");
+  // The gate open again (the lock re-taken): written.
+  gate.OpenForever();
+  {
+    WriteGate::Scope scope(&gate);
+    copies = Update(v2_payload, {{"app", 0, "app.conf", ""}}, v2);
+  }
+  EXPECT_EQ(copies[0].result, SubPathResult::kUpdated) << copies[0].reason;
+  EXPECT_EQ(vmtest::ReadFile(BindPath("app", 0).string()), "v2\n");
 }
 
 TEST_F(SubPathUpdateTest, SubPathThroughDataAndANestedPathAndInitContainers) {

@@ -121,6 +121,11 @@ void VolumeManager::Start() {
     spdlog::critical("volume manager started without an ownership journal");
     std::abort();
   }
+  if (options_.write_gate != nullptr) {
+    // One writer per node: a version dir is removed only while the node's lock is held.
+    const WriteGate* gate = options_.write_gate;
+    removals_.SetPermission([gate] { return gate->Open(); });
+  }
   removals_.Start();
   tick_ = new uv_timer_t;
   soon_ = new uv_timer_t;

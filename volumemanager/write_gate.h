@@ -4,8 +4,10 @@
 // lock's term each time the lock is acquired or renewed (the elector's loss deadline), and closes
 // it at once when the lock is lost or given up. The gate itself holds only that monotonic
 // deadline, in one atomic: a pool thread asks it right before an operation's first filesystem
-// call (OperationExecutor) and right before a `..data` rename (SetUpVolume), and gets the truth
-// even while the loop thread is stalled and late to run the elector's timers. A process that
+// call (OperationExecutor), right before a `..data` rename (SetUpVolume) and right before a
+// subPath copy writes (UpdateSubPaths), the removal queue's worker right before each removal,
+// and each gets the truth even while the loop thread is stalled and late to run the elector's
+// timers. A process that
 // takes no lock opens the gate for good (OpenForever).
 //
 // The writer identity names this process in the log lines of writes that finish after the gate
