@@ -6,9 +6,9 @@
 //    spaces included) gives back the start time it was built with;
 //  * ParseContainerId: a parse is a known runtime and 64 lowercase hex digits, and spells the
 //    input back; CheckPodUid accepts only 1 to 64 of [0-9A-Za-z-];
-//  * CgroupPathIsContainers never matches a path that does not hold the container ID; a match
-//    whose path names no pod component is nothing but ".." steps, then the container's component;
-//    any path below a matching cgroup matches; CgroupFileNamesContainer is the OR of its lines.
+//  * CgroupPathIsContainers never matches a path that does not hold the container ID, nor one
+//    that names no pod component; any path below a matching cgroup matches;
+//    CgroupFileNamesContainer is the OR of its lines.
 // Built only with -DVM_FUZZ=ON (clang).
 #include <cstddef>
 #include <cstdint>
@@ -41,15 +41,10 @@ void CheckCgroupPath(std::string_view path, const std::string& uid, const std::s
   for (char& c : underscored) {
     if (c == '-') c = '_';
   }
-  if (path.find("pod" + uid) == std::string_view::npos &&
-      path.find("pod" + underscored + ".slice") == std::string_view::npos) {
-    // Only the private-namespace shape: "..", "..", ..., then the container's component.
-    for (std::string_view c : base::Split(path, '/')) {
-      if (c.empty() || c == "..") continue;
-      Check(c.find(id) != std::string_view::npos);
-      break;
-    }
-  }
+  // Never without the pod's component: a container seen without it (through the reader's
+  // private cgroup namespace) is one of the reader's own pod.
+  Check(path.find("pod" + uid) != std::string_view::npos ||
+        path.find("pod" + underscored + ".slice") != std::string_view::npos);
   // Anything below the container's cgroup is the container's.
   Check(reload::CgroupPathIsContainers(std::string(path) + "/sub/..x", uid, id));
 }

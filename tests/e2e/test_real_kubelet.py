@@ -223,11 +223,12 @@ def test_a_reload_call_reaches_the_pod_ip_the_kubelet_reported(node, daemon, tmp
     listener = subprocess.Popen([*node.networks.enter(pod_ip), sys.executable, "-c", LISTENER,
                                  "9090", str(calls)])
     try:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no HTTP_PROXY
+
         def listening():
             try:
-                with urllib.request.urlopen(
-                        urllib.request.Request(f"http://{pod_ip}:9090/ready", method="POST",
-                                               data=b""), timeout=1):
+                with direct.open(urllib.request.Request(f"http://{pod_ip}:9090/ready",
+                                                        method="POST", data=b""), timeout=1):
                     return True
             except OSError:
                 return False

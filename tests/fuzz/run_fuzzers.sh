@@ -5,7 +5,8 @@
 # Each target starts from its committed seeds (<folder>/testdata/fuzz/<target>/), its dictionary
 # (<folder>/testdata/fuzz/<target>.dict) and its flags (<target>.options, if any), and keeps what it finds in
 # <build dir>/corpus/<target>/; crashing inputs go to <build dir>/artifacts/<target>/.
-# short: every target for the given time; exits non-zero when any target found a crash.
+# short: every target for the given time, as many at once as there are CPUs (FUZZ_JOBS), each
+# with a CPU of its own; exits non-zero when any target found a crash.
 # long: every target for the given number of executions, one after the other (a finding stops that
 # target, not the others); logs in <build dir>/long/, and a Markdown table of executions, time,
 # coverage and findings in <build dir>/long/summary.md. Exits non-zero when any target found one.
@@ -13,7 +14,8 @@ set -uo pipefail
 build=$1 mode=$2 amount=$3
 shift 3
 src=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$build/long"
+mkdir -p "$build/long" "$build/short"
+short_pids=() short_names=()
 # Absolute: a target may change its working dir (sandboxed_write_fuzzer runs in an empty dir of
 # its sandbox), and libFuzzer writes new inputs and findings to these paths as given.
 build=$(cd "$build" && pwd)
@@ -37,14 +39,13 @@ for spec in "$@"; do
     [ -n "$opt" ] && [ "${opt:0:1}" != "#" ] && args+=("$opt")
   done <"$options"
   if [ "$mode" = short ]; then
-    echo "== $name: ${amount}s"
-    # The target's status is read from PIPESTATUS in the same command as the pipeline: any
-    # command after it (an `|| true` included) resets PIPESTATUS. grep's own status (1 when it
-    # keeps no line) does not matter.
-    "$build/bin/$name" "${args[@]}" -max_total_time="$amount" "$corpus" "$seeds" 2>&1 |
-      grep -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD) |^INFO: '
-    rc=${PIPESTATUS[0]}
-    [ "$rc" = 0 ] || { echo "== $name: FAILED, exit $rc (inputs in $artifacts)"; failed=1; }
+    # Up to FUZZ_JOBS targets at once (default: one per CPU), each on its own for the whole
+    # time; their output is printed in order once all have run (report_short).
+    "$build/bin/$name" "${args[@]}" -max_total_time="$amount" "$corpus" "$seeds" \
+      >"$build/short/$name.log" 2>&1 &
+    short_pids+=("$!")
+    short_names+=("$name")
+    while [ "$(jobs -rp | wc -l)" -ge "${FUZZ_JOBS:-$(nproc)}" ]; do wait -n; done
   else
     log=$build/long/$name.log
     # No allocation stacks in ASan reports: recording one per malloc was a tenth of the YAML
@@ -70,6 +71,15 @@ for spec in "$@"; do
     printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "${execs:-?}" "$secs" "$rate" \
       "${cov:-?}" "${ft:-?}" "${corp:-?}" "$findings" | tee -a "$summary"
   fi
+done
+# Each short run's output, libFuzzer's progress lines left out, and its status.
+for i in "${!short_names[@]}"; do
+  name=${short_names[$i]}
+  wait "${short_pids[$i]}"
+  rc=$?
+  echo "== $name: ${amount}s"
+  grep -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse|RELOAD) |^INFO: ' "$build/short/$name.log"
+  [ "$rc" = 0 ] || { echo "== $name: FAILED, exit $rc (inputs in $build/artifacts/$name)"; failed=1; }
 done
 [ "$mode" = long ] && { echo; cat "$summary"; }
 exit $failed
