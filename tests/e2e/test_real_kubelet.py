@@ -18,10 +18,8 @@ for them.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -33,7 +31,6 @@ from api_servers import NODE, REAL_TOKENS
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "realkube"))
-import realkube  # noqa: E402
 import realkubelet  # noqa: E402
 
 pytestmark = pytest.mark.real_kubelet
