@@ -35,7 +35,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests" / "apiserver"))
 sys.path.insert(0, str(REPO / "tests" / "realkube"))
 from harness import TestApiServer, set_pod_status  # noqa: E402
-from netns import NODE_IP, NodeNetwork  # noqa: E402
+from netns import NODE_IP, NodeNetwork, relay  # noqa: E402
 
 PLURALS = {"ConfigMap": "configmaps", "Secret": "secrets", "Pod": "pods"}
 
@@ -66,17 +66,7 @@ class Relay:
                 client.close()
                 continue
             upstream.settimeout(None)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src, dst):
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+            relay(client, upstream)
 
 
 def load(server, path, node, pod_ip):

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from conftest import BIN, DaemonProcess, snapshot, visible_files, wait_for
+from netns import relay
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
@@ -149,17 +150,7 @@ class TcpForwarder:
             client.settimeout(None)
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
             self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src, dst):
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+            relay(client, upstream)
 
     def stop(self):
         self.stopping = True

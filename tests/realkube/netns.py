@@ -50,6 +50,20 @@ def net_namespace_inode(path="/proc/thread-self/ns/net"):
     return os.stat(path).st_ino
 
 
+def relay(client, upstream):
+    """Copies bytes both ways between two connected sockets, each way on a thread of its own,
+    passing each end-of-stream on (a TCP relay: the demo's ports, the tests' HTTP/2 front)."""
+    def pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+    for a, b in ((client, upstream), (upstream, client)):
+        threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+
 def set_up_node_link():
     """In the caller's (new) network namespace: loopback up, and NODE_IP/24 on one end of a veth
     pair whose both ends stay there (a node's address that is not loopback)."""
