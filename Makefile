@@ -253,26 +253,24 @@ real-kube: deps-real-kube
 test: test-build chart-tools image real-kube
 	$(call ctest_with_skip_report,$(BUILD_DIR))
 
-# Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer. No unity batches here
-# (nor in test-tsan): CI then compiles every source file on its own, so a file that compiles
-# only thanks to its batch neighbour's #include fails somewhere.
+# Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, built in $(ASAN_DIR):
+# the executables labelled `unit` (CMake's vm_unit_tests) and the daemon, nothing else. No unity
+# batches here: CI then compiles every source file of the library and the daemon on its own, so
+# a file that compiles only thanks to its batch neighbour's #include fails somewhere.
 test-asan: deps-test
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DVM_SANITIZE=address,undefined -DVM_WERROR=ON \
 	  -DVM_UNITY_BUILD=OFF
-	cmake --build $(ASAN_DIR) -j $(JOBS)
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target vm_unit_tests volumemanager
 	$(call ctest_with_skip_report,$(ASAN_DIR),-L unit)
 
 # The tests labelled `loop` (those that run the libuv loop, its thread pool or other threads, unit
-# and integration) under ThreadSanitizer (g++), built in $(TSAN_DIR). A race fails the test. No
+# and integration) under ThreadSanitizer (g++), built in $(TSAN_DIR) (CMake's vm_loop_tests, in
+# unity batches: test-asan already compiles each file alone). A race fails the test. No
 # suppressions file (tests/README.md says when one would be acceptable).
-TSAN_TESTS := volumemanager_test volumemanager_cmd_test volume_dir_watcher_test manifestdir_test podconfig_test cache_test \
-              kubeclient_test server_test leaderelection_test kubeclient_integration_test \
-              cache_integration_test podconfig_integration_test leaderelection_integration_test
 test-tsan: deps-test
 	$(call install,$(TSAN_PACKAGES))
-	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVM_SANITIZE=thread -DVM_WERROR=ON \
-	  -DVM_UNITY_BUILD=OFF
-	cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
+	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVM_SANITIZE=thread -DVM_WERROR=ON
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target vm_loop_tests
 	export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4"; \
 	  $(call ctest_with_skip_report,$(TSAN_DIR),-L loop)
 

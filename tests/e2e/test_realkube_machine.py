@@ -1,6 +1,8 @@
-"""The real-Kubernetes tier's last test (ctest `realkube` runs it after the others, alone on the
-machine: RUN_SERIAL): the tier leaves the machine as it found it. Its servers listened on
-127.0.0.1 only and are gone, nothing it mounted stays mounted, none of its processes runs on."""
+"""The real-Kubernetes tier's last test (ctest `realkube` runs it after the others): the tier
+leaves the machine as it found it. Its servers listened on 127.0.0.1 only and are gone, nothing it
+mounted stays mounted, none of its processes runs on. As root the tier runs in namespaces of its
+own (tests/realkube/isolated.py), so what this test sees is the tier's alone; as another user the
+tier runs alone on the machine (RUN_SERIAL)."""
 import pytest
 
 from machine import differences, machine_state
