@@ -326,12 +326,18 @@ int64_t ListedInode(int fd, const std::string& name) {
   return found;
 }
 
-// The refusal of an existing volume dir the journal does not list, or its reason.
+// "volume "c" of pod ns/name (UID u)", or "volume "c" of pod UID u" when the name is not known.
+std::string VolumeOfPod(const SetUpRequest& request) {
+  const VolumeLocation& loc = request.location;
+  return "volume \"" + loc.volume_name + "\" of pod " +
+         (request.pod.empty() ? "UID " + loc.pod_uid : request.pod + " (UID " + loc.pod_uid + ")");
+}
+
+// The refusal of an existing volume dir the journal does not list: `why` continues "<dir> already
+// exists".
 std::string RefusedAdoption(const SetUpRequest& request, const std::string& dir,
                             const std::string& why) {
-  return "volume \"" + request.location.volume_name + "\" of pod " +
-         (request.pod.empty() ? "" : request.pod + " ") + "(UID " + request.location.pod_uid +
-         "): " + dir + " already exists and " + why +
+  return VolumeOfPod(request) + ": " + dir + " already exists " + why +
          ": not set up by volumemanager; refused, nothing written, left in place";
 }
 
@@ -474,7 +480,8 @@ base::Status CheckAdoption(int root, const SetUpRequest& request, int vol_fd,
     return base::Status::OK();
   }
   return base::Status::Error(
-      RefusedAdoption(request, dir, "holds entries but no ..data link to a version dir of its own"),
+      RefusedAdoption(request, dir,
+                      "and holds entries but no ..data link to a version dir of its own"),
       EEXIST);
 }
 
@@ -619,10 +626,8 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   const int vol_fd = writer != nullptr ? writer->dir_fd() : vol.get();
   if (existed && listed) {
     // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
-    const std::string who = "volume \"" + loc.volume_name + "\" of pod " +
-                            (request.pod.empty() ? "" : request.pod + " ") + "(UID " + loc.pod_uid +
-                            ")";
-    if (base::Status c = CheckBeforeWrite(root, loc, journal, vol_fd, who + ", " + dir); !c.ok()) {
+    const std::string who = VolumeOfPod(request) + ", " + dir;
+    if (base::Status c = CheckBeforeWrite(root, loc, journal, vol_fd, who); !c.ok()) {
       return c;
     }
   } else if (!owned) {
@@ -701,8 +706,7 @@ base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
   if (check->foreign) {
     journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
     journal.NoteForeignVolumeDir(volume_rel, check->reason);
-    return base::Status::Error(dir + ": not the volume dir volumemanager set up (" +
-                                   check->reason +
+    return base::Status::Error(dir + ": not the volume dir volumemanager set up (" + check->reason +
                                    "); released from its ownership and left in place, nothing "
                                    "removed",
                                EXDEV);
