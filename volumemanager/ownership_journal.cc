@@ -110,6 +110,12 @@ std::string EncodeRecord(char op, const OwnedPath& p) {
   return std::string(sum) + " " + body + "\n";
 }
 
+// "@ volume <inode> <path>": the identity of an owned volume dir.
+std::string EncodeInode(const std::string& path, uint64_t inode) {
+  const std::string body = "@ volume " + std::to_string(inode) + " " + path;
+  return Checksum(body) + " " + body + "\n";
+}
+
 // A path the journal can hold on one line and the daemon could have created: relative, below
 // pods/, no empty, "." or ".." component, no control character.
 bool ValidPath(const std::string& path) {
@@ -128,11 +134,31 @@ bool ValidPath(const std::string& path) {
   return true;
 }
 
-// Parses one complete record line (without its newline). False when it does not check out.
-bool DecodeRecord(std::string_view line, char* op, OwnedPath* out) {
+// Parses one complete record line (without its newline). False when it does not check out. An
+// `@` record (v3 only) sets `*inode`.
+bool DecodeRecord(std::string_view line, bool identities, char* op, OwnedPath* out,
+                  uint64_t* inode) {
   if (line.size() < 18 || line[16] != ' ') return false;
   const std::string_view body = line.substr(17);
   if (line.substr(0, 16) != Checksum(body)) return false;
+  if (identities && body.starts_with("@ volume ")) {
+    std::string_view rest = body.substr(9);
+    const size_t space = rest.find(' ');
+    if (space == 0 || space == std::string_view::npos || space > 20) return false;
+    uint64_t n = 0;
+    for (char c : rest.substr(0, space)) {
+      if (c < '0' || c > '9') return false;
+      const uint64_t digit = static_cast<uint64_t>(c - '0');
+      if (n > (UINT64_MAX - digit) / 10) return false;  // overflow
+      n = n * 10 + digit;
+    }
+    if (n == 0) return false;
+    *op = '@';
+    *inode = n;
+    out->kind = OwnedKind::kVolume;
+    out->path = std::string(rest.substr(space + 1));
+    return ValidPath(out->path);
+  }
   if (body.size() < 3 || (body[0] != '+' && body[0] != '-') || body[1] != ' ') return false;
   const std::string_view rest = body.substr(2);
   const size_t space = rest.find(' ');
@@ -152,9 +178,13 @@ bool DecodeRecord(std::string_view line, char* op, OwnedPath* out) {
 
 // Replaces the journal in `state_dir` with one holding `owned` (atomically and durably).
 Status WriteJournal(const std::string& state_dir, const std::string& root,
-                    const RootIdentity& identity, const std::map<std::string, OwnedKind>& owned) {
+                    const RootIdentity& identity, const std::map<std::string, OwnedKind>& owned,
+                    const std::map<std::string, uint64_t>& inodes) {
   std::string data = Header() + EncodeIdentity(root, identity);
-  for (const auto& [path, kind] : owned) data += EncodeRecord('+', OwnedPath{kind, path});
+  for (const auto& [path, kind] : owned) {
+    data += EncodeRecord('+', OwnedPath{kind, path});
+    if (auto it = inodes.find(path); it != inodes.end()) data += EncodeInode(path, it->second);
+  }
   return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
 }
 
@@ -162,7 +192,8 @@ struct Parsed {
   OwnershipJournal::Loaded loaded = OwnershipJournal::Loaded::kTrusted;
   std::string detail;
   std::map<std::string, OwnedKind> owned;
-  bool has_root = false;  // v2: the root dir and identity below were recorded
+  std::map<std::string, uint64_t> inodes;  // v3: identities of owned volume dirs
+  bool has_root = false;                   // v2: the root dir and identity below were recorded
   std::string root;
   RootIdentity identity;
 };
@@ -173,6 +204,7 @@ Parsed Parse(const std::string& data, const std::string& file) {
     out.loaded = OwnershipJournal::Loaded::kRejected;
     out.detail = file + ": " + why;
     out.owned.clear();
+    out.inodes.clear();
     return out;
   };
   const size_t header_end = data.find('\n');
@@ -180,10 +212,11 @@ Parsed Parse(const std::string& data, const std::string& file) {
   const std::string_view header(data.data(), header_end);
   if (!header.starts_with(kHeaderPrefix)) return reject("not an ownership journal");
   const std::string_view version = header.substr(kHeaderPrefix.size());
-  if (version != std::to_string(OwnershipJournal::kVersion) && version != "1") {
-    return reject("version " + std::string(version) + ", this daemon reads versions 1 and " +
+  if (version != std::to_string(OwnershipJournal::kVersion) && version != "1" && version != "2") {
+    return reject("version " + std::string(version) + ", this daemon reads versions 1 to " +
                   std::to_string(OwnershipJournal::kVersion));
   }
+  const bool identities = version != "1" && version != "2";
   size_t pos = header_end + 1;
   size_t line_no = 1;
   if (version != "1") {
@@ -206,13 +239,22 @@ Parsed Parse(const std::string& data, const std::string& file) {
     }
     char op = 0;
     OwnedPath p{OwnedKind::kDir, ""};
-    if (!DecodeRecord(std::string_view(data.data() + pos, nl - pos), &op, &p)) {
+    uint64_t inode = 0;
+    if (!DecodeRecord(std::string_view(data.data() + pos, nl - pos), identities, &op, &p,
+                      &inode)) {
       return reject("line " + std::to_string(line_no) + " is corrupt");
     }
     if (op == '+') {
       out.owned[p.path] = p.kind;
+      out.inodes.erase(p.path);  // a new set-up: its identity follows
+    } else if (op == '@') {
+      // Only for a volume owned at this point (written after its `+`); otherwise stale.
+      if (auto it = out.owned.find(p.path); it != out.owned.end() && it->second == p.kind) {
+        out.inodes[p.path] = inode;
+      }
     } else {
       out.owned.erase(p.path);
+      out.inodes.erase(p.path);
     }
     pos = nl + 1;
   }
@@ -334,6 +376,7 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   if (parsed.loaded == Loaded::kOtherRoot) {
     // None of its entries is this root's to remove; it is kept aside, and a new one starts.
     parsed.owned.clear();
+    parsed.inodes.clear();
     const std::string aside = state_dir + "/" + OtherRootFileName(parsed.root);
     if (::rename(file.c_str(), aside.c_str()) != 0) return ErrnoError("rename", file, errno);
     parsed.detail += "; kept as " + aside;
@@ -353,15 +396,16 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   // Start every run from a compact file: one record per owned path, and the root dir (a v1
   // journal's is the one it is opened for).
   const std::string root = root_dir.empty() ? parsed.root : root_dir;
-  Status s = WriteJournal(state_dir, root, parsed.identity, parsed.owned);
+  Status s = WriteJournal(state_dir, root, parsed.identity, parsed.owned, parsed.inodes);
   if (!s.ok()) return s;
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoError("open", file, errno);
   result.loaded = parsed.loaded;
   result.detail = std::move(parsed.detail);
-  const size_t records = parsed.owned.size();
-  result.journal.reset(
-      new OwnershipJournal(state_dir, root, parsed.identity, fd, std::move(parsed.owned), records));
+  const size_t records = parsed.owned.size() + parsed.inodes.size();
+  result.journal.reset(new OwnershipJournal(state_dir, root, parsed.identity, fd,
+                                            std::move(parsed.owned), std::move(parsed.inodes),
+                                            records));
   return result;
 }
 
@@ -370,27 +414,33 @@ OwnershipJournal::OpenResult OwnershipJournal::ReadOnly(const std::string& state
   const std::string root_dir = NormalRoot(root_arg);
   const std::string file = state_dir + "/" + kFileName;
   Parsed parsed = ReadJournal(file, root_dir);
-  if (parsed.loaded != Loaded::kTrusted) parsed.owned.clear();
+  if (parsed.loaded != Loaded::kTrusted) {
+    parsed.owned.clear();
+    parsed.inodes.clear();
+  }
   if (parsed.loaded != Loaded::kTrusted || !parsed.has_root) parsed.identity = RootIdentity{};
   OpenResult result;
   result.loaded = parsed.loaded;
   result.detail = std::move(parsed.detail);
-  const size_t records = parsed.owned.size();
+  const size_t records = parsed.owned.size() + parsed.inodes.size();
   result.journal.reset(new OwnershipJournal(state_dir, root_dir.empty() ? parsed.root : root_dir,
-                                            parsed.identity, -1, std::move(parsed.owned), records));
+                                            parsed.identity, -1, std::move(parsed.owned),
+                                            std::move(parsed.inodes), records));
   result.journal->read_only_ = true;
   return result;
 }
 
 OwnershipJournal::OwnershipJournal(std::string state_dir, std::string root_dir,
                                    RootIdentity identity, int fd,
-                                   std::map<std::string, OwnedKind> owned, size_t records)
+                                   std::map<std::string, OwnedKind> owned,
+                                   std::map<std::string, uint64_t> inodes, size_t records)
     : state_dir_(std::move(state_dir)),
       file_(state_dir_ + "/" + kFileName),
       root_dir_(std::move(root_dir)),
       identity_(std::move(identity)),
       fd_(fd),
       owned_(std::move(owned)),
+      inodes_(std::move(inodes)),
       records_(records) {}
 
 OwnershipJournal::~OwnershipJournal() {
@@ -414,19 +464,63 @@ Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
   --adds_in_flight_;
   if (adds_in_flight_ == 0) flushed_.notify_all();  // SetIdentity may wait for it
   if (!s.ok()) return s;
-  for (const OwnedPath& p : paths) owned_[p.path] = p.kind;
+  for (const OwnedPath& p : paths) {
+    owned_[p.path] = p.kind;
+    inodes_.erase(p.path);  // a new set-up: its identity follows
+  }
   return Status::OK();
+}
+
+Status OwnershipJournal::SetVolumeInode(const std::string& path, uint64_t inode) {
+  if (inode == 0 || !Owns(OwnedKind::kVolume, path)) {
+    return Status::Error("ownership journal: cannot record the identity of \"" + path +
+                         "\": not an owned volume");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++adds_in_flight_;
+  }
+  Status s = Commit(EncodeInode(path, inode), 1);
+  std::lock_guard<std::mutex> lock(mu_);
+  --adds_in_flight_;
+  if (adds_in_flight_ == 0) flushed_.notify_all();
+  if (!s.ok()) return s;
+  if (owned_.count(path) != 0) inodes_[path] = inode;
+  return Status::OK();
+}
+
+uint64_t OwnershipJournal::VolumeInode(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = inodes_.find(path);
+  return it == inodes_.end() ? 0 : it->second;
+}
+
+void OwnershipJournal::NoteForeignVolumeDir(const std::string& path, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(foreign_, [&](const ForeignVolumeDir& f) { return f.path == path; });
+  if (foreign_.size() >= 256) foreign_.erase(foreign_.begin());
+  foreign_.push_back(ForeignVolumeDir{path, reason});
+}
+
+std::vector<OwnershipJournal::ForeignVolumeDir> OwnershipJournal::ForeignVolumeDirs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return foreign_;
 }
 
 Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
   std::string lines;
   std::vector<OwnedPath> released;
+  std::map<std::string, uint64_t> released_inodes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const OwnedPath& p : paths) {
       auto it = owned_.find(p.path);
       if (it == owned_.end() || it->second != p.kind) continue;
       owned_.erase(it);
+      if (auto in = inodes_.find(p.path); in != inodes_.end()) {
+        released_inodes.insert(*in);
+        inodes_.erase(in);
+      }
       lines += EncodeRecord('-', p);
       released.push_back(p);
     }
@@ -438,6 +532,7 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
     // above them) instead of taking the volume for one this daemon never set up.
     std::lock_guard<std::mutex> lock(mu_);
     for (const OwnedPath& p : released) owned_.emplace(p.path, p.kind);
+    for (const auto& entry : released_inodes) inodes_.insert(entry);
   }
   return s;
 }
@@ -517,7 +612,8 @@ Status OwnershipJournal::Commit(std::string lines, size_t count) {
     durable_seq_ = batch_end;
     // Mostly released entries: rewrite the file, unless an Add is between its commit and its
     // update of owned_ (the rewrite would drop its records).
-    if (s.ok() && adds_in_flight_ == 0 && records_ > 1024 && records_ > 4 * owned_.size()) {
+    if (s.ok() && adds_in_flight_ == 0 && records_ > 1024 &&
+        records_ > 4 * (owned_.size() + inodes_.size())) {
       CompactLocked().IgnoreError();  // the appended file stays valid when this fails
     }
     flushed_.notify_all();
@@ -550,13 +646,13 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
 }
 
 Status OwnershipJournal::CompactLocked() {
-  Status s = WriteJournal(state_dir_, root_dir_, identity_, owned_);
+  Status s = WriteJournal(state_dir_, root_dir_, identity_, owned_, inodes_);
   if (!s.ok()) return s;
   const int fd = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoError("open", file_, errno);
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
-  records_ = owned_.size();
+  records_ = owned_.size() + inodes_.size();
   return Status::OK();
 }
 

@@ -5,15 +5,26 @@
 // removed, whatever the pod sources say.
 //
 // On disk: <state dir>/ownership.journal, outside the root dir, text, one line each:
-//   volumemanager-ownership v2                      the header; v1 is read too (below)
+//   volumemanager-ownership v3                      the header; v1 and v2 are read too (below)
 //   <checksum> = root <magic>:<fsid> <boot id> <root dir>   what the entries describe
 //   <checksum> + volume pods/<uid>/volumes/<plugin>/<name>
+//   <checksum> @ volume <inode> pods/<uid>/volumes/<plugin>/<name>
 //   <checksum> + dir pods/<uid>
 //   <checksum> - volume pods/<uid>/volumes/<plugin>/<name>
-// `+` records ownership, `-` its end; paths are relative to the root dir; the checksum is the
-// FNV-1a 64 of the rest of the line, in 16 hex digits. Open rewrites the file with the live
-// entries only (write, fsync, rename, fsync the dir); appends compact it again when released
-// entries dominate.
+// `+` records ownership, `-` its end; `@` the identity of an owned volume dir the daemon made: its
+// inode number (decimal) on the root's filesystem, which the `= root` line identifies by statfs
+// magic, f_fsid and boot id (an inode number, unlike a device or mount id, stays the same across
+// reboots). Paths are relative to the root dir; the checksum is the FNV-1a 64 of the rest of the
+// line, in 16 hex digits. Open rewrites the file with the live entries only (write, fsync,
+// rename, fsync the dir); appends compact it again when released entries dominate.
+//
+// Volume identity (v3): set-up records `+ volume` before its mkdir, and `@ volume` right after
+// it, before anything is written in or mounted on the dir. A volume entry without one (a v1 or v2
+// journal's, or a stop between the two records) has an unknown identity: teardown and
+// reconstruction then accept the dir only when it lies on the pod dir's mount and the root's
+// filesystem, and reconstruction records the inode it finds (volume_setup.h, CheckOwnedVolumeDir).
+// A volume dir whose identity no longer matches is not the daemon's: it is released, left in
+// place, and listed by ForeignVolumeDirs (memory only) for /debug/state.
 //
 // What the journal describes: the root dir it was kept for and the identity of that root's
 // filesystem when its entries were checked last (RootIdentity: the statfs magic and f_fsid, "-"
@@ -24,8 +35,12 @@
 // Whether the root's filesystem is the recorded one is reconstruction's to judge
 // (reconstruct.h), once the root can be probed. A v1 journal (no identity) is trusted as before,
 // for the root dir it is opened with, and written as v2 at once, its identity recorded by the
-// first reconstruction: an upgrade keeps its ownership. (A daemon that reads only v1 rejects a v2
-// journal: a downgrade loses it, fail closed.)
+// first reconstruction: an upgrade keeps its ownership; so is a v2 journal (its volumes' identities
+// unknown until reconstruction records them). A daemon that reads only v1 rejects a v2 journal,
+// and one that reads only v1 and v2 rejects a v3 journal: a downgrade loses it, fail closed (it
+// owns nothing, so removes nothing), unless the journal is first turned back into v2 by hand
+// (docs/operations.md, "Upgrades and rollback": header v3 -> v2, the `@` lines deleted; every
+// other line keeps its checksum).
 //
 // Ordering: Add returns only once its records are on disk (fsync), and callers Add before the
 // first mkdir or mount; Remove comes after the removal. A crash in the middle of an append leaves
@@ -106,7 +121,7 @@ class OwnershipJournal {
 
   static constexpr char kFileName[] = "ownership.journal";
   static constexpr char kRejectedSuffix[] = ".rejected";
-  static constexpr int kVersion = 2;
+  static constexpr int kVersion = 3;
 
   // Opens the journal in `state_dir` (created 0700 when missing), kept for `root_dir` (empty: the
   // recorded root dir is not checked, tests). Fails only when no journal can be written there
@@ -133,6 +148,23 @@ class OwnershipJournal {
   base::Status Remove(const std::vector<OwnedPath>& paths);
 
   bool Owns(OwnedKind kind, const std::string& path) const;
+
+  // Records the identity of the owned volume dir `path` (its inode on the root's filesystem);
+  // durable when it returns OK. An error for a path that is not an owned volume.
+  base::Status SetVolumeInode(const std::string& path, uint64_t inode);
+  // The recorded identity of the owned volume dir `path`; 0 when unknown (an entry of a v1 or v2
+  // journal, or a set-up stopped between its two records) or not owned.
+  uint64_t VolumeInode(const std::string& path) const;
+
+  // Volume dirs found to be no longer the ones the daemon made (another inode, mount or
+  // filesystem) and left alone: path relative to the root dir, and why. In memory only, for
+  // /debug/state; the newest 256.
+  struct ForeignVolumeDir {
+    std::string path;
+    std::string reason;
+  };
+  void NoteForeignVolumeDir(const std::string& path, const std::string& reason);
+  std::vector<ForeignVolumeDir> ForeignVolumeDirs() const;
   // Every owned path, sorted by path.
   std::vector<OwnedPath> Entries() const;
   // The owned paths of one pod: its pod dir and everything below it.
@@ -156,7 +188,8 @@ class OwnershipJournal {
 
  private:
   OwnershipJournal(std::string state_dir, std::string root_dir, RootIdentity identity, int fd,
-                   std::map<std::string, OwnedKind> owned, size_t records);
+                   std::map<std::string, OwnedKind> owned, std::map<std::string, uint64_t> inodes,
+                   size_t records);
 
   // Appends `lines` (encoded records) and syncs, together with other threads' pending lines.
   base::Status Commit(std::string lines, size_t count);
@@ -171,7 +204,9 @@ class OwnershipJournal {
   std::condition_variable flushed_;
   int fd_;
   std::map<std::string, OwnedKind> owned_;  // path -> kind
-  size_t records_;                          // records in the file (for compaction)
+  std::map<std::string, uint64_t> inodes_;  // owned volume path -> its dir's inode, when known
+  std::vector<ForeignVolumeDir> foreign_;
+  size_t records_;  // records in the file (for compaction)
   // Group commit: lines waiting for the next flush, and sequence numbers of what was queued and
   // what is durable.
   std::string pending_;

@@ -76,7 +76,7 @@ TEST_F(OwnershipJournalTest, NoJournalMeansOwningNothing) {
   auto r = Open();
   EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kNew);
   EXPECT_TRUE(r.journal->Entries().empty());
-  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v2\n")) << FileText();
+  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v3\n")) << FileText();
   EXPECT_NE(FileText().find(" = root - - \n"), std::string::npos) << "no identity yet";
 }
 
@@ -133,8 +133,8 @@ TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
        "line 4 is corrupt"},
       {"an old version", [&] { WriteFile("volumemanager-ownership v0\n" + second_line); },
        "version 0"},
-      {"a newer version", [&] { WriteFile("volumemanager-ownership v3\n" + second_line); },
-       "version 3"},
+      {"a newer version", [&] { WriteFile("volumemanager-ownership v4\n" + second_line); },
+       "version 4"},
       {"a damaged identity line",
        [&] {
          std::string t = good;
@@ -223,8 +223,110 @@ TEST_F(OwnershipJournalTest, AVersion1JournalIsTrustedAndRewrittenWithItsRootDir
   EXPECT_EQ(r->loaded, OwnershipJournal::Loaded::kTrusted) << r->detail;
   EXPECT_EQ(r->journal->Entries(), (std::vector<OwnedPath>{kPod, kVol}));
   EXPECT_FALSE(r->journal->identity().known()) << "reconstruction records it";
-  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v2\n"));
+  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v3\n"));
   EXPECT_NE(FileText().find("= root - - /var/lib/kubelet\n"), std::string::npos) << FileText();
+}
+
+// The release before volume identities wrote v2: its journal keeps its ownership, each volume's
+// identity unknown (reconstruction records it), and is rewritten as v3.
+TEST_F(OwnershipJournalTest, AVersion2JournalLoadsWithUnknownVolumeIdentities) {
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+  }
+  std::string text = FileText();
+  ASSERT_TRUE(text.starts_with("volumemanager-ownership v3\n"));
+  ASSERT_EQ(text.find(" @ "), std::string::npos) << text;
+  WriteFile("volumemanager-ownership v2\n" + text.substr(text.find('\n') + 1));
+  auto r = Open();
+  EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kTrusted) << r.detail;
+  EXPECT_EQ(r.journal->Entries(), (std::vector<OwnedPath>{kPod, kVol}));
+  EXPECT_EQ(r.journal->VolumeInode(kVol.path), 0u) << "unknown";
+  EXPECT_TRUE(FileText().starts_with("volumemanager-ownership v3\n"));
+  // Recorded later (by reconstruction), it is kept from then on.
+  ASSERT_TRUE(r.journal->SetVolumeInode(kVol.path, 4242).ok());
+  r.journal.reset();
+  EXPECT_EQ(Open().journal->VolumeInode(kVol.path), 4242u);
+}
+
+TEST_F(OwnershipJournalTest, AVolumeIdentityRoundTripsAndGoesWithItsEntry) {
+  const uint64_t big = 0xfedcba9876543210ULL;  // the whole 64-bit range
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+    EXPECT_EQ(r.journal->VolumeInode(kVol.path), 0u);
+    ASSERT_TRUE(r.journal->SetVolumeInode(kVol.path, big).ok());
+    EXPECT_EQ(r.journal->VolumeInode(kVol.path), big);
+    // Only an owned volume has one.
+    EXPECT_FALSE(r.journal->SetVolumeInode(kPod.path, 7).ok());
+    EXPECT_FALSE(r.journal->SetVolumeInode("pods/u2/volumes/kubernetes.io~secret/x", 7).ok());
+    EXPECT_FALSE(r.journal->SetVolumeInode(kVol.path, 0).ok());
+  }
+  // Appended, then compacted at open: both keep it.
+  EXPECT_NE(FileText().find(" @ volume " + std::to_string(big) + " " + kVol.path + "\n"),
+            std::string::npos)
+      << FileText();
+  {
+    auto r = Open();
+    EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kTrusted) << r.detail;
+    EXPECT_EQ(r.journal->VolumeInode(kVol.path), big);
+    // Released, then set up again: the new dir's identity is not the old one's.
+    ASSERT_TRUE(r.journal->Remove({kVol}).ok());
+    EXPECT_EQ(r.journal->VolumeInode(kVol.path), 0u);
+    ASSERT_TRUE(r.journal->Add({kVol}).ok());
+    EXPECT_EQ(r.journal->VolumeInode(kVol.path), 0u);
+  }
+  EXPECT_EQ(Open().journal->VolumeInode(kVol.path), 0u);
+  // The read-only journal (observe mode) reads it too.
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->SetVolumeInode(kVol.path, 99).ok());
+  }
+  EXPECT_EQ(OwnershipJournal::ReadOnly(dir_).journal->VolumeInode(kVol.path), 99u);
+}
+
+// An `@` line is v3's: in a v2 journal, or with a damaged inode, the journal is not trusted.
+TEST_F(OwnershipJournalTest, AnIdentityLineThatDoesNotCheckOutMeansOwningNothing) {
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+    ASSERT_TRUE(r.journal->SetVolumeInode(kVol.path, 12345).ok());
+  }
+  const std::string good = FileText();
+  WriteFile("volumemanager-ownership v2\n" + good.substr(good.find('\n') + 1));
+  auto r = Open();
+  EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kRejected);
+  EXPECT_TRUE(r.journal->Entries().empty());
+  r.journal.reset();
+  std::string bad = good;
+  bad[bad.find("12345")] = 'x';
+  WriteFile(bad);
+  EXPECT_EQ(Open().loaded, OwnershipJournal::Loaded::kRejected);
+}
+
+// docs/operations.md's rollback to the release before v3: the header back to v2 and the `@` lines
+// deleted make a journal that release reads (its parser is this one's for v2) with every entry.
+TEST_F(OwnershipJournalTest, TheDocumentedRollbackTurnsAVersion3JournalIntoAVersion2One) {
+  {
+    auto r = Open();
+    ASSERT_TRUE(r.journal->Add({kPod, kVol}).ok());
+    ASSERT_TRUE(r.journal->SetVolumeInode(kVol.path, 12345).ok());
+  }
+  std::istringstream in(FileText());
+  std::string line;
+  std::string v2;
+  std::getline(in, line);
+  ASSERT_EQ(line, "volumemanager-ownership v3");
+  v2 = "volumemanager-ownership v2\n";
+  while (std::getline(in, line)) {
+    if (line.size() > 17 && line.compare(16, 3, " @ ") == 0) continue;
+    v2 += line + "\n";
+  }
+  WriteFile(v2);
+  auto r = Open();
+  EXPECT_EQ(r.loaded, OwnershipJournal::Loaded::kTrusted) << r.detail;
+  EXPECT_EQ(r.journal->Entries(), (std::vector<OwnedPath>{kPod, kVol}));
+  EXPECT_EQ(r.journal->VolumeInode(kVol.path), 0u);
 }
 
 TEST_F(OwnershipJournalTest, TheIdentityIsKeptAcrossRewrites) {

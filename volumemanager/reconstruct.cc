@@ -8,6 +8,7 @@
 
 #include "atomicwriter/open_beneath.h"
 #include "base/unique_fd.h"
+#include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
 namespace {
@@ -34,6 +35,7 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
                                           const std::string& boot_id_file) {
   ReconstructResult out;
   std::vector<OwnedPath> gone;
+  std::vector<OwnedPath> foreign;  // present, but not the volume dirs the daemon made
   std::set<std::string> pods;
   auto root = atomicwriter::OpenRootDir(root_dir);
   if (!root.ok()) {
@@ -91,7 +93,39 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
       continue;
     }
     if (plugin_dirs.count(v.plugin_dir) == 0) continue;
+    // Still the dir the daemon made: its recorded inode, or (none recorded: a v1 or v2 entry) on
+    // its pod dir's mount and the root's filesystem, its inode recorded now.
+    const uint64_t recorded_inode = journal.VolumeInode(entry.path);
+    auto check = CheckOwnedVolumeDir(
+        root_fd.get(), VolumeLocation{root_dir, v.pod_uid, v.plugin_dir, v.volume_name},
+        recorded_inode);
+    if (!check.ok()) {
+      out.problems.push_back(check.status().message() +
+                             "; kept in the ownership journal, not adopted");
+      continue;
+    }
+    if (check->missing) {
+      gone.push_back(entry);
+      continue;
+    }
+    if (check->foreign) {
+      foreign.push_back(entry);
+      journal.NoteForeignVolumeDir(entry.path, check->reason);
+      out.problems.push_back(full + ": not the volume dir volumemanager set up (" +
+                             check->reason +
+                             "); released from its ownership and left in place, never removed");
+      continue;
+    }
+    if (recorded_inode == 0) {
+      if (base::Status s = journal.SetVolumeInode(entry.path, check->inode); !s.ok()) {
+        out.problems.push_back(s.message());
+      }
+    }
     out.volumes.push_back(std::move(v));
+  }
+  if (!foreign.empty()) {
+    if (base::Status s = journal.Remove(foreign); !s.ok()) out.problems.push_back(s.message());
+    out.foreign = static_cast<int>(foreign.size());
   }
   if (!gone.empty()) {
     base::Status s = journal.Remove(gone);

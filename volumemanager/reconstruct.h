@@ -17,6 +17,10 @@
 //   nothing released, the journal is left as it is, and `waiting_for_filesystem` says why; the
 //   caller tries again later and must not reconcile meanwhile (it would tear nothing down it
 //   owns, and could set up over the recorded filesystem's mount point).
+// A volume entry whose dir is present is adopted only when it is still the dir the daemon made
+// (volume_setup.h, CheckOwnedVolumeDir: the recorded inode, or for an entry without one, a v1 or
+// v2 journal's, on the pod dir's mount and the root's filesystem, its inode then recorded);
+// otherwise it is released and left in place, in `problems` (logged at warning).
 // Entries gone from disk in another boot than the recorded one are counted apart
 // (`released_after_reboot`: a pod dir the kubelet cleaned up at boot, not an alarm).
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONSTRUCT_H_
@@ -42,6 +46,9 @@ struct ReconstructResult {
   std::vector<std::string> problems;  // owned entries that could not be checked (for the log)
   int released = 0;                   // owned entries gone from disk, dropped from the journal
   int released_after_reboot = 0;      // of those, gone in another boot than the recorded one
+  // Owned volume dirs no longer the ones the daemon made (another inode, mount or filesystem:
+  // CheckOwnedVolumeDir), dropped from the journal and left in place; each in `problems`.
+  int foreign = 0;
   // Not empty: the root's filesystem is not the recorded one (expected and found, for the log);
   // nothing was adopted or released.
   std::string waiting_for_filesystem;

@@ -144,6 +144,8 @@ class VolumeManager : private ReloadHost {
   };
   const ResyncStats& resync_stats() const { return resync_stats_; }
   bool reconstructed() const { return reconstructed_; }
+  // The ownership journal (self ownership), else null.
+  const OwnershipJournal* journal() const { return options_.journal; }
   // Not empty while reconstruction waits for the root's recorded filesystem (ReconstructResult):
   // expected and found. Retried with a backoff of 1 s doubling to 30 s.
   const std::string& waiting_for_filesystem() const { return waiting_for_filesystem_; }

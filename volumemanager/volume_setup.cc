@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,6 +297,194 @@ base::Result<bool> KubeletHasSetUpAt(int vol, const std::string& dir) {
   return set_up;
 }
 
+// The inode number the directory `fd` lists for `name` (d_ino: the entry's own inode, also when
+// a mount covers it). 0 when there is no such entry; -1 with errno on a failure to list.
+int64_t ListedInode(int fd, const std::string& name) {
+  const int dup = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup < 0) return -1;
+  DIR* d = ::fdopendir(dup);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(dup);
+    errno = err;
+    return -1;
+  }
+  int64_t found = 0;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (name == e->d_name) {
+      found = static_cast<int64_t>(e->d_ino);
+      break;
+    }
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (found == 0 && err != 0) {
+    errno = err;
+    return -1;
+  }
+  return found;
+}
+
+// "volume "c" of pod ns/name (UID u)", or "volume "c" of pod UID u" when the name is not known.
+std::string VolumeOfPod(const SetUpRequest& request) {
+  const VolumeLocation& loc = request.location;
+  return "volume \"" + loc.volume_name + "\" of pod " +
+         (request.pod.empty() ? "UID " + loc.pod_uid : request.pod + " (UID " + loc.pod_uid + ")");
+}
+
+// The refusal of an existing volume dir the journal does not list: `why` continues "<dir> already
+// exists".
+std::string RefusedAdoption(const SetUpRequest& request, const std::string& dir,
+                            const std::string& why) {
+  return VolumeOfPod(request) + ": " + dir + " already exists " + why +
+         ": not set up by volumemanager; refused, nothing written, left in place";
+}
+
+}  // namespace
+
+base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation& loc,
+                                                 uint64_t recorded_inode) {
+  VolumeDirCheck out;
+  const std::string dir = loc.dir();
+  // pods/, the pod dir, volumes/, the plugin dir: each opened beneath the root, no link followed.
+  const std::string levels[] = {"pods", OwnershipJournal::PodPath(loc.pod_uid),
+                                OwnershipJournal::PodVolumesPath(loc.pod_uid),
+                                OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)};
+  UniqueFd plugin;
+  uint64_t first_mount = 0;
+  for (const std::string& rel : levels) {
+    UniqueFd fd(atomicwriter::OpenBeneath(root, rel, O_RDONLY | O_DIRECTORY));
+    if (!fd.valid()) {
+      if (errno == ENOENT) {
+        out.missing = true;
+        return out;
+      }
+      return atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
+    }
+    uint64_t mount = 0;
+    if (atomicwriter::MountIdOf(fd.get(), &mount) != 0) {
+      return ErrnoError("read the mount of", loc.root_dir + "/" + rel, errno);
+    }
+    if (rel == levels[0]) {
+      first_mount = mount;
+    } else if (mount != first_mount) {
+      out.foreign = true;
+      out.reason = loc.root_dir + "/" + rel + " is on another mount than " + loc.root_dir +
+                   "/pods (a mount or bind mount over it)";
+      return out;
+    }
+    plugin = std::move(fd);
+  }
+  // The root's filesystem: the journal's identity (reconstruction compared the two at start).
+  struct statfs root_fs {};
+  struct statfs plugin_fs {};
+  if (::fstatfs(root, &root_fs) != 0) return ErrnoError("statfs", loc.root_dir, errno);
+  if (::fstatfs(plugin.get(), &plugin_fs) != 0) {
+    return ErrnoError("statfs", loc.root_dir + "/" + levels[3], errno);
+  }
+  if (root_fs.f_type != plugin_fs.f_type ||
+      std::memcmp(&root_fs.f_fsid, &plugin_fs.f_fsid, sizeof(root_fs.f_fsid)) != 0) {
+    out.foreign = true;
+    out.reason = loc.root_dir + "/" + levels[3] + " is on another filesystem than the root dir";
+    return out;
+  }
+  struct stat st {};
+  if (::fstatat(plugin.get(), loc.volume_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      out.missing = true;
+      return out;
+    }
+    return ErrnoError("stat", dir, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    out.foreign = true;
+    out.reason = dir + " is no longer a directory";
+    return out;
+  }
+  // The dir's own inode: st_ino unless a mount covers it (a tmpfs volume, or any other mount:
+  // mount ids, so a bind of the same filesystem counts), then the entry's.
+  uint64_t inode = st.st_ino;
+  const UniqueFd vol(::openat(plugin.get(), loc.volume_name.c_str(),
+                              O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  uint64_t vol_mount = 0;
+  if (!vol.valid()) {
+    if (errno == ENOENT) {
+      out.missing = true;
+      return out;
+    }
+    return atomicwriter::OpenBeneathError(dir, errno);
+  }
+  if (atomicwriter::MountIdOf(vol.get(), &vol_mount) != 0) {
+    return ErrnoError("read the mount of", dir, errno);
+  }
+  if (vol_mount != first_mount) {
+    const int64_t listed = ListedInode(plugin.get(), loc.volume_name);
+    if (listed < 0) return ErrnoError("list", loc.root_dir + "/" + levels[3], errno);
+    if (listed == 0) {
+      out.missing = true;
+      return out;
+    }
+    inode = static_cast<uint64_t>(listed);
+  }
+  out.inode = inode;
+  if (recorded_inode != 0 && inode != recorded_inode) {
+    out.foreign = true;
+    out.reason = dir + " is inode " + std::to_string(inode) + ", not the directory " +
+                 std::to_string(recorded_inode) + " volumemanager made";
+  }
+  return out;
+}
+
+namespace {
+
+// A check of the volume dir that the journal lists as the daemon's, before a write into it
+// (through `vol_fd`, the writer's descriptor): two fstat calls when the dir is the recorded inode
+// on the root's device, the whole walk otherwise (a tmpfs on it, or no identity recorded). A dir
+// that is not the daemon's is released, noted, and refused.
+base::Status CheckBeforeWrite(int root, const VolumeLocation& loc, OwnershipJournal& journal,
+                              int vol_fd, const std::string& who) {
+  const std::string rel = loc.rel();
+  const uint64_t recorded = journal.VolumeInode(rel);
+  struct stat vst {};
+  struct stat rst {};
+  if (recorded != 0 && ::fstat(vol_fd, &vst) == 0 && ::fstat(root, &rst) == 0 &&
+      vst.st_dev == rst.st_dev && vst.st_ino == recorded) {
+    return base::Status::OK();
+  }
+  auto check = CheckOwnedVolumeDir(root, loc, recorded);
+  if (!check.ok()) return check.status();
+  if (!check->foreign) return base::Status::OK();
+  journal.Remove({OwnedPath{OwnedKind::kVolume, rel}}).IgnoreError();
+  journal.NoteForeignVolumeDir(rel, check->reason);
+  return base::Status::Error(who + ": " + check->reason +
+                                 "; not the volume dir volumemanager set up: released from its "
+                                 "ownership, nothing written, left in place",
+                             EXDEV);
+}
+
+// Whether the existing volume dir `vol_fd` that the journal does not list may be written: on the
+// pod dir's mount and the root's filesystem, and empty or a volume a writer set up (its `..data`
+// names a version dir of its own). Anything else holds what no volume writer made.
+base::Status CheckAdoption(int root, const SetUpRequest& request, int vol_fd,
+                           const std::string& dir) {
+  auto check = CheckOwnedVolumeDir(root, request.location, 0);
+  if (!check.ok()) return check.status();
+  if (check->foreign) {
+    return base::Status::Error(RefusedAdoption(request, dir, "but " + check->reason), EXDEV);
+  }
+  if (IsEmptyDir(vol_fd)) return base::Status::OK();
+  base::Result<int> data = OpenDataVersion(vol_fd, dir);
+  if (data.ok() && *data >= 0) {
+    ::close(*data);
+    return base::Status::OK();
+  }
+  return base::Status::Error(
+      RefusedAdoption(request, dir,
+                      "and holds entries but no ..data link to a version dir of its own"),
+      EEXIST);
+}
+
 }  // namespace
 
 std::string VolumeLocation::dir() const {
@@ -403,6 +592,15 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
       if (s.ok() && made && rel == volume_rel && ::fchmod(next.get(), kVolumeDirMode) != 0) {
         s = ErrnoError("chmod", dir, errno);
       }
+      // Its identity, before anything is written in or mounted on it.
+      if (s.ok() && made && rel == volume_rel) {
+        struct stat st {};
+        if (::fstat(next.get(), &st) != 0) {
+          s = ErrnoError("stat", dir, errno);
+        } else if (base::Status r = journal.SetVolumeInode(volume_rel, st.st_ino); !r.ok()) {
+          s = base::Status::Error("recording the identity of " + dir + ": " + r.message());
+        }
+      }
       if (!s.ok()) {
         lock.unlock();
         Undo(root, created, volume_rel, journal, recorded, loc);
@@ -426,6 +624,16 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   // A new volume dir, or one of ours left empty (e.g. its tmpfs vanished with a reboot), gets its
   // tmpfs. Never one the daemon does not own: the kubelet may be setting it up right now.
   const int vol_fd = writer != nullptr ? writer->dir_fd() : vol.get();
+  if (existed && listed) {
+    // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
+    const std::string who = VolumeOfPod(request) + ", " + dir;
+    if (base::Status c = CheckBeforeWrite(root, loc, journal, vol_fd, who); !c.ok()) {
+      return c;
+    }
+  } else if (!owned) {
+    // Another's dir, refreshed only when it is a volume some writer set up, where the pod dir is.
+    if (base::Status c = CheckAdoption(root, request, vol_fd, dir); !c.ok()) return c;
+  }
   bool mount_tmpfs = request.tmpfs && owned && vol_fd >= 0;
   if (mount_tmpfs && existed) {
     mount_tmpfs = MayBeEmpty(vol_fd) && IsEmptyDir(vol_fd);
@@ -490,6 +698,18 @@ base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
                                    (S_ISLNK(st.st_mode) ? "a symlink" : "not a directory") +
                                    "); released from its ownership and left in place, not followed",
                                S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR);
+  }
+  // Still the dir the daemon made? A dir bound or mounted over it or above it since (or in a
+  // stop) is another's: released, left in place, nothing of it removed.
+  auto check = CheckOwnedVolumeDir(root->get(), location, journal.VolumeInode(volume_rel));
+  if (!check.ok()) return check.status();
+  if (check->foreign) {
+    journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
+    journal.NoteForeignVolumeDir(volume_rel, check->reason);
+    return base::Status::Error(dir + ": not the volume dir volumemanager set up (" + check->reason +
+                                   "); released from its ownership and left in place, nothing "
+                                   "removed",
+                               EXDEV);
   }
   base::Status s = RemoveVolumeDir(root->get(), location.root_dir, volume_rel);
   if (!s.ok()) return s;

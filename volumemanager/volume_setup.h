@@ -7,7 +7,8 @@
 // anything it records, durably, the volume and each missing directory above it in the ownership
 // journal: what the journal lists is what the daemon may later remove. A volume dir that already
 // exists and is not in the journal (the kubelet's, or an earlier daemon's whose journal was lost)
-// gets its content refreshed and nothing else: no tmpfs is mounted on it, and it is never removed.
+// gets its content refreshed and nothing else: no tmpfs is mounted on it, and it is never removed;
+// and only when it is empty or a volume some writer set up, on its pod dir's mount (below).
 // A failure on first mount removes what this call created, so no directory is left; a failure on
 // remount leaves the published content as it was (upstream issue 113242).
 // In a volume the journal lists (no other writer touches it) the version a write replaces is
@@ -24,6 +25,19 @@
 // the kubelet has set up (its `..data` link exists, and so does every top-level name of the
 // version it points at) and creates, mounts and records nothing else; KubeletHasSetUp tells
 // beforehand whether it has.
+//
+// A volume dir is the one the daemon made: the journal records its inode (on the root's
+// filesystem) right after the mkdir, before anything is written in or mounted on it, and every
+// later write, teardown and reconstruction first checks, on the dir it is about to use, that
+// pods/, the pod dir, volumes/ and the plugin dir are on one mount, the volume dir on the root's
+// filesystem, and its inode the recorded one (CheckOwnedVolumeDir). A dir that fails any of
+// these (e.g. another dir bound over the plugin dir, holding a dir of the volume's name) is not
+// the daemon's: it is released from the journal, left in place as it is, and reported (an error
+// naming pod, volume and path; OwnershipJournal::ForeignVolumeDirs for /debug/state). An entry
+// with no recorded inode (a v1 or v2 journal's) is checked for the mounts and the filesystem
+// only. A volume dir that exists and is not in the journal is refused at set-up, nothing written,
+// when it is on another mount than its pod dir, or when it holds anything and no `..data` link
+// to a version dir of its own (it is not a volume any writer set up).
 //
 // TearDownVolume removes a volume only when the journal lists it: it unmounts a tmpfs volume dir
 // (only a whole tmpfs, as the daemon mounts it: any other mount there stays, and so does the
@@ -106,6 +120,22 @@ enum class TearDownOutcome {
 bool IsMountPoint(const std::string& dir);
 
 base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request);
+
+// What CheckOwnedVolumeDir found.
+struct VolumeDirCheck {
+  bool missing = false;  // the volume dir (or a dir above it) does not exist
+  bool foreign = false;  // not the dir the daemon made: `reason` says why
+  uint64_t inode = 0;    // the volume dir's inode on the root's filesystem (not missing)
+  std::string reason;
+};
+
+// Checks the volume dir at `location`, its parents opened beneath `root` (a descriptor of the
+// root dir) without following any link: pods/, the pod dir, volumes/ and the plugin dir on one
+// mount, the plugin dir on the root's filesystem, and, when `recorded_inode` is not 0, the volume
+// dir's inode (the dir's own, beneath any tmpfs mounted on it) equal to it. An error only when
+// the path cannot be walked (a link or a file on it, or an I/O error).
+base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation& location,
+                                                 uint64_t recorded_inode);
 
 base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
                                              OwnershipJournal& journal);

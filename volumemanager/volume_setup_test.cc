@@ -285,6 +285,87 @@ TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
   EXPECT_TRUE(fs::exists(dir));
 }
 
+// Issue 41, item 6: the journal records the inode of each volume dir the daemon makes; a dir in
+// its place that is another inode (moved in while the daemon ran, or while it was stopped) is
+// not its own: no write goes into it, teardown and reconstruction leave it and say why.
+TEST_F(VolumeSetupTest, AVolumeDirReplacedByAnotherDirIsNeverWrittenOrRemoved) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  const std::string dir = Loc().dir();
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(journal_->VolumeInode(Loc().rel()), st.st_ino);
+  fs::rename(dir, dir + ".moved");
+  fs::create_directory(dir);
+  std::ofstream(dir + "/victim") << "mine";
+  // A write: refused, nothing written, released.
+  auto w = SetUpVolume(Req(Loc(), Payload("v2")));
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find(dir + " is inode"), std::string::npos)
+      << w.status().message();
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (std::map<std::string, std::string>{{"victim", "mine"}}));
+  EXPECT_FALSE(journal_->Owns(OwnedKind::kVolume, Loc().rel()));
+  ASSERT_EQ(journal_->ForeignVolumeDirs().size(), 1u);
+  EXPECT_EQ(journal_->ForeignVolumeDirs()[0].path, Loc().rel());
+  // Then a set-up of the same volume refuses the non-empty dir it does not own.
+  auto again = SetUpVolume(Req(Loc(), Payload("v2")));
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("no ..data link"), std::string::npos)
+      << again.status().message();
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (std::map<std::string, std::string>{{"victim", "mine"}}));
+  auto t = TearDownVolume(Loc(), *journal_);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, TearDownOutcome::kNotOwned);
+  EXPECT_TRUE(fs::exists(dir + "/victim"));
+}
+
+TEST_F(VolumeSetupTest, TeardownLeavesAVolumeDirOfAnotherInodeAndSaysWhy) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  const std::string dir = Loc().dir();
+  fs::rename(dir, dir + ".moved");
+  fs::create_directory(dir);
+  std::ofstream(dir + "/victim") << "mine";
+  auto t = TearDownVolume(Loc(), *journal_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(dir + ": not the volume dir volumemanager set up"),
+            std::string::npos)
+      << t.status().message();
+  EXPECT_TRUE(fs::exists(dir + "/victim"));
+  EXPECT_FALSE(journal_->Owns(OwnedKind::kVolume, Loc().rel()));
+  // The retry: no longer the daemon's.
+  auto retry = TearDownVolume(Loc(), *journal_);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(*retry, TearDownOutcome::kNotOwned);
+  EXPECT_TRUE(fs::exists(dir + "/victim"));
+}
+
+TEST_F(VolumeSetupTest, ReconstructionReleasesAVolumeDirOfAnotherInodeAndRecordsUnknownOnes) {
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
+  const std::string a = Loc("u1", "a").dir();
+  fs::rename(a, a + ".moved");
+  fs::create_directory(a);
+  std::ofstream(a + "/victim") << "mine";
+  // u2/b as a v2 journal lists it: no inode.
+  const uint64_t b_inode = journal_->VolumeInode(Loc("u2", "b").rel());
+  ASSERT_NE(b_inode, 0u);
+  ASSERT_TRUE(journal_->Remove({OwnedPath{OwnedKind::kVolume, Loc("u2", "b").rel()}}).ok());
+  ASSERT_TRUE(journal_->Add({OwnedPath{OwnedKind::kVolume, Loc("u2", "b").rel()}}).ok());
+  ASSERT_EQ(journal_->VolumeInode(Loc("u2", "b").rel()), 0u);
+  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  ASSERT_EQ(r.volumes.size(), 1u);
+  EXPECT_EQ(r.volumes[0].pod_uid, "u2");
+  EXPECT_EQ(r.foreign, 1);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find(a + ": not the volume dir volumemanager set up"),
+            std::string::npos)
+      << r.problems[0];
+  EXPECT_FALSE(journal_->Owns(OwnedKind::kVolume, Loc("u1", "a").rel()));
+  EXPECT_TRUE(fs::exists(a + "/victim"));
+  EXPECT_EQ(journal_->VolumeInode(Loc("u2", "b").rel()), b_inode) << "recorded at reconstruction";
+}
+
 TEST_F(VolumeSetupTest, TheKubeletHasSetUpAVolumeOnceItsTopLevelLinksExist) {
   // The kubelet's order: the version dir, `..data`, then one link per top-level name.
   const std::string dir = Loc().dir();

@@ -567,6 +567,15 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     reloads.push_back(std::move(r));
   }
   state["reloads"] = std::move(reloads);
+  // Volume dirs found not to be the ones the daemon made (a dir bound over their plugin dir, or
+  // another inode in their place): released and left in place, for a person to look at.
+  nlohmann::json foreign = nlohmann::json::array();
+  if (const OwnershipJournal* journal = vm->journal(); journal != nullptr) {
+    for (const OwnershipJournal::ForeignVolumeDir& f : journal->ForeignVolumeDirs()) {
+      foreign.push_back({{"path", f.path}, {"reason", f.reason}});
+    }
+  }
+  state["foreignVolumeDirs"] = std::move(foreign);
   AddRejectedManifests(&state);
   AddLockState(&state);
   return state;

@@ -43,7 +43,7 @@ CONFIGMAPS = ["cm0", "cm1", "cm2"]
 SECRETS = ["s0", "s1"]
 OPTIONAL = "opt0"  # a ConfigMap that comes and goes; read as an optional projected source
 SLOTS = 5          # pod manifest files pod-<slot>.yaml; each incarnation gets a new UID
-JOURNAL_HEADER = "volumemanager-ownership v2"
+JOURNAL_HEADER = "volumemanager-ownership v3"
 
 
 class Violation(AssertionError):
@@ -427,6 +427,11 @@ class World:
             if body.startswith("= root "):  # the root dir and its identity (line 2)
                 continue
             op, kind, rel = body.split(" ", 2)
+            if op == "@":  # the inode of an owned volume dir, after its `+`
+                inode, _, rel = rel.partition(" ")
+                if kind != "volume" or not inode.isdigit() or live.get(rel) != "volume":
+                    raise Violation(f"journal identity line for no owned volume: {line!r}")
+                continue
             if op == "+":
                 live[rel] = kind
             else:

@@ -3,11 +3,13 @@ start and while running), bind mounts and a bind loop inside a volume. The real 
 standalone and in cluster mode: nothing outside the root dir is written, mounted or removed, the
 affected volume's error names pod and volume, the daemon stays up, the other volumes are served.
 """
+import json
 import os
 import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -291,3 +293,114 @@ def test_cluster_mode_teardown_never_crosses_a_bind_loop(cluster, tmp_path):
         assert cluster.proc.poll() is None
     finally:
         subprocess.run(["umount", "-l", str(vol / "loop")], check=False)
+
+
+# Issue 41, item 6: a directory bound over a pod's plugin dir that already holds a dir named like
+# the pod's volume. The daemon must not take that dir for its volume dir: it writes nothing into
+# it, removes nothing of it at teardown, and says why (pod, volume, path).
+VICTIM_BYTES = b"the victim's own file\n"
+
+
+def plant_plugin_bind(root: Path, uid: str, volume: str, tmp_path: Path):
+    """A dir outside the root holding <volume>/victim, bound over pods/<uid>/volumes/<CM>; the
+    plugin dir is made first when missing (as a pod dir's owner could)."""
+    planted = tmp_path / "planted"
+    (planted / volume).mkdir(parents=True)
+    (planted / volume / "victim").write_bytes(VICTIM_BYTES)
+    plugin_dir = root / "pods" / uid / "volumes" / CM
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    bind(planted, plugin_dir)
+    return planted, plugin_dir
+
+
+def victim_intact(planted: Path, volume: str):
+    victim = planted / volume / "victim"
+    return victim.is_file() and victim.read_bytes() == VICTIM_BYTES
+
+
+def foreign_in_debug_state(env):
+    """The daemon's /debug/state list of volume dirs it found not to be its own."""
+    _, debug = env.admin_addresses()
+    with urllib.request.urlopen(debug + "/debug/state", timeout=10) as r:
+        return json.loads(r.read())["foreignVolumeDirs"]
+
+
+def said_why(env, uid, volume, path):
+    """A warning or error naming pod and volume, whose text names `path`."""
+    return [r for r in volume_errors(env, uid, volume)
+            if str(path) in r.get("err", "") + r.get("msg", "") + r.get("dir", "")]
+
+
+def test_a_dir_bound_over_the_plugin_dir_before_set_up_is_refused_and_never_removed(env, tmp_path):
+    env.put_object(configmap("app", {"k": "v1"}))
+    env.put_pod(pod("a", [{"name": "c", "configMap": {"name": "app"}}], uid="uid-a"))
+    env.put_pod(pod("b", [{"name": "cfg", "configMap": {"name": "app"}}], uid="uid-b"))
+    planted, plugin_dir = plant_plugin_bind(env.root, "uid-a", "c", tmp_path)
+    try:
+        env.start()
+        wait_for(lambda: visible_files(env.volume_dir("uid-b", CM, "cfg")) == {"k": b"v1"},
+                 what="the other pod's volume")
+        time.sleep(1.0)  # pod a's set-up attempts
+        written = sorted(p.name for p in (planted / "c").iterdir())
+        os.remove(env.pods / "a.yaml")
+        assert_b_still_served(env, "v2")
+        time.sleep(1.5)  # a teardown attempt and its first retry
+        assert victim_intact(planted, "c"), "the victim's file removed"
+        assert written == ["victim"], "nothing may be written into the planted dir"
+        assert said_why(env, "uid-a", "c", env.volume_dir("uid-a", CM, "c")), \
+            "an error naming pod a, volume c and its path"
+        assert env.proc.poll() is None
+    finally:
+        subprocess.run(["umount", "-l", str(plugin_dir)], check=False)
+    assert victim_intact(planted, "c")
+
+
+def test_a_dir_bound_over_an_owned_volumes_plugin_dir_is_left_alone_at_teardown(env, tmp_path):
+    start_two_pods(env, tmp_path)
+    env.put_pod(pod("a", [{"name": "c", "configMap": {"name": "app"}}], uid="uid-a"))
+    wait_for(lambda: visible_files(env.volume_dir("uid-a", CM, "c")) == {"k": b"v1"},
+             what="pod a's volume c, set up by the daemon")
+    planted, plugin_dir = plant_plugin_bind(env.root, "uid-a", "c", tmp_path)
+    try:
+        os.remove(env.pods / "a.yaml")
+        time.sleep(2.5)  # the manifest settle time (1 s), a teardown attempt and its first retry
+        assert victim_intact(planted, "c"), "the victim's file removed"
+        assert [r for r in said_why(env, "uid-a", "c", env.volume_dir("uid-a", CM, "c"))
+                if "TearDown" in r.get("msg", "")], \
+            "a teardown warning naming pod a, volume c and its path"
+        assert_b_still_served(env, "v2")
+        assert [f["path"] for f in foreign_in_debug_state(env)] == \
+            ["pods/uid-a/volumes/kubernetes.io~configmap/c"]
+        assert env.proc.poll() is None
+    finally:
+        subprocess.run(["umount", "-l", str(plugin_dir)], check=False)
+    assert victim_intact(planted, "c")
+
+
+def test_a_dir_bound_over_the_plugin_dir_while_stopped_is_not_adopted(env, tmp_path):
+    env.put_object(configmap("app", {"k": "v1"}))
+    env.put_pod(pod("a", [{"name": "c", "configMap": {"name": "app"}}], uid="uid-a"))
+    env.put_pod(pod("b", [{"name": "cfg", "configMap": {"name": "app"}}], uid="uid-b"))
+    env.start()
+    wait_for(lambda: visible_files(env.volume_dir("uid-a", CM, "c")) == {"k": b"v1"},
+             what="pod a's volume c, set up by the daemon")
+    env.stop()
+    planted, plugin_dir = plant_plugin_bind(env.root, "uid-a", "c", tmp_path)
+    try:
+        os.remove(env.pods / "a.yaml")
+        env.start()
+        wait_for(lambda: visible_files(env.volume_dir("uid-b", CM, "cfg")) == {"k": b"v1"},
+                 what="the other pod's volume")
+        assert_b_still_served(env, "v2")
+        time.sleep(1.5)  # a teardown attempt, if any, and its first retry
+        assert victim_intact(planted, "c"), "the victim's file removed"
+        assert [r for r in env.records()
+                if r.get("level") == "warning"
+                and str(env.volume_dir("uid-a", CM, "c")) in r.get("msg", "")], \
+            "a warning naming the volume dir that is no longer the daemon's"
+        assert [f["path"] for f in foreign_in_debug_state(env)] == \
+            ["pods/uid-a/volumes/kubernetes.io~configmap/c"]
+        assert env.proc.poll() is None
+    finally:
+        subprocess.run(["umount", "-l", str(plugin_dir)], check=False)
+    assert victim_intact(planted, "c")

@@ -29,8 +29,8 @@ def journal_volumes(state):
         return owned
     for line in path.read_text().splitlines()[1:]:
         parts = line.split(" ", 3)
-        if len(parts) != 4 or parts[2] != "volume":
-            continue  # a dir record, or an incomplete last line
+        if len(parts) != 4 or parts[2] != "volume" or parts[1] not in ("+", "-"):
+            continue  # a dir record, a volume dir's inode, or an incomplete last line
         (owned.add if parts[1] == "+" else owned.discard)(parts[3])
     return owned
 

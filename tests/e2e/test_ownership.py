@@ -116,7 +116,7 @@ def test_a_lost_or_damaged_journal_means_owning_and_removing_nothing(env):
         "lost": lambda j: j.unlink(),
         "corrupt": lambda j: j.write_bytes(j.read_bytes()[:-3] + b"X" + j.read_bytes()[-2:]),
         "old version": lambda j: j.write_bytes(
-            j.read_bytes().replace(b"volumemanager-ownership v2", b"volumemanager-ownership v0")),
+            j.read_bytes().replace(b"volumemanager-ownership v3", b"volumemanager-ownership v0")),
     }
     for name, damage in cases.items():
         uid = "u-" + name.replace(" ", "-")
