@@ -2,10 +2,13 @@
  * of the real daemon binary fail with EIO, for paths at or below one directory, switched on and
  * off while the daemon runs. It stands in for a failing disk where the kernel offers no way to
  * make one (no device-mapper dm-error/dm-flakey, no fail_make_request or fail_function fault
- * injection: RELIABILITY.md, "Disk full and I/O errors").
+ * injection: RELIABILITY.md, "Disk full and I/O errors"). It can also trace every such call below
+ * the directory, with the time it began, and slow down removals there, so that a test can tell
+ * what the daemon changed on disk and when (test_one_writer.py: nothing after the node's lock is
+ * lost).
  *
  * Environment:
- *   VM_IO_ERROR_DIR      absolute path; only calls on paths at or below it can fail;
+ *   VM_IO_ERROR_DIR      absolute path; only calls on paths at or below it are looked at;
  *   VM_IO_ERROR_CONTROL  a file; while it exists, the operations it names (words separated by
  *                        white space; all of them when it is empty) fail with EIO:
  *                          write   write, pwrite, pwrite64, writev on a file below the dir
@@ -14,13 +17,27 @@
  *                          mkdir   mkdir, mkdirat
  *                          symlink symlink, symlinkat
  *                          rename  rename, renameat, renameat2 (either path below the dir)
+ *                          unlink  unlink, unlinkat without AT_REMOVEDIR
+ *                          rmdir   rmdir, unlinkat with AT_REMOVEDIR
  *   VM_IO_ERROR_LOG      optional: a file each injected failure appends one line to
- *                        ("<operation> <path>"), so a test sees that the shim was used.
- * Without both of the first two variables every call goes straight to libc.
+ *                        ("<operation> <path>"), so a test sees that the shim was used;
+ *   VM_IO_TRACE_LOG      a file every call of the kinds above on a path below the dir appends
+ *                        one line to, failed or not (an open only with O_CREAT):
+ *                        "<seconds>.<nanoseconds> <operation> <path>", the CLOCK_REALTIME time
+ *                        the call began (before any delay below), the operation as named above;
+ *                        a rename names both paths, "<from> <to>", when either is below the dir
+ *                        (paths are resolved to absolute ones, and printed as they are: one
+ *                        with a space or a newline is ambiguous);
+ *   VM_IO_SLOW_UNLINK_MS a number of milliseconds to sleep before each unlink and rmdir below
+ *                        the dir (a slow disk that keeps a removal busy while a test acts).
+ * Failures need the first two variables; tracing and the delay need the dir with their own
+ * variable. With none of them, or without the dir, every call goes straight to libc.
  *
  * It covers the glibc wrappers the daemon and libstdc++ call (nm -D, strace); a call made by a
- * raw syscall(2) or inside glibc itself (fopen) is not intercepted. Thread-safe: no state but
- * the libc entry points, looked up once at load time. */
+ * raw syscall(2) or inside glibc itself (fopen, remove) is not intercepted. Its own reads and
+ * writes of the control and log files are raw syscalls, one write(2) per line with O_APPEND, so
+ * nothing it does comes back into it and concurrent lines never mix. Thread-safe: no state but
+ * the libc entry points and the variables above, read once at load time. */
 #define _GNU_SOURCE
 #undef _FORTIFY_SOURCE /* the fortified inline open() would clash with the one defined here */
 #include <dlfcn.h>
@@ -35,6 +52,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef ssize_t (*write_fn)(int, const void*, size_t);
@@ -52,6 +70,8 @@ typedef int (*symlinkat_fn)(const char*, int, const char*);
 typedef int (*rename_fn)(const char*, const char*);
 typedef int (*renameat_fn)(int, const char*, int, const char*);
 typedef int (*renameat2_fn)(int, const char*, int, const char*, unsigned int);
+typedef int (*unlink_fn)(const char*);
+typedef int (*unlinkat_fn)(int, const char*, int);
 
 static write_fn real_write;
 static pwrite_fn real_pwrite;
@@ -68,11 +88,15 @@ static symlinkat_fn real_symlinkat;
 static rename_fn real_rename;
 static renameat_fn real_renameat;
 static renameat2_fn real_renameat2;
+static unlink_fn real_unlink, real_rmdir;
+static unlinkat_fn real_unlinkat;
 
-static const char* fault_dir;
+static const char* fault_dir; /* null: the shim is inert */
 static size_t fault_dir_len;
 static const char* control_file;
 static const char* log_file;
+static const char* trace_file;
+static long slow_unlink_ms;
 
 /* dlsym's object pointer into a function pointer (memcpy: ISO C has no cast between them). */
 #define LOOKUP(var, name)               \
@@ -100,15 +124,28 @@ __attribute__((constructor)) static void init(void) {
   LOOKUP(real_rename, "rename");
   LOOKUP(real_renameat, "renameat");
   LOOKUP(real_renameat2, "renameat2");
+  LOOKUP(real_unlink, "unlink");
+  LOOKUP(real_rmdir, "rmdir");
+  LOOKUP(real_unlinkat, "unlinkat");
   const char* dir = getenv("VM_IO_ERROR_DIR");
+  if (dir == NULL || dir[0] != '/') return;
   const char* control = getenv("VM_IO_ERROR_CONTROL");
-  if (dir != NULL && dir[0] == '/' && control != NULL && control[0] != '\0') {
-    fault_dir = dir;
-    fault_dir_len = strlen(dir);
-    while (fault_dir_len > 1 && dir[fault_dir_len - 1] == '/') --fault_dir_len;
+  if (control != NULL && control[0] != '\0') {
     control_file = control;
     log_file = getenv("VM_IO_ERROR_LOG");
   }
+  const char* trace = getenv("VM_IO_TRACE_LOG");
+  if (trace != NULL && trace[0] != '\0') trace_file = trace;
+  const char* slow = getenv("VM_IO_SLOW_UNLINK_MS");
+  if (slow != NULL) {
+    char* end = NULL;
+    const long ms = strtol(slow, &end, 10);
+    if (end != slow && *end == '\0' && ms > 0) slow_unlink_ms = ms;
+  }
+  if (control_file == NULL && trace_file == NULL && slow_unlink_ms == 0) return;
+  fault_dir = dir;
+  fault_dir_len = strlen(dir);
+  while (fault_dir_len > 1 && dir[fault_dir_len - 1] == '/') --fault_dir_len;
 }
 
 /* Whether the control file exists and names `op` (or names nothing). Reads it with raw syscalls,
@@ -163,38 +200,105 @@ static int below_fault_dir(const char* abs) {
          (abs[fault_dir_len] == '/' || abs[fault_dir_len] == '\0');
 }
 
+/* Appends `line` (`n` bytes) to `file` in one write, with raw syscalls: nothing comes back into
+ * the shim, and lines written at once by several threads never mix. */
+static void append(const char* file, const char* line, int n) {
+  if (n <= 0) return;
+  int fd =
+      (int)syscall(SYS_openat, AT_FDCWD, file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  syscall(SYS_write, fd, line, (size_t)n);
+  syscall(SYS_close, fd);
+}
+
 static void record(const char* op, const char* abs) {
   if (log_file == NULL) return;
   char line[PATH_MAX + 32];
   int n = snprintf(line, sizeof line, "%s %s\n", op, abs);
   if (n <= 0) return;
   if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
-  int fd =
-      (int)syscall(SYS_openat, AT_FDCWD, log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  syscall(SYS_write, fd, line, (size_t)n);
-  syscall(SYS_close, fd);
+  append(log_file, line, n);
 }
 
-/* Whether `path` (relative to `dirfd`) is below the dir; then the failure of `op` is recorded
- * and errno set to EIO. */
-static int inject(const char* op, int dirfd, const char* path) {
+/* When the call began, for its trace line: taken first, before the path is resolved or the call
+ * delayed. */
+static void began(struct timespec* at) {
+  at->tv_sec = 0;
+  at->tv_nsec = 0;
+  if (trace_file != NULL) clock_gettime(CLOCK_REALTIME, at);
+}
+
+/* The trace line of a call on `abs` (and `to`, a rename's second path, or null). */
+static void trace(const struct timespec* at, const char* op, const char* abs, const char* to) {
+  if (trace_file == NULL) return;
+  char line[2 * PATH_MAX + 64];
+  int n = to == NULL ? snprintf(line, sizeof line, "%lld.%09ld %s %s\n", (long long)at->tv_sec,
+                                at->tv_nsec, op, abs)
+                     : snprintf(line, sizeof line, "%lld.%09ld %s %s %s\n", (long long)at->tv_sec,
+                                at->tv_nsec, op, abs, to);
+  if (n <= 0) return;
+  if ((size_t)n >= sizeof line) {
+    n = (int)sizeof line - 1;
+    line[n - 1] = '\n';
+  }
+  append(trace_file, line, n);
+}
+
+static int slowed(const char* op) {
+  return slow_unlink_ms > 0 && (strcmp(op, "unlink") == 0 || strcmp(op, "rmdir") == 0);
+}
+
+static void slow_down(void) {
+  struct timespec left = {slow_unlink_ms / 1000, (slow_unlink_ms % 1000) * 1000000L};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+/* Whether the call `op` on `path` (relative to `dirfd`; "" for the file `dirfd` itself) is to
+ * fail: then errno is EIO. A call below the dir is traced, then delayed when it is a removal, and
+ * only then is the control file asked (a test that switches failures on meanwhile gets them). */
+static int fail_path(const char* op, int dirfd, const char* path) {
+  if (fault_dir == NULL) return 0;
+  struct timespec at;
+  began(&at);
+  int fail = op_enabled(op);
+  if (!fail && trace_file == NULL && !slowed(op)) return 0;
   char abs[PATH_MAX];
   resolve(dirfd, path, abs, sizeof abs);
   if (abs[0] == '\0' || !below_fault_dir(abs)) return 0;
+  trace(&at, op, abs, NULL);
+  if (slowed(op)) {
+    slow_down();
+    fail = op_enabled(op);
+  }
+  if (!fail) return 0;
   record(op, abs);
   errno = EIO;
   return 1;
 }
 
-/* Whether the call `op` on `path` (relative to `dirfd`) is to fail: then errno is EIO. */
-static int fail_path(const char* op, int dirfd, const char* path) {
-  return op_enabled(op) && inject(op, dirfd, path);
-}
-
 /* The same for a call on an open file descriptor. */
-static int fail_fd(const char* op, int fd) {
-  return fd >= 0 && op_enabled(op) && inject(op, fd, "");
+static int fail_fd(const char* op, int fd) { return fd >= 0 && fail_path(op, fd, ""); }
+
+/* The same for a rename, looked at when either path is below the dir (the failure recorded
+ * names the destination when it is below, else the source). */
+static int fail_rename(int from_dirfd, const char* from, int to_dirfd, const char* to) {
+  if (fault_dir == NULL) return 0;
+  struct timespec at;
+  began(&at);
+  const int fail = op_enabled("rename");
+  if (!fail && trace_file == NULL) return 0;
+  char from_abs[PATH_MAX], to_abs[PATH_MAX];
+  resolve(from_dirfd, from, from_abs, sizeof from_abs);
+  resolve(to_dirfd, to, to_abs, sizeof to_abs);
+  const int from_below = from_abs[0] != '\0' && below_fault_dir(from_abs);
+  const int to_below = to_abs[0] != '\0' && below_fault_dir(to_abs);
+  if (!from_below && !to_below) return 0;
+  trace(&at, "rename", from_abs[0] != '\0' ? from_abs : "?", to_abs[0] != '\0' ? to_abs : "?");
+  if (!fail) return 0;
+  record("rename", to_below ? to_abs : from_abs);
+  errno = EIO;
+  return 1;
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
@@ -287,16 +391,31 @@ int symlinkat(const char* target, int dirfd, const char* linkpath) {
 }
 
 int rename(const char* from, const char* to) {
-  if (fail_path("rename", AT_FDCWD, to) || fail_path("rename", AT_FDCWD, from)) return -1;
+  if (fail_rename(AT_FDCWD, from, AT_FDCWD, to)) return -1;
   return real_rename(from, to);
 }
 
 int renameat(int from_dirfd, const char* from, int to_dirfd, const char* to) {
-  if (fail_path("rename", to_dirfd, to) || fail_path("rename", from_dirfd, from)) return -1;
+  if (fail_rename(from_dirfd, from, to_dirfd, to)) return -1;
   return real_renameat(from_dirfd, from, to_dirfd, to);
 }
 
 int renameat2(int from_dirfd, const char* from, int to_dirfd, const char* to, unsigned int flags) {
-  if (fail_path("rename", to_dirfd, to) || fail_path("rename", from_dirfd, from)) return -1;
+  if (fail_rename(from_dirfd, from, to_dirfd, to)) return -1;
   return real_renameat2(from_dirfd, from, to_dirfd, to, flags);
+}
+
+int unlink(const char* path) {
+  if (fail_path("unlink", AT_FDCWD, path)) return -1;
+  return real_unlink(path);
+}
+
+int rmdir(const char* path) {
+  if (fail_path("rmdir", AT_FDCWD, path)) return -1;
+  return real_rmdir(path);
+}
+
+int unlinkat(int dirfd, const char* path, int flags) {
+  if (fail_path(flags & AT_REMOVEDIR ? "rmdir" : "unlink", dirfd, path)) return -1;
+  return real_unlinkat(dirfd, path, flags);
 }

@@ -1,7 +1,9 @@
 """One writer for real: a daemon writes nothing to the state dir or the root dir before it holds
 the node's lock (no journal rewrite, no reconstruction), yet a standby is Ready, so a surge
 rollout (maxSurge 1, maxUnavailable 0) does not stall; the flock is taken with
---leader-elect=false too."""
+--leader-elect=false too. A holder that loses the lock changes nothing under the root dir from then
+on (the I/O shim's trace of every call there, io_error_shim.c)."""
+import calendar
 import json
 import os
 import re
@@ -9,6 +11,8 @@ import signal
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +23,9 @@ from test_standalone import CM, cm_volume
 
 SECRET = "kubernetes.io~secret"
 JOURNAL = "ownership.journal"
+SHIM = os.environ.get("VM_IO_ERROR_SHIM", "build/lib/libio_error_shim.so")
+# The name the removal queue gives an entry it has claimed (atomicwriter/removal_queue.h).
+REMOVING = "..volumemanager_removing."
 
 
 def journal_volumes(state):
@@ -212,6 +219,152 @@ def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
         assert env.stop() == 0
     finally:
         b.stop(signal.SIGKILL)
+
+
+def trace_calls(path):
+    """The I/O shim's trace, oldest first: (start in ns since the epoch, operation, paths)."""
+    calls = []
+    for line in path.read_text().splitlines():
+        stamp, op, paths = line.split(" ", 2)
+        seconds, nanos = stamp.split(".")
+        calls.append((int(seconds) * 10**9 + int(nanos), op, paths.split(" ")))
+    return sorted(calls)
+
+
+def log_time_ns(record):
+    """A JSON log line's time (microseconds, UTC) in ns since the epoch."""
+    t = datetime.strptime(record["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return (calendar.timegm(t.timetuple()) * 10**6 + t.microsecond) * 1000
+
+
+def removal_entry(paths):
+    """The removal queue's claimed entry a call is on (the path of its claimed name), or None."""
+    for path in reversed(paths):  # a claim's rename: its destination
+        head, sep, tail = path.partition("/" + REMOVING)
+        if sep:
+            return head + sep + tail.split("/", 1)[0]
+    return None
+
+
+def unpublished_versions(volume_dir):
+    """Version dirs (or claimed entries) in a volume dir that `..data` does not name."""
+    live = os.readlink(volume_dir / "..data")
+    return [e.name for e in volume_dir.iterdir() if e.name.startswith("..") and e.is_dir()
+            and not e.is_symlink() and e.name != live]
+
+
+def test_nothing_is_written_or_removed_under_the_root_once_the_lock_is_lost(env, tmp_path):
+    """The moment the holder's term ends, its writes stop, and so do its removals: the removal
+    queue's worker (replaced versions) and queued teardowns alike, even with both still busy, on
+    a disk whose unlinks are slow. The I/O shim traces every call under the root dir with the time
+    it began; after the daemon's own line saying the lock is lost (written once the write gate is
+    closed) nothing may begin there but the rest of what was already running: the operations the
+    daemon names as finishing after the loss (at most the pool's size) and the one removal the
+    queue had in hand."""
+    shim = Path(SHIM).resolve()
+    assert shim.is_file(), f"{shim}: the I/O-error shim is not built (make test-build)"
+    trace = tmp_path / "io-trace.log"
+    # Each unlink and rmdir below the root sleeps first: a replaced version (2 keys) takes the
+    # removal queue 0.3 s, a teardown (8 keys: 23 calls) a pool thread 2.3 s.
+    env.wrapper = ["/usr/bin/env", f"LD_PRELOAD={shim}", f"VM_IO_ERROR_DIR={env.root}",
+                   f"VM_IO_TRACE_LOG={trace}", "VM_IO_SLOW_UNLINK_MS=100"]
+    replaced, torn_down = 200, 60
+    env.put_object(configmap("rewritten", {"k0": "0", "k1": "0"}))
+    env.put_object(configmap("removed", {f"k{i}": "0" for i in range(8)}))
+    for i in range(replaced):
+        env.put_pod(pod(f"r{i}", [cm_volume("v", "rewritten")], uid=f"r{i}"))
+    for i in range(torn_down):
+        env.put_pod(pod(f"t{i}", [cm_volume("v", "removed")], uid=f"t{i}"))
+    rewritten = [env.volume_dir(f"r{i}", CM, "v") for i in range(replaced)]
+    removed = [env.root / "pods" / f"t{i}" for i in range(torn_down)]
+
+    def all_show(dirs, key, value):
+        def check():
+            for d in dirs:
+                try:
+                    if (d / key).read_bytes() != value:
+                        return False
+                except OSError:
+                    return False
+            return True
+        return check
+
+    env.start("--log-format", "json")
+    a = wait_for(lambda: holder(env), timeout=60, what="the daemon holding the lock")
+    wait_for(all_show(rewritten, "k0", b"0"), timeout=180, what="the rewritten pods' volumes")
+    wait_for(all_show([p / "volumes" / CM / "v" for p in removed], "k7", b"0"), timeout=180,
+             what="the removed pods' volumes")
+
+    # Every volume of the first pods gets a new version; the ones they replace go to the removal
+    # queue (grace 0 s: due at once), which removes one at a time, 0.3 s each.
+    env.put_object(configmap("rewritten", {"k0": "1", "k1": "1"}))
+    wait_for(all_show(rewritten, "k0", b"1"), timeout=180, what="the rewritten pods' new content")
+    # The other pods go (their teardowns queue up behind the pool's threads), and the lock is
+    # made unusable: every renewal fails from now on and the term ends at the renew deadline
+    # (10 s), both queues still busy.
+    for i in range(torn_down):
+        os.remove(env.pods / f"t{i}.yaml")
+    lock = env.state / "leader.lock"
+    lock.unlink()
+    os.symlink(tmp_path / "elsewhere", lock)
+    assert env.proc.wait(timeout=120) == 6
+    env.proc = None
+    env._log.close()
+
+    # The daemon's line, the first to say so (the graceful stop repeats it): the gate is closed
+    # before it is logged (Daemon: OnLockChanged, then LostAfterWriting), and its time is taken
+    # when it is logged, shown in whole microseconds (the moment lies within the one shown).
+    lost = env.records(msg=lambda m: "after writing: no new writes; restarting" in m)
+    assert lost, env.log()[-2000:]
+    moment = log_time_ns(lost[0]) + 999
+    calls = trace_calls(trace)
+    before = [c for c in calls if c[0] <= moment]
+    after = [c for c in calls if c[0] > moment]
+
+    # What makes the test worth anything: both kinds of removal were going on when the lock was
+    # lost, and were not done.
+    claimed = {removal_entry(p) for _, op, p in before if op == "rename" and removal_entry(p)}
+    done = {removal_entry(p) for _, op, p in before
+            if op == "rmdir" and removal_entry(p) == p[0]}
+    assert done, "no replaced version was removed before the lock was lost"
+    left = {str(d): unpublished_versions(d) for d in rewritten if unpublished_versions(d)}
+    assert left, (f"every replaced version was removed ({len(claimed)} claimed) before the lock "
+                  f"was lost: the test proves nothing for the removal queue")
+    pods_dir = str(env.root / "pods")
+    gone = {p[0] for _, op, p in before if op == "rmdir" and os.path.dirname(p[0]) == pods_dir}
+    assert gone & {str(p) for p in removed}, "no teardown was done before the lock was lost"
+    still = [p for p in removed if p.exists()]
+    assert still, "every removed pod's volume was torn down before the lock was lost"
+
+    # The operations running when the lock was lost finish, each logged with its writer; nothing
+    # else of theirs begins.
+    late = env.records(msg="Operation finished after the node's lock was lost")
+    pool = int(os.environ.get("UV_THREADPOOL_SIZE", "4"))
+    assert len(late) <= pool, late
+    assert all(r["writer"] == a and r["podUID"].startswith("t") for r in late), late
+    late_pods = {f"{pods_dir}/{r['podUID']}" for r in late}
+    violations, entries = [], []
+    for t, op, paths in after:
+        entry = removal_entry(paths)
+        if entry is not None:
+            # The removal in hand goes on (its remaining unlinks): the worker asks before each
+            # entry, so one entry at most.
+            if entry not in entries:
+                entries.append(entry)
+            if entries.index(entry) == 0:
+                continue
+        elif any(p == d or p.startswith(d + "/") for p in paths for d in late_pods):
+            continue
+        shown = " ".join(os.path.relpath(p, env.root) for p in paths)
+        violations.append(f"+{(t - moment) / 1e6:.1f} ms {op} {shown}")
+    assert not violations, (
+        f"{len(violations)} call(s) under the root dir began after the daemon's line saying the "
+        f"lock was lost (time after that line, path below the root dir; {len(entries)} claimed "
+        f"removal(s) had calls after it, one allowed; {len(late)} operation(s) logged as "
+        f"finishing after it, their calls allowed):\n" + "\n".join(violations[:60]))
+    # The teardowns that had not started never will: those pods' volumes are whole.
+    for p in still:
+        assert visible_files(p / "volumes" / CM / "v") == {f"k{i}": b"0" for i in range(8)}, p
 
 
 @pytest.mark.parametrize("server_kind", SERVERS)
