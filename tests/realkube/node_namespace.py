@@ -8,6 +8,8 @@ sets the node up there and runs COMMAND in it, with the command's exit status as
 - loopback up, and the node's address NODE_IP on one end of a veth pair whose both ends stay in
   the namespace (the kubelet refuses a loopback --node-ip);
 - a tmpfs over /var/log: the kubelet writes /var/log/pods and /var/log/containers;
+- /var/lib an overlay of the machine's, its writes kept in a tmpfs: the kubelet makes its
+  device-plugin socket in /var/lib/kubelet/device-plugins whatever its --root-dir;
 - files holding the values the 1.20 kubelet wants bound over the kernel settings it would
   otherwise change (machine.KUBELET_SYSCTLS; the files live in WORKDIR/sysctls).
 The command sees VM_NODE_NAMESPACE (the namespace's inode, which tests compare with their own to
@@ -36,6 +38,18 @@ def set_up(workdir):
     mount = tool("mount")
     set_up_node_link()
     run(mount, "-t", "tmpfs", "-o", "mode=0755", "node-var-log", "/var/log")
+    # The 1.20 kubelet makes its device-plugin socket at a fixed path whatever its --root-dir
+    # (/var/lib/kubelet/device-plugins/kubelet.sock): on a machine without a kubelet that would
+    # create /var/lib/kubelet, on one with a kubelet replace its socket. In the node, /var/lib is
+    # an overlay of the machine's, whatever is written there kept in a tmpfs that goes with it.
+    layers = Path(workdir) / "var-lib"
+    layers.mkdir(parents=True, exist_ok=True)
+    run(mount, "-t", "tmpfs", "-o", "mode=0700", "node-var-lib", str(layers))
+    (layers / "upper").mkdir()
+    (layers / "work").mkdir()
+    run(mount, "-t", "overlay", "-o",
+        f"lowerdir=/var/lib,upperdir={layers / 'upper'},workdir={layers / 'work'}",
+        "node-var-lib", "/var/lib")
     values = Path(workdir) / "sysctls"
     values.mkdir(parents=True, exist_ok=True)
     for key, value in KUBELET_SYSCTLS.items():
