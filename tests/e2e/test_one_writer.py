@@ -175,6 +175,19 @@ def test_without_leader_election_the_flock_is_still_taken(env):
         b.stop(signal.SIGKILL)
 
 
+def lose_the_lock(env, tmp_path, timeout):
+    """Makes the lock file unusable under the holder (a symlink planted at its path): every
+    renewal fails, the term ends at the renew deadline (10 s) and the daemon exits 6, within
+    `timeout` seconds. Returns the lock's path (unlink it to make it usable again)."""
+    lock = env.state / "leader.lock"
+    lock.unlink()
+    os.symlink(tmp_path / "elsewhere", lock)
+    assert env.proc.wait(timeout=timeout) == 6
+    env.proc = None
+    env._log.close()
+    return lock
+
+
 def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
     """The lock made unusable under the holder (a symlink planted at its path: every renewal
     fails): at the renew deadline the holder writes nothing more and exits (6) instead of
@@ -189,13 +202,7 @@ def test_a_holder_that_loses_the_lock_after_writing_restarts(env, tmp_path):
     b = second_daemon(env, "b")
     try:
         wait_for(lambda: f"held by {a}: waiting" in b.log(), what="the second daemon waiting")
-        lock = env.state / "leader.lock"
-        lock.unlink()
-        os.symlink(tmp_path / "elsewhere", lock)
-        # Renewals fail from now on; the term ends at the renew deadline (10 s).
-        assert env.proc.wait(timeout=30) == 6
-        env.proc = None
-        env._log.close()
+        lock = lose_the_lock(env, tmp_path, timeout=30)
         assert "after writing: no new writes; restarting" in env.log()
         lock.unlink()  # usable again: the waiting daemon takes it
         b_id = wait_for(lambda: holder(b), timeout=10, what="the second daemon taking the lock")
@@ -304,12 +311,7 @@ def test_nothing_is_written_or_removed_under_the_root_once_the_lock_is_lost(env,
     # (10 s), both queues still busy.
     for i in range(torn_down):
         os.remove(env.pods / f"t{i}.yaml")
-    lock = env.state / "leader.lock"
-    lock.unlink()
-    os.symlink(tmp_path / "elsewhere", lock)
-    assert env.proc.wait(timeout=120) == 6
-    env.proc = None
-    env._log.close()
+    lose_the_lock(env, tmp_path, timeout=120)
 
     # The daemon's line, the first to say so (the graceful stop repeats it): the gate is closed
     # before it is logged (Daemon: OnLockChanged, then LostAfterWriting), and its time is taken
