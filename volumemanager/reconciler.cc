@@ -328,6 +328,46 @@ void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase p
   WorkAdded();
 }
 
+VolumeProgress Reconciler::Progress(const VolumeKey& key) const {
+  auto it = records_.find(key);
+  const VolumeRecord* record = it == records_.end() ? nullptr : &it->second;
+  // No record yet: the next pass makes one (the volume's state changed).
+  const VolumePhase phase = record != nullptr ? record->phase : VolumePhase::kDue;
+  switch (phase) {
+    case VolumePhase::kCheckingSetUp:
+    case VolumePhase::kFetching:
+    case VolumePhase::kWriting:
+    case VolumePhase::kVerifying:
+      return VolumeProgress::kWriting;  // its end reports (on_done_)
+    case VolumePhase::kBackingOff:
+      return VolumeProgress::kFailing;
+    case VolumePhase::kAwaitingKubelet:
+    case VolumePhase::kAwaitingSources:
+    case VolumePhase::kTearingDown:
+      return VolumeProgress::kSettled;
+    case VolumePhase::kDue:
+    case VolumePhase::kFetched:
+    case VolumePhase::kIdle:
+      break;
+  }
+  const MountedVolume* mounted = asw_->Find(key);
+  bool owed = false;  // not desired: no longer refreshed
+  if (dsw_->Find(key) != nullptr && mounted == nullptr) {
+    // A first mount; beside the kubelet, only of a volume seen set up by the kubelet.
+    owed = !policy_.waits_for_set_up() || (record != nullptr && record->kubelet_set_up_seen);
+  } else if (dsw_->Find(key) != nullptr) {
+    owed = mounted->uncertain || mounted->remount_required ||
+           (record != nullptr && (record->verify_requested || record->fresh_read_owed()));
+  }
+  // An idle record that owes work with nothing changed since the last pass is not written until
+  // an event comes (an object's first read) or at all (its pod is terminating).
+  const bool looked_at = phase != VolumePhase::kIdle || asw_->Changed(key) || dsw_->Changed(key);
+  if (owed && looked_at) return VolumeProgress::kWriting;
+  const ExponentialBackoff* backoff = executor_->Backoff(key);
+  return backoff != nullptr && backoff->delay().count() > 0 ? VolumeProgress::kFailing
+                                                             : VolumeProgress::kSettled;
+}
+
 void Reconciler::MarkDue(const VolumeKey& key) {
   auto it = records_.find(key);
   if (it == records_.end()) {

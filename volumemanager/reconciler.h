@@ -34,6 +34,9 @@
 // again with whatever it still owes (a fresh read, a verify). The actual state keeps what is on
 // disk (version, inputs, the remount requested); the record, what the reconciler does about it.
 //
+// Whoever waits for a volume's new content (reload actions) asks Progress whether newer content
+// may still be on its way.
+//
 // Loop-thread only.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
@@ -317,6 +320,15 @@ class Reconciler {
   // is remounted with a fresh read of its objects (the source decides which content is newer);
   // no ..data means the kubelet tore the volume down. No-op for a volume not mounted.
   void RequestVerify(const VolumeKey& key);
+
+  // Whether newer content of `key` may still be on its way to disk, for whoever waits for it
+  // (reload actions): kWriting while a write, object read, ..data check or kubelet set-up check of
+  // it runs, or while the next pass starts one (its record is due, or its state changed since the
+  // last pass, and a first mount, a remount, a check or a fresh read is owed); kFailing while it
+  // waits out the backoff of a failed attempt (or rests with one: its pod terminating); kSettled
+  // otherwise: current, waiting for the kubelet's set-up or an object's first read, its pod
+  // terminating, not desired.
+  VolumeProgress Progress(const VolumeKey& key) const;
 
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }

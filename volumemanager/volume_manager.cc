@@ -540,14 +540,8 @@ std::vector<std::string> VolumeManager::RefreshedVolumes(const std::string& pod_
   return names;
 }
 
-bool VolumeManager::VolumeCurrent(const VolumeKey& key) const {
-  const MountedVolume* m = asw_.Find(key);
-  if (m == nullptr || m->uncertain || m->remount_required) return false;
-  const VolumeRecord* r = reconciler_.Find(key);
-  if (r == nullptr) return true;
-  if (r->verify_requested || r->fresh_read_owed()) return false;
-  // Due with nothing owed: the pass that looks at it finds it current (an operation just ended).
-  return r->phase == VolumePhase::kIdle || r->phase == VolumePhase::kDue;
+VolumeProgress VolumeManager::Progress(const VolumeKey& key) const {
+  return reconciler_.Progress(key);
 }
 
 std::vector<std::string> VolumeManager::ObjectVersions(
