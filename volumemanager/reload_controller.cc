@@ -254,8 +254,8 @@ void ReloadController::Evaluate(const std::string& uid) {
   for (const std::string& volume : TriggeringVolumes(p)) {
     switch (host_->Progress(VolumeKey{uid, volume})) {
       case VolumeProgress::kWriting:
-        // Its newer content is on its way: its operation's completion brings the pod back
-        // (OnVolumeActivity).
+        // Its newer content is on its way: whatever ends that brings the pod back
+        // (OnVolumeActivity), whether an operation ends or not.
         return;
       case VolumeProgress::kFailing:
         // Not waited for: it may fail for as long as its object is refused or missing, and the

@@ -11,10 +11,12 @@
 // triggering volume that fails (its last attempt failed: its object refused, missing or deleted,
 // a write error) and waits out its backoff is not waited for: it keeps its last good content, it
 // may fail for as long as its object is missing, and the run's reports name it; once it recovers,
-// its new content is a swap of its own. An operation's end calls OnVolumeActivity, so a run that
-// waits for its volume starts then. Never at first set-up (the application reads its files when
-// it starts), never for a write that changed nothing, never for a terminating pod, a pod not
-// running (cluster mode), or a pod whose containers all started after the swap. Right before each
+// its new content is a swap of its own. Whatever ends a volume's way to disk calls
+// OnVolumeActivity, so a run that waits for the volume starts then: an operation's end, or the
+// volume coming to rest without one (a remount, e.g. a resync's, that finds the inputs it last
+// wrote ends on the loop). Never at first set-up (the application reads its files when it
+// starts), never for a write that changed nothing, never for a terminating pod, a pod not running
+// (cluster mode), or a pod whose containers all started after the swap. Right before each
 // attempt the pod is looked at again: still there, running, not terminating, and (HTTP) with the
 // same IP as at the run's first attempt (IPs are reused).
 //
@@ -73,7 +75,7 @@ enum class VolumeProgress {
   kSettled,
   // Newer content may be on its way: a write, object read or check of it runs, or the next pass
   // starts one (a remount, a check or a first mount owed). A failing volume's retry counts while
-  // it runs.
+  // it runs. Whatever ends this is reported (ReloadController::OnVolumeActivity).
   kWriting,
   // Its last attempt failed and it waits out its backoff: it shows its last good content (or
   // none), and its retries may fail for as long as the cause lasts (an object refused, missing or
@@ -134,7 +136,8 @@ class ReloadController {
   void OnPodRemoved(const std::string& pod_uid);
   // A triggering volume's content changed (see ContentSwap).
   void OnContentSwapped(const VolumeKey& key, const ContentSwap& swap);
-  // Something about the pod's volumes finished (an operation): a pending run may start.
+  // Something about the pod's volumes ended (an operation, or a volume came to rest without one):
+  // a volume's VolumeProgress may have left kWriting, and a pending run may start.
   void OnVolumeActivity(const std::string& pod_uid);
   // No new work; `done` once every request and signal in flight has ended and handles closed.
   void Close(std::function<void()> done);

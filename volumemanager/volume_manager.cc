@@ -105,6 +105,11 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     const MountedVolume* m = asw_.Find(key);
     if (m != nullptr && m->remount_required) SchedulePassSoon();
   });
+  // A volume can end its way to disk with no operation (a remount that found the inputs it last
+  // wrote): a reload waiting for it is looked at then, not at the pod's next operation.
+  reconciler_.SetOnSettled([this](const VolumeKey& key) {
+    if (!stopping_) reload_->OnVolumeActivity(key.pod_uid);
+  });
   reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
   reconciler_.SetOnWorkAdded([this] { WorkArrived(); });
   writes_allowed_ = options_.writes_allowed_at_start;

@@ -597,6 +597,37 @@ TEST_F(VolumeManagerTest, AFailingVolumeNeverHoldsBackTheReloadOfTheOthers) {
   EXPECT_TRUE(manager_->reload().View().at("u1").pending_volumes.empty());
 }
 
+// Issue 42, item 2: a volume can become current with no operation (a remount whose read finds
+// the inputs it last wrote ends on the loop). A reload waiting for that volume runs then, not at
+// the pod's next operation (beside the kubelet, the disk check 10 minutes away).
+TEST_F(VolumeManagerTest, AVolumeMadeCurrentWithoutAnOperationLetsTheWaitingReloadRun) {
+  vmtest::Listener app("HTTP/1.1 200 OK\r\n\r\n");
+  Put("default", "app", {{"k", "v1"}});
+  Put("default", "other", {{"k", "o1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {ReloadingPod("u1", app.port(), "300ms")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 2; }));
+
+  Put("default", "app", {{"k", "v2"}});  // "cfg" written: its reload is due 300 ms later
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 3; }));
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v2"}}));
+  // Meanwhile "other" is announced changed with the same content (an edit of its metadata):
+  // "extra" is remounted once its read lands, and that read is held past the window's end.
+  objects_.DeferFetches(true);
+  Put("default", "other", {{"k", "o1"}});
+  ASSERT_TRUE(RunUntil([&] { return objects_.pending_fetches() == 1; }));
+  RunFor(500);
+  EXPECT_TRUE(app.requests().empty()) << "\"extra\" is still being read";
+  const long unchanged = manager_->stats().remounts_unchanged;
+  objects_.CompleteFetches();  // the same inputs: current, on the loop, without an operation
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().remounts_unchanged == unchanged + 1; }));
+  EXPECT_TRUE(RunUntil([&] { return !app.requests().empty(); }, std::chrono::seconds(5)))
+      << "the application was never told: nothing woke the reload waiting for \"extra\"";
+  ASSERT_TRUE(RunUntil([&] { return reloads_.size() == 1; }, std::chrono::seconds(5)));
+  EXPECT_THAT(reloads_[0], ::testing::StartsWith("web-u1: ok: POST http://:"));
+  EXPECT_EQ(manager_->stats().mounts_ok, 3) << "no operation made \"extra\" current";
+}
+
 TEST_F(VolumeManagerTest, RemovedPodIsTornDownOnlyAfterAllSourcesAreSeen) {
   Put("default", "app", {{"k", "v"}});
   StartManager();

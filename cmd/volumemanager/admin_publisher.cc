@@ -558,12 +558,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     r["waitingFor"] = view.waiting_for;
     r["running"] = view.running;
     if (view.last) {
-      r["last"] = {{"at", Rfc3339(view.last->at)},
-                   {"ok", view.last->ok},
-                   {"results", view.last->results},
-                   {"volumes", view.last->volumes},
-                   {"objects", view.last->objects},
-                   {"failingVolumes", view.last->failing_volumes}};
+      r["last"] = {{"at", Rfc3339(view.last->at)},  {"ok", view.last->ok},
+                   {"results", view.last->results}, {"volumes", view.last->volumes},
+                   {"objects", view.last->objects}, {"failingVolumes", view.last->failing_volumes}};
     } else {
       r["last"] = nullptr;
     }

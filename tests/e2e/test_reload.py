@@ -294,6 +294,36 @@ def test_a_volume_failing_since_its_secret_went_never_holds_back_the_reload_of_t
     assert len(app.calls) == 1
 
 
+def test_a_volume_made_current_without_a_write_lets_the_waiting_reload_run(env, apps):
+    """Issue 42, item 2: under the Get strategy each resync marks every volume of the pod for a
+    remount. One that comes while the write of a change runs is left for after it: the write's
+    end finds a remount still due, and the reload waits for it. That remount reads the inputs the
+    write just wrote and ends on the loop, with no operation: the reload must run then, not at
+    the volume's disk check 10 minutes later. The I/O shim keeps the write running (each unlink
+    below the root dir sleeps 3 s, and the write unlinks the link of the key the change removed)
+    while resyncs come every 1 to 1.5 s."""
+    shim = Path(SHIM).resolve()
+    assert shim.is_file(), f"{shim}: the I/O-error shim is not built (make test-build)"
+    env.wrapper = ["/usr/bin/env", f"LD_PRELOAD={shim}", f"VM_IO_ERROR_DIR={env.root}",
+                   "VM_IO_SLOW_UNLINK_MS=3000"]
+    env.put_object(configmap("cfg", {"a": "1", "b": "1"}))
+    vol = env.volume_dir("u1", CM, "config")
+    app = apps(volumes={"config": vol})
+    env.put_pod(reload_pod("web", "u1", [cm_volume("config", "cfg")], app.url()))
+    env.start("--config-map-and-secret-change-detection-strategy", "Get", "--sync-frequency", "1s")
+    wait_for(lambda: visible_files(vol) == {"a": b"1", "b": b"1"}, what="first set-up")
+
+    env.put_object(configmap("cfg", {"a": "2"}))  # found by the next resync
+    wait_for(lambda: visible_files(vol) == {"a": b"2"}, what="the new version published")
+    assert (vol / "b").is_symlink(), "the write should still be removing b's link"
+    wait_for(lambda: env.records(msg="Volume updated", volume="config"), what="the write's end")
+    wait_for(lambda: app.calls, timeout=5,
+             what="the reload call once the remount after the write found nothing to write")
+    assert app.calls[0]["seen"] == {"config": {"a": b"2"}}
+    quiet(2.5)  # resyncs meanwhile change nothing: no other call
+    assert len(app.calls) == 1
+
+
 # --- cluster mode ----------------------------------------------------------------------------
 
 @pytest.fixture(params=SERVERS)
