@@ -73,6 +73,8 @@ class ActualStateOfWorld {
 
   // The keys whose state changed since the last call (for the reconciler).
   std::set<VolumeKey> TakeChanged() { return std::exchange(changed_, {}); }
+  // Whether `key` changed since the last TakeChanged: the next pass looks at it.
+  bool Changed(const VolumeKey& key) const { return changed_.count(key) != 0; }
 
  private:
   std::map<VolumeKey, MountedVolume> volumes_;

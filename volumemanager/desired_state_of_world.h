@@ -48,6 +48,8 @@ class DesiredStateOfWorld {
   // The keys added, replaced or removed since the last call (the reconciler looks only at
   // these, so an idle pass costs nothing).
   std::set<VolumeKey> TakeChanged() { return std::exchange(changed_, {}); }
+  // Whether `key` changed since the last TakeChanged: the next pass looks at it.
+  bool Changed(const VolumeKey& key) const { return changed_.count(key) != 0; }
 
  private:
   std::map<VolumeKey, DesiredVolume> volumes_;

@@ -156,6 +156,13 @@ class RealDisk final : public VolumeDisk {
   }
 };
 
+// Phases in which a record waits for no operation and no pass of its own (a timer or an event
+// brings it back): what was under way for the volume has ended.
+bool Rests(VolumePhase phase) {
+  return phase == VolumePhase::kIdle || phase == VolumePhase::kBackingOff ||
+         phase == VolumePhase::kAwaitingKubelet || phase == VolumePhase::kAwaitingSources;
+}
+
 // The daemon's OperationRunner: the OperationExecutor.
 class ExecutorRunner final : public OperationRunner {
  public:
@@ -283,6 +290,7 @@ VolumeRecord& Reconciler::Record(const VolumeKey& key) {
 
 void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase phase,
                        SteadyTime due) {
+  const bool was_resting = Rests(record.phase);
   // Leave: what belonged to the old phase goes.
   switch (record.phase) {
     case VolumePhase::kDue:
@@ -310,6 +318,7 @@ void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase p
   --phase_counts_[static_cast<size_t>(record.phase)];
   ++phase_counts_[static_cast<size_t>(phase)];
   record.phase = phase;
+  bool work = true;
   switch (phase) {
     case VolumePhase::kDue:
     case VolumePhase::kFetched:
@@ -323,9 +332,54 @@ void Reconciler::Enter(const VolumeKey& key, VolumeRecord& record, VolumePhase p
       record.timer = timers_.emplace(due, key);
       break;
     default:
-      return;
+      work = false;
+      break;
   }
-  WorkAdded();
+  if (work) WorkAdded();
+  // Whoever waits for the volume's new content must hear that its way to disk ended, and not
+  // every end is an operation's completion: a remount that finds the inputs it last wrote, or a
+  // pass that finds nothing to do, comes to rest here, on the loop.
+  if (on_settled_ && Rests(phase) && !was_resting) on_settled_(key);
+}
+
+VolumeProgress Reconciler::Progress(const VolumeKey& key) const {
+  auto it = records_.find(key);
+  const VolumeRecord* record = it == records_.end() ? nullptr : &it->second;
+  // No record yet: the next pass makes one (the volume's state changed).
+  const VolumePhase phase = record != nullptr ? record->phase : VolumePhase::kDue;
+  switch (phase) {
+    case VolumePhase::kCheckingSetUp:
+    case VolumePhase::kFetching:
+    case VolumePhase::kWriting:
+    case VolumePhase::kVerifying:
+      return VolumeProgress::kWriting;  // its end reports (on_done_, on_settled_)
+    case VolumePhase::kBackingOff:
+      return VolumeProgress::kFailing;
+    case VolumePhase::kAwaitingKubelet:
+    case VolumePhase::kAwaitingSources:
+    case VolumePhase::kTearingDown:
+      return VolumeProgress::kSettled;
+    case VolumePhase::kDue:
+    case VolumePhase::kFetched:
+    case VolumePhase::kIdle:
+      break;
+  }
+  const MountedVolume* mounted = asw_->Find(key);
+  bool owed = false;  // not desired: no longer refreshed
+  if (dsw_->Find(key) != nullptr && mounted == nullptr) {
+    // A first mount; beside the kubelet, only of a volume seen set up by the kubelet.
+    owed = !policy_.waits_for_set_up() || (record != nullptr && record->kubelet_set_up_seen);
+  } else if (dsw_->Find(key) != nullptr) {
+    owed = mounted->uncertain || mounted->remount_required ||
+           (record != nullptr && (record->verify_requested || record->fresh_read_owed()));
+  }
+  // An idle record that owes work with nothing changed since the last pass is not written until
+  // an event comes (an object's first read) or at all (its pod is terminating).
+  const bool looked_at = phase != VolumePhase::kIdle || asw_->Changed(key) || dsw_->Changed(key);
+  if (owed && looked_at) return VolumeProgress::kWriting;
+  const ExponentialBackoff* backoff = executor_->Backoff(key);
+  return backoff != nullptr && backoff->delay().count() > 0 ? VolumeProgress::kFailing
+                                                            : VolumeProgress::kSettled;
 }
 
 void Reconciler::MarkDue(const VolumeKey& key) {

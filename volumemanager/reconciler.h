@@ -34,6 +34,11 @@
 // again with whatever it still owes (a fresh read, a verify). The actual state keeps what is on
 // disk (version, inputs, the remount requested); the record, what the reconciler does about it.
 //
+// Whoever waits for a volume's new content (reload actions) asks Progress whether newer content
+// may still be on its way, and hears of every end of that way: an operation's completion
+// (SetOnOperationDone) and the record coming to rest without one (SetOnSettled), as a remount
+// that finds the inputs it last wrote does, on the loop.
+//
 // Loop-thread only.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_H_
@@ -318,8 +323,23 @@ class Reconciler {
   // no ..data means the kubelet tore the volume down. No-op for a volume not mounted.
   void RequestVerify(const VolumeKey& key);
 
+  // Whether newer content of `key` may still be on its way to disk, for whoever waits for it
+  // (reload actions): kWriting while a write, object read, ..data check or kubelet set-up check of
+  // it runs, or while the next pass starts one (its record is due, or its state changed since the
+  // last pass, and a first mount, a remount, a check or a fresh read is owed); kFailing while it
+  // waits out the backoff of a failed attempt (or rests with one: its pod terminating); kSettled
+  // otherwise: current, waiting for the kubelet's set-up or an object's first read, its pod
+  // terminating, not desired. Every way out of kWriting is reported: SetOnOperationDone or
+  // SetOnSettled.
+  VolumeProgress Progress(const VolumeKey& key) const;
+
   // Called (loop thread) after an operation on `key` finished and state was updated.
   void SetOnOperationDone(std::function<void(const VolumeKey&)> cb) { on_done_ = std::move(cb); }
+  // Called (loop thread) whenever `key`'s record comes to rest (enters idle, backing off, awaiting
+  // the kubelet or awaiting the pod sources from another phase), state updated, also where no
+  // operation ends: a remount that finds the inputs it last wrote, or a pass that finds nothing to
+  // do, ends on the loop. Called from inside a pass too; it must not change the reconciler.
+  void SetOnSettled(std::function<void(const VolumeKey&)> cb) { on_settled_ = std::move(cb); }
   // Called (loop thread) when an asynchronous step before an operation (an object fetch, the
   // check that the kubelet has set a volume up) completed: the operation can start in the next
   // pass.
@@ -414,6 +434,7 @@ class Reconciler {
   OperationRunner* executor_;
   cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
+  std::function<void(const VolumeKey&)> on_settled_;
   std::function<void()> on_fetched_;
   std::function<void()> on_work_added_;
   bool in_pass_ = false;

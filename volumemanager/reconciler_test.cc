@@ -872,6 +872,99 @@ TEST(ReconcilerIdleTest, WorkAddedOutsideAPassIsReported) {
   EXPECT_GT(h.work_added_, reported);
 }
 
+// Whoever waits for a volume's new content (reload actions) asks Progress whether newer content
+// may be on its way, and hears of every end of that way: an operation's completion, or the record
+// coming to rest without one. Issue 42, item 2: a remount that found the inputs it last wrote
+// ended in idle and told no one, and a reload waiting for it waited for the next operation.
+TEST(ReconcilerProgressTest, EveryEndOfAVolumesWayToDiskIsReported) {
+  Harness h;
+  const VolumeKey k = h.Key();
+  std::vector<std::string> settled;  // the phase at each report
+  int done = 0;
+  h.reconciler_->SetOnSettled([&](const VolumeKey& key) {
+    EXPECT_EQ(key, k);
+    settled.push_back(h.Phase());
+  });
+  h.reconciler_->SetOnOperationDone([&](const VolumeKey&) { ++done; });
+  auto progress = [&] { return h.reconciler_->Progress(k); };
+  EXPECT_EQ(progress(), VolumeProgress::kSettled) << "not desired";
+
+  h.AddPod();
+  EXPECT_EQ(progress(), VolumeProgress::kWriting) << "a first mount owed, no record yet";
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "fetching");
+  EXPECT_EQ(progress(), VolumeProgress::kWriting);
+  h.objects_.CompleteFetches();
+  EXPECT_EQ(progress(), VolumeProgress::kWriting);
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "writing");
+  EXPECT_EQ(progress(), VolumeProgress::kWriting);
+  h.runner_.Complete(k);
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(progress(), VolumeProgress::kSettled) << "due with nothing owed";
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "idle");
+  EXPECT_EQ(settled, std::vector<std::string>{"idle"});
+
+  // A remount (a resync) whose read finds the inputs it last wrote: no operation, one report.
+  h.asw_.MarkRemountRequired(k, h.now_);
+  EXPECT_EQ(progress(), VolumeProgress::kWriting) << "idle, but the next pass looks at it";
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "fetching");
+  h.objects_.CompleteFetches();
+  EXPECT_EQ(progress(), VolumeProgress::kWriting);
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "idle");
+  EXPECT_EQ(h.reconciler_->stats().remounts_unchanged, 1);
+  EXPECT_EQ(done, 1) << "no operation ran";
+  EXPECT_EQ(settled, (std::vector<std::string>{"idle", "idle"})) << "its end was not reported";
+  EXPECT_EQ(progress(), VolumeProgress::kSettled);
+
+  // A failed write: failing while it backs off, reported as it comes to rest.
+  h.objects_.SetConfigMap(ConfigMap("cm", "v2"));
+  h.asw_.MarkRemountRequired(k, h.now_);
+  h.disk_->write_error = base::Status::Error("disk full", 28);
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "writing");
+  h.runner_.Complete(k);
+  ASSERT_EQ(h.Phase(), "backing-off");
+  EXPECT_EQ(done, 2);
+  EXPECT_EQ(settled.back(), "backing-off");
+  EXPECT_EQ(progress(), VolumeProgress::kFailing);
+  // Made due during its backoff (a change that does not end it): looked at, then resting again.
+  h.reconciler_->Poke(k);
+  EXPECT_EQ(progress(), VolumeProgress::kWriting);
+  const size_t reports = settled.size();
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "backing-off");
+  EXPECT_EQ(settled.size(), reports + 1);
+  EXPECT_EQ(progress(), VolumeProgress::kFailing);
+  // Its retry is on its way while it runs; a success settles it.
+  h.disk_->write_error = base::Status::OK();
+  h.Advance(milliseconds(500));
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "fetching");
+  EXPECT_EQ(progress(), VolumeProgress::kWriting);
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(k);
+  EXPECT_EQ(done, 3);
+  EXPECT_EQ(progress(), VolumeProgress::kSettled);
+  EXPECT_EQ(h.disk_->written, (std::vector<std::string>{"v1", "v2"}));
+}
+
+// Beside the kubelet, a volume it has not set up has nothing of the daemon's on its way.
+TEST(ReconcilerProgressTest, AVolumeWaitingForTheKubeletIsSettled) {
+  Harness h(/*kubelet_owned=*/true);
+  std::vector<std::string> settled;
+  h.reconciler_->SetOnSettled([&](const VolumeKey&) { settled.push_back(h.Phase()); });
+  h.ToAwaitingKubelet();
+  EXPECT_EQ(settled, std::vector<std::string>{"awaiting-kubelet"});
+  EXPECT_EQ(h.reconciler_->Progress(h.Key()), VolumeProgress::kSettled);
+}
+
 // Idle costs nothing: with 3,000 current volumes (and some waiting out a backoff or the
 // kubelet), a pass visits no volume and allocates nothing.
 TEST(ReconcilerIdleTest, APassWithNothingDueVisitsNoVolumeAndAllocatesNothing) {

@@ -250,9 +250,21 @@ void ReloadController::Evaluate(const std::string& uid) {
   if (p.last_started && now < *p.last_started + options_.min_interval) {
     return Wake(uid, *p.last_started + options_.min_interval);
   }
+  std::vector<std::string> failing;
   for (const std::string& volume : TriggeringVolumes(p)) {
-    // Not current yet: its operation's completion (OnVolumeActivity) brings the pod back.
-    if (!host_->VolumeCurrent(VolumeKey{uid, volume})) return;
+    switch (host_->Progress(VolumeKey{uid, volume})) {
+      case VolumeProgress::kWriting:
+        // Its newer content is on its way: whatever ends that brings the pod back
+        // (OnVolumeActivity), whether an operation ends or not.
+        return;
+      case VolumeProgress::kFailing:
+        // Not waited for: it may fail for as long as its object is refused or missing, and the
+        // other volumes' news would wait with it. Its last good content stays; the run names it.
+        failing.push_back(volume);
+        break;
+      case VolumeProgress::kSettled:
+        break;
+    }
   }
   std::string skip = PodUnreachable(p);
   if (skip.empty() && !p.pod->status.container_statuses.empty()) {
@@ -273,10 +285,10 @@ void ReloadController::Evaluate(const std::string& uid) {
     p.pending.clear();
     return;
   }
-  StartRun(p);
+  StartRun(p, std::move(failing));
 }
 
-void ReloadController::StartRun(PodState& p) {
+void ReloadController::StartRun(PodState& p, std::vector<std::string> failing) {
   if (options_.observe) {
     // Said, counted, never done: the pending volumes are served by this report.
     std::string actions, volumes;
@@ -285,10 +297,12 @@ void ReloadController::StartRun(PodState& p) {
       actions += (actions.empty() ? "" : ", ") + std::string(a.KindName());
     }
     for (const std::string& v : p.pending) volumes += (volumes.empty() ? "" : ",") + v;
-    logging::Info("Observe: would run the reload actions", {{"pod", logging::KObj(p.pod->metadata)},
-                                                            {"podUID", p.uid},
-                                                            {"actions", actions},
-                                                            {"volumes", volumes}});
+    logging::Info("Observe: would run the reload actions",
+                  {{"pod", logging::KObj(p.pod->metadata)},
+                   {"podUID", p.uid},
+                   {"actions", actions},
+                   {"volumes", volumes},
+                   {"failingVolumes", logging::Value::IfSet(base::Join(failing, ","))}});
     p.pending.clear();
     p.last_started = Now();
     return;
@@ -301,6 +315,7 @@ void ReloadController::StartRun(PodState& p) {
   run->swap_wall = p.last_swap_wall;
   run->report.volumes = run->volumes;
   run->report.objects = host_->ObjectVersions(p.uid, run->volumes);
+  run->report.failing_volumes = std::move(failing);
   run->report.ok = true;
   p.pending.clear();
   p.last_started = Now();
@@ -482,6 +497,7 @@ void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id, bool
   }
   const std::string volumes = base::Join(run.volumes, ",");
   const std::string objects = base::Join(run.report.objects, ",");
+  const std::string failing = base::Join(run.report.failing_volumes, ",");
   const std::string text = action.Text();
   logging::Log(ok ? spdlog::level::info : spdlog::level::warn, ok ? "Reloaded" : "ReloadFailed",
                {{"pod", logging::KObj(p.pod->metadata)},
@@ -490,7 +506,8 @@ void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id, bool
                 {"result", result},
                 {"attempts", run.attempt},
                 {"volumes", volumes},
-                {"objects", objects}});
+                {"objects", objects},
+                {"failingVolumes", logging::Value::IfSet(failing)}});
   ++run.index;
   NextAction(uid);
 }
@@ -505,6 +522,11 @@ void ReloadController::FinishRun(PodState& p) {
   if (options_.on_result) {
     std::string message = base::Join(run->report.results, "; ");
     if (!run->report.objects.empty()) message += " (" + base::Join(run->report.objects, ", ") + ")";
+    if (!run->report.failing_volumes.empty()) {
+      // Said, so that an application told of one volume's change knows another's did not come.
+      message +=
+          "; failing volumes not waited for: " + base::Join(run->report.failing_volumes, ", ");
+    }
     options_.on_result(*p.pod, run->report.ok, message);
   }
   if (!p.pending.empty()) Wake(p.uid, Now());  // changes that came during the run
@@ -577,6 +599,13 @@ std::map<std::string, ReloadController::PodView> ReloadController::View() const 
     }
     v.annotation_error = p->error;
     v.pending_volumes.assign(p->pending.begin(), p->pending.end());
+    if (p->spec && !p->pending.empty()) {
+      for (const std::string& volume : TriggeringVolumes(*p)) {
+        if (host_->Progress(VolumeKey{uid, volume}) == VolumeProgress::kWriting) {
+          v.waiting_for.push_back(volume);
+        }
+      }
+    }
     v.running = p->run != nullptr;
     v.last = p->last;
     out.emplace(uid, std::move(v));

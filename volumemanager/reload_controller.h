@@ -4,14 +4,21 @@
 //
 // When: after a content swap of a triggering volume (a write of the daemon's that published a new
 // version over earlier content, or, beside the kubelet, a swap of the kubelet's that the daemon
-// saw; the daemon's check of that swap, and the correction it may bring, complete first), once
-// every triggering volume of the pod holds its current content in full (no write due, running,
-// backing off or to verify), and `reload-delay` after the last such swap: a burst of changes inside
-// the window gives one run of the actions, for the final content. Never at first set-up (the
-// application reads its files when it starts), never for a write that changed nothing, never for a
-// terminating pod, a pod not running (cluster mode), or a pod whose containers all started after
-// the swap. Right before each attempt the pod is looked at again: still there, running, not
-// terminating, and (HTTP) with the same IP as at the run's first attempt (IPs are reused).
+// saw; the daemon's check of that swap, and the correction it may bring, complete first), once no
+// triggering volume of the pod has newer content on its way to disk (ReloadHost::Progress: no
+// write, object read or check of it running or due), and `reload-delay` after the last such swap:
+// a burst of changes inside the window gives one run of the actions, for the final content. A
+// triggering volume that fails (its last attempt failed: its object refused, missing or deleted,
+// a write error) and waits out its backoff is not waited for: it keeps its last good content, it
+// may fail for as long as its object is missing, and the run's reports name it; once it recovers,
+// its new content is a swap of its own. Whatever ends a volume's way to disk calls
+// OnVolumeActivity, so a run that waits for the volume starts then: an operation's end, or the
+// volume coming to rest without one (a remount, e.g. a resync's, that finds the inputs it last
+// wrote ends on the loop). Never at first set-up (the application reads its files when it
+// starts), never for a write that changed nothing, never for a terminating pod, a pod not running
+// (cluster mode), or a pod whose containers all started after the swap. Right before each
+// attempt the pod is looked at again: still there, running, not terminating, and (HTTP) with the
+// same IP as at the run's first attempt (IPs are reused).
 //
 // How much: one run per pod at a time, and the next starts no sooner than `min_interval` after the
 // last one started (changes meanwhile are batched into it); each action is attempted up to
@@ -20,11 +27,12 @@
 // concurrency limit (reload/http_caller.h). A pod whose listener hangs holds one slot for at most
 // the request timeout per attempt and delays no other pod's run.
 //
-// Reports: a log line at info per action run (pod, action, result, the object versions covered),
-// `on_result` per run (cluster mode: a Reloaded or ReloadFailed Event), counters by action kind and
-// result, a histogram from the first change a run covers to its last action answered, and per pod
-// the last run and what is pending (/debug/state). A bad annotation is reported once per value
-// (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else.
+// Reports: a log line at info per action run (pod, action, result, the object versions covered,
+// the triggering volumes failing), `on_result` per run (cluster mode: a Reloaded or ReloadFailed
+// Event; it names the failing volumes too), counters by action kind and result, a histogram from
+// the first change a run covers to its last action answered, and per pod the last run, what is
+// pending and which volumes it waits for (/debug/state). A bad annotation is reported once per
+// value (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else.
 //
 // Loop-thread only. Close() before destruction.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
@@ -60,15 +68,29 @@ struct ContentSwap {
   std::chrono::steady_clock::time_point changed_at{};
 };
 
+// Where a volume stands for whoever waits for its new content (a reload): Reconciler::Progress.
+enum class VolumeProgress {
+  // Nothing newer on its way to disk: current, waiting for something outside the daemon (the
+  // kubelet's set-up, an object's first read), its pod terminating, or no longer refreshed.
+  kSettled,
+  // Newer content may be on its way: a write, object read or check of it runs, or the next pass
+  // starts one (a remount, a check or a first mount owed). A failing volume's retry counts while
+  // it runs. Whatever ends this is reported (ReloadController::OnVolumeActivity).
+  kWriting,
+  // Its last attempt failed and it waits out its backoff: it shows its last good content (or
+  // none), and its retries may fail for as long as the cause lasts (an object refused, missing or
+  // deleted).
+  kFailing,
+};
+
 // What the controller needs of the volume manager.
 class ReloadHost {
  public:
   virtual ~ReloadHost() = default;
   // The pod's volumes the daemon refreshes (its desired volumes).
   virtual std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const = 0;
-  // The volume holds its current content in full: mounted, certain, no write due, in flight,
-  // backing off or to verify.
-  virtual bool VolumeCurrent(const VolumeKey& key) const = 0;
+  // Whether newer content of the volume may still be on its way to disk (see VolumeProgress).
+  virtual VolumeProgress Progress(const VolumeKey& key) const = 0;
   // The objects the volumes read, as "configmap/ns/name@resourceVersion" (ObjectVersion,
   // volume_inputs.h: metadata only).
   virtual std::vector<std::string> ObjectVersions(
@@ -114,7 +136,8 @@ class ReloadController {
   void OnPodRemoved(const std::string& pod_uid);
   // A triggering volume's content changed (see ContentSwap).
   void OnContentSwapped(const VolumeKey& key, const ContentSwap& swap);
-  // Something about the pod's volumes finished (an operation): a pending run may start.
+  // Something about the pod's volumes ended (an operation, or a volume came to rest without one):
+  // a volume's VolumeProgress may have left kWriting, and a pending run may start.
   void OnVolumeActivity(const std::string& pod_uid);
   // No new work; `done` once every request and signal in flight has ended and handles closed.
   void Close(std::function<void()> done);
@@ -135,12 +158,17 @@ class ReloadController {
     std::vector<std::string> results;  // "POST http://:9090/-/reload: HTTP 200"
     std::vector<std::string> volumes;  // the changed volumes it covered
     std::vector<std::string> objects;  // their objects' versions
+    // The triggering volumes failing as it started (VolumeProgress::kFailing): not waited for.
+    std::vector<std::string> failing_volumes;
   };
   struct PodView {
     std::string pod;  // namespace/name
     std::vector<std::string> actions;
     std::string annotation_error;
     std::vector<std::string> pending_volumes;  // changed, not reloaded yet
+    // While a run is pending: the triggering volumes whose newer content is on its way
+    // (VolumeProgress::kWriting), which it waits for.
+    std::vector<std::string> waiting_for;
     bool running = false;
     std::optional<RunReport> last;
   };
@@ -153,7 +181,8 @@ class ReloadController {
   struct SignalWork;
 
   void Evaluate(const std::string& uid);
-  void StartRun(PodState& p);
+  // `failing`: the triggering volumes failing (not waited for), for the run's reports.
+  void StartRun(PodState& p, std::vector<std::string> failing);
   void NextAction(const std::string& uid);
   void Attempt(const std::string& uid);
   void AttemptDone(const std::string& uid, uint64_t run_id, bool ok, bool retryable,

@@ -20,15 +20,18 @@ using vmtest::Listener;
 class FakeHost : public ReloadHost {
  public:
   std::vector<std::string> RefreshedVolumes(const std::string&) const override { return volumes; }
-  bool VolumeCurrent(const VolumeKey& key) const override {
-    return not_current.count(key.volume_name) == 0;
+  VolumeProgress Progress(const VolumeKey& key) const override {
+    if (writing.count(key.volume_name) != 0) return VolumeProgress::kWriting;
+    if (failing.count(key.volume_name) != 0) return VolumeProgress::kFailing;
+    return VolumeProgress::kSettled;
   }
   std::vector<std::string> ObjectVersions(const std::string&,
                                           const std::vector<std::string>&) const override {
     return {"configmap/default/app@7"};
   }
   std::vector<std::string> volumes = {"config", "certs"};
-  std::set<std::string> not_current;
+  std::set<std::string> writing;  // newer content on its way
+  std::set<std::string> failing;  // backing off after a failed attempt
 };
 
 struct Result {
@@ -135,17 +138,50 @@ TEST_F(ReloadControllerTest, ABurstInsideTheWindowIsOneCall) {
   EXPECT_EQ(controller_->latency().count(), 1u);
 }
 
-TEST_F(ReloadControllerTest, WaitsUntilEveryTriggeringVolumeIsCurrent) {
+TEST_F(ReloadControllerTest, WaitsWhileATriggeringVolumesNewerContentIsOnItsWay) {
   Listener l("HTTP/1.1 200 OK\r\n\r\n");
   Controller().OnPod(Pod("a", Url(l), "0"));
-  host_.not_current = {"certs"};
+  host_.writing = {"certs"};
   Swap("a", "config");
   Idle(150);
   EXPECT_TRUE(l.requests().empty()) << "certs is still being written";
-  host_.not_current.clear();
+  EXPECT_EQ(controller_->View().at("a").waiting_for, std::vector<std::string>{"certs"});
+  host_.writing.clear();
   controller_->OnVolumeActivity("a");
   ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
   EXPECT_EQ(l.requests().size(), 1u);
+  EXPECT_TRUE(controller_->View().at("a").waiting_for.empty());
+  EXPECT_THAT(results_[0].message, ::testing::Not(HasSubstr("failing")));
+}
+
+// Issue 42, item 1: a triggering volume that fails (its object refused, missing or deleted) may
+// fail for as long as that lasts; it never holds back the news of the others, and the run says
+// it was failing (Event, /debug/state).
+TEST_F(ReloadControllerTest, AFailingVolumeIsNotWaitedForAndTheRunNamesIt) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller().OnPod(Pod("a", Url(l), "0"));
+  host_.failing = {"certs"};
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_EQ(l.requests().size(), 1u);
+  EXPECT_TRUE(results_[0].ok);
+  EXPECT_THAT(results_[0].message, HasSubstr("; failing volumes not waited for: certs"));
+  const auto view = controller_->View();
+  ASSERT_TRUE(view.at("a").last.has_value());
+  EXPECT_EQ(view.at("a").last->volumes, std::vector<std::string>{"config"});
+  EXPECT_EQ(view.at("a").last->failing_volumes, std::vector<std::string>{"certs"});
+  EXPECT_TRUE(view.at("a").pending_volumes.empty());
+
+  // A failing volume whose retry runs is on its way again: waited for, as any other.
+  host_.failing.clear();
+  host_.writing = {"certs"};
+  Swap("a", "config");
+  Idle(150);
+  EXPECT_EQ(results_.size(), 1u);
+  host_.writing.clear();
+  controller_->OnVolumeActivity("a");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 2; }));
+  EXPECT_THAT(results_[1].message, ::testing::Not(HasSubstr("failing")));
 }
 
 TEST_F(ReloadControllerTest, OnlyTheNamedVolumesTrigger) {
@@ -153,7 +189,7 @@ TEST_F(ReloadControllerTest, OnlyTheNamedVolumesTrigger) {
   auto pod = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0"));
   pod->metadata.annotations[reload::kReloadVolumesAnnotation] = "certs";
   Controller().OnPod(pod);
-  host_.not_current = {"config"};  // not a trigger: not waited for either
+  host_.writing = {"config"};  // not a trigger: not waited for either
   Swap("a", "config");
   Idle(100);
   EXPECT_TRUE(l.requests().empty());

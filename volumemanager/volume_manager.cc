@@ -105,6 +105,11 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
     const MountedVolume* m = asw_.Find(key);
     if (m != nullptr && m->remount_required) SchedulePassSoon();
   });
+  // A volume can end its way to disk with no operation (a remount that found the inputs it last
+  // wrote): a reload waiting for it is looked at then, not at the pod's next operation.
+  reconciler_.SetOnSettled([this](const VolumeKey& key) {
+    if (!stopping_) reload_->OnVolumeActivity(key.pod_uid);
+  });
   reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
   reconciler_.SetOnWorkAdded([this] { WorkArrived(); });
   writes_allowed_ = options_.writes_allowed_at_start;
@@ -540,14 +545,8 @@ std::vector<std::string> VolumeManager::RefreshedVolumes(const std::string& pod_
   return names;
 }
 
-bool VolumeManager::VolumeCurrent(const VolumeKey& key) const {
-  const MountedVolume* m = asw_.Find(key);
-  if (m == nullptr || m->uncertain || m->remount_required) return false;
-  const VolumeRecord* r = reconciler_.Find(key);
-  if (r == nullptr) return true;
-  if (r->verify_requested || r->fresh_read_owed()) return false;
-  // Due with nothing owed: the pass that looks at it finds it current (an operation just ended).
-  return r->phase == VolumePhase::kIdle || r->phase == VolumePhase::kDue;
+VolumeProgress VolumeManager::Progress(const VolumeKey& key) const {
+  return reconciler_.Progress(key);
 }
 
 std::vector<std::string> VolumeManager::ObjectVersions(

@@ -179,7 +179,7 @@ class VolumeManager : private ReloadHost {
   void WatchVolumeDir(const VolumeKey& key, const std::string& dir);
   // ReloadHost.
   std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const override;
-  bool VolumeCurrent(const VolumeKey& key) const override;
+  VolumeProgress Progress(const VolumeKey& key) const override;
   std::vector<std::string> ObjectVersions(const std::string& pod_uid,
                                           const std::vector<std::string>& volumes) const override;
 

@@ -3,6 +3,7 @@
 #include "volumemanager/volume_manager.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
@@ -15,6 +16,8 @@
 
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
+#include "reload/reload_spec.h"
+#include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
 #include "volumemanager/ownership_journal.h"
 #include "volumemanager/test_pods.h"
@@ -29,6 +32,25 @@ namespace fs = std::filesystem;
 kube::Pod MakePod(const std::string& uid, const std::string& cm, bool optional = false,
                   bool mounted = true) {
   return PodReadingConfigMap(uid, cm, {optional, mounted, /*with_scratch=*/true});
+}
+
+// A pod whose container mounts "cfg" (ConfigMap `app`) and "extra" (ConfigMap `other`), with a
+// reload action to `port`: standalone, a pod without an IP is called on 127.0.0.1.
+kube::Pod ReloadingPod(const std::string& uid, uint16_t port, const std::string& delay) {
+  kube::Pod pod = PodReadingConfigMap(uid, "app");
+  kube::Volume extra;
+  extra.name = "extra";
+  kube::ConfigMapVolumeSource src;
+  src.name = "other";
+  src.default_mode = 0644;
+  extra.source = src;
+  pod.spec.volumes.push_back(extra);
+  pod.spec.containers[0].volume_mounts.push_back(
+      kube::VolumeMount{"extra", "/etc/extra", "", true, ""});
+  pod.metadata.annotations[reload::kReloadAnnotation] =
+      "http://:" + std::to_string(port) + "/-/reload";
+  pod.metadata.annotations[reload::kReloadDelayAnnotation] = delay;
+  return pod;
 }
 
 class VolumeManagerTest : public ::testing::Test {
@@ -77,6 +99,9 @@ class VolumeManagerTest : public ::testing::Test {
                                 const std::string& error) {
       mount_failures_.push_back(pod.metadata.name + "/" + volume + ": " + error);
     };
+    o.reload.on_result = [this](const kube::Pod& pod, bool ok, const std::string& message) {
+      reloads_.push_back(pod.metadata.name + (ok ? ": ok: " : ": failed: ") + message);
+    };
     manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
@@ -85,7 +110,10 @@ class VolumeManagerTest : public ::testing::Test {
 
   // Runs the loop for `ms` (several reconciler passes).
   void RunFor(int ms) { loop_.RunFor(std::chrono::milliseconds(ms)); }
-  bool RunUntil(const std::function<bool()>& done) { return loop_.RunUntil(done); }
+  bool RunUntil(const std::function<bool()>& done,
+                std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+    return loop_.RunUntil(done, limit);
+  }
 
   // Creates or replaces ConfigMap ns/name.
   void Put(const std::string& ns, const std::string& name,
@@ -133,6 +161,9 @@ class VolumeManagerTest : public ::testing::Test {
   std::unique_ptr<VolumeManager> manager_;
   // What on_mount_failure reported (a FailedMount Event in cluster mode): "<pod>/<volume>: <err>".
   std::vector<std::string> mount_failures_;
+  // Each reload run's report (a Reloaded or ReloadFailed Event in cluster mode):
+  // "<pod>: ok: <message>" or "<pod>: failed: <message>".
+  std::vector<std::string> reloads_;
 };
 
 using Files = std::map<std::string, std::string>;
@@ -537,6 +568,64 @@ TEST_F(VolumeManagerTest, DeletedObjectKeepsTheLastGoodContent) {
   const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
   ASSERT_NE(m, nullptr);
   EXPECT_NE(m->last_error.find("not found"), std::string::npos) << m->last_error;
+}
+
+// Issue 42, item 1: a volume whose object was deleted after its pod started fails, and keeps
+// failing (backing off) for as long as the object is missing; a change of another volume of the
+// pod is told all the same, and the run names the failing volume. Waiting for the failing one
+// blocked every reload of the pod, for ever.
+TEST_F(VolumeManagerTest, AFailingVolumeNeverHoldsBackTheReloadOfTheOthers) {
+  vmtest::Listener app("HTTP/1.1 200 OK\r\n\r\n");
+  Put("default", "app", {{"k", "v1"}});
+  Put("default", "other", {{"k", "o1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {ReloadingPod("u1", app.port(), "0")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 2; }));
+  objects_.Delete({kube::ObjectKind::kConfigMap, "default", "other"});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_failed >= 1; }));
+  EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "extra")), (Files{{"k", "o1"}}))
+      << "a failed remount keeps the last good content";
+
+  Put("default", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  EXPECT_TRUE(RunUntil([&] { return !app.requests().empty(); }, std::chrono::seconds(5)))
+      << "the application was never told: the reload waits for the failing volume \"extra\"";
+  ASSERT_TRUE(RunUntil([&] { return reloads_.size() == 1; }, std::chrono::seconds(5)));
+  EXPECT_EQ(app.requests().size(), 1u);
+  EXPECT_THAT(reloads_[0], ::testing::StartsWith("web-u1: ok: POST http://:"));
+  EXPECT_THAT(reloads_[0], ::testing::HasSubstr("failing volumes not waited for: extra"));
+  EXPECT_TRUE(manager_->reload().View().at("u1").pending_volumes.empty());
+}
+
+// Issue 42, item 2: a volume can become current with no operation (a remount whose read finds
+// the inputs it last wrote ends on the loop). A reload waiting for that volume runs then, not at
+// the pod's next operation (beside the kubelet, the disk check 10 minutes away).
+TEST_F(VolumeManagerTest, AVolumeMadeCurrentWithoutAnOperationLetsTheWaitingReloadRun) {
+  vmtest::Listener app("HTTP/1.1 200 OK\r\n\r\n");
+  Put("default", "app", {{"k", "v1"}});
+  Put("default", "other", {{"k", "o1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {ReloadingPod("u1", app.port(), "300ms")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 2; }));
+
+  Put("default", "app", {{"k", "v2"}});  // "cfg" written: its reload is due 300 ms later
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().mounts_ok == 3; }));
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v2"}}));
+  // Meanwhile "other" is announced changed with the same content (an edit of its metadata):
+  // "extra" is remounted once its read lands, and that read is held past the window's end.
+  objects_.DeferFetches(true);
+  Put("default", "other", {{"k", "o1"}});
+  ASSERT_TRUE(RunUntil([&] { return objects_.pending_fetches() == 1; }));
+  RunFor(500);
+  EXPECT_TRUE(app.requests().empty()) << "\"extra\" is still being read";
+  const long unchanged = manager_->stats().remounts_unchanged;
+  objects_.CompleteFetches();  // the same inputs: current, on the loop, without an operation
+  ASSERT_TRUE(RunUntil([&] { return manager_->stats().remounts_unchanged == unchanged + 1; }));
+  EXPECT_TRUE(RunUntil([&] { return !app.requests().empty(); }, std::chrono::seconds(5)))
+      << "the application was never told: nothing woke the reload waiting for \"extra\"";
+  ASSERT_TRUE(RunUntil([&] { return reloads_.size() == 1; }, std::chrono::seconds(5)));
+  EXPECT_THAT(reloads_[0], ::testing::StartsWith("web-u1: ok: POST http://:"));
+  EXPECT_EQ(manager_->stats().mounts_ok, 3) << "no operation made \"extra\" current";
 }
 
 TEST_F(VolumeManagerTest, RemovedPodIsTornDownOnlyAfterAllSourcesAreSeen) {

@@ -543,8 +543,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
   }
   state["leftToKubelet"] = std::move(left);
-  // Reload actions: per pod with a reload annotation, what it asks, what is pending and its last
-  // run (results and the objects' versions it covered; never data or answer bodies).
+  // Reload actions: per pod with a reload annotation, what it asks, what is pending and which
+  // volumes that waits for, and its last run (results, the objects' versions it covered, the
+  // triggering volumes failing then; never data or answer bodies).
   nlohmann::json reloads = nlohmann::json::array();
   for (const auto& [uid, view] : vm->reload().View()) {
     nlohmann::json r;
@@ -554,13 +555,12 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     r["annotationError"] =
         view.annotation_error.empty() ? nlohmann::json() : nlohmann::json(view.annotation_error);
     r["pendingVolumes"] = view.pending_volumes;
+    r["waitingFor"] = view.waiting_for;
     r["running"] = view.running;
     if (view.last) {
-      r["last"] = {{"at", Rfc3339(view.last->at)},
-                   {"ok", view.last->ok},
-                   {"results", view.last->results},
-                   {"volumes", view.last->volumes},
-                   {"objects", view.last->objects}};
+      r["last"] = {{"at", Rfc3339(view.last->at)},  {"ok", view.last->ok},
+                   {"results", view.last->results}, {"volumes", view.last->volumes},
+                   {"objects", view.last->objects}, {"failingVolumes", view.last->failing_volumes}};
     } else {
       r["last"] = nullptr;
     }

@@ -18,15 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NEEDS_ROOT, NODE_IP, configmap, killed_after, pod, visible_files, wait_for
+from conftest import (NEEDS_ROOT, NODE_IP, configmap, killed_after, pod, secret, visible_files,
+                      wait_for)
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_cluster import CM, PROJECTED, Cluster  # noqa: E402
+from test_cluster import CM, PROJECTED, SECRET, Cluster  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
 from api_servers import SERVERS, api_server  # noqa: E402
 
+SHIM = os.environ.get("VM_IO_ERROR_SHIM", "build/lib/libio_error_shim.so")
 RELOAD = "volumemanager.io/reload"
 VOLUMES = "volumemanager.io/reload-volumes"
 DELAY = "volumemanager.io/reload-delay"
@@ -257,6 +259,69 @@ def test_failing_listeners_are_retried_within_bounds_and_hung_ones_delay_no_othe
     assert len(failing.calls) == 4
     assert "SECRET-BODY" not in env.log()
     hung.stopping.set()
+
+
+def test_a_volume_failing_since_its_secret_went_never_holds_back_the_reload_of_the_others(
+        env, apps):
+    """Issue 42, item 1: the pod's Secret is removed after the pod started; its volume fails, and
+    keeps its last content, for as long as the Secret is missing. A change of the ConfigMap is
+    told all the same, at once, and the run names the volume that fails."""
+    env.put_object(configmap("cfg", {"k": "1"}))
+    env.put_object(secret("creds", string_data={"token": "SECRET-MARKER-42"}))
+    cfg = env.volume_dir("u1", CM, "config")
+    creds = env.volume_dir("u1", SECRET, "creds")
+    app = apps(volumes={"config": cfg})
+    env.put_pod(reload_pod("web", "u1", [cm_volume("config", "cfg"),
+                                         {"name": "creds", "secret": {"secretName": "creds"}}],
+                           app.url()))
+    env.start()
+    wait_for(lambda: visible_files(cfg) == {"k": b"1"} and bool(visible_files(creds)),
+             what="first set-up")
+    (env.objects / "secret-creds.yaml").unlink()
+    wait_for(lambda: env.records(msg="FailedMount: MountVolume.SetUp failed", volume="creds"),
+             what="the Secret's volume failing")
+
+    env.put_object(configmap("cfg", {"k": "2"}))
+    wait_for(lambda: app.calls, what="the reload call (not held back by the failing volume)")
+    assert app.calls[0]["seen"] == {"config": {"k": b"2"}}
+    [rec] = wait_for(lambda: env.records(msg="Reloaded"), what="the Reloaded log line")
+    assert rec["volumes"] == "config" and rec["failingVolumes"] == "creds", rec
+    [r] = [r for r in debug_state(env)["reloads"] if r["podUID"] == "u1"]
+    assert r["pendingVolumes"] == [] and r["last"]["failingVolumes"] == ["creds"], r
+    assert visible_files(creds) == {"token": b"SECRET-MARKER-42"}, \
+        "the failing volume keeps its last good content"
+    quiet(1.0)
+    assert len(app.calls) == 1
+
+
+def test_a_volume_made_current_without_a_write_lets_the_waiting_reload_run(env, apps):
+    """Issue 42, item 2: under the Get strategy each resync marks every volume of the pod for a
+    remount. One that comes while the write of a change runs is left for after it: the write's
+    end finds a remount still due, and the reload waits for it. That remount reads the inputs the
+    write just wrote and ends on the loop, with no operation: the reload must run then, not at
+    the volume's disk check 10 minutes later. The I/O shim keeps the write running (each unlink
+    below the root dir sleeps 3 s, and the write unlinks the link of the key the change removed)
+    while resyncs come every 1 to 1.5 s."""
+    shim = Path(SHIM).resolve()
+    assert shim.is_file(), f"{shim}: the I/O-error shim is not built (make test-build)"
+    env.wrapper = ["/usr/bin/env", f"LD_PRELOAD={shim}", f"VM_IO_ERROR_DIR={env.root}",
+                   "VM_IO_SLOW_UNLINK_MS=3000"]
+    env.put_object(configmap("cfg", {"a": "1", "b": "1"}))
+    vol = env.volume_dir("u1", CM, "config")
+    app = apps(volumes={"config": vol})
+    env.put_pod(reload_pod("web", "u1", [cm_volume("config", "cfg")], app.url()))
+    env.start("--config-map-and-secret-change-detection-strategy", "Get", "--sync-frequency", "1s")
+    wait_for(lambda: visible_files(vol) == {"a": b"1", "b": b"1"}, what="first set-up")
+
+    env.put_object(configmap("cfg", {"a": "2"}))  # found by the next resync
+    wait_for(lambda: visible_files(vol) == {"a": b"2"}, what="the new version published")
+    assert (vol / "b").is_symlink(), "the write should still be removing b's link"
+    wait_for(lambda: env.records(msg="Volume updated", volume="config"), what="the write's end")
+    wait_for(lambda: app.calls, timeout=5,
+             what="the reload call once the remount after the write found nothing to write")
+    assert app.calls[0]["seen"] == {"config": {"a": b"2"}}
+    quiet(2.5)  # resyncs meanwhile change nothing: no other call
+    assert len(app.calls) == 1
 
 
 # --- cluster mode ----------------------------------------------------------------------------
