@@ -2,14 +2,18 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "base/errno_error.h"
@@ -193,38 +197,135 @@ std::string UnescapeMountField(const std::string& field) {
   return out;
 }
 
-}  // namespace
+// The mount table of this process's mount namespace as /proc/self/mountinfo lists it, kept
+// between lookups and read again only once the kernel says it changed: a subPath check or a
+// teardown asks for one or two mounts, and parsing every mount of a node with thousands of them
+// at each ask made each O(mounts). poll(2) on an open mountinfo file reports POLLPRI once a mount
+// was added, removed or changed in the namespace since that file's previous poll; the poll comes
+// before the read it validates, so a change during a read is reported at the next lookup. A
+// lookup after a change, the daemon's own unmounts included, reads the table again: no worse
+// than a read per lookup. What is kept: the file's text (its line, about 150 bytes, per mount)
+// and an index by mount id (16 bytes per mount). A lookup costs a stat of /proc/self/ns/mnt, a
+// poll and a binary search. Lookups come from the thread pool: one mutex.
+class MountTable {
+ public:
+  bool Find(uint64_t mount_id, MountInfo* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The open file lists the namespace the process had when it was opened: after a setns or an
+    // unshare it is opened again.
+    struct stat ns {};
+    if (fd_ >= 0 && (::stat("/proc/self/ns/mnt", &ns) != 0 || ns.st_ino != ns_ino_ ||
+                     ns.st_dev != ns_dev_)) {
+      ::close(fd_);
+      fd_ = -1;
+      read_ = false;
+    }
+    if (!Current() && !Read()) return false;
+    auto it = std::lower_bound(index_.begin(), index_.end(), std::make_pair(mount_id, size_t{0}));
+    if (it == index_.end() || it->first != mount_id) return false;
+    const size_t end = text_.find('\n', it->second);
+    return ParseLine(text_.substr(it->second, end == std::string::npos ? end : end - it->second),
+                     out);
+  }
+  uint64_t reads() const { return reads_.load(); }
 
-bool FindMount(uint64_t mount_id, MountInfo* out) {
-  FILE* f = std::fopen("/proc/self/mountinfo", "re");
-  if (f == nullptr) return false;
-  bool found = false;
-  char* line = nullptr;
-  size_t cap = 0;
-  while (!found && ::getline(&line, &cap, f) > 0) {
-    // "<id> <parent> <major:minor> <root> <mount point> <options> [optional...] - <type> <source>
-    // <super options>"
+ private:
+  bool Current() {
+    if (fd_ < 0 || !read_) return false;
+    pollfd p{fd_, POLLPRI, 0};
+    int rc;
+    do {
+      rc = ::poll(&p, 1, 0);
+    } while (rc < 0 && errno == EINTR);
+    return rc >= 0 && (p.revents & (POLLPRI | POLLERR | POLLNVAL)) == 0;
+  }
+
+  bool Read() {
+    read_ = false;
+    if (fd_ < 0) {
+      struct stat ns {};
+      if (::stat("/proc/self/ns/mnt", &ns) != 0) return false;
+      fd_ = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) return false;
+      ns_ino_ = ns.st_ino;
+      ns_dev_ = ns.st_dev;
+    } else if (::lseek(fd_, 0, SEEK_SET) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return false;
+    }
+    ++reads_;
+    text_.clear();
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd_, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        ::close(fd_);
+        fd_ = -1;
+        return false;
+      }
+      if (n == 0) break;
+      text_.append(buf, static_cast<size_t>(n));
+    }
+    index_.clear();
+    for (size_t at = 0; at < text_.size();) {
+      const size_t end = text_.find('\n', at);
+      index_.emplace_back(std::strtoull(text_.c_str() + at, nullptr, 10), at);
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+    std::sort(index_.begin(), index_.end());
+    text_.shrink_to_fit();
+    index_.shrink_to_fit();
+    read_ = true;
+    return true;
+  }
+
+  // "<id> <parent> <major:minor> <root> <mount point> <options> [optional...] - <type> <source>
+  // <super options>"
+  static bool ParseLine(std::string line, MountInfo* out) {
     std::vector<std::string> fields;
     char* save = nullptr;
-    for (char* tok = ::strtok_r(line, " \n", &save); tok != nullptr;
+    for (char* tok = ::strtok_r(line.data(), " \n", &save); tok != nullptr;
          tok = ::strtok_r(nullptr, " \n", &save)) {
       fields.emplace_back(tok);
     }
-    if (fields.size() < 7 || std::strtoull(fields[0].c_str(), nullptr, 10) != mount_id) continue;
+    if (fields.size() < 7) return false;
     size_t dash = 6;
     while (dash < fields.size() && fields[dash] != "-") ++dash;
-    if (dash + 2 >= fields.size()) continue;
+    if (dash + 2 >= fields.size()) return false;
     out->root = UnescapeMountField(fields[3]);
     out->mount_point = UnescapeMountField(fields[4]);
     out->device = fields[2];
     out->fs_type = fields[dash + 1];
     out->source = fields[dash + 2];
-    found = true;
+    return true;
   }
-  std::free(line);
-  std::fclose(f);
-  return found;
+
+  std::mutex mu_;
+  int fd_ = -1;  // kept open: its polls tell whether the table changed
+  ino_t ns_ino_ = 0;  // the mount namespace it lists (/proc/self/ns/mnt)
+  dev_t ns_dev_ = 0;
+  bool read_ = false;
+  std::string text_;
+  std::vector<std::pair<uint64_t, size_t>> index_;  // (mount id, offset of its line), sorted
+  std::atomic<uint64_t> reads_{0};
+};
+
+// Never destroyed: pool threads may look up a mount while the process exits.
+MountTable& ProcessMountTable() {
+  static MountTable* table = new MountTable;
+  return *table;
 }
+
+}  // namespace
+
+bool FindMount(uint64_t mount_id, MountInfo* out) {
+  return ProcessMountTable().Find(mount_id, out);
+}
+
+uint64_t MountTableReadsForTesting() { return ProcessMountTable().reads(); }
 
 void ForceOpenBeneathWalkForTesting(bool walk) { force_walk.store(walk); }
 

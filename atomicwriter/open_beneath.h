@@ -78,6 +78,10 @@ struct MountInfo {
 };
 bool FindMount(uint64_t mount_id, MountInfo* out);
 
+// How many times FindMount has read the whole of /proc/self/mountinfo in this process (tests
+// count them).
+uint64_t MountTableReadsForTesting();
+
 // For tests: make OpenBeneath take the walk even where openat2 exists (true), or let it choose
 // again (false).
 void ForceOpenBeneathWalkForTesting(bool walk);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "atomicwriter/remove_tree.h"
+#include "base/unique_fd.h"
 #include "atomicwriter/writer_test_fixture.h"
 
 namespace atomicwriter {
@@ -159,6 +160,42 @@ TEST_F(MountBoundTest, ABindMountOfTheSameFilesystemHasAnotherMountId) {
   EXPECT_EQ(info.device, std::to_string(major(sb.st_dev)) + ":" + std::to_string(minor(sb.st_dev)));
   ::close(a);
   ::close(b);
+}
+
+// Issue 42: FindMount read the whole of /proc/self/mountinfo at every call. It reads it once while
+// no mount changes, and again once one did: a new mount is found, a removed one is not.
+TEST_F(MountBoundTest, FindMountReadsTheTableAgainOnlyOnceAMountChanged) {
+  const fs::path src = fs::path(root_) / "src";
+  const fs::path dst = fs::path(root_) / "dst";
+  const fs::path later = fs::path(root_) / "later";
+  for (const auto& d : {src, dst, later}) fs::create_directories(d);
+  if (!Bind(src, dst)) GTEST_SKIP() << why_;
+  const base::UniqueFd b(::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  uint64_t id_b = 0;
+  ASSERT_EQ(MountIdOf(b.get(), &id_b), 0);
+  MountInfo info;
+  ASSERT_TRUE(FindMount(id_b, &info));  // reads the table if it changed since the last read
+  const uint64_t before = MountTableReadsForTesting();
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(FindMount(id_b, &info));
+    EXPECT_EQ(info.mount_point, fs::canonical(dst).string());
+  }
+  // No mount of the test's changed: no read (at most one more for a test elsewhere that mounts
+  // meanwhile, in this mount namespace).
+  EXPECT_LE(MountTableReadsForTesting() - before, 1u) << "one read per lookup";
+
+  ASSERT_TRUE(Bind(src, later));
+  const base::UniqueFd c(::open(later.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  uint64_t id_c = 0;
+  ASSERT_EQ(MountIdOf(c.get(), &id_c), 0);
+  ASSERT_TRUE(FindMount(id_c, &info)) << "a mount made since the last read";
+  EXPECT_EQ(info.mount_point, fs::canonical(later).string());
+  ASSERT_TRUE(FindMount(id_b, &info));
+
+  ASSERT_EQ(::umount2(later.c_str(), MNT_DETACH), 0);
+  bound_.pop_back();
+  EXPECT_FALSE(FindMount(id_c, &info) && info.mount_point == fs::canonical(later).string())
+      << "a mount removed since the last read";
 }
 
 TEST_F(MountBoundTest, RemovalNeverEntersABindMountNorABindLoop) {

@@ -114,6 +114,9 @@ struct Http2Transport::Connection {
   bool idle_armed = false;
   gnutls_session_t tls = nullptr;
   std::shared_ptr<TlsCredentials> credentials;
+  // The client certificate it presents (null: none, or not yet at its TLS handshake, when it
+  // takes the pair current then).
+  std::shared_ptr<const ClientCertPair> cert;
   nghttp2_session* h2 = nullptr;
   std::string out;  // TLS bytes not yet written
   size_t out_offset = 0;
@@ -389,16 +392,27 @@ bool Http2Transport::Cancel(RequestId id) {
 }
 
 void Http2Transport::RotateConnections(const std::string& why) {
+  // Only the connections of an older pair retire. One that took the new pair as it opened (the
+  // rotation may be noticed right there, in Tls()) or that will take it at its handshake stays:
+  // retiring it too threw a connection of the new pair away, and the requests waiting for it
+  // (the watches just ended on the old one among them) waited for yet another.
+  const std::shared_ptr<const ClientCertPair> current = current_cert_ ? current_cert_() : nullptr;
+  auto old_pair = [&current](const Connection& c) {
+    return c.cert != nullptr && (current == nullptr || c.cert->generation != current->generation);
+  };
   size_t ended = 0, retired = 0;
   for (auto& c : connections_) {
-    if (c->dead || c->going_away) continue;
+    if (c->dead || c->going_away || !old_pair(*c)) continue;
     c->going_away = true;  // no new stream: Admit opens a connection with the new certificate
     ++retired;
   }
   // Collected first: Abort changes what the loop would walk.
   std::vector<Stream*> streams;
   for (auto& [id, s] : streams_) {
-    if (s->request.stream && s->connection != nullptr && !s->completed) streams.push_back(s.get());
+    if (s->request.stream && s->connection != nullptr && !s->completed &&
+        old_pair(*s->connection)) {
+      streams.push_back(s.get());
+    }
   }
   for (Stream* s : streams) {
     Abort(s, why, /*log=*/false);
@@ -672,6 +686,7 @@ void Http2Transport::StartTls(Connection* c) {
     Fail(c, "TLS to " + Where() + ": " + error);
     return;
   }
+  c->cert = tls_cert_;
   int rc = Gnutls().init(&c->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
   if (rc >= 0) rc = Gnutls().set_default_priority(c->tls);
   if (rc >= 0) rc = Gnutls().credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->credentials->cred);

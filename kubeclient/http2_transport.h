@@ -20,8 +20,9 @@
 //   host; IP addresses against the certificate's IP SANs), SNI for DNS names only; a client
 //   certificate when configured; no verification with insecure-skip-tls-verify. Each connection
 //   takes the CA and the client certificate current when it opens. RotateConnections() retires
-//   the connections open before a new client certificate: no new stream on them, their streamed
-//   requests (watches) end at once, the others run to their end, then the connection closes.
+//   the connections opened with an older client certificate: no new stream on them, their
+//   streamed requests (watches) end at once, the others run to their end, then the connection
+//   closes. One that opened with the new certificate (the rotation noticed as it opened) stays.
 // * A stream the server refuses (REFUSED_STREAM, or beyond a GOAWAY's last stream id: never
 //   processed) is sent again on another connection; any other reset, a lost connection or a
 //   timeout fails the request with a message naming it.
@@ -89,9 +90,11 @@ class Http2Transport {
   void Start(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
   // False when the id is not this transport's (unknown, finished, or handed to the fallback).
   bool Cancel(RequestId id);
-  // The client certificate changed: the open connections take no new request; their streamed
-  // requests fail with `why` (their owners reconnect), the others finish; each connection closes
-  // once it has no request left. Completion callbacks run later, never inside this call.
+  // The client certificate changed: the connections opened with an older pair take no new
+  // request; their streamed requests fail with `why` (their owners reconnect), the others finish;
+  // each closes once it has no request left. A connection that presents the current pair (it
+  // noticed the rotation as it opened) or has not reached its TLS handshake yet (it will take the
+  // current pair) stays, its streams too. Completion callbacks run later, never inside this call.
   void RotateConnections(const std::string& why);
 
   struct Stats {

@@ -15,6 +15,8 @@ struct HttpCaller::Transfer {
   HttpCaller* owner = nullptr;
   Id id = 0;
   HttpCallRequest request;
+  std::string pod_key;     // HttpCaller::PodKey
+  bool timed_out_pod = false;  // started with a timeout held against its pod
   Done done;
   uv_tcp_t tcp{};
   uv_connect_t connect{};
@@ -60,33 +62,118 @@ HttpCaller::HttpCaller(uv_loop_t* loop, HttpCallerOptions options)
 
 HttpCaller::~HttpCaller() {
   // Close() has run and its handles are closed: nothing is left but what never started.
-  queue_.clear();
+  waiting_.clear();
+}
+
+// A UID never holds a NUL byte (refused at validation), so a call without a pod gets a key no
+// pod can have: a pod of its own.
+std::string HttpCaller::PodKey(const HttpCallRequest& request, Id id) {
+  return request.pod.empty() ? std::string(1, '\0') + std::to_string(id) : request.pod;
+}
+
+int HttpCaller::timeouts_of(const std::string& pod) const {
+  auto it = timeouts_.find(pod);
+  if (it == timeouts_.end()) return 0;
+  const uint64_t memory = static_cast<uint64_t>(options_.timeout_memory.count());
+  return uv_now(loop_) - it->second.last_ms < memory ? it->second.count : 0;
+}
+
+size_t HttpCaller::slots_for_timed_out_pods() const {
+  const size_t n = options_.max_concurrent;
+  return n < 2 ? n : n - std::max<size_t>(1, n / 4);
+}
+
+int HttpCaller::Rank(const std::string& key) {
+  if (key.empty() || key[0] == '\0') return 0;
+  return timeouts_of(key);
+}
+
+// A pod's rank changed (a call of it ended) while others of its calls wait: it keeps its turn
+// within the new rank.
+void HttpCaller::Rerank(const std::string& key) {
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) return;
+  const int rank = Rank(key);
+  if (rank == it->second.rank) return;
+  ready_.erase({it->second.rank, it->second.turn, key});
+  it->second.rank = rank;
+  ready_.insert({rank, it->second.turn, key});
+}
+
+void HttpCaller::RecordEnd(const std::string& key, bool deadline) {
+  if (key.empty() || key[0] == '\0') return;
+  if (!deadline) {
+    // It answered, or failed before the deadline (refused, reset): its listener holds no slot
+    // for long, whatever it did before.
+    if (timeouts_.erase(key) > 0) Rerank(key);
+    return;
+  }
+  const uint64_t now = uv_now(loop_);
+  Timeouts& t = timeouts_[key];
+  t.count = timeouts_of(key) + 1;
+  t.last_ms = now;
+  if (timeouts_.size() >= prune_at_) {
+    const uint64_t memory = static_cast<uint64_t>(options_.timeout_memory.count());
+    for (auto it = timeouts_.begin(); it != timeouts_.end();) {
+      it = now - it->second.last_ms >= memory ? timeouts_.erase(it) : std::next(it);
+    }
+    prune_at_ = std::max<size_t>(64, 2 * timeouts_.size());
+  }
+  Rerank(key);
 }
 
 HttpCaller::Id HttpCaller::Call(HttpCallRequest request, Done done) {
   const Id id = ++next_id_;
   if (closed_) return id;  // never called back
-  queue_.push_back(Queued{id, std::move(request), std::move(done)});
+  std::string key = PodKey(request, id);
+  auto [it, added] = waiting_.try_emplace(key);
+  if (added) {
+    it->second.rank = Rank(key);
+    it->second.turn = ++next_turn_;
+    ready_.insert({it->second.rank, it->second.turn, key});
+  }
+  it->second.calls.push_back(Queued{id, std::move(request), std::move(done)});
+  waiting_pod_[id] = std::move(key);
+  ++queued_;
   // Started from the loop, never inside this call (a callback may run at once on an error).
   StartQueued();
   return id;
 }
 
 void HttpCaller::StartQueued() {
-  while (!closed_ && !queue_.empty() && active_.size() < options_.max_concurrent) {
-    Queued q = std::move(queue_.front());
-    queue_.pop_front();
-    Start(q.id, std::move(q.request), std::move(q.done));
+  while (!closed_ && !ready_.empty() && active_.size() < options_.max_concurrent) {
+    auto [rank, turn, key] = *ready_.begin();
+    // ready_ is ordered by rank first: when its first pod has a timeout held against it, so has
+    // every pod waiting, and the slots left are kept for pods that answer.
+    if (rank > 0 && timed_out_in_flight_ >= slots_for_timed_out_pods()) break;
+    ready_.erase(ready_.begin());
+    auto it = waiting_.find(key);
+    PodQueue& pod = it->second;
+    Queued q = std::move(pod.calls.front());
+    pod.calls.pop_front();
+    waiting_pod_.erase(q.id);
+    --queued_;
+    if (pod.calls.empty()) {
+      waiting_.erase(it);
+    } else {
+      // Its next call waits behind every other pod of its rank waiting now.
+      pod.turn = ++next_turn_;
+      ready_.insert({pod.rank, pod.turn, key});
+    }
+    Start(std::move(q), rank > 0);
   }
 }
 
-void HttpCaller::Start(Id id, HttpCallRequest request, Done done) {
+void HttpCaller::Start(Queued q, bool timed_out_pod) {
   auto* t = new Transfer;
   t->owner = this;
-  t->id = id;
-  t->request = std::move(request);
-  t->done = std::move(done);
-  active_[id] = t;
+  t->id = q.id;
+  t->pod_key = PodKey(q.request, q.id);
+  t->request = std::move(q.request);
+  t->done = std::move(q.done);
+  t->timed_out_pod = timed_out_pod;
+  if (timed_out_pod) ++timed_out_in_flight_;
+  active_[t->id] = t;
 
   sockaddr_storage addr{};
   const bool v6 = t->request.ip.find(':') != std::string::npos;
@@ -147,10 +234,12 @@ void HttpCaller::OnTimeout(uv_timer_t* h) {
   auto* t = static_cast<Transfer*>(h->data);
   Guarded(t, "reload HTTP timer", [t] {
     const auto ms = t->owner->options_.timeout.count();
-    t->owner->Finish(t, {base::Status::Error("no answer within " +
-                                             (ms % 1000 == 0 ? std::to_string(ms / 1000) + "s"
-                                                             : std::to_string(ms) + "ms")),
-                         0});
+    t->owner->Finish(t,
+                     {base::Status::Error("no answer within " +
+                                          (ms % 1000 == 0 ? std::to_string(ms / 1000) + "s"
+                                                          : std::to_string(ms) + "ms")),
+                      0},
+                     /*deadline=*/true);
   });
 }
 
@@ -213,10 +302,12 @@ void HttpCaller::OnRead(uv_stream_t* stream, ssize_t n, const uv_buf_t*) {
   });
 }
 
-void HttpCaller::Finish(Transfer* t, HttpCallResult result) {
+void HttpCaller::Finish(Transfer* t, HttpCallResult result, bool deadline) {
   if (t->finished) return;
   t->finished = true;
   Done done = std::move(t->done);
+  // Before the callback: a retry it asks for is ranked by this result.
+  RecordEnd(t->pod_key, deadline);
   Release(t);
   if (done) {
     if (base::Status s = base::CatchAll("reload HTTP callback", [&] { done(result); }); !s.ok()) {
@@ -228,6 +319,7 @@ void HttpCaller::Finish(Transfer* t, HttpCallResult result) {
 
 void HttpCaller::Release(Transfer* t) {
   active_.erase(t->id);
+  if (t->timed_out_pod) --timed_out_in_flight_;
   ++closing_;
   uv_timer_stop(&t->timer);
   if (t->reading) uv_read_stop(reinterpret_cast<uv_stream_t*>(&t->tcp));
@@ -244,11 +336,18 @@ void HttpCaller::Release(Transfer* t) {
 }
 
 void HttpCaller::Cancel(Id id) {
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if (it->id == id) {
-      queue_.erase(it);
-      return;
+  if (auto w = waiting_pod_.find(id); w != waiting_pod_.end()) {
+    auto pod = waiting_.find(w->second);
+    auto& calls = pod->second.calls;
+    calls.erase(std::find_if(calls.begin(), calls.end(),
+                             [id](const Queued& q) { return q.id == id; }));
+    --queued_;
+    if (calls.empty()) {
+      ready_.erase({pod->second.rank, pod->second.turn, pod->first});
+      waiting_.erase(pod);
     }
+    waiting_pod_.erase(w);
+    return;
   }
   auto it = active_.find(id);
   if (it == active_.end()) return;
@@ -262,7 +361,10 @@ void HttpCaller::Cancel(Id id) {
 void HttpCaller::Close(std::function<void()> done) {
   closed_ = true;
   close_done_ = std::move(done);
-  queue_.clear();
+  waiting_.clear();
+  ready_.clear();
+  waiting_pod_.clear();
+  queued_ = 0;
   while (!active_.empty()) {
     Transfer* t = active_.begin()->second;
     t->finished = true;

@@ -363,6 +363,7 @@ void ReloadController::Attempt(const std::string& uid) {
     request.port = action.http.port;
     request.method = action.http.method;
     request.path = action.http.path;
+    request.pod = uid;  // the caller shares its slots fairly by pod
     run.http_active = true;
     run.http_id =
         http_.Call(std::move(request), [this, uid, run_id](const reload::HttpCallResult& r) {

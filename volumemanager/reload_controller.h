@@ -24,8 +24,9 @@
 // last one started (changes meanwhile are batched into it); each action is attempted up to
 // `max_attempts` times, `retry_initial` doubling between attempts, on a transport error, a 5xx, a
 // 408 or a 429 (another 4xx, a 3xx, or a refusal is final). HTTP requests share one node-wide
-// concurrency limit (reload/http_caller.h). A pod whose listener hangs holds one slot for at most
-// the request timeout per attempt and delays no other pod's run.
+// concurrency limit (reload/http_caller.h), shared fairly by pod: a pod whose listener hangs holds
+// one slot for at most the request timeout per attempt, and once it has timed out its retries
+// wait behind the calls of pods that answer.
 //
 // Reports: a log line at info per action run (pod, action, result, the object versions covered,
 // the triggering volumes failing), `on_result` per run (cluster mode: a Reloaded or ReloadFailed

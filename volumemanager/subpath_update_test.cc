@@ -268,6 +268,42 @@ TEST_F(SubPathUpdateTest, TheContainersViewGetsTheNewBytesAndARestartedContainer
   EXPECT_EQ(vmtest::ReadFile(LiveFile("app.conf").string()), "x\n");
 }
 
+// Issue 42: every subPath check read the whole of /proc/self/mountinfo (once for the volume, once
+// per bind): O(mounts) per subPath mount on a node with thousands of mounts. The checks of a
+// write share one read while no mount changes; a bind made since is still found.
+TEST_F(SubPathUpdateTest, TheChecksOfAWriteShareOneReadOfTheMountTable) {
+  VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
+  const auto v1_payload =
+      Files({{"a.conf", "a1"}, {"b.conf", "b1"}, {"c.conf", "c1"}, {"d.conf", "d1"}});
+  Publish(v1_payload);
+  std::vector<SubPathMount> mounts;
+  size_t index = 0;
+  for (const char* name : {"a.conf", "b.conf", "c.conf", "d.conf"}) {
+    ASSERT_TRUE(KubeletBind(LiveFile(name), "app", index)) << why_;
+    mounts.push_back({"app", index++, name, ""});
+  }
+  const auto v2_payload =
+      Files({{"a.conf", "a2"}, {"b.conf", "b2"}, {"c.conf", "c2"}, {"d.conf", "d2"}});
+  const std::string v2 = Publish(v2_payload);
+  const uint64_t before = atomicwriter::MountTableReadsForTesting();
+  auto copies = Update(v2_payload, mounts, v2);
+  const uint64_t reads = atomicwriter::MountTableReadsForTesting() - before;
+  ASSERT_EQ(copies.size(), 4u);
+  for (const auto& c : copies) EXPECT_EQ(c.result, SubPathResult::kUpdated) << c.reason;
+  // One read for the volume and its 4 binds (one more at most for a test elsewhere that mounts
+  // meanwhile, in this mount namespace), not one per check.
+  EXPECT_LE(reads, 2u) << "one read per check";
+
+  // A bind made after that read is found all the same: the table is read again once it changed.
+  ASSERT_TRUE(KubeletBind(LiveFile("a.conf"), "late", 0)) << why_;
+  const auto v3_payload =
+      Files({{"a.conf", "a3"}, {"b.conf", "b3"}, {"c.conf", "c3"}, {"d.conf", "d3"}});
+  const std::string v3 = Publish(v3_payload, /*keep_replaced=*/true);
+  copies = Update(v3_payload, {{"late", 0, "a.conf", ""}}, v3);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].result, SubPathResult::kUpdated) << copies[0].reason;
+}
+
 // The kubelet publishes a newer version and re-binds the subPath to its file (a container restart)
 // while a copy of the older version's bytes is under way: whether the re-bind comes before the
 // bound file is opened or after, the newer version's live file keeps its bytes.

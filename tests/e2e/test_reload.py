@@ -7,7 +7,9 @@ Each listener records every call and, at that moment, reads the volumes: what th
 would read when told to reload."""
 import json
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -322,6 +324,103 @@ def test_a_volume_made_current_without_a_write_lets_the_waiting_reload_run(env, 
     assert app.calls[0]["seen"] == {"config": {"a": b"2"}}
     quiet(2.5)  # resyncs meanwhile change nothing: no other call
     assert len(app.calls) == 1
+
+
+class HungListeners:
+    """Listening sockets on 127.0.0.1, one per pod, that accept each connection and never answer,
+    all served by one thread; `accepted[i]` lists when socket i accepted each connection (a call
+    made), by time.monotonic(). A connection is closed once the daemon closes it (its deadline)."""
+
+    def __init__(self, count):
+        self.selector = selectors.DefaultSelector()
+        self.sockets = []
+        self.accepted = [[] for _ in range(count)]
+        for i in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(16)
+            s.setblocking(False)
+            self.selector.register(s, selectors.EVENT_READ, ("listen", i))
+            self.sockets.append(s)
+        self.ports = [s.getsockname()[1] for s in self.sockets]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopping.is_set():
+            for key, _ in self.selector.select(timeout=0.1):
+                kind, i = key.data
+                if kind == "listen":
+                    try:
+                        conn, _ = key.fileobj.accept()
+                    except BlockingIOError:
+                        continue
+                    self.accepted[i].append(time.monotonic())
+                    conn.setblocking(False)
+                    self.selector.register(conn, selectors.EVENT_READ, ("conn", i))
+                    continue
+                try:
+                    data = key.fileobj.recv(4096)  # the request: read, never answered
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    self.selector.unregister(key.fileobj)
+                    key.fileobj.close()
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        for key in list(self.selector.get_map().values()):
+            key.fileobj.close()
+        self.selector.close()
+
+
+def test_a_healthy_pods_call_is_made_before_any_hung_pods_second_attempt(env, apps):
+    """Issue 42: with a first come, first served queue, the retries of pods whose listener accepts
+    and never answers waited ahead of a pod that answers. One slot (so no two calls start at
+    once and their order is plain) and a 500 ms deadline: 12 hung pods' first attempts take 6 s;
+    the first has run out of time and its second attempt is due before the healthy pod's object
+    changes. The healthy pod's call must still be made before any hung pod's second attempt.
+    Asserted on the order of the calls, not on their times."""
+    hung = HungListeners(12)
+    try:
+        env.put_object(configmap("shared", {"k": "1"}))
+        env.put_object(configmap("own", {"k": "1"}))
+        healthy = apps()
+        uids = [f"h{i}" for i in range(len(hung.ports))]
+        for uid, port in zip(uids, hung.ports):
+            env.put_pod(reload_pod(f"hung-{uid}", uid, [cm_volume("config", "shared")],
+                                   f"http://:{port}/-/reload"))
+        env.put_pod(reload_pod("healthy", "ok", [cm_volume("config", "own")], healthy.url()))
+        env.start("--reload-max-concurrent", "1", "--reload-timeout", "500ms")
+        for uid in uids + ["ok"]:
+            wait_for(lambda: visible_files(env.volume_dir(uid, CM, "config")), timeout=30,
+                     what=f"the set-up of {uid}")
+
+        env.put_object(configmap("shared", {"k": "2"}))
+        # A second hung pod's first attempt is made once the first one ran out of time; that
+        # one's second attempt is due 1 s later (the first retry's delay).
+        wait_for(lambda: sum(1 for a in hung.accepted if a) >= 2, timeout=30,
+                 what="a hung pod's first attempt out of time")
+        quiet(1.5)
+        assert not any(len(a) > 1 for a in hung.accepted), \
+            "no second attempt made before all 12 first attempts (the test's premise)"
+        env.put_object(configmap("own", {"k": "2"}))
+
+        wait_for(lambda: healthy.calls, timeout=60, what="the healthy pod's call")
+        made = healthy.calls[0]["time"]
+        wait_for(lambda: any(len(a) > 1 for a in hung.accepted), timeout=60,
+                 what="a hung pod's second attempt")
+        second_attempts = sorted(a[1] for a in hung.accepted if len(a) > 1)
+        first_attempts = sum(1 for a in hung.accepted if a and a[0] < made)
+        assert made < second_attempts[0], (
+            f"the healthy pod's call came after {sum(1 for t in second_attempts if t < made)} "
+            f"hung pods' second attempts (and after {first_attempts} first attempts)")
+    finally:
+        hung.stop()
 
 
 # --- cluster mode ----------------------------------------------------------------------------

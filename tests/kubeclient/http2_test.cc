@@ -684,6 +684,90 @@ TEST(NativeHttp2CertTest, ARotatedClientCertificateRetiresTheOldConnection) {
   EXPECT_EQ(get("/whoami"), serials[1] + " connection 2");
 }
 
+// Issue 42: a rotation noticed while a connection opens (it presents the new pair) retired that
+// connection too, and every request waiting for it waited for yet another one. Only the
+// connections of the old pair are retired and only their watches end: each watch reconnects
+// once, onto the connection that noticed the rotation.
+TEST(NativeHttp2CertTest, ARotationNoticedWhileAConnectionOpensRetiresOnlyTheOldPairs) {
+  kube_testing::TestApiServerProcess pki;
+  ASSERT_TRUE(pki.Start().ok());
+  const std::string dir = pki.dir() + "/node-pki";
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> serials;
+  for (const char* name : {"one.pem", "two.pem"}) {
+    auto reply = pki.Admin("POST", "issue-client-cert",
+                           {{"path", dir + "/" + name}, {"user", "system:node:n1"}, {"days", 1}});
+    ASSERT_EQ(reply.code, 200) << reply.raw;
+    serials.push_back(reply.body["serial"]);
+  }
+  const std::string current = dir + "/current.pem";
+  auto point = [&](const std::string& name) {
+    std::filesystem::remove(current + ".tmp");
+    std::filesystem::create_symlink(dir + "/" + name, current + ".tmp");
+    std::filesystem::rename(current + ".tmp", current);
+  };
+  point("one.pem");
+  H2CertServer server(pki);
+  vmtest::TestLoop runner;
+  Credentials creds;
+  creds.server = "https://127.0.0.1:" + std::to_string(server.port);
+  creds.tls.ca_pem = ReadFile(pki.ca_file());
+  creds.tls.client_cert_file = creds.tls.client_key_file = current;
+  creds.tls.client_cert_pem = creds.tls.client_key_pem = ReadFile(current);
+  HttpClientOptions options;
+  options.native_http2 = true;
+  // The timer never looks at the files during the test: the rotation is noticed only when the
+  // next connection takes the current pair.
+  options.client_cert_check_interval = std::chrono::hours(1);
+  options.max_streams_per_connection = 1;  // a second request needs a second connection
+  auto created = HttpClient::Create(runner.get(), creds, options);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  HttpClient& http = **created;
+  struct Watch {
+    std::string data;
+    std::optional<base::Status> end;
+  };
+  auto start_watch = [&](Watch* w) {
+    HttpRequest watch;
+    watch.path = "/watch";
+    watch.stream = true;
+    StreamCallbacks stream;
+    stream.on_data = [w](std::string_view data) {
+      w->data.append(data);
+      return true;
+    };
+    http.Start(
+        watch, [w](base::Status s, HttpResponse) { w->end = s; }, stream);
+  };
+  Watch first;
+  start_watch(&first);
+  ASSERT_TRUE(runner.RunUntil([&] { return !first.data.empty(); }));
+  EXPECT_EQ(first.data, serials[0] + "\n");
+
+  point("two.pem");
+  http.InvalidateToken();  // the next look at the pair reads the files (as after a 401)
+  std::optional<std::string> who;
+  HttpRequest whoami;
+  whoami.path = "/whoami";
+  http.Start(whoami, [&](base::Status s, HttpResponse r) {
+    EXPECT_TRUE(s.ok()) << s.message();
+    who = r.body;
+  });
+  ASSERT_TRUE(runner.RunUntil([&] { return who.has_value() && first.end.has_value(); }));
+  EXPECT_NE(first.end->message().find("client certificate changed"), std::string::npos)
+      << first.end->message();
+  EXPECT_EQ(*who, serials[1] + " connection 2") << "the connection that noticed the rotation";
+  EXPECT_EQ(http.stats().connections_opened, 2);
+
+  // The watch's owner reconnects at once, with the new pair, and the watch stays.
+  Watch second;
+  start_watch(&second);
+  ASSERT_TRUE(runner.RunUntil([&] { return !second.data.empty() || second.end.has_value(); }));
+  EXPECT_EQ(second.data, serials[1] + "\n");
+  runner.RunUntil([] { return false; }, std::chrono::milliseconds(300));
+  EXPECT_FALSE(second.end.has_value()) << second.end->message();
+}
+
 // A CA file changed in place: the transport's next connection verifies against the new content
 // (it refused the server before, and takes it after, over HTTP/2).
 TEST(NativeHttp2CertTest, NewConnectionsVerifyAgainstAChangedCaFile) {
