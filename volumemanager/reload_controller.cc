@@ -82,19 +82,6 @@ struct ReloadController::PodState {
   std::optional<RunReport> last;
 };
 
-struct ReloadController::SignalWork {
-  uv_work_t req{};
-  ReloadController* self = nullptr;
-  std::string uid;
-  uint64_t run_id = 0;
-  std::vector<reload::ContainerSignal> requests;
-  std::string signal_name;
-  std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
-      send;
-  std::vector<std::string> results;
-  bool ok = true;
-};
-
 const std::vector<double>& ReloadController::LatencyBuckets() {
   static const std::vector<double> buckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                               2.5,  5,     10,   30,  60,   300};
@@ -107,6 +94,9 @@ ReloadController::ReloadController(uv_loop_t* loop, ReloadControllerOptions opti
   if (options_.max_attempts < 1) options_.max_attempts = 1;
   if (!options_.node_addresses) options_.node_addresses = &reload::NodeAddresses;
   timer_ = base::NewTimer(loop_, this);
+  if (options_.send_signals) {
+    signals_ = std::make_unique<reload::SignalBatcher>(loop_, options_.send_signals);
+  }
 }
 
 ReloadController::~ReloadController() = default;
@@ -376,7 +366,7 @@ void ReloadController::Attempt(const std::string& uid) {
     return;
   }
   // A signal.
-  if (!options_.send_signals) {
+  if (signals_ == nullptr) {
     return AttemptDone(uid, run_id, false, false,
                        "refused: signal actions are not enabled on this node");
   }
@@ -420,49 +410,30 @@ void ReloadController::Attempt(const std::string& uid) {
                        "not sent: no running container to signal" +
                            (notes.empty() ? std::string() : " (" + base::Join(notes, "; ") + ")"));
   }
-  auto* work = new SignalWork;
-  work->req.data = work;
-  work->self = this;
-  work->uid = uid;
-  work->run_id = run_id;
-  work->requests = std::move(requests);
-  work->send = options_.send_signals;
-  work->signal_name = action.signal.signal_name;
-  work->results = std::move(notes);
   run.signal_active = true;
-  ++signals_in_flight_;
-  uv_queue_work(
-      loop_, &work->req,
-      [](uv_work_t* req) {
-        auto* w = static_cast<SignalWork*>(req->data);
-        Guard("sending a reload signal", [w] {
-          const std::vector<base::Result<std::string>> sent = w->send(w->requests);
-          for (size_t i = 0; i < w->requests.size(); ++i) {
-            if (i < sent.size() && sent[i].ok()) {
-              w->results.push_back(w->signal_name + " to " + *sent[i]);
+  std::vector<std::string> containers;
+  for (const reload::ContainerSignal& r : requests) containers.push_back(r.container_name);
+  signals_->Submit(
+      std::move(requests),
+      [this, uid, run_id, containers = std::move(containers), notes = std::move(notes),
+       signal_name = action.signal.signal_name](reload::SignalBatcher::Results sent) mutable {
+        Guard("a reload signal's completion", [&] {
+          auto pit = pods_.find(uid);
+          if (pit == pods_.end() || !pit->second->run || pit->second->run->id != run_id) return;
+          Run& r = *pit->second->run;
+          r.signal_active = false;
+          bool ok = true;
+          std::vector<std::string> results = std::move(notes);
+          for (size_t i = 0; i < containers.size() && i < sent.size(); ++i) {
+            if (sent[i].ok()) {
+              results.push_back(signal_name + " to " + *sent[i]);
             } else {
-              w->ok = false;
-              w->results.push_back(
-                  "container " + w->requests[i].container_name + ": " +
-                  (i < sent.size() ? sent[i].status().message() : std::string("not sent")));
+              ok = false;
+              results.push_back("container " + containers[i] + ": " + sent[i].status().message());
             }
           }
+          AttemptDone(uid, run_id, ok, false, base::Join(results, "; "));
         });
-      },
-      [](uv_work_t* req, int) {
-        std::unique_ptr<SignalWork> w(static_cast<SignalWork*>(req->data));
-        ReloadController* self = w->self;
-        --self->signals_in_flight_;
-        Guard("a reload signal's completion", [&] {
-          auto pit = self->pods_.find(w->uid);
-          if (pit != self->pods_.end() && pit->second->run && pit->second->run->id == w->run_id) {
-            pit->second->run->signal_active = false;
-          }
-          if (!self->closing_) {
-            self->AttemptDone(w->uid, w->run_id, w->ok, false, base::Join(w->results, "; "));
-          }
-        });
-        self->MaybeClosed();
       });
 }
 
@@ -622,6 +593,14 @@ void ReloadController::Close(std::function<void()> done) {
     base::CloseTimer(timer_);
     timer_ = nullptr;
   }
+  if (signals_ != nullptr) {
+    signals_->Close([this] {
+      signals_closed_ = true;
+      MaybeClosed();
+    });
+  } else {
+    signals_closed_ = true;
+  }
   http_.Close([this] {
     http_closed_ = true;
     MaybeClosed();
@@ -629,7 +608,7 @@ void ReloadController::Close(std::function<void()> done) {
 }
 
 void ReloadController::MaybeClosed() {
-  if (!closing_ || !http_closed_ || signals_in_flight_ > 0 || !close_done_) return;
+  if (!closing_ || !http_closed_ || !signals_closed_ || !close_done_) return;
   auto done = std::move(close_done_);
   close_done_ = nullptr;
   done();

@@ -55,6 +55,7 @@
 #include "reload/http_caller.h"
 #include "reload/reload_spec.h"
 #include "reload/signal_action.h"
+#include "reload/signal_batcher.h"
 #include "server/metrics.h"
 #include "volumemanager/volume_key.h"
 
@@ -104,8 +105,9 @@ struct ReloadControllerOptions {
   int max_attempts = 4;
   std::chrono::milliseconds retry_initial{1000};
   std::chrono::milliseconds min_interval{1000};
-  // Signals, run on the thread pool (blocking; reload::SignalContainers): one result per request,
-  // the process signalled or why not. Null: signal actions are refused as not enabled.
+  // Signals (blocking; reload::SignalContainers): one result per request, the process signalled or
+  // why not. Run on a thread of their own, every pod's requests of a batch in one call (one scan
+  // of /proc): reload::SignalBatcher. Null: signal actions are refused as not enabled.
   std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
       send_signals;
   // A run of the pod's actions ended: `ok` when each action succeeded; `message` names the actions
@@ -179,7 +181,6 @@ class ReloadController {
  private:
   struct PodState;
   struct Run;
-  struct SignalWork;
 
   void Evaluate(const std::string& uid);
   // `failing`: the triggering volumes failing (not waited for), for the run's reports.
@@ -206,9 +207,10 @@ class ReloadController {
   std::map<std::string, SteadyTime> wake_;  // pod UID -> when to look at it again
   uv_timer_t* timer_ = nullptr;
   uint64_t next_run_id_ = 0;
-  int signals_in_flight_ = 0;
+  std::unique_ptr<reload::SignalBatcher> signals_;  // null: signals not enabled
   bool closing_ = false;
   bool http_closed_ = false;
+  bool signals_closed_ = false;
   std::function<void()> close_done_;
   std::map<std::pair<std::string, std::string>, long> counts_;
   server::Histogram latency_{LatencyBuckets()};

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 
 #include "tests/support/http_listener.h"
@@ -377,6 +379,78 @@ TEST_F(ReloadControllerTest, SignalsGoToTheContainersThatMountAChangedVolume) {
   EXPECT_EQ(sent[0].container_name, "web");
   EXPECT_EQ(sent[0].container_id, "containerd://aa");
   EXPECT_EQ(sent[0].signal, SIGHUP);
+}
+
+// Issue 42, item 4: one ConfigMap shared by eight pods with a signal action. Each pod's attempt
+// used to scan /proc on its own, each on a thread of the libuv pool, queued ahead of volume writes:
+// eight scans, and while they ran (here: held) a write waited. Now the attempts of one turn go in
+// one call, on the batcher's own thread, and the pool stays free.
+TEST_F(ReloadControllerTest, OneScanServesEveryPodOfAChangeAndNoScanHoldsThePool) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  std::vector<size_t> calls;  // requests per call
+  signal_ = [&](const std::vector<reload::ContainerSignal>& requests) {
+    std::unique_lock<std::mutex> l(mu);
+    calls.push_back(requests.size());
+    cv.notify_all();
+    cv.wait(l, [&] { return released; });
+    std::vector<base::Result<std::string>> out;
+    for (const reload::ContainerSignal& r : requests) out.emplace_back("PID 1 of " + r.pod_uid);
+    return out;
+  };
+  struct Release {
+    std::mutex& mu;
+    std::condition_variable& cv;
+    bool& released;
+    ~Release() {
+      std::lock_guard<std::mutex> l(mu);
+      released = true;
+      cv.notify_all();
+    }
+  } release{mu, cv, released};
+  Controller(/*cluster_mode=*/true);
+  constexpr int kPods = 8;
+  for (int i = 0; i < kPods; ++i) {
+    auto pod = std::make_shared<kube::Pod>(
+        *Pod("p" + std::to_string(i), "signal:SIGHUP", "0", "127.0.0.2"));
+    kube::Container web;
+    web.name = "web";
+    kube::VolumeMount mount;
+    mount.name = "config";
+    mount.mount_path = "/etc/web";
+    web.volume_mounts.push_back(mount);
+    pod->spec.containers = {web};
+    pod->status.container_statuses = {
+        {"web", "containerd://" + std::to_string(i), "2020-01-01T00:00:00Z"}};
+    controller_->OnPod(pod);
+  }
+  for (int i = 0; i < kPods; ++i) Swap("p" + std::to_string(i), "config");
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    std::lock_guard<std::mutex> l(mu);
+    return !calls.empty();
+  }));
+
+  // A volume write queued while the scan runs: it must not wait for the scan.
+  struct Write {
+    uv_work_t req{};
+    bool done = false;
+  } write;
+  write.req.data = &write;
+  uv_queue_work(
+      loop_.get(), &write.req, [](uv_work_t*) {},
+      [](uv_work_t* req, int) { static_cast<Write*>(req->data)->done = true; });
+  const bool write_ran = loop_.RunUntil([&] { return write.done; }, std::chrono::seconds(2));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    released = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == kPods && write.done; }));
+  EXPECT_TRUE(write_ran) << "a volume write waited for the signal scans";
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(calls, std::vector<size_t>{kPods}) << "one scan of /proc for the pods of one change";
+  for (const Result& r : results_) EXPECT_TRUE(r.ok) << r.message;
 }
 
 TEST_F(ReloadControllerTest, ObserveModeReportsARunAndCallsNothing) {
