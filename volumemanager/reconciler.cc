@@ -608,6 +608,17 @@ void Reconciler::RecordSubPathCopies(const VolumeKey& key, const SubPathPlan& pl
       case SubPathResult::kCurrent:
         ++subpath_stats_.current;
         continue;
+      case SubPathResult::kNotBound:
+        // The container has not started: the kubelet binds the file at its start, to the
+        // version live then. Nothing to report; the volume's next write looks again.
+        ++subpath_stats_.not_bound;
+        logging::Debug("subPath file not bound yet: its container has not started",
+                       {{"pod", PodName(key)},
+                        {"podUID", key.pod_uid},
+                        {"volume", key.volume_name},
+                        {"container", c.container},
+                        {"subPath", c.sub_path}});
+        continue;
       case SubPathResult::kRefused:
         ++subpath_stats_.refused;
         break;

@@ -821,6 +821,30 @@ TEST(ReconcilerSubPathTest, NoAnnotationNoCopyAndRefusalsAndBadAnnotationsAreRep
   }
 }
 
+// Issue 42, item 6c: a container that has not started has nothing bound yet: no failure, not
+// reported (it was a FailedSubPathUpdate Warning at every write), said at debug, counted.
+TEST(ReconcilerSubPathTest, ACopyNotBoundYetIsNoFailure) {
+  vmtest::LogCapture log;
+  Harness h;
+  h.disk_->subpath_result = SubPathResult::kNotBound;
+  h.disk_->subpath_reason = "not bound yet: the container has not started";
+  h.AddPod(0, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(h.Key());
+  ASSERT_EQ(h.disk_->subpath_calls.size(), 1u);
+  EXPECT_TRUE(h.subpath_failures_.empty());
+  EXPECT_EQ(h.reconciler_->subpath_stats().not_bound, 1);
+  EXPECT_EQ(h.reconciler_->subpath_stats().refused, 0);
+  ASSERT_EQ(h.Record()->subpath_copies.size(), 1u);
+  EXPECT_EQ(h.Record()->subpath_copies[0].result, SubPathResult::kNotBound);
+  const std::string text = log.text();
+  EXPECT_EQ(text.find("FailedSubPathUpdate"), std::string::npos) << text;
+  EXPECT_EQ(text.find("[warning]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[debug] \"subPath file not bound yet"), std::string::npos) << text;
+}
+
 TEST(ReconcilerSubPathTest, BindsTheDaemonCannotSeeAreWarnedAboutOncePerRun) {
   vmtest::LogCapture log;
   Harness h;
