@@ -194,7 +194,11 @@ struct ReconcilerOptions {
 
 // Counters a reconciler keeps, for logs, tests and metrics.
 struct ReconcilerStats {
+  // A write of a volume this daemon set up (self ownership): its set-up or a later refresh.
   long mounts_ok = 0;
+  // Kubelet ownership: a write into a volume the kubelet set up (written, or found current); the
+  // daemon sets nothing up.
+  long refreshes_ok = 0;
   long mounts_failed = 0;
   long versions_published = 0;
   long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access

@@ -291,10 +291,11 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
            static_cast<double>(count)});
     }
     const ReconcilerStats& st = vm->stats();
-    static_assert(sizeof(ReconcilerStats) == 13 * sizeof(long),
+    static_assert(sizeof(ReconcilerStats) == 14 * sizeof(long),
                   "a new ReconcilerStats counter needs its outcome below (and in README.md)");
     for (const auto& [outcome, value] : std::initializer_list<std::pair<const char*, long>>{
              {"mounted", st.mounts_ok},
+             {"refreshed", st.refreshes_ok},
              {"mount_failed", st.mounts_failed},
              {"version_published", st.versions_published},
              {"unchanged", st.remounts_unchanged},
