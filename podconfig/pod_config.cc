@@ -40,6 +40,16 @@ bool DifferSemantically(const kube::Pod& existing, const kube::Pod& ref) {
          a.deletion_grace_period_seconds != b.deletion_grace_period_seconds;
 }
 
+// What a DELETE says of one pod. A DELETE is a pod marked for deletion (deletionTimestamp set),
+// still in its source; it is graceful only with a grace period: with deletionGracePeriodSeconds 0
+// (a forced delete, a pod that had finished, or the kubelet's final delete once the containers
+// stopped) the API server removes the object right after (the REMOVE that follows).
+const char* MarkedForDeletion(const kube::ObjectMeta& meta) {
+  if (!meta.deletion_grace_period_seconds) return "Pod marked for deletion";
+  return *meta.deletion_grace_period_seconds > 0 ? "Pod marked for deletion (graceful)"
+                                                 : "Pod marked for deletion with no grace period";
+}
+
 }  // namespace
 
 const char* PodOpName(PodOp op) {
@@ -67,8 +77,8 @@ PodConfig::Sink PodConfig::RegisterSource(const std::string& source) {
   return [this, source](std::vector<PodPtr> pods) { Set(source, std::move(pods)); };
 }
 
-// One info line per pod added, updated, removed or deleted; a large batch (a source's first
-// state in cluster mode, a node drained) is one info line with its count, the pods at debug.
+// One info line per pod added, updated, removed or marked for deletion; a large batch (a source's
+// first state in cluster mode, a node drained) is one info line with its count, the pods at debug.
 void PodConfig::LogUpdate(const PodUpdate& update, const std::string& source) {
   const char* what = "Pod added";
   const char* batch = "Pods added";
@@ -82,8 +92,7 @@ void PodConfig::LogUpdate(const PodUpdate& update, const std::string& source) {
       batch = "Pods removed";
       break;
     case PodOp::kDelete:
-      what = "Pod deleted (graceful)";
-      batch = "Pods deleted (graceful)";
+      batch = "Pods marked for deletion";
       break;
     default:
       break;
@@ -93,9 +102,16 @@ void PodConfig::LogUpdate(const PodUpdate& update, const std::string& source) {
     logging::Info(batch, {{"count", update.pods.size()}, {"source", source}});
   }
   for (const PodPtr& pod : update.pods) {
-    logging::Log(
-        summarize ? spdlog::level::debug : spdlog::level::info, what,
-        {{"pod", logging::KObj(pod->metadata)}, {"podUID", pod->metadata.uid}, {"source", source}});
+    const kube::ObjectMeta& meta = pod->metadata;
+    const bool deletion = update.op == PodOp::kDelete;
+    logging::Log(summarize ? spdlog::level::debug : spdlog::level::info,
+                 deletion ? MarkedForDeletion(meta) : what,
+                 {{"pod", logging::KObj(meta)},
+                  {"podUID", meta.uid},
+                  {"gracePeriodSeconds", deletion && meta.deletion_grace_period_seconds
+                                             ? logging::Value(*meta.deletion_grace_period_seconds)
+                                             : logging::Value::Absent()},
+                  {"source", source}});
   }
 }
 

@@ -59,8 +59,10 @@ class PodConfig {
 
  private:
   void Set(const std::string& source, std::vector<PodPtr> pods);
-  // "Pod added" / "updated" / "removed" / "deleted (graceful)" at info, one line per pod; an update
-  // of more than kMaxPodLinesPerUpdate pods is one line with the count, the pods at debug.
+  // "Pod added" / "updated" / "removed" / "marked for deletion" at info, one line per pod (a
+  // deletion "(graceful)" only with a grace period, "with no grace period" at 0, naming
+  // `gracePeriodSeconds`); an update of more than kMaxPodLinesPerUpdate pods is one line with the
+  // count, the pods at debug.
   static void LogUpdate(const PodUpdate& update, const std::string& source);
   static constexpr size_t kMaxPodLinesPerUpdate = 10;
 

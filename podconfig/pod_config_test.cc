@@ -193,6 +193,64 @@ TEST(PodConfigTest, LogsEachPodChangeOnceAtInfoAndABatchAsOneLine) {
   EXPECT_EQ(Count(after, "Pod added"), 0u) << "each pod of a batch only at debug";
 }
 
+// The lines of `text` that name `pod` ("namespace/name").
+std::vector<std::string> LinesOf(const std::string& text, const std::string& pod) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (line.find("pod=\"" + pod + "\"") != std::string::npos) out.push_back(std::move(line));
+    start = end + 1;
+  }
+  return out;
+}
+
+// Issue 42, item 6a: a DELETE is a pod marked for deletion (deletionTimestamp set), still in its
+// source; it is graceful only with a grace period. With deletionGracePeriodSeconds 0 (a forced
+// delete, or the kubelet's final delete of a pod whose containers stopped) the API object goes at
+// once: it was logged "Pod deleted (graceful)".
+TEST(PodConfigTest, APodMarkedForDeletionIsGracefulOnlyWithAGracePeriod) {
+  vmtest::LogCapture logs;
+  spdlog::default_logger()->set_level(spdlog::level::info);
+  PodConfig config([](const PodUpdate&) {});
+  auto sink = config.RegisterSource("api");
+  auto marked = [](int64_t grace) {
+    return [grace](kube::Pod* p) {
+      p->metadata.deletion_timestamp = "2024-01-01T00:00:30Z";
+      p->metadata.deletion_grace_period_seconds = grace;
+    };
+  };
+  sink(Shared({MakePod("u1", "graceful"), MakePod("u2", "forced")}));
+  sink(Shared({MakePod("u1", "graceful", marked(30)), MakePod("u2", "forced", marked(0))}));
+  // The graceful one's kubelet stops its containers, then deletes it with grace 0: the API server
+  // lowers the grace period (an update the watch shows) before it removes the object.
+  sink(Shared({MakePod("u1", "graceful", marked(0))}));
+  sink({});
+  const std::string text = logs.text();
+
+  const std::vector<std::string> graceful = LinesOf(text, "default/graceful");
+  ASSERT_EQ(graceful.size(), 4u) << text;
+  EXPECT_NE(graceful[1].find("\"Pod marked for deletion (graceful)\""), std::string::npos)
+      << graceful[1];
+  EXPECT_NE(graceful[1].find("gracePeriodSeconds=30"), std::string::npos) << graceful[1];
+  EXPECT_NE(graceful[2].find("\"Pod marked for deletion with no grace period\""), std::string::npos)
+      << graceful[2];
+  EXPECT_NE(graceful[3].find("\"Pod removed\""), std::string::npos) << graceful[3];
+
+  const std::vector<std::string> forced = LinesOf(text, "default/forced");
+  ASSERT_EQ(forced.size(), 3u) << text;
+  EXPECT_NE(forced[1].find("\"Pod marked for deletion with no grace period\""), std::string::npos)
+      << forced[1];
+  EXPECT_NE(forced[1].find("gracePeriodSeconds=0"), std::string::npos) << forced[1];
+  for (const std::string& line : forced) {
+    EXPECT_EQ(line.find("graceful"), std::string::npos)
+        << "grace period 0 is not graceful: " << line;
+  }
+  EXPECT_EQ(graceful[2].find("graceful)"), std::string::npos) << graceful[2];
+}
+
 TEST(PodConfigTest, AllSourcesSeenAfterEachDeliveredOnce) {
   PodConfig config([](const PodUpdate&) {});
   EXPECT_TRUE(config.AllSourcesSeen());

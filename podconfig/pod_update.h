@@ -18,7 +18,8 @@ namespace podconfig {
 enum class PodOp {
   kAdd,        // pods new to their source (or a source's first, possibly empty, delivery)
   kUpdate,     // spec, labels, annotations or deletion grace changed
-  kDelete,     // changed with metadata.deletionTimestamp set: graceful deletion requested
+  kDelete,     // changed with metadata.deletionTimestamp set: marked for deletion, still there;
+               // graceful only with deletionGracePeriodSeconds > 0 (at 0 the object goes at once)
   kRemove,     // gone from their source
   kReconcile,  // status-only change
 };

@@ -67,10 +67,7 @@ base::Result<std::string> PodActionAddress(const kube::Pod& pod, bool cluster_mo
                                            const std::vector<std::string>& node_addresses) {
   std::string ip;
   if (cluster_mode) {
-    if (pod.spec.host_network) {
-      return base::Status::Error(
-          "the pod uses the node's network (hostNetwork): its own IP is the node's");
-    }
+    if (pod.spec.host_network) return base::Status::Error(kHostNetworkRefusal);
     if (pod.status.pod_ip.empty()) return base::Status::Error("the pod has no status.podIP yet");
     auto canonical = CanonicalIp(pod.status.pod_ip);
     if (!canonical.ok()) return canonical.status().WithContext("status.podIP");

@@ -28,6 +28,11 @@ namespace reload {
 // "::ffff:10.0.0.7" or "0:0:0:0:0:ffff:a00:7", v4-compatible "::10.0.0.7") is given as IPv4.
 base::Result<std::string> CanonicalIp(const std::string& text);
 
+// Why a hostNetwork pod has no address of its own in cluster mode (PodActionAddress's refusal;
+// the reload controller refuses such a pod's HTTP actions once, when it reads its annotations).
+inline constexpr char kHostNetworkRefusal[] =
+    "the pod uses the node's network (hostNetwork): its own IP is the node's";
+
 // The address an HTTP action of `pod` goes to, or why there is none. `node_addresses`: canonical
 // addresses of the daemon's network namespace (NodeAddresses()); used in cluster mode.
 base::Result<std::string> PodActionAddress(const kube::Pod& pod, bool cluster_mode,

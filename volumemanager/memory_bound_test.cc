@@ -192,7 +192,7 @@ TEST_F(MemoryBoundTest, PodsComingAndGoingBesideTheKubeletLeaveNothingBehind) {
     ASSERT_TRUE(loop.RunUntil(
         [&] {
           const ReconcilerStats& now = manager.stats();
-          return now.mounts_ok - before.mounts_ok >= kPerKind &&
+          return now.refreshes_ok - before.refreshes_ok >= kPerKind &&
                  now.mounts_failed - before.mounts_failed >= kPerKind &&
                  manager.reconciler().waiting_for_kubelet_count() ==
                      static_cast<size_t>(kPerKind) &&

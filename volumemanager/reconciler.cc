@@ -608,6 +608,17 @@ void Reconciler::RecordSubPathCopies(const VolumeKey& key, const SubPathPlan& pl
       case SubPathResult::kCurrent:
         ++subpath_stats_.current;
         continue;
+      case SubPathResult::kNotBound:
+        // The container has not started: the kubelet binds the file at its start, to the
+        // version live then. Nothing to report; the volume's next write looks again.
+        ++subpath_stats_.not_bound;
+        logging::Debug("subPath file not bound yet: its container has not started",
+                       {{"pod", PodName(key)},
+                        {"podUID", key.pod_uid},
+                        {"volume", key.volume_name},
+                        {"container", c.container},
+                        {"subPath", c.sub_path}});
+        continue;
       case SubPathResult::kRefused:
         ++subpath_stats_.refused;
         break;
@@ -1001,7 +1012,9 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           // below goes to the disk instead of being served from the inputs.
           asw_->SetVerified(key, std::move(inputs),
                             leftovers ? done_at - options_.disk_verify_interval : done_at);
-          ++stats_.mounts_ok;
+          // Beside the kubelet the daemon sets nothing up: each write is a refresh of the
+          // kubelet's volume.
+          ++(policy_.kubelet_owned ? stats_.refreshes_ok : stats_.mounts_ok);
           if (published) ++stats_.versions_published;
           if (subpaths) RecordSubPathCopies(key, *subpaths, std::move(*copies));
           if (options_.on_volume_verified) options_.on_volume_verified(key, dir);
@@ -1035,6 +1048,17 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                                                         {"podUID", key.pod_uid},
                                                         {"volume", key.volume_name},
                                                         {"version", (*result)->ts_dir}});
+          } else if (first_mount && policy_.kubelet_owned) {
+            // The kubelet set the volume up; the daemon's first write into it (published when
+            // the kubelet's content was not the objects' latest) is no set-up.
+            logging::Info("Volume set up by the kubelet: refreshed from now on",
+                          {{"pod", PodName(key)},
+                           {"podUID", key.pod_uid},
+                           {"volume", key.volume_name},
+                           {"objects", logging::Value::IfSet(versions)},
+                           {"version", (*result)->ts_dir},
+                           {"published", published},
+                           {"writer", options_.writer_identity}});
           } else if (first_mount) {
             logging::Info("MountVolume.SetUp succeeded", {{"pod", PodName(key)},
                                                           {"podUID", key.pod_uid},

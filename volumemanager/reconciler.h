@@ -166,7 +166,8 @@ struct ReconcilerOptions {
   // Called for every subPath copy refused or failed after a write of a volume of a pod annotated
   // `volumemanager.io/update-subpaths` (and for an annotation value that is neither "true" nor
   // "false"), after it was logged: the pod, the volume and what went wrong (container, index,
-  // subPath, reason; never file content). E.g. a FailedSubPathUpdate Event.
+  // subPath, reason; never file content). E.g. a FailedSubPathUpdate Event. Never for a copy
+  // not bound yet (its container has not started: no failure).
   std::function<void(const kube::Pod& pod, const std::string& volume, const std::string& error)>
       on_subpath_failure;
   // Kubelet ownership: a volume's content was verified or written (`dir` is its volume dir), and
@@ -193,7 +194,11 @@ struct ReconcilerOptions {
 
 // Counters a reconciler keeps, for logs, tests and metrics.
 struct ReconcilerStats {
+  // A write of a volume this daemon set up (self ownership): its set-up or a later refresh.
   long mounts_ok = 0;
+  // Kubelet ownership: a write into a volume the kubelet set up (written, or found current); the
+  // daemon sets nothing up.
+  long refreshes_ok = 0;
   long mounts_failed = 0;
   long versions_published = 0;
   long remounts_unchanged = 0;  // same inputs as on disk: nothing built, no disk access
@@ -211,11 +216,13 @@ struct ReconcilerStats {
 };
 
 // subPath copies after writes (subpath_update.h), by result: the file was written, already held the
-// published bytes (or is the live file), was refused (not the kubelet's bind of that file, a key
-// removed, subPathExpr...) or a system call failed.
+// published bytes (or is the live file), was not bound yet (its container has not started: no
+// failure), was refused (not the kubelet's bind of that file, a key removed, subPathExpr...) or a
+// system call failed.
 struct SubPathCopyStats {
   long updated = 0;
   long current = 0;
+  long not_bound = 0;
   long refused = 0;
   long failed = 0;
 };

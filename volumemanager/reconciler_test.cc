@@ -821,6 +821,30 @@ TEST(ReconcilerSubPathTest, NoAnnotationNoCopyAndRefusalsAndBadAnnotationsAreRep
   }
 }
 
+// Issue 42, item 6c: a container that has not started has nothing bound yet: no failure, not
+// reported (it was a FailedSubPathUpdate Warning at every write), said at debug, counted.
+TEST(ReconcilerSubPathTest, ACopyNotBoundYetIsNoFailure) {
+  vmtest::LogCapture log;
+  Harness h;
+  h.disk_->subpath_result = SubPathResult::kNotBound;
+  h.disk_->subpath_reason = "not bound yet: the container has not started";
+  h.AddPod(0, [](kube::Pod& p) { AnnotateWithSubPath(p, "true"); });
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(h.Key());
+  ASSERT_EQ(h.disk_->subpath_calls.size(), 1u);
+  EXPECT_TRUE(h.subpath_failures_.empty());
+  EXPECT_EQ(h.reconciler_->subpath_stats().not_bound, 1);
+  EXPECT_EQ(h.reconciler_->subpath_stats().refused, 0);
+  ASSERT_EQ(h.Record()->subpath_copies.size(), 1u);
+  EXPECT_EQ(h.Record()->subpath_copies[0].result, SubPathResult::kNotBound);
+  const std::string text = log.text();
+  EXPECT_EQ(text.find("FailedSubPathUpdate"), std::string::npos) << text;
+  EXPECT_EQ(text.find("[warning]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[debug] \"subPath file not bound yet"), std::string::npos) << text;
+}
+
 TEST(ReconcilerSubPathTest, BindsTheDaemonCannotSeeAreWarnedAboutOncePerRun) {
   vmtest::LogCapture log;
   Harness h;
@@ -848,6 +872,43 @@ TEST(ReconcilerSubPathTest, BindsTheDaemonCannotSeeAreWarnedAboutOncePerRun) {
   EXPECT_EQ(debugs, 1u) << text;
   EXPECT_EQ(h.subpath_failures_.size(), 2u);  // each pod is told all the same
   EXPECT_EQ(h.reconciler_->subpath_stats().refused, 2);
+}
+
+// Issue 42, item 6d: beside the kubelet, the daemon sets no volume up: its first write into a
+// volume the kubelet set up is a refresh (published or not), not a set-up. It was logged
+// "MountVolume.SetUp succeeded" (and counted as mounted).
+TEST(ReconcilerLogTest, TheFirstWriteIntoTheKubeletsVolumeIsARefreshNotASetUp) {
+  {
+    vmtest::LogCapture log;
+    Harness h(/*kubelet_owned=*/true);
+    h.ToCheckingSetUp();
+    h.runner_.Complete(h.Key());  // the kubelet has set it up
+    h.Pass();
+    h.objects_.CompleteFetches();
+    h.Pass();
+    ASSERT_EQ(h.Phase(), "writing");
+    h.runner_.Complete(h.Key());
+    const std::string text = log.text();
+    EXPECT_EQ(text.find("MountVolume.SetUp succeeded"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"Volume set up by the kubelet: refreshed from now on\" "
+                        "pod=\"default/web-p0\" podUID=\"p0\" volume=\"cfg\""),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("published=true"), std::string::npos) << text;
+    EXPECT_EQ(h.reconciler_->stats().mounts_ok, 0);
+    EXPECT_EQ(h.reconciler_->stats().refreshes_ok, 1);
+  }
+  {
+    vmtest::LogCapture log;
+    Harness h;  // the daemon's own set-up
+    h.ToIdle();
+    EXPECT_NE(log.text().find("\"MountVolume.SetUp succeeded\" pod=\"default/web-p0\""),
+              std::string::npos)
+        << log.text();
+    EXPECT_EQ(log.text().find("set up by the kubelet"), std::string::npos) << log.text();
+    EXPECT_EQ(h.reconciler_->stats().mounts_ok, 1);
+    EXPECT_EQ(h.reconciler_->stats().refreshes_ok, 0);
+  }
 }
 
 TEST(ReconcilerIdleTest, WorkAddedOutsideAPassIsReported) {

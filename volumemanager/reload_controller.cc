@@ -32,7 +32,9 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string
   return std::chrono::system_clock::from_time_t(seconds);
 }
 
-std::string AnnotationsOf(const kube::Pod& pod) {
+// What the checks of a pod's reload annotations read: the three annotations, and whether the pod
+// uses the node's network. The annotations are checked again only when this changes.
+std::string ReloadInputsOf(const kube::Pod& pod) {
   std::string out;
   for (const char* name : {reload::kReloadAnnotation, reload::kReloadVolumesAnnotation,
                            reload::kReloadDelayAnnotation}) {
@@ -40,6 +42,7 @@ std::string AnnotationsOf(const kube::Pod& pod) {
     out += it == pod.metadata.annotations.end() ? std::string("\x01") : it->second;
     out += '\0';
   }
+  out += pod.spec.host_network ? "hostNetwork" : "";
   return out;
 }
 
@@ -70,7 +73,7 @@ struct ReloadController::Run {
 struct ReloadController::PodState {
   std::string uid;
   std::shared_ptr<const kube::Pod> pod;
-  std::string annotations;  // the three values as last parsed
+  std::string annotations;  // ReloadInputsOf the pod as last checked
   std::optional<reload::ReloadSpec> spec;
   std::string error;
   std::set<std::string> pending;  // changed triggering volumes not reloaded yet
@@ -110,7 +113,7 @@ size_t ReloadController::annotation_errors() const {
 void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
   if (closing_ || pod == nullptr) return;
   const std::string& uid = pod->metadata.uid;
-  const std::string annotations = AnnotationsOf(*pod);
+  const std::string annotations = ReloadInputsOf(*pod);
   auto it = pods_.find(uid);
   const bool any = pod->metadata.annotations.count(reload::kReloadAnnotation) != 0 ||
                    pod->metadata.annotations.count(reload::kReloadVolumesAnnotation) != 0 ||
@@ -160,6 +163,15 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
           error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
                   "\": the pod has no container \"" + a.signal.container + "\"";
         }
+      }
+    }
+    // A hostNetwork pod's own IP is the node's (cluster mode): its HTTP actions can never be
+    // made, whatever its status says. Refused here, once; Attempt checks the address again.
+    for (const reload::Action& a : spec.actions) {
+      if (!error.empty() || a.kind != reload::Action::Kind::kHttp) continue;
+      if (options_.cluster_mode && p.pod->spec.host_network) {
+        error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
+                "\": " + reload::kHostNetworkRefusal;
       }
     }
     if (error.empty()) p.spec = spec;

@@ -33,7 +33,9 @@
 // Event; it names the failing volumes too), counters by action kind and result, a histogram from
 // the first change a run covers to its last action answered, and per pod the last run, what is
 // pending and which volumes it waits for (/debug/state). A bad annotation is reported once per
-// value (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else.
+// value (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else; in
+// cluster mode an HTTP action of a hostNetwork pod is one (its own IP is the node's), said when
+// the pod appears rather than at each change (its address is checked at each attempt all the same).
 //
 // Loop-thread only. Close() before destruction.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
@@ -134,7 +136,8 @@ class ReloadController {
   ReloadController(const ReloadController&) = delete;
   ReloadController& operator=(const ReloadController&) = delete;
 
-  // A pod added or updated (its annotations are read again when they changed), or removed.
+  // A pod added or updated (its annotations are checked again when they or its hostNetwork
+  // changed), or removed.
   void OnPod(std::shared_ptr<const kube::Pod> pod);
   void OnPodRemoved(const std::string& pod_uid);
   // A triggering volume's content changed (see ContentSwap).

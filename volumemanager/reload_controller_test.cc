@@ -267,22 +267,61 @@ TEST_F(ReloadControllerTest, ClusterModeCallsOnlyThePodsOwnIp) {
   EXPECT_TRUE(results_[0].ok) << results_[0].message;
   EXPECT_THAT(pod_listener.requests().at(0), HasSubstr("Host: 198.51.100.7:"));
 
+  // (A hostNetwork pod is refused earlier: AHostNetworkPodsHttpActionIsRefusedOnceWhenThe...)
+  controller_->OnPod(Pod("c", Url(pod_listener), "0", "192.0.2.1"));         // a node address
+  controller_->OnPod(Pod("d", Url(pod_listener), "0", "::ffff:127.0.0.2"));  // loopback
+  Swap("c", "config");
+  Swap("d", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 3; }));
+  EXPECT_EQ(pod_listener.requests().size(), 1u);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_FALSE(results_[i].ok);
+    EXPECT_THAT(results_[i].message, HasSubstr("refused:"));
+  }
+  EXPECT_EQ(controller_->action_counts().at({"http", "refused"}), 2);
+}
+
+// Issue 42, item 6b: a hostNetwork pod's own IP is the node's, so its HTTP action can never be
+// made (cluster mode). It was refused only at the first change, a ReloadFailed per change; it is
+// an annotation error, said once, when the pod appears.
+TEST_F(ReloadControllerTest, AHostNetworkPodsHttpActionIsRefusedOnceWhenThePodAppears) {
+  Listener pod_listener("HTTP/1.1 200 OK\r\n\r\n", "127.0.0.2");
+  Controller(/*cluster_mode=*/true);
   auto host_network =
       std::make_shared<kube::Pod>(*Pod("b", Url(pod_listener), "0", "198.51.100.8"));
   host_network->spec.host_network = true;
   controller_->OnPod(host_network);
-  controller_->OnPod(Pod("c", Url(pod_listener), "0", "192.0.2.1"));         // a node address
-  controller_->OnPod(Pod("d", Url(pod_listener), "0", "::ffff:127.0.0.2"));  // loopback
+  ASSERT_EQ(annotation_errors_.size(), 1u) << "refused when the pod appears, before any change";
+  EXPECT_THAT(annotation_errors_[0], HasSubstr("annotation volumemanager.io/reload"));
+  EXPECT_THAT(annotation_errors_[0], HasSubstr("hostNetwork"));
+  EXPECT_EQ(controller_->annotation_errors(), 1u);
+  EXPECT_EQ(controller_->View().at("b").annotation_error, annotation_errors_[0]);
+
+  // A status update (the same annotations and spec) says nothing again; changes touch nothing.
+  auto later = std::make_shared<kube::Pod>(*host_network);
+  later->status.pod_ip = "198.51.100.9";
+  controller_->OnPod(later);
   Swap("b", "config");
-  Swap("c", "config");
-  Swap("d", "config");
-  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 4; }));
-  EXPECT_EQ(pod_listener.requests().size(), 1u);
-  for (size_t i = 1; i < 4; ++i) {
-    EXPECT_FALSE(results_[i].ok);
-    EXPECT_THAT(results_[i].message, HasSubstr("refused:"));
-  }
-  EXPECT_EQ(controller_->action_counts().at({"http", "refused"}), 3);
+  Swap("b", "config");
+  Idle(200);
+  EXPECT_EQ(annotation_errors_.size(), 1u);
+  EXPECT_TRUE(results_.empty()) << results_[0].message;
+  EXPECT_TRUE(pod_listener.requests().empty());
+}
+
+// Standalone, the manifests are the node administrator's: a hostNetwork pod is called at its
+// podIP, or 127.0.0.1 (PodActionAddress), as any other.
+TEST_F(ReloadControllerTest, StandaloneCallsAHostNetworkPod) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller(/*cluster_mode=*/false);
+  auto host_network = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0"));
+  host_network->spec.host_network = true;
+  controller_->OnPod(host_network);
+  EXPECT_TRUE(annotation_errors_.empty());
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_TRUE(results_[0].ok) << results_[0].message;
+  EXPECT_EQ(l.requests().size(), 1u);
 }
 
 TEST_F(ReloadControllerTest, RetriesAreBounded) {

@@ -147,6 +147,27 @@ void Fail(SubPathCopy& c, const base::Status& s) {
 void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const SubPathMount& m,
                SubPathCopy& c) {
   const std::string rel_in_version = PathInVersion(m.sub_path);
+  const std::string rel =
+      SubPathBindRel(request.location.pod_uid, request.location.volume_name, m.container, m.index);
+  const std::string shown = request.location.root_dir + "/" + rel;
+  if (request.pause_for_testing) request.pause_for_testing(SubPathStage::kViewed);
+  const UniqueFd bound(atomicwriter::OpenBeneath(v.root.get(), rel, O_PATH | O_NOFOLLOW));
+  if (!bound.valid()) {
+    const int err = errno;
+    if (err == ENOENT) {
+      // The kubelet binds the file when the container starts: nothing is stale, nothing failed.
+      c.result = SubPathResult::kNotBound;
+      c.reason = shown +
+                 ": not bound yet: the container has not started (the kubelet binds the file "
+                 "at its start, to the version live then)";
+      return;
+    }
+    if (err == ELOOP || err == ENOTDIR || err == EINVAL) {
+      return Refuse(c, atomicwriter::OpenBeneathError(shown, err).message());
+    }
+    return Fail(c, base::ErrnoError("open", shown, err));
+  }
+  // Something is bound: is there a file of the volume to bring it to?
   const auto file = request.payload->find(rel_in_version);
   if (file == request.payload->end()) {
     const auto next = request.payload->lower_bound(rel_in_version + "/");
@@ -161,23 +182,6 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   }
   const std::string& data = file->second.data;
 
-  const std::string rel =
-      SubPathBindRel(request.location.pod_uid, request.location.volume_name, m.container, m.index);
-  const std::string shown = request.location.root_dir + "/" + rel;
-  if (request.pause_for_testing) request.pause_for_testing(SubPathStage::kViewed);
-  const UniqueFd bound(atomicwriter::OpenBeneath(v.root.get(), rel, O_PATH | O_NOFOLLOW));
-  if (!bound.valid()) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return Refuse(c, shown +
-                           ": no such file (the kubelet has not bound it: the container has "
-                           "not started yet)");
-    }
-    if (err == ELOOP || err == ENOTDIR || err == EINVAL) {
-      return Refuse(c, atomicwriter::OpenBeneathError(shown, err).message());
-    }
-    return Fail(c, base::ErrnoError("open", shown, err));
-  }
   struct stat st {};
   if (::fstat(bound.get(), &st) != 0) return Fail(c, base::ErrnoError("stat", shown, errno));
   if (S_ISLNK(st.st_mode)) {
@@ -288,6 +292,8 @@ const char* SubPathResultName(SubPathResult result) {
       return "updated";
     case SubPathResult::kCurrent:
       return "current";
+    case SubPathResult::kNotBound:
+      return "not_bound";
     case SubPathResult::kRefused:
       return "refused";
     case SubPathResult::kFailed:

@@ -9,6 +9,10 @@
 // into the container. A later swap of `..data` leaves that inode (the old version's file) as it
 // was; UpdateSubPaths writes the new bytes into it.
 //
+// Nothing at that path (ENOENT on the way to it) is a container that has not started yet: not
+// bound, nothing to write and no failure (kNotBound); when it starts, the kubelet binds the file
+// the volume publishes then, and the volume's next write looks again.
+//
 // What is written, and only that: a regular file that is a mount point at exactly that path (a
 // placeholder that is not one means this process cannot see the kubelet's binds: its pods dir
 // lacks HostToContainer propagation), whose mount (statx mount id, /proc/self/mountinfo) is a bind
@@ -71,6 +75,9 @@ SubPathPlan PlanSubPathUpdates(const kube::Pod& pod, const std::string& volume);
 enum class SubPathResult {
   kUpdated,  // the new bytes were written into the bound file
   kCurrent,  // already the published bytes (or bound to the live file): nothing written
+  // Nothing bound there yet: the container has not started (the kubelet binds the file at its
+  // start, to the version live then). Nothing is stale and nothing failed; why says.
+  kNotBound,
   kRefused,  // not a file this daemon may write (or no longer in the volume): untouched, why says
   kFailed,   // a system call failed: untouched or partly written, why says
 };
@@ -87,7 +94,7 @@ struct SubPathCopy {
   // bind of this volume).
   std::string version;
   std::string bound_version;
-  std::string reason;  // for kRefused and kFailed
+  std::string reason;  // for kNotBound, kRefused and kFailed
   // Refused because the path is no mount point: this process cannot see the kubelet's binds.
   bool binds_invisible = false;
 };

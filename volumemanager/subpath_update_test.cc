@@ -394,6 +394,7 @@ TEST_F(SubPathUpdateTest, AKeyRemovedOrADirectoryOrASubPathExprLeavesTheBoundFil
   VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
   Publish(Files({{"app.conf", "old"}, {"conf/a", "a"}}));
   ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "app", 0)) << why_;
+  ASSERT_TRUE(KubeletBind(LiveFile("conf"), "app", 1)) << why_;  // a directory subPath
   const auto next = Files({{"conf/a", "b"}});
   const std::string v2 = Publish(next);
   auto copies = Update(next,
@@ -409,6 +410,41 @@ TEST_F(SubPathUpdateTest, AKeyRemovedOrADirectoryOrASubPathExprLeavesTheBoundFil
   EXPECT_EQ(copies[2].result, SubPathResult::kRefused);
   EXPECT_EQ(copies[2].reason, "subPathExpr is not updated: why");
   EXPECT_EQ(vmtest::ReadFile(BindPath("app", 0).string()), "old");
+}
+
+// Issue 42, item 6c: the kubelet binds a subPath file when the container starts, to the file of
+// the version live then. A container that has not started (an init container still running, an
+// image being pulled) has nothing bound: nothing is stale and nothing failed. It was refused, and
+// the refusal posted as a FailedSubPathUpdate Warning at every write of the volume.
+TEST_F(SubPathUpdateTest, AContainerThatHasNotStartedHasNothingBoundAndThatIsNoRefusal) {
+  VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
+  Publish(Files({{"app.conf", "v1"}}));
+  ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "init", 0)) << why_;  // started: bound
+  const auto next = Files({{"app.conf", "v2"}});
+  const std::string v2 = Publish(next);
+  // "app" has not started: no dir of its own yet; index 1 of "init" was never bound. Nothing
+  // bound is nothing to refuse either (index 1 of "app": a key the volume no longer has).
+  auto copies = Update(next,
+                       {{"init", 0, "app.conf", ""},
+                        {"app", 0, "app.conf", ""},
+                        {"init", 1, "app.conf", ""},
+                        {"app", 1, "gone", ""}},
+                       v2);
+  ASSERT_EQ(copies.size(), 4u);
+  EXPECT_EQ(copies[0].result, SubPathResult::kUpdated) << copies[0].reason;
+  for (size_t i : {1u, 2u, 3u}) {
+    SCOPED_TRACE(i);
+    EXPECT_STREQ(SubPathResultName(copies[i].result), "not_bound") << copies[i].reason;
+    EXPECT_NE(copies[i].reason.find("has not started"), std::string::npos) << copies[i].reason;
+    EXPECT_FALSE(copies[i].binds_invisible);
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(BindPath("app", 0)))) << "nothing created";
+
+  // "app" starts: the kubelet binds the live file, which is current.
+  ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "app", 0)) << why_;
+  copies = Update(next, {{"app", 0, "app.conf", ""}}, v2);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].result, SubPathResult::kCurrent) << copies[0].reason;
 }
 
 TEST_F(SubPathUpdateTest, HostileTargetsAreLeftUntouchedAndSayWhy) {

@@ -208,7 +208,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
       Family("volumemanager_subpath_copies_total",
              "subPath files of pods annotated volumemanager.io/update-subpaths after their "
              "volume's writes, by result: updated (the new bytes written in place), current "
-             "(already the published bytes, or bound to the live file), refused (not the "
+             "(already the published bytes, or bound to the live file), not_bound (the "
+             "container has not started: nothing bound yet, no failure), refused (not the "
              "kubelet's bind of that file, a key removed, subPathExpr, a directory), failed",
              MetricType::kCounter);
   MetricFamily volumes =
@@ -290,10 +291,11 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
            static_cast<double>(count)});
     }
     const ReconcilerStats& st = vm->stats();
-    static_assert(sizeof(ReconcilerStats) == 13 * sizeof(long),
+    static_assert(sizeof(ReconcilerStats) == 14 * sizeof(long),
                   "a new ReconcilerStats counter needs its outcome below (and in README.md)");
     for (const auto& [outcome, value] : std::initializer_list<std::pair<const char*, long>>{
              {"mounted", st.mounts_ok},
+             {"refreshed", st.refreshes_ok},
              {"mount_failed", st.mounts_failed},
              {"version_published", st.versions_published},
              {"unchanged", st.remounts_unchanged},
@@ -312,6 +314,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     for (const auto& [result, value] :
          std::initializer_list<std::pair<const char*, long>>{{"updated", sp.updated},
                                                              {"current", sp.current},
+                                                             {"not_bound", sp.not_bound},
                                                              {"refused", sp.refused},
                                                              {"failed", sp.failed}}) {
       subpath_copies.values.push_back({{{"result", result}}, static_cast<double>(value)});

@@ -119,7 +119,7 @@ def test_endpoints_metrics_and_debug_state(env):
     assert sample(families, "volume_manager_total_volumes", plugin_name="kubernetes.io/configmap",
                   state="desired_state_of_world") == 2
     # No pod asks for subPath copies: each result listed, at 0 (test_subpath.py counts them).
-    for result in ("updated", "current", "refused", "failed"):
+    for result in ("updated", "current", "not_bound", "refused", "failed"):
         assert sample(families, "volumemanager_subpath_copies_total", result=result) == 0
     assert sample(families, "volumemanager_build_info")
     assert sample(families, "volumemanager_ownership_journal_state", state="trusted") == 1

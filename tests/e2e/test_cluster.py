@@ -969,8 +969,8 @@ def test_immutable_configmap_recreated_new_pods_get_the_new_content_nothing_goes
         second_vol = cluster.volume_dir(second, CM, "cfg")
         cluster.kubelet_sets_up(second, CM, "cfg", {"v": "3"})
         sampler.add(second_vol)
-        wait_for(lambda: cluster.records(msg="MountVolume.SetUp succeeded", volume="cfg",
-                                         podUID=second),
+        wait_for(lambda: cluster.records(msg="Volume set up by the kubelet: refreshed from now on",
+                                         volume="cfg", podUID=second),
                  what="the second pod's volume verified by the daemon")
         # The new reference makes the daemon read the object again: the recreated one replaces
         # the old in the daemon's cache, so the first pod's volume becomes current too (and a

@@ -68,6 +68,13 @@ def test_cluster_endpoints(cluster):
     assert sample(families, "volumemanager_object_reads_total", kind="get") == 0  # Watch
     assert sample(families, "volumemanager_reconciler_outcomes_total",
                   outcome="foreign_swap") == 0
+    # Beside the kubelet the daemon sets nothing up (issue 42, item 6d): its first write into the
+    # kubelet's volume is said once, and each write is a refresh, none counted as mounted.
+    assert cluster.records(msg="Volume set up by the kubelet: refreshed from now on",
+                           volume="cfg", podUID=uid)
+    assert not cluster.records(msg="MountVolume.SetUp succeeded")
+    assert sample(families, "volumemanager_reconciler_outcomes_total", outcome="mounted") == 0
+    assert sample(families, "volumemanager_reconciler_outcomes_total", outcome="refreshed") >= 2
     assert sample(families, "volumemanager_propagation_duration_seconds", "_count",
                   volume_plugin="kubernetes.io/configmap") >= 1
     configz = json.loads(get(debug + "/configz")[1])

@@ -306,6 +306,53 @@ def test_cluster_mode_beside_the_kubelet_subpath_gets_the_new_bytes_and_events(c
     assert views["plain"].read_bytes() == b"v1"
 
 
+def test_cluster_mode_a_container_not_started_yet_is_no_failure(cluster_unmounted):
+    """Issue 42, item 6c: the kubelet binds a subPath file when the container starts, to the
+    version live then. Before that (an init container still running, an image being pulled)
+    nothing is bound: no FailedSubPathUpdate Warning, no warning line; the copy is counted
+    `not_bound`. Once the container has started, the next change reaches its bound file."""
+    skip_unless_root("bind-mounts files as the kubelet does for subPath mounts")
+    cluster = cluster_unmounted
+    cluster.put_configmap("app", {"app.conf": "v1"})
+    p = subpath_pod("web", None, [{"name": "cfg", "configMap": {"name": "app"}}],
+                    annotation="true")
+    p["metadata"].pop("uid", None)
+    p["metadata"]["namespace"] = "default"
+    p["spec"]["nodeName"] = "e2e-node"
+    uid = cluster.api("POST", "/api/v1/namespaces/default/pods", p)["metadata"]["uid"]
+    # The kubelet has set the volume up; the container waits (pulling its image): no bind yet.
+    cluster.kubelet_sets_up(uid, CM, "cfg", {"app.conf": "v1"})
+    cluster.kubelet_reports_status("web", {
+        "phase": "Pending",
+        "containerStatuses": [{"name": "app", "ready": False, "restartCount": 0,
+                               "image": "busybox", "imageID": "",
+                               "state": {"waiting": {"reason": "ContainerCreating"}}}]})
+    cluster.start()
+    cluster.wait_synced("configmap default/app")
+    cluster.put_configmap("app", {"app.conf": "v2"})
+    vol = cluster.volume_dir(uid, CM, "cfg")
+    wait_for(lambda: visible_files(vol) == {"app.conf": b"v2"}, what="the volume kept current")
+    probe, debug = cluster.admin_addresses()
+    wait_for(lambda: (metric(probe, "volumemanager_subpath_copies_total",
+                             {"result": "not_bound"}) or 0) >= 1,
+             what="the copy counted not_bound")
+    [entry] = [v for v in debug_state(debug)["volumes"] if v["podUID"] == uid]
+    [copy] = entry["subPathCopies"]
+    assert copy["result"] == "not_bound", copy
+    assert not [e for e in cluster.events() if e["reason"] == "FailedSubPathUpdate"], \
+        cluster.events()
+    assert not cluster.records(msg="FailedSubPathUpdate")
+    assert (metric(probe, "volumemanager_subpath_copies_total", {"result": "refused"}) or 0) == 0
+
+    # The container starts: the kubelet binds the live file (v2). The next change reaches it.
+    bound = kubelet_binds(cluster.root, uid, CM, "cfg", "app", 1, "app.conf")
+    view = container_view(cluster.tmp, bound, "web")
+    assert view.read_bytes() == b"v2"
+    cluster.put_configmap("app", {"app.conf": "v3"})
+    wait_for(lambda: view.read_bytes() == b"v3", what="v3 in the subPath file")
+    assert not [e for e in cluster.events() if e["reason"] == "FailedSubPathUpdate"]
+
+
 def test_a_reload_action_fires_only_after_the_subpath_copy(env_unmounted):
     """Both annotations: the application, told to reload, reads its subPath file and finds the
     new bytes there (the copy runs inside the write, before the action)."""
