@@ -55,20 +55,6 @@ class ServiceAccountTokenSource {
       const kube::Pod& pod, const kube::ServiceAccountTokenProjection& projection) = 0;
 };
 
-// PEM bundles for projected clusterTrustBundle sources.
-class ClusterTrustBundleSource {
- public:
-  virtual ~ClusterTrustBundleSource() = default;
-  // The bundle by name, or all bundles of the signer matching the selector merged (PEM blocks
-  // normalised and deduplicated). Missing or no match: an empty bundle when the projection is
-  // optional, else an error.
-  virtual base::Result<std::string> GetTrustBundle(
-      const kube::ClusterTrustBundleProjection& projection) = 0;
-};
-
-// What a plugin may read besides the pod. Pointers are not owned and may be null: a null
-// `objects` fails configMap and secret content, a null token or bundle source fails those
-// projected sources with an error naming the source.
 // The files of the version a volume shows now (what its `..data` link points to), read by path.
 // Beside a kubelet that owns the volumes, pod-derived files (downward API items of a projected
 // volume) are carried over from there byte for byte instead of computed: the kubelet's copy of
@@ -80,6 +66,9 @@ class LiveContent {
   virtual base::Result<std::string> Read(const std::string& path) = 0;
 };
 
+// What a plugin may read besides the pod. Pointers are not owned and may be null: a null
+// `objects` fails configMap and secret content, a null token source fails serviceAccountToken
+// sources with an error naming the source.
 struct VolumeHost {
   ObjectLookup* objects = nullptr;
   // Node allocatable ("cpu", "memory", "ephemeral-storage"), from configuration: the downward
@@ -87,7 +76,6 @@ struct VolumeHost {
   // changed, so that a build per volume copies nothing.
   std::shared_ptr<const kube::ResourceList> node_allocatable;
   ServiceAccountTokenSource* tokens = nullptr;
-  ClusterTrustBundleSource* trust_bundles = nullptr;
   // When set, pod-derived files come from here (see LiveContent), not from the pod.
   LiveContent* pod_derived_from = nullptr;
 };
@@ -122,13 +110,16 @@ class VolumePlugin {
   // volume when the pod's labels, annotations or resources change.
   virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
 
-  // Whether, beside a kubelet that owns the volumes, only the kubelet can produce the volume's
-  // content: a downwardAPI volume (wholly pod-derived), or a projected volume with service
-  // account token or cluster trust bundle sources (e.g. every pod's kube-api-access-*).
-  virtual bool KubeletOnly(const kube::Volume& volume) const {
+  // Why, beside a kubelet that owns the volumes, only the kubelet can produce the volume's
+  // content ("" when the daemon can): a downwardAPI volume (wholly pod-derived), or a projected
+  // volume with a source other than configMap, secret and downwardAPI (serviceAccountToken, as in
+  // every pod's kube-api-access-*; clusterTrustBundle, podCertificate, or a kind newer than this
+  // code). Such volumes are the kubelet's business there, never a failure of the daemon's.
+  virtual std::string KubeletOnlyReason(const kube::Volume& volume) const {
     (void)volume;
-    return false;
+    return "";
   }
+  bool KubeletOnly(const kube::Volume& volume) const { return !KubeletOnlyReason(volume).empty(); }
 
   // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).
   virtual base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod,

@@ -1,5 +1,6 @@
 #include "volumemanager/desired_state_of_world_populator.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -97,17 +98,17 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
       continue;
     }
     VolumeKey key{uid, volume.name};
-    if (kubelet_owns_volumes_ && plugin->KubeletOnly(volume)) {
-      if (left_to_kubelet_.insert(key).second) {
-        logging::Info("Volume is left to the kubelet: only it can produce its content",
-                      {{"pod", logging::KObj(pod->metadata)},
-                       {"podUID", uid},
-                       {"volume", volume.name},
-                       {"reason", plugin->Name() == "kubernetes.io/downward-api"
-                                      ? "downward API fields from its copy of the pod"
-                                      : "service account token or cluster trust bundle sources"}});
+    if (kubelet_owns_volumes_) {
+      if (std::string reason = plugin->KubeletOnlyReason(volume); !reason.empty()) {
+        if (left_to_kubelet_.insert(key).second) {
+          logging::Info("Volume is left to the kubelet: only it can produce its content",
+                        {{"pod", logging::KObj(pod->metadata)},
+                         {"podUID", uid},
+                         {"volume", volume.name},
+                         {"reason", reason}});
+        }
+        continue;
       }
-      continue;
     }
     wanted.insert(volume.name);
     DesiredVolume desired;

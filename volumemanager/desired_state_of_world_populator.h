@@ -7,8 +7,9 @@
 // so their changes are noticed. A pod change the content depends on (downward API fields) marks
 // those mounted volumes for remount. A terminating pod (DELETE) keeps its volumes but is no longer
 // refreshed; a removed pod (REMOVE) leaves the desired state. Beside a kubelet that owns the
-// volumes (`kubelet_owns_volumes`), volumes only the kubelet can produce (downwardAPI; projected
-// with token or trust bundle sources) are not desired: each is logged once and listed in
+// volumes (`kubelet_owns_volumes`), volumes only the kubelet can produce
+// (VolumePlugin::KubeletOnlyReason: downwardAPI; projected with any source but configMap, secret
+// and downwardAPI) are not desired: each is logged once with the reason and listed in
 // left_to_kubelet().
 //
 // Loop-thread only.

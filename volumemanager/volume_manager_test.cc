@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -505,16 +506,20 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
   pod.metadata.labels = {{"app", "web"}};
   kube::DownwardAPIVolumeFile labels{"labels", kube::ObjectFieldSelector{"v1", "metadata.labels"},
                                      std::nullopt, std::nullopt};
-  kube::VolumeProjection cm_source, labels_source, token_source;
+  kube::VolumeProjection cm_source, labels_source, token_source, certificate_source;
   cm_source.config_map = kube::ConfigMapProjection{"app", {}, std::nullopt};
   labels_source.downward_api = kube::DownwardAPIProjection{{labels}};
   token_source.service_account_token = kube::ServiceAccountTokenProjection{"", 3600, "token"};
+  // A kind this code does not know: the kubelet's business, no failure of the daemon's.
+  certificate_source.unsupported_kind = "podCertificate";
   pod.spec.volumes.push_back(
       {"all", kube::ProjectedVolumeSource{{cm_source, labels_source}, 0644}});
   pod.spec.volumes.push_back(
       {"kube-api-access", kube::ProjectedVolumeSource{{token_source, cm_source}, 0644}});
   pod.spec.volumes.push_back({"info", kube::DownwardAPIVolumeSource{{labels}, 0644}});
-  for (const char* v : {"all", "kube-api-access", "info"}) {
+  pod.spec.volumes.push_back(
+      {"cert", kube::ProjectedVolumeSource{{cm_source, certificate_source}, 0644}});
+  for (const char* v : {"all", "kube-api-access", "info", "cert"}) {
     pod.spec.containers[0].volume_mounts.push_back(
         kube::VolumeMount{v, std::string("/etc/") + v, "", true, ""});
   }
@@ -536,7 +541,7 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
            Files{{"k", "v1"}, {"labels", kubelet_labels}};
   }));
   EXPECT_EQ(manager_->populator().left_to_kubelet(),
-            (std::set<VolumeKey>{{"u1", "info"}, {"u1", "kube-api-access"}}));
+            (std::set<VolumeKey>{{"u1", "cert"}, {"u1", "info"}, {"u1", "kube-api-access"}}));
   Put("default", "app", {{"k", "v2"}});
   ASSERT_TRUE(RunUntil([&] {
     return atomicwriter::VisibleContent(Dir("u1", "all", "kubernetes.io~projected")) ==
@@ -548,6 +553,33 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
             (Files{{"token", "jwt"}, {"k", "v0"}}));
   EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "info", "kubernetes.io~downward-api")),
             (Files{{"labels", kubelet_labels}}));
+}
+
+// Without a token manager (standalone mode) a token source fails its volume, naming the source;
+// a source only the kubelet can produce fails it too, saying where it can be set up.
+TEST_F(VolumeManagerTest, SelfOwnedVolumesWithSourcesItCannotProduceFailNamingThem) {
+  tmpfs_ = false;
+  kube::Pod pod = PodReadingConfigMap("u1", "app");
+  pod.spec.service_account_name = "web";
+  kube::VolumeProjection token, certificate;
+  token.service_account_token = kube::ServiceAccountTokenProjection{"", 3600, "token"};
+  certificate.unsupported_kind = "podCertificate";
+  pod.spec.volumes = {{"sa", kube::ProjectedVolumeSource{{token}, 0644}},
+                      {"cert", kube::ProjectedVolumeSource{{certificate}, 0644}}};
+  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{"sa", "/sa", "", true, ""},
+                                          kube::VolumeMount{"cert", "/cert", "", true, ""}};
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {pod});
+  ASSERT_TRUE(RunUntil([&] { return mount_failures_.size() >= 2; }));
+  std::sort(mount_failures_.begin(), mount_failures_.end());
+  EXPECT_EQ(mount_failures_[0],
+            "web-u1/cert: podCertificate source is not supported by volumemanager: only the "
+            "kubelet can produce it, so the volume can be set up only on a node whose kubelet owns "
+            "the pod's volumes (--volume-ownership kubelet)");
+  EXPECT_EQ(mount_failures_[1],
+            "web-u1/sa: serviceAccountToken source (path \"token\"): no token source configured; "
+            "service account tokens need an API server (cluster mode)");
+  EXPECT_FALSE(fs::exists(Dir("u1", "sa", "kubernetes.io~projected")));
 }
 
 TEST_F(VolumeManagerTest, OptionalMissingObjectMountsAnEmptyVolume) {
