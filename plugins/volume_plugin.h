@@ -26,6 +26,7 @@
 #include "kube/object_ref.h"
 #include "kube/pod.h"
 #include "kube/secret.h"
+#include "kube/token_ref.h"
 
 namespace plugins {
 
@@ -46,11 +47,13 @@ class ObjectLookup {
 };
 
 // Service account tokens for projected serviceAccountToken sources (the TokenRequest API).
+// Implementation: the volume manager's snapshot of the token manager (cache/token_manager.h).
 class ServiceAccountTokenSource {
  public:
   virtual ~ServiceAccountTokenSource() = default;
   // A token for the pod's service account, bound to the pod, with the projection's audience
-  // (none: the server's default audiences) and expiry.
+  // (none: the server's default audiences) and expiry (kube::TokenRefFor names it), or an error
+  // naming the service account (never a token).
   virtual base::Result<std::string> GetToken(
       const kube::Pod& pod, const kube::ServiceAccountTokenProjection& projection) = 0;
 };
@@ -105,6 +108,15 @@ class VolumePlugin {
   // volume when one of them changes. Precondition: Supports(volume).
   virtual std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                                    const kube::Volume& volume) const = 0;
+
+  // The service account tokens the volume's content includes (deduplicated, in first-use order):
+  // requested before a mount, and the volume remounted when one is renewed.
+  virtual std::vector<kube::TokenRef> ReferencedTokens(const kube::Pod& pod,
+                                                       const kube::Volume& volume) const {
+    (void)pod;
+    (void)volume;
+    return {};
+  }
 
   // Whether the content depends on the pod object itself (downward API fields): remount the
   // volume when the pod's labels, annotations or resources change.

@@ -77,6 +77,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
   const std::set<std::string> mounted = MountedVolumeNames(*pod);
   std::set<std::string> wanted;
   std::vector<kube::ObjectRef> all_objects;
+  std::vector<kube::TokenRef> all_tokens;
   for (const kube::Volume& volume : pod->spec.volumes) {
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
@@ -117,13 +118,15 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     desired.spec = &volume;
     desired.plugin = plugin;
     desired.objects = plugin->ReferencedObjects(*pod, volume);
+    desired.tokens = plugin->ReferencedTokens(*pod, volume);
     desired.unique_name = plugins::UniqueVolumeName(*plugin, uid, volume.name);
     all_objects.insert(all_objects.end(), desired.objects.begin(), desired.objects.end());
+    all_tokens.insert(all_tokens.end(), desired.tokens.begin(), desired.tokens.end());
 
     const DesiredVolume* previous = dsw_->Find(key);
     const bool spec_changed = previous == nullptr || previous->plugin != plugin ||
                               previous->objects != desired.objects ||
-                              !(previous->volume() == volume);
+                              previous->tokens != desired.tokens || !(previous->volume() == volume);
     if (previous != nullptr && (spec_changed || (inputs_changed && plugin->DependsOnPod(volume)))) {
       asw_->MarkRemountRequired(key, now);
     }
@@ -133,6 +136,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     if (wanted.count(key.volume_name) == 0) dsw_->Remove(key);
   }
   objects_->RegisterPod(uid, all_objects);
+  if (tokens_ != nullptr) tokens_->RegisterPod(uid, all_tokens);
 }
 
 void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
@@ -140,6 +144,7 @@ void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
   left_to_kubelet_.erase(left_to_kubelet_.lower_bound(VolumeKey{uid, ""}),
                          left_to_kubelet_.lower_bound(VolumeKey{uid + '\0', ""}));
   objects_->UnregisterPod(uid);
+  if (tokens_ != nullptr) tokens_->UnregisterPod(uid);
   pods_.erase(uid);
   terminating_.erase(uid);
 }

@@ -17,6 +17,7 @@
 
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
+#include "cache/fake_token_manager.h"
 #include "reload/reload_spec.h"
 #include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
@@ -103,9 +104,11 @@ class VolumeManagerTest : public ::testing::Test {
     o.reload.on_result = [this](const kube::Pod& pod, bool ok, const std::string& message) {
       reloads_.push_back(pod.metadata.name + (ok ? ": ok: " : ": failed: ") + message);
     };
+    if (with_tokens_) o.tokens = &tokens_;
     manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
+    tokens_.SetChangeHandler([this](const kube::TokenRef& r) { manager_->OnTokenChanged(r); });
     manager_->Start();
   }
 
@@ -155,6 +158,9 @@ class VolumeManagerTest : public ::testing::Test {
   std::unique_ptr<plugins::PluginRegistry> registry_;
   // Gets of objects the pod did not register first fail, as with the real managers.
   cache::FakeObjectManager objects_;
+  // Service account tokens (cluster mode), given to the manager with `with_tokens_`.
+  cache::FakeTokenManager tokens_;
+  bool with_tokens_ = false;
   bool sources_seen_ = true;
   kube::ResourceList node_allocatable_;
   bool tmpfs_ = true;
@@ -553,6 +559,83 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
             (Files{{"token", "jwt"}, {"k", "v0"}}));
   EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "info", "kubernetes.io~downward-api")),
             (Files{{"labels", kubelet_labels}}));
+}
+
+// A pod's kube-api-access volume (a token, its CA ConfigMap, its namespace) where the daemon owns
+// the volumes: nothing is written before the token is there (its fetch is waited for, as an
+// object's), then the three together; a renewed token rewrites the volume at once, the other files
+// as they were, and is no change for the pod's reload action (a new CA is); a token that can no
+// longer be had fails the volume (FailedMount naming the account) and keeps the last content.
+TEST_F(VolumeManagerTest, SelfOwnedTokenVolumeWaitsForItsTokenAndFollowsItsRenewal) {
+  tmpfs_ = false;  // the test's dir is removed as a plain tree
+  with_tokens_ = true;
+  vmtest::Listener app("HTTP/1.1 200 OK\r\n\r\n");
+  Put("default", "kube-root-ca.crt", {{"ca.crt", "CA"}});
+  kube::Pod pod = PodReadingConfigMap("u1", "app");
+  pod.spec.service_account_name = "web";
+  pod.metadata.annotations[reload::kReloadAnnotation] =
+      "http://:" + std::to_string(app.port()) + "/-/reload";
+  pod.metadata.annotations[reload::kReloadDelayAnnotation] = "0";
+  kube::VolumeProjection token, ca, ns;
+  token.service_account_token = kube::ServiceAccountTokenProjection{"", 3607, "token"};
+  ca.config_map = kube::ConfigMapProjection{"kube-root-ca.crt", {{"ca.crt", "ca.crt", {}}}, {}};
+  ns.downward_api = kube::DownwardAPIProjection{
+      {{"namespace", kube::ObjectFieldSelector{"v1", "metadata.namespace"}, std::nullopt,
+        std::nullopt}}};
+  pod.spec.volumes = {{"kube-api-access", kube::ProjectedVolumeSource{{token, ca, ns}, 0644}}};
+  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{
+      "kube-api-access", "/var/run/secrets/kubernetes.io/serviceaccount", "", true, ""}};
+  const kube::TokenRef ref = kube::TokenRefFor(pod, *token.service_account_token);
+  EXPECT_EQ(ref.expiration_seconds, 3607);
+  const std::string dir = Dir("u1", "kube-api-access", "kubernetes.io~projected");
+
+  tokens_.Hold(true);
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {pod});
+  ASSERT_TRUE(RunUntil([&] { return tokens_.held_count() == 1; }));
+  EXPECT_EQ(tokens_.registered().at("u1"), std::vector<kube::TokenRef>{ref});
+  RunFor(300);
+  EXPECT_FALSE(fs::exists(dir));  // waits for the token
+  tokens_.Set(ref, "TOKEN-1");
+  tokens_.Release();
+  ASSERT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(dir) ==
+           Files{{"token", "TOKEN-1"}, {"ca.crt", "CA"}, {"namespace", "default"}};
+  }));
+  EXPECT_TRUE(mount_failures_.empty());
+
+  tokens_.Hold(false);
+  tokens_.Set(ref, "TOKEN-2");
+  ASSERT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(dir) ==
+           Files{{"token", "TOKEN-2"}, {"ca.crt", "CA"}, {"namespace", "default"}};
+  }));
+  // A renewal is no change for the reload action; a new CA is.
+  RunFor(300);
+  EXPECT_TRUE(app.requests().empty());
+  EXPECT_TRUE(reloads_.empty());
+  Put("default", "kube-root-ca.crt", {{"ca.crt", "CA-2"}});
+  ASSERT_TRUE(RunUntil([&] { return reloads_.size() == 1; }, std::chrono::seconds(5)));
+  EXPECT_EQ(app.requests().size(), 1u);
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (Files{{"token", "TOKEN-2"}, {"ca.crt", "CA-2"}, {"namespace", "default"}}));
+  const std::string version = manager_->actual().Find({"u1", "kube-api-access"})->ts_dir;
+
+  tokens_.Fail(ref,
+               "token for service account \"default/web\" expired at 2026-12-01T00:00:00Z "
+               "and its refresh failed: 403 Forbidden: no");
+  ASSERT_TRUE(RunUntil([&] { return !mount_failures_.empty(); }));
+  EXPECT_EQ(mount_failures_.front(),
+            "web-u1/kube-api-access: serviceAccountToken source (path \"token\"): token for "
+            "service account \"default/web\" expired at 2026-12-01T00:00:00Z and its refresh "
+            "failed: 403 Forbidden: no");
+  EXPECT_EQ(manager_->actual().Find({"u1", "kube-api-access"})->ts_dir, version);
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (Files{{"token", "TOKEN-2"}, {"ca.crt", "CA-2"}, {"namespace", "default"}}));
+
+  // Gone with its pod.
+  Send(podconfig::PodOp::kRemove, {pod});
+  EXPECT_TRUE(tokens_.registered().empty());
 }
 
 // Without a token manager (standalone mode) a token source fails its volume, naming the source;

@@ -91,6 +91,18 @@ std::vector<ObjectRef> ProjectedPlugin::ReferencedObjects(const kube::Pod& pod,
   return refs;
 }
 
+std::vector<kube::TokenRef> ProjectedPlugin::ReferencedTokens(const kube::Pod& pod,
+                                                              const kube::Volume& volume) const {
+  const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
+  std::vector<kube::TokenRef> refs;
+  for (const kube::VolumeProjection& s : src.sources) {
+    if (!s.service_account_token) continue;
+    kube::TokenRef ref = kube::TokenRefFor(pod, *s.service_account_token);
+    if (std::find(refs.begin(), refs.end(), ref) == refs.end()) refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
 bool ProjectedPlugin::DependsOnPod(const kube::Volume& volume) const {
   const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
   return std::any_of(src.sources.begin(), src.sources.end(),
@@ -172,7 +184,8 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
       }
       auto token = host.tokens->GetToken(pod, t);
       if (!token.ok()) {
-        errors.push_back(token.status());
+        errors.push_back(
+            token.status().WithContext("serviceAccountToken source (path \"" + t.path + "\")"));
         continue;
       }
       payload[t.path] = {std::move(token).value(), credential_mode, credential_owner};

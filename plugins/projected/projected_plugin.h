@@ -28,6 +28,8 @@ class ProjectedPlugin : public VolumePlugin {
   bool Supports(const kube::Volume& volume) const override;
   std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                            const kube::Volume& volume) const override;
+  std::vector<kube::TokenRef> ReferencedTokens(const kube::Pod& pod,
+                                               const kube::Volume& volume) const override;
   bool DependsOnPod(const kube::Volume& volume) const override;
   std::string KubeletOnlyReason(const kube::Volume& volume) const override;
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,

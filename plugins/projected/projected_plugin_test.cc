@@ -145,7 +145,10 @@ TEST_F(ProjectedPluginTest, PayloadVectors) {
        Projected({TokenSource("token", "vault")}),
        {{"token", {"token-for-web-0-vault", 0644, {}}}},
        nullptr},
-      {"token_error", Projected({TokenSource("token", "fail")}), {}, "token request failed"},
+      {"token_error",
+       Projected({TokenSource("token", "fail")}),
+       {},
+       "serviceAccountToken source (path \"token\"): token request failed"},
       {"bundle",
        Projected({CmSource("app-config", {{"a", "a", {}}}), BundleSource("ca.pem", "root")}),
        {},
@@ -234,6 +237,19 @@ TEST_F(ProjectedPluginTest, ReferencesAndPodDependence) {
                                     {ObjectKind::kSecret, "shop", "web-tls"}}));
   EXPECT_FALSE(plugin_.DependsOnPod(v));
   EXPECT_TRUE(plugin_.DependsOnPod(Projected({DownwardSource("n", "metadata.name")})));
+  // Tokens: one per audience and expiry (two paths of one token share it), bound to the pod.
+  kube::Pod pod = TestPod();
+  pod.metadata.uid = "uid-1";
+  pod.spec.service_account_name = "web";
+  const auto tokens =
+      plugin_.ReferencedTokens(pod, Projected({TokenSource("a", "vault"), CmSource("app-config"),
+                                               TokenSource("b", "vault"), TokenSource("c")}));
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_EQ(tokens[0], (kube::TokenRef{"shop", "web", "vault", 3600, "web-0", "uid-1"}));
+  EXPECT_EQ(tokens[1].audience, "");
+  EXPECT_EQ(tokens[0].ToString(),
+            "service account \"shop/web\" (pod shop/web-0, audience \"vault\", 3600 s)");
+  EXPECT_TRUE(plugin_.ReferencedTokens(pod, Projected({CmSource("app-config")})).empty());
   EXPECT_EQ(plugin_.EscapedName(), "kubernetes.io~projected");
 }
 
