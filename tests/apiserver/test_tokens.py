@@ -173,7 +173,7 @@ def test_a_token_authenticates_as_its_account_until_it_expires_and_tokenreview_s
     code, review = server.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
                                   {"kind": "TokenReview",
                                    "spec": {"token": token, "audiences": ["vault"]}})
-    assert code == 201 and review["status"]["authenticated"] is False, review
+    assert code == 201 and "authenticated" not in review["status"], review
     # A node may not review tokens.
     assert server.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
                           {"kind": "TokenReview", "spec": {"token": token}},

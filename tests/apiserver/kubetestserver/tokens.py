@@ -209,8 +209,8 @@ class TokenIssuer:
         out = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
                "metadata": {"creationTimestamp": None}, "spec": spec}
         if verified is None:
-            out["status"] = {"authenticated": False, "user": {},
-                             "error": "[invalid bearer token, token lookup failed]"}
+            # As kube-apiserver's JSON: `authenticated` false is left out (omitempty).
+            out["status"] = {"user": {}, "error": "[invalid bearer token, token lookup failed]"}
             return out
         claims, matched = verified
         k8s = claims["kubernetes.io"]
