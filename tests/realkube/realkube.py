@@ -16,9 +16,10 @@ cannot do: a test that needs them says so with the `test_server_only` mark.
 
 Set-up as on a cluster: `--authorization-mode=Node,RBAC`, NodeRestriction, client certificates
 and a static token file for identities, ServiceAccount admission off (no controller-manager runs
-to create tokens: the tier's pods do not mount one) unless `bound_token_volumes` turns it on with
-1.20's BoundServiceAccountTokenVolume feature (every pod then mounts a bound token volume, as on
-1.21+), a service-account issuer and its keys (TokenRequest), the `default` namespace created by the server
+to create tokens: the tier's pods do not mount one) unless `bound_token_volumes` turns it on
+(with 1.20's BoundServiceAccountTokenVolume feature, which the server always runs with, every pod
+then mounts a bound token volume, as on 1.21+), a service-account issuer and its keys
+(TokenRequest), the `default` namespace created by the server
 and any other one on first use by `ensure_namespace` (which `request` calls for a create).
 Everything lives under the given dir; the servers listen on 127.0.0.1 only and are killed at exit.
 """
@@ -81,8 +82,8 @@ class RealApiServer:
         """`tokens`: {token: (user, [groups])} for the static token file. `client_cert_user`:
         the CN of pki/client.crt (group system:nodes when it is a node's), as the test server's
         --client-cert-user. `watch_cache_sizes`: e.g. "configmaps#10". `bound_token_volumes`:
-        ServiceAccount admission on, with the BoundServiceAccountTokenVolume feature (alpha in
-        1.20): each pod created gets the standard `kube-api-access-<random>` projected volume
+        ServiceAccount admission on (the server always runs with the BoundServiceAccountTokenVolume
+        feature, alpha in 1.20): each pod created gets the standard `kube-api-access-<random>` projected volume
         (a token of its service account, the `kube-root-ca.crt` ConfigMap's ca.crt, its
         namespace), mounted in every container, as on 1.21 and later; the pod's service account
         must exist (`create_service_account`) and nothing publishes `kube-root-ca.crt`
@@ -205,11 +206,14 @@ class RealApiServer:
                 f"--client-ca-file={d / 'pki' / 'ca.crt'}",
                 f"--token-auth-file={d / 'tokens.csv'}",
                 "--authorization-mode=Node,RBAC",
-                *(["--enable-admission-plugins=NodeRestriction,ServiceAccount",
-                   "--feature-gates=BoundServiceAccountTokenVolume=true"]
+                *(["--enable-admission-plugins=NodeRestriction,ServiceAccount"]
                   if self.bound_token_volumes else
                   ["--enable-admission-plugins=NodeRestriction",
                    "--disable-admission-plugins=ServiceAccount"]),
+                # Alpha in 1.20, on from 1.21: ServiceAccount admission then gives each pod the
+                # standard kube-api-access-<random> volume (kube-apiserver itself reads the gate
+                # nowhere else).
+                "--feature-gates=BoundServiceAccountTokenVolume=true",
                 # TokenRequest (and the bound token volume) needs an issuer and both keys; the
                 # keys are made for each server (_make_pki).
                 "--service-account-issuer=https://kubernetes.default.svc",
