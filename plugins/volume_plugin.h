@@ -26,6 +26,7 @@
 #include "kube/object_ref.h"
 #include "kube/pod.h"
 #include "kube/secret.h"
+#include "kube/token_ref.h"
 
 namespace plugins {
 
@@ -46,29 +47,17 @@ class ObjectLookup {
 };
 
 // Service account tokens for projected serviceAccountToken sources (the TokenRequest API).
+// Implementation: the volume manager's snapshot of the token manager (cache/token_manager.h).
 class ServiceAccountTokenSource {
  public:
   virtual ~ServiceAccountTokenSource() = default;
   // A token for the pod's service account, bound to the pod, with the projection's audience
-  // (none: the server's default audiences) and expiry.
+  // (none: the server's default audiences) and expiry (kube::TokenRefFor names it), or an error
+  // naming the service account (never a token).
   virtual base::Result<std::string> GetToken(
       const kube::Pod& pod, const kube::ServiceAccountTokenProjection& projection) = 0;
 };
 
-// PEM bundles for projected clusterTrustBundle sources.
-class ClusterTrustBundleSource {
- public:
-  virtual ~ClusterTrustBundleSource() = default;
-  // The bundle by name, or all bundles of the signer matching the selector merged (PEM blocks
-  // normalised and deduplicated). Missing or no match: an empty bundle when the projection is
-  // optional, else an error.
-  virtual base::Result<std::string> GetTrustBundle(
-      const kube::ClusterTrustBundleProjection& projection) = 0;
-};
-
-// What a plugin may read besides the pod. Pointers are not owned and may be null: a null
-// `objects` fails configMap and secret content, a null token or bundle source fails those
-// projected sources with an error naming the source.
 // The files of the version a volume shows now (what its `..data` link points to), read by path.
 // Beside a kubelet that owns the volumes, pod-derived files (downward API items of a projected
 // volume) are carried over from there byte for byte instead of computed: the kubelet's copy of
@@ -80,6 +69,9 @@ class LiveContent {
   virtual base::Result<std::string> Read(const std::string& path) = 0;
 };
 
+// What a plugin may read besides the pod. Pointers are not owned and may be null: a null
+// `objects` fails configMap and secret content, a null token source fails serviceAccountToken
+// sources with an error naming the source.
 struct VolumeHost {
   ObjectLookup* objects = nullptr;
   // Node allocatable ("cpu", "memory", "ephemeral-storage"), from configuration: the downward
@@ -87,7 +79,6 @@ struct VolumeHost {
   // changed, so that a build per volume copies nothing.
   std::shared_ptr<const kube::ResourceList> node_allocatable;
   ServiceAccountTokenSource* tokens = nullptr;
-  ClusterTrustBundleSource* trust_bundles = nullptr;
   // When set, pod-derived files come from here (see LiveContent), not from the pod.
   LiveContent* pod_derived_from = nullptr;
 };
@@ -118,17 +109,29 @@ class VolumePlugin {
   virtual std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                                    const kube::Volume& volume) const = 0;
 
+  // The service account tokens the volume's content includes (deduplicated, in first-use order):
+  // requested before a mount, and the volume remounted when one is renewed.
+  virtual std::vector<kube::TokenRef> ReferencedTokens(const kube::Pod& pod,
+                                                       const kube::Volume& volume) const {
+    (void)pod;
+    (void)volume;
+    return {};
+  }
+
   // Whether the content depends on the pod object itself (downward API fields): remount the
   // volume when the pod's labels, annotations or resources change.
   virtual bool DependsOnPod(const kube::Volume& volume) const = 0;
 
-  // Whether, beside a kubelet that owns the volumes, only the kubelet can produce the volume's
-  // content: a downwardAPI volume (wholly pod-derived), or a projected volume with service
-  // account token or cluster trust bundle sources (e.g. every pod's kube-api-access-*).
-  virtual bool KubeletOnly(const kube::Volume& volume) const {
+  // Why, beside a kubelet that owns the volumes, only the kubelet can produce the volume's
+  // content ("" when the daemon can): a downwardAPI volume (wholly pod-derived), or a projected
+  // volume with a source other than configMap, secret and downwardAPI (serviceAccountToken, as in
+  // every pod's kube-api-access-*; clusterTrustBundle, podCertificate, or a kind newer than this
+  // code). Such volumes are the kubelet's business there, never a failure of the daemon's.
+  virtual std::string KubeletOnlyReason(const kube::Volume& volume) const {
     (void)volume;
-    return false;
+    return "";
   }
+  bool KubeletOnly(const kube::Volume& volume) const { return !KubeletOnlyReason(volume).empty(); }
 
   // The payload (relative path -> bytes, mode, owner). Precondition: Supports(volume).
   virtual base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod,

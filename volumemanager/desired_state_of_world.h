@@ -15,6 +15,7 @@
 
 #include "kube/object_ref.h"
 #include "kube/pod.h"
+#include "kube/token_ref.h"
 #include "plugins/volume_plugin.h"
 #include "volumemanager/volume_key.h"
 
@@ -26,6 +27,7 @@ struct DesiredVolume {
   const kube::Volume* spec = nullptr;    // the volume, inside *pod (kept alive by `pod`)
   const plugins::VolumePlugin* plugin = nullptr;
   std::vector<kube::ObjectRef> objects;  // what the content is built from
+  std::vector<kube::TokenRef> tokens;    // the service account tokens it includes
   std::string unique_name;               // "<plugin>/<pod uid>-<volume>"
 
   const kube::Volume& volume() const { return *spec; }

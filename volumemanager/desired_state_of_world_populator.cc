@@ -1,5 +1,6 @@
 #include "volumemanager/desired_state_of_world_populator.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
   const std::set<std::string> mounted = MountedVolumeNames(*pod);
   std::set<std::string> wanted;
   std::vector<kube::ObjectRef> all_objects;
+  std::vector<kube::TokenRef> all_tokens;
   for (const kube::Volume& volume : pod->spec.volumes) {
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
@@ -97,17 +99,17 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
       continue;
     }
     VolumeKey key{uid, volume.name};
-    if (kubelet_owns_volumes_ && plugin->KubeletOnly(volume)) {
-      if (left_to_kubelet_.insert(key).second) {
-        logging::Info("Volume is left to the kubelet: only it can produce its content",
-                      {{"pod", logging::KObj(pod->metadata)},
-                       {"podUID", uid},
-                       {"volume", volume.name},
-                       {"reason", plugin->Name() == "kubernetes.io/downward-api"
-                                      ? "downward API fields from its copy of the pod"
-                                      : "service account token or cluster trust bundle sources"}});
+    if (kubelet_owns_volumes_) {
+      if (std::string reason = plugin->KubeletOnlyReason(volume); !reason.empty()) {
+        if (left_to_kubelet_.insert(key).second) {
+          logging::Info("Volume is left to the kubelet: only it can produce its content",
+                        {{"pod", logging::KObj(pod->metadata)},
+                         {"podUID", uid},
+                         {"volume", volume.name},
+                         {"reason", reason}});
+        }
+        continue;
       }
-      continue;
     }
     wanted.insert(volume.name);
     DesiredVolume desired;
@@ -116,13 +118,15 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     desired.spec = &volume;
     desired.plugin = plugin;
     desired.objects = plugin->ReferencedObjects(*pod, volume);
+    desired.tokens = plugin->ReferencedTokens(*pod, volume);
     desired.unique_name = plugins::UniqueVolumeName(*plugin, uid, volume.name);
     all_objects.insert(all_objects.end(), desired.objects.begin(), desired.objects.end());
+    all_tokens.insert(all_tokens.end(), desired.tokens.begin(), desired.tokens.end());
 
     const DesiredVolume* previous = dsw_->Find(key);
     const bool spec_changed = previous == nullptr || previous->plugin != plugin ||
                               previous->objects != desired.objects ||
-                              !(previous->volume() == volume);
+                              previous->tokens != desired.tokens || !(previous->volume() == volume);
     if (previous != nullptr && (spec_changed || (inputs_changed && plugin->DependsOnPod(volume)))) {
       asw_->MarkRemountRequired(key, now);
     }
@@ -132,6 +136,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     if (wanted.count(key.volume_name) == 0) dsw_->Remove(key);
   }
   objects_->RegisterPod(uid, all_objects);
+  if (tokens_ != nullptr) tokens_->RegisterPod(uid, all_tokens);
 }
 
 void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
@@ -139,6 +144,7 @@ void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
   left_to_kubelet_.erase(left_to_kubelet_.lower_bound(VolumeKey{uid, ""}),
                          left_to_kubelet_.lower_bound(VolumeKey{uid + '\0', ""}));
   objects_->UnregisterPod(uid);
+  if (tokens_ != nullptr) tokens_->UnregisterPod(uid);
   pods_.erase(uid);
   terminating_.erase(uid);
 }

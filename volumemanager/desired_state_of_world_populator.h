@@ -4,11 +4,13 @@
 // Only volumes some container or init container mounts are desired (an unmounted volume is
 // ignored, as the kubelet does), and only kinds a plugin supports (emptyDir and others belong to
 // someone else). For each pod it registers the objects its volumes read with the object manager,
-// so their changes are noticed. A pod change the content depends on (downward API fields) marks
+// and the service account tokens they include with the token manager (when there is one), so
+// their changes are noticed. A pod change the content depends on (downward API fields) marks
 // those mounted volumes for remount. A terminating pod (DELETE) keeps its volumes but is no longer
 // refreshed; a removed pod (REMOVE) leaves the desired state. Beside a kubelet that owns the
-// volumes (`kubelet_owns_volumes`), volumes only the kubelet can produce (downwardAPI; projected
-// with token or trust bundle sources) are not desired: each is logged once and listed in
+// volumes (`kubelet_owns_volumes`), volumes only the kubelet can produce
+// (VolumePlugin::KubeletOnlyReason: downwardAPI; projected with any source but configMap, secret
+// and downwardAPI) are not desired: each is logged once with the reason and listed in
 // left_to_kubelet().
 //
 // Loop-thread only.
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "cache/object_manager.h"
+#include "cache/token_manager.h"
 #include "kube/pod.h"
 #include "plugins/plugin_registry.h"
 #include "podconfig/pod_update.h"
@@ -36,11 +39,13 @@ class DesiredStateOfWorldPopulator {
 
   DesiredStateOfWorldPopulator(const plugins::PluginRegistry* registry, DesiredStateOfWorld* dsw,
                                ActualStateOfWorld* asw, cache::ObjectManager* objects,
-                               bool kubelet_owns_volumes = false)
+                               bool kubelet_owns_volumes = false,
+                               cache::TokenManager* tokens = nullptr)
       : registry_(registry),
         dsw_(dsw),
         asw_(asw),
         objects_(objects),
+        tokens_(tokens),
         kubelet_owns_volumes_(kubelet_owns_volumes) {}
 
   void Apply(const podconfig::PodUpdate& update, SteadyTime now);
@@ -62,6 +67,7 @@ class DesiredStateOfWorldPopulator {
   DesiredStateOfWorld* dsw_;
   ActualStateOfWorld* asw_;
   cache::ObjectManager* objects_;
+  cache::TokenManager* tokens_;  // null: none (standalone mode)
   bool kubelet_owns_volumes_;
   std::map<std::string, std::shared_ptr<const kube::Pod>> pods_;
   std::set<VolumeKey> left_to_kubelet_;

@@ -56,6 +56,28 @@ class SnapshotLookup final : public plugins::ObjectLookup {
   ObjectSnapshot objects_;
 };
 
+// The service account tokens one operation includes, taken on the loop thread with the objects:
+// the plugin finds each source's token here (by kube::TokenRefFor, as the populator named it).
+class SnapshotTokens final : public plugins::ServiceAccountTokenSource {
+ public:
+  explicit SnapshotTokens(TokenSnapshot tokens) : tokens_(std::move(tokens)) {}
+
+  base::Result<std::string> GetToken(
+      const kube::Pod& pod, const kube::ServiceAccountTokenProjection& projection) override {
+    const kube::TokenRef ref = kube::TokenRefFor(pod, projection);
+    for (const auto& [r, revision] : tokens_) {
+      if (!(r == ref)) continue;
+      if (!revision.ok()) return revision.status();
+      return *revision->token;
+    }
+    return base::Status::Error("token for " + ref.Account() + " not registered for pod " +
+                               ref.namespace_ + "/" + ref.pod_name);
+  }
+
+ private:
+  TokenSnapshot tokens_;
+};
+
 // The files of a volume's live version, read through its ..data link (pool thread): the volume
 // dir opened beneath the root dir, `..data` read as a link that must name a version dir in it,
 // and the file opened beneath that version dir; no other link is followed.
@@ -829,29 +851,35 @@ void Reconciler::StartFetch(const DesiredVolume& desired, VolumeRecord& record) 
   record.fetch_mode = mode;
   record.fetch_id = id;
   record.fetch_covers = record.fresh_requested;
-  if (desired.objects.empty()) {
+  const bool fetches_tokens = !desired.tokens.empty() && options_.tokens != nullptr;
+  if (desired.objects.empty() && !fetches_tokens) {
     // Nothing to read: as current as a fresh read.
     record.fetch_mode = cache::ObjectManager::FetchMode::kFresh;
     FetchDone(key, id);
     return;
   }
-  // The manager may complete inside the call (a cache that is current): then the operation goes
-  // on at once instead of waiting for another pass.
+  if (desired.objects.empty()) {
+    record.fetch_mode = cache::ObjectManager::FetchMode::kFresh;  // no object to read fresh
+  }
+  // The managers may complete inside the call (a cache that is current, a token not due): then
+  // the operation goes on at once instead of waiting for another pass. The objects and the tokens
+  // are read at once; the fetch is done when both are.
   struct State {
     bool in_call = true;
-    bool done = false;
+    int pending = 0;
   };
   auto state = std::make_shared<State>();
-  objects_->Fetch(desired.objects, mode,
-                  [this, key, id, state, alive = std::weak_ptr<char>(alive_)] {
-                    if (alive.expired()) return;
-                    state->done = true;
-                    if (state->in_call) return;
-                    FetchDone(key, id);
-                    if (on_fetched_) on_fetched_();
-                  });
+  auto one_done = [this, key, id, state, alive = std::weak_ptr<char>(alive_)] {
+    if (alive.expired()) return;
+    if (--state->pending > 0 || state->in_call) return;
+    FetchDone(key, id);
+    if (on_fetched_) on_fetched_();
+  };
+  state->pending = (desired.objects.empty() ? 0 : 1) + (fetches_tokens ? 1 : 0);
+  if (!desired.objects.empty()) objects_->Fetch(desired.objects, mode, one_done);
+  if (fetches_tokens) options_.tokens->Fetch(desired.tokens, one_done);
   state->in_call = false;
-  if (state->done) FetchDone(key, id);
+  if (state->pending == 0) FetchDone(key, id);
 }
 
 void Reconciler::FetchDone(const VolumeKey& key, uint64_t fetch_id) {
@@ -879,7 +907,23 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
   for (const kube::ObjectRef& ref : desired.objects) {
     objects.emplace_back(ref, objects_->GetRevision(ref));
   }
-  VolumeInputs inputs{digests_.Digest(objects), desired.pod};
+  // The tokens as they are now (none without a token manager: their sources then fail).
+  TokenSnapshot tokens;
+  if (options_.tokens != nullptr) {
+    tokens.reserve(desired.tokens.size());
+    for (const kube::TokenRef& ref : desired.tokens) {
+      tokens.emplace_back(ref, options_.tokens->Get(ref));
+    }
+  }
+  const std::string objects_digest = digests_.Digest(objects);
+  VolumeInputs inputs{WithTokens(objects_digest, tokens), desired.pod, objects_digest};
+  // Everything but its tokens as on disk: a renewal, which is no change for reload actions (an
+  // application re-reads its token file, as beside the kubelet's silent renewals).
+  const bool tokens_only =
+      !tokens.empty() && mounted != nullptr && !mounted->uncertain &&
+      SameInputs(VolumeInputs{mounted->inputs.objects_digest_before_tokens, mounted->inputs.pod},
+                 VolumeInputs{objects_digest, desired.pod}, key.volume_name,
+                 desired.plugin->DependsOnPod(desired.volume()));
   if (mounted != nullptr && !mounted->uncertain &&
       SameInputs(mounted->inputs, inputs, key.volume_name,
                  desired.plugin->DependsOnPod(desired.volume())) &&
@@ -904,6 +948,9 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
   }
   // Building the payload (copies of the object bytes) and writing it run on a pool thread.
   auto lookup = std::make_shared<SnapshotLookup>(std::move(objects));
+  std::shared_ptr<SnapshotTokens> token_source;
+  if (options_.tokens != nullptr)
+    token_source = std::make_shared<SnapshotTokens>(std::move(tokens));
   auto request = std::make_shared<SetUpRequest>();
   request->location = VolumeLocation{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                                      key.volume_name};
@@ -933,7 +980,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
 
   const bool started = executor_->Run(
       key,
-      [request, result, ledger = record.ledger, lookup, not_set_up, subpaths, copies,
+      [request, result, ledger = record.ledger, lookup, token_source, not_set_up, subpaths, copies,
        disk = options_.disk, waits_for_set_up = policy_.waits_for_set_up(),
        carries_over = policy_.carries_pod_derived_over(), pod = desired.pod, spec = desired.spec,
        plugin = desired.plugin, allocatable = node_allocatable_]() -> base::Status {
@@ -949,6 +996,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
         }
         plugins::VolumeHost host;
         host.objects = lookup.get();
+        host.tokens = token_source.get();
         host.node_allocatable = allocatable;
         std::unique_ptr<plugins::LiveContent> live;
         if (carries_over) {
@@ -975,7 +1023,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
         return result->status();
       },
       [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers, changed_at,
-       subpaths, copies, versions = std::move(versions), inputs = std::move(inputs),
+       subpaths, copies, tokens_only, versions = std::move(versions), inputs = std::move(inputs),
        started_at = now](const base::Status& s) mutable {
         if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
@@ -1020,7 +1068,8 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           if (options_.on_volume_verified) options_.on_volume_verified(key, dir);
           // A first set-up of the daemon's own is no change (the application reads its files
           // when it starts); beside the kubelet, the kubelet's set-up came first.
-          if (published && (!first_mount || policy_.kubelet_owned) && options_.on_content_swapped) {
+          if (published && (!first_mount || policy_.kubelet_owned) && !tokens_only &&
+              options_.on_content_swapped) {
             options_.on_content_swapped(key, ContentSwap{false, w.ts_dir, changed_at});
           }
           if (!w.cleanup_error.empty()) {
@@ -1068,18 +1117,20 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           } else if (published || recovered) {
             // A refresh is said once, with what it brought and how long after the change; a
             // volume whose last attempt had failed says it recovered.
-            logging::Info(recovered ? "Volume recovered after failures" : "Volume updated",
-                          {{"pod", PodName(key)},
-                           {"podUID", key.pod_uid},
-                           {"volume", key.volume_name},
-                           {"objects", logging::Value::IfSet(versions)},
-                           {"version", (*result)->ts_dir},
-                           {"published", published},
-                           {"latencyMs",
-                            static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  done_at - changed_at)
-                                                  .count())},
-                           {"writer", options_.writer_identity}});
+            logging::Info(
+                recovered ? "Volume recovered after failures" : "Volume updated",
+                {{"pod", PodName(key)},
+                 {"podUID", key.pod_uid},
+                 {"volume", key.volume_name},
+                 {"objects", logging::Value::IfSet(versions)},
+                 {"tokens", tokens_only ? logging::Value("renewed") : logging::Value::Absent()},
+                 {"version", (*result)->ts_dir},
+                 {"published", published},
+                 {"latencyMs",
+                  static_cast<long>(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(done_at - changed_at)
+                          .count())},
+                 {"writer", options_.writer_identity}});
           } else {
             // Every write is logged with its writer (one writer per node can be checked).
             logging::Debug("Volume checked, unchanged", {{"pod", PodName(key)},
@@ -1192,6 +1243,10 @@ void Reconciler::RecordFailure(const char* operation, const DesiredVolume* desir
     for (const kube::ObjectRef& ref : desired->objects) {
       base::Result<cache::ObjectRevision> revision = objects_->GetRevision(ref);
       if (!revision.ok() || !revision->exists()) objects_unavailable = true;
+    }
+    // A token that could not be had (refused, failing, expired) is an input unavailable too.
+    for (const kube::TokenRef& ref : desired->tokens) {
+      if (options_.tokens != nullptr && !options_.tokens->Get(ref).ok()) objects_unavailable = true;
     }
   }
   metrics_.CountFailure(operation, plugin, FailureReason(error, objects_unavailable));

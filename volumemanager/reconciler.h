@@ -5,12 +5,15 @@
 //
 // Before a mount or remount, the object manager is asked to make the volume's objects current as
 // its strategy promises (ObjectManager::Fetch: a GET under Get, a stale entry refreshed under
-// Cache, nothing under a synced Watch); the operation starts when that completes, and counts as
-// in progress meanwhile. A volume whose disk shows a swap the daemon did not make is fetched with
-// a fresh read instead (RequestFreshRemount), so that the source decides which content is newer.
+// Cache, nothing under a synced Watch), and the token manager the service account tokens the
+// volume includes (TokenManager::Fetch: a TokenRequest for a token not received or due for its
+// refresh); the operation starts when both complete, and counts as in progress meanwhile. A volume
+// whose disk shows a swap the daemon did not make is fetched with a fresh read instead
+// (RequestFreshRemount), so that the source decides which content is newer.
 //
 // The loop thread does no bulk work: it takes a snapshot of the objects a volume reads (shared
-// immutable revisions with their content digests, cache/object_manager.h) and compares the
+// immutable revisions with their content digests, cache/object_manager.h) and of its tokens
+// (shared immutable strings with a serial, cache/token_manager.h) and compares the
 // volume's inputs (volume_inputs.h) with those of the content on disk; equal inputs, verified on
 // disk within `disk_verify_interval`, end the remount there, with no payload built, hashed or
 // written. Otherwise the payload is built from the snapshot and written on the thread pool through
@@ -56,6 +59,7 @@
 
 #include "atomicwriter/atomic_writer.h"
 #include "cache/object_manager.h"
+#include "cache/token_manager.h"
 #include "kube/pod.h"
 #include "logging/structured_log.h"
 #include "plugins/plugin_registry.h"
@@ -148,6 +152,9 @@ struct ReconcilerOptions {
   kube::ResourceList node_allocatable;
   // What the daemon owns under the root dir; required (unless `disk` is a fake). Not owned.
   OwnershipJournal* journal = nullptr;
+  // Service account tokens for projected serviceAccountToken sources (cluster mode); null: none,
+  // and such a source fails naming itself. Not owned.
+  cache::TokenManager* tokens = nullptr;
   // How long a version dir that ..data does not point to is left alone (it may be another
   // writer's write in progress); a volume that has such dirs is written again after it.
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
@@ -179,7 +186,9 @@ struct ReconcilerOptions {
   // daemon's published a new version over earlier content (a remount, a volume found at start, or
   // beside the kubelet any write: the kubelet set it up), or a check of ..data found another
   // writer's swap (the fresh read and write that follow correct it if it brought older content).
-  // Never for a write that changed nothing.
+  // Never for a write that changed nothing, nor for one whose inputs differ from those on disk in
+  // their service account tokens only (a renewal: applications re-read the token file). A volume
+  // found at start has no inputs on record: its first write, with a new token, counts.
   std::function<void(const VolumeKey& key, const ContentSwap& swap)> on_content_swapped;
   // Who writes (the node lock's holder identity), named in the log line of each write.
   std::string writer_identity;

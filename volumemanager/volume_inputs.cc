@@ -15,6 +15,19 @@ std::string ObjectsDigest(const ObjectSnapshot& snapshot) {
   return h.Finish();
 }
 
+std::string WithTokens(const std::string& objects_digest, const TokenSnapshot& tokens) {
+  if (tokens.empty() || objects_digest.empty()) return objects_digest;
+  base::Sha256 h;
+  h.AddField(objects_digest).AddNumber(tokens.size());
+  for (const auto& [ref, revision] : tokens) {
+    if (!revision.ok()) return "";
+    h.AddField(ref.namespace_).AddField(ref.service_account).AddField(ref.audience);
+    h.AddNumber(static_cast<uint64_t>(ref.expiration_seconds)).AddField(ref.pod_uid);
+    h.AddNumber(revision->serial);
+  }
+  return h.Finish();
+}
+
 std::string ObjectsDigestMemo::Digest(const ObjectSnapshot& snapshot) {
   if (valid_ && Matches(snapshot)) return last_digest_;
   last_digest_ = ObjectsDigest(snapshot);

@@ -1,7 +1,9 @@
 // VolumeInputs: what a volume's content was built from, so that the loop thread can tell that a
 // remount would write the same content without building or hashing its payload: a digest over
-// the revisions of the objects it reads (their refs and ContentDigests, or "absent"), and the pod
-// object (compared field by field on what the content and its ownership depend on).
+// the revisions of the objects it reads (their refs and ContentDigests, or "absent") and the
+// serials of the service account tokens it includes (a new token is a new serial: the token
+// itself is never hashed), and the pod object (compared field by field on what the content and
+// its ownership depend on).
 //
 // Plain values; the pod is an immutable snapshot shared with the desired state.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_VOLUME_INPUTS_H_
@@ -14,6 +16,7 @@
 
 #include "base/status.h"
 #include "cache/object_manager.h"
+#include "cache/token_manager.h"
 #include "kube/object_ref.h"
 #include "kube/pod.h"
 
@@ -22,9 +25,15 @@ namespace volumemanager {
 // The objects a volume reads, each as a get returned it (a revision or an error).
 using ObjectSnapshot = std::vector<std::pair<kube::ObjectRef, base::Result<cache::ObjectRevision>>>;
 
+// The service account tokens a volume includes, each as a get returned it.
+using TokenSnapshot = std::vector<std::pair<kube::TokenRef, base::Result<cache::TokenRevision>>>;
+
 struct VolumeInputs {
-  std::string objects_digest;  // ObjectsDigest; empty: unknown (some get failed)
+  std::string objects_digest;  // ObjectsDigest, WithTokens; empty: unknown (some get failed)
   std::shared_ptr<const kube::Pod> pod;
+  // ObjectsDigest alone, before the tokens: a write whose inputs differ in their tokens only (a
+  // renewal) is told apart, so that it is no change for reload actions.
+  std::string objects_digest_before_tokens = {};
 };
 
 // An object as logs and Events name the version a volume read: "configmap/ns/name@resourceVersion",
@@ -37,6 +46,10 @@ std::string ObjectVersion(const kube::ObjectRef& ref,
 // 32 bytes over the snapshot's refs and content digests, in order; empty when a get failed (an
 // error is not an input the content can be compared on).
 std::string ObjectsDigest(const ObjectSnapshot& snapshot);
+
+// `objects_digest` extended by the tokens' refs and serials (unchanged without tokens); empty when
+// it is empty or a token get failed.
+std::string WithTokens(const std::string& objects_digest, const TokenSnapshot& tokens);
 
 // ObjectsDigest with the last snapshot remembered: a fan-out (1,000 volumes reading one object)
 // hashes once per object revision, and every other volume only compares refs and content

@@ -112,6 +112,24 @@ TEST(VolumeInputsTest, UnknownOrDifferentObjectsAreNeverTheSame) {
   EXPECT_FALSE(SameInputs({}, {ObjectsDigest(Snapshot("v")), pod}, "cfg", false));
 }
 
+TEST(VolumeInputsTest, TokensChangeTheDigestByTheirSerialAndAFailedOneMakesItUnknown) {
+  const std::string objects = ObjectsDigest(Snapshot("v"));
+  kube::TokenRef ref{"shop", "web", "", 3600, "web-0", "uid-1"};
+  auto token = [&](uint64_t serial, const std::string& value) {
+    cache::TokenRevision r;
+    r.token = std::make_shared<const std::string>(value);
+    r.serial = serial;
+    return TokenSnapshot{{ref, base::Result<cache::TokenRevision>(r)}};
+  };
+  EXPECT_EQ(WithTokens(objects, {}), objects);  // no tokens: as before
+  const std::string one = WithTokens(objects, token(1, "a"));
+  EXPECT_NE(one, objects);
+  EXPECT_EQ(WithTokens(objects, token(1, "other bytes, same serial")), one);  // never hashed
+  EXPECT_NE(WithTokens(objects, token(2, "a")), one);
+  EXPECT_EQ(WithTokens("", token(1, "a")), "");
+  EXPECT_EQ(WithTokens(objects, TokenSnapshot{{ref, base::Status::Error("refused")}}), "");
+}
+
 TEST(VolumeInputsTest, ObjectVersionNamesTheObjectAndItsResourceVersionOnly) {
   const kube::ObjectRef cm{kube::ObjectKind::kConfigMap, "shop", "app"};
   const kube::ObjectRef sec{kube::ObjectKind::kSecret, "shop", "tls"};

@@ -49,6 +49,7 @@ ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   r.tmpfs = o.tmpfs;
   r.node_allocatable = o.node_allocatable;
   r.journal = o.journal;
+  r.tokens = o.tokens;
   r.unpublished_grace = o.unpublished_grace;
   r.kubelet_owns_volumes = o.kubelet_owns_volumes;
   r.on_mount_failure = o.on_mount_failure;
@@ -70,7 +71,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       objects_(objects),
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop, &OperationExecutor::Clock::now, options_.write_gate),
-      populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes),
+      populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes, options_.tokens),
       reconciler_(
           [this] {
             ReconcilerOptions r = ToReconcilerOptions(options_);
@@ -279,6 +280,31 @@ void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
   }
   logging::Debug("Object changed: volumes marked for remount",
                  {{"object", logging::KRef(object)}, {"volumes", marked}});
+  if (marked > 0) SchedulePassSoon();
+}
+
+void VolumeManager::OnTokenChanged(const kube::TokenRef& token) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  int marked = 0;
+  for (const VolumeKey& key : dsw_.VolumesOfPod(token.pod_uid)) {
+    const DesiredVolume* d = dsw_.Find(key);
+    if (d == nullptr || std::find(d->tokens.begin(), d->tokens.end(), token) == d->tokens.end()) {
+      continue;
+    }
+    // As for an object change: a volume backing off after a failed attempt tries again at once.
+    executor_.RetryNow(key);
+    if (asw_.MarkRemountRequired(key, now)) {
+      ++marked;
+    } else if (asw_.Find(key) == nullptr) {
+      reconciler_.Poke(key);
+      ++marked;
+    }
+  }
+  logging::Debug("Service account token changed: volumes marked for remount",
+                 {{"pod", logging::KObj(token.namespace_, token.pod_name)},
+                  {"podUID", token.pod_uid},
+                  {"serviceAccount", logging::KObj(token.namespace_, token.service_account)},
+                  {"volumes", marked}});
   if (marked > 0) SchedulePassSoon();
 }
 

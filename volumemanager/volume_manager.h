@@ -19,6 +19,8 @@
 //    (10 min by default) rather than after sync_frequency.
 //  * OnObjectChanged: every mounted volume reading the object is marked for remount and a
 //    reconciler pass is scheduled at once (not at the next pod sync as in the kubelet).
+//    OnTokenChanged does the same for the volumes including a service account token that was
+//    renewed (or expired), from the token manager (VolumeManagerOptions::tokens).
 //  * Orphans: undesired volumes are torn down, and the empty pod dirs the daemon created removed,
 //    only after every pod source has delivered its first state (`all_sources_seen`). Volumes the
 //    daemon did not set up are never torn down.
@@ -69,6 +71,10 @@ struct VolumeManagerOptions {
   kube::ResourceList node_allocatable;
   // What the daemon owns under root_dir; required. Not owned.
   OwnershipJournal* journal = nullptr;
+  // Service account tokens (cluster mode: cache/api_token_manager.h); null: none, and a
+  // serviceAccountToken source fails naming itself. Not owned; its change handler is the
+  // caller's to route to OnTokenChanged.
+  cache::TokenManager* tokens = nullptr;
   std::chrono::milliseconds unpublished_grace = atomicwriter::kDefaultUnpublishedGrace;
   // --volume-ownership kubelet: the kubelet sets up and tears down every volume; the daemon
   // refreshes the content of those it has set up and leaves the volumes only it can produce
@@ -111,6 +117,9 @@ class VolumeManager : private ReloadHost {
   void Start();
   void OnPodUpdate(const podconfig::PodUpdate& update);
   void OnObjectChanged(const kube::ObjectRef& object);
+  void OnTokenChanged(const kube::TokenRef& token);
+  // The token manager (null: none), for /debug/state.
+  const cache::TokenManager* tokens() const { return options_.tokens; }
   // One writer per node: while false no operation starts (those in flight finish); the desired
   // state keeps following pods and objects, so the first pass after `true` catches up.
   void SetWritesAllowed(bool allowed);

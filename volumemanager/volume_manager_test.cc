@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
+#include "cache/fake_token_manager.h"
 #include "reload/reload_spec.h"
 #include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
@@ -102,9 +104,11 @@ class VolumeManagerTest : public ::testing::Test {
     o.reload.on_result = [this](const kube::Pod& pod, bool ok, const std::string& message) {
       reloads_.push_back(pod.metadata.name + (ok ? ": ok: " : ": failed: ") + message);
     };
+    if (with_tokens_) o.tokens = &tokens_;
     manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
+    tokens_.SetChangeHandler([this](const kube::TokenRef& r) { manager_->OnTokenChanged(r); });
     manager_->Start();
   }
 
@@ -154,6 +158,9 @@ class VolumeManagerTest : public ::testing::Test {
   std::unique_ptr<plugins::PluginRegistry> registry_;
   // Gets of objects the pod did not register first fail, as with the real managers.
   cache::FakeObjectManager objects_;
+  // Service account tokens (cluster mode), given to the manager with `with_tokens_`.
+  cache::FakeTokenManager tokens_;
+  bool with_tokens_ = false;
   bool sources_seen_ = true;
   kube::ResourceList node_allocatable_;
   bool tmpfs_ = true;
@@ -505,16 +512,20 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
   pod.metadata.labels = {{"app", "web"}};
   kube::DownwardAPIVolumeFile labels{"labels", kube::ObjectFieldSelector{"v1", "metadata.labels"},
                                      std::nullopt, std::nullopt};
-  kube::VolumeProjection cm_source, labels_source, token_source;
+  kube::VolumeProjection cm_source, labels_source, token_source, certificate_source;
   cm_source.config_map = kube::ConfigMapProjection{"app", {}, std::nullopt};
   labels_source.downward_api = kube::DownwardAPIProjection{{labels}};
   token_source.service_account_token = kube::ServiceAccountTokenProjection{"", 3600, "token"};
+  // A kind this code does not know: the kubelet's business, no failure of the daemon's.
+  certificate_source.unsupported_kind = "podCertificate";
   pod.spec.volumes.push_back(
       {"all", kube::ProjectedVolumeSource{{cm_source, labels_source}, 0644}});
   pod.spec.volumes.push_back(
       {"kube-api-access", kube::ProjectedVolumeSource{{token_source, cm_source}, 0644}});
   pod.spec.volumes.push_back({"info", kube::DownwardAPIVolumeSource{{labels}, 0644}});
-  for (const char* v : {"all", "kube-api-access", "info"}) {
+  pod.spec.volumes.push_back(
+      {"cert", kube::ProjectedVolumeSource{{cm_source, certificate_source}, 0644}});
+  for (const char* v : {"all", "kube-api-access", "info", "cert"}) {
     pod.spec.containers[0].volume_mounts.push_back(
         kube::VolumeMount{v, std::string("/etc/") + v, "", true, ""});
   }
@@ -536,7 +547,7 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
            Files{{"k", "v1"}, {"labels", kubelet_labels}};
   }));
   EXPECT_EQ(manager_->populator().left_to_kubelet(),
-            (std::set<VolumeKey>{{"u1", "info"}, {"u1", "kube-api-access"}}));
+            (std::set<VolumeKey>{{"u1", "cert"}, {"u1", "info"}, {"u1", "kube-api-access"}}));
   Put("default", "app", {{"k", "v2"}});
   ASSERT_TRUE(RunUntil([&] {
     return atomicwriter::VisibleContent(Dir("u1", "all", "kubernetes.io~projected")) ==
@@ -548,6 +559,110 @@ TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {
             (Files{{"token", "jwt"}, {"k", "v0"}}));
   EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "info", "kubernetes.io~downward-api")),
             (Files{{"labels", kubelet_labels}}));
+}
+
+// A pod's kube-api-access volume (a token, its CA ConfigMap, its namespace) where the daemon owns
+// the volumes: nothing is written before the token is there (its fetch is waited for, as an
+// object's), then the three together; a renewed token rewrites the volume at once, the other files
+// as they were, and is no change for the pod's reload action (a new CA is); a token that can no
+// longer be had fails the volume (FailedMount naming the account) and keeps the last content.
+TEST_F(VolumeManagerTest, SelfOwnedTokenVolumeWaitsForItsTokenAndFollowsItsRenewal) {
+  tmpfs_ = false;  // the test's dir is removed as a plain tree
+  with_tokens_ = true;
+  vmtest::Listener app("HTTP/1.1 200 OK\r\n\r\n");
+  Put("default", "kube-root-ca.crt", {{"ca.crt", "CA"}});
+  kube::Pod pod = PodReadingConfigMap("u1", "app");
+  pod.spec.service_account_name = "web";
+  pod.metadata.annotations[reload::kReloadAnnotation] =
+      "http://:" + std::to_string(app.port()) + "/-/reload";
+  pod.metadata.annotations[reload::kReloadDelayAnnotation] = "0";
+  kube::VolumeProjection token, ca, ns;
+  token.service_account_token = kube::ServiceAccountTokenProjection{"", 3607, "token"};
+  ca.config_map = kube::ConfigMapProjection{"kube-root-ca.crt", {{"ca.crt", "ca.crt", {}}}, {}};
+  ns.downward_api = kube::DownwardAPIProjection{
+      {{"namespace", kube::ObjectFieldSelector{"v1", "metadata.namespace"}, std::nullopt,
+        std::nullopt}}};
+  pod.spec.volumes = {{"kube-api-access", kube::ProjectedVolumeSource{{token, ca, ns}, 0644}}};
+  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{
+      "kube-api-access", "/var/run/secrets/kubernetes.io/serviceaccount", "", true, ""}};
+  const kube::TokenRef ref = kube::TokenRefFor(pod, *token.service_account_token);
+  EXPECT_EQ(ref.expiration_seconds, 3607);
+  const std::string dir = Dir("u1", "kube-api-access", "kubernetes.io~projected");
+
+  tokens_.Hold(true);
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {pod});
+  ASSERT_TRUE(RunUntil([&] { return tokens_.held_count() == 1; }));
+  EXPECT_EQ(tokens_.registered().at("u1"), std::vector<kube::TokenRef>{ref});
+  RunFor(300);
+  EXPECT_FALSE(fs::exists(dir));  // waits for the token
+  tokens_.Set(ref, "TOKEN-1");
+  tokens_.Release();
+  ASSERT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(dir) ==
+           Files{{"token", "TOKEN-1"}, {"ca.crt", "CA"}, {"namespace", "default"}};
+  }));
+  EXPECT_TRUE(mount_failures_.empty());
+
+  tokens_.Hold(false);
+  tokens_.Set(ref, "TOKEN-2");
+  ASSERT_TRUE(RunUntil([&] {
+    return atomicwriter::VisibleContent(dir) ==
+           Files{{"token", "TOKEN-2"}, {"ca.crt", "CA"}, {"namespace", "default"}};
+  }));
+  // A renewal is no change for the reload action; a new CA is.
+  RunFor(300);
+  EXPECT_TRUE(app.requests().empty());
+  EXPECT_TRUE(reloads_.empty());
+  Put("default", "kube-root-ca.crt", {{"ca.crt", "CA-2"}});
+  ASSERT_TRUE(RunUntil([&] { return reloads_.size() == 1; }, std::chrono::seconds(5)));
+  EXPECT_EQ(app.requests().size(), 1u);
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (Files{{"token", "TOKEN-2"}, {"ca.crt", "CA-2"}, {"namespace", "default"}}));
+  const std::string version = manager_->actual().Find({"u1", "kube-api-access"})->ts_dir;
+
+  tokens_.Fail(ref,
+               "token for service account \"default/web\" expired at 2026-12-01T00:00:00Z "
+               "and its refresh failed: 403 Forbidden: no");
+  ASSERT_TRUE(RunUntil([&] { return !mount_failures_.empty(); }));
+  EXPECT_EQ(mount_failures_.front(),
+            "web-u1/kube-api-access: serviceAccountToken source (path \"token\"): token for "
+            "service account \"default/web\" expired at 2026-12-01T00:00:00Z and its refresh "
+            "failed: 403 Forbidden: no");
+  EXPECT_EQ(manager_->actual().Find({"u1", "kube-api-access"})->ts_dir, version);
+  EXPECT_EQ(atomicwriter::VisibleContent(dir),
+            (Files{{"token", "TOKEN-2"}, {"ca.crt", "CA-2"}, {"namespace", "default"}}));
+
+  // Gone with its pod.
+  Send(podconfig::PodOp::kRemove, {pod});
+  EXPECT_TRUE(tokens_.registered().empty());
+}
+
+// Without a token manager (standalone mode) a token source fails its volume, naming the source;
+// a source only the kubelet can produce fails it too, saying where it can be set up.
+TEST_F(VolumeManagerTest, SelfOwnedVolumesWithSourcesItCannotProduceFailNamingThem) {
+  tmpfs_ = false;
+  kube::Pod pod = PodReadingConfigMap("u1", "app");
+  pod.spec.service_account_name = "web";
+  kube::VolumeProjection token, certificate;
+  token.service_account_token = kube::ServiceAccountTokenProjection{"", 3600, "token"};
+  certificate.unsupported_kind = "podCertificate";
+  pod.spec.volumes = {{"sa", kube::ProjectedVolumeSource{{token}, 0644}},
+                      {"cert", kube::ProjectedVolumeSource{{certificate}, 0644}}};
+  pod.spec.containers[0].volume_mounts = {kube::VolumeMount{"sa", "/sa", "", true, ""},
+                                          kube::VolumeMount{"cert", "/cert", "", true, ""}};
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {pod});
+  ASSERT_TRUE(RunUntil([&] { return mount_failures_.size() >= 2; }));
+  std::sort(mount_failures_.begin(), mount_failures_.end());
+  EXPECT_EQ(mount_failures_[0],
+            "web-u1/cert: podCertificate source is not supported by volumemanager: only the "
+            "kubelet can produce it, so the volume can be set up only on a node whose kubelet owns "
+            "the pod's volumes (--volume-ownership kubelet)");
+  EXPECT_EQ(mount_failures_[1],
+            "web-u1/sa: serviceAccountToken source (path \"token\"): no token source configured; "
+            "service account tokens need an API server (cluster mode)");
+  EXPECT_FALSE(fs::exists(Dir("u1", "sa", "kubernetes.io~projected")));
 }
 
 TEST_F(VolumeManagerTest, OptionalMissingObjectMountsAnEmptyVolume) {

@@ -472,6 +472,32 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
         refs.push_back(std::move(o));
       }
       v["objects"] = std::move(refs);
+      // Its service account tokens: times and errors, never a token.
+      if (!d->tokens.empty()) {
+        nlohmann::json tokens = nlohmann::json::array();
+        for (const kube::TokenRef& ref : d->tokens) {
+          nlohmann::json t = {{"serviceAccount", ref.namespace_ + "/" + ref.service_account},
+                              {"audience", ref.audience},
+                              {"expirationSeconds", ref.expiration_seconds}};
+          const std::optional<cache::TokenStatus> status =
+              vm->tokens() != nullptr ? vm->tokens()->Status(ref) : std::nullopt;
+          if (!status) {
+            t["error"] =
+                vm->tokens() != nullptr ? "not registered" : "no token source (standalone)";
+          } else {
+            t["hasToken"] = status->has_token;
+            t["requesting"] = status->requesting;
+            if (status->has_token) {
+              t["expiresAt"] = Rfc3339(status->expires_at);
+              t["refreshAt"] = Rfc3339(status->refresh_at);
+            }
+            t["error"] =
+                status->last_error.empty() ? nlohmann::json() : nlohmann::json(status->last_error);
+          }
+          tokens.push_back(std::move(t));
+        }
+        v["serviceAccountTokens"] = std::move(tokens);
+      }
     } else if (m != nullptr) {
       v["plugin"] = PluginNameOfDir(m->plugin_dir);
     }

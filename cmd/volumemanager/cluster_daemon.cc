@@ -54,6 +54,23 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   objects_ = std::make_unique<cache::ApiObjectManager>(api_.get(), options);
   objects_->SetChangeHandler([this](const kube::ObjectRef& ref) { OnObjectChanged(ref); });
 
+  cache::ApiTokenManagerOptions token_options;
+  token_options.refusal = TokenRefusal(identity_);
+  tokens_ = std::make_unique<cache::ApiTokenManager>(loop(), api_.get(), token_options);
+  tokens_->SetChangeHandler([this](const kube::TokenRef& ref) { OnTokenChanged(ref); });
+  if (cfg.volume_ownership == config::VolumeOwnership::kSelf) {
+    if (token_options.refusal.empty()) {
+      spdlog::info(
+          "service account tokens of projected volumes: requested from the API server "
+          "(TokenRequest) under the node's credentials, bound to each pod");
+    } else {
+      spdlog::warn(
+          "service account tokens of projected volumes: not requested; every volume with a "
+          "serviceAccountToken source (each pod's kube-api-access-*) fails: {}",
+          token_options.refusal);
+    }
+  }
+
   kube::EventRecorderOptions events;
   events.host = cfg.node_name;
   events_api_ = std::make_unique<kube::ApiClient>(
@@ -77,11 +94,11 @@ std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
   if (!identity.ok()) {
     // A server older than 1.28 cannot say who a token is: nothing for the user to do (info).
     // Any other failure (unreachable, an error answer) is worth a look (warning).
-    spdlog::log(kube::IsReviewNotServed(identity.status()) ? spdlog::level::info
-                                                            : spdlog::level::warn,
-                "API identity unknown ({}): running as for a service account; a node "
-                "identity's limits (no Lease lock, no --dynamic-config) are not checked",
-                identity.status().message());
+    spdlog::log(
+        kube::IsReviewNotServed(identity.status()) ? spdlog::level::info : spdlog::level::warn,
+        "API identity unknown ({}): running as for a service account; a node "
+        "identity's limits (no Lease lock, no --dynamic-config) are not checked",
+        identity.status().message());
     return std::nullopt;
   }
   identity_ = *identity;
@@ -121,6 +138,19 @@ std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
 }
 
 cache::ObjectManager* ClusterDaemon::object_manager() { return objects_.get(); }
+
+std::string ClusterDaemon::TokenRefusal(const std::optional<kube::ApiIdentity>& identity) {
+  if (identity && identity->NodeName()) return "";
+  const std::string who =
+      identity ? "runs as \"" + identity->username + "\", not as a node"
+               : "does not know its API identity (the server would not say), so not as a node";
+  return "the daemon " + who +
+         ", and requests tokens only with a node's credentials (chart: credentials: node): "
+         "anything else would need the right to create serviceaccounts/token, which mints "
+         "tokens for every service account of a namespace and which the chart never grants; "
+         "run the daemon with the node's credentials, or leave these volumes to the kubelet "
+         "(--volume-ownership kubelet)";
+}
 
 void ClusterDaemon::ApplyLiveConfig(const config::DaemonConfig& config) {
   Daemon::ApplyLiveConfig(config);
@@ -168,6 +198,7 @@ kube::InvolvedObject InvolvedPod(const kube::Pod& pod) {
 }  // namespace
 
 void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
+  options.tokens = tokens_.get();
   options.on_mount_failure = [this](const kube::Pod& pod, const std::string& volume,
                                     const std::string& error) {
     if (!events_) return;
@@ -227,6 +258,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {
 void ClusterDaemon::StopSources() {
   api_source_.Stop();
   if (objects_) objects_->Stop();
+  if (tokens_) tokens_->Stop();
   // Events not yet posted are dropped: retrying them against an unreachable API server would
   // keep a stopped daemon's loop running.
   events_.reset();
@@ -235,6 +267,7 @@ void ClusterDaemon::StopSources() {
 
 void ClusterDaemon::AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
   AddClusterSourceMetrics({api_.get(), events_api_.get()}, api_source_, objects_.get(), families);
+  if (tokens_) AddTokenMetrics(*tokens_, families);
 }
 
 }  // namespace volumemanager

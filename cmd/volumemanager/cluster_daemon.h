@@ -8,6 +8,10 @@
 //    "api" with --pod-manifest-path / --manifest-url when those are given;
 //  * ConfigMaps and Secrets from the API server (cache::ApiObjectManager, with the configured
 //    change-detection strategy);
+//  * service account tokens for projected serviceAccountToken sources from the TokenRequest API
+//    (cache::ApiTokenManager), requested only under a node identity: under any other (a service
+//    account, another user, an identity the server would not tell) none is requested and each
+//    volume that needs one fails with a FailedMount saying why (see TokenRefusal);
 //  * FailedMount Events on the pod for every failed mount or refresh (kube::EventRecorder, with
 //    client-go's aggregation and rate limits), on the same connection but a rate limit of their
 //    own.
@@ -30,6 +34,7 @@
 #include <optional>
 
 #include "cache/api_object_manager.h"
+#include "cache/api_token_manager.h"
 #include "cmd/volumemanager/api_identity.h"
 #include "cmd/volumemanager/daemon.h"
 #include "kubeclient/api_client.h"
@@ -48,12 +53,19 @@ class ClusterDaemon : public Daemon {
   ~ClusterDaemon() override;
 
   const cache::ApiObjectManager* objects() const { return objects_.get(); }
+  const cache::ApiTokenManager* tokens() const { return tokens_.get(); }
   const kube::EventRecorder* events() const { return events_.get(); }
   const podconfig::ApiSource& pod_source() const { return api_source_; }
   // Who the daemon is to the API server, once Start() learned it.
   const std::optional<kube::ApiIdentity>& identity() const { return identity_; }
 
   static constexpr std::chrono::milliseconds kIdentityTimeout{10000};
+
+  // Why no service account token is requested under `identity` ("" for a node's: the Node
+  // authorizer grants a node tokens for the service accounts of its pods, bound to them). Any
+  // other identity would need `create` on serviceaccounts/token, which mints a token for every
+  // service account of a namespace; the chart never grants it, and the daemon does not use it.
+  static std::string TokenRefusal(const std::optional<kube::ApiIdentity>& identity);
 
   // The Cache TTL and the event rate limits besides the base's.
   void ApplyLiveConfig(const config::DaemonConfig& config) override;
@@ -90,6 +102,9 @@ class ClusterDaemon : public Daemon {
   std::unique_ptr<kube::ApiClient> election_api_;
   std::string default_namespace_;
   std::unique_ptr<cache::ApiObjectManager> objects_;
+  // Service account tokens for projected volumes the daemon sets up (self ownership); requested
+  // only under a node identity (TokenRefusal).
+  std::unique_ptr<cache::ApiTokenManager> tokens_;
   std::unique_ptr<kube::EventRecorder> events_;
   podconfig::ApiSource api_source_;
 };

@@ -394,6 +394,10 @@ void Daemon::OnObjectChanged(const kube::ObjectRef& object) {
   if (manager_) manager_->OnObjectChanged(object);
 }
 
+void Daemon::OnTokenChanged(const kube::TokenRef& token) {
+  if (manager_) manager_->OnTokenChanged(token);
+}
+
 std::optional<Daemon::StartError> Daemon::StartPodSources() {
   // Sources register before any delivers, so "all sources seen" waits for every one of them.
   podconfig::PodConfig::Sink file_sink, http_sink;

@@ -171,6 +171,7 @@ class Daemon {
   }
 
   void OnObjectChanged(const kube::ObjectRef& object);
+  void OnTokenChanged(const kube::TokenRef& token);
   // For a derived destructor: the elector goes before the clients its lock uses.
   void DestroyElector() {
     lease_elector_.reset();

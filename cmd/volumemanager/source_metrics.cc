@@ -127,4 +127,28 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
   }
 }
 
+void AddTokenMetrics(const cache::ApiTokenManager& tokens,
+                     std::vector<server::MetricFamily>* families) {
+  using server::MetricType;
+  const cache::ApiTokenManager::Stats& s = tokens.stats();
+  auto requests = Family("volumemanager_service_account_token_requests_total",
+                         "Service account token requests (TokenRequest) by result: success, "
+                         "error (the API server refused or failed it), refused (none sent: the "
+                         "daemon's credentials are not a node's)",
+                         MetricType::kCounter);
+  requests.values.push_back({{{"result", "success"}}, static_cast<double>(s.requested_ok)});
+  requests.values.push_back({{{"result", "error"}}, static_cast<double>(s.requested_failed)});
+  requests.values.push_back({{{"result", "refused"}}, static_cast<double>(s.refused)});
+  auto held =
+      Family("volumemanager_service_account_tokens",
+             "Service account tokens the volumes of this node's pods include", MetricType::kGauge);
+  held.values.push_back({{}, static_cast<double>(tokens.token_count())});
+  auto expired = Family("volumemanager_service_account_tokens_expired_total",
+                        "Service account tokens that expired while their refresh kept failing "
+                        "(the volumes using them then fail)",
+                        MetricType::kCounter);
+  expired.values.push_back({{}, static_cast<double>(s.expired)});
+  for (auto* f : {&requests, &held, &expired}) families->push_back(std::move(*f));
+}
+
 }  // namespace volumemanager

@@ -1,14 +1,15 @@
 // Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in docs/operations.md,
 // "Metrics"): API requests by method and outcome, the API server's reconnects and the probes
 // that found them, the pod reflector's lists, relists and watch requests, the 410s the reflectors
-// saw, and the object managers' reads, refusals retried and running per-object watches. Loop
-// thread only.
+// saw, the object managers' reads, refusals retried and running per-object watches, and the
+// service account token requests. Loop thread only.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 #define VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 
 #include <vector>
 
 #include "cache/api_object_manager.h"
+#include "cache/api_token_manager.h"
 #include "kubeclient/api_client.h"
 #include "podconfig/api_source.h"
 #include "server/metrics.h"
@@ -20,6 +21,11 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
                              const podconfig::ApiSource& pods,
                              const cache::ApiObjectManager* objects,
                              std::vector<server::MetricFamily>* families);
+
+// The token manager's requests by result (success, error, refused), the tokens registered and the
+// tokens that expired while their refresh failed. Never a token.
+void AddTokenMetrics(const cache::ApiTokenManager& tokens,
+                     std::vector<server::MetricFamily>* families);
 
 }  // namespace volumemanager
 

@@ -28,7 +28,9 @@ class DownwardAPIPlugin : public VolumePlugin {
     return {};
   }
   bool DependsOnPod(const kube::Volume&) const override { return true; }
-  bool KubeletOnly(const kube::Volume&) const override { return true; }
+  std::string KubeletOnlyReason(const kube::Volume&) const override {
+    return "downward API fields from its copy of the pod";
+  }
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

@@ -34,6 +34,23 @@ void AddObjectSource(const VolumeHost& host, const std::string& ns, const Projec
   Merge(std::move(part).value(), payload);
 }
 
+// The name of a source kind the daemon cannot produce, as the API spells it; "" for the kinds it
+// can (configMap, secret, downwardAPI).
+std::string KubeletOnlyKind(const kube::VolumeProjection& s) {
+  if (s.config_map || s.secret || s.downward_api) return "";
+  if (s.service_account_token) return "serviceAccountToken";
+  if (s.cluster_trust_bundle) return "clusterTrustBundle";
+  return s.unsupported_kind.empty() ? "(no kind)" : s.unsupported_kind;
+}
+
+// A source only the kubelet can produce, where the daemon owns the volume (self ownership).
+base::Status Unsupported(const std::string& source) {
+  return base::Status::Error(
+      source +
+      " is not supported by volumemanager: only the kubelet can produce it, so the volume can be "
+      "set up only on a node whose kubelet owns the pod's volumes (--volume-ownership kubelet)");
+}
+
 }  // namespace
 
 std::optional<int64_t> EffectiveRunAsUser(const kube::Pod& pod) {
@@ -74,17 +91,37 @@ std::vector<ObjectRef> ProjectedPlugin::ReferencedObjects(const kube::Pod& pod,
   return refs;
 }
 
+std::vector<kube::TokenRef> ProjectedPlugin::ReferencedTokens(const kube::Pod& pod,
+                                                              const kube::Volume& volume) const {
+  const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
+  std::vector<kube::TokenRef> refs;
+  for (const kube::VolumeProjection& s : src.sources) {
+    if (!s.service_account_token) continue;
+    kube::TokenRef ref = kube::TokenRefFor(pod, *s.service_account_token);
+    if (std::find(refs.begin(), refs.end(), ref) == refs.end()) refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
 bool ProjectedPlugin::DependsOnPod(const kube::Volume& volume) const {
   const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
   return std::any_of(src.sources.begin(), src.sources.end(),
                      [](const kube::VolumeProjection& s) { return s.downward_api.has_value(); });
 }
 
-bool ProjectedPlugin::KubeletOnly(const kube::Volume& volume) const {
+std::string ProjectedPlugin::KubeletOnlyReason(const kube::Volume& volume) const {
   const auto& src = std::get<kube::ProjectedVolumeSource>(volume.source);
-  return std::any_of(src.sources.begin(), src.sources.end(), [](const kube::VolumeProjection& s) {
-    return s.service_account_token.has_value() || s.cluster_trust_bundle.has_value();
-  });
+  std::vector<std::string> kinds;
+  for (const kube::VolumeProjection& s : src.sources) {
+    std::string kind = KubeletOnlyKind(s);
+    if (!kind.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+      kinds.push_back(std::move(kind));
+    }
+  }
+  if (kinds.empty()) return "";
+  std::string reason = "projected sources only the kubelet produces: ";
+  for (size_t i = 0; i < kinds.size(); ++i) reason += (i > 0 ? ", " : "") + kinds[i];
+  return reason;
 }
 
 base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Pod& pod,
@@ -97,8 +134,8 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
   const std::string& ns = pod.metadata.namespace_;
   const std::optional<int64_t> fs_user = EffectiveRunAsUser(pod);
   const bool has_fs_group = pod.spec.security_context && pod.spec.security_context->fs_group;
-  // Token and bundle files: 0600 when someone other than root must read them through fsUser or
-  // fsGroup (the ownership pass then makes it 0640).
+  // Token files: 0600 when someone other than root must read them through fsUser or fsGroup
+  // (the ownership pass then makes it 0640).
   const mode_t credential_mode =
       (fs_user || has_fs_group) ? 0600 : static_cast<mode_t>(*src.default_mode);
   std::optional<uid_t> credential_owner;
@@ -141,38 +178,24 @@ base::Result<atomicwriter::Payload> ProjectedPlugin::BuildPayload(const kube::Po
       if (host.tokens == nullptr) {
         errors.push_back(base::Status::Error(
             "serviceAccountToken source (path \"" + t.path +
-            "\"): no token source configured; service account tokens need an API server"));
+            "\"): no token source configured; service account tokens need an API server "
+            "(cluster mode)"));
         continue;
       }
       auto token = host.tokens->GetToken(pod, t);
       if (!token.ok()) {
-        errors.push_back(token.status());
+        errors.push_back(
+            token.status().WithContext("serviceAccountToken source (path \"" + t.path + "\")"));
         continue;
       }
       payload[t.path] = {std::move(token).value(), credential_mode, credential_owner};
     } else if (s.cluster_trust_bundle) {
-      const auto& b = *s.cluster_trust_bundle;
-      if (!b.name && !b.signer_name) {
-        errors.push_back(base::Status::Error(
-            "ClusterTrustBundle projection requires either name or signerName to be set"));
-        continue;
-      }
-      if (host.trust_bundles == nullptr) {
-        errors.push_back(base::Status::Error(
-            "clusterTrustBundle source (path \"" + b.path +
-            "\"): no trust bundle source configured; cluster trust bundles need an API server"));
-        continue;
-      }
-      auto bundle = host.trust_bundles->GetTrustBundle(b);
-      if (!bundle.ok()) {
-        errors.push_back(bundle.status());
-        continue;
-      }
-      payload[b.path] = {std::move(bundle).value(), credential_mode, credential_owner};
+      errors.push_back(
+          Unsupported("clusterTrustBundle source (path \"" + s.cluster_trust_bundle->path + "\")"));
     } else {
-      errors.push_back(base::Status::Error(
-          "projected source " + (s.unsupported_kind.empty() ? "with no kind" : s.unsupported_kind) +
-          " is not supported"));
+      errors.push_back(Unsupported(s.unsupported_kind.empty()
+                                       ? std::string("projected source with no kind")
+                                       : s.unsupported_kind + " source"));
     }
   }
   if (base::Status s = AggregateError(errors); !s.ok()) {

@@ -2,15 +2,17 @@
 // order, into one payload; a later source overwrites an earlier one at the same path
 // (docs/kubelet-behavior.md §4.5). configMap / secret sources follow their plugins' rules with
 // their own `optional` and the volume's defaultMode; downwardAPI follows §4.4. serviceAccountToken
-// and clusterTrustBundle content comes from the host's token / bundle sources (an error naming the
-// source when none is configured); their files are 0600 when the pod has an fsGroup or a single
-// effective runAsUser (that uid then owns them), else defaultMode. A failing source does not stop
-// the others; all errors are reported together ("[err1, err2]") and the volume fails. Medium:
-// tmpfs.
+// content comes from the host's token source (an error naming the source when there is none); the
+// token file is 0600 when the pod has an fsGroup or a single effective runAsUser (that uid then
+// owns it), else defaultMode. clusterTrustBundle, podCertificate and kinds newer than this code
+// are the kubelet's alone (KubeletOnlyReason): built here, where the daemon owns the volume, they
+// fail with an error saying so. A failing source does not stop the others; all errors are reported
+// together ("[err1, err2]") and the volume fails. Medium: tmpfs.
 #ifndef VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_
 #define VOLUMEMANAGER_PLUGINS_PROJECTED_PROJECTED_PLUGIN_H_
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "plugins/volume_plugin.h"
@@ -26,8 +28,10 @@ class ProjectedPlugin : public VolumePlugin {
   bool Supports(const kube::Volume& volume) const override;
   std::vector<ObjectRef> ReferencedObjects(const kube::Pod& pod,
                                            const kube::Volume& volume) const override;
+  std::vector<kube::TokenRef> ReferencedTokens(const kube::Pod& pod,
+                                               const kube::Volume& volume) const override;
   bool DependsOnPod(const kube::Volume& volume) const override;
-  bool KubeletOnly(const kube::Volume& volume) const override;
+  std::string KubeletOnlyReason(const kube::Volume& volume) const override;
   base::Result<atomicwriter::Payload> BuildPayload(const kube::Pod& pod, const kube::Volume& volume,
                                                    const VolumeHost& host) const override;
 };

@@ -20,13 +20,6 @@ class FakeTokens : public ServiceAccountTokenSource {
   }
 };
 
-class FakeBundles : public ClusterTrustBundleSource {
- public:
-  base::Result<std::string> GetTrustBundle(const kube::ClusterTrustBundleProjection& p) override {
-    return "PEM:" + p.name.value_or(p.signer_name.value_or(""));
-  }
-};
-
 kube::Pod TestPod() {
   kube::Pod pod;
   pod.metadata.name = "web-0";
@@ -93,12 +86,10 @@ class ProjectedPluginTest : public ::testing::Test {
     objects_.Add(s);
     host_.objects = &objects_;
     host_.tokens = &tokens_;
-    host_.trust_bundles = &bundles_;
   }
 
   FakeObjectLookup objects_;
   FakeTokens tokens_;
-  FakeBundles bundles_;
   VolumeHost host_;
   ProjectedPlugin plugin_;
 };
@@ -154,19 +145,16 @@ TEST_F(ProjectedPluginTest, PayloadVectors) {
        Projected({TokenSource("token", "vault")}),
        {{"token", {"token-for-web-0-vault", 0644, {}}}},
        nullptr},
-      {"token_error", Projected({TokenSource("token", "fail")}), {}, "token request failed"},
-      {"bundle_by_name",
-       Projected({BundleSource("ca.pem", "root")}, 0600),
-       {{"ca.pem", {"PEM:root", 0600, {}}}},
-       nullptr},
-      {"bundle_by_signer",
-       Projected({BundleSource("ca.pem", std::nullopt, "example.com/s")}),
-       {{"ca.pem", {"PEM:example.com/s", 0644, {}}}},
-       nullptr},
-      {"bundle_without_name_or_signer",
-       Projected({BundleSource("ca.pem", std::nullopt)}),
+      {"token_error",
+       Projected({TokenSource("token", "fail")}),
        {},
-       "ClusterTrustBundle projection requires either name or signerName to be set"},
+       "serviceAccountToken source (path \"token\"): token request failed"},
+      {"bundle",
+       Projected({CmSource("app-config", {{"a", "a", {}}}), BundleSource("ca.pem", "root")}),
+       {},
+       "clusterTrustBundle source (path \"ca.pem\") is not supported by volumemanager: only the "
+       "kubelet can produce it, so the volume can be set up only on a node whose kubelet owns the "
+       "pod's volumes (--volume-ownership kubelet)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -183,8 +171,8 @@ TEST_F(ProjectedPluginTest, PayloadVectors) {
 
 TEST_F(ProjectedPluginTest, CredentialModesFollowFsUserAndFsGroup) {
   // §4.7: SA token 0644 by default; fsUser 1000 -> 0600 owned by 1000; fsGroup -> 0600.
-  const kube::Volume v = Projected({TokenSource("token"), BundleSource("ca.pem", "root"),
-                                    CmSource("app-config", {{"a", "a", {}}})});
+  const kube::Volume v =
+      Projected({TokenSource("token"), CmSource("app-config", {{"a", "a", {}}})});
   kube::Pod plain = TestPod();
   auto p0 = plugin_.BuildPayload(plain, v, host_);
   ASSERT_TRUE(p0.ok());
@@ -196,7 +184,6 @@ TEST_F(ProjectedPluginTest, CredentialModesFollowFsUserAndFsGroup) {
   auto p1 = plugin_.BuildPayload(fs_user, v, host_);
   ASSERT_TRUE(p1.ok());
   EXPECT_EQ(p1->at("token"), (atomicwriter::FileProjection{"token-for-web-0-", 0600, 1000}));
-  EXPECT_EQ(p1->at("ca.pem"), (atomicwriter::FileProjection{"PEM:root", 0600, 1000}));
   EXPECT_EQ(p1->at("a"), (atomicwriter::FileProjection{"config-a", 0644, std::nullopt}));
 
   kube::Pod fs_group = TestPod();
@@ -220,21 +207,26 @@ TEST_F(ProjectedPluginTest, EffectiveRunAsUser) {
   EXPECT_EQ(EffectiveRunAsUser(pod), 2000);  // container settings override the pod's
 }
 
-TEST_F(ProjectedPluginTest, MissingSourcesNameThemselves) {
+TEST_F(ProjectedPluginTest, SourcesItCannotProduceNameThemselvesAndWhy) {
   VolumeHost bare;
   bare.objects = &objects_;
-  auto payload = plugin_.BuildPayload(
-      TestPod(), Projected({TokenSource("token"), BundleSource("ca.pem", "root")}), bare);
+  kube::VolumeProjection certificate;
+  certificate.unsupported_kind = "podCertificate";
+  kube::VolumeProjection newer;
+  newer.unsupported_kind = "fancyNewSource";
+  auto payload = plugin_.BuildPayload(TestPod(),
+                                      Projected({TokenSource("token"), CmSource("app-config"),
+                                                 certificate, newer, kube::VolumeProjection{}}),
+                                      bare);
   ASSERT_FALSE(payload.ok());
+  const std::string why =
+      " is not supported by volumemanager: only the kubelet can produce it, so the volume can be "
+      "set up only on a node whose kubelet owns the pod's volumes (--volume-ownership kubelet)";
   EXPECT_EQ(payload.status().message(),
             "[serviceAccountToken source (path \"token\"): no token source configured; service "
-            "account tokens need an API server, clusterTrustBundle source (path \"ca.pem\"): no "
-            "trust bundle source configured; cluster trust bundles need an API server]");
-
-  kube::VolumeProjection unknown;
-  unknown.unsupported_kind = "podCertificate";
-  auto unsupported = plugin_.BuildPayload(TestPod(), Projected({unknown}), host_);
-  EXPECT_EQ(unsupported.status().message(), "projected source podCertificate is not supported");
+            "account tokens need an API server (cluster mode), podCertificate source" +
+                why + ", fancyNewSource source" + why + ", projected source with no kind" + why +
+                "]");
 }
 
 TEST_F(ProjectedPluginTest, ReferencesAndPodDependence) {
@@ -245,6 +237,19 @@ TEST_F(ProjectedPluginTest, ReferencesAndPodDependence) {
                                     {ObjectKind::kSecret, "shop", "web-tls"}}));
   EXPECT_FALSE(plugin_.DependsOnPod(v));
   EXPECT_TRUE(plugin_.DependsOnPod(Projected({DownwardSource("n", "metadata.name")})));
+  // Tokens: one per audience and expiry (two paths of one token share it), bound to the pod.
+  kube::Pod pod = TestPod();
+  pod.metadata.uid = "uid-1";
+  pod.spec.service_account_name = "web";
+  const auto tokens =
+      plugin_.ReferencedTokens(pod, Projected({TokenSource("a", "vault"), CmSource("app-config"),
+                                               TokenSource("b", "vault"), TokenSource("c")}));
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_EQ(tokens[0], (kube::TokenRef{"shop", "web", "vault", 3600, "web-0", "uid-1"}));
+  EXPECT_EQ(tokens[1].audience, "");
+  EXPECT_EQ(tokens[0].ToString(),
+            "service account \"shop/web\" (pod shop/web-0, audience \"vault\", 3600 s)");
+  EXPECT_TRUE(plugin_.ReferencedTokens(pod, Projected({CmSource("app-config")})).empty());
   EXPECT_EQ(plugin_.EscapedName(), "kubernetes.io~projected");
 }
 
@@ -278,11 +283,22 @@ TEST_F(ProjectedPluginTest, BesideTheKubeletDownwardItemsAreCarriedOverFromTheLi
             std::string::npos);
 }
 
-TEST_F(ProjectedPluginTest, VolumesWithTokenOrTrustBundleSourcesAreTheKubeletsOnly) {
-  EXPECT_FALSE(plugin_.KubeletOnly(
-      Projected({CmSource("app-config"), DownwardSource("labels", "metadata.labels")})));
-  EXPECT_TRUE(plugin_.KubeletOnly(Projected({CmSource("app-config"), TokenSource("token")})));
-  EXPECT_TRUE(plugin_.KubeletOnly(Projected({BundleSource("ca.pem", "bundle")})));
+TEST_F(ProjectedPluginTest, VolumesWithSourcesOtherThanObjectsAndDownwardItemsAreTheKubeletsOnly) {
+  EXPECT_FALSE(plugin_.KubeletOnly(Projected({CmSource("app-config"), SecretSource("web-tls"),
+                                              DownwardSource("labels", "metadata.labels")})));
+  EXPECT_EQ(plugin_.KubeletOnlyReason(Projected({CmSource("app-config"), TokenSource("token")})),
+            "projected sources only the kubelet produces: serviceAccountToken");
+  EXPECT_EQ(plugin_.KubeletOnlyReason(Projected({BundleSource("ca.pem", "bundle")})),
+            "projected sources only the kubelet produces: clusterTrustBundle");
+  // A kind this code does not know (a newer API's) is the kubelet's too, never a failure beside it.
+  kube::VolumeProjection certificate;
+  certificate.unsupported_kind = "podCertificate";
+  kube::VolumeProjection newer;
+  newer.unsupported_kind = "fancyNewSource";
+  EXPECT_EQ(plugin_.KubeletOnlyReason(Projected(
+                {TokenSource("a"), certificate, TokenSource("b"), newer, CmSource("app-config")})),
+            "projected sources only the kubelet produces: serviceAccountToken, podCertificate, "
+            "fancyNewSource");
 }
 
 }  // namespace

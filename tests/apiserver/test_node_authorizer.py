@@ -274,7 +274,7 @@ def test_self_subject_review_names_the_caller(server):
     groups = [g["name"] for g in server.request("GET", "/apis")[1]["groups"]]
     assert "authentication.k8s.io" in groups
     resources = server.request("GET", "/apis/authentication.k8s.io/v1")[1]["resources"]
-    assert [r["name"] for r in resources] == ["selfsubjectreviews"]
+    assert [r["name"] for r in resources] == ["selfsubjectreviews", "tokenreviews"]
 
 
 def test_node_client_certificate_is_a_node_identity():

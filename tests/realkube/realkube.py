@@ -16,7 +16,10 @@ cannot do: a test that needs them says so with the `test_server_only` mark.
 
 Set-up as on a cluster: `--authorization-mode=Node,RBAC`, NodeRestriction, client certificates
 and a static token file for identities, ServiceAccount admission off (no controller-manager runs
-to create tokens: the tier's pods do not mount one), the `default` namespace created by the server
+to create tokens: the tier's pods do not mount one) unless `bound_token_volumes` turns it on
+(with 1.20's BoundServiceAccountTokenVolume feature, which the server always runs with, every pod
+then mounts a bound token volume, as on 1.21+), a service-account issuer and its keys
+(TokenRequest), the `default` namespace created by the server
 and any other one on first use by `ensure_namespace` (which `request` calls for a create).
 Everything lives under the given dir; the servers listen on 127.0.0.1 only and are killed at exit.
 """
@@ -75,10 +78,16 @@ class RealApiServer:
     __test__ = False
 
     def __init__(self, workdir, tokens=None, client_cert_user=None, extra_args=(),
-                 watch_cache_sizes=None):
+                 watch_cache_sizes=None, bound_token_volumes=False):
         """`tokens`: {token: (user, [groups])} for the static token file. `client_cert_user`:
         the CN of pki/client.crt (group system:nodes when it is a node's), as the test server's
-        --client-cert-user. `watch_cache_sizes`: e.g. "configmaps#10"."""
+        --client-cert-user. `watch_cache_sizes`: e.g. "configmaps#10". `bound_token_volumes`:
+        ServiceAccount admission on (the server always runs with the BoundServiceAccountTokenVolume
+        feature, alpha in 1.20): each pod created gets the standard `kube-api-access-<random>` projected volume
+        (a token of its service account, the `kube-root-ca.crt` ConfigMap's ca.crt, its
+        namespace), mounted in every container, as on 1.21 and later; the pod's service account
+        must exist (`create_service_account`) and nothing publishes `kube-root-ca.crt`
+        (`publish_root_ca`): no controller-manager runs."""
         missing = available()
         if missing:
             raise RuntimeError(missing)
@@ -88,6 +97,7 @@ class RealApiServer:
         self.client_cert_user = client_cert_user or "cert-user"
         self.extra_args = list(extra_args)
         self.watch_cache_sizes = watch_cache_sizes
+        self.bound_token_volumes = bound_token_volumes
         self.etcd = None
         self.proc = None
         self.host = "127.0.0.1"
@@ -196,8 +206,16 @@ class RealApiServer:
                 f"--client-ca-file={d / 'pki' / 'ca.crt'}",
                 f"--token-auth-file={d / 'tokens.csv'}",
                 "--authorization-mode=Node,RBAC",
-                "--enable-admission-plugins=NodeRestriction",
-                "--disable-admission-plugins=ServiceAccount",
+                *(["--enable-admission-plugins=NodeRestriction,ServiceAccount"]
+                  if self.bound_token_volumes else
+                  ["--enable-admission-plugins=NodeRestriction",
+                   "--disable-admission-plugins=ServiceAccount"]),
+                # Alpha in 1.20, on from 1.21: ServiceAccount admission then gives each pod the
+                # standard kube-api-access-<random> volume (kube-apiserver itself reads the gate
+                # nowhere else).
+                "--feature-gates=BoundServiceAccountTokenVolume=true",
+                # TokenRequest (and the bound token volume) needs an issuer and both keys; the
+                # keys are made for each server (_make_pki).
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={d / 'pki' / 'sa.pub'}",
                 f"--service-account-signing-key-file={d / 'pki' / 'sa.key'}",
@@ -306,6 +324,27 @@ class RealApiServer:
             return status, json.loads(data)
         except ValueError:
             return status, data.decode("utf-8", "replace")
+
+    def create_service_account(self, name, namespace="default"):
+        """A ServiceAccount (the controller-manager's job on a cluster; none runs here)."""
+        status, body = self.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                                    {"apiVersion": "v1", "kind": "ServiceAccount",
+                                     "metadata": {"name": name, "namespace": namespace}})
+        if status not in (201, 409):
+            raise RuntimeError(f"creating service account {namespace}/{name}: {status} {body}")
+
+    def publish_root_ca(self, namespace="default"):
+        """The `kube-root-ca.crt` ConfigMap the controller-manager's root CA publisher puts in
+        every namespace (the CA a pod verifies the API server with); returns the CA."""
+        ca = Path(self.ca_file).read_text()
+        status, body = self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                                    {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": "kube-root-ca.crt",
+                                                  "namespace": namespace},
+                                     "data": {"ca.crt": ca}})
+        if status not in (201, 409):
+            raise RuntimeError(f"publishing kube-root-ca.crt in {namespace}: {status} {body}")
+        return ca
 
     def ensure_namespace(self, name):
         if name in self._namespaces:

@@ -15,6 +15,8 @@ NodeRestriction plugin enabled and the AuthorizeNodeWithSelectors feature on (it
   object that a pod bound to the node references (volumes, projected sources, env, envFrom,
   imagePullSecrets, the secretRef of the volume plugins that take one);
 * events (core/v1): create, update, patch (the node's static rules);
+* serviceaccounts/token: create, for a service account that a pod bound to the node runs as
+  (spec.serviceAccountName); NodeRestriction's checks of the request are in tokens.py;
 * leases: get, create, update, patch, delete in `kube-node-lease`, of the Lease named as the node
   (the name of a created Lease is checked by NodeRestriction);
 * anything else: no opinion, which the server answers with kube-apiserver's 403 (the reason the
@@ -139,6 +141,18 @@ class NodeAuthorizer:
         if res.name == "pods" and subresource == "status":
             # The node's rules: update and patch, narrowed by NodeRestriction (admit).
             return ALLOW if verb in ("update", "patch") else _deny()
+        if res.name == "serviceaccounts":
+            # Tokens for the service accounts its pods run as; NodeRestriction (tokens.py) then
+            # wants them bound to such a pod, with its UID.
+            if verb != "create" or not name:
+                return _deny("can only create tokens for individual service accounts")
+            if subresource != "token":
+                return _deny("can only create token subresource of serviceaccount")
+            for pod in self._pods_on(node):
+                if pod["metadata"].get("namespace") == namespace and \
+                        (pod.get("spec") or {}).get("serviceAccountName") == name:
+                    return ALLOW
+            return _deny(f"no relationship found between node '{node}' and this object")
         if subresource is not None:
             return _deny()
         if res.name in ("secrets", "configmaps"):

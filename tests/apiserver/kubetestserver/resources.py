@@ -15,7 +15,8 @@ from .status import ApiError, bad_request, invalid
 
 
 class Resource:
-    def __init__(self, name, singular, kind, group, verbs, short_names=(), subresources=None):
+    def __init__(self, name, singular, kind, group, verbs, short_names=(), subresources=None,
+                 subresource_kinds=None):
         self.name = name
         self.singular = singular
         self.kind = kind
@@ -25,6 +26,8 @@ class Resource:
         self.verbs = verbs
         self.short_names = list(short_names)
         self.subresources = subresources or {}  # name -> verbs
+        # name -> (kind, group, version) of a subresource whose kind is not the resource's
+        self.subresource_kinds = subresource_kinds or {}
 
     def discovery(self):
         """This resource's entries of its APIResourceList: itself, then each subresource."""
@@ -32,9 +35,15 @@ class Resource:
                  "kind": self.kind, "verbs": self.verbs}
         if self.short_names:
             entry["shortNames"] = self.short_names
-        return [entry] + [{"name": f"{self.name}/{sub}", "singularName": "", "namespaced": True,
-                           "kind": self.kind, "verbs": verbs}
-                          for sub, verbs in self.subresources.items()]
+        subs = []
+        for sub, verbs in self.subresources.items():
+            sub_entry = {"name": f"{self.name}/{sub}", "singularName": "", "namespaced": True,
+                         "kind": self.kind, "verbs": verbs}
+            if sub in self.subresource_kinds:
+                kind, group, version = self.subresource_kinds[sub]
+                sub_entry.update({"kind": kind, "group": group, "version": version})
+            subs.append(sub_entry)
+        return [entry] + subs
 
 
 _ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -46,6 +55,10 @@ RESOURCES = {
     "secrets": Resource("secrets", "secret", "Secret", "", _ALL_VERBS),
     "events": Resource("events", "event", "Event", "", _ALL_VERBS, ["ev"]),
     "leases": Resource("leases", "lease", "Lease", "coordination.k8s.io", _ALL_VERBS),
+    # Only as what TokenRequest needs: the account must exist (tokens.py).
+    "serviceaccounts": Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "",
+                                _ALL_VERBS, ["sa"], {"token": ["create"]},
+                                {"token": ("TokenRequest", "authentication.k8s.io", "v1")}),
 }
 
 MAX_DATA_BYTES = 1 << 20

@@ -26,6 +26,7 @@ from .node_authorizer import NodeAuthorizer, node_name
 from .resources import RESOURCES, check_body_kind
 from .selectors import FieldSelector, LabelSelector
 from .store import Store, Watcher
+from .tokens import TokenIssuer
 
 MAX_BODY = 3 << 20
 GZIP_MIN = 128 << 10
@@ -46,6 +47,9 @@ DEFAULT_SETTINGS = {
     "too_large_wait": 3.0,            # seconds a get/list at a future RV waits before its 504
     "history_max_events": 100000,
     "history_max_age": 300.0,
+    # TokenRequest's cap on spec.expirationSeconds (kube-apiserver's
+    # --service-account-max-token-expiration; 0: none): a few seconds renews tokens in a test.
+    "token_max_expiration_seconds": 0,
 }
 
 
@@ -411,6 +415,7 @@ class ApiServer:
         self.acl = {}
         self.token_groups = {}     # token -> groups (/_admin/tokens); none: no groups
         self.node_authorizer = NodeAuthorizer(self.store)
+        self.token_issuer = TokenIssuer(self.store, self.settings)
         self.path_prefix = path_prefix.rstrip("/")
         self.requests = []
         self.connections_total = 0
@@ -534,9 +539,13 @@ class ApiServer:
     def authenticate(self, conn, request):
         auth = request.headers.get("authorization", "")
         if auth.startswith("Bearer "):
-            user = self.tokens.get(auth[len("Bearer "):].strip())
+            token = auth[len("Bearer "):].strip()
+            user = self.tokens.get(token)
             if user:
                 return user
+            account = self.token_issuer.authenticate(token)
+            if account is not None:
+                return account[0]
             raise st.ApiError(401, "Unauthorized", "Unauthorized")
         if conn.cert_user:
             self.check_cert_validity(conn)
@@ -548,7 +557,11 @@ class ApiServer:
         client certificate's O values; every user is also in system:authenticated."""
         auth = request.headers.get("authorization", "")
         if auth.startswith("Bearer "):
-            groups = list(self.token_groups.get(auth[len("Bearer "):].strip(), ()))
+            token = auth[len("Bearer "):].strip()
+            groups = list(self.token_groups.get(token, ()))
+            if token not in self.tokens:
+                account = self.token_issuer.authenticate(token)
+                groups = list(account[1]) if account is not None else []
         else:
             groups = list(conn.cert_groups)
         return groups + ["system:authenticated"]
@@ -625,6 +638,8 @@ class ApiServer:
                 return 200, discovery
         if parts == ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]:
             return self.self_subject_review(conn, request)
+        if parts == ["apis", "authentication.k8s.io", "v1", "tokenreviews"]:
+            return self.token_review(conn, request)
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis" and parts[1] == "coordination.k8s.io" \
@@ -647,7 +662,10 @@ class ApiServer:
 
         method = request.method
         if subresource is not None:
-            verb = {"GET": "get", "PUT": "update", "PATCH": "patch"}.get(method)
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch",
+                    "POST": "create"}.get(method)
+            if verb not in res.subresources[subresource]:
+                verb = None
             if verb is None:
                 raise st.ApiError(405, "the server does not allow this method on the requested "
                                   "resource", "MethodNotAllowed")
@@ -690,6 +708,10 @@ class ApiServer:
             if fault.status:
                 self.raise_fault_status(fault, res, name)
 
+        if res.name == "serviceaccounts" and subresource == "token":
+            body = self._json_body(request)
+            return 201, self.token_issuer.create(node_name(request.user, request.groups),
+                                                 namespace, name, body)
         if verb == "get":
             await self.wait_for_revision(request.query.get("resourceVersion"))
             return 200, self.store.get(res.name, namespace, name)
@@ -726,6 +748,32 @@ class ApiServer:
                                              allow_create=res.name == "leases")
             return (201 if created else 200), obj
         raise AssertionError(verb)
+
+    def _json_body(self, request):
+        media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if media not in ("application/json", "*/*", ""):
+            raise st.ApiError(415, 'the body of the request was in an unknown format - accepted '
+                              'media types include: application/json, application/yaml',
+                              "UnsupportedMediaType")
+        try:
+            return json.loads(request.body or b"null")
+        except ValueError:
+            raise st.bad_request("the body of the request was in an unknown format") from None
+
+    def token_review(self, conn, request):
+        """POST /apis/authentication.k8s.io/v1/tokenreviews (tokens.py). Authorized as
+        `create` of `tokenreviews` (cluster scope): a node may not; a user with an ACL needs a
+        rule for it."""
+        if request.method != "POST":
+            raise st.ApiError(405, "the server does not allow this method on the requested "
+                              "resource", "MethodNotAllowed")
+        self._count_verb(conn, "create")
+        node = node_name(request.user, request.groups)
+        if node is not None or (request.user in self.acl and not self._acl_allows(
+                request.user, "create", _TokenReviews, None, None)):
+            raise st.forbidden(request.user, "create", "tokenreviews", "authentication.k8s.io",
+                               None, None)
+        return 201, self.token_issuer.review(self._json_body(request))
 
     def self_subject_review(self, conn, request):
         """POST /apis/authentication.k8s.io/v1/selfsubjectreviews: who the caller is (GA in
@@ -816,7 +864,10 @@ class ApiServer:
                     "groupVersion": "authentication.k8s.io/v1",
                     "resources": [{"name": "selfsubjectreviews", "singularName":
                                    "selfsubjectreview", "namespaced": False,
-                                   "kind": "SelfSubjectReview", "verbs": ["create"]}]}
+                                   "kind": "SelfSubjectReview", "verbs": ["create"]},
+                                  {"name": "tokenreviews", "singularName": "tokenreview",
+                                   "namespaced": False, "kind": "TokenReview",
+                                   "verbs": ["create"]}]}
         if parts == ["api", "v1"]:
             return {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 entry for r in RESOURCES.values() if not r.group for entry in r.discovery()]}
@@ -1322,3 +1373,9 @@ class _RawResponse(Exception):
         self.body = body
         self.content_type = content_type
         self.headers = headers
+
+
+class _TokenReviews:
+    """tokenreviews as ACL rules name it (not in RESOURCES: cluster-scoped, create only)."""
+    name = "tokenreviews"
+    group = "authentication.k8s.io"
