@@ -155,6 +155,15 @@ size_t HttpServer::evicted() const {
   return evicted_;
 }
 
+size_t HttpServer::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Connection& c : connections_) {
+    if (!c.done && !c.evicted && c.fd >= 0 && c.wait == Wait::kIdle) ++n;
+  }
+  return n;
+}
+
 void HttpServer::AcceptLoop() {
   std::vector<pollfd> fds;
   for (const ListenerState& l : listeners_) fds.push_back({l.fd, POLLIN, 0});

@@ -95,6 +95,9 @@ class HttpServer {
   size_t refused() const;
   // Connections closed to make room for a new one (for tests and logs).
   size_t evicted() const;
+  // Connections waiting for their next request (for tests: a connection is marked idle after
+  // its answer is sent, so a client may read the answer before).
+  size_t idle() const;
 
  private:
   using Clock = std::chrono::steady_clock;

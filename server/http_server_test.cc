@@ -146,10 +146,22 @@ class HttpServerTest : public ::testing::Test {
   // `n` connections to `bound`, each having had one request answered: idle keep-alive ones.
   std::vector<std::unique_ptr<Client>> IdleKeepAlive(const std::string& bound, int n) {
     std::vector<std::unique_ptr<Client>> out;
+    const size_t before = server_->idle();
+    const size_t evicted_before = server_->evicted();
     for (int i = 0; i < n; ++i) {
       auto c = std::make_unique<Client>(bound);
       c->Send("GET /idle HTTP/1.1\r\n\r\n");
       EXPECT_EQ(c->Read().status, 200);
+      // Marked idle by the server before the next one comes, so "idle longest" is the order of
+      // the clients (one evicted to make room for it is no longer idle).
+      const auto expected = [&] {
+        return before + static_cast<size_t>(i) + 1 - (server_->evicted() - evicted_before);
+      };
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (server_->idle() < expected() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_EQ(server_->idle(), expected()) << "connection " << i;
       out.push_back(std::move(c));
     }
     return out;
