@@ -264,19 +264,21 @@ void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
   SchedulePassSoon();
 }
 
+bool VolumeManager::MarkInputChanged(const VolumeKey& key, SteadyTime now) {
+  // What a failed attempt read has changed: the volume may try again at once rather than at the
+  // end of its backoff (an object created after its pod mounts within a pass of its creation).
+  executor_.RetryNow(key);
+  if (asw_.MarkRemountRequired(key, now)) return true;
+  if (asw_.Find(key) != nullptr) return false;
+  reconciler_.Poke(key);  // not mounted yet: its first mount is looked at again
+  return true;
+}
+
 void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
   const SteadyTime now = std::chrono::steady_clock::now();
   int marked = 0;
   for (const VolumeKey& key : dsw_.VolumesReading(object)) {
-    // What a failed attempt read has changed: the volume may try again at once rather than at the
-    // end of its backoff (an object created after its pod mounts within a pass of its creation).
-    executor_.RetryNow(key);
-    if (asw_.MarkRemountRequired(key, now)) {
-      ++marked;
-    } else if (asw_.Find(key) == nullptr) {
-      reconciler_.Poke(key);
-      ++marked;
-    }
+    if (MarkInputChanged(key, now)) ++marked;
   }
   logging::Debug("Object changed: volumes marked for remount",
                  {{"object", logging::KRef(object)}, {"volumes", marked}});
@@ -291,14 +293,7 @@ void VolumeManager::OnTokenChanged(const kube::TokenRef& token) {
     if (d == nullptr || std::find(d->tokens.begin(), d->tokens.end(), token) == d->tokens.end()) {
       continue;
     }
-    // As for an object change: a volume backing off after a failed attempt tries again at once.
-    executor_.RetryNow(key);
-    if (asw_.MarkRemountRequired(key, now)) {
-      ++marked;
-    } else if (asw_.Find(key) == nullptr) {
-      reconciler_.Poke(key);
-      ++marked;
-    }
+    if (MarkInputChanged(key, now)) ++marked;
   }
   logging::Debug("Service account token changed: volumes marked for remount",
                  {{"pod", logging::KObj(token.namespace_, token.pod_name)},

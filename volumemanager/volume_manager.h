@@ -166,6 +166,9 @@ class VolumeManager : private ReloadHost {
   const ReloadController& reload() const { return *reload_; }
 
  private:
+  // An input of the volume changed (an object, a token): retry a failing one at once, and mark
+  // it for remount (or look at its first mount again). Whether anything was marked.
+  bool MarkInputChanged(const VolumeKey& key, SteadyTime now);
   struct ScanWork;
   struct OrphanWork;
 
