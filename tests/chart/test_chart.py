@@ -569,12 +569,12 @@ def test_user_metadata_scheduling_and_image():
     assert c["image"] == ("registry.example.com/volumemanager@sha256:"
                           "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
     assert c["securityContext"]["seLinuxOptions"] == {"type": "spc_t"}
-    # The default tag is the chart's appVersion, which is the version `make image` tags.
+    # The default tag is the chart's appVersion, which is the version `make image` tags: the
+    # file VERSION's (tests/release checks the chart's version and appVersion against it too).
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    project = re.search(r"^project\(volumemanager VERSION ([0-9.]+)",
-                        (REPO / "CMakeLists.txt").read_text(), re.M).group(1)
-    assert chart["appVersion"] == project
-    assert container(render())["image"] == f"volumemanager:{project}"
+    version = (REPO / "VERSION").read_text().strip()
+    assert chart["appVersion"] == version
+    assert container(render())["image"] == f"volumemanager:{version}"
 
 
 def test_readme_lists_every_value():
