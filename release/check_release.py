@@ -116,18 +116,18 @@ def check(version, binary=None, image=None, chart=None, revision=None, changelog
             compare(f"{chart}: appVersion", meta.get("appVersion"))
             # An empty image.tag means appVersion: the image the chart installs is this release's.
             compare(f"{chart}: default image tag", values["image"]["tag"] or meta.get("appVersion"))
+    def found(document, line, missing):
+        if line:
+            lines.append(f"ok {document}: {line}")
+        else:
+            problems.append(f"{document} {missing}")
+
     if changelog is not None:
-        heading = changelog_section(changelog, version)
-        if heading:
-            lines.append(f"ok {changelog}: {heading}")
-        else:
-            problems.append(f"{changelog} has no section '## {version}' saying what it changes")
+        found(changelog, changelog_section(changelog, version),
+              f"has no section '## {version}' saying what it changes")
     if security is not None:
-        row = security_line(security, version)
-        if row:
-            lines.append(f"ok {security}: {row}")
-        else:
-            problems.append(f"{security} does not list {version}'s release line as supported")
+        found(security, security_line(security, version),
+              f"does not list {version}'s release line as supported")
     return lines, problems
 
 
