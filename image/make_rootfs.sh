@@ -2,9 +2,9 @@
 # Builds the image's root filesystem in ROOTFS from Debian packages only: the packages that hold
 # the libraries BINARY loads (runtime_packages.sh), downloaded with apt-get into DEBS and unpacked
 # with dpkg-deb, plus the binary itself (debug info stripped), a few files in /etc, and the licence
-# notes (each package's /usr/share/doc/<package>/copyright comes with it; a list of the packages
-# and their versions goes to /usr/share/doc/volumemanager/). No shell, no package manager: nothing
-# runs in the container but the daemon.
+# notes (each package's /usr/share/doc/<package>/copyright comes with it; the daemon's own LICENSE
+# and NOTICE, and a list of the packages and their versions, go to /usr/share/doc/volumemanager/).
+# No shell, no package manager: nothing runs in the container but the daemon.
 # Usage: image/make_rootfs.sh BINARY ROOTFS DEBS
 set -euo pipefail
 binary=${1:?usage: make_rootfs.sh BINARY ROOTFS DEBS}
@@ -59,6 +59,7 @@ printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/no
   > "$rootfs/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$rootfs/etc/group"
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$rootfs/etc/nsswitch.conf"
+install -m 0644 "$here/../LICENSE" "$here/../NOTICE" "$rootfs/usr/share/doc/volumemanager/"
 {
   echo "volumemanager image: the daemon and the Debian 12 packages below, unpacked unchanged."
   echo "Each package's licence is in /usr/share/doc/<package>/copyright."

@@ -458,10 +458,15 @@ def test_node_credentials_mounts_are_read_only_at_the_host_paths(values_file):
         assert "mountPropagation" not in mount, name
         # At the path the kubeconfig names: the same as on the node.
         assert mount["mountPath"] == paths[name]["path"], name
-    # The certificate dir is a directory (a rotated kubelet-client-current.pem is a new file).
-    assert paths["kubelet-certificates"] == {"path": values["certificateDir"], "type": "Directory"}
+    # The certificate dir is a directory (a rotated kubelet-client-current.pem is a new file);
+    # "" mounts none (k3s, RKE2: the client pair as files).
+    cert_dir = values["certificateDir"]
+    if cert_dir:
+        assert paths["kubelet-certificates"] == {"path": cert_dir, "type": "Directory"}
+    else:
+        assert "kubelet-certificates" not in paths
     kubeconfig = values["kubeconfig"]
-    if kubeconfig.startswith(values["certificateDir"] + "/"):
+    if cert_dir and kubeconfig.startswith(cert_dir + "/"):
         assert "kubelet-kubeconfig" not in paths  # seen through the directory's mount
     else:
         assert paths["kubelet-kubeconfig"] == {"path": kubeconfig, "type": "File"}
@@ -472,6 +477,25 @@ def test_node_credentials_mounts_are_read_only_at_the_host_paths(values_file):
     for p in paths.values():
         assert not "/etc/kubernetes/pki/".startswith(p["path"] + "/"), p
         assert not "/var/lib/kubelet/".startswith(p["path"] + "/"), p
+
+
+@pytest.mark.parametrize("values_file,agent", [("node-k3s.yaml", "/var/lib/rancher/k3s/agent"),
+                                               ("node-rke2.yaml", "/var/lib/rancher/rke2/agent")])
+def test_node_credentials_on_k3s_and_rke2_mount_the_client_pair_only(values_file, agent):
+    # The agent dir also holds kube-proxy's and the k3s controller's client keys, the kubelet's
+    # serving key and containerd's state: only the four files the kubelet's kubeconfig uses are
+    # mounted, each a file (the agent rewrites them in place), nothing else from the node but
+    # pods/ and the state dir.
+    objects = render(values_file)
+    files = {n: p for n, p in host_paths(objects).items() if n not in ("kubelet-pods", "state")}
+    assert sorted(files.values(), key=lambda p: p["path"]) == [
+        {"path": f"{agent}/{name}", "type": "File"}
+        for name in ("client-kubelet.crt", "client-kubelet.key", "kubelet.kubeconfig",
+                     "server-ca.crt")]
+    mounts = sorted(m["mountPath"] for m in container(objects)["volumeMounts"]
+                    if m["name"] in files)
+    assert mounts == sorted(p["path"] for p in files.values())
+    assert f"--kubeconfig={agent}/kubelet.kubeconfig" in container(objects)["args"]
 
 
 def test_node_credentials_on_k3s_use_the_host_network_without_surge():
@@ -545,12 +569,12 @@ def test_user_metadata_scheduling_and_image():
     assert c["image"] == ("registry.example.com/volumemanager@sha256:"
                           "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
     assert c["securityContext"]["seLinuxOptions"] == {"type": "spc_t"}
-    # The default tag is the chart's appVersion, which is the version `make image` tags.
+    # The default tag is the chart's appVersion, which is the version `make image` tags: the
+    # file VERSION's (tests/release checks the chart's version and appVersion against it too).
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    project = re.search(r"^project\(volumemanager VERSION ([0-9.]+)",
-                        (REPO / "CMakeLists.txt").read_text(), re.M).group(1)
-    assert chart["appVersion"] == project
-    assert container(render())["image"] == f"volumemanager:{project}"
+    version = (REPO / "VERSION").read_text().strip()
+    assert chart["appVersion"] == version
+    assert container(render())["image"] == f"volumemanager:{version}"
 
 
 def test_readme_lists_every_value():
@@ -754,6 +778,15 @@ BAD_VALUES = [
     ("the kubelet's root dir", ["--set", "credentials=node",
                                 "--set", "node.certificateDir=/var/lib/kubelet"],
      "would mount the kubelet's whole root dir"),
+    ("k3s' whole agent dir", ["--set", "credentials=node",
+                              "--set", "node.certificateDir=/var/lib/rancher/k3s/agent"],
+     "node.certificateDir /var/lib/rancher/k3s/agent would mount the k3s or RKE2 agent's data"),
+    ("all of /var/lib/rancher", ["--set", "credentials=node",
+                                 "--set", "node.certificateDir=/var/lib/rancher"],
+     "node.certificateDir /var/lib/rancher would mount the k3s or RKE2 agent's data"),
+    ("RKE2's agent dir", ["--set", "credentials=node",
+                          "--set", "node.certificateDir=/var/lib/rancher/rke2/agent/"],
+     "/node/certificateDir"),
     ("relative kubeconfig", ["--set", "credentials=node", "--set", "node.kubeconfig=kubelet.conf"],
      "/node/kubeconfig"),
     ("host network with surge", ["--set", "credentials=node", "--set", "node.hostNetwork=true"],

@@ -1,8 +1,8 @@
 """Tests of the OCI image `make image` builds: unpacked layer by layer as a container runtime
 would, its entrypoint run in a chroot of the root filesystem (no container can be started here).
 
-VM_IMAGE_ARCHIVE names the archive (`make image-test` and ctest set it); VM_VERSION the version
-the image must carry.
+VM_IMAGE_ARCHIVE names the archive (`make image-test` and ctest set it); the version it must carry
+is the file VERSION's.
 """
 import json
 import os
@@ -13,8 +13,10 @@ import tarfile
 
 import pytest
 
-ARCHIVE = pathlib.Path(os.environ.get("VM_IMAGE_ARCHIVE", "build/image/volumemanager.oci.tar"))
-VERSION = os.environ.get("VM_VERSION", "0.1.0")
+REPO = pathlib.Path(__file__).resolve().parents[2]
+VERSION = (REPO / "VERSION").read_text().strip()
+ARCHIVE = pathlib.Path(os.environ.get("VM_IMAGE_ARCHIVE",
+                                      REPO / "build" / "image" / f"volumemanager-{VERSION}.oci.tar"))
 
 
 def blob(oci, digest):
@@ -56,6 +58,7 @@ def test_entrypoint_runs_in_a_chroot_of_the_image(image):
     assert entrypoint == ["/usr/bin/volumemanager"]
     assert config["os"] == "linux"
     assert config["config"]["Labels"]["org.opencontainers.image.version"] == VERSION
+    assert config["config"]["Labels"]["org.opencontainers.image.licenses"] == "Apache-2.0"
     r = in_chroot(rootfs, *entrypoint, "--version")
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"volumemanager {VERSION}\n"
@@ -88,6 +91,10 @@ def test_only_the_daemon_and_its_packages_with_their_licences(image):
     assert "libc6" in packages and "libcurl4" in packages
     for p in packages:
         assert (rootfs / "usr/share/doc" / p / "copyright").is_file(), f"{p}: no licence notes"
+    # The daemon's own licence and notice, as the Apache License asks of a redistribution.
+    for name in ("LICENSE", "NOTICE"):
+        assert (rootfs / "usr/share/doc/volumemanager" / name).read_bytes() == \
+            (REPO / name).read_bytes(), name
     # Nothing to run but the daemon: no shell, no package manager.
     for absent in ("bin/sh", "usr/bin/sh", "usr/bin/bash", "usr/bin/dpkg", "usr/bin/apt-get"):
         assert not (rootfs / absent).exists(), absent

@@ -169,11 +169,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- fail "rbac.namespaces applies to credentials: serviceAccount only: with credentials: node the daemon reads what the Node authorizer grants the node (the objects of its own pods) and the chart creates no role" -}}
 {{- end -}}
 {{- $dir := .Values.node.certificateDir -}}
+{{- if $dir -}}
 {{- if hasPrefix (printf "%s/" $dir) "/etc/kubernetes/pki/" -}}
 {{- fail (printf "node.certificateDir %s would mount /etc/kubernetes/pki or more, which holds the cluster's CA and service-account keys on kubeadm control-plane nodes and /etc/kubernetes the admin kubeconfig: name the kubelet's certificate dir (its --cert-dir, /var/lib/kubelet/pki by default), and any single file the kubeconfig names outside it in node.extraFiles" $dir) -}}
 {{- end -}}
 {{- if hasPrefix (printf "%s/" $dir) (printf "%s/" .Values.kubeletRootDir) -}}
 {{- fail (printf "node.certificateDir %s would mount the kubelet's whole root dir %s or more: name its pki/ dir only" $dir .Values.kubeletRootDir) -}}
+{{- end -}}
+{{- range $agent := list "/var/lib/rancher/k3s/agent/" "/var/lib/rancher/rke2/agent/" -}}
+{{- if hasPrefix (printf "%s/" $dir) $agent -}}
+{{- fail (printf "node.certificateDir %s would mount the k3s or RKE2 agent's data dir %s or more, which also holds kube-proxy's and the agent controller's client keys, the kubelet's serving key and containerd's state: set node.certificateDir to \"\" and list the kubelet's client pair and CA (client-kubelet.crt, client-kubelet.key, server-ca.crt in that dir) in node.extraFiles; the agent rewrites them in place, so file mounts follow them (chart README, credentials: node)" $dir (trimSuffix "/" $agent)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.node.hostNetwork $surge -}}
 {{- fail "node.hostNetwork needs updateStrategy.rollingUpdate.maxSurge: 0 (and maxUnavailable: 1): in the node's network two daemons on one node would both bind healthzPort, so the surge pod could never start" -}}
