@@ -10,6 +10,10 @@
 #include "dynamicconfig/test_configs.h"
 #include "tests/support/test_loop.h"
 
+#ifndef VM_FORMATS_DIR
+#error "VM_FORMATS_DIR: the testdata/formats dir (CMakeLists.txt)"
+#endif
+
 namespace dynamicconfig {
 namespace {
 
@@ -170,10 +174,6 @@ TEST_F(StartupTest, CorruptCheckpointsFallBackWithAnError) {
   EXPECT_NE(bare.errors[0].find("last-known-good.json: corrupt"), std::string::npos);
   EXPECT_NE(bare.errors[1].find("using the file and flags alone"), std::string::npos);
 }
-
-#ifndef VM_FORMATS_DIR
-#error "VM_FORMATS_DIR: the testdata/formats dir (CMakeLists.txt)"
-#endif
 
 // The checkpoints of every format a release has written (testdata/formats/<version>/, written by
 // that release's CheckpointStore; testdata/formats/README.md), read by today's code: each record
