@@ -56,6 +56,21 @@ base::Result<std::optional<T>> Decoded(const std::string& path,
   }
 }
 
+// An error when `doc` is a checkpoint of a later format version than kVersion (a newer release
+// wrote it): not corrupt, and not this release's to set aside or replace.
+base::Status NewerFormat(const std::string& path, const nlohmann::json& doc) {
+  auto kind = doc.find("kind");
+  auto version = doc.find("version");
+  if (kind == doc.end() || *kind != kKind || version == doc.end() ||
+      !version->is_number_integer() || version->get<int64_t>() <= kVersion) {
+    return base::Status::OK();
+  }
+  return base::Status::Error(
+      path + ": dynamic config checkpoint format version " +
+      std::to_string(version->get<int64_t>()) + " is newer than this release reads (version " +
+      std::to_string(kVersion) + "): it was written by a newer release of volumemanager");
+}
+
 }  // namespace
 
 std::string Checkpoint::Describe() const {
@@ -91,6 +106,7 @@ base::Result<std::optional<nlohmann::json>> CheckpointStore::Load(const std::str
   if (doc.is_discarded() || !doc.is_object()) {
     return base::Status::Error(path + ": corrupt: not a JSON document");
   }
+  if (base::Status newer = NewerFormat(path, doc); !newer.ok()) return newer;
   auto kind = doc.find("kind");
   auto version = doc.find("version");
   auto digest = doc.find("sha256");
@@ -161,6 +177,23 @@ base::Status CheckpointStore::ClearAssigned() {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     return base::ErrnoError("remove", path, errno);
   return base::SyncDir(dir_);
+}
+
+base::Status CheckpointStore::RefuseNewerFormat() const {
+  for (const char* file : {kAssigned, kLastKnownGood, kRolledBack}) {
+    const std::string path = dir_ + "/" + file;
+    auto data = base::ReadWholeFile(path);
+    if (!data.ok()) continue;  // missing or unreadable: Load* says so
+    nlohmann::json doc = nlohmann::json::parse(*data, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) continue;  // corrupt: Load* says so
+    if (base::Status newer = NewerFormat(path, doc); !newer.ok()) {
+      return base::Status::Error(newer.message() + ". Refusing to start: the checkpoints in " +
+                                 dir_ +
+                                 ", the rest of the state dir and every volume are left as they "
+                                 "are; run the newer release again (docs/upgrades.md)");
+    }
+  }
+  return base::Status::OK();
 }
 
 base::Status CheckpointStore::SetAside(const std::string& file) {

@@ -13,7 +13,10 @@
 // Each file is one JSON document {"kind", "version", "sha256", "record"}, the digest over the
 // record's text; a file that does not parse, has another kind or version, or whose digest does
 // not match is corrupt: Load* returns an error naming the file, and SetAside moves it to
-// <name>.corrupt for inspection. Writes replace a file atomically and durably
+// <name>.corrupt for inspection. Except a later version (a newer release's checkpoint, after a
+// rollback): Load* and RefuseNewerFormat return an error naming the file and the version, and
+// the file is never set aside or replaced (docs/upgrades.md). Format versions: 1, the only one
+// written so far (fixtures in testdata/formats/). Writes replace a file atomically and durably
 // (base/durable_file.h). Blocking file I/O on small files, done at start and on a config change.
 // Not thread-safe.
 #ifndef VOLUMEMANAGER_DYNAMICCONFIG_CHECKPOINT_STORE_H_
@@ -77,6 +80,11 @@ class CheckpointStore {
   base::Status SaveRolledBack(const RolledBackRecord& record);
   // Removes assigned.json (no config assigned any more); a missing file is OK.
   base::Status ClearAssigned();
+
+  // An error naming the file and its format version when a checkpoint of a later format than
+  // this release's is present (a rollback): the daemon must then not start. Missing, unreadable
+  // or corrupt files are Load*'s to report.
+  base::Status RefuseNewerFormat() const;
 
   // Moves a corrupt file (kAssigned, ...) to <name>.corrupt; best effort, errors are returned
   // for the log.

@@ -7,6 +7,8 @@ base::Result<Startup> BeginStartup(CheckpointStore& store, int64_t now_unix, int
   const bool read_only = writes == StartupWrites::kNone;
   auto local = parse(std::nullopt);
   if (!local.ok()) return local.status();
+  // A newer release's checkpoint (a rollback) is neither used nor set aside: no start.
+  if (base::Status newer = store.RefuseNewerFormat(); !newer.ok()) return newer;
   Startup out;
   out.parsed = std::move(local).value();
   if (base::Status s = read_only ? base::Status::OK() : store.Init(); !s.ok()) {

@@ -12,6 +12,8 @@
 //    file and flags when there is none), which becomes the assigned one.
 //  * A corrupt checkpoint is set aside (<file>.corrupt) with an error: a corrupt assigned config
 //    falls back to the last known good one, a corrupt last known good one to the file and flags.
+//  * A checkpoint of a later format version (a newer release's, after a rollback) is an error:
+//    nothing is decided, written or set aside, and the daemon must not start.
 // Flags given on the command line win over any of them (daemon_config.h).
 #ifndef VOLUMEMANAGER_DYNAMICCONFIG_STARTUP_H_
 #define VOLUMEMANAGER_DYNAMICCONFIG_STARTUP_H_

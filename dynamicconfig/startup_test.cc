@@ -3,9 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <string>
 
+#include "base/durable_file.h"
 #include "dynamicconfig/test_configs.h"
 #include "tests/support/test_loop.h"
+
+#ifndef VM_FORMATS_DIR
+#error "VM_FORMATS_DIR: the testdata/formats dir (CMakeLists.txt)"
+#endif
 
 namespace dynamicconfig {
 namespace {
@@ -166,6 +173,92 @@ TEST_F(StartupTest, CorruptCheckpointsFallBackWithAnError) {
   ASSERT_EQ(bare.errors.size(), 2u);
   EXPECT_NE(bare.errors[0].find("last-known-good.json: corrupt"), std::string::npos);
   EXPECT_NE(bare.errors[1].find("using the file and flags alone"), std::string::npos);
+}
+
+// The checkpoints of every format a release has written (testdata/formats/<version>/, written by
+// that release's CheckpointStore; testdata/formats/README.md), read by today's code: each record
+// as it was saved, and a start decided from them.
+TEST_F(StartupTest, EveryCheckpointFormatEverWrittenIsReadAsSaved) {
+  for (const char* version : {"v1"}) {
+    SCOPED_TRACE(version);
+    std::filesystem::remove_all(store_.dir());
+    std::filesystem::create_directories(store_.dir());
+    for (const char* file : {CheckpointStore::kAssigned, CheckpointStore::kLastKnownGood,
+                             CheckpointStore::kRolledBack}) {
+      std::filesystem::copy_file(std::string(VM_FORMATS_DIR) + "/" + version + "/" + file,
+                                 store_.dir() + "/" + file);
+    }
+    auto assigned = store_.LoadAssigned();
+    ASSERT_TRUE(assigned.ok() && assigned->has_value()) << assigned.status().message();
+    const Checkpoint& trial = (*assigned)->checkpoint;
+    EXPECT_EQ(trial.Describe(),
+              "ConfigMap volumemanager/vm-config (uid 0f2e9c7a-41d3-4c55-9b1e-2d6a8f0c3b11, "
+              "resourceVersion 48502)");
+    EXPECT_EQ(trial.config, ConfigText("syncFrequency: 90s\nlogging: {format: json}\n"));
+    EXPECT_EQ((*assigned)->trial_started_unix, 1764460800);
+    EXPECT_EQ((*assigned)->starts, 2);
+    EXPECT_EQ((*assigned)->clean_exits, 1);
+    auto lkg = store_.LoadLastKnownGood();
+    ASSERT_TRUE(lkg.ok() && lkg->has_value()) << lkg.status().message();
+    EXPECT_EQ((*lkg)->resource_version, "48213");
+    EXPECT_EQ((*lkg)->config, ConfigText("syncFrequency: 2m\n"));
+    auto rolled_back = store_.LoadRolledBack();
+    ASSERT_TRUE(rolled_back.ok() && rolled_back->has_value()) << rolled_back.status().message();
+    EXPECT_EQ((*rolled_back)->checkpoint.name, "vm-config-node-7");
+    EXPECT_EQ((*rolled_back)->reason, "3 runs on it ended without a graceful stop");
+    // A start: the assigned config, on trial (one of its two runs failed), is run and counted.
+    Startup start = Begin(1764461000);
+    EXPECT_TRUE(start.errors.empty()) << start.errors[0];
+    ASSERT_TRUE(start.active);
+    EXPECT_TRUE(start.active->SameRevision(trial));
+    EXPECT_TRUE(start.on_trial());
+    EXPECT_EQ(SyncFrequency(start), std::chrono::seconds(90));
+    EXPECT_EQ((*store_.LoadAssigned())->starts, 3);
+  }
+}
+
+// A rollback: a checkpoint of a later format (a newer release's) is no corrupt file to set aside
+// and fall back from: the start is refused, naming the file and the version, and every file stays.
+TEST_F(StartupTest, ACheckpointOfALaterFormatRefusesTheStartAndStaysInPlace) {
+  for (const char* file : {CheckpointStore::kAssigned, CheckpointStore::kLastKnownGood,
+                           CheckpointStore::kRolledBack}) {
+    SCOPED_TRACE(file);
+    std::filesystem::remove_all(store_.dir());
+    std::filesystem::create_directories(store_.dir());
+    std::map<std::string, std::string> before;
+    for (const char* f : {CheckpointStore::kAssigned, CheckpointStore::kLastKnownGood,
+                          CheckpointStore::kRolledBack}) {
+      std::string text = *base::ReadWholeFile(std::string(VM_FORMATS_DIR) + "/v1/" + f);
+      // The next format, its record and digest as they are (a later one may change both).
+      if (std::string(f) == file) text.replace(text.find("\"version\":1"), 11, "\"version\":2");
+      vmtest::WriteFile(store_.dir() + "/" + f, text);
+      before[f] = text;
+    }
+    const std::string path = store_.dir() + "/" + file;
+    const std::string said =
+        path +
+        ": dynamic config checkpoint format version 2 is newer than this release reads "
+        "(version 1)";
+    base::Status refused = store_.RefuseNewerFormat();
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find(said), std::string::npos) << refused.message();
+    EXPECT_NE(refused.message().find("Refusing to start"), std::string::npos) << refused.message();
+    for (StartupWrites writes : {StartupWrites::kNone, StartupWrites::kAll}) {
+      auto start = BeginStartup(store_, 1764461000, kMaxFailedStarts, parse_, writes);
+      ASSERT_FALSE(start.ok()) << "started on a newer release's checkpoints";
+      EXPECT_NE(start.status().message().find(said), std::string::npos) << start.status().message();
+    }
+    std::map<std::string, std::string> after;
+    for (const auto& e : std::filesystem::directory_iterator(store_.dir())) {
+      after[e.path().filename()] = *base::ReadWholeFile(e.path().string());
+    }
+    EXPECT_EQ(after, before) << "a checkpoint was changed, set aside or written";
+  }
+  // Today's format: no refusal.
+  std::filesystem::remove_all(store_.dir());
+  ASSERT_TRUE(store_.Init().ok());
+  ASSERT_TRUE(store_.SaveAssigned({good_, 0, 0, 0}).ok());
+  EXPECT_TRUE(store_.RefuseNewerFormat().ok());
 }
 
 }  // namespace

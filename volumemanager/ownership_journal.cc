@@ -188,8 +188,20 @@ Status WriteJournal(const std::string& state_dir, const std::string& root,
   return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
 }
 
+// A header's version that a later release wrote: decimal digits, no leading zero, above
+// kVersion.
+bool NewerVersion(std::string_view version) {
+  if (version.empty() || version[0] == '0') return false;
+  for (char c : version) {
+    if (c < '0' || c > '9') return false;
+  }
+  return version.size() > 9 || std::stoi(std::string(version)) > OwnershipJournal::kVersion;
+}
+
 struct Parsed {
   OwnershipJournal::Loaded loaded = OwnershipJournal::Loaded::kTrusted;
+  // kRejected because a later release wrote it (a rollback): Open refuses to go on.
+  bool newer_version = false;
   std::string detail;
   std::map<std::string, OwnedKind> owned;
   std::map<std::string, uint64_t> inodes;  // v3: identities of owned volume dirs
@@ -213,6 +225,16 @@ Parsed Parse(const std::string& data, const std::string& file) {
   if (!header.starts_with(kHeaderPrefix)) return reject("not an ownership journal");
   const std::string_view version = header.substr(kHeaderPrefix.size());
   if (version != std::to_string(OwnershipJournal::kVersion) && version != "1" && version != "2") {
+    if (NewerVersion(version)) {
+      // A newer release's: not corrupt, only unreadable here. Open refuses it as it is.
+      out.newer_version = true;
+      out.loaded = OwnershipJournal::Loaded::kRejected;
+      out.detail = file + ": ownership journal format version " + std::string(version) +
+                   " is newer than this release reads (versions 1 to " +
+                   std::to_string(OwnershipJournal::kVersion) +
+                   "): it was written by a newer release of volumemanager";
+      return out;
+    }
     return reject("version " + std::string(version) + ", this daemon reads versions 1 to " +
                   std::to_string(OwnershipJournal::kVersion));
   }
@@ -240,8 +262,7 @@ Parsed Parse(const std::string& data, const std::string& file) {
     char op = 0;
     OwnedPath p{OwnedKind::kDir, ""};
     uint64_t inode = 0;
-    if (!DecodeRecord(std::string_view(data.data() + pos, nl - pos), identities, &op, &p,
-                      &inode)) {
+    if (!DecodeRecord(std::string_view(data.data() + pos, nl - pos), identities, &op, &p, &inode)) {
       return reject("line " + std::to_string(line_no) + " is corrupt");
     }
     if (op == '+') {
@@ -373,6 +394,13 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   const std::string file = state_dir + "/" + kFileName;
   OpenResult result;
   Parsed parsed = ReadJournal(file, root_dir);
+  if (parsed.newer_version) {
+    // A rollback: this release cannot tell what the newer one owns. Setting the journal aside
+    // and starting a new one would lose that ownership for good; nothing is written instead.
+    return Status::Error(parsed.detail + ". Refusing to start: " + file +
+                         ", the rest of the state dir and every volume under the root dir are "
+                         "left as they are; run the newer release again (docs/upgrades.md)");
+  }
   if (parsed.loaded == Loaded::kOtherRoot) {
     // None of its entries is this root's to remove; it is kept aside, and a new one starts.
     parsed.owned.clear();

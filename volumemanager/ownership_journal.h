@@ -36,19 +36,24 @@
 // (reconstruct.h), once the root can be probed. A v1 journal (no identity) is trusted as before,
 // for the root dir it is opened with, and written as v2 at once, its identity recorded by the
 // first reconstruction: an upgrade keeps its ownership; so is a v2 journal (its volumes' identities
-// unknown until reconstruction records them). A daemon that reads only v1 rejects a v2 journal,
-// and one that reads only v1 and v2 rejects a v3 journal: a downgrade loses it, fail closed (it
-// owns nothing, so removes nothing), unless the journal is first turned back into v2 by hand
-// (docs/operations.md, "Upgrades and rollback": header v3 -> v2, the `@` lines deleted; every
-// other line keeps its checksum).
+// unknown until reconstruction records them). Fixtures of each version as its releases wrote it:
+// testdata/formats/ (ownership_journal_formats_test.cc).
+//
+// A rollback: a journal of a later version than kVersion (a newer release's) is not corrupt but
+// unreadable here; Open refuses it with an error naming the file and the version, writing and
+// renaming nothing, and the daemon does not start (exit 1): setting it aside would lose the newer
+// release's ownership for good. Builds before this rule (v1 and v2 readers) set a later journal
+// aside as rejected and owned nothing. A v3 journal can be turned back into v2 by hand
+// (docs/upgrades.md: header v3 -> v2, the `@` lines deleted; every other line keeps its
+// checksum). A change an older release could misread must raise kVersion.
 //
 // Ordering: Add returns only once its records are on disk (fsync), and callers Add before the
 // first mkdir or mount; Remove comes after the removal. A crash in the middle of an append leaves
 // an incomplete last line: it is ignored (what it would have covered was never created).
 //
-// Fail closed: a journal that is unreadable, has another version, or holds a line that does not
-// check out is not trusted at all: the daemon owns nothing, the file is kept beside as
-// ownership.journal.rejected for inspection, and a new journal starts empty.
+// Fail closed: a journal that is unreadable, has an unknown older or malformed version, or holds
+// a line that does not check out is not trusted at all: the daemon owns nothing, the file is kept
+// beside as ownership.journal.rejected for inspection, and a new journal starts empty.
 //
 // Thread safety: all methods may be called from any thread. Add and Remove block on file I/O
 // (pool threads only); concurrent appends are committed together with one fsync.
@@ -124,14 +129,15 @@ class OwnershipJournal {
   static constexpr int kVersion = 3;
 
   // Opens the journal in `state_dir` (created 0700 when missing), kept for `root_dir` (empty: the
-  // recorded root dir is not checked, tests). Fails only when no journal can be written there
-  // (or `root_dir` cannot be recorded): the daemon must then not create anything.
+  // recorded root dir is not checked, tests). Fails when no journal can be written there (or
+  // `root_dir` cannot be recorded), and when the journal is of a later version (left as it is):
+  // the daemon must then not create anything.
   static base::Result<OpenResult> Open(const std::string& state_dir,
                                        const std::string& root_dir = {});
   // Observe mode: the journal in `state_dir` read, never written: nothing is created, renamed or
-  // rewritten (a missing state dir or file is a new, empty journal; a rejected one or one of
-  // another root dir owns nothing and stays where it is). Add, Remove and SetIdentity then change
-  // only the memory of this process.
+  // rewritten (a missing state dir or file is a new, empty journal; a rejected one, one of a later
+  // version or one of another root dir owns nothing and stays where it is). Add, Remove and
+  // SetIdentity then change only the memory of this process.
   static OpenResult ReadOnly(const std::string& state_dir, const std::string& root_dir = {});
   // The name a journal kept for `root_dir` is kept aside under when opened for another one.
   static std::string OtherRootFileName(const std::string& root_dir);

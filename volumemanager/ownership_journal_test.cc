@@ -133,8 +133,6 @@ TEST_F(OwnershipJournalTest, AnythingUntrustworthyMeansOwningNothing) {
        "line 4 is corrupt"},
       {"an old version", [&] { WriteFile("volumemanager-ownership v0\n" + second_line); },
        "version 0"},
-      {"a newer version", [&] { WriteFile("volumemanager-ownership v4\n" + second_line); },
-       "version 4"},
       {"a damaged identity line",
        [&] {
          std::string t = good;

@@ -215,6 +215,11 @@ int main(int argc, char** argv) {
   const config::DaemonConfig base_config = *parsed->config;
   if (!base_config.dynamic_config.empty()) {
     checkpoints = std::make_unique<dynamicconfig::CheckpointStore>(base_config.dynamic_config_dir);
+    // A newer release's checkpoints (a rollback): the state is refused, not the flags (exit 1).
+    if (base::Status s = checkpoints->RefuseNewerFormat(); !s.ok()) {
+      std::fprintf(stderr, "volumemanager: %s\n", s.message().c_str());
+      return 1;
+    }
     // Read only: another daemon may hold the node's lock and write these checkpoints. This start
     // is counted (and a rollback recorded) once it holds the lock (SetBeforeWriting below).
     auto begun = dynamicconfig::BeginStartup(*checkpoints, static_cast<int64_t>(std::time(nullptr)),

@@ -212,3 +212,29 @@ def test_a_corrupt_checkpoint_falls_back_with_an_error(node):
     assert "using the file and flags alone" in z["dynamicConfig"]["lastError"]
     assert z["volumemanager"]["syncFrequency"] == "1m"
     assert node.stop() == 0
+
+
+@pytest.mark.test_server_only("the start is refused before any request: one server is enough")
+def test_a_newer_releases_checkpoint_refuses_the_start_and_stays_in_place(node):
+    """A rollback to a release that reads an older checkpoint format (docs/upgrades.md): no
+    start, exit 1, the error naming the file and its format version, and no checkpoint set aside
+    or rewritten."""
+    good = node.assign(syncFrequency="2m")
+    _, debug = node.start_dynamic(trial="1s")
+    wait_for(lambda: (node.configz(debug)["dynamicConfig"]["lastKnownGood"] or {}).get(
+        "resourceVersion") == rv(good), what="the config last known good")
+    assert node.stop() == 0
+    assigned = node.dir / "assigned.json"
+    doc = json.loads(assigned.read_text())
+    assert doc["version"] == 1
+    doc["version"] = 2
+    assigned.write_text(json.dumps(doc) + "\n")
+    before = {p.name: p.read_bytes() for p in node.dir.iterdir()}
+    mark = len(node.log())
+    node.start("--dynamic-config", f"{NS}/{NAME}", "--dynamic-config-dir", str(node.dir))
+    assert node.wait_exit() == 1
+    said = node.log()[mark:]
+    assert (f"{assigned}: dynamic config checkpoint format version 2 is newer than this release "
+            "reads (version 1)") in said, said
+    assert "Refusing to start" in said, said
+    assert {p.name: p.read_bytes() for p in node.dir.iterdir()} == before

@@ -146,6 +146,36 @@ def test_a_lost_or_damaged_journal_means_owning_and_removing_nothing(env):
         assert (env.root / "pods" / uid).exists()
 
 
+def test_a_newer_releases_journal_refuses_the_start_and_leaves_everything_in_place(env):
+    """A rollback to a release that reads an older journal format (docs/upgrades.md): the journal
+    is neither set aside nor replaced, the daemon does not start (exit 1) and says which file and
+    which version, and the volumes of a pod gone meanwhile stay on disk."""
+    env.put_object(configmap("cfg", {"k": "v1"}))
+    env.put_pod(pod("p", [{"name": "v", "configMap": {"name": "cfg"}}], uid="u1"))
+    env.start()
+    vol = env.volume_dir("u1", CM, "v")
+    wait_for(lambda: visible_files(vol) == {"k": b"v1"}, what="the volume")
+    assert env.stop() == 0
+    journal = env.state / JOURNAL
+    text = journal.read_bytes()
+    assert text.startswith(b"volumemanager-ownership v3\n")
+    journal.write_bytes(b"volumemanager-ownership v4\n" + text[text.index(b"\n") + 1:])
+    os.remove(env.pods / "p.yaml")  # its pod is gone while the daemon is down
+    state_before = {p.name: p.read_bytes() for p in env.state.iterdir() if p.name != "leader.lock"}
+    root_before = snapshot(env.root)
+    mark = len(env.log())
+    env.start()
+    assert env.proc.wait(timeout=30) == 1
+    env.stop()
+    said = env.log()[mark:]
+    assert (f"{journal}: ownership journal format version 4 is newer than this release reads "
+            "(versions 1 to 3)") in said, said
+    assert "Refusing to start" in said, said
+    assert {p.name: p.read_bytes() for p in env.state.iterdir()
+            if p.name != "leader.lock"} == state_before
+    assert snapshot(env.root) == root_before
+
+
 def journal_state(env):
     """The state volumemanager_ownership_journal_state reports (the one whose value is 1)."""
     probe, _ = env.admin_addresses()
