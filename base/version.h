@@ -4,8 +4,9 @@
 
 namespace base {
 
-// From project(VERSION) in the top-level CMakeLists.txt, through the `base` target.
-inline constexpr char kVersion[] = VM_VERSION;
+// From the file VERSION (the top-level CMakeLists.txt's project()), compiled into version.cc
+// alone: a new version recompiles one file, not every file that includes a base header.
+extern const char kVersion[];
 
 }  // namespace base
 

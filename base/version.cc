@@ -1,0 +1,7 @@
+#include "base/version.h"
+
+namespace base {
+
+const char kVersion[] = VM_VERSION;
+
+}  // namespace base
