@@ -262,6 +262,8 @@ def test_tmpfs_bytes_follow_writes_removals_and_restarts(env):
     # A restart: re-established from the volume found on disk.
     assert env.stop() == 0
     env.start()
+    wait_for(lambda: env.log().count("serving /debug/state and /configz on") == 2,
+             what="the restarted daemon's addresses")
     probe, _ = env.admin_addresses()
     wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready again")
     assert tmpfs_bytes(probe) == 3 * page
