@@ -342,6 +342,7 @@ class WriteOperation {
     }
 
     WriteResult result;
+    result.on_tmpfs = Traits().tmpfs;
     if (!changed) {
       // Same content: keep the live version and only repair what a crash may have left.
       if (!as_left_) {
@@ -962,6 +963,14 @@ Result<WriteResult> AtomicWriter::Write(const Payload& payload,
   WriteOperation op(*fs_, dir_fd_, RemovalQueue::VolumeDir{target_dir_, root_dir_, rel_dir_},
                     options_);
   return op.Run(payload, set_permissions);
+}
+
+uint64_t TmpfsPageBytes(const Payload& payload) {
+  const long page_size = sysconf(_SC_PAGESIZE);
+  const uint64_t page = page_size > 0 ? static_cast<uint64_t>(page_size) : 4096;
+  uint64_t bytes = 0;
+  for (const auto& [path, file] : payload) bytes += (file.data.size() + page - 1) / page * page;
+  return bytes;
 }
 
 }  // namespace atomicwriter

@@ -158,7 +158,13 @@ struct WriteResult {
   // True when the write removed the version it replaced itself (ReplacedVersion::kAtOnce
   // without Options::removals).
   bool removed_replaced = false;
+  // The volume dir is on a tmpfs (FilesystemTraits::tmpfs): the live version's pages are memory.
+  bool on_tmpfs = false;
 };
+
+// The memory a payload's files take on a tmpfs: each file's size rounded up to whole pages (an
+// empty file takes none). Directories and inodes are not counted.
+uint64_t TmpfsPageBytes(const Payload& payload);
 
 class AtomicWriter {
  public:

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -635,6 +637,45 @@ TEST_F(WriterTest, ARefusedPublishLeavesThePublishedVersionAndNoDebris) {
   ASSERT_TRUE(same.ok());
   EXPECT_FALSE(same->published);
   EXPECT_EQ(asked, 2);
+}
+
+}  // namespace
+}  // namespace atomicwriter
+
+namespace atomicwriter {
+namespace {
+
+TEST(TmpfsPageBytesTest, EachFileIsRoundedUpToWholePages) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(TmpfsPageBytes({}), 0u);
+  EXPECT_EQ(TmpfsPageBytes(MakePayload({{"empty", ""}})), 0u);
+  EXPECT_EQ(TmpfsPageBytes(MakePayload({{"a", "x"}, {"d/b", std::string(page, 'y')}})), 2 * page);
+  EXPECT_EQ(TmpfsPageBytes(MakePayload({{"c", std::string(page + 1, 'z')}})), 2 * page);
+}
+
+// WriteResult::on_tmpfs says where the volume dir is: the test's temporary dir (a disk here)
+// and a dir under /dev/shm (a tmpfs).
+TEST_F(WriterTest, AWriteSaysWhetherItsVolumeIsOnATmpfs) {
+  auto w = OpenWriter(SoleWriter());
+  auto on_disk = w->Write(MakePayload({{"k", "1"}}));
+  ASSERT_TRUE(on_disk.ok());
+  struct statfs sfs {};
+  ASSERT_EQ(statfs(vol_.c_str(), &sfs), 0);
+  EXPECT_EQ(on_disk->on_tmpfs, sfs.f_type == TMPFS_MAGIC);
+
+  if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC) {
+    GTEST_SKIP() << "/dev/shm is not a tmpfs here";
+  }
+  char dir[] = "/dev/shm/vm-writer-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  {
+    auto shm = AtomicWriter::Open(dir, SoleWriter());
+    ASSERT_TRUE(shm.ok()) << shm.status().message();
+    auto written = (*shm)->Write(MakePayload({{"k", "1"}}));
+    ASSERT_TRUE(written.ok());
+    EXPECT_TRUE(written->on_tmpfs);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

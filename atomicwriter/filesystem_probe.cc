@@ -80,6 +80,9 @@ FilesystemTraits ProbeFilesystem(int fd) {
       traits.freed_inodes_wait = Ext4FreedInodesWait(fd, sfs);
       break;
     case TMPFS_MAGIC:
+      traits.tmpfs = true;
+      traits.creates_keep_mode = true;
+      break;
     case XFS_SUPER_MAGIC:
     case BTRFS_SUPER_MAGIC:
       traits.creates_keep_mode = true;

@@ -35,6 +35,9 @@ struct FilesystemTraits {
   bool freed_inodes_wait = false;
   // A create's mode is kept, less the umask or a default ACL's restrictions, and nothing else.
   bool creates_keep_mode = false;
+  // A tmpfs (statfs magic): the files' pages are memory, charged to the memory cgroup of the
+  // process that writes them (WriteResult::on_tmpfs).
+  bool tmpfs = false;
 };
 
 // The traits of the filesystem holding the open descriptor `fd`: one fstatfs, plus, on ext4, an

@@ -93,6 +93,18 @@ TEST(FreedInodesTest, OnlyFilesystemsKnownToKeepACreatesModeSaySo) {
   if (!not_as.empty()) GTEST_SKIP() << "filesystems not as assumed, those not probed: " << not_as;
 }
 
+TEST(TmpfsTest, OnlyATmpfsIsMemory) {
+  std::string not_as;
+  for (const AssumedFilesystem& fs : kAssumed) {
+    const int fd = OpenAssumed(fs, &not_as);
+    if (fd < 0) continue;
+    EXPECT_EQ(ProbeFilesystem(fd).tmpfs, fs.magic == TMPFS_MAGIC) << fs.dir;
+    ::close(fd);
+  }
+  EXPECT_FALSE(ProbeFilesystem(-1).tmpfs) << "no answer means false";
+  if (!not_as.empty()) GTEST_SKIP() << "filesystems not as assumed, those not probed: " << not_as;
+}
+
 TEST_F(Ext4ImageTest, WithoutAJournalFreedInodesWait) {
   VM_SKIP_UNLESS_ROOT("loop-mounts an ext4 image");
   std::string why;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 namespace server {
@@ -31,6 +32,20 @@ std::string ChecksText(const std::vector<ReadinessCheck>& checks, bool verbose) 
 }
 
 }  // namespace
+
+std::vector<MetricFamily> ScrapeTimeMetrics(const Snapshot& snapshot, const ProcessStats& process) {
+  std::vector<MetricFamily> out;
+  MetricFamily ready;
+  ready.name = "volumemanager_ready";
+  ready.help =
+      "1 when /readyz answers 200 (every readiness check holds), else 0; /readyz?verbose names "
+      "the checks that fail";
+  ready.type = MetricType::kGauge;
+  ready.values.push_back({{}, AllReady(snapshot.readiness) ? 1.0 : 0.0});
+  out.push_back(std::move(ready));
+  for (MetricFamily& f : ProcessMetricFamilies(process)) out.push_back(std::move(f));
+  return out;
+}
 
 AdminServer::AdminServer(AdminServerOptions options) : options_(std::move(options)) {
   if (!options_.clock) options_.clock = &std::chrono::steady_clock::now;
@@ -157,8 +172,7 @@ AdminServer::Response AdminServer::Readyz(bool verbose) {
                 std::string(verbose ? "no state published yet" : "reason withheld") +
                 "\nreadyz check failed\n"};
   }
-  bool ok = true;
-  for (const ReadinessCheck& c : snapshot->readiness) ok = ok && c.ok;
+  const bool ok = AllReady(snapshot->readiness);
   if (ok && !verbose) return {200, "text/plain; charset=utf-8", "ok"};
   return {ok ? 200u : 503u, "text/plain; charset=utf-8",
           ChecksText(snapshot->readiness, verbose) +
@@ -173,7 +187,8 @@ AdminServer::Response AdminServer::Serve(bool debug, const std::string& path, bo
       std::shared_ptr<const Snapshot> snapshot = Fresh(false);
       if (snapshot == nullptr) return {503, "text/plain; charset=utf-8", "no metrics yet\n"};
       return {200, "text/plain; version=0.0.4; charset=utf-8",
-              RenderPrometheusText(snapshot->metrics)};
+              RenderPrometheusText(snapshot->metrics) +
+                  RenderPrometheusText(ScrapeTimeMetrics(*snapshot, ReadProcessStats()))};
     }
   } else {
     if (path == "/debug/state") {

@@ -21,7 +21,9 @@
 //    on a timer. Nothing else: the API server's health never restarts the daemon.
 //  * /readyz: 200 "ok" when every ReadinessCheck holds, 503 otherwise; the body lists the checks
 //    ("[+]name ok" / "[-]name failed: ..."), with what is missing only under ?verbose.
-//  * /metrics: the Prometheus text format.
+//  * /metrics: the Prometheus text format: the snapshot's families, then what the scrape reads
+//    itself on the server's thread (ScrapeTimeMetrics: readiness as a gauge, the process_*
+//    families read from /proc).
 //  * /debug/state, /configz: JSON.
 // Only GET and HEAD; anything else is 405, an unknown path 404.
 #ifndef VOLUMEMANAGER_SERVER_ADMIN_SERVER_H_
@@ -35,12 +37,19 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "server/http_server.h"
+#include "server/process_metrics.h"
 #include "server/snapshot.h"
 
 namespace server {
+
+// What /metrics adds to the snapshot's families when it is scraped, on the server's thread:
+// volumemanager_ready (1 when /readyz would answer 200 on that snapshot, from the same checks),
+// then the process_* families of `process` (process_metrics.h).
+std::vector<MetricFamily> ScrapeTimeMetrics(const Snapshot& snapshot, const ProcessStats& process);
 
 struct AdminServerOptions {
   std::string healthz_address;  // "IP:PORT"; "" = not served

@@ -22,6 +22,15 @@ struct ReadinessCheck {
   std::string detail;
 };
 
+// Whether /readyz answers 200: every check holds. The volumemanager_ready gauge of /metrics says
+// the same of the same snapshot.
+inline bool AllReady(const std::vector<ReadinessCheck>& checks) {
+  for (const ReadinessCheck& c : checks) {
+    if (!c.ok) return false;
+  }
+  return true;
+}
+
 struct Snapshot {
   // The refresh requests this snapshot answers (AdminServer::Requests): everything requested up
   // to `seq`, and the debug state requested up to `debug_seq`.

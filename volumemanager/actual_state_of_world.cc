@@ -35,13 +35,24 @@ void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& pl
 }
 
 void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& plugin_dir,
-                                      const std::string& dir) {
+                                      const std::string& dir, uint64_t tmpfs_bytes,
+                                      const std::string& tmpfs_version) {
   changed_.insert(key);
   MountedVolume& v = volumes_[key];
   v.key = key;
   v.plugin_dir = plugin_dir;
   v.dir = dir;
   v.uncertain = true;
+  SetTmpfsBytes(key, tmpfs_bytes, tmpfs_version);
+}
+
+void ActualStateOfWorld::SetTmpfsBytes(const VolumeKey& key, uint64_t bytes,
+                                       const std::string& version) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  tmpfs_bytes_ = tmpfs_bytes_ - it->second.tmpfs_bytes + bytes;
+  it->second.tmpfs_bytes = bytes;
+  it->second.tmpfs_version = bytes == 0 ? "" : version;
 }
 
 bool ActualStateOfWorld::MarkRemountRequired(const VolumeKey& key, SteadyTime when) {
@@ -84,7 +95,11 @@ void ActualStateOfWorld::SetInputs(const VolumeKey& key, VolumeInputs inputs) {
 }
 
 void ActualStateOfWorld::Remove(const VolumeKey& key) {
-  if (volumes_.erase(key) != 0) changed_.insert(key);
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  tmpfs_bytes_ -= it->second.tmpfs_bytes;
+  volumes_.erase(it);
+  changed_.insert(key);
 }
 
 const MountedVolume* ActualStateOfWorld::Find(const VolumeKey& key) const {

@@ -11,6 +11,7 @@
 #define VOLUMEMANAGER_VOLUMEMANAGER_ACTUAL_STATE_OF_WORLD_H_
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -37,6 +38,10 @@ struct MountedVolume {
   VolumeInputs inputs;  // what the content last written or verified on disk was built from
   std::string pod;      // "namespace/name" for log lines, once a mount for the pod succeeded
   std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
+  // The memory the daemon holds in the volume (SetTmpfsBytes): the tmpfs pages of the live
+  // version `tmpfs_version`, or 0.
+  uint64_t tmpfs_bytes = 0;
+  std::string tmpfs_version;
 };
 
 class ActualStateOfWorld {
@@ -48,8 +53,10 @@ class ActualStateOfWorld {
   void MarkMounted(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
                    const std::string& ts_dir, std::chrono::system_clock::time_point when,
                    SteadyTime op_started);
-  // Found on disk at start.
-  void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir);
+  // Found on disk at start; `tmpfs_bytes` of its live version `tmpfs_version` held on a tmpfs
+  // (reconstruction measured them).
+  void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
+                    uint64_t tmpfs_bytes = 0, const std::string& tmpfs_version = "");
   // Returns false when the volume is not mounted yet; the request is then remembered, so that a
   // first mount already in flight (which read its inputs before `when`) is followed by a remount.
   bool MarkRemountRequired(const VolumeKey& key, SteadyTime when);
@@ -64,7 +71,13 @@ class ActualStateOfWorld {
   void SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when);
   // Inputs found to give the content on disk without reading it (the disk is not verified).
   void SetInputs(const VolumeKey& key, VolumeInputs inputs);
+  // The tmpfs pages the daemon holds in the volume's live version `version` (0: none, e.g. the
+  // volume is on a disk, or its live version is another writer's); nothing for a volume not in
+  // the actual state.
+  void SetTmpfsBytes(const VolumeKey& key, uint64_t bytes, const std::string& version);
   void Remove(const VolumeKey& key);
+  // The sum of every volume's tmpfs_bytes, kept as they are set and removed (no walk).
+  uint64_t tmpfs_bytes() const { return tmpfs_bytes_; }
 
   const MountedVolume* Find(const VolumeKey& key) const;
   std::vector<VolumeKey> VolumesOfPod(const std::string& pod_uid) const;
@@ -80,6 +93,7 @@ class ActualStateOfWorld {
   std::map<VolumeKey, MountedVolume> volumes_;
   std::map<VolumeKey, SteadyTime> early_requests_;  // requests for volumes not mounted yet
   std::set<VolumeKey> changed_;
+  uint64_t tmpfs_bytes_ = 0;
 };
 
 }  // namespace volumemanager

@@ -54,5 +54,32 @@ TEST(ActualStateOfWorldTest, UncertainVolumesAndPods) {
   EXPECT_FALSE(asw.HasPod("ab"));
 }
 
+// The tmpfs bytes are a running sum: set per volume (replacing its last value), dropped with the
+// volume, and a volume found at start comes with what was measured.
+TEST(ActualStateOfWorldTest, TmpfsBytesAreARunningSumOfTheVolumesLiveVersions) {
+  ActualStateOfWorld asw;
+  const VolumeKey a{"u1", "a"}, b{"u1", "b"}, c{"u2", "c"};
+  asw.MarkMounted(a, "kubernetes.io~secret", "/r/a", "..v1", {}, Steady::now());
+  asw.MarkMounted(b, "kubernetes.io~secret", "/r/b", "..v1", {}, Steady::now());
+  asw.SetTmpfsBytes(a, 8192, "..v1");
+  asw.SetTmpfsBytes(b, 4096, "..v1");
+  EXPECT_EQ(asw.tmpfs_bytes(), 12288u);
+  asw.SetTmpfsBytes(a, 4096, "..v2");  // an update replaced a's version
+  EXPECT_EQ(asw.tmpfs_bytes(), 8192u);
+  EXPECT_EQ(asw.Find(a)->tmpfs_version, "..v2");
+  asw.SetTmpfsBytes(c, 4096, "..v1");  // not in the actual state: nothing
+  EXPECT_EQ(asw.tmpfs_bytes(), 8192u);
+  asw.AddUncertain(c, "kubernetes.io~projected", "/r/c", 16384, "..v9");
+  EXPECT_EQ(asw.tmpfs_bytes(), 24576u);
+  asw.Remove(a);
+  EXPECT_EQ(asw.tmpfs_bytes(), 20480u);
+  asw.Remove(a);  // gone already
+  EXPECT_EQ(asw.tmpfs_bytes(), 20480u);
+  asw.SetTmpfsBytes(b, 0, "..v1");  // another writer's version is live
+  EXPECT_EQ(asw.Find(b)->tmpfs_version, "");
+  asw.Remove(c);
+  EXPECT_EQ(asw.tmpfs_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace volumemanager

@@ -969,6 +969,8 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
   const std::string plugin_dir = request->location.plugin_dir;
   const std::string dir = request->location.dir();
   auto not_set_up = std::make_shared<bool>(false);
+  // The tmpfs pages of the payload written, when the volume is on a tmpfs (WriteResult::on_tmpfs).
+  auto tmpfs_bytes = std::make_shared<uint64_t>(0);
   // The pod's subPath mounts of the volume it asks to keep current (none without the
   // annotation: nothing allocated), updated by the operation right after the volume's write.
   std::shared_ptr<const SubPathPlan> subpaths;
@@ -980,8 +982,8 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
 
   const bool started = executor_->Run(
       key,
-      [request, result, ledger = record.ledger, lookup, token_source, not_set_up, subpaths, copies,
-       disk = options_.disk, waits_for_set_up = policy_.waits_for_set_up(),
+      [request, result, ledger = record.ledger, lookup, token_source, not_set_up, tmpfs_bytes,
+       subpaths, copies, disk = options_.disk, waits_for_set_up = policy_.waits_for_set_up(),
        carries_over = policy_.carries_pod_derived_over(), pod = desired.pod, spec = desired.spec,
        plugin = desired.plugin, allocatable = node_allocatable_]() -> base::Status {
         // (`ledger` is captured to outlive the write.)
@@ -1019,12 +1021,15 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           copy.mounts = subpaths->mounts;
           *copies = disk->UpdateSubPaths(copy);
         }
+        if (result->ok() && (*result)->on_tmpfs) {
+          *tmpfs_bytes = atomicwriter::TmpfsPageBytes(request->payload);
+        }
         request->payload.clear();  // the bytes are on disk; do not keep them until the callback
         return result->status();
       },
-      [this, key, first_mount, plugin_dir, dir, result, not_set_up, fresh, covers, changed_at,
-       subpaths, copies, tokens_only, versions = std::move(versions), inputs = std::move(inputs),
-       started_at = now](const base::Status& s) mutable {
+      [this, key, first_mount, plugin_dir, dir, result, not_set_up, tmpfs_bytes, fresh, covers,
+       changed_at, subpaths, copies, tokens_only, versions = std::move(versions),
+       inputs = std::move(inputs), started_at = now](const base::Status& s) mutable {
         if (IsCancelled(s)) return AfterOperation(key, s);  // the fresh read is still owed
         const DesiredVolume* d = dsw_->Find(key);
         auto rec = records_.find(key);
@@ -1055,6 +1060,15 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
           if (d != nullptr) asw_->SetPod(key, d->pod->metadata.namespace_, d->pod->metadata.name);
           const auto done_at = Now();
           const atomicwriter::WriteResult& w = **result;
+          // The tmpfs pages the daemon holds: in a volume of its own, the live version, written
+          // or found current; beside the kubelet, a version it published, until another
+          // writer's version is found live instead.
+          if (published || !policy_.kubelet_owned) {
+            asw_->SetTmpfsBytes(key, *tmpfs_bytes, w.ts_dir);
+          } else if (const MountedVolume* live = asw_->Find(key);
+                     live != nullptr && live->tmpfs_version != w.ts_dir) {
+            asw_->SetTmpfsBytes(key, 0, "");
+          }
           const bool leftovers = !w.cleanup_error.empty() || w.awaiting_grace > 0;
           // With leftovers, the disk counts as not recently verified, so that the write planned
           // below goes to the disk instead of being served from the inputs.

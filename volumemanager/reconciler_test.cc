@@ -5,6 +5,7 @@
 #include "volumemanager/reconciler.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -122,6 +123,8 @@ class FakeDisk final : public VolumeDisk {
   base::Status write_error = base::Status::OK();
   std::optional<std::string> data_link;  // nullopt: the volume dir is gone
   int awaiting_grace = 0;                // leftovers a write reports
+  bool on_tmpfs = false;                 // what a write reports of the volume's filesystem
+  bool publishes = true;                 // false: a write finds the live version current
   std::vector<std::string> written;      // each write's content of key "k"
   int teardowns = 0;
 
@@ -131,9 +134,14 @@ class FakeDisk final : public VolumeDisk {
     auto k = request.payload.find("k");
     written.push_back(k == request.payload.end() ? "" : k->second.data);
     atomicwriter::WriteResult r;
+    r.on_tmpfs = on_tmpfs;
+    r.awaiting_grace = awaiting_grace;
+    if (!publishes && data_link) {
+      r.ts_dir = *data_link;
+      return r;
+    }
     r.published = true;
     r.ts_dir = "..v" + std::to_string(written.size());
-    r.awaiting_grace = awaiting_grace;
     data_link = r.ts_dir;
     return r;
   }
@@ -1060,6 +1068,78 @@ TEST(ReconcilerIdleTest, APassWithNothingDueVisitsNoVolumeAndAllocatesNothing) {
   h.Advance(milliseconds(100));
   h.Pass();
   EXPECT_EQ(h.reconciler_->pass_stats().volumes_visited, before.volumes_visited + 1);
+}
+
+// The tmpfs pages the daemon holds (ActualStateOfWorld::tmpfs_bytes), kept by the writes: in a
+// volume of its own, its live version whether a write published it or found it current, until
+// the teardown; none on a disk.
+TEST(ReconcilerTmpfsTest, AnOwnedVolumeHoldsItsLiveVersionUntilItsTeardown) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  Harness h;
+  h.disk_->on_tmpfs = true;
+  h.ToIdle();
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), page);  // "v1": one page
+  h.objects_.SetConfigMap(ConfigMap("cm", std::string(page + 1, 'x')));
+  h.Pass();  // due -> idle
+  h.asw_.MarkRemountRequired(h.Key(), h.now_);
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  ASSERT_TRUE(h.runner_.Queued(h.Key()));
+  h.runner_.Complete(h.Key());
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), 2 * page);
+  h.disk_->publishes = false;  // found current, as after a restart: still the daemon's
+  h.reconciler_->RequestFreshRemount(h.Key(), h.now_);
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  h.runner_.Complete(h.Key());
+  EXPECT_EQ(h.disk_->written.size(), 3u);
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), 2 * page);
+  h.RemovePod();
+  h.Pass(/*ready=*/true);
+  ASSERT_EQ(h.Phase(), "tearing-down");
+  h.runner_.Complete(h.Key());
+  EXPECT_EQ(h.disk_->teardowns, 1);
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), 0u);
+
+  Harness disk;  // on a disk
+  disk.ToIdle();
+  EXPECT_EQ(disk.asw_.tmpfs_bytes(), 0u);
+}
+
+// Beside the kubelet, only a version the daemon published is held; once another writer's version
+// is found live, nothing.
+TEST(ReconcilerTmpfsTest, BesideTheKubeletOnlyAVersionTheDaemonPublishedIsHeld) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  Harness h(/*kubelet_owned=*/true);
+  h.disk_->on_tmpfs = true;
+  h.ToCheckingSetUp();
+  h.runner_.Complete(h.Key());  // the kubelet has set it up
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  ASSERT_EQ(h.Phase(), "writing");
+  h.runner_.Complete(h.Key());
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), page);
+  // Current as the daemon left it: still held.
+  h.disk_->publishes = false;
+  h.reconciler_->RequestFreshRemount(h.Key(), h.now_);
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  ASSERT_TRUE(h.runner_.Queued(h.Key()));
+  h.runner_.Complete(h.Key());
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), page);
+  // The kubelet's own version live (its sync wrote the same bytes anew): not the daemon's.
+  h.disk_->data_link = "..kubelets";
+  h.reconciler_->RequestFreshRemount(h.Key(), h.now_);
+  h.Pass();
+  h.objects_.CompleteFetches();
+  h.Pass();
+  ASSERT_TRUE(h.runner_.Queued(h.Key()));
+  h.runner_.Complete(h.Key());
+  EXPECT_EQ(h.asw_.tmpfs_bytes(), 0u);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ bool SplitVolumePath(const std::string& path, FoundVolume* out) {
     start = slash + 1;
   }
   if (parts.size() != 5 || parts[0] != "pods" || parts[2] != "volumes") return false;
-  *out = FoundVolume{parts[1], parts[3], parts[4]};
+  *out = FoundVolume{parts[1], parts[3], parts[4], 0, ""};
   return true;
 }
 
@@ -111,8 +111,7 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
     if (check->foreign) {
       foreign.push_back(entry);
       journal.NoteForeignVolumeDir(entry.path, check->reason);
-      out.problems.push_back(full + ": not the volume dir volumemanager set up (" +
-                             check->reason +
+      out.problems.push_back(full + ": not the volume dir volumemanager set up (" + check->reason +
                              "); released from its ownership and left in place, never removed");
       continue;
     }
@@ -120,6 +119,13 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
       if (base::Status s = journal.SetVolumeInode(entry.path, check->inode); !s.ok()) {
         out.problems.push_back(s.message());
       }
+    }
+    // What the daemon holds of it in memory (a tmpfs of its own), for the tmpfs bytes it reports.
+    if (auto held =
+            LiveVersionTmpfsBytes(VolumeLocation{root_dir, v.pod_uid, v.plugin_dir, v.volume_name});
+        held.ok()) {
+      v.tmpfs_bytes = held->bytes;
+      v.tmpfs_version = std::move(held->version);
     }
     out.volumes.push_back(std::move(v));
   }

@@ -26,6 +26,7 @@
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONSTRUCT_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_RECONSTRUCT_H_
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct FoundVolume {
   std::string pod_uid;
   std::string plugin_dir;  // escaped plugin name
   std::string volume_name;
+  // On a tmpfs: the memory its live version `tmpfs_version` takes (LiveVersionTmpfsBytes); 0
+  // on a disk, or when it could not be measured (its first write measures it then).
+  uint64_t tmpfs_bytes = 0;
+  std::string tmpfs_version;
 };
 
 struct ReconstructResult {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -22,9 +24,11 @@ const std::set<std::string> kPlugins = {"kubernetes.io~configmap"};
 
 class ReconstructTest : public ::testing::Test {
  protected:
+  // Where the test's dirs go.
+  virtual std::string Parent() const { return "/tmp"; }
   void SetUp() override {
-    char tmpl[] = "/tmp/reconstruct-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    std::string tmpl = Parent() + "/reconstruct-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl;
     base_ = tmpl;
     root_ = base_ + "/root";
     boot_file_ = base_ + "/boot_id";
@@ -142,6 +146,53 @@ TEST_F(ReconstructTest, TheIdentitySurvivesAReopen) {
   EXPECT_EQ(j->loaded, OwnershipJournal::Loaded::kTrusted) << j->detail;
   EXPECT_EQ(j->journal->identity(), id);
   EXPECT_EQ(j->journal->Entries().size(), 2u);
+}
+
+// The root dir on a tmpfs (/dev/shm: no mount needed), as a volume the daemon mounted a tmpfs on
+// is: an adopted volume comes with the memory its live version takes there, each regular file
+// rounded up to whole pages; top-level links, other versions and links inside are not counted.
+class ReconstructOnTmpfsTest : public ReconstructTest {
+ protected:
+  std::string Parent() const override { return "/dev/shm"; }
+};
+
+TEST_F(ReconstructOnTmpfsTest, AnAdoptedVolumeComesWithTheTmpfsPagesOfItsLiveVersion) {
+  struct statfs sfs {};
+  if (::statfs(root_.c_str(), &sfs) != 0 || sfs.f_type != TMPFS_MAGIC) {
+    GTEST_SKIP() << "/dev/shm is not a tmpfs here";
+  }
+  OwnTwoVolumes();
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::string vol =
+      root_ + "/" + OwnershipJournal::VolumePath("u1", "kubernetes.io~configmap", "here");
+  fs::create_directories(vol + "/..v2/d");
+  std::ofstream(vol + "/..v2/a") << std::string(page + 10, 'a');  // two pages
+  std::ofstream(vol + "/..v2/d/b") << "b";                        // one
+  std::ofstream(vol + "/..v2/empty") << "";                       // none
+  fs::create_symlink("/etc/passwd", vol + "/..v2/link");          // not followed
+  fs::create_directories(vol + "/..v1");
+  std::ofstream(vol + "/..v1/a") << std::string(10 * page, 'o');  // a replaced version
+  fs::create_symlink("..v2", vol + "/..data");
+  fs::create_symlink("..data/a", vol + "/a");
+  ReconstructResult r = Reconstruct();
+  ASSERT_EQ(r.volumes.size(), 1u);
+  EXPECT_EQ(r.volumes[0].tmpfs_bytes, 3 * page);
+  EXPECT_EQ(r.volumes[0].tmpfs_version, "..v2");
+}
+
+TEST_F(ReconstructTest, AVolumeOnADiskHoldsNoTmpfsPages) {
+  struct statfs sfs {};
+  ASSERT_EQ(::statfs(root_.c_str(), &sfs), 0);
+  if (sfs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "/tmp is a tmpfs here";
+  OwnTwoVolumes();
+  const std::string vol =
+      root_ + "/" + OwnershipJournal::VolumePath("u1", "kubernetes.io~configmap", "here");
+  fs::create_directories(vol + "/..v1");
+  std::ofstream(vol + "/..v1/a") << "a";
+  fs::create_symlink("..v1", vol + "/..data");
+  ReconstructResult r = Reconstruct();
+  ASSERT_EQ(r.volumes.size(), 1u);
+  EXPECT_EQ(r.volumes[0].tmpfs_bytes, 0u);
 }
 
 }  // namespace

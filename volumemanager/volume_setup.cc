@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -246,7 +247,8 @@ bool MayBeEmpty(int dir_fd) {
 // writer makes it), itself a directory, not a link. -1 when `..data` or its version is missing or
 // `..data` is no link (not set up); an error for a target that is no version dir of the volume
 // (an absolute path, `../x`, `..` itself) or a link or a file in its place: none is followed.
-base::Result<int> OpenDataVersion(int vol, const std::string& dir) {
+base::Result<int> OpenDataVersion(int vol, const std::string& dir,
+                                  std::string* version_out = nullptr) {
   char target[256];
   const ssize_t n = ::readlinkat(vol, atomicwriter::kDataDirName, target, sizeof(target));
   if (n < 0) {
@@ -265,7 +267,34 @@ base::Result<int> OpenDataVersion(int vol, const std::string& dir) {
     if (errno == ENOENT) return -1;  // ..data dangles
     return atomicwriter::OpenBeneathError(dir + "/" + version, errno);
   }
+  if (version_out != nullptr) *version_out = version;
   return fd;
+}
+
+// The regular files beneath the open dir `dir_fd` (taken over and closed), each rounded up to
+// whole pages; links are not followed, and no more than `depth` levels are entered.
+uint64_t PageBytesBeneath(int dir_fd, uint64_t page, int depth) {
+  DIR* d = ::fdopendir(dir_fd);
+  if (d == nullptr) {
+    ::close(dir_fd);
+    return 0;
+  }
+  uint64_t bytes = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      bytes += (static_cast<uint64_t>(st.st_size) + page - 1) / page * page;
+    } else if (S_ISDIR(st.st_mode) && depth > 0) {
+      const int sub =
+          ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) bytes += PageBytesBeneath(sub, page, depth - 1);
+    }
+  }
+  ::closedir(d);
+  return bytes;
 }
 
 // KubeletHasSetUp on the open volume dir (shown as `dir`).
@@ -502,6 +531,22 @@ base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& loc) {
   auto fd = atomicwriter::OpenDirBeneath(root->get(), loc.rel(), loc.dir());
   if (!fd.ok()) return fd.status();
   return UniqueFd(*fd);
+}
+
+base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(const VolumeLocation& loc) {
+  auto vol = OpenVolumeDir(loc);
+  if (!vol.ok()) return vol.status();
+  struct statfs sfs {};
+  if (::fstatfs(vol->get(), &sfs) != 0) return base::ErrnoError("statfs", loc.dir(), errno);
+  if (sfs.f_type != TMPFS_MAGIC) return LiveTmpfsBytes{};
+  LiveTmpfsBytes out;
+  auto version = OpenDataVersion(vol->get(), loc.dir(), &out.version);
+  if (!version.ok()) return version.status();
+  if (*version < 0) return LiveTmpfsBytes{};
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  out.bytes = PageBytesBeneath(*version, page_size > 0 ? static_cast<uint64_t>(page_size) : 4096,
+                               /*depth=*/64);
+  return out;
 }
 
 base::Result<bool> KubeletHasSetUp(const VolumeLocation& loc) {

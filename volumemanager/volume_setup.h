@@ -110,6 +110,16 @@ base::Result<bool> KubeletHasSetUp(const VolumeLocation& location);
 // O_DIRECTORY); the error says when a link or a file stands on its path.
 base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& location);
 
+// The memory a volume's live version takes on a tmpfs: its regular files' sizes, each rounded up
+// to whole pages as atomicwriter::TmpfsPageBytes counts a payload, and the version's name. Zero
+// bytes when the volume dir is not on a tmpfs or nothing is published in it. Paths are opened
+// beneath the root dir and no link is followed. Blocking (a walk of one version).
+struct LiveTmpfsBytes {
+  uint64_t bytes = 0;
+  std::string version;
+};
+base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(const VolumeLocation& location);
+
 enum class TearDownOutcome {
   kRemoved,   // the daemon's own volume: unmounted and removed
   kNotOwned,  // not in the ownership journal: left in place, untouched

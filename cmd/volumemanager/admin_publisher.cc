@@ -267,7 +267,21 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
              "without --leader-elect",
              MetricType::kGauge);
 
-  if (const VolumeManager* vm = daemon_->volume_manager()) {
+  MetricFamily tmpfs_bytes =
+      Family("volumemanager_tmpfs_bytes",
+             "Memory the daemon holds in tmpfs-backed volumes: the pages (each file rounded up to "
+             "4 KiB) of the live version of each volume on a tmpfs that the daemon set up (self "
+             "ownership) or whose live version it wrote (beside the kubelet). Charged to the "
+             "daemon's memory cgroup like its own RSS; not in process_resident_memory_bytes",
+             MetricType::kGauge);
+  MetricFamily leader = Family("volumemanager_leader_election_leader",
+                               "1 while this daemon holds the node's lock (it writes), 0 while it "
+                               "stands by; absent without --leader-elect",
+                               MetricType::kGauge);
+  const VolumeManager* manager = daemon_->volume_manager();
+  tmpfs_bytes.values.push_back(
+      {{}, manager != nullptr ? static_cast<double>(manager->actual().tmpfs_bytes()) : 0.0});
+  if (const VolumeManager* vm = manager) {
     const ReloadController& reload = vm->reload();
     for (const auto& [key, count] : reload.action_counts()) {
       reload_actions.values.push_back(
@@ -371,9 +385,10 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     journal_state.values.push_back({{{"state", s}}, state == s ? 1.0 : 0.0});
   }
 
-  for (MetricFamily* f : {&operations, &propagation, &errors, &outcomes, &subpath_copies, &volumes,
-                          &failing_by_status, &total_volumes, &busy, &longest, &build,
-                          &journal_state, &reload_actions, &reload_latency, &reload_errors}) {
+  for (MetricFamily* f :
+       {&operations, &propagation, &errors, &outcomes, &subpath_copies, &volumes,
+        &failing_by_status, &total_volumes, &busy, &longest, &build, &journal_state,
+        &reload_actions, &reload_latency, &reload_errors, &tmpfs_bytes}) {
     out.push_back(std::move(*f));
   }
   if (daemon_->observer() != nullptr) {
@@ -396,6 +411,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   if (const leaderelection::LeaderElector* elector = daemon_->elector()) {
     lock_error.values.push_back({{}, elector->last_error().empty() ? 0.0 : 1.0});
     out.push_back(std::move(lock_error));
+    leader.values.push_back({{}, elector->IsLeader() ? 1.0 : 0.0});
+    out.push_back(std::move(leader));
   }
   MetricFamily manifest_errors = Family(
       "volumemanager_manifest_errors",

@@ -656,7 +656,8 @@ KINDS_OF_1_20 = {("v1", "ServiceAccount"), ("v1", "Service"), ("v1", "ConfigMap"
                  ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
                  ("rbac.authorization.k8s.io/v1", "Role"),
                  ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-                 ("monitoring.coreos.com/v1", "ServiceMonitor")}
+                 ("monitoring.coreos.com/v1", "ServiceMonitor"),
+                 ("monitoring.coreos.com/v1", "PrometheusRule")}
 
 
 @pytest.mark.parametrize("values_file", [None, *VALUES_FILES])
@@ -814,6 +815,17 @@ BAD_VALUES = [
     ("dynamic config outside rbac.namespaces",
      ["--set", "rbac.namespaces[0]=team-a", "--set", "extraArgs[0]=--dynamic-config=vm/cfg"],
      "is a ConfigMap in namespace vm, which rbac.namespaces [\"team-a\"] does not list"),
+    ("an alert's memory limit that is no quantity",
+     ["--set", "prometheusRule.enabled=true",
+      "--set", "prometheusRule.alerts.memoryNearLimit.limitBytes=lots"],
+     'the memory limit "lots" is not a quantity'),
+    ("a container memory limit the alert cannot read",
+     ["--set", "prometheusRule.enabled=true", "--set", "resources.limits.memory=1e9"],
+     "set prometheusRule.alerts.memoryNearLimit.limitBytes"),
+    ("an alert's for that is a Go duration Prometheus does not read",
+     ["--set", "prometheusRule.alerts.down.for=1.5h"], "/prometheusRule/alerts/down/for"),
+    ("a quantile above 1", ["--set", "prometheusRule.alerts.propagationSlow.quantile=1.5"],
+     "/prometheusRule/alerts/propagationSlow/quantile"),
 ]
 
 
@@ -899,3 +911,76 @@ def test_every_dashboard_query_names_metrics_the_daemon_exports(exported_metrics
         names = metric_names(query)
         assert names, f"no metric in {query}"
         assert names <= exported_metrics, f"{sorted(names - exported_metrics)} in {query}"
+
+
+# --- the alert rules ----------------------------------------------------------------------------
+
+ALERTS = {"VolumeManagerDown", "VolumeManagerNotReady", "VolumeManagerVolumesFailing",
+          "VolumeManagerPropagationSlow", "VolumeManagerReloadsFailing", "VolumeManagerLockLost",
+          "VolumeManagerMemoryNearLimit"}
+
+
+def alert_rules(*extra, values_file="alerts.yaml"):
+    """{alert name: rule} of the PrometheusRule rendered with `values_file` and `extra`."""
+    rule = find(render(values_file, *extra), "PrometheusRule")
+    return {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+
+
+def test_alert_rules_are_off_by_default():
+    assert [o["kind"] for o in render() if o["kind"] == "PrometheusRule"] == []
+
+
+def test_alert_rules_pass_promtool(tmp_path):
+    # alerts_test.yaml: each alert with a case that fires and one that does not, on the rules as
+    # `helm template` renders them with values/alerts.yaml.
+    rule = find(render("alerts.yaml"), "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["metadata"]["namespace"] == NAMESPACE
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    tests_file = pathlib.Path(__file__).with_name("alerts_test.yaml")
+    shutil.copy(tests_file, tmp_path)
+    check = subprocess.run(["promtool", "check", "rules", "rules.yaml"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    r = subprocess.run(["promtool", "test", "rules", "alerts_test.yaml"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rendered = {x["alert"] for g in rule["spec"]["groups"] for x in g["rules"]}
+    assert rendered == ALERTS
+    cases = [t for group in yaml.safe_load(tests_file.read_text())["tests"]
+             for t in group["alert_rule_test"]]
+    assert {t["alertname"] for t in cases if t["exp_alerts"]} == ALERTS, "a case that fires"
+    assert {t["alertname"] for t in cases if not t["exp_alerts"]} == ALERTS, "one that does not"
+
+
+def test_every_alert_names_metrics_the_daemon_exports(exported_metrics):
+    for name, rule in alert_rules().items():
+        names = metric_names(rule["expr"])
+        assert names, f"no metric in {name}"
+        assert names <= exported_metrics | {"up"}, f"{sorted(names - exported_metrics)} in {name}"
+
+
+def test_alert_thresholds_switches_and_selector_follow_the_values():
+    rules = alert_rules(
+        "--set", "prometheusRule.alerts.lockLost.enabled=false",
+        "--set", "prometheusRule.alerts.volumesFailing.threshold=3",
+        "--set", "prometheusRule.alerts.volumesFailing.for=1h",
+        "--set", "prometheusRule.alerts.propagationSlow.thresholdSeconds=5",
+        "--set", "prometheusRule.alerts.memoryNearLimit.limitBytes=1Gi",
+        "--set", "prometheusRule.alerts.down.severity=page",
+        "--set-string", 'prometheusRule.selector=job="vm"')
+    assert "VolumeManagerLockLost" not in rules
+    assert rules["VolumeManagerVolumesFailing"]["expr"] == (
+        'volumemanager_volumes{job="vm",state="failing"} > 3')
+    assert rules["VolumeManagerVolumesFailing"]["for"] == "1h"
+    assert rules["VolumeManagerPropagationSlow"]["expr"].endswith("> 5")
+    assert "/ 1073741824 > 0.8" in rules["VolumeManagerMemoryNearLimit"]["expr"]
+    assert rules["VolumeManagerDown"]["labels"] == {"severity": "page", "team": "platform"}
+    # The limit from resources.limits.memory, in its units; no limit at all: no memory alert.
+    for memory, expected in (("256Mi", "268435456"), ("1G", "1000000000"), ("1.5Gi", "1610612736"),
+                             ("500000000", "500000000")):
+        expr = alert_rules("--set", f"resources.limits.memory={memory}")[
+            "VolumeManagerMemoryNearLimit"]["expr"]
+        assert f"/ {expected} > 0.8" in expr, (memory, expr)
+    assert "VolumeManagerMemoryNearLimit" not in alert_rules("--set", "resources.limits=null")
+

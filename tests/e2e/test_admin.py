@@ -3,9 +3,11 @@
 /debug/state, /configz, which listener serves what, and --config with flags overriding it."""
 import http.client
 import json
+import os
 import re
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -13,7 +15,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import BIN, configmap, pod, secret, visible_files, wait_for
+from conftest import (BIN, configmap, pod, secret, skip_unless_root, visible_files,
+                      wait_for)
 
 CM = "kubernetes.io~configmap"
 SECRET_VALUE = "SECRET-MARKER-value-never-shown"
@@ -32,6 +35,14 @@ METRICS = {
     "volumemanager_build_info",
     "volumemanager_ownership_journal_state",
     "volumemanager_manifest_errors",
+    "volumemanager_tmpfs_bytes",
+    "volumemanager_ready",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_start_time_seconds",
+    "process_open_fds",
+    "process_max_fds",
 }
 
 
@@ -127,6 +138,10 @@ def test_endpoints_metrics_and_debug_state(env):
                   state="waiting_for_filesystem") == 0
     assert families["volumemanager_loop_iteration_busy_seconds"].samples
     assert SECRET_VALUE not in text
+    assert sample(families, "volumemanager_ready") == 1  # as /readyz above
+    assert sample(families, "volumemanager_leader_election_leader") == 1  # holds the node's lock
+    # --no-tmpfs: the secret volume is on the disk, so no tmpfs memory is held.
+    assert sample(families, "volumemanager_tmpfs_bytes") == 0
 
     status, body, ctype = get(debug + "/debug/state")
     assert status == 200 and ctype == "application/json"
@@ -167,6 +182,101 @@ def test_endpoints_metrics_and_debug_state(env):
     assert env.stop() == 0
 
 
+def proc_status(pid, key):
+    """A field of /proc/<pid>/status, in its unit (kB for memory)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"{key} not in /proc/{pid}/status")
+
+
+def test_process_metrics_agree_with_proc(env):
+    # The process_* families every exporter has, with their standard types, compared with what
+    # /proc says of the daemon at the same moment.
+    env.put_pod(pod("web", [{"name": "cfg", "configMap": {"name": "cfg"}}], uid="u1"))
+    env.put_object(configmap("cfg", {"greeting": "hello"}))
+    before = time.time()
+    env.start()
+    pid = env.proc.pid
+    probe, _ = env.admin_addresses()
+    wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
+    started_by = time.time()
+    families, _ = metrics(probe)
+    rss_kib = proc_status(pid, "VmRSS")
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    soft = next(line.split()[3] for line in open(f"/proc/{pid}/limits")
+                if line.startswith("Max open files"))
+    kinds = {name: families[name].type for name in (
+        "process_cpu_seconds_total", "process_resident_memory_bytes",
+        "process_virtual_memory_bytes", "process_start_time_seconds", "process_open_fds",
+        "process_max_fds")}
+    assert kinds == {"process_cpu_seconds_total": "counter",
+                     "process_resident_memory_bytes": "gauge",
+                     "process_virtual_memory_bytes": "gauge",
+                     "process_start_time_seconds": "gauge", "process_open_fds": "gauge",
+                     "process_max_fds": "gauge"}
+    rss = sample(families, "process_resident_memory_bytes")
+    assert abs(rss - rss_kib * 1024) <= 0.10 * rss_kib * 1024, (rss, rss_kib)
+    assert sample(families, "process_virtual_memory_bytes") >= rss
+    assert abs(sample(families, "process_open_fds") - fds) <= 3
+    assert sample(families, "process_max_fds") == (float("inf") if soft == "unlimited"
+                                                    else float(soft))
+    start = sample(families, "process_start_time_seconds")
+    assert before - 1 <= start <= started_by, (before, start, started_by)
+    cpu = sample(families, "process_cpu_seconds_total")
+    assert 0 <= cpu <= time.time() - before + 1
+    assert env.stop() == 0
+
+
+SECRET_VOLUME = "kubernetes.io~secret"
+
+
+def tmpfs_bytes(probe):
+    return sample(metrics(probe)[0], "volumemanager_tmpfs_bytes")
+
+
+def test_tmpfs_bytes_follow_writes_removals_and_restarts(env):
+    # The daemon mounts a tmpfs per secret volume (root): what it holds there is each file's
+    # size rounded up to 4 KiB pages, kept as it writes, removes and restarts; a configMap
+    # volume (on the disk) holds none.
+    skip_unless_root("tmpfs volumes")
+    page = os.sysconf("SC_PAGESIZE")
+    env.put_object(secret("creds", string_data={"a": "SECRET-MARKER-" + "x" * 5000,
+                                                "b": "SECRET-MARKER-short"}))
+    env.put_object(configmap("cfg", {"big": "y" * 100000}))
+    env.put_pod(pod("web", [{"name": "creds", "secret": {"secretName": "creds"}},
+                            {"name": "cfg", "configMap": {"name": "cfg"}}], uid="u1"))
+    env.start()
+    probe, _ = env.admin_addresses()
+    creds = env.volume_dir("u1", SECRET_VOLUME, "creds")
+    wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
+    assert "tmpfs" in subprocess.run(["stat", "-f", "-c", "%T", str(creds)], capture_output=True,
+                                     text=True).stdout
+    assert tmpfs_bytes(probe) == 2 * page + page  # 5014 bytes: two pages; 19 bytes: one
+
+    # An update: the new version's pages replace the old one's.
+    env.put_object(secret("creds", string_data={"a": "SECRET-MARKER-" + "x" * 9000}))
+    wait_for(lambda: sorted(visible_files(creds)) == ["a"], what="the update")
+    wait_for(lambda: tmpfs_bytes(probe) == 3 * page, what="three pages after the update")
+
+    # A restart: re-established from the volume found on disk.
+    assert env.stop() == 0
+    env.start()
+    wait_for(lambda: env.log().count("serving /debug/state and /configz on") == 2,
+             what="the restarted daemon's addresses")
+    probe, _ = env.admin_addresses()
+    wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready again")
+    assert tmpfs_bytes(probe) == 3 * page
+    assert sample(metrics(probe)[0], "volumemanager_reconciler_outcomes_total",
+                  outcome="version_published") == 0  # found current: nothing rewritten
+
+    # The pod gone, its volumes torn down: nothing held.
+    (env.pods / "web.yaml").unlink()
+    wait_for(lambda: not creds.exists(), what="the teardown")
+    wait_for(lambda: tmpfs_bytes(probe) == 0, what="nothing held after the teardown")
+    assert env.stop() == 0
+
+
 def test_readyz_names_the_missing_pod_source(env, tmp_path):
     # A manifest URL that never answers: the http source is never seen, so the daemon never
     # becomes ready (orphans must not be cleaned up yet), while it is alive.
@@ -182,6 +292,8 @@ def test_readyz_names_the_missing_pod_source(env, tmp_path):
             "http://127.0.0.1:9/pods\n") in body
     assert "[+]pod-source-file ok\n" in body
     assert get(probe + "/healthz")[:2] == (200, "ok")
+    # /metrics says the same as /readyz, from the same checks.
+    assert sample(metrics(probe)[0], "volumemanager_ready") == 0
     assert env.stop() == 0
 
 

@@ -144,6 +144,8 @@ def test_a_symlinked_lock_file_is_an_error_logged_once_and_shown(env):
     wait_for(lambda: "is a symlink" in env.log(), what="the lock error in the log")
     wait_for(lambda: re.search(r"^volumemanager_leader_election_lock_error 1$",
                                fetch_text(probe + "/metrics"), re.M), what="the lock error metric")
+    assert re.search(r"^volumemanager_leader_election_leader 0$", fetch_text(probe + "/metrics"),
+                     re.M)
     state = wait_for(lambda: fetch_json(debug + "/debug/state").get("leaderElection"))
     assert "is a symlink" in (state["lastError"] or ""), state
     assert state["isLeader"] is False
@@ -154,6 +156,8 @@ def test_a_symlinked_lock_file_is_an_error_logged_once_and_shown(env):
     lock.unlink()  # fixed: the daemon takes the lock and writes
     wait_for(lambda: visible_files(env.volume_dir("u1", CM, "v")) == {"k": b"v1"}, timeout=15)
     assert fetch_json(debug + "/debug/state")["leaderElection"]["lastError"] is None
+    assert re.search(r"^volumemanager_leader_election_leader 1$", fetch_text(probe + "/metrics"),
+                     re.M)
     assert "usable again" in env.log()
 
 
