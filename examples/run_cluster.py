@@ -145,6 +145,11 @@ def main():
 
 def run(args, root, state, examples, network, relays, pod_ip, why_not, healthz, debug):
     with TestApiServer() as server:
+        # The node, as its kubelet would register it: the daemon checks that it exists.
+        status, body = server.request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": args.node_name}})
+        if status != 201:
+            raise SystemExit(f"run-cluster: creating node {args.node_name}: {status} {body}")
         for path in sorted((examples / "objects").glob("*.yaml")):
             load(server, path, args.node_name, pod_ip)
         pods = []

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "base/durable_file.h"
 #include "base/redacted_url.h"
@@ -369,32 +368,21 @@ base::Result<Credentials> LoadInCluster(const EnvironmentLookup& env,
   return creds;
 }
 
-base::Result<Credentials> ResolveCredentials(const std::string& kubeconfig_flag,
-                                             const EnvironmentLookup& env,
-                                             const std::string& context) {
-  if (!kubeconfig_flag.empty()) return LoadKubeconfig({kubeconfig_flag}, context);
-  if (std::optional<std::string> list = env("KUBECONFIG"); list && !list->empty()) {
-    std::vector<std::string> files;
-    std::stringstream in(*list);
-    for (std::string item; std::getline(in, item, ':');) {
-      // Missing files in the list are skipped, as kubectl does.
-      if (!item.empty() && fs::exists(item)) files.push_back(item);
-    }
-    if (files.empty()) {
-      return base::Status::Error("KUBECONFIG names no existing file: " + *list, ENOENT);
-    }
-    return LoadKubeconfig(files, context);
+base::Result<Credentials> LoadCredentials(const std::string& kubeconfig, bool in_cluster,
+                                          const EnvironmentLookup& env) {
+  if (in_cluster) {
+    auto creds = LoadInCluster(env);
+    if (!creds.ok()) return creds.status().WithContext("--in-cluster");
+    return creds;
   }
-  if (std::optional<std::string> host = env("KUBERNETES_SERVICE_HOST"); host && !host->empty()) {
-    return LoadInCluster(env);
-  }
-  if (std::optional<std::string> home = env("HOME"); home && !home->empty()) {
-    std::string path = *home + "/.kube/config";
-    if (fs::exists(path)) return LoadKubeconfig({path}, context);
+  if (!kubeconfig.empty()) {
+    auto creds = LoadKubeconfig({kubeconfig});
+    if (!creds.ok()) return creds.status().WithContext("--kubeconfig " + kubeconfig);
+    return creds;
   }
   return base::Status::Error(
-      "no API server credentials: pass --kubeconfig, set KUBECONFIG, or run in a pod "
-      "(KUBERNETES_SERVICE_HOST)");
+      "no API server credentials: pass --kubeconfig FILE (e.g. the kubelet's) or --in-cluster "
+      "(the pod's service account); $KUBECONFIG and ~/.kube/config are never read");
 }
 
 }  // namespace kube

@@ -104,11 +104,13 @@ base::Result<Credentials> ParseKubeconfig(const std::vector<KubeconfigFile>& fil
 base::Result<Credentials> LoadInCluster(
     const EnvironmentLookup& env, const std::string& service_account_dir = kServiceAccountDir);
 
-// The daemon's choice: `kubeconfig_flag` if set, else $KUBECONFIG, else in-cluster when
-// KUBERNETES_SERVICE_HOST is set, else ~/.kube/config.
-base::Result<Credentials> ResolveCredentials(const std::string& kubeconfig_flag,
-                                             const EnvironmentLookup& env,
-                                             const std::string& context = "");
+// The daemon's credentials, for the daemon and `volumemanager preflight` alike: the kubeconfig
+// file of --kubeconfig (its current-context), or with `in_cluster` the pod's service account.
+// Nothing else: neither $KUBECONFIG nor ~/.kube/config is read (as the kubelet reads neither), so
+// a shell's admin kubeconfig never stands in for the daemon's. An error starts with the flag
+// ("--kubeconfig FILE: ", "--in-cluster: "); with neither flag it says to pass one.
+base::Result<Credentials> LoadCredentials(const std::string& kubeconfig, bool in_cluster,
+                                          const EnvironmentLookup& env);
 
 }  // namespace kube
 

@@ -304,25 +304,32 @@ TEST(LoadInClusterTest, ReadsServiceAccountFiles) {
   }
 }
 
-TEST(ResolveCredentialsTest, FlagThenKubeconfigEnvThenInCluster) {
+TEST(LoadCredentialsTest, TheFlagsOnlyNeverKubeconfigEnvNorHome) {
   TempDir dir;
   std::string flag =
       dir.Write("flag", Kubeconfig("    server: https://flag:1\n", "    token: a\n"));
   std::string env_file =
       dir.Write("env", Kubeconfig("    server: https://env:1\n", "    token: a\n"));
-  auto env = Env({{"KUBECONFIG", dir.path() + "/absent:" + env_file},
+  dir.Write(".kube/config", Kubeconfig("    server: https://home:1\n", "    token: a\n"));
+  auto env = Env({{"KUBECONFIG", env_file},
+                  {"HOME", dir.path()},
                   {"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
                   {"KUBERNETES_SERVICE_PORT", "443"}});
-  EXPECT_EQ(ResolveCredentials(flag, env)->server, "https://flag:1");
-  EXPECT_EQ(ResolveCredentials("", env)->server, "https://env:1");
-  auto in_cluster = ResolveCredentials(
-      "", Env({{"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}}));
-  // No service-account files on a build machine: the in-cluster loader was chosen and says why.
-  ASSERT_FALSE(in_cluster.ok());
-  EXPECT_THAT(in_cluster.status().message(), HasSubstr("in-cluster"));
-  auto nothing = ResolveCredentials("", Env({{"HOME", dir.path()}}));
+  EXPECT_EQ(LoadCredentials(flag, false, env)->server, "https://flag:1");
+  // Neither flag: $KUBECONFIG, ~/.kube/config and the service variables are not looked at.
+  auto nothing = LoadCredentials("", false, env);
   ASSERT_FALSE(nothing.ok());
-  EXPECT_THAT(nothing.status().message(), HasSubstr("no API server credentials"));
+  EXPECT_THAT(nothing.status().message(),
+              HasSubstr("no API server credentials: pass --kubeconfig FILE"));
+  EXPECT_THAT(nothing.status().message(), ::testing::Not(HasSubstr("https://")));
+  // No service-account files on a build machine: the in-cluster loader was chosen and says why.
+  auto in_cluster = LoadCredentials("", true, env);
+  ASSERT_FALSE(in_cluster.ok());
+  EXPECT_THAT(in_cluster.status().message(), ::testing::StartsWith("--in-cluster: "));
+  auto missing = LoadCredentials(dir.path() + "/absent", false, env);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(),
+              ::testing::StartsWith("--kubeconfig " + dir.path() + "/absent: "));
 }
 
 TEST(TokenSourceTest, RereadsAfterRefreshKeepsLastGoodAndRereadsOnInvalidate) {

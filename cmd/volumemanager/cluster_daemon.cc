@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/redacted_url.h"
+#include "cmd/volumemanager/cluster_checks.h"
 #include "cmd/volumemanager/source_metrics.h"
 #include "kubeclient/rate_limiter.h"
 #include "leaderelection/lease_lock.h"
@@ -26,12 +27,8 @@ ClusterDaemon::~ClusterDaemon() {
 std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   const config::DaemonConfig& cfg = config();
   base::Result<kube::Credentials> credentials =
-      cfg.in_cluster ? kube::LoadInCluster(environment_) : kube::LoadKubeconfig({cfg.kubeconfig});
-  if (!credentials.ok()) {
-    return StartError{
-        1, (cfg.in_cluster ? std::string("--in-cluster") : "--kubeconfig " + cfg.kubeconfig) +
-               ": " + credentials.status().message()};
-  }
+      kube::LoadCredentials(cfg.kubeconfig, cfg.in_cluster, environment_);
+  if (!credentials.ok()) return StartError{1, credentials.status().message()};
   kube::HttpClientOptions http_options;
   // HTTP/2 on the client's own transport (libcurl only for an API server without HTTP/2): a
   // watch costs a small record instead of a libcurl transfer (BENCHMARKS.md).
@@ -47,6 +44,9 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   api_ = std::make_unique<kube::ApiClient>(
       http_.get(), kube::RetryPolicy{},
       kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
+  excess_rights_ = std::make_unique<kube::ExcessRightsWarning>(api_.get());
+  excess_rights_->Start(identity_ && identity_->NodeName(),
+                        identity_ ? identity_->username : "the daemon's credentials");
 
   cache::ApiObjectManagerOptions options;
   options.strategy = cfg.strategy;
@@ -252,17 +252,30 @@ std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {
   if (base::Status s = api_source_.Start(api_.get(), options, std::move(sink)); !s.ok()) {
     return StartError{2, "--node-name \"" + config().node_name + "\": " + s.message()};
   }
+  node_presence_ = std::make_unique<kube::NodePresence>(loop(), api_.get(), config().node_name);
+  node_presence_->Start();
   return Daemon::StartPodSources();
 }
 
 void ClusterDaemon::StopSources() {
   api_source_.Stop();
+  node_presence_.reset();
+  excess_rights_.reset();
   if (objects_) objects_->Stop();
   if (tokens_) tokens_->Stop();
   // Events not yet posted are dropped: retrying them against an unreachable API server would
   // keep a stopped daemon's loop running.
   events_.reset();
   Daemon::StopSources();
+}
+
+std::vector<server::ReadinessCheck> ClusterDaemon::ReadinessChecks() const {
+  std::vector<server::ReadinessCheck> checks = Daemon::ReadinessChecks();
+  if (node_presence_) {
+    checks.push_back(
+        {"node-exists", !node_presence_->missing(), kube::NodeMissing(node_presence_->node())});
+  }
+  return checks;
 }
 
 void ClusterDaemon::AddSourceMetrics(std::vector<server::MetricFamily>* families) const {

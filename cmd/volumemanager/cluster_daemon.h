@@ -14,7 +14,12 @@
 //    volume that needs one fails with a FailedMount saying why (see TokenRefusal);
 //  * FailedMount Events on the pod for every failed mount or refresh (kube::EventRecorder, with
 //    client-go's aggregation and rate limits), on the same connection but a rate limit of their
-//    own.
+//    own;
+//  * the --node-name node looked up (kube::NodePresence, cluster_checks.h): while it does not
+//    exist a warning (at start, then at most once a minute) and readiness check "node-exists"
+//    failing with "node \"X\" does not exist", until it appears;
+//  * the rights no mode needs (`*` on `*`, ...; kube::ExcessRightsWarning) asked once at start
+//    without blocking the loop, one warning when the credentials hold any.
 // An API server that cannot be reached at start is retried by the reflectors (client-go's backoff
 // with jitter); what is on disk stays as it is meanwhile.
 //
@@ -36,6 +41,7 @@
 #include "cache/api_object_manager.h"
 #include "cache/api_token_manager.h"
 #include "cmd/volumemanager/api_identity.h"
+#include "cmd/volumemanager/cluster_checks.h"
 #include "cmd/volumemanager/daemon.h"
 #include "kubeclient/api_client.h"
 #include "kubeclient/credentials.h"
@@ -75,6 +81,8 @@ class ClusterDaemon : public Daemon {
   void RecordWarning(const kube::InvolvedObject& object, const std::string& reason,
                      const std::string& message);
 
+  // The base's, and "node-exists": the --node-name node is not missing (cluster_checks.h).
+  std::vector<server::ReadinessCheck> ReadinessChecks() const override;
   // API requests, the pod reflector, the object managers (source_metrics.h).
   void AddSourceMetrics(std::vector<server::MetricFamily>* families) const override;
 
@@ -107,6 +115,10 @@ class ClusterDaemon : public Daemon {
   std::unique_ptr<cache::ApiTokenManager> tokens_;
   std::unique_ptr<kube::EventRecorder> events_;
   podconfig::ApiSource api_source_;
+  // Whether the --node-name node exists (cluster_checks.h); after api_, which it uses.
+  std::unique_ptr<kube::NodePresence> node_presence_;
+  // The rights no mode needs, asked once at start (cluster_checks.h).
+  std::unique_ptr<kube::ExcessRightsWarning> excess_rights_;
 };
 
 }  // namespace volumemanager

@@ -191,12 +191,13 @@ int main(int argc, char** argv) {
   // stays resident. At 1,000 pods one arena saves about 1.3 MiB; the threads allocate little
   // besides, so they hardly wait on its lock. Before any thread exists.
   mallopt(M_ARENA_MAX, 1);
-  if (argc >= 2 && std::string(argv[1]) == "preflight") {
-    return volumemanager::RunPreflightCommand(std::vector<std::string>(argv + 2, argv + argc));
-  }
-  const std::vector<std::string> args(argv + 1, argv + argc);
   const std::map<std::string, std::string> environment = Environment();
   const std::string hostname = HostName();
+  if (argc >= 2 && std::string(argv[1]) == "preflight") {
+    return volumemanager::RunPreflightCommand(std::vector<std::string>(argv + 2, argv + argc),
+                                              environment, hostname);
+  }
+  const std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = config::ParseDaemonFlags(args, environment, hostname);
   if (!parsed.ok()) {
     std::fprintf(stderr, "volumemanager: %s\n", parsed.status().message().c_str());

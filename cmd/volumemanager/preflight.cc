@@ -6,6 +6,7 @@
 
 #include "cmd/volumemanager/api_identity.h"
 #include "cmd/volumemanager/blocking_api_client.h"
+#include "cmd/volumemanager/cluster_checks.h"
 #include "kubeclient/api_client.h"
 
 namespace kube {
@@ -181,12 +182,89 @@ PreflightCheck CheckLeases(BlockingApiClient& client, const std::string& ns,
 }  // namespace
 
 std::string FormatPreflightCheck(const PreflightCheck& check) {
-  return std::string(check.ok ? "ok    " : "FAIL  ") + check.name + ": " + check.detail;
+  const char* label = check.not_checked ? "SKIP  "
+                      : !check.ok       ? "FAIL  "
+                      : check.warning   ? "WARN  "
+                                        : "ok    ";
+  return label + check.name + ": " + check.detail;
 }
 
-std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
-                                         const PreflightOptions& options) {
-  std::vector<PreflightCheck> checks;
+std::string FormatPreflightHeader(const PreflightReport& report) {
+  return "credentials " + report.credentials + ", identity " + report.identity;
+}
+
+int PreflightExitCode(const std::vector<PreflightCheck>& checks) {
+  bool not_checked = false;
+  for (const PreflightCheck& c : checks) {
+    if (!c.ok && !c.not_checked) return 1;
+    not_checked = not_checked || c.not_checked;
+  }
+  return not_checked ? 3 : 0;
+}
+
+namespace {
+
+// GET of the Node: under a node identity its own only (the Node authorizer), under a service
+// account the chart's ClusterRole grants get on nodes.
+PreflightCheck CheckNode(BlockingApiClient& client, const std::string& node, bool node_mode) {
+  PreflightCheck check{"node " + node + " exists", false, ""};
+  ApiResult got = client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(NodePath(node), cb); });
+  switch (ClassifyNodeLookup(got)) {
+    case NodeLookup::kExists:
+      check.ok = true;
+      check.detail = "found";
+      break;
+    case NodeLookup::kMissing:
+      check.detail = NodeMissing(node) + ": " + NodeMissingAdvice();
+      break;
+    case NodeLookup::kNoRight:
+      check.not_checked = true;
+      check.detail = std::string("not checked: no right to get nodes (") + got.error->message +
+                     "): a wrong --node-name would go unnoticed, by the daemon too; " +
+                     (node_mode ? "a node may read only its own Node object"
+                                : "the chart's ClusterRole grants get on nodes");
+      break;
+    case NodeLookup::kError:
+      check.detail = got.error->ToString();
+      break;
+  }
+  return check;
+}
+
+PreflightCheck CheckExcessRights(BlockingApiClient& client, bool node_mode,
+                                 const std::string& identity) {
+  PreflightCheck check{"rights beyond need", true, ""};
+  std::vector<std::string> held;
+  std::vector<std::string> not_held;
+  for (const ExcessRightProbe& probe : ExcessRightProbes(node_mode)) {
+    ApiResult answer = client.Call(
+        [&](ApiClient& a, ApiCallback cb) { a.Create(kAccessReviewPath, probe.review, cb); });
+    std::optional<bool> allowed = answer.ok() ? ReviewAllowed(answer.object) : std::nullopt;
+    if (!allowed) {
+      check.detail =
+          "not asked: SelfSubjectAccessReview " +
+          (answer.ok() ? std::string("answered without status.allowed") : answer.error->ToString());
+      return check;
+    }
+    (*allowed ? held : not_held).push_back(probe.description);
+  }
+  if (!held.empty()) {
+    check.warning = true;
+    check.detail = ExcessRightsMessage(identity, held);
+    return check;
+  }
+  check.detail = "none of: ";
+  for (size_t i = 0; i < not_held.size(); ++i) check.detail += (i ? "; " : "") + not_held[i];
+  return check;
+}
+
+}  // namespace
+
+PreflightReport RunPreflight(const Credentials& credentials, const PreflightOptions& options) {
+  PreflightReport report;
+  report.credentials = credentials.source;
+  report.identity = "not checked (the server was not reached)";
+  std::vector<PreflightCheck>& checks = report.checks;
   const std::string ns =
       options.namespace_name.empty() ? credentials.default_namespace : options.namespace_name;
   const std::string node = options.node_name;
@@ -196,7 +274,7 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
   if (!client.error().empty()) {
     reach.detail = client.error();
     checks.push_back(reach);
-    return checks;
+    return report;
   }
   ApiResult version = client.Call([](ApiClient& api, ApiCallback cb) { api.Get("/version", cb); });
   if (version.ok() || !version.error->IsTransport()) {
@@ -213,7 +291,7 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
     reach.detail = credentials.server + ": " + version.error->message;
   }
   checks.push_back(reach);
-  if (!reach.ok) return checks;
+  if (!reach.ok) return report;
 
   PreflightCheck auth{"credentials accepted", false, ""};
   ApiResult api = client.Call([](ApiClient& a, ApiCallback cb) { a.Get("/api", cb); });
@@ -221,7 +299,10 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
   auth.detail = auth.ok ? "as configured by " + credentials.source
                         : "credentials rejected: " + api.error->ToString();
   checks.push_back(auth);
-  if (!auth.ok) return checks;
+  if (!auth.ok) {
+    report.identity = "not checked (the credentials were rejected)";
+    return report;
+  }
 
   // The identity and the mode it puts the daemon in (cluster_daemon.h).
   PreflightCheck who{"identity", true, ""};
@@ -230,7 +311,9 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
   if (!identity.ok()) {
     who.detail =
         "unknown (" + identity.status().message() + "): the daemon runs in service-account mode";
+    report.identity = "unknown (" + identity.status().message() + ")";
   } else {
+    report.identity = identity->Describe();
     identity_node = identity->NodeName();
     who.detail = identity->Describe() + ": " +
                  (identity_node ? "node mode for node \"" + *identity_node + "\""
@@ -244,6 +327,7 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
   }
   checks.push_back(who);
   const bool node_mode = identity_node.has_value();
+  checks.push_back(CheckNode(client, node, node_mode));
 
   const std::string pods = "/api/v1/pods?fieldSelector=" + QueryEscape("spec.nodeName=" + node);
   PreflightCheck list_pods{"pods on node " + node + " listable", false, ""};
@@ -306,7 +390,9 @@ std::vector<PreflightCheck> RunPreflight(const Credentials& credentials,
       checks.push_back(CheckLeases(client, ns, node));
     }
   }
-  return checks;
+  checks.push_back(
+      CheckExcessRights(client, node_mode, identity.ok() ? identity->username : "the credentials"));
+  return report;
 }
 
 }  // namespace kube

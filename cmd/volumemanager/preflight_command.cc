@@ -1,11 +1,10 @@
 #include "cmd/volumemanager/preflight_command.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "cmd/volumemanager/preflight.h"
 #include "config/daemon_config.h"
@@ -14,68 +13,69 @@
 namespace volumemanager {
 namespace {
 
-std::string HostName() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
+constexpr char kPreamble[] =
+    "volumemanager preflight [FLAGS]: checks that the daemon, started with the same flags (and\n"
+    "--config file), can reach and use the API server from this node, as the identity it runs as\n"
+    "(its credentials: --kubeconfig or --in-cluster; $KUBECONFIG is never read). The first line\n"
+    "names the credentials and the identity checked, then one line per check: ok, WARN (passed,\n"
+    "look at it), SKIP (could not be checked) or FAIL. Exit 0: all passed; 1: a check failed;\n"
+    "2: bad flags; 3: nothing failed but a check could not be made (the node's existence\n"
+    "without the right to get nodes: a wrong --node-name would go unnoticed).\n"
+    "It takes every flag of the daemon:\n\n";
+
+// Where $KUBECONFIG is set but the daemon's credentials are not given: it is ignored, and says so
+// (it would have been taken by an earlier preflight, and by kubectl).
+std::string KubeconfigEnvHint(const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& environment) {
+  auto it = environment.find("KUBECONFIG");
+  if (it == environment.end() || it->second.empty()) return "";
+  for (const std::string& a : args) {
+    if (a.starts_with("--kubeconfig") || a.starts_with("--in-cluster")) return "";
+  }
+  return "; $KUBECONFIG (" + it->second +
+         ") is ignored, as by the daemon: pass the file the daemon will use with --kubeconfig";
 }
 
 }  // namespace
 
-int RunPreflightCommand(const std::vector<std::string>& args) {
-  CLI::App app{
-      "Checks that volumemanager can reach and use the API server from this node, as the "
-      "identity it runs as (node or service account) and for the set-up chosen.",
-      "volumemanager preflight"};
-  std::string kubeconfig;
-  std::string context;
-  std::string node_name;
-  std::string lock = "file";
-  kube::PreflightOptions options;
-  app.add_option("--kubeconfig", kubeconfig,
-                 "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
-  app.add_option("--context", context, "kubeconfig context (default: current-context)");
-  app.add_option("--node-name", node_name,
-                 "this node's name (default: $NODE_NAME, else the host name, as the daemon's)");
-  app.add_option("--namespace", options.namespace_name,
-                 "namespace of the Lease lock, and the one read when the node has no pods "
-                 "(default: the credentials' namespace)");
-  app.add_option("--leader-elect-resource-lock", lock,
-                 "the daemon's lock: file (no API rights) or leases (Lease rights checked)")
-      ->check(CLI::IsMember({"file", "leases"}));
-  // "--flag=" is the empty value, not a swallow of the next argument.
-  const std::vector<std::string> split =
-      config::SplitEmptyValues(args, [&](const std::string& flag) {
-        const CLI::Option* opt = app.get_option_no_throw(flag);
-        return opt != nullptr && opt->get_type_size() != 0;
-      });
-  std::vector<std::string> reversed(split.rbegin(), split.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "volumemanager preflight: %s (see --help)\n", e.what());
+int RunPreflightCommand(const std::vector<std::string>& args,
+                        const std::map<std::string, std::string>& environment,
+                        const std::string& hostname) {
+  // The daemon's own parser, flags and --config file: what preflight checks is what the daemon
+  // would run as.
+  auto parsed = config::ParseDaemonFlags(args, environment, hostname);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "volumemanager preflight: %s%s (see --help)\n",
+                 parsed.status().message().c_str(), KubeconfigEnvHint(args, environment).c_str());
     return 2;
   }
+  if (!parsed->config) {
+    if (!parsed->validate_only) std::fputs(kPreamble, stdout);
+    std::fputs(parsed->output.c_str(), stdout);
+    return 0;
+  }
+  const config::DaemonConfig& cfg = *parsed->config;
   spdlog::set_level(spdlog::level::warn);
-  std::map<std::string, std::string> environment;
-  if (const char* env = std::getenv("NODE_NAME")) environment["NODE_NAME"] = env;
-  options.node_name = config::ResolveNodeName(node_name, environment, HostName());
-  options.lease_lock = lock == "leases";
+  kube::PreflightOptions options;
+  options.node_name = cfg.node_name;
+  options.namespace_name = cfg.leader_election.resource_namespace;
+  options.lease_lock = cfg.leader_election.leader_elect &&
+                       cfg.leader_election.resource_lock == leaderelection::LockType::kLeases;
 
-  auto credentials = kube::ResolveCredentials(kubeconfig, kube::ProcessEnvironment(), context);
+  // The daemon's own resolution (cluster_daemon.cc): the flags only.
+  auto credentials =
+      kube::LoadCredentials(cfg.kubeconfig, cfg.in_cluster, kube::ProcessEnvironment());
   if (!credentials.ok()) {
-    std::printf("FAIL  credentials: %s\n", credentials.status().message().c_str());
+    std::printf("FAIL  credentials: %s%s\n", credentials.status().message().c_str(),
+                KubeconfigEnvHint(args, environment).c_str());
     return 1;
   }
-  bool all_ok = true;
-  for (const kube::PreflightCheck& check : kube::RunPreflight(*credentials, options)) {
+  const kube::PreflightReport report = kube::RunPreflight(*credentials, options);
+  std::printf("%s\n", kube::FormatPreflightHeader(report).c_str());
+  for (const kube::PreflightCheck& check : report.checks) {
     std::printf("%s\n", kube::FormatPreflightCheck(check).c_str());
-    all_ok = all_ok && check.ok;
   }
-  return all_ok ? 0 : 1;
+  return kube::PreflightExitCode(report.checks);
 }
 
 }  // namespace volumemanager

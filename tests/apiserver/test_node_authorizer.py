@@ -330,3 +330,66 @@ def test_dry_run_writes_are_authorized_and_store_nothing(server, method, path, b
                               token=NODE_TOKEN)[0] == 403
     assert server.request(method, path.replace("dryRun=All", "dryRun=Some"), body,
                           token=NODE_TOKEN, headers=headers)[0] == 400
+
+
+def node_object(name):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def test_nodes_are_cluster_scoped_and_a_node_reads_only_its_own(server):
+    created = create(server, "/api/v1/nodes", node_object(NODE))
+    assert "namespace" not in created["metadata"]
+    create(server, "/api/v1/nodes", node_object("node-b"))
+    assert server.request("POST", "/api/v1/nodes", node_object(NODE))[0] == 409
+    assert server.request("GET", "/api/v1/namespaces/shop/nodes/node-b")[0] == 404
+    assert server.request("GET", "/api/v1/nodes/absent")[0] == 404
+    assert server.request("GET", f"/api/v1/nodes/{NODE}", token=NODE_TOKEN)[0] == 200
+    status, reply = server.request("GET", "/api/v1/nodes/node-b", token=NODE_TOKEN)
+    assert status == 403
+    assert reply["message"] == (
+        'nodes "node-b" is forbidden: User "system:node:node-a" cannot get resource "nodes" in '
+        "API group \"\" at the cluster scope: node 'node-a' cannot read 'node-b', only its own "
+        "Node object")
+    assert server.request("GET", "/api/v1/nodes", token=NODE_TOKEN)[0] == 403
+    status, reply = server.request("DELETE", f"/api/v1/nodes/{NODE}")
+    assert status == 200, reply
+    # As kube-apiserver with AuthorizeNodeWithSelectors: by name, not by the graph, so that a
+    # kubelet may look for its Node before creating it.
+    assert server.request("GET", f"/api/v1/nodes/{NODE}", token=NODE_TOKEN)[0] == 404
+    nodes = [r for r in server.request("GET", "/api/v1")[1]["resources"] if r["name"] == "nodes"]
+    assert nodes and nodes[0]["namespaced"] is False
+
+
+SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def access(server, token, verb, resource, group="", namespace=None):
+    attributes = {"verb": verb, "group": group, "resource": resource}
+    if namespace:
+        attributes["namespace"] = namespace
+    status, reply = server.request("POST", SSAR, {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attributes}}, token=token)
+    assert status == 201, reply
+    return reply["status"]["allowed"]
+
+
+def test_self_subject_access_review_answers_as_the_authorizers_would(server):
+    # No ACL: everything, `*` on `*` included.
+    assert access(server, None, "*", "*", "*")
+    assert access(server, None, "create", "pods")
+    # The Node authorizer: mirror pods yes, every Secret or everything no.
+    assert access(server, NODE_TOKEN, "create", "pods", namespace="shop")
+    assert not access(server, NODE_TOKEN, "list", "secrets")
+    assert not access(server, NODE_TOKEN, "*", "*", "*")
+    # An ACL: only `*` matches `*`, as in RBAC.
+    server.admin("POST", "tokens", {"token": "sa", "user": "sa-user"})
+    server.admin("POST", "acl", {"user": "sa-user", "rules": [
+        {"verbs": ["get", "list"], "resources": ["secrets"]}]})
+    assert access(server, "sa", "list", "secrets")
+    assert not access(server, "sa", "*", "*", "*")
+    assert not access(server, "sa", "create", "pods")
+    server.admin("POST", "acl", {"user": "sa-user", "rules": [
+        {"verbs": ["*"], "resources": ["*"]}]})
+    assert access(server, "sa", "*", "*", "*")
+    assert server.request("POST", SSAR, {"spec": {}}, token="sa")[0] == 422

@@ -222,6 +222,7 @@ def test_defaults():
         (["pods", "configmaps"], ["get", "list", "watch"]),
         (["secrets"], ["get", "list", "watch"]),
         (["events"], ["create", "patch"]),
+        (["nodes"], ["get"]),
     ]
     binding = find(objects, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "vm-volumemanager",
@@ -513,7 +514,8 @@ def test_rbac_namespaces_replace_the_cluster_wide_read_by_roles():
     assert rules_naming(objects, ["secrets", "configmaps"]) == []
     rules = find(objects, "ClusterRole")["rules"]
     assert [(r["resources"], r["verbs"]) for r in rules] == [
-        (["pods"], ["get", "list", "watch"]), (["events"], ["create", "patch"])]
+        (["pods"], ["get", "list", "watch"]), (["events"], ["create", "patch"]),
+        (["nodes"], ["get"])]
     roles = {o["metadata"]["namespace"]: o for o in objects
              if o["kind"] == "Role" and o["metadata"]["name"] == "vm-volumemanager"}
     assert sorted(roles) == ["team-a", "team-b"]

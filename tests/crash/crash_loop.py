@@ -201,6 +201,9 @@ class ApiBackend:
 
     def __init__(self, server):
         self.server = server
+        # The daemon's Node, as its kubelet registers it: the daemon checks that it exists.
+        self._call("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                             "metadata": {"name": "crash-node"}})
 
     def _call(self, method, path, body=None, expect=(200, 201)):
         status, data = self.server.request(method, path, body)

@@ -224,6 +224,8 @@ class Cluster(DaemonProcess):
             self.front.start()
         # The daemon's own user, so that ACLs can be set for it alone.
         server.admin("POST", "tokens", {"token": DAEMON_TOKEN, "user": DAEMON_USER})
+        # The Node the kubelet registers (none runs here): the daemon checks that it exists.
+        self.create_node(NODE)
         self.kubeconfig = tmp / "daemon.kubeconfig"
         self.token_file = tmp / "daemon.token"
         self.write_kubeconfig()
@@ -259,6 +261,11 @@ class Cluster(DaemonProcess):
         status, data = self.server.request(method, path, body)
         assert status in expect, f"{method} {path}: {status} {data}"
         return data
+
+    def create_node(self, name):
+        """A Node object named `name`, as a kubelet registers it (already there: kept)."""
+        self.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                            "metadata": {"name": name}}, expect=(201, 409))
 
     def put_configmap(self, name, data, namespace="default", immutable=None):
         obj = {"apiVersion": "v1", "kind": "ConfigMap",

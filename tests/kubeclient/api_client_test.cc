@@ -414,7 +414,7 @@ TEST(ApiClientPrefixTest, ServerUrlPathPrefixIsKept) {
   TestApiServerProcess server;
   ASSERT_TRUE(server.Start("t", {"--path-prefix", "/k8s/east"}).ok());
   TestLoop runner;
-  auto creds = ResolveCredentials(server.kubeconfig(), ProcessEnvironment());
+  auto creds = LoadKubeconfig({server.kubeconfig()});
   ASSERT_TRUE(creds.ok()) << creds.status().message();
   EXPECT_THAT(creds->server, testing::EndsWith("/k8s/east"));
   auto http = HttpClient::Create(runner.get(), *creds);

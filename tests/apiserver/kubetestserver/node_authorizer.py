@@ -184,6 +184,19 @@ class NodeAuthorizer:
                 return _deny("can only access node lease with the same name as the requesting "
                              "node")
             return ALLOW
+        if res.name == "nodes":
+            # AuthorizeNodeWithSelectors: reads of its own Node object only (by name, not the
+            # graph, so that a kubelet may read it before creating it); writes go to
+            # NodeRestriction (not modelled: no test writes a Node as a node).
+            if verb in ("create", "update", "patch"):
+                return ALLOW
+            if verb in ("get", "list", "watch"):
+                if name == node:
+                    return ALLOW
+                if not name:
+                    return _deny(f"node '{node}' cannot read all nodes, only its own Node object")
+                return _deny(f"node '{node}' cannot read '{name}', only its own Node object")
+            return _deny()
         if res.name == "events":
             # The static node rules: events create, update, patch.
             return ALLOW if verb in ("create", "update", "patch") else _deny()

@@ -16,8 +16,9 @@ from .status import ApiError, bad_request, invalid
 
 class Resource:
     def __init__(self, name, singular, kind, group, verbs, short_names=(), subresources=None,
-                 subresource_kinds=None):
+                 subresource_kinds=None, namespaced=True):
         self.name = name
+        self.namespaced = namespaced
         self.singular = singular
         self.kind = kind
         self.group = group
@@ -31,7 +32,7 @@ class Resource:
 
     def discovery(self):
         """This resource's entries of its APIResourceList: itself, then each subresource."""
-        entry = {"name": self.name, "singularName": self.singular, "namespaced": True,
+        entry = {"name": self.name, "singularName": self.singular, "namespaced": self.namespaced,
                  "kind": self.kind, "verbs": self.verbs}
         if self.short_names:
             entry["shortNames"] = self.short_names
@@ -59,6 +60,8 @@ RESOURCES = {
     "serviceaccounts": Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "",
                                 _ALL_VERBS, ["sa"], {"token": ["create"]},
                                 {"token": ("TokenRequest", "authentication.k8s.io", "v1")}),
+    # Cluster-scoped; only as what is read of a node: whether it exists (no status, no heartbeat).
+    "nodes": Resource("nodes", "node", "Node", "", _ALL_VERBS, ["no"], namespaced=False),
 }
 
 MAX_DATA_BYTES = 1 << 20

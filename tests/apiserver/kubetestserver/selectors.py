@@ -12,6 +12,7 @@ SELECTABLE_FIELDS = {
                "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
                "reason", "type", "source"},
     "leases": {"metadata.name", "metadata.namespace"},
+    "nodes": {"metadata.name"},
 }
 
 

@@ -640,6 +640,8 @@ class ApiServer:
             return self.self_subject_review(conn, request)
         if parts == ["apis", "authentication.k8s.io", "v1", "tokenreviews"]:
             return self.token_review(conn, request)
+        if parts == ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
+            return self.self_subject_access_review(conn, request)
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
             group, rest = "", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis" and parts[1] == "coordination.k8s.io" \
@@ -656,7 +658,8 @@ class ApiServer:
         res = RESOURCES[rest[0]]
         name = rest[1] if len(rest) >= 2 else None
         subresource = rest[2] if len(rest) == 3 else None
-        if (name is not None and namespace is None) or (
+        if (res.namespaced and name is not None and namespace is None) or (
+                not res.namespaced and namespace is not None) or (
                 subresource is not None and subresource not in res.subresources):
             raise st.ApiError(404, "the server could not find the requested resource")
 
@@ -682,7 +685,7 @@ class ApiServer:
         else:
             raise st.ApiError(405, f"the server does not allow this method on the requested "
                               f"resource", "MethodNotAllowed")
-        if namespace is None and verb not in ("list", "watch"):
+        if res.namespaced and namespace is None and verb not in ("list", "watch"):
             raise st.ApiError(404, "the server could not find the requested resource")
         self._count_verb(conn, verb)
 
@@ -734,11 +737,11 @@ class ApiServer:
         body = self.decode_body(request, res)
         self.admit_node_write(request, verb, res, namespace, name, body)
         if verb == "create" and _dry_run(request.query):
-            return 201, self.dry_run_create(res, namespace or "default", body)
+            return 201, self.dry_run_create(res, self._create_namespace(res, namespace), body)
         if verb == "update" and _dry_run(request.query):
             return self.dry_run_update(res, namespace, name, body)
         if verb == "create":
-            return 201, self.store.create(res.name, namespace or "default", body)
+            return 201, self.store.create(res.name, self._create_namespace(res, namespace), body)
         if verb == "update":
             if body["metadata"].get("name") and body["metadata"]["name"] != name:
                 raise st.bad_request("the name of the object (%s) does not match the name on "
@@ -748,6 +751,12 @@ class ApiServer:
                                              allow_create=res.name == "leases")
             return (201 if created else 200), obj
         raise AssertionError(verb)
+
+    @staticmethod
+    def _create_namespace(res, namespace):
+        """A create's namespace: the URL's, "default" when it names none, none for a
+        cluster-scoped resource (nodes)."""
+        return (namespace or "default") if res.namespaced else None
 
     def _json_body(self, request):
         media = request.headers.get("content-type", "application/json").split(";")[0].strip()
@@ -774,6 +783,40 @@ class ApiServer:
             raise st.forbidden(request.user, "create", "tokenreviews", "authentication.k8s.io",
                                None, None)
         return 201, self.token_issuer.review(self._json_body(request))
+
+    def self_subject_access_review(self, conn, request):
+        """POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews: whether the caller may
+        do what `spec.resourceAttributes` says (any authenticated user may ask), decided by the
+        same authorizers as its requests: the Node authorizer, then the ACL (none: allowed).
+        `*` as verb or resource is allowed only by a rule saying `*`, as RBAC's."""
+        if request.method != "POST":
+            raise st.ApiError(405, "the server does not allow this method on the requested "
+                              "resource", "MethodNotAllowed")
+        self._count_verb(conn, "create")
+        body = self._json_body(request)
+        attrs = ((body or {}).get("spec") or {}).get("resourceAttributes") \
+            if isinstance(body, dict) else None
+        if not isinstance(attrs, dict) or not attrs.get("verb") or not attrs.get("resource"):
+            raise st.invalid("SelfSubjectAccessReview", "authorization.k8s.io", "", [
+                ("spec.resourceAttributes", "Required value: exactly one of nonResourceAttributes "
+                 "or resourceAttributes must be specified", "FieldValueRequired")])
+        group = attrs.get("group", "")
+        resource = RESOURCES.get(attrs["resource"])
+        if resource is None or resource.group != group:
+            resource = _Reviewed(attrs["resource"], group)
+        allowed, reason = True, ""
+        try:
+            self.authorize(request.user, attrs["verb"], resource, attrs.get("namespace") or None,
+                           attrs.get("name") or None, request.groups)
+        except st.ApiError as err:
+            allowed, reason = False, err.message
+        status = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        return 201, {"kind": "SelfSubjectAccessReview",
+                     "apiVersion": "authorization.k8s.io/v1",
+                     "metadata": {"creationTimestamp": None},
+                     "spec": body["spec"], "status": status}
 
     def self_subject_review(self, conn, request):
         """POST /apis/authentication.k8s.io/v1/selfsubjectreviews: who the caller is (GA in
@@ -1360,6 +1403,16 @@ class _SelfSubjectReviews:
     create-only, nothing stored)."""
     name = "selfsubjectreviews"
     group = "authentication.k8s.io"
+
+
+class _Reviewed:
+    """A resource a SelfSubjectAccessReview names that the server does not serve (or `*`): what
+    the authorizers read of it."""
+
+    def __init__(self, name, group):
+        self.name = name
+        self.group = group
+        self.namespaced = True
 
 
 class _ConnectionReset(Exception):

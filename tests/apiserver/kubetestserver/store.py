@@ -172,7 +172,10 @@ class Store:
     def create(self, resource, namespace, obj):
         res = RESOURCES[resource]
         meta = obj["metadata"]
-        meta["namespace"] = namespace
+        if res.namespaced:
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         default_and_validate(res, obj)

@@ -5,9 +5,9 @@
 //
 // The chart's modes: serviceAccount = the ClusterRole of helm/volumemanager/templates/
 // clusterrole.yaml (pods and configmaps get/list/watch, secrets get/list/watch, events
-// create/patch) plus, with the Lease lock, role-leases.yaml's Role in the release namespace
-// (leases get/create/update); node = the kubelet's credentials, which the test server's Node
-// authorizer limits as kube-apiserver's does.
+// create/patch, nodes get) plus, with the Lease lock, role-leases.yaml's Role in the release
+// namespace (leases get/create/update); node = the kubelet's credentials, which the test server's
+// Node authorizer limits as kube-apiserver's does.
 #include "cmd/volumemanager/preflight.h"
 
 #include <gmock/gmock.h>
@@ -17,6 +17,7 @@
 #include <map>
 #include <tuple>
 
+#include "config/config_file.h"
 #include "tests/apiserver/test_apiserver_process.h"
 
 namespace kube {
@@ -39,6 +40,7 @@ std::vector<Right> ChartServiceAccountRights(bool lease_lock) {
   }
   rights.emplace_back("events", "create", "");
   rights.emplace_back("events", "patch", "");
+  rights.emplace_back("nodes", "get", "");
   if (lease_lock) {
     for (const char* v : {"get", "create", "update"}) {
       rights.emplace_back("leases", v, kReleaseNamespace);
@@ -97,6 +99,12 @@ class PreflightTest : public ::testing::Test {
                            {{{"name", "s"}, {"secret", {{"secretName", "theirs"}}}}}))
                   .code,
               201);
+    // node-1 is registered (node-2 is not: its pod above is bound to a name only).
+    ASSERT_EQ(server_
+                  .Api("POST", "/api/v1/nodes",
+                       {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}})
+                  .code,
+              201);
     server_.Admin("POST", "tokens", {{"token", "sa"}, {"user", kServiceAccount}});
     server_.Admin(
         "POST", "tokens",
@@ -105,12 +113,32 @@ class PreflightTest : public ::testing::Test {
 
   std::vector<PreflightCheck> Run(const Credentials& creds, bool lease_lock,
                                   const std::string& node = kNode) {
+    return RunReport(creds, lease_lock, node).checks;
+  }
+
+  PreflightReport RunReport(const Credentials& creds, bool lease_lock,
+                            const std::string& node = kNode) {
     PreflightOptions options;
     options.node_name = node;
     options.namespace_name = kReleaseNamespace;
     options.lease_lock = lease_lock;
     options.request_timeout = std::chrono::seconds(5);
     return RunPreflight(creds, options);
+  }
+
+  void GrantChartRights(bool lease_lock) {
+    server_.Admin(
+        "POST", "acl",
+        {{"user", kServiceAccount}, {"rules", AclRules(ChartServiceAccountRights(lease_lock))}});
+  }
+
+  static const PreflightCheck& Named(const std::vector<PreflightCheck>& checks,
+                                     const std::string& name) {
+    static const PreflightCheck kNone{"(no such check)", false, ""};
+    for (const auto& c : checks) {
+      if (c.name == name) return c;
+    }
+    return kNone;
   }
 
   Credentials WithToken(const std::string& token) const {
@@ -157,6 +185,7 @@ TEST_F(PreflightTest, ServiceAccountModePassesWithTheChartsRightsInEveryNamespac
     std::vector<std::string> want = {"server reachable, TLS verified",
                                      "credentials accepted",
                                      "identity",
+                                     "node node-1 exists",
                                      "pods on node node-1 listable",
                                      "pods on node node-1 watchable",
                                      "configmaps readable in namespace ops",
@@ -165,6 +194,7 @@ TEST_F(PreflightTest, ServiceAccountModePassesWithTheChartsRightsInEveryNamespac
                                      "secrets readable in namespace shop",
                                      "events writable in namespace shop"};
     if (lease_lock) want.push_back("leases writable in namespace vm-system");
+    want.push_back("rights beyond need");
     EXPECT_EQ(Names(checks), want);
     EXPECT_EQ(checks[2].detail, std::string(kServiceAccount) +
                                     " (groups system:authenticated; from SelfSubjectReview): "
@@ -197,6 +227,14 @@ TEST_F(PreflightTest, ServiceAccountModeWithOneRightLessFailsNamingIt) {
         EXPECT_EQ(failures, "");
         continue;
       }
+      if (resource == "nodes") {
+        // Not a failure: the node's existence cannot be checked (exit status 3).
+        EXPECT_THAT(failures, ::testing::StartsWith("SKIP  node node-1 exists: not checked: no "
+                                                    "right to get nodes (nodes \"node-1\" is "
+                                                    "forbidden"));
+        EXPECT_THAT(failures, HasSubstr("the chart's ClusterRole grants get on nodes"));
+        continue;
+      }
       EXPECT_THAT(failures,
                   HasSubstr("missing RBAC rule: apiGroups [\"" +
                             std::string(resource == "leases" ? "coordination.k8s.io" : "") +
@@ -211,7 +249,13 @@ TEST_F(PreflightTest, NodeModePassesWithTheNodeAuthorizersGrant) {
     SCOPED_TRACE(name);
     auto checks = Run(creds, false);
     EXPECT_EQ(Failures(checks), "");
-    ASSERT_EQ(Names(checks).size(), 10u);
+    ASSERT_EQ(Names(checks).size(), 12u);
+    EXPECT_EQ(FormatPreflightCheck(Named(checks, "node node-1 exists")),
+              "ok    node node-1 exists: found");
+    // A node may create pods (its mirror pods), but neither everything nor every Secret.
+    EXPECT_EQ(FormatPreflightCheck(Named(checks, "rights beyond need")),
+              "ok    rights beyond need: none of: do anything to any resource (* on *); "
+              "list secrets in all namespaces");
     EXPECT_THAT(checks[2].detail, HasSubstr("system:node:node-1 (groups system:nodes"));
     EXPECT_THAT(checks[2].detail, HasSubstr("node mode for node \"node-1\""));
   }
@@ -253,6 +297,72 @@ TEST_F(PreflightTest, NodeModeReadFailureQuotesTheNodeAuthorizer) {
   EXPECT_THAT(Failures(checks),
               HasSubstr("FAIL  secrets readable in namespace shop: the node may not get secrets in "
                         "namespace \"shop\" (secrets \"tls\" is forbidden"));
+}
+
+TEST_F(PreflightTest, ANodeThatDoesNotExistFails) {
+  GrantChartRights(false);
+  for (const auto& [name, creds] :
+       {std::pair{"service account", WithToken("sa")}, std::pair{"admin", creds_}}) {
+    SCOPED_TRACE(name);
+    auto checks = Run(creds, false, "node-1x");
+    EXPECT_EQ(FormatPreflightCheck(Named(checks, "node node-1x exists")),
+              "FAIL  node node-1x exists: node \"node-1x\" does not exist: no pod is ever bound "
+              "to it, so the daemon serves nothing; --node-name (else $NODE_NAME, else the host "
+              "name) must be the name the kubelet registered (kubectl get nodes)");
+    EXPECT_EQ(PreflightExitCode(checks), 1);
+  }
+  EXPECT_EQ(PreflightExitCode(Run(WithToken("sa"), false)), 0);
+}
+
+TEST_F(PreflightTest, WithoutTheRightToGetNodesTheNodeIsNotCheckedExitStatus3) {
+  std::vector<Right> rights = ChartServiceAccountRights(false);
+  std::erase(rights, Right{"nodes", "get", ""});
+  server_.Admin("POST", "acl", {{"user", kServiceAccount}, {"rules", AclRules(rights)}});
+  // A typo cannot be told: not a pass, not a failure.
+  auto checks = Run(WithToken("sa"), false, "node-1x");
+  const PreflightCheck& node = Named(checks, "node node-1x exists");
+  EXPECT_TRUE(node.not_checked);
+  EXPECT_THAT(FormatPreflightCheck(node),
+              ::testing::StartsWith("SKIP  node node-1x exists: not checked: no right to get "
+                                    "nodes ("));
+  EXPECT_EQ(PreflightExitCode(checks), 3);
+}
+
+TEST_F(PreflightTest, RightsNoModeNeedsAreAWarning) {
+  // The test server's own token has no ACL: everything is allowed, as to an admin.
+  PreflightReport admin = RunReport(creds_, false);
+  const PreflightCheck& excess = Named(admin.checks, "rights beyond need");
+  EXPECT_TRUE(excess.ok);
+  EXPECT_TRUE(excess.warning);
+  EXPECT_EQ(FormatPreflightCheck(excess),
+            "WARN  rights beyond need: test-admin may do anything to any resource (* on *); "
+            "create pods: rights no mode of the daemon needs, on every node it runs on; give it "
+            "the node's credentials (chart: credentials: node) or the chart's ClusterRole "
+            "instead");
+  EXPECT_EQ(PreflightExitCode(admin.checks), 0);
+  // The chart's rights: none beyond need.
+  GrantChartRights(false);
+  auto chart = Run(WithToken("sa"), false);
+  EXPECT_EQ(FormatPreflightCheck(Named(chart, "rights beyond need")),
+            "ok    rights beyond need: none of: do anything to any resource (* on *); "
+            "create pods");
+  // A node with list on every Secret (an ACL beside the Node authorizer, as RBAC adds to it).
+  server_.Admin(
+      "POST", "acl",
+      {{"user", "system:node:node-1"}, {"rules", AclRules({Right{"secrets", "list", ""}})}});
+  EXPECT_THAT(FormatPreflightCheck(Named(Run(WithToken("node"), false), "rights beyond need")),
+              ::testing::StartsWith("WARN  rights beyond need: system:node:node-1 may list "
+                                    "secrets in all namespaces: rights no mode"));
+}
+
+TEST_F(PreflightTest, TheReportNamesCredentialsAndIdentity) {
+  PreflightReport report = RunReport(WithToken("node"), false);
+  EXPECT_EQ(FormatPreflightHeader(report),
+            "credentials kubeconfig " + server_.kubeconfig() +
+                " context test, identity system:node:node-1 (groups system:nodes, "
+                "system:authenticated; from SelfSubjectReview)");
+  Credentials rejected = WithToken("wrong");
+  EXPECT_EQ(RunReport(rejected, false).identity, "not checked (the credentials were rejected)");
 }
 
 TEST_F(PreflightTest, StopsEarly) {
@@ -303,9 +413,12 @@ TEST_F(PreflightTest, BinaryExitCodeNodeNameDefaultAndHelp) {
   text = RunBinary(kubeconfig + " --node-name node-1 --leader-elect-resource-lock leases", &code);
   EXPECT_EQ(code, 0) << text;
   EXPECT_THAT(text, HasSubstr("ok    leases writable in namespace default"));
-  text = RunBinary(kubeconfig + " --node-name node-1 --context no-such-context", &code);
+  // The daemon's flags: one preflight did not have, and a file that is no kubeconfig.
+  text = RunBinary(kubeconfig + " --node-name node-1 --sync-frequency 30s", &code);
+  EXPECT_EQ(code, 0) << text;
+  text = RunBinary(" --kubeconfig /nonexistent --node-name node-1", &code);
   EXPECT_EQ(code, 1) << text;
-  EXPECT_THAT(text, HasSubstr("FAIL  credentials"));
+  EXPECT_THAT(text, HasSubstr("FAIL  credentials: --kubeconfig /nonexistent: "));
   // --node-name defaults as the daemon's: $NODE_NAME (lowercased), else the host name.
   text = RunBinary(" --kubeconfig " + server_.kubeconfig(), &code);
   EXPECT_THAT(text, ::testing::ContainsRegex("pods on node [^ ]+ listable"));
@@ -332,6 +445,61 @@ TEST_F(PreflightTest, BinaryExitCodeNodeNameDefaultAndHelp) {
   EXPECT_EQ(WEXITSTATUS(pclose(out)), 0);
   EXPECT_THAT(text, HasSubstr("Subcommand:\n  volumemanager preflight --kubeconfig PATH"));
   EXPECT_THAT(text, HasSubstr("checks what cluster mode needs from the API server"));
+}
+
+std::string RunShell(const std::string& command, int* exit_code) {
+  FILE* out = popen((command + " 2>&1").c_str(), "r");
+  if (out == nullptr) return "popen failed";
+  std::string text;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), out) != nullptr) text += buf;
+  *exit_code = WEXITSTATUS(pclose(out));
+  return text;
+}
+
+TEST_F(PreflightTest, BinaryTakesTheDaemonsCredentialsNeverKubeconfigEnv) {
+  int code = -1;
+  // $KUBECONFIG names a working admin kubeconfig: it is not read, as the daemon does not.
+  std::string text = RunShell("KUBECONFIG=" + server_.kubeconfig() + " HOME=/nonexistent " +
+                                  VM_PREFLIGHT_BINARY + " --node-name node-1",
+                              &code);
+  EXPECT_EQ(code, 2) << text;
+  EXPECT_EQ(text,
+            "volumemanager preflight: no pod source: give --pod-manifest-path DIR and/or "
+            "--manifest-url URL (standalone), or --kubeconfig FILE / --in-cluster (cluster mode); "
+            "$KUBECONFIG (" +
+                server_.kubeconfig() +
+                ") is ignored, as by the daemon: pass the file the daemon will use with "
+                "--kubeconfig (see --help)\n");
+  // Standalone flags: no credentials for preflight to check.
+  text = RunShell(
+      "env -u KUBECONFIG " + std::string(VM_PREFLIGHT_BINARY) + " --pod-manifest-path /nonexistent",
+      &code);
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_EQ(text,
+            "FAIL  credentials: no API server credentials: pass --kubeconfig FILE (e.g. the "
+            "kubelet's) or --in-cluster (the pod's service account); $KUBECONFIG and "
+            "~/.kube/config are never read\n");
+  // The daemon's --config file: its kubeconfig and node name are what is checked; the first
+  // line names both the file and the identity.
+  const std::string config = server_.kubeconfig() + ".vmconfig.yaml";
+  FILE* f = fopen(config.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fprintf(f, "apiVersion: %s\nkind: %s\nkubeconfig: %s\nnodeName: node-1x\n",
+          config::kConfigApiVersion, config::kConfigKind, server_.kubeconfig().c_str());
+  fclose(f);
+  text = RunShell(std::string(VM_PREFLIGHT_BINARY) + " --config " + config, &code);
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_THAT(text, ::testing::StartsWith("credentials kubeconfig " + server_.kubeconfig() +
+                                          " context test, identity test-admin (groups "
+                                          "system:authenticated; from SelfSubjectReview)\n"));
+  EXPECT_THAT(text, HasSubstr("\nFAIL  node node-1x exists: node \"node-1x\" does not exist"));
+  // The flag overrides the file, as for the daemon.
+  text = RunShell(std::string(VM_PREFLIGHT_BINARY) + " --config " + config + " --node-name node-1",
+                  &code);
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_THAT(text, HasSubstr("\nok    node node-1 exists: found\n"));
+  EXPECT_THAT(text, HasSubstr("\nWARN  rights beyond need: test-admin may do anything"));
 }
 
 }  // namespace
