@@ -48,29 +48,33 @@ void PolicyObjectManager::RegisterPod(const std::string& pod_uid,
   inner_->RegisterPod(pod_uid, Allowed(refs));
 }
 
-base::Result<std::shared_ptr<const kube::ConfigMap>> PolicyObjectManager::GetConfigMap(
-    const std::string& ns, const std::string& name) {
-  if (std::string refusal = policy_.Refusal({kube::ObjectKind::kConfigMap, ns, name});
-      !refusal.empty()) {
+namespace {
+
+// `get()`, unless `policy` refuses `ref`: then the refusal, and nothing is asked.
+template <typename Get>
+auto Checked(const ReadPolicy& policy, const kube::ObjectRef& ref, Get get) -> decltype(get()) {
+  if (std::string refusal = policy.Refusal(ref); !refusal.empty()) {
     return base::Status::Error(refusal);
   }
-  return inner_->GetConfigMap(ns, name);
+  return get();
+}
+
+}  // namespace
+
+base::Result<std::shared_ptr<const kube::ConfigMap>> PolicyObjectManager::GetConfigMap(
+    const std::string& ns, const std::string& name) {
+  return Checked(policy_, {kube::ObjectKind::kConfigMap, ns, name},
+                 [&] { return inner_->GetConfigMap(ns, name); });
 }
 
 base::Result<std::shared_ptr<const kube::Secret>> PolicyObjectManager::GetSecret(
     const std::string& ns, const std::string& name) {
-  if (std::string refusal = policy_.Refusal({kube::ObjectKind::kSecret, ns, name});
-      !refusal.empty()) {
-    return base::Status::Error(refusal);
-  }
-  return inner_->GetSecret(ns, name);
+  return Checked(policy_, {kube::ObjectKind::kSecret, ns, name},
+                 [&] { return inner_->GetSecret(ns, name); });
 }
 
 base::Result<ObjectRevision> PolicyObjectManager::GetRevision(const kube::ObjectRef& ref) {
-  if (std::string refusal = policy_.Refusal(ref); !refusal.empty()) {
-    return base::Status::Error(refusal);
-  }
-  return inner_->GetRevision(ref);
+  return Checked(policy_, ref, [&] { return inner_->GetRevision(ref); });
 }
 
 bool PolicyObjectManager::Unread(const kube::ObjectRef& ref) const {
