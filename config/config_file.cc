@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "base/strings.h"
 #include "config/go_duration.h"
 #include "kube/yaml_to_json.h"
 
@@ -69,6 +70,13 @@ std::vector<ConfigField> MakeFields() {
        [](C c) { return nlohmann::json(c.kube_api_burst); }},
       {"volumeOwnership", "--volume-ownership", T::kString, "kubelet or self",
        [](C c) { return nlohmann::json(VolumeOwnershipName(c.volume_ownership)); }},
+      {"secrets", "--no-secrets", T::kBool,
+       "cluster mode: read Secrets from the API server (false = --no-secrets)",
+       [](C c) { return nlohmann::json(c.read_secrets); }, /*inverted=*/true},
+      {"objectNamespaces", "--object-namespaces", T::kString,
+       "cluster mode: read ConfigMaps and Secrets only in these namespaces, comma-separated "
+       "(\"\": every namespace)",
+       [](C c) { return nlohmann::json(base::Join(c.object_namespaces, ",")); }},
       {"syncFrequency", "--sync-frequency", T::kDuration, "periodic resync",
        [](C c) { return Duration(c.sync_frequency); }},
       {"configMapAndSecretChangeDetectionStrategy",

@@ -368,5 +368,67 @@ TEST(ConfigFileTest, ObserveIsAFlagAndAField) {
   EXPECT_NE(help->output.find("Write nothing"), std::string::npos);
 }
 
+// Issue 44: what the daemon may read (the chart's rbac.secrets: false, rbac.namespaces), as flags
+// and fields; cluster mode only; bad namespace lists name the flag and the name.
+TEST(ConfigFileTest, TheReadPolicyIsFlagsAndFields) {
+  auto defaults = ParseDaemonFlags({"--in-cluster"}, {}, "host");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_TRUE(defaults->config->read_secrets);
+  EXPECT_TRUE(defaults->config->object_namespaces.empty());
+
+  auto flags = ParseDaemonFlags({"--in-cluster", "--no-secrets", "--object-namespaces", "shop,a"},
+                                {}, "host");
+  ASSERT_TRUE(flags.ok()) << flags.status().message();
+  EXPECT_FALSE(flags->config->read_secrets);
+  EXPECT_EQ(flags->config->object_namespaces, (std::vector<std::string>{"shop", "a"}));
+  const nlohmann::json encoded = EncodeConfiguration(*flags->config);
+  EXPECT_EQ(encoded["secrets"], false);
+  EXPECT_EQ(encoded["objectNamespaces"], "shop,a");
+
+  auto file = ParseWithFile(std::string(kHead) +
+                            "inCluster: true\nsecrets: false\nobjectNamespaces: shop,a\n");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_FALSE(file->config->read_secrets);
+  EXPECT_EQ(file->config->object_namespaces, (std::vector<std::string>{"shop", "a"}));
+  EXPECT_EQ(file->sources.at("secrets"), "file");
+  EXPECT_EQ(EncodeConfiguration(*file->config), encoded);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--pod-manifest-path", "/p", "--no-secrets"},
+            "--no-secrets: needs cluster mode (--kubeconfig or --in-cluster): it says what the "
+            "daemon may read from the API server; standalone, objects come from "
+            "--object-manifest-path"},
+           {{"--pod-manifest-path", "/p", "--object-namespaces", "a"},
+            "--object-namespaces: needs cluster mode (--kubeconfig or --in-cluster): it says what "
+            "the daemon may read from the API server; standalone, objects come from "
+            "--object-manifest-path"},
+           {{"--in-cluster", "--object-namespaces", "Shop"},
+            "--object-namespaces: \"Shop\" is not a namespace name: a lowercase RFC 1123 label "
+            "must consist of lower case alphanumeric characters or '-', and must start and end "
+            "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"},
+           {{"--in-cluster", "--object-namespaces", "a,,b"},
+            "--object-namespaces: \"a,,b\" has an empty name (NAMESPACE,NAMESPACE,...)"},
+           {{"--in-cluster", "--object-namespaces", "a,b,a"},
+            "--object-namespaces: \"a\" is listed twice"}}) {
+    auto bad = ParseDaemonFlags(args, {}, "host");
+    ASSERT_FALSE(bad.ok()) << args.back();
+    EXPECT_EQ(bad.status().message(), message);
+  }
+  auto bad_field =
+      ParseWithFile(std::string(kHead) + "inCluster: true\nobjectNamespaces: shop.a\n");
+  ASSERT_FALSE(bad_field.ok());
+  EXPECT_EQ(bad_field.status().message().rfind(
+                "--config vm.yaml: field objectNamespaces: --object-namespaces: \"shop.a\" is not "
+                "a namespace name",
+                0),
+            0u)
+      << bad_field.status().message();
+  auto help = ParseDaemonFlags({"--help"}, {}, "host");
+  ASSERT_TRUE(help.ok());
+  EXPECT_NE(help->output.find("--no-secrets"), std::string::npos);
+  EXPECT_NE(help->output.find("--object-namespaces NAMESPACE,..."), std::string::npos);
+}
+
 }  // namespace
 }  // namespace config

@@ -46,6 +46,28 @@ base::Status ParseAllocatable(const std::string& text, std::map<std::string, std
   return base::Status::OK();
 }
 
+// --object-namespaces: a comma-separated list of namespace names, each once ("" = every
+// namespace).
+base::Status ParseNamespaces(const std::string& text, std::vector<std::string>* out) {
+  if (text.empty()) return base::Status::OK();
+  for (std::string_view item : base::Split(text, ',')) {
+    const std::string name(item);
+    if (name.empty()) {
+      return base::Status::Error("--object-namespaces: \"" + text +
+                                 "\" has an empty name (NAMESPACE,NAMESPACE,...)");
+    }
+    if (auto msgs = kube::ValidateLabelName(name); !msgs.empty()) {
+      return base::Status::Error("--object-namespaces: \"" + name +
+                                 "\" is not a namespace name: " + msgs.front());
+    }
+    if (std::find(out->begin(), out->end(), name) != out->end()) {
+      return base::Status::Error("--object-namespaces: \"" + name + "\" is listed twice");
+    }
+    out->push_back(name);
+  }
+  return base::Status::OK();
+}
+
 // The first --help group: help, version and the flags about the flags.
 constexpr char kGroupGeneral[] = "General";
 
@@ -250,6 +272,17 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
          "kubelet (default in cluster mode): the kubelet sets up and tears down every volume, the "
          "daemon only refreshes those it has set up; self (the only choice standalone): the "
          "daemon sets up and tears down the volumes itself");
+  bool no_secrets = false;
+  add_flag("--no-secrets", no_secrets,
+           "Read no Secrets (the chart's rbac.secrets: false grants none): beside the kubelet, "
+           "secret volumes and projected volumes with a secret source are left to it, each pod "
+           "told once by a Normal Event; with --volume-ownership self they fail");
+  std::string object_namespaces;
+  option("--object-namespaces", object_namespaces, "NAMESPACE,...",
+         "Read ConfigMaps and Secrets only in these namespaces (the chart's rbac.namespaces; "
+         "default: every namespace): beside the kubelet, volumes reading objects elsewhere are "
+         "left to it, each pod told once by a Normal Event; with --volume-ownership self they "
+         "fail");
   option("--kube-api-qps", cfg.kube_api_qps, "NUM",
          "Requests per second to the API server (token bucket, as the kubelet; 0: client-go's 5)");
   option("--kube-api-burst", cfg.kube_api_burst, "INT",
@@ -392,6 +425,10 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
     return base::Status::Error("--sync-frequency: must be greater than 0");
   }
   cfg.tmpfs = !no_tmpfs;
+  cfg.read_secrets = !no_secrets;
+  if (base::Status s = ParseNamespaces(object_namespaces, &cfg.object_namespaces); !s.ok()) {
+    return s;
+  }
   auto parsed_strategy = cache::ParseChangeDetectionStrategy(strategy);
   if (!parsed_strategy.ok()) {
     return base::Status::Error(
@@ -505,6 +542,18 @@ base::Result<ParsedFlags> ParseArgs(const std::vector<std::string>& args,
     return base::Status::Error(
         "no pod source: give --pod-manifest-path DIR and/or --manifest-url URL (standalone), or "
         "--kubeconfig FILE / --in-cluster (cluster mode)");
+  }
+  if (!ClusterMode(cfg)) {
+    for (const auto& [flag, present] :
+         {std::pair{"--no-secrets", no_secrets},
+          std::pair{"--object-namespaces", !object_namespaces.empty()}}) {
+      if (present) {
+        return base::Status::Error(std::string(flag) +
+                                   ": needs cluster mode (--kubeconfig or --in-cluster): it says "
+                                   "what the daemon may read from the API server; standalone, "
+                                   "objects come from --object-manifest-path");
+      }
+    }
   }
   if (ClusterMode(cfg) && !cfg.object_manifest_path.empty()) {
     return base::Status::Error(

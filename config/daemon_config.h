@@ -56,6 +56,12 @@ struct DaemonConfig {
   double kube_api_qps = 50;  // the kubelet's defaults; 0: client-go's (5)
   int kube_api_burst = 100;
   VolumeOwnership volume_ownership = VolumeOwnership::kSelf;
+  // Cluster mode: what the daemon may read, as the rights it was given (the chart's
+  // rbac.secrets: false and rbac.namespaces): --no-secrets, --object-namespaces (empty: every
+  // namespace). Objects outside are never requested: configured policy, not a failure
+  // (cache/read_policy.h).
+  bool read_secrets = true;
+  std::vector<std::string> object_namespaces;
   std::chrono::nanoseconds sync_frequency = std::chrono::minutes(1);
   cache::ChangeDetectionStrategy strategy = cache::ChangeDetectionStrategy::kWatch;
   std::chrono::nanoseconds object_cache_ttl = std::chrono::minutes(1);

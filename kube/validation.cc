@@ -506,6 +506,13 @@ std::vector<std::string> ValidateSubdomainName(const std::string& name) {
   return msgs;
 }
 
+std::vector<std::string> ValidateLabelName(const std::string& name) {
+  std::vector<std::string> msgs;
+  if (name.size() > 63) msgs.push_back("must be no more than 63 characters");
+  if (!IsDnsLabel(name) && name.size() <= 63) msgs.push_back(kLabelMsg);
+  return msgs;
+}
+
 std::vector<std::string> ValidateLocalDescendingPath(const std::string& path) {
   std::vector<std::string> msgs;
   if (base::HasNul(path)) msgs.push_back(kNulMsg);

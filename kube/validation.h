@@ -51,6 +51,8 @@ std::vector<std::string> ValidateLocalDescendingPath(const std::string& path);
 std::vector<std::string> ValidateQualifiedName(const std::string& key);
 // An object or node name: a lowercase RFC 1123 subdomain of at most 253 characters.
 std::vector<std::string> ValidateSubdomainName(const std::string& name);
+// A namespace's name: a lowercase RFC 1123 label of at most 63 characters.
+std::vector<std::string> ValidateLabelName(const std::string& name);
 
 }  // namespace kube
 

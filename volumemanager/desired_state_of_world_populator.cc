@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/strings.h"
 #include "logging/structured_log.h"
 #include "volumemanager/volume_paths.h"
 
@@ -78,6 +79,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
   std::set<std::string> wanted;
   std::vector<kube::ObjectRef> all_objects;
   std::vector<kube::TokenRef> all_tokens;
+  std::vector<std::string> refused;  // volumes newly left to the kubelet by the read policy
   for (const kube::Volume& volume : pod->spec.volumes) {
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
@@ -110,6 +112,21 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
         }
         continue;
       }
+      const std::string refusal =
+          policy_ == nullptr ? "" : policy_->FirstRefusal(plugin->ReferencedObjects(*pod, volume));
+      if (!refusal.empty()) {
+        if (left_by_policy_.emplace(key, refusal).second) {
+          logging::Info(
+              "Volume is left to the kubelet: the daemon is configured not to read its "
+              "object",
+              {{"pod", logging::KObj(pod->metadata)},
+               {"podUID", uid},
+               {"volume", volume.name},
+               {"reason", refusal}});
+          refused.push_back("volume \"" + volume.name + "\": " + refusal);
+        }
+        continue;
+      }
     }
     wanted.insert(volume.name);
     DesiredVolume desired;
@@ -137,12 +154,17 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
   }
   objects_->RegisterPod(uid, all_objects);
   if (tokens_ != nullptr) tokens_->RegisterPod(uid, all_tokens);
+  // Once per pod (its volumes never change): the policy is no failure, but the pod's owner may
+  // wonder why its volumes change only at the kubelet's pace.
+  if (!refused.empty() && on_policy_) on_policy_(*pod, base::Join(refused, "; "));
 }
 
 void DesiredStateOfWorldPopulator::RemovePod(const std::string& uid) {
   for (const VolumeKey& key : dsw_->VolumesOfPod(uid)) dsw_->Remove(key);
   left_to_kubelet_.erase(left_to_kubelet_.lower_bound(VolumeKey{uid, ""}),
                          left_to_kubelet_.lower_bound(VolumeKey{uid + '\0', ""}));
+  left_by_policy_.erase(left_by_policy_.lower_bound(VolumeKey{uid, ""}),
+                        left_by_policy_.lower_bound(VolumeKey{uid + '\0', ""}));
   objects_->UnregisterPod(uid);
   if (tokens_ != nullptr) tokens_->UnregisterPod(uid);
   pods_.erase(uid);

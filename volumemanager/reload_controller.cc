@@ -76,6 +76,7 @@ struct ReloadController::PodState {
   std::string annotations;  // ReloadInputsOf the pod as last checked
   std::optional<reload::ReloadSpec> spec;
   std::string error;
+  std::string policy_refusal;     // why the actions are never run, by policy
   std::set<std::string> pending;  // changed triggering volumes not reloaded yet
   SteadyTime first_change{};
   WallTime last_swap_wall{};
@@ -110,6 +111,12 @@ size_t ReloadController::annotation_errors() const {
   return n;
 }
 
+size_t ReloadController::policy_refusals() const {
+  size_t n = 0;
+  for (const auto& [uid, p] : pods_) n += p->policy_refusal.empty() ? 0 : 1;
+  return n;
+}
+
 void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
   if (closing_ || pod == nullptr) return;
   const std::string& uid = pod->metadata.uid;
@@ -133,6 +140,8 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
   p.annotations = annotations;
   p.spec.reset();
   p.error.clear();
+  p.policy_refusal.clear();
+  std::string refusal;
   auto parsed = reload::ParseReloadAnnotations(p.pod->metadata.annotations);
   std::string error;
   if (!parsed.ok()) {
@@ -166,15 +175,17 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
       }
     }
     // A hostNetwork pod's own IP is the node's (cluster mode): its HTTP actions can never be
-    // made, whatever its status says. Refused here, once; Attempt checks the address again.
+    // made, whatever its status says. The daemon's rule (it never calls the node's own
+    // addresses), so policy, not the pod's mistake: said once, when the pod appears, as such;
+    // Attempt checks the address again.
     for (const reload::Action& a : spec.actions) {
-      if (!error.empty() || a.kind != reload::Action::Kind::kHttp) continue;
+      if (!error.empty() || !refusal.empty() || a.kind != reload::Action::Kind::kHttp) continue;
       if (options_.cluster_mode && p.pod->spec.host_network) {
-        error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
-                "\": " + reload::kHostNetworkRefusal;
+        refusal = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
+                  "\": " + reload::kHostNetworkRefusal;
       }
     }
-    if (error.empty()) p.spec = spec;
+    if (error.empty() && refusal.empty()) p.spec = spec;
   }
   if (!error.empty()) {
     p.error = error;
@@ -182,6 +193,14 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
     logging::Warn("Reload annotation refused; the pod's volumes are still kept current",
                   {{"pod", logging::KObj(p.pod->metadata)}, {"podUID", uid}, {"err", error}});
     if (options_.on_annotation_error) options_.on_annotation_error(*p.pod, error);
+  } else if (!refusal.empty()) {
+    p.policy_refusal = refusal;
+    p.pending.clear();
+    logging::Info(
+        "Reload actions not run: the daemon never calls the node's own addresses; the "
+        "pod's volumes are still kept current",
+        {{"pod", logging::KObj(p.pod->metadata)}, {"podUID", uid}, {"reason", refusal}});
+    if (options_.on_policy_refusal) options_.on_policy_refusal(*p.pod, refusal);
   } else if (p.spec) {
     std::vector<std::string> texts;
     for (const reload::Action& a : p.spec->actions) texts.push_back(a.Text());
@@ -582,6 +601,7 @@ std::map<std::string, ReloadController::PodView> ReloadController::View() const 
       for (const reload::Action& a : p->spec->actions) v.actions.push_back(a.Text());
     }
     v.annotation_error = p->error;
+    v.policy_refusal = p->policy_refusal;
     v.pending_volumes.assign(p->pending.begin(), p->pending.end());
     if (p->spec && !p->pending.empty()) {
       for (const std::string& volume : TriggeringVolumes(*p)) {

@@ -33,9 +33,12 @@
 // Event; it names the failing volumes too), counters by action kind and result, a histogram from
 // the first change a run covers to its last action answered, and per pod the last run, what is
 // pending and which volumes it waits for (/debug/state). A bad annotation is reported once per
-// value (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else; in
-// cluster mode an HTTP action of a hostNetwork pod is one (its own IP is the node's), said when
-// the pod appears rather than at each change (its address is checked at each attempt all the same).
+// value (log, `on_annotation_error`, a gauge of pods with one) and touches nothing else. In
+// cluster mode an HTTP action of a hostNetwork pod is refused by the daemon's own rule (its own IP
+// is the node's, which the daemon never calls): configured policy, not the pod's mistake, so it is
+// said once, when the pod appears, at info and through `on_policy_refusal` (a Normal Event),
+// counted apart (policy_refusals()); its actions never run (its address is checked at each
+// attempt all the same).
 //
 // Loop-thread only. Close() before destruction.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
@@ -117,6 +120,9 @@ struct ReloadControllerOptions {
   std::function<void(const kube::Pod& pod, bool ok, const std::string& message)> on_result;
   // A bad reload annotation (once per value): e.g. a Warning Event.
   std::function<void(const kube::Pod& pod, const std::string& error)> on_annotation_error;
+  // Actions the daemon's rules never run for this pod (cluster mode: a hostNetwork pod's HTTP
+  // actions), once per annotation value: e.g. a Normal Event.
+  std::function<void(const kube::Pod& pod, const std::string& reason)> on_policy_refusal;
   // The addresses of the daemon's network (cluster mode: never a target). Tests inject them.
   std::function<std::vector<std::string>()> node_addresses;
   std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;
@@ -155,6 +161,8 @@ class ReloadController {
   }
   const server::Histogram& latency() const { return latency_; }
   size_t annotation_errors() const;
+  // Pods whose actions are never run by policy (hostNetwork, cluster mode).
+  size_t policy_refusals() const;
   static const std::vector<double>& LatencyBuckets();
 
   // /debug/state: per pod with a reload annotation.
@@ -171,6 +179,7 @@ class ReloadController {
     std::string pod;  // namespace/name
     std::vector<std::string> actions;
     std::string annotation_error;
+    std::string policy_refusal;  // why the actions never run, by policy ("" when they may)
     std::vector<std::string> pending_volumes;  // changed, not reloaded yet
     // While a run is pending: the triggering volumes whose newer content is on its way
     // (VolumeProgress::kWriting), which it waits for.

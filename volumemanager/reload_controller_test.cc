@@ -70,6 +70,9 @@ class ReloadControllerTest : public ::testing::Test {
     o.on_annotation_error = [this](const kube::Pod&, const std::string& e) {
       annotation_errors_.push_back(e);
     };
+    o.on_policy_refusal = [this](const kube::Pod&, const std::string& r) {
+      policy_refusals_.push_back(r);
+    };
     if (signal_) o.send_signals = signal_;
     o.observe = observe_;
     controller_ = std::make_unique<ReloadController>(loop_.get(), o, &host_);
@@ -110,6 +113,7 @@ class ReloadControllerTest : public ::testing::Test {
   std::unique_ptr<ReloadController> controller_;
   std::vector<Result> results_;
   std::vector<std::string> annotation_errors_;
+  std::vector<std::string> policy_refusals_;
 };
 
 TEST_F(ReloadControllerTest, NothingWithoutAChange) {
@@ -283,7 +287,8 @@ TEST_F(ReloadControllerTest, ClusterModeCallsOnlyThePodsOwnIp) {
 
 // Issue 42, item 6b: a hostNetwork pod's own IP is the node's, so its HTTP action can never be
 // made (cluster mode). It was refused only at the first change, a ReloadFailed per change; it is
-// an annotation error, said once, when the pod appears.
+// said once, when the pod appears. Issue 44, item 5: the daemon's own rule, not the pod's
+// mistake: a policy refusal (a Normal Event), not an annotation error (a Warning).
 TEST_F(ReloadControllerTest, AHostNetworkPodsHttpActionIsRefusedOnceWhenThePodAppears) {
   Listener pod_listener("HTTP/1.1 200 OK\r\n\r\n", "127.0.0.2");
   Controller(/*cluster_mode=*/true);
@@ -291,11 +296,14 @@ TEST_F(ReloadControllerTest, AHostNetworkPodsHttpActionIsRefusedOnceWhenThePodAp
       std::make_shared<kube::Pod>(*Pod("b", Url(pod_listener), "0", "198.51.100.8"));
   host_network->spec.host_network = true;
   controller_->OnPod(host_network);
-  ASSERT_EQ(annotation_errors_.size(), 1u) << "refused when the pod appears, before any change";
-  EXPECT_THAT(annotation_errors_[0], HasSubstr("annotation volumemanager.io/reload"));
-  EXPECT_THAT(annotation_errors_[0], HasSubstr("hostNetwork"));
-  EXPECT_EQ(controller_->annotation_errors(), 1u);
-  EXPECT_EQ(controller_->View().at("b").annotation_error, annotation_errors_[0]);
+  ASSERT_EQ(policy_refusals_.size(), 1u) << "refused when the pod appears, before any change";
+  EXPECT_THAT(policy_refusals_[0], HasSubstr("annotation volumemanager.io/reload"));
+  EXPECT_THAT(policy_refusals_[0], HasSubstr("hostNetwork"));
+  EXPECT_TRUE(annotation_errors_.empty()) << annotation_errors_[0];
+  EXPECT_EQ(controller_->annotation_errors(), 0u);
+  EXPECT_EQ(controller_->policy_refusals(), 1u);
+  EXPECT_EQ(controller_->View().at("b").policy_refusal, policy_refusals_[0]);
+  EXPECT_EQ(controller_->View().at("b").annotation_error, "");
 
   // A status update (the same annotations and spec) says nothing again; changes touch nothing.
   auto later = std::make_shared<kube::Pod>(*host_network);
@@ -304,9 +312,18 @@ TEST_F(ReloadControllerTest, AHostNetworkPodsHttpActionIsRefusedOnceWhenThePodAp
   Swap("b", "config");
   Swap("b", "config");
   Idle(200);
-  EXPECT_EQ(annotation_errors_.size(), 1u);
+  EXPECT_EQ(policy_refusals_.size(), 1u);
+  EXPECT_TRUE(annotation_errors_.empty());
   EXPECT_TRUE(results_.empty()) << results_[0].message;
   EXPECT_TRUE(pod_listener.requests().empty());
+
+  // A bad annotation on such a pod is still the pod's mistake: an annotation error.
+  auto bad = std::make_shared<kube::Pod>(*later);
+  bad->metadata.annotations[reload::kReloadDelayAnnotation] = "soon";
+  controller_->OnPod(bad);
+  ASSERT_EQ(annotation_errors_.size(), 1u);
+  EXPECT_EQ(controller_->annotation_errors(), 1u);
+  EXPECT_EQ(controller_->policy_refusals(), 0u);
 }
 
 // Standalone, the manifests are the node administrator's: a hostNetwork pod is called at its

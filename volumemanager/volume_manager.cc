@@ -71,7 +71,8 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
       objects_(objects),
       all_sources_seen_(std::move(all_sources_seen)),
       executor_(loop, &OperationExecutor::Clock::now, options_.write_gate),
-      populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes, options_.tokens),
+      populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes, options_.tokens,
+                 options_.read_policy, options_.on_policy_refusal),
       reconciler_(
           [this] {
             ReconcilerOptions r = ToReconcilerOptions(options_);

@@ -80,6 +80,11 @@ struct VolumeManagerOptions {
   // refreshes the content of those it has set up and leaves the volumes only it can produce
   // (plugins::VolumePlugin::KubeletOnly) alone.
   bool kubelet_owns_volumes = false;
+  // With kubelet_owns_volumes: the objects the daemon is configured not to read (--no-secrets,
+  // --object-namespaces; null: every object is read), whose volumes are then left to the kubelet,
+  // each pod told once through `on_policy_refusal` (cluster mode: a Normal Event). Not owned.
+  const cache::ReadPolicy* read_policy = nullptr;
+  DesiredStateOfWorldPopulator::PolicyReport on_policy_refusal;
   // Whether operations may start before SetWritesAllowed(true) (the program creates the manager
   // once the node's lock is held, so true there; false waits for the call), and who writes, for
   // the log lines of each write.

@@ -18,6 +18,7 @@
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
 #include "cache/fake_token_manager.h"
+#include "cache/read_policy.h"
 #include "reload/reload_spec.h"
 #include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
@@ -105,7 +106,15 @@ class VolumeManagerTest : public ::testing::Test {
       reloads_.push_back(pod.metadata.name + (ok ? ": ok: " : ": failed: ") + message);
     };
     if (with_tokens_) o.tokens = &tokens_;
-    manager_ = std::make_unique<VolumeManager>(loop_.get(), o, &objects_, registry_.get(),
+    if (policy_objects_) {
+      o.read_policy = &policy_objects_->policy();
+      o.on_policy_refusal = [this](const kube::Pod& pod, const std::string& volumes) {
+        policy_reports_.push_back(pod.metadata.name + ": " + volumes);
+      };
+    }
+    cache::ObjectManager* objects =
+        policy_objects_ ? static_cast<cache::ObjectManager*>(policy_objects_.get()) : &objects_;
+    manager_ = std::make_unique<VolumeManager>(loop_.get(), o, objects, registry_.get(),
                                                [this] { return sources_seen_; });
     objects_.SetChangeHandler([this](const kube::ObjectRef& r) { manager_->OnObjectChanged(r); });
     tokens_.SetChangeHandler([this](const kube::TokenRef& r) { manager_->OnTokenChanged(r); });
@@ -158,6 +167,10 @@ class VolumeManagerTest : public ::testing::Test {
   std::unique_ptr<plugins::PluginRegistry> registry_;
   // Gets of objects the pod did not register first fail, as with the real managers.
   cache::FakeObjectManager objects_;
+  // The read policy in front of objects_ (as the cluster daemon puts it), when a test sets one.
+  std::unique_ptr<cache::PolicyObjectManager> policy_objects_;
+  // What on_policy_refusal reported (a Normal Event in cluster mode): "<pod>: <volumes>".
+  std::vector<std::string> policy_reports_;
   // Service account tokens (cluster mode), given to the manager with `with_tokens_`.
   cache::FakeTokenManager tokens_;
   bool with_tokens_ = false;
@@ -410,6 +423,108 @@ TEST_F(VolumeManagerTest, BesideTheKubeletOnlyVolumesItSetUpAreRefreshedAndNothi
   RunFor(200);
   EXPECT_EQ(Content("u1"), (Files{{"k", "v2"}}));
   EXPECT_EQ(manager_->stats().teardowns_ok + manager_->stats().teardowns_not_owned, 0);
+}
+
+// Issue 44, item 5: beside the kubelet, a volume that reads an object the daemon is configured
+// not to read (--no-secrets, --object-namespaces) is configured policy, not a failure: it is left
+// to the kubelet (no object requested, no failure, the kubelet's content untouched), and the pod
+// is told once, naming each such volume and why; the pod's other volumes are refreshed as usual.
+TEST_F(VolumeManagerTest, BesideTheKubeletVolumesThePolicyRefusesAreLeftToItAndEachPodToldOnce) {
+  cache::ReadPolicy policy;
+  policy.secrets = false;
+  policy.namespaces = {"default"};
+  policy_objects_ = std::make_unique<cache::PolicyObjectManager>(&objects_, policy);
+  Put("default", "app", {{"k", "v1"}});
+  Put("other", "app", {{"k", "v1"}});
+  kube::Pod pod = MakePod("u1", "app");
+  kube::SecretVolumeSource tls;
+  tls.secret_name = "tls";
+  kube::VolumeProjection cm_source, secret_source;
+  cm_source.config_map = kube::ConfigMapProjection{"app", {}, std::nullopt};
+  secret_source.secret = kube::SecretProjection{"db", {}, /*optional=*/true};
+  pod.spec.volumes.push_back({"tls", tls});
+  pod.spec.volumes.push_back(
+      {"bundle", kube::ProjectedVolumeSource{{cm_source, secret_source}, 0644}});
+  for (const char* v : {"tls", "bundle"}) {
+    pod.spec.containers[0].volume_mounts.push_back(
+        kube::VolumeMount{v, std::string("/etc/") + v, "", true, ""});
+  }
+  kube::Pod elsewhere = MakePod("u2", "app");
+  elsewhere.metadata.namespace_ = "other";
+  KubeletSetsUp(Dir("u1"), {{"k", {"v0", 0644, std::nullopt}}});
+  KubeletSetsUp(Dir("u1", "tls", "kubernetes.io~secret"), {{"t", {"kubelet", 0600, std::nullopt}}});
+  KubeletSetsUp(Dir("u2"), {{"k", {"v0", 0644, std::nullopt}}});
+
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {pod, elsewhere});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  EXPECT_EQ(policy_reports_,
+            (std::vector<std::string>{
+                "web-u1: volume \"tls\": " +
+                    policy.Refusal({kube::ObjectKind::kSecret, "default", "tls"}) +
+                    "; volume \"bundle\": " +
+                    policy.Refusal({kube::ObjectKind::kSecret, "default", "db"}),
+                "web-u2: volume \"cfg\": " +
+                    policy.Refusal({kube::ObjectKind::kConfigMap, "other", "app"})}));
+  EXPECT_EQ(manager_->populator().left_by_policy().size(), 3u);
+  EXPECT_EQ(manager_->populator().left_by_policy().at({"u1", "tls"}),
+            "secret default/tls is not read: the daemon reads no Secrets (--no-secrets; chart: "
+            "rbac.secrets: false)");
+  EXPECT_TRUE(manager_->populator().left_to_kubelet().empty());
+  // Nothing of theirs is registered, fetched or failing.
+  EXPECT_EQ(objects_.registrations().size(), 1u);
+  EXPECT_EQ(objects_.registrations().at("u1"),
+            (std::vector<kube::ObjectRef>{{kube::ObjectKind::kConfigMap, "default", "app"}}));
+  for (const auto& fetch : objects_.fetches()) {
+    for (const kube::ObjectRef& ref : fetch.refs) EXPECT_EQ(policy.Refusal(ref), "");
+  }
+
+  // A status update, a resync and an object change: still said once, never a failure.
+  pod.status.phase = "Running";
+  Send(podconfig::PodOp::kUpdate, {pod});
+  Put("default", "app", {{"k", "v2"}});
+  Put("other", "app", {{"k", "v2"}});
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v2"}}; }));
+  RunFor(200);
+  EXPECT_EQ(policy_reports_.size(), 2u);
+  EXPECT_TRUE(mount_failures_.empty()) << mount_failures_.front();
+  EXPECT_EQ(manager_->stats().mounts_failed, 0);
+  EXPECT_EQ(Content("u2"), (Files{{"k", "v0"}})) << "the kubelet's content changed";
+  EXPECT_EQ(atomicwriter::VisibleContent(Dir("u1", "tls", "kubernetes.io~secret")),
+            (Files{{"t", "kubelet"}}));
+
+  // The pod goes and comes back (a new pod of that UID): told again, once.
+  Send(podconfig::PodOp::kRemove, {elsewhere});
+  EXPECT_EQ(manager_->populator().left_by_policy().size(), 2u);
+  Send(podconfig::PodOp::kAdd, {elsewhere});
+  EXPECT_EQ(policy_reports_.size(), 3u);
+}
+
+// Where the daemon owns the volumes nobody else writes them: a volume reading an object the
+// policy refuses fails (the pod cannot start, its owner has something to do), naming the policy;
+// still nothing is requested.
+TEST_F(VolumeManagerTest, InSelfOwnershipAVolumeThePolicyRefusesFailsNamingIt) {
+  cache::ReadPolicy policy;
+  policy.secrets = false;
+  policy_objects_ = std::make_unique<cache::PolicyObjectManager>(&objects_, policy);
+  kube::Pod pod = MakePod("u1", "app");
+  kube::SecretVolumeSource tls;
+  tls.secret_name = "tls";
+  pod.spec.volumes.push_back({"tls", tls});
+  pod.spec.containers[0].volume_mounts.push_back(
+      kube::VolumeMount{"tls", "/etc/tls", "", true, ""});
+  Put("default", "app", {{"k", "v1"}});
+  StartManager();
+  Send(podconfig::PodOp::kAdd, {pod});
+  ASSERT_TRUE(RunUntil([&] { return !mount_failures_.empty(); }));
+  EXPECT_EQ(mount_failures_.front(),
+            "web-u1/tls: secret default/tls is not read: the daemon reads no Secrets "
+            "(--no-secrets; chart: rbac.secrets: false)");
+  ASSERT_TRUE(RunUntil([&] { return Content("u1") == Files{{"k", "v1"}}; }));
+  EXPECT_TRUE(policy_reports_.empty());
+  EXPECT_TRUE(manager_->populator().left_by_policy().empty());
+  EXPECT_EQ(objects_.registrations().at("u1"),
+            (std::vector<kube::ObjectRef>{{kube::ObjectKind::kConfigMap, "default", "app"}}));
 }
 
 TEST_F(VolumeManagerTest, BesideTheKubeletAnObjectNotReadYetIsWaitedForNotAFailure) {

@@ -215,7 +215,9 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   MetricFamily volumes =
       Family("volumemanager_volumes",
              "Volumes by state: mounted (content current as far as known), failing (the last "
-             "attempt failed, backing off), waiting_for_kubelet, left_to_kubelet",
+             "attempt failed, backing off), waiting_for_kubelet, left_to_kubelet (only the "
+             "kubelet can produce them), left_to_kubelet_by_policy (they read objects the "
+             "daemon is configured not to read: --no-secrets, --object-namespaces)",
              MetricType::kGauge);
   MetricFamily failing_by_status =
       Family("volumemanager_failing_volumes_by_api_status",
@@ -260,6 +262,11 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
       Family("volumemanager_reload_annotation_errors",
              "Pods whose reload annotations were refused (see the log, Events or /debug/state)",
              MetricType::kGauge);
+  MetricFamily reload_policy =
+      Family("volumemanager_reload_policy_refusals",
+             "Pods whose reload actions are never run by the daemon's rules, not their fault "
+             "(cluster mode: a hostNetwork pod's HTTP actions; /debug/state says which)",
+             MetricType::kGauge);
   MetricFamily lock_error =
       Family("volumemanager_leader_election_lock_error",
              "1 while the node's lock cannot be used at all (its last attempt failed with an error "
@@ -289,6 +296,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     }
     reload_latency.histograms.push_back({{}, reload.latency()});
     reload_errors.values.push_back({{}, static_cast<double>(reload.annotation_errors())});
+    reload_policy.values.push_back({{}, static_cast<double>(reload.policy_refusals())});
     const OperationMetrics& m = vm->reconciler().metrics();
     for (const auto& [key, h] : m.operations()) {
       const auto& [plugin, operation, status] = key;
@@ -361,6 +369,8 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
                               static_cast<double>(vm->reconciler().waiting_for_kubelet_count())});
     volumes.values.push_back({{{"state", "left_to_kubelet"}},
                               static_cast<double>(vm->populator().left_to_kubelet().size())});
+    volumes.values.push_back({{{"state", "left_to_kubelet_by_policy"}},
+                              static_cast<double>(vm->populator().left_by_policy().size())});
     for (const auto& [status, n] : failing_by_api_status) {
       failing_by_status.values.push_back(
           {{{"code", std::to_string(status.first)}, {"reason", status.second}},
@@ -388,7 +398,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   for (MetricFamily* f :
        {&operations, &propagation, &errors, &outcomes, &subpath_copies, &volumes,
         &failing_by_status, &total_volumes, &busy, &longest, &build, &journal_state,
-        &reload_actions, &reload_latency, &reload_errors, &tmpfs_bytes}) {
+        &reload_actions, &reload_latency, &reload_errors, &reload_policy, &tmpfs_bytes}) {
     out.push_back(std::move(*f));
   }
   if (daemon_->observer() != nullptr) {
@@ -588,6 +598,9 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
   for (const VolumeKey& key : vm->populator().left_to_kubelet()) {
     left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
   }
+  for (const auto& [key, refusal] : vm->populator().left_by_policy()) {
+    left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}, {"policy", refusal}});
+  }
   state["leftToKubelet"] = std::move(left);
   // Reload actions: per pod with a reload annotation, what it asks, what is pending and which
   // volumes that waits for, and its last run (results, the objects' versions it covered, the
@@ -600,6 +613,8 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     r["actions"] = view.actions;
     r["annotationError"] =
         view.annotation_error.empty() ? nlohmann::json() : nlohmann::json(view.annotation_error);
+    r["policyRefusal"] =
+        view.policy_refusal.empty() ? nlohmann::json() : nlohmann::json(view.policy_refusal);
     r["pendingVolumes"] = view.pending_volumes;
     r["waitingFor"] = view.waiting_for;
     r["running"] = view.running;

@@ -53,6 +53,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   options.cache_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.object_cache_ttl);
   objects_ = std::make_unique<cache::ApiObjectManager>(api_.get(), options);
   objects_->SetChangeHandler([this](const kube::ObjectRef& ref) { OnObjectChanged(ref); });
+  ApplyReadPolicy();
 
   cache::ApiTokenManagerOptions token_options;
   token_options.refusal = TokenRefusal(identity_);
@@ -137,7 +138,33 @@ std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
   return std::nullopt;
 }
 
-cache::ObjectManager* ClusterDaemon::object_manager() { return objects_.get(); }
+void ClusterDaemon::ApplyReadPolicy() {
+  const config::DaemonConfig& cfg = config();
+  cache::ReadPolicy policy;
+  policy.secrets = cfg.read_secrets;
+  policy.namespaces =
+      std::set<std::string>(cfg.object_namespaces.begin(), cfg.object_namespaces.end());
+  if (policy.ReadsEverything()) return;
+  policy_objects_ = std::make_unique<cache::PolicyObjectManager>(objects_.get(), policy);
+  // Configured policy, not a fault: said once, at info, where the kubelet writes those volumes.
+  // Where nothing else writes them (self ownership) their pods cannot start: a warning.
+  if (cfg.volume_ownership == config::VolumeOwnership::kKubelet) {
+    spdlog::info(
+        "object reads: {}; volumes that read other objects are left to the kubelet (a Normal "
+        "Event per pod)",
+        policy.Describe());
+  } else {
+    spdlog::warn(
+        "object reads: {}; with --volume-ownership self nothing else writes the volumes that "
+        "read other objects: each fails (a FailedMount Event per pod)",
+        policy.Describe());
+  }
+}
+
+cache::ObjectManager* ClusterDaemon::object_manager() {
+  if (policy_objects_) return policy_objects_.get();
+  return objects_.get();
+}
 
 std::string ClusterDaemon::TokenRefusal(const std::optional<kube::ApiIdentity>& identity) {
   if (identity && identity->NodeName()) return "";
@@ -206,6 +233,14 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
     events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "FailedMount",
                     "MountVolume.SetUp failed for volume \"" + volume + "\" : " + error);
   };
+  if (policy_objects_) {
+    options.read_policy = &policy_objects_->policy();
+    options.on_policy_refusal = [this](const kube::Pod& pod, const std::string& volumes) {
+      if (!events_) return;
+      events_->Record(InvolvedPod(pod), kube::EventType::kNormal, "VolumesLeftToKubelet",
+                      volumes + "; the kubelet sets these volumes up and keeps them current");
+    };
+  }
   options.reload.cluster_mode = true;
   // Signals reach containers only where the chart granted the rights (reload.signals.enabled:
   // hostPID, CAP_KILL) and said so (--reload-signals).
@@ -232,6 +267,14 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
     if (events_) {
       events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "InvalidReloadAnnotation",
                       error + " (the pod's volumes are still kept current)");
+    }
+  };
+  options.reload.on_policy_refusal = [this](const kube::Pod& pod, const std::string& reason) {
+    if (events_) {
+      events_->Record(InvolvedPod(pod), kube::EventType::kNormal, "ReloadActionsNotRun",
+                      reason +
+                          "; the daemon never calls the node's own addresses (the pod's volumes "
+                          "are still kept current)");
     }
   };
   // A subPath file of a pod annotated volumemanager.io/update-subpaths that was not brought to

@@ -20,6 +20,12 @@
 //    failing with "node \"X\" does not exist", until it appears;
 //  * the rights no mode needs (`*` on `*`, ...; kube::ExcessRightsWarning) asked once at start
 //    without blocking the loop, one warning when the credentials hold any.
+//  * the read policy (--no-secrets, --object-namespaces: the rights the chart grants), in front
+//    of the object manager (cache::PolicyObjectManager): objects outside it are never requested.
+//    Beside the kubelet their volumes are left to it and each pod gets one Normal Event
+//    (VolumesLeftToKubelet); in self ownership they fail (FailedMount). A hostNetwork pod's HTTP
+//    reload actions, which the daemon never makes, are policy too: one Normal Event
+//    (ReloadActionsNotRun). A Warning Event always means the pod's owner has something to do.
 // An API server that cannot be reached at start is retried by the reflectors (client-go's backoff
 // with jitter); what is on disk stays as it is meanwhile.
 //
@@ -40,6 +46,7 @@
 
 #include "cache/api_object_manager.h"
 #include "cache/api_token_manager.h"
+#include "cache/read_policy.h"
 #include "cmd/volumemanager/api_identity.h"
 #include "cmd/volumemanager/cluster_checks.h"
 #include "cmd/volumemanager/daemon.h"
@@ -97,6 +104,8 @@ class ClusterDaemon : public Daemon {
  private:
   // Learns the identity and refuses what a node identity cannot do (see the file comment).
   std::optional<StartError> CheckIdentity(const kube::Credentials& credentials);
+  // Puts the read policy in front of objects_ when it refuses anything, and says so once.
+  void ApplyReadPolicy();
 
   kube::EnvironmentLookup environment_;
   std::optional<kube::ApiIdentity> identity_;
@@ -110,6 +119,8 @@ class ClusterDaemon : public Daemon {
   std::unique_ptr<kube::ApiClient> election_api_;
   std::string default_namespace_;
   std::unique_ptr<cache::ApiObjectManager> objects_;
+  // objects_ behind the read policy (null when it reads everything); declared after objects_.
+  std::unique_ptr<cache::PolicyObjectManager> policy_objects_;
   // Service account tokens for projected volumes the daemon sets up (self ownership); requested
   // only under a node identity (TokenRefusal).
   std::unique_ptr<cache::ApiTokenManager> tokens_;

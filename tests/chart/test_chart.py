@@ -177,6 +177,10 @@ def test_the_binary_accepts_the_daemonsets_args(values_file):
     assert config["configMapAndSecretChangeDetectionStrategy"] == values.get(
         "changeDetectionStrategy", "Watch")
     assert config["volumeOwnership"] == values.get("volumeOwnership", "kubelet")
+    # What the chart's role lets the daemon read, the daemon knows (issue 44, item 5).
+    rbac = values.get("rbac", {})
+    assert config["secrets"] == rbac.get("secrets", True)
+    assert config["objectNamespaces"] == ",".join(rbac.get("namespaces", []))
     if unchecked:
         pytest.skip(f"the binary does not know {unchecked} yet: the rest of the args passed")
 
@@ -399,6 +403,28 @@ def test_secrets_access_can_be_turned_off():
     default_notes = helm("install", "vm", str(CHART), "--dry-run=client",
                          "--namespace", NAMESPACE).stdout
     assert "can read every Secret in the cluster" in default_notes
+
+
+def test_the_daemon_is_told_what_the_role_does_not_grant():
+    """rbac.secrets: false and rbac.namespaces narrow the role; the daemon gets the same as
+    --no-secrets and --object-namespaces, so what is outside is configured policy to it (no
+    request, no Warning Event), not a refusal."""
+    def policy_args(*args):
+        return [a for a in container(render(*args))["args"]
+                if a.startswith(("--no-secrets", "--object-namespaces"))]
+    assert policy_args(None) == []
+    assert policy_args("no-secrets.yaml") == ["--no-secrets"]
+    assert policy_args("namespaces.yaml") == ["--object-namespaces=team-a,team-b"]
+    assert policy_args("namespaces.yaml", "--set", "rbac.secrets=false") == [
+        "--no-secrets", "--object-namespaces=team-a,team-b"]
+    for values_file in NODE_VALUES:
+        assert policy_args(values_file) == [], values_file
+    assert "one Normal Event (VolumesLeftToKubelet), no Warning" in install_notes(
+        "-f", str(VALUES_DIR / "no-secrets.yaml"))
+    # Everything else as by default: only the flag differs.
+    default = container(render(None))["args"]
+    assert [a for a in container(render(None, "--set", "rbac.secrets=false"))["args"]
+            if a != "--no-secrets"] == default
 
 
 # --- credentials: node | serviceAccount, rbac.namespaces -------------------------------------------

@@ -15,8 +15,7 @@ import pytest
 
 from api_servers import (DAEMON_TOKEN, NODE_USER, api_server, render_chart)
 from conftest import killed_after, visible_files, wait_for
-from test_cluster import CM, SECRET, Cluster, TcpForwarder, cm_volume, free_port, \
-    secret_volume
+from test_cluster import CM, Cluster, TcpForwarder, cm_volume, free_port
 from test_node_identity import NodeCluster
 
 pytestmark = pytest.mark.real_server_only("the real kube-apiserver's own behaviour")
@@ -187,40 +186,6 @@ def test_the_node_authorizer_refuses_after_a_restart_and_the_disk_waits(real_nod
           f"the probe saw {codes.count(403)} refusals, the daemon {len(refused)}")
     assert [e for e in c.events() if e["reason"] == "FailedMount"] == []
     assert c.stop() == 0
-
-
-def test_a_service_account_with_the_charts_namespaced_rbac_reads_those_namespaces_only(
-        tmp_path):
-    """The chart's serviceAccount mode with rbac.namespaces [team-a, team-b]: Roles in those
-    namespaces only. The daemon keeps the volumes of team-a's pod current; a pod in another
-    namespace gets the real RBAC refusal as a FailedMount Event, its disk kept."""
-    with api_server("real", tmp_path, chart_values=(
-            "--set", "rbac.namespaces={team-a,team-b}")) as server, \
-            killed_after(Cluster(tmp_path, server, "real")) as c:
-        c.put_configmap("app", {"level": "1"}, namespace="team-a")
-        c.put_secret("tls", {"key": "SECRET-MARKER-NS-1"}, namespace="team-a")
-        c.put_configmap("app", {"level": "1"}, namespace="elsewhere")
-        ours = c.create_pod("web", [cm_volume("cfg", "app"), secret_volume("tls", "tls")],
-                            namespace="team-a")
-        theirs = c.create_pod("web", [cm_volume("cfg", "app")], namespace="elsewhere")
-        c.kubelet_sets_up(ours, CM, "cfg", {"level": "1"})
-        c.kubelet_sets_up(ours, SECRET, "tls", {"key": "SECRET-MARKER-NS-1"})
-        c.kubelet_sets_up(theirs, CM, "cfg", {"level": "0"})
-        c.start()
-        c.put_configmap("app", {"level": "2"}, namespace="team-a")
-        c.put_secret("tls", {"key": "SECRET-MARKER-NS-2"}, namespace="team-a")
-        wait_for(lambda: visible_files(c.volume_dir(ours, CM, "cfg")) == {"level": b"2"},
-                 what="team-a's ConfigMap current")
-        wait_for(lambda: visible_files(c.volume_dir(ours, SECRET, "tls")) ==
-                 {"key": b"SECRET-MARKER-NS-2"}, what="team-a's Secret current")
-        refused = wait_for(lambda: [e for e in c.events("elsewhere")
-                                    if e["reason"] == "FailedMount"], timeout=60,
-                           what="a FailedMount Event for the pod outside the namespaces")
-        assert ('configmaps "app" is forbidden: User "system:serviceaccount:kube-system:'
-                'volumemanager" cannot list resource "configmaps" in API group "" in the '
-                'namespace "elsewhere"') in refused[0]["message"], refused
-        assert visible_files(c.volume_dir(theirs, CM, "cfg")) == {"level": b"0"}
-        assert c.stop() == 0
 
 
 CHART_VALUES = sorted(p.name for p in (ROOT / "tests" / "chart" / "values").glob("*.yaml"))

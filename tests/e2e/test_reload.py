@@ -507,9 +507,10 @@ def test_cluster_mode_calls_the_pods_own_ip_once_the_kubelets_volume_is_refreshe
 
 def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     """A hostNetwork pod's own IP is the node's whatever its status says: its HTTP action is
-    refused once, when the pod appears, as an annotation error (issue 42, item 6b: it was refused
-    only at the first change, a ReloadFailed Event per change). Addresses that may change (a
-    podIP that is the node's) are refused at each attempt."""
+    refused once, when the pod appears (issue 42, item 6b: it was refused only at the first
+    change, a ReloadFailed Event per change). The daemon's own rule, so configured policy (issue
+    44, item 5): one Normal Event, no Warning. Addresses that may change (a podIP that is the
+    node's) are refused at each attempt."""
     c = cluster
     c.put_configmap("app", {"level": "1"})
     # The node's application, on the node's address in the daemon's network.
@@ -522,13 +523,13 @@ def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     c.start()
     c.wait_synced("configmap default/app")
 
-    def invalid():
-        return [e for e in c.events() if e["reason"] == "InvalidReloadAnnotation"]
-    [refused] = wait_for(invalid, what="the hostNetwork pod's annotation refused at its start")
-    assert refused["involvedObject"]["name"] == "hostnet" and refused["type"] == "Warning"
+    def not_run():
+        return [e for e in c.events() if e["reason"] == "ReloadActionsNotRun"]
+    [refused] = wait_for(not_run, what="the hostNetwork pod's actions refused at its start")
+    assert refused["involvedObject"]["name"] == "hostnet" and refused["type"] == "Normal"
     assert "hostNetwork" in refused["message"], refused
     assert "still kept current" in refused["message"], refused
-    assert not [e for e in c.events() if e["reason"] == "ReloadFailed"]
+    assert not [e for e in c.events() if e["type"] == "Warning"]
 
     c.put_configmap("app", {"level": "2"})
     for uid in uids:
@@ -546,8 +547,10 @@ def test_cluster_mode_refuses_host_network_and_the_nodes_own_ip(cluster, apps):
     assert f"status.podIP {NODE_IP} is an address of the node's own network" in \
         by_pod["node-net"], by_pod
     assert all(e["type"] == "Warning" for e in failed)
-    # Said once: the change did not say it again.
-    assert [(e["involvedObject"]["name"], e.get("count", 1)) for e in invalid()] == [("hostnet", 1)]
+    # Said once: the change did not say it again; no Warning for the hostNetwork pod.
+    assert [(e["involvedObject"]["name"], e.get("count", 1)) for e in not_run()] == [("hostnet", 1)]
+    assert not [e for e in c.events() if e["type"] == "Warning"
+                and e["involvedObject"]["name"] == "hostnet"]
     assert node_app.calls == []
 
 

@@ -78,6 +78,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/* The lock the daemon is given: the value's, unless extraArgs (which come last) change it. */}}
+{{/*
+The daemon's read policy (credentials: serviceAccount): what the chart's role lets it read, so it
+asks for nothing else and treats what is outside as configured policy (a Normal Event per pod, the
+volumes left to the kubelet), never as a refusal. One arg per line, for the container's args.
+*/}}
+{{- define "volumemanager.readPolicyArgs" -}}
+{{- if not (include "volumemanager.nodeCredentials" .) -}}
+{{- if not .Values.rbac.secrets }}
+- --no-secrets
+{{- end -}}
+{{- with .Values.rbac.namespaces }}
+- --object-namespaces={{ join "," . }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "volumemanager.resourceLock" -}}
 {{- default .Values.leaderElection.resourceLock (include "volumemanager.extraArg" (list . "--leader-elect-resource-lock")) -}}
 {{- end -}}
