@@ -37,16 +37,16 @@ nlohmann::json AccessReview(const std::string& verb, const std::string& group,
 
 }  // namespace
 
-std::vector<ExcessRightProbe> ExcessRightProbes(bool node_mode) {
+std::vector<ExcessRightProbe> ExcessRightProbes(bool node_mode, bool lists_every_secret) {
   std::vector<ExcessRightProbe> probes;
   probes.push_back({"do anything to any resource (* on *)", AccessReview("*", "*", "*")});
-  if (node_mode) {
-    // A service account needs it with the chart's rbac.secrets and no rbac.namespaces.
+  // A service account needs it with the chart's rbac.secrets and no rbac.namespaces; with
+  // --no-secrets or --object-namespaces (what the chart passes otherwise) it does not.
+  if (node_mode || !lists_every_secret) {
     probes.push_back({"list secrets in all namespaces", AccessReview("list", "", "secrets")});
-  } else {
-    // A node creates its mirror pods (the Node authorizer allows it, NodeRestriction narrows it).
-    probes.push_back({"create pods", AccessReview("create", "", "pods")});
   }
+  // A node creates its mirror pods (the Node authorizer allows it, NodeRestriction narrows it).
+  if (!node_mode) probes.push_back({"create pods", AccessReview("create", "", "pods")});
   return probes;
 }
 
@@ -139,9 +139,10 @@ ExcessRightsWarning::~ExcessRightsWarning() {
   for (ApiClient::CallId id : calls_) api_->Cancel(id);
 }
 
-void ExcessRightsWarning::Start(bool node_mode, const std::string& identity) {
+void ExcessRightsWarning::Start(bool node_mode, bool lists_every_secret,
+                                const std::string& identity) {
   identity_ = identity;
-  probes_ = ExcessRightProbes(node_mode);
+  probes_ = ExcessRightProbes(node_mode, lists_every_secret);
   allowed_.assign(probes_.size(), false);
   waiting_ = probes_.size();
   for (size_t i = 0; i < probes_.size(); ++i) {

@@ -8,9 +8,10 @@
 //    kNodeWarnEvery, and a readiness check that fails while it is missing; once the node is seen
 //    it stops asking.
 //  * rights no mode of the daemon needs (SelfSubjectAccessReviews, `ExcessRightProbes`): `*` on
-//    `*`; list of Secrets in all namespaces under a node identity (a service account needs it
-//    with the chart's rbac.secrets and no rbac.namespaces); create of pods under any other
-//    identity (a node creates its mirror pods). Credentials that can do more than the daemon
+//    `*`; list of Secrets in all namespaces unless the daemon, as configured, lists them (a
+//    service account without --no-secrets or --object-namespaces: the chart's rbac.secrets and no
+//    rbac.namespaces); create of pods under any identity but a node's (a node creates its mirror
+//    pods). Credentials that can do more than the daemon
 //    needs (an admin's kubeconfig) are worth a warning: the daemon runs on every node.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_CHECKS_H_
 #define VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_CHECKS_H_
@@ -43,7 +44,9 @@ struct ExcessRightProbe {
 };
 inline constexpr char kAccessReviewPath[] =
     "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
-std::vector<ExcessRightProbe> ExcessRightProbes(bool node_mode);
+// `lists_every_secret`: the daemon, as configured, lists Secrets in every namespace (a service
+// account's identity, neither --no-secrets nor --object-namespaces).
+std::vector<ExcessRightProbe> ExcessRightProbes(bool node_mode, bool lists_every_secret);
 // The review's status.allowed; nullopt when the answer has none.
 std::optional<bool> ReviewAllowed(const nlohmann::json& answer);
 // "<identity> may <a>, <b>: rights no mode of the daemon needs (...)".
@@ -81,7 +84,7 @@ class NodePresence {
 };
 
 // The daemon's side of the rights no mode needs (loop thread only): Start asks each of
-// ExcessRightProbes(node_mode) on `api` without blocking, and once all answered logs one warning
+// ExcessRightProbes(node_mode, lists_every_secret) on `api` without blocking, and once all answered logs one warning
 // naming the rights held (nothing when none; an unanswered review counts as not held).
 // `identity` names the caller. Destroying it cancels the reviews still out, so that a stopping
 // daemon's loop does not wait for them.
@@ -92,7 +95,7 @@ class ExcessRightsWarning {
   ExcessRightsWarning(const ExcessRightsWarning&) = delete;
   ExcessRightsWarning& operator=(const ExcessRightsWarning&) = delete;
 
-  void Start(bool node_mode, const std::string& identity);
+  void Start(bool node_mode, bool lists_every_secret, const std::string& identity);
 
  private:
   void OnAnswer(size_t index, const ApiResult& result);

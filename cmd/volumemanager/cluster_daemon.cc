@@ -46,6 +46,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
       kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
   excess_rights_ = std::make_unique<kube::ExcessRightsWarning>(api_.get());
   excess_rights_->Start(identity_ && identity_->NodeName(),
+                        cfg.read_secrets && cfg.object_namespaces.empty(),
                         identity_ ? identity_->username : "the daemon's credentials");
 
   cache::ApiObjectManagerOptions options;

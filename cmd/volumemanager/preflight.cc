@@ -7,6 +7,7 @@
 #include "cmd/volumemanager/api_identity.h"
 #include "cmd/volumemanager/blocking_api_client.h"
 #include "cmd/volumemanager/cluster_checks.h"
+#include "kube/object_ref.h"
 #include "kubeclient/api_client.h"
 
 namespace kube {
@@ -232,11 +233,11 @@ PreflightCheck CheckNode(BlockingApiClient& client, const std::string& node, boo
 }
 
 PreflightCheck CheckExcessRights(BlockingApiClient& client, bool node_mode,
-                                 const std::string& identity) {
+                                 bool lists_every_secret, const std::string& identity) {
   PreflightCheck check{"rights beyond need", true, ""};
   std::vector<std::string> held;
   std::vector<std::string> not_held;
-  for (const ExcessRightProbe& probe : ExcessRightProbes(node_mode)) {
+  for (const ExcessRightProbe& probe : ExcessRightProbes(node_mode, lists_every_secret)) {
     ApiResult answer = client.Call(
         [&](ApiClient& a, ApiCallback cb) { a.Create(kAccessReviewPath, probe.review, cb); });
     std::optional<bool> allowed = answer.ok() ? ReviewAllowed(answer.object) : std::nullopt;
@@ -362,9 +363,14 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
   // With no pods (or none listed), the namespace given stands in, in service-account mode: the
   // rights a pod scheduled later will need. A node may read nothing until a pod references it.
   const bool probe_only = refs.empty() && !node_mode;
+  const cache::ReadPolicy& policy = options.read_policy;
   if (probe_only) {
-    refs[ns]["configmaps"];
-    refs[ns]["secrets"];
+    // With --object-namespaces the namespaces listed stand in: the daemon reads no other.
+    for (const std::string& probe_ns :
+         policy.namespaces.empty() ? std::set<std::string>{ns} : policy.namespaces) {
+      refs[probe_ns]["configmaps"];
+      refs[probe_ns]["secrets"];
+    }
   } else if (refs.empty()) {
     checks.push_back(CheckEvents(client, ns, node, node_mode));
   }
@@ -373,6 +379,16 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
       // Only what the pods' volumes reference (a kind no volume there uses needs no right),
       // except with no pods at all (the probe below).
       if (names.empty() && !probe_only) continue;
+      // What the daemon is configured not to read (--no-secrets, --object-namespaces) needs no
+      // right: its volumes are the kubelet's.
+      const kube::ObjectRef ref{
+          resource == "secrets" ? ObjectKind::kSecret : ObjectKind::kConfigMap, pod_ns,
+          names.empty() ? "*" : *names.begin()};
+      if (std::string refusal = policy.Refusal(ref); !refusal.empty()) {
+        checks.push_back({resource + " readable in namespace " + pod_ns, true,
+                          "not needed: " + refusal + "; the kubelet keeps the volumes that read it"});
+        continue;
+      }
       checks.push_back(CheckReads(client, resource, pod_ns,
                                   names.empty() ? kProbeName : *names.begin(), node_mode));
     }
@@ -390,8 +406,8 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
       checks.push_back(CheckLeases(client, ns, node));
     }
   }
-  checks.push_back(
-      CheckExcessRights(client, node_mode, identity.ok() ? identity->username : "the credentials"));
+  checks.push_back(CheckExcessRights(client, node_mode, policy.ReadsEverything(),
+                                     identity.ok() ? identity->username : "the credentials"));
   return report;
 }
 

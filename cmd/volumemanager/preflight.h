@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/read_policy.h"
 #include "kubeclient/credentials.h"
 
 namespace kube {
@@ -41,6 +42,10 @@ struct PreflightOptions {
   std::string namespace_name;
   // --leader-elect-resource-lock leases: check the Lease rights too.
   bool lease_lock = false;
+  // --no-secrets, --object-namespaces: what the daemon, as configured, never reads needs no
+  // right (one line says so, naming the flag), and a right to list Secrets in every namespace is
+  // then beyond need.
+  cache::ReadPolicy read_policy;
   std::chrono::milliseconds request_timeout{10000};
 };
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "cmd/volumemanager/preflight.h"
 #include "config/daemon_config.h"
@@ -61,6 +62,9 @@ int RunPreflightCommand(const std::vector<std::string>& args,
   options.namespace_name = cfg.leader_election.resource_namespace;
   options.lease_lock = cfg.leader_election.leader_elect &&
                        cfg.leader_election.resource_lock == leaderelection::LockType::kLeases;
+  options.read_policy.secrets = cfg.read_secrets;
+  options.read_policy.namespaces =
+      std::set<std::string>(cfg.object_namespaces.begin(), cfg.object_namespaces.end());
 
   // The daemon's own resolution (cluster_daemon.cc): the flags only.
   auto credentials =

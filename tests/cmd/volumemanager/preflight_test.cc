@@ -117,8 +117,10 @@ class PreflightTest : public ::testing::Test {
   }
 
   PreflightReport RunReport(const Credentials& creds, bool lease_lock,
-                            const std::string& node = kNode) {
+                            const std::string& node = kNode,
+                            const cache::ReadPolicy& policy = {}) {
     PreflightOptions options;
+    options.read_policy = policy;
     options.node_name = node;
     options.namespace_name = kReleaseNamespace;
     options.lease_lock = lease_lock;
@@ -353,6 +355,58 @@ TEST_F(PreflightTest, RightsNoModeNeedsAreAWarning) {
   EXPECT_THAT(FormatPreflightCheck(Named(Run(WithToken("node"), false), "rights beyond need")),
               ::testing::StartsWith("WARN  rights beyond need: system:node:node-1 may list "
                                     "secrets in all namespaces: rights no mode"));
+}
+
+TEST_F(PreflightTest, WhatTheDaemonIsConfiguredNotToReadNeedsNoRight) {
+  // The chart with rbac.secrets: false: its ClusterRole without secrets, and --no-secrets.
+  std::vector<Right> rights;
+  for (const Right& right : ChartServiceAccountRights(false)) {
+    if (std::get<0>(right) != "secrets") rights.push_back(right);
+  }
+  server_.Admin("POST", "acl", {{"user", kServiceAccount}, {"rules", AclRules(rights)}});
+  // Without the flag the daemon would read secret shop/tls: a failure.
+  EXPECT_THAT(Failures(Run(WithToken("sa"), false)),
+              HasSubstr("FAIL  secrets readable in namespace shop"));
+  cache::ReadPolicy no_secrets;
+  no_secrets.secrets = false;
+  auto checks = RunReport(WithToken("sa"), false, kNode, no_secrets).checks;
+  EXPECT_EQ(Failures(checks), "");
+  EXPECT_EQ(FormatPreflightCheck(Named(checks, "secrets readable in namespace shop")),
+            "ok    secrets readable in namespace shop: not needed: secret shop/tls is not read: "
+            "the daemon reads no Secrets (--no-secrets; chart: rbac.secrets: false); the kubelet "
+            "keeps the volumes that read it");
+  EXPECT_EQ(PreflightExitCode(checks), 0);
+  // With --object-namespaces shop, configmap ops/job is not read either.
+  cache::ReadPolicy shop_only;
+  shop_only.namespaces = {"shop"};
+  checks = RunReport(WithToken("sa"), false, kNode, shop_only).checks;
+  EXPECT_THAT(FormatPreflightCheck(Named(checks, "configmaps readable in namespace ops")),
+              ::testing::StartsWith("ok    configmaps readable in namespace ops: not needed: "
+                                    "configmap ops/job is not read: the daemon reads ConfigMaps "
+                                    "and Secrets only in the namespaces shop"));
+  EXPECT_THAT(Failures(checks), HasSubstr("FAIL  secrets readable in namespace shop"));
+}
+
+TEST_F(PreflightTest, ListingEverySecretIsBeyondNeedForADaemonThatReadsFewer) {
+  constexpr char kOther[] = "system:serviceaccount:vm-system:other";
+  server_.Admin("POST", "tokens", {{"token", "other"}, {"user", kOther}});
+  server_.Admin("POST", "acl",
+                {{"user", kOther}, {"rules", AclRules(ChartServiceAccountRights(false))}});
+  // The chart's full ClusterRole is what a daemon reading every Secret needs: no warning.
+  EXPECT_EQ(FormatPreflightCheck(Named(Run(WithToken("other"), false), "rights beyond need")),
+            "ok    rights beyond need: none of: do anything to any resource (* on *); "
+            "create pods");
+  // The same rights for a daemon told to read no Secrets, or only some namespaces': too many.
+  for (bool secrets : {false, true}) {
+    cache::ReadPolicy policy;
+    policy.secrets = secrets;
+    if (secrets) policy.namespaces = {"shop"};
+    EXPECT_THAT(
+        FormatPreflightCheck(Named(RunReport(WithToken("other"), false, kNode, policy).checks,
+                                   "rights beyond need")),
+        ::testing::StartsWith("WARN  rights beyond need: " + std::string(kOther) +
+                              " may list secrets in all namespaces: rights no mode"));
+  }
 }
 
 TEST_F(PreflightTest, TheReportNamesCredentialsAndIdentity) {
