@@ -238,6 +238,11 @@ void ApiClient::CountRequest(const std::string& method, const base::Status& tran
   ++request_counts_[{method, transport.ok() ? std::to_string(status) : "<error>"}];
 }
 
+void ApiClient::SetHealth(ApiHealth* health) {
+  health_ = health;
+  reachability_->SetOutageLogLevel(health != nullptr ? spdlog::level::info : spdlog::level::warn);
+}
+
 void ApiClient::ReportHealth(const base::Status& transport, const HttpResponse& response,
                              const std::string& method) {
   if (health_ == nullptr) return;

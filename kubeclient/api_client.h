@@ -100,7 +100,9 @@ class ApiClient {
 
   // Where every attempt's outcome goes besides ServerReachability (null: nowhere). Not owned; it
   // must outlive this client.
-  void SetHealth(ApiHealth* health) { health_ = health; }
+  // With one, the reachability's "not answering" line is at info level: the tracker warns once
+  // an outage lasts.
+  void SetHealth(ApiHealth* health);
   const ApiHealth* health() const { return health_; }
 
  private:
