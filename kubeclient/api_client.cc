@@ -305,10 +305,10 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
       ++call->transient_used;
       auto delay = NextBackoff(call);
       // A permanent failure is the health tracker's to say (error level, rate-limited).
-      spdlog::log(health_ != nullptr && health_->permanent() ? spdlog::level::debug
-                                                             : spdlog::level::info,
-                  "GET {} failed ({}); retry {} in {} ms or once the server answers again",
-                  call->path, transport.message(), call->transient_used, delay.count());
+      spdlog::log(
+          health_ != nullptr && health_->permanent() ? spdlog::level::debug : spdlog::level::info,
+          "GET {} failed ({}); retry {} in {} ms or once the server answers again", call->path,
+          transport.message(), call->transient_used, delay.count());
       RetryLater(call, delay);
       call->reconnect_wait = reachability_->WaitForAnswer([this, id] { OnReconnect(id); });
       return;

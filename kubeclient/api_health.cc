@@ -63,8 +63,8 @@ void ApiHealth::OnOutcome(const std::optional<ApiError>& error) {
     ++problem_->attempts;
     return;
   }
-  const bool changed = !problem_ || problem_->failure_class != kind.failure_class ||
-                       problem_->reason != reason;
+  const bool changed =
+      !problem_ || problem_->failure_class != kind.failure_class || problem_->reason != reason;
   if (changed) {
     problem_ = Problem{kind.failure_class, reason, error->ToString(), now, 0};
     logged_.reset();
@@ -93,13 +93,14 @@ void ApiHealth::OnOutcome(const std::optional<ApiError>& error) {
                     {"remedy", Remedy(problem_->reason)},
                     {"err", problem_->message}});
   } else {
-    logging::Warn("The API server has not answered for a while; retrying, the volumes keep their "
-                  "last content",
-                  {{"server", options_.server},
-                   {"reason", problem_->reason},
-                   {"failedForSeconds", static_cast<int64_t>(lasted)},
-                   {"attempts", problem_->attempts},
-                   {"err", problem_->message}});
+    logging::Warn(
+        "The API server has not answered for a while; retrying, the volumes keep their "
+        "last content",
+        {{"server", options_.server},
+         {"reason", problem_->reason},
+         {"failedForSeconds", static_cast<int64_t>(lasted)},
+         {"attempts", problem_->attempts},
+         {"err", problem_->message}});
   }
 }
 
@@ -109,8 +110,8 @@ std::string ApiHealth::Describe() const {
       std::chrono::duration_cast<std::chrono::seconds>(Now() - problem_->since).count();
   std::string text = std::string(FailureClassName(problem_->failure_class)) + " API failure (" +
                      problem_->reason + ") for " + std::to_string(lasted) + " s, " +
-                     std::to_string(problem_->attempts) + " attempts, the last: " +
-                     problem_->message;
+                     std::to_string(problem_->attempts) +
+                     " attempts, the last: " + problem_->message;
   const std::string_view remedy = Remedy(problem_->reason);
   if (!remedy.empty()) text += "; " + std::string(remedy);
   return text;

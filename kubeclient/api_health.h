@@ -67,9 +67,7 @@ class ApiHealth {
 
   bool reached() const { return reached_; }
   const std::optional<Problem>& problem() const { return problem_; }
-  bool permanent() const {
-    return problem_ && problem_->failure_class == FailureClass::kPermanent;
-  }
+  bool permanent() const { return problem_ && problem_->failure_class == FailureClass::kPermanent; }
   const FailureCounts& failures() const { return failures_; }
   // "<reason> since <n> s, <attempts> attempts: <message>" for /readyz; "" without a problem.
   std::string Describe() const;

@@ -131,8 +131,7 @@ class Http2Transport {
   // never became ready and no other connection is opening. Freed by AfterIo.
   // Fails the connection's requests (and, when nothing else is opening, the waiting ones) with
   // `why`; `fault` tells ClassifyApiError what kind of failure it is.
-  void Fail(Connection* c, const std::string& why,
-            TransportFault fault = TransportFault::kOther);
+  void Fail(Connection* c, const std::string& why, TransportFault fault = TransportFault::kOther);
   void SwitchToHttp1(Connection* c);
   // Every waiting request to the fallback (libcurl), in order, with its id.
   void HandWaitingToFallback();

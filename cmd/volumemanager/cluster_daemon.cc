@@ -53,9 +53,8 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   // credentials): as at start, the daemon stops.
   health_->SetOnPermanentBeforeReach([this](const kube::ApiHealth::Problem& problem) {
     pending_fatal_ = StartError{
-        kExitApiCredentials,
-        PermanentFailure(problem.reason, problem.message) +
-            "; the server was never reached with these credentials: stopping"};
+        kExitApiCredentials, PermanentFailure(problem.reason, problem.message) +
+                                 "; the server was never reached with these credentials: stopping"};
     spdlog::error("{}", pending_fatal_->message);
     // Reported from the loop, not inside the API client's callback that found it: the stop it
     // begins cancels that client's calls.
@@ -200,7 +199,7 @@ void ClusterDaemon::RememberCredentialFiles(const kube::Credentials& credentials
   server_ = base::RedactedUrl(credentials.server);
   credentials_source_ = credentials.source;
   const kube::TlsConfig& tls = credentials.tls;
-  trust_files_ = !tls.ca_file.empty()   ? "CA file " + tls.ca_file
+  trust_files_ = !tls.ca_file.empty()  ? "CA file " + tls.ca_file
                  : !tls.ca_pem.empty() ? std::string("certificate-authority-data")
                                        : std::string("the system's CA certificates");
   if (!tls.server_name.empty()) trust_files_ += ", tls-server-name " + tls.server_name;
@@ -208,7 +207,8 @@ void ClusterDaemon::RememberCredentialFiles(const kube::Credentials& credentials
     client_files_ = "exec plugin " + credentials.exec->command;
   } else if (!tls.client_cert_file.empty()) {
     client_files_ = "client certificate " + tls.client_cert_file;
-    if (tls.client_key_file != tls.client_cert_file) client_files_ += ", key " + tls.client_key_file;
+    if (tls.client_key_file != tls.client_cert_file)
+      client_files_ += ", key " + tls.client_key_file;
   } else if (!credentials.token_file.empty()) {
     client_files_ = "token file " + credentials.token_file;
   } else if (!credentials.token.empty()) {
@@ -223,10 +223,9 @@ void ClusterDaemon::RememberCredentialFiles(const kube::Credentials& credentials
 std::string ClusterDaemon::PermanentFailure(const std::string& reason,
                                             const std::string& message) const {
   const std::string files = reason == "untrusted_server" ? trust_files_ : client_files_;
-  std::string what = reason == "untrusted_server"
-                         ? "the server is not trusted"
-                         : reason == "unauthorized" ? "the server refused the credentials"
-                                                    : "the client certificate cannot be used";
+  std::string what = reason == "untrusted_server" ? "the server is not trusted"
+                     : reason == "unauthorized"   ? "the server refused the credentials"
+                                                  : "the client certificate cannot be used";
   return "API server " + server_ + " (" + credentials_source_ + "): " + what + " (" + files +
          "): " + message;
 }
@@ -236,9 +235,7 @@ std::vector<server::ReadinessCheck> ClusterDaemon::ReadinessChecks() const {
   if (health_ == nullptr) return checks;
   // A transient failure of a daemon that has its pods keeps it Ready (it serves its volumes
   // from its caches); before the first list it is the reason nothing is served.
-  const bool failing =
-      health_->permanent() ||
-      (health_->problem() && !api_source_.synced());
+  const bool failing = health_->permanent() || (health_->problem() && !api_source_.synced());
   checks.push_back({"api-server", !failing, health_->Describe()});
   return checks;
 }

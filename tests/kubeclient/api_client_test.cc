@@ -346,8 +346,8 @@ TEST_F(ApiClientTest, BothTransportsClassifyPermanentAndTransientFailuresAlike) 
       {"a CA that did not sign the server's certificate",
        [&](Credentials& c) { c.tls.ca_pem = ReadFile(server_.pki("client.crt")); },
        FailureClass::kPermanent, "untrusted_server"},
-      {"the system roots", [](Credentials& c) { c.tls.ca_pem.clear(); },
-       FailureClass::kPermanent, "untrusted_server"},
+      {"the system roots", [](Credentials& c) { c.tls.ca_pem.clear(); }, FailureClass::kPermanent,
+       "untrusted_server"},
       {"tls-server-name not in the certificate",
        [](Credentials& c) { c.tls.server_name = "other.example"; }, FailureClass::kPermanent,
        "untrusted_server"},
@@ -371,8 +371,7 @@ TEST_F(ApiClientTest, BothTransportsClassifyPermanentAndTransientFailuresAlike) 
       ApiHealth health(ApiHealthOptions{});
       api_->SetHealth(&health);
       ApiResult result = Get("/api");
-      const FailureKind kind =
-          result.ok() ? FailureKind{} : ClassifyApiError(*result.error);
+      const FailureKind kind = result.ok() ? FailureKind{} : ClassifyApiError(*result.error);
       EXPECT_EQ(kind.failure_class, c.failure_class)
           << (result.error ? result.error->ToString() : "ok");
       EXPECT_EQ(kind.reason, c.reason) << (result.error ? result.error->ToString() : "ok");
