@@ -192,3 +192,27 @@ def revoke_and_restore(c):
     assert metric(c, 'volumemanager_api_permanent_error{reason="unauthorized"}') == 0
     assert c.records(msg="The API server answers again"), c.log()
     assert metric(c, 'volumemanager_api_failures_total{class="permanent",reason="unauthorized"}') >= 1
+
+
+@pytest.mark.test_server_only("an outage that answers nothing, then a revoked token (fault hook, "
+                              "token revoked while the server runs)")
+def test_a_permanent_failure_at_the_first_answer_after_an_unreachable_start_ends_it(tmp_path):
+    with api_server("test", tmp_path) as server:
+        c = Cluster(tmp_path, server)
+        try:
+            server.admin("POST", "outage", {"down": True})
+            c.start()
+            wait_for(lambda: "not reached at start" in c.log(), what="the start without answer")
+            server.admin("POST", "tokens", {"token": DAEMON_TOKEN})  # revoked
+            server.admin("POST", "outage", {"down": False})
+            assert c.proc.wait(timeout=60) == 1, c.log()
+            c.proc = None
+            errors = [r for r in c.records() if r.get("level") == "error" and
+                      "the server was never reached with these credentials: stopping" in r["msg"]]
+            assert len(errors) == 1, c.log()
+            assert f"API server https://127.0.0.1:{server.port}" in errors[0]["msg"], errors
+            assert "the server refused the credentials (the token in the kubeconfig): 401" in \
+                errors[0]["msg"], errors
+        finally:
+            if c.proc is not None:
+                c.stop(timeout=20)
