@@ -149,6 +149,9 @@ void ApiClient::Send(Call* call) {
     callbacks.on_headers = [this, on_headers =
                                       std::move(callbacks.on_headers)](const HttpResponse& head) {
       reachability_->OnAnswer();
+      if (health_ != nullptr && head.status >= 200 && head.status < 300) {
+        health_->OnOutcome(std::nullopt);
+      }
       if (on_headers) on_headers(head);
     };
     call->request = http_->Start(
@@ -161,6 +164,10 @@ void ApiClient::Send(Call* call) {
             reachability_->OnAnswer();
           } else if (!transport.ok()) {
             reachability_->OnNoAnswer();
+          }
+          // A 2xx head was reported when it came; a stream cut after it is no failure here.
+          if (response.status < 200 || response.status >= 300) {
+            ReportHealth(transport, response, it->second->method);
           }
           HttpDoneCallback done = std::move(it->second->stream_done);
           calls_.erase(it);
@@ -231,6 +238,24 @@ void ApiClient::CountRequest(const std::string& method, const base::Status& tran
   ++request_counts_[{method, transport.ok() ? std::to_string(status) : "<error>"}];
 }
 
+void ApiClient::SetHealth(ApiHealth* health) {
+  health_ = health;
+  reachability_->SetOutageLogLevel(health != nullptr ? spdlog::level::info : spdlog::level::warn);
+}
+
+void ApiClient::ReportHealth(const base::Status& transport, const HttpResponse& response,
+                             const std::string& method) {
+  if (health_ == nullptr) return;
+  if (response.status == 0) {
+    if (!transport.ok()) health_->OnOutcome(TransportError(transport.message(), response.fault));
+  } else if (response.status >= 200 && response.status < 300) {
+    health_->OnOutcome(std::nullopt);
+  } else {
+    // Any other answer than 401, 429 or 5xx (403, 404, ...) counts as the server reached.
+    health_->OnOutcome(ParseApiError(response.status, response.headers, response.body, method));
+  }
+}
+
 void ApiClient::SendProbe(std::function<void(bool answered)> done) {
   auto call = std::make_unique<Call>();
   call->id = next_id_++;
@@ -273,18 +298,22 @@ void ApiClient::OnDone(CallId id, base::Status transport, HttpResponse response)
   } else {
     reachability_->OnNoAnswer();
   }
+  ReportHealth(transport, response, call->method);
   const bool idempotent = call->method == "GET" && !call->probe;
   if (!transport.ok()) {
     if (idempotent && call->transient_used < policy_.max_transient_retries) {
       ++call->transient_used;
       auto delay = NextBackoff(call);
-      spdlog::info("GET {} failed ({}); retry {} in {} ms or once the server answers again",
-                   call->path, transport.message(), call->transient_used, delay.count());
+      // A permanent failure is the health tracker's to say (error level, rate-limited).
+      spdlog::log(
+          health_ != nullptr && health_->permanent() ? spdlog::level::debug : spdlog::level::info,
+          "GET {} failed ({}); retry {} in {} ms or once the server answers again", call->path,
+          transport.message(), call->transient_used, delay.count());
       RetryLater(call, delay);
       call->reconnect_wait = reachability_->WaitForAnswer([this, id] { OnReconnect(id); });
       return;
     }
-    Complete(id, ApiResult{TransportError(transport.message()), nullptr});
+    Complete(id, ApiResult{TransportError(transport.message(), response.fault), nullptr});
     return;
   }
   if (response.status >= 200 && response.status < 300) {

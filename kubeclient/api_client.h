@@ -16,6 +16,9 @@
 //   (`GET /version`, about once a second, only while someone waits) and wakes the waiters when it
 //   answers again. A GET retried after getting no answer is one such waiter: it goes again at the
 //   end of its backoff or at that reconnect, whichever comes first.
+// * With SetHealth, every attempt's outcome also goes to that ApiHealth (api_health.h), shared by
+//   the daemon's clients; a retry after a permanent failure (ClassifyApiError) is then logged at
+//   debug level only, the tracker saying it at error level, rate-limited.
 // Callbacks run on the loop thread, exactly once per call unless the call is cancelled or the
 // ApiClient destroyed first. Not thread-safe.
 #ifndef VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_
@@ -31,6 +34,7 @@
 #include <unordered_map>
 
 #include "kubeclient/api_error.h"
+#include "kubeclient/api_health.h"
 #include "kubeclient/backoff.h"
 #include "kubeclient/http_client.h"
 #include "kubeclient/rate_limiter.h"
@@ -94,6 +98,13 @@ class ApiClient {
   using RequestCounts = std::map<std::pair<std::string, std::string>, uint64_t>;
   const RequestCounts& request_counts() const { return request_counts_; }
 
+  // Where every attempt's outcome goes besides ServerReachability (null: nowhere). Not owned; it
+  // must outlive this client.
+  // With one, the reachability's "not answering" line is at info level: the tracker warns once
+  // an outage lasts.
+  void SetHealth(ApiHealth* health);
+  const ApiHealth* health() const { return health_; }
+
  private:
   struct Call;
   CallId StartCall(std::string method, std::string path, std::string body, std::string content_type,
@@ -109,6 +120,9 @@ class ApiClient {
   std::chrono::milliseconds NextBackoff(Call* call);
   void Complete(CallId id, ApiResult result);
   void CountRequest(const std::string& method, const base::Status& transport, long status);
+  // The attempt's outcome to health_ (when set): a response with `status` (any), or none.
+  void ReportHealth(const base::Status& transport, const HttpResponse& response,
+                    const std::string& method);
   // ServerReachability's probe: one GET of the probe path, never retried.
   void SendProbe(std::function<void(bool answered)> done);
   // A GET retry waiting for its backoff is sent at once when the server answers again.
@@ -122,6 +136,7 @@ class ApiClient {
   std::unordered_map<CallId, std::unique_ptr<Call>> calls_;
   CallId next_id_ = 1;
   RequestCounts request_counts_;
+  ApiHealth* health_ = nullptr;
 };
 
 // Percent-encodes a query value (RFC 3986 unreserved characters stay).

@@ -103,10 +103,42 @@ std::string ApiError::ToString() const {
   return std::to_string(code) + " " + reason + ": " + message;
 }
 
-ApiError TransportError(std::string message) {
+ApiError TransportError(std::string message, TransportFault fault) {
   ApiError err;
   err.message = std::move(message);
+  err.fault = fault == TransportFault::kNone ? TransportFault::kOther : fault;
   return err;
+}
+
+FailureKind ClassifyApiError(const ApiError& error) {
+  if (error.IsTransport()) {
+    switch (error.fault) {
+      case TransportFault::kUntrustedServer:
+        return {FailureClass::kPermanent, "untrusted_server"};
+      case TransportFault::kClientCertificate:
+        return {FailureClass::kPermanent, "client_certificate"};
+      case TransportFault::kNone:
+      case TransportFault::kOther:
+        break;
+    }
+    return {FailureClass::kTransient, "unreachable"};
+  }
+  if (error.IsUnauthorized()) return {FailureClass::kPermanent, "unauthorized"};
+  if (error.IsTooManyRequests()) return {FailureClass::kTransient, "throttled"};
+  if (error.code >= 500) return {FailureClass::kTransient, "server_error"};
+  return {FailureClass::kAnswered, ""};
+}
+
+std::string_view FailureClassName(FailureClass failure_class) {
+  switch (failure_class) {
+    case FailureClass::kPermanent:
+      return "permanent";
+    case FailureClass::kTransient:
+      return "transient";
+    case FailureClass::kAnswered:
+      break;
+  }
+  return "answered";
 }
 
 ApiError ParseApiError(long code, const std::map<std::string, std::string>& headers,

@@ -15,6 +15,15 @@
 
 namespace kube {
 
+// What stopped a request that got no answer (ApiError::fault, HttpResponse::fault): set by both
+// transports (libcurl's result code, GnuTLS's handshake), so that both classify alike.
+enum class TransportFault {
+  kNone,               // a response arrived
+  kOther,              // refused, reset, DNS, timeout, ...: the server may answer again
+  kUntrustedServer,    // its certificate does not verify (CA, name), or the CA cannot be used
+  kClientCertificate,  // the client certificate or key cannot be used
+};
+
 struct StatusCause {
   std::string reason;
   std::string message;
@@ -35,6 +44,8 @@ struct ApiError {
   int retry_after_seconds = -1;
   // metadata.continue of an expired-continue 410 (the inconsistent token; ignored by the pager).
   std::string continue_token;
+  // For a transport failure (code 0): what kind; kNone otherwise.
+  TransportFault fault = TransportFault::kNone;
 
   bool IsTransport() const { return code == 0; }
   bool IsNotFound() const { return code == 404; }
@@ -50,7 +61,27 @@ struct ApiError {
   std::string ToString() const;
 };
 
-ApiError TransportError(std::string message);
+ApiError TransportError(std::string message, TransportFault fault = TransportFault::kOther);
+
+// How a failed request is to be taken: the one classification every retry loop, the daemon's
+// readiness and its exit at start use (docs/kubernetes-api.md §1.3).
+enum class FailureClass {
+  kAnswered,   // the server authenticated the client and answered (403, 404, 409, ...)
+  kTransient,  // no answer, 5xx, 429: the server may answer later; retried
+  kPermanent,  // the server is not trusted, or it refused the credentials (401), or the client
+               // certificate cannot be used: nothing changes until a person or a rotation acts
+};
+
+struct FailureKind {
+  FailureClass failure_class = FailureClass::kAnswered;
+  // A metric label value: untrusted_server, unauthorized, client_certificate (permanent);
+  // unreachable, server_error, throttled (transient); "" for kAnswered.
+  std::string_view reason;
+};
+
+FailureKind ClassifyApiError(const ApiError& error);
+// "permanent", "transient" or "answered".
+std::string_view FailureClassName(FailureClass failure_class);
 
 // `headers` have lower-case names. `method` decides 409 without a body (POST: AlreadyExists).
 ApiError ParseApiError(long code, const std::map<std::string, std::string>& headers,

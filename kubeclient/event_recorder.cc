@@ -151,7 +151,12 @@ void EventRecorder::OnWritten(ApiResult result) {
   }
   if (error.code >= 400 && error.code < 500) {
     ++stats_.rejected;
-    if (error.IsAlreadyExists() || error.HasCause("NamespaceTerminating")) {
+    // A permanent failure (401) the client's health tracker holds is said there, at error level
+    // and rate-limited, not once per event.
+    const ApiHealth* health = api_->health();
+    if (error.IsAlreadyExists() || error.HasCause("NamespaceTerminating") ||
+        (health != nullptr && health->permanent() &&
+         ClassifyApiError(error).failure_class == FailureClass::kPermanent)) {
       logging::Debug(
           "Event rejected; dropped",
           {{"object", ObjectOf(event)}, {"reason", event.reason}, {"err", Summarize(error)}});

@@ -632,7 +632,8 @@ void Http2Transport::OnEvents(Connection* c, int status, int events) {
   }
 }
 
-std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string* error) {
+std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string* error,
+                                                                    TransportFault* fault) {
   std::shared_ptr<const std::string> ca = current_ca_();
   std::shared_ptr<const ClientCertPair> cert = current_cert_ ? current_cert_() : nullptr;
   if (tls_ != nullptr && tls_ca_ == ca && tls_cert_ == cert) return tls_;
@@ -650,6 +651,7 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
       if (rc <= 0) {
         *error = rc == 0 ? "the CA bundle holds no certificate"
                          : std::string("the CA bundle cannot be used: ") + Gnutls().strerror(rc);
+        *fault = TransportFault::kUntrustedServer;
         return nullptr;
       }
     } else if (int rc = Gnutls().certificate_set_x509_system_trust(creds->cred); rc < 0) {
@@ -670,6 +672,7 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
         rc < 0) {
       *error =
           std::string("the client certificate or key cannot be used: ") + Gnutls().strerror(rc);
+      *fault = TransportFault::kClientCertificate;
       return nullptr;
     }
   }
@@ -681,9 +684,10 @@ std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string*
 
 void Http2Transport::StartTls(Connection* c) {
   std::string error;
-  c->credentials = Tls(&error);
+  TransportFault fault = TransportFault::kOther;
+  c->credentials = Tls(&error, &fault);
   if (c->credentials == nullptr) {
-    Fail(c, "TLS to " + Where() + ": " + error);
+    Fail(c, "TLS to " + Where() + ": " + error, fault);
     return;
   }
   c->cert = tls_cert_;
@@ -729,8 +733,10 @@ void Http2Transport::Handshake(Connection* c) {
         while (!why.empty() && (why.back() == ' ' || why.back() == '.')) why.pop_back();
       }
       const std::string& name = credentials_.tls.server_name;
-      Fail(c, "the TLS certificate of " + Where() + (name.empty() ? "" : " (for " + name + ")") +
-                  " is not trusted: " + why);
+      Fail(c,
+           "the TLS certificate of " + Where() + (name.empty() ? "" : " (for " + name + ")") +
+               " is not trusted: " + why,
+           TransportFault::kUntrustedServer);
       return;
     }
     Fail(c, "TLS handshake with " + Where() + " failed: " + why);
@@ -835,7 +841,7 @@ void Http2Transport::UpdatePoll(Connection* c) {
   uv_poll_start(&c->socket->poll, c->poll_events, &Http2Callbacks::OnPoll);
 }
 
-void Http2Transport::Fail(Connection* c, const std::string& why) {
+void Http2Transport::Fail(Connection* c, const std::string& why, TransportFault fault) {
   if (c->dead) return;
   const bool was_ready = c->state == Connection::State::kReady;
   c->dead = true;
@@ -845,6 +851,7 @@ void Http2Transport::Fail(Connection* c, const std::string& why) {
     if (s->connection != c) continue;
     s->connection = nullptr;
     s->stream_id = -1;
+    s->response.fault = fault;
     Complete(s.get(), base::Status::Error(why));
     ++failed;
   }
@@ -860,6 +867,7 @@ void Http2Transport::Fail(Connection* c, const std::string& why) {
       waiting_.pop_front();
       if (s == nullptr) continue;
       s->waiting = false;
+      s->response.fault = fault;
       Complete(s, base::Status::Error(why));
       ++failed;
     }

@@ -129,7 +129,9 @@ class Http2Transport {
   void UpdatePoll(Connection* c);
   // The connection is done: its streams fail with `why`, and its waiting requests too when it
   // never became ready and no other connection is opening. Freed by AfterIo.
-  void Fail(Connection* c, const std::string& why);
+  // Fails the connection's requests (and, when nothing else is opening, the waiting ones) with
+  // `why`; `fault` tells ClassifyApiError what kind of failure it is.
+  void Fail(Connection* c, const std::string& why, TransportFault fault = TransportFault::kOther);
   void SwitchToHttp1(Connection* c);
   // Every waiting request to the fallback (libcurl), in order, with its id.
   void HandWaitingToFallback();
@@ -150,7 +152,7 @@ class Http2Transport {
   void Guard(const char* what, Fn&& body);
   void OnDeadlines();
   void Fault(const char* callback);
-  std::shared_ptr<TlsCredentials> Tls(std::string* error);
+  std::shared_ptr<TlsCredentials> Tls(std::string* error, TransportFault* fault);
   Stream* Find(RequestId id);
   bool DeliverHeaders(Stream* s);
   void Data(Stream* s, const uint8_t* data, size_t len);

@@ -34,6 +34,22 @@ const char* Arch() {
 
 CURLM* Multi(void* m) { return static_cast<CURLM*>(m); }
 
+// libcurl's result as ClassifyApiError reads it (api_error.h): the same faults as
+// Http2Transport's handshake reports.
+TransportFault FaultOf(CURLcode code) {
+  switch (code) {
+    case CURLE_PEER_FAILED_VERIFICATION:  // the chain or the name does not verify
+    case CURLE_SSL_CACERT_BADFILE:        // the CA cannot be used
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+      return TransportFault::kUntrustedServer;
+    case CURLE_SSL_CERTPROBLEM:  // the client certificate or key cannot be used
+      return TransportFault::kClientCertificate;
+    default:
+      return TransportFault::kOther;
+  }
+}
+
 // CURLOPT_BUFFERSIZE (libcurl's default: 16 KiB; a larger body arrives in more pieces).
 // Streamed requests (watches): libcurl's minimum. A watch lives for minutes with mostly small
 // events, and over HTTP/2 the transfer that reads for its connection fills its buffer with other
@@ -719,6 +735,7 @@ void HttpClient::Finish(Transfer* t, base::Status transport) {
   const std::string where = t->request.method + " " + t->request.path;
   HttpDoneCallback done = std::move(t->done);
   HttpResponse response = std::move(t->response);
+  if (!transport.ok()) response.fault = FaultOf(t->curl_result);
   bool cancelled = t->cancelled;
   Remove(t);
   if (cancelled || !done) return;

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kubeclient/api_error.h"
 #include "kubeclient/client_cert_source.h"
 #include "kubeclient/credentials.h"
 #include "kubeclient/exec_credential.h"
@@ -111,6 +112,8 @@ struct HttpResponse {
   int http_major = 0;
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;                            // empty for streamed requests
+  // When no response arrived: what kind of failure (both transports set it alike).
+  TransportFault fault = TransportFault::kNone;
 };
 
 struct StreamCallbacks {

@@ -519,6 +519,11 @@ void Reflector::LogRetry(const char* message, const std::string& why,
   spdlog::level::level_enum level = repeated ? spdlog::level::debug : spdlog::level::warn;
   if (code == 410 && repeated) level = spdlog::level::info;  // a 410 relist is always seen
   if (grace) level = spdlog::level::debug;
+  // A failure the daemon's health tracker holds is its to say: a permanent one at error level, a
+  // transient one at warning level once it lasts (api_health.h); each retry only at info.
+  if (const ApiHealth* health = api_->health(); health != nullptr && health->problem()) {
+    level = health->permanent() ? spdlog::level::debug : std::min(level, spdlog::level::info);
+  }
   logging::Log(level, message,
                {{"reflector", options_.description},
                 {"object", logging::Value::IfSet(options_.object)},

@@ -137,8 +137,9 @@ void ServerReachability::OnProbeDone(bool answered) {
   ++stats_.probes_unanswered;
   if (state_ == State::kInDoubt) {
     state_ = State::kNotAnswering;
-    logging::Warn("API server not answering; probing it until it does",
-                  {{"probe", options_.probe_path}, {"waiting", waiters_.size()}});
+    logging::Log(static_cast<spdlog::level::level_enum>(outage_log_level_),
+                 "API server not answering; probing it until it does",
+                 {{"probe", options_.probe_path}, {"waiting", waiters_.size()}});
   }
   MaybeScheduleProbe();
 }

@@ -85,6 +85,9 @@ class ServerReachability {
   void OnAnswer();
   // A request that got no HTTP response.
   void OnNoAnswer();
+  // The level of the "not answering" line (warning by default; info where an ApiHealth says the
+  // outage once it lasts, api_health.h).
+  void SetOutageLogLevel(int spdlog_level) { outage_log_level_ = spdlog_level; }
 
   // `wake` runs at the next reconnect. Returns a ticket for CancelWait.
   Ticket WaitForAnswer(std::function<void()> wake);
@@ -125,6 +128,7 @@ class ServerReachability {
   uv_timer_t* wake_timer_;
   // Cleared on destruction: a probe's `done` that comes later does nothing.
   std::shared_ptr<bool> alive_;
+  int outage_log_level_ = 3;  // spdlog::level::warn
 };
 
 }  // namespace kube

@@ -163,17 +163,19 @@ bool IsReviewNotServed(const base::Status& lookup_error) {
   return !lookup_error.ok() && m.starts_with(kReviewNotServed) && m.ends_with(kNoCertificate);
 }
 
-base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client,
-                                         const Credentials& credentials) {
+base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Credentials& credentials,
+                                         std::optional<ApiError>* review_failure) {
   std::string why;
   if (!client.error().empty()) {
     why = client.error();
+    if (review_failure != nullptr) *review_failure = TransportError(why);
   } else {
     const nlohmann::json review = {{"apiVersion", "authentication.k8s.io/v1"},
                                    {"kind", "SelfSubjectReview"}};
     ApiResult answer = client.Call([&](ApiClient& api, ApiCallback cb) {
       api.Create("/apis/authentication.k8s.io/v1/selfsubjectreviews", review, cb);
     });
+    if (review_failure != nullptr) *review_failure = answer.error;
     if (answer.ok()) {
       const nlohmann::json& info = answer.object.is_object()
                                        ? answer.object.value("status", nlohmann::json::object())

@@ -43,7 +43,11 @@ base::Result<ApiIdentity> IdentityOfClientCertificate(const std::string& pem);
 // Asks SelfSubjectReview; when that fails, falls back to the client certificate's subject (its
 // `source` then says why). An error says why neither answered (e.g. the server is unreachable
 // and there is no certificate).
-base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Credentials& credentials);
+// `review_failure`, when given, receives the review's failure (nullopt when it answered): whether
+// the server was reached and took the credentials is ClassifyApiError's (api_error.h) reading of
+// it, and a fallback to the certificate's subject is confirmed only if so.
+base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Credentials& credentials,
+                                         std::optional<ApiError>* review_failure = nullptr);
 
 // True for LookUpIdentity's error when the server answered but does not serve
 // SelfSubjectReview (before Kubernetes 1.28: 404, or 403 where, as in 1.20, authorization runs

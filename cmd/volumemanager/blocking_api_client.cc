@@ -55,7 +55,7 @@ ApiResult BlockingApiClient::Watch(const std::string& path) {
       request,
       [&](base::Status transport, HttpResponse response) {
         if (!transport.ok()) {
-          result = ApiResult{TransportError(transport.message()), nullptr};
+          result = ApiResult{TransportError(transport.message(), response.fault), nullptr};
         } else if (response.status >= 200 && response.status < 300) {
           result = ApiResult{std::nullopt, nullptr};
         } else {

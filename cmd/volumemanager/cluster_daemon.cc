@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/redacted_url.h"
+#include "base/uv_timer.h"
 #include "cmd/volumemanager/cluster_checks.h"
 #include "cmd/volumemanager/source_metrics.h"
 #include "kubeclient/rate_limiter.h"
@@ -22,6 +23,7 @@ ClusterDaemon::~ClusterDaemon() {
   // volume manager their callbacks reach still exists.
   StopSources();
   DestroyElector();
+  if (fatal_timer_ != nullptr) base::CloseTimer(fatal_timer_);
 }
 
 std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
@@ -40,10 +42,39 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   }
   http_ = std::move(http).value();
   default_namespace_ = credentials->default_namespace;
+  RememberCredentialFiles(*credentials);
+  kube::ApiHealthOptions health_options;
+  health_options.server = server_;
+  health_ = std::make_unique<kube::ApiHealth>(health_options);
+  // Never reached, and now a permanent failure (the server came up untrusted, or refused the
+  // credentials): as at start, the daemon stops.
+  health_->SetOnPermanentBeforeReach([this](const kube::ApiHealth::Problem& problem) {
+    pending_fatal_ = StartError{
+        kExitApiCredentials, PermanentFailure(problem.reason, problem.message) +
+                                 "; the server was never reached with these credentials: stopping"};
+    spdlog::error("{}", pending_fatal_->message);
+    // Reported from the loop, not inside the API client's callback that found it: the stop it
+    // begins cancels that client's calls.
+    fatal_timer_ = base::NewTimer(loop(), this);
+    uv_timer_start(
+        fatal_timer_,
+        [](uv_timer_t* timer) {
+          auto* self = static_cast<ClusterDaemon*>(timer->data);
+          base::CloseTimer(self->fatal_timer_);
+          self->fatal_timer_ = nullptr;
+          self->ReportFatal(*self->pending_fatal_);
+        },
+        0, 0);
+  });
+  health_->SetOnFirstAnswer([this] {
+    if (identity_unconfirmed_ && identity_) LogIdentity(*identity_);
+    identity_unconfirmed_ = false;
+  });
   if (auto error = CheckIdentity(*credentials)) return error;
   api_ = std::make_unique<kube::ApiClient>(
       http_.get(), kube::RetryPolicy{},
       kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
+  api_->SetHealth(health_.get());
   excess_rights_ = std::make_unique<kube::ExcessRightsWarning>(api_.get());
   excess_rights_->Start(identity_ && identity_->NodeName(),
                         cfg.read_secrets && cfg.object_namespaces.empty(),
@@ -77,6 +108,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   events.host = cfg.node_name;
   events_api_ = std::make_unique<kube::ApiClient>(
       http_.get(), kube::RetryPolicy{}, kube::ClientGoRateLimits(cfg.event_qps, cfg.event_burst));
+  events_api_->SetHealth(health_.get());
   // Observe mode posts no Event: no recorder (every report below checks for one).
   if (!cfg.observe) events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
 
@@ -89,10 +121,29 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
 std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
     const kube::Credentials& credentials) {
   const config::DaemonConfig& cfg = config();
+  std::optional<kube::ApiError> review_failure;
   base::Result<kube::ApiIdentity> identity = [&] {
     kube::BlockingApiClient client(credentials, kIdentityTimeout);
-    return kube::LookUpIdentity(client, credentials);
+    return kube::LookUpIdentity(client, credentials, &review_failure);
   }();
+  const kube::FailureKind failure =
+      review_failure ? kube::ClassifyApiError(*review_failure) : kube::FailureKind{};
+  if (failure.failure_class == kube::FailureClass::kPermanent) {
+    // The kubelet exits on bad bootstrap credentials too: retrying changes nothing until a
+    // person fixes the CA, the server's name or the credentials.
+    return StartError{kExitApiCredentials,
+                      PermanentFailure(std::string(failure.reason), review_failure->ToString())};
+  }
+  // The server answered (a review, or a 403/404 for it): reached, with these credentials.
+  if (failure.failure_class == kube::FailureClass::kAnswered) health_->OnOutcome(std::nullopt);
+  // Without an answer, what the certificate names is not yet confirmed by the server.
+  const bool unconfirmed = failure.failure_class == kube::FailureClass::kTransient;
+  if (unconfirmed) {
+    spdlog::warn(
+        "API server {} ({}) not reached at start ({}); retrying with backoff, the identity is "
+        "logged once the server answers",
+        server_, credentials_source_, review_failure->ToString());
+  }
   if (!identity.ok()) {
     // A server older than 1.28 cannot say who a token is: nothing for the user to do (info).
     // Any other failure (unreachable, an error answer) is worth a look (warning).
@@ -104,16 +155,10 @@ std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
     return std::nullopt;
   }
   identity_ = *identity;
+  identity_unconfirmed_ = unconfirmed;
+  if (!unconfirmed) LogIdentity(*identity);
   const std::optional<std::string> node = identity->NodeName();
-  if (!node) {
-    spdlog::info("API identity {}: service-account mode (reads what its RBAC allows)",
-                 identity->Describe());
-    return std::nullopt;
-  }
-  spdlog::info(
-      "API identity {}: node mode for node \"{}\" (reads only what pods bound to it reference; "
-      "file lock only; no dynamic config)",
-      identity->Describe(), *node);
+  if (!node) return std::nullopt;
   if (*node != cfg.node_name) {
     return StartError{2, "--node-name \"" + cfg.node_name + "\": the credentials are node \"" +
                              *node + "\"'s (" + identity->username +
@@ -167,6 +212,54 @@ cache::ObjectManager* ClusterDaemon::object_manager() {
   return objects_.get();
 }
 
+void ClusterDaemon::LogIdentity(const kube::ApiIdentity& identity) const {
+  const std::optional<std::string> node = identity.NodeName();
+  if (!node) {
+    spdlog::info("API identity {}: service-account mode (reads what its RBAC allows)",
+                 identity.Describe());
+    return;
+  }
+  spdlog::info(
+      "API identity {}: node mode for node \"{}\" (reads only what pods bound to it reference; "
+      "file lock only; no dynamic config)",
+      identity.Describe(), *node);
+}
+
+void ClusterDaemon::RememberCredentialFiles(const kube::Credentials& credentials) {
+  server_ = base::RedactedUrl(credentials.server);
+  credentials_source_ = credentials.source;
+  const kube::TlsConfig& tls = credentials.tls;
+  trust_files_ = !tls.ca_file.empty()  ? "CA file " + tls.ca_file
+                 : !tls.ca_pem.empty() ? std::string("certificate-authority-data")
+                                       : std::string("the system's CA certificates");
+  if (!tls.server_name.empty()) trust_files_ += ", tls-server-name " + tls.server_name;
+  if (credentials.exec) {
+    client_files_ = "exec plugin " + credentials.exec->command;
+  } else if (!tls.client_cert_file.empty()) {
+    client_files_ = "client certificate " + tls.client_cert_file;
+    if (tls.client_key_file != tls.client_cert_file)
+      client_files_ += ", key " + tls.client_key_file;
+  } else if (!credentials.token_file.empty()) {
+    client_files_ = "token file " + credentials.token_file;
+  } else if (!credentials.token.empty()) {
+    client_files_ = "the token in the kubeconfig";
+  } else if (!tls.client_cert_pem.empty()) {
+    client_files_ = "client-certificate-data";
+  } else {
+    client_files_ = "no client credentials";
+  }
+}
+
+std::string ClusterDaemon::PermanentFailure(const std::string& reason,
+                                            const std::string& message) const {
+  const std::string files = reason == "untrusted_server" ? trust_files_ : client_files_;
+  std::string what = reason == "untrusted_server" ? "the server is not trusted"
+                     : reason == "unauthorized"   ? "the server refused the credentials"
+                                                  : "the client certificate cannot be used";
+  return "API server " + server_ + " (" + credentials_source_ + "): " + what + " (" + files +
+         "): " + message;
+}
+
 std::string ClusterDaemon::TokenRefusal(const std::optional<kube::ApiIdentity>& identity) {
   if (identity && identity->NodeName()) return "";
   const std::string who =
@@ -202,6 +295,7 @@ base::Result<std::unique_ptr<leaderelection::ResourceLock>> ClusterDaemon::MakeL
   const leaderelection::LeaderElectionConfig& le = config().leader_election;
   election_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
                                                     kube::ClientGoRateLimits(5, 10));
+  election_api_->SetHealth(health_.get());
   const std::string ns = le.resource_namespace.empty() ? default_namespace_ : le.resource_namespace;
   const std::string name = le.resource_name.empty()
                                ? leaderelection::DefaultLeaseName(config().node_name)
@@ -315,6 +409,12 @@ void ClusterDaemon::StopSources() {
 
 std::vector<server::ReadinessCheck> ClusterDaemon::ReadinessChecks() const {
   std::vector<server::ReadinessCheck> checks = Daemon::ReadinessChecks();
+  if (health_ != nullptr) {
+    // A transient failure of a daemon that has its pods keeps it Ready (it serves its volumes
+    // from its caches); before the first list it is the reason nothing is served.
+    const bool failing = health_->permanent() || (health_->problem() && !api_source_.synced());
+    checks.push_back({"api-server", !failing, health_->Describe()});
+  }
   if (node_presence_) {
     checks.push_back(
         {"node-exists", !node_presence_->missing(), kube::NodeMissing(node_presence_->node())});
@@ -325,6 +425,7 @@ std::vector<server::ReadinessCheck> ClusterDaemon::ReadinessChecks() const {
 void ClusterDaemon::AddSourceMetrics(std::vector<server::MetricFamily>* families) const {
   AddClusterSourceMetrics({api_.get(), events_api_.get()}, api_source_, objects_.get(), families);
   if (tokens_) AddTokenMetrics(*tokens_, families);
+  if (health_) AddApiHealthMetrics(*health_, families);
 }
 
 }  // namespace volumemanager

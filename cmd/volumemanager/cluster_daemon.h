@@ -51,6 +51,7 @@
 #include "cmd/volumemanager/cluster_checks.h"
 #include "cmd/volumemanager/daemon.h"
 #include "kubeclient/api_client.h"
+#include "kubeclient/api_health.h"
 #include "kubeclient/credentials.h"
 #include "kubeclient/event_recorder.h"
 #include "kubeclient/http_client.h"
@@ -73,6 +74,9 @@ class ClusterDaemon : public Daemon {
   const std::optional<kube::ApiIdentity>& identity() const { return identity_; }
 
   static constexpr std::chrono::milliseconds kIdentityTimeout{10000};
+  // A permanent API failure (the server not trusted, 401, an unusable client certificate) before
+  // the server was ever reached: as an unreadable --kubeconfig.
+  static constexpr int kExitApiCredentials = 1;
 
   // Why no service account token is requested under `identity` ("" for a node's: the Node
   // authorizer grants a node tokens for the service accounts of its pods, bound to them). Any
@@ -88,10 +92,14 @@ class ClusterDaemon : public Daemon {
   void RecordWarning(const kube::InvolvedObject& object, const std::string& reason,
                      const std::string& message);
 
-  // The base's, and "node-exists": the --node-name node is not missing (cluster_checks.h).
-  std::vector<server::ReadinessCheck> ReadinessChecks() const override;
   // API requests, the pod reflector, the object managers (source_metrics.h).
   void AddSourceMetrics(std::vector<server::MetricFamily>* families) const override;
+  // The base's, `api-server`: failing on a permanent API failure (api_health.h), and on a
+  // transient one while the pod source has not delivered its first list; and "node-exists": the
+  // --node-name node is not missing (cluster_checks.h).
+  std::vector<server::ReadinessCheck> ReadinessChecks() const override;
+  // Every API client's failures, shared (null before Start).
+  const kube::ApiHealth* health() const { return health_.get(); }
 
  protected:
   std::optional<StartError> StartObjectSource() override;
@@ -102,14 +110,35 @@ class ClusterDaemon : public Daemon {
   base::Result<std::unique_ptr<leaderelection::ResourceLock>> MakeLeaseLock() override;
 
  private:
-  // Learns the identity and refuses what a node identity cannot do (see the file comment).
+  // Learns the identity and refuses what a node identity cannot do (see the file comment). A
+  // permanent failure of the look-up (the server not trusted, 401) is a StartError naming the
+  // server and the file; without an answer the identity is logged once the server answers.
   std::optional<StartError> CheckIdentity(const kube::Credentials& credentials);
   // Puts the read policy in front of objects_ when it refuses anything, and says so once.
   void ApplyReadPolicy();
+  // Fills server_, credentials_source_, trust_files_ and client_files_.
+  void RememberCredentialFiles(const kube::Credentials& credentials);
+  // The "API identity ..." line, once the server confirmed it.
+  void LogIdentity(const kube::ApiIdentity& identity) const;
+  // "<server> (<credentials source>): <failure>; <the files concerned>".
+  std::string PermanentFailure(const std::string& reason, const std::string& message) const;
 
   kube::EnvironmentLookup environment_;
   std::optional<kube::ApiIdentity> identity_;
   std::unique_ptr<kube::HttpClient> http_;
+  // Before the clients that report to it.
+  std::unique_ptr<kube::ApiHealth> health_;
+  // For PermanentFailure's messages: the server (redacted), the credentials' source, and what
+  // names the CA and the client's credential (files, never their contents).
+  std::string server_;
+  std::string credentials_source_;
+  std::string trust_files_;
+  std::string client_files_;
+  // The identity learned at start without an answer from the server: logged at its first one.
+  bool identity_unconfirmed_ = false;
+  // A permanent failure before the server was ever reached, reported on the next loop turn.
+  std::optional<StartError> pending_fatal_;
+  uv_timer_t* fatal_timer_ = nullptr;
   std::unique_ptr<kube::ApiClient> api_;
   // Events draw on a budget of their own (--event-qps, --event-burst: the kubelet's 50 and 100),
   // so a burst of failures never delays pod or object requests.

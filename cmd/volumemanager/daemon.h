@@ -149,6 +149,10 @@ class Daemon {
   cache::ObjectManager* objects_for_debug() { return object_manager(); }
 
  protected:
+  // A failure after Start() that ends the process: to the fatal handler (SetFatalHandler).
+  void ReportFatal(const StartError& error) {
+    if (fatal_) fatal_(error);
+  }
   // Starts the object source; called before the volume manager exists. Its change events go to
   // OnObjectChanged.
   virtual std::optional<StartError> StartObjectSource();

@@ -151,4 +151,29 @@ void AddTokenMetrics(const cache::ApiTokenManager& tokens,
   for (auto* f : {&requests, &held, &expired}) families->push_back(std::move(*f));
 }
 
+void AddApiHealthMetrics(const kube::ApiHealth& health,
+                         std::vector<server::MetricFamily>* families) {
+  using server::MetricType;
+  auto failures = Family("volumemanager_api_failures_total",
+                         "API request attempts that failed, by class (permanent: the server not "
+                         "trusted, 401, an unusable client certificate; transient: no answer, "
+                         "5xx, 429) and reason, every client and retry included",
+                         MetricType::kCounter);
+  for (const auto& [key, n] : health.failures()) {
+    failures.values.push_back(
+        {{{"class", key.first}, {"reason", key.second}}, static_cast<double>(n)});
+  }
+  auto permanent = Family("volumemanager_api_permanent_error",
+                          "1 while API requests fail permanently for this reason (a person must "
+                          "act: CA, server name, token or client certificate), else 0; an "
+                          "answer from the server clears it",
+                          MetricType::kGauge);
+  for (const char* reason : {"untrusted_server", "unauthorized", "client_certificate"}) {
+    const bool holds = health.permanent() && health.problem()->reason == reason;
+    permanent.values.push_back({{{"reason", reason}}, holds ? 1.0 : 0.0});
+  }
+  families->push_back(std::move(failures));
+  families->push_back(std::move(permanent));
+}
+
 }  // namespace volumemanager

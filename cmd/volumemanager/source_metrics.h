@@ -1,8 +1,8 @@
 // Metrics of cluster mode's sources, for Daemon::AddSourceMetrics (names in docs/operations.md,
 // "Metrics"): API requests by method and outcome, the API server's reconnects and the probes
 // that found them, the pod reflector's lists, relists and watch requests, the 410s the reflectors
-// saw, the object managers' reads, refusals retried and running per-object watches, and the
-// service account token requests. Loop thread only.
+// saw, the object managers' reads, refusals retried and running per-object watches, the
+// service account token requests, and the API failures by class. Loop thread only.
 #ifndef VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 #define VOLUMEMANAGER_CMD_VOLUMEMANAGER_SOURCE_METRICS_H_
 
@@ -11,6 +11,7 @@
 #include "cache/api_object_manager.h"
 #include "cache/api_token_manager.h"
 #include "kubeclient/api_client.h"
+#include "kubeclient/api_health.h"
 #include "podconfig/api_source.h"
 #include "server/metrics.h"
 
@@ -26,6 +27,12 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
 // tokens that expired while their refresh failed. Never a token.
 void AddTokenMetrics(const cache::ApiTokenManager& tokens,
                      std::vector<server::MetricFamily>* families);
+
+// The API failures every client reported to `health` (api_health.h): failed attempts by class
+// (permanent, transient) and reason, and a gauge per permanent reason, 1 while it holds. Labels
+// are fixed names, never a message.
+void AddApiHealthMetrics(const kube::ApiHealth& health,
+                         std::vector<server::MetricFamily>* families);
 
 }  // namespace volumemanager
 

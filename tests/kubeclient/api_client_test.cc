@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "kubeclient/api_health.h"
 #include "kubeclient/credentials.h"
 #include "kubeclient/http_client.h"
 #include "kubeclient/reflector.h"
@@ -326,6 +327,57 @@ TEST_F(ApiClientTest, TlsVerification) {
     EXPECT_EQ(result.ok(), c.succeeds) << (result.error ? result.error->ToString() : "");
     if (!c.succeeds) {
       EXPECT_TRUE(result.error->IsTransport());
+    }
+  }
+}
+
+// Issue 44: libcurl and the HTTP/2 transport (GnuTLS; the test server speaks HTTP/1.1, so the
+// native transport fails or succeeds at its own handshake before handing over) classify a
+// failure alike, and the shared ApiHealth takes it as permanent or transient. (A client key that
+// is not the certificate's is refused before any request, by HttpClient::Create.)
+TEST_F(ApiClientTest, BothTransportsClassifyPermanentAndTransientFailuresAlike) {
+  struct Case {
+    std::string name;
+    std::function<void(Credentials&)> change;
+    FailureClass failure_class;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {"a CA that did not sign the server's certificate",
+       [&](Credentials& c) { c.tls.ca_pem = ReadFile(server_.pki("client.crt")); },
+       FailureClass::kPermanent, "untrusted_server"},
+      {"the system roots", [](Credentials& c) { c.tls.ca_pem.clear(); }, FailureClass::kPermanent,
+       "untrusted_server"},
+      {"tls-server-name not in the certificate",
+       [](Credentials& c) { c.tls.server_name = "other.example"; }, FailureClass::kPermanent,
+       "untrusted_server"},
+      {"a token the server does not know", [](Credentials& c) { c.token = "revoked-token"; },
+       FailureClass::kPermanent, "unauthorized"},
+      {"nothing listening",
+       [&](Credentials& c) {
+         c.server = "https://127.0.0.1:1";  // privileged and unused: refused at once
+       },
+       FailureClass::kTransient, "unreachable"},
+      {"the right CA and token", [](Credentials&) {}, FailureClass::kAnswered, ""},
+  };
+  for (bool native : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name + (native ? " (HTTP/2 transport)" : " (libcurl)"));
+      Credentials creds = ServerCredentials();
+      c.change(creds);
+      HttpClientOptions options;
+      options.native_http2 = native;
+      Connect(creds, options);
+      ApiHealth health(ApiHealthOptions{});
+      api_->SetHealth(&health);
+      ApiResult result = Get("/api");
+      const FailureKind kind = result.ok() ? FailureKind{} : ClassifyApiError(*result.error);
+      EXPECT_EQ(kind.failure_class, c.failure_class)
+          << (result.error ? result.error->ToString() : "ok");
+      EXPECT_EQ(kind.reason, c.reason) << (result.error ? result.error->ToString() : "ok");
+      EXPECT_EQ(health.permanent(), c.failure_class == FailureClass::kPermanent);
+      EXPECT_EQ(health.reached(), c.failure_class == FailureClass::kAnswered);
+      api_.reset();
     }
   }
 }
