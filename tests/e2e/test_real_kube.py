@@ -189,9 +189,10 @@ def test_the_node_authorizer_refuses_after_a_restart_and_the_disk_waits(real_nod
 
 
 CHART_VALUES = sorted(p.name for p in (ROOT / "tests" / "chart" / "values").glob("*.yaml"))
-# Kinds a bare kube-apiserver does not serve: the ServiceMonitor is prometheus-operator's
-# (tests/chart checks it against its published schema instead).
-NOT_SERVED = {"ServiceMonitor"}
+# Kinds a bare kube-apiserver does not serve: the ServiceMonitor and the PrometheusRule are
+# prometheus-operator's (tests/chart checks them against its published schema instead, and the
+# rules with promtool).
+NOT_SERVED = {"ServiceMonitor", "PrometheusRule"}
 
 
 @pytest.fixture(scope="module")
