@@ -60,6 +60,17 @@ def find_markers(data: bytes, marker=SECRET_MARKER):
 _DAEMONS = []
 
 
+def readyz(process, timeout=10):
+    """(status, body) of `process`'s /readyz?verbose (a DaemonProcess, or anything with its
+    admin_addresses()): 200 and the checks when ready, 503 and the failing ones when not."""
+    probe, _ = process.admin_addresses()
+    try:
+        with urllib.request.urlopen(probe + "/readyz?verbose", timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def wait_for(predicate, timeout=10.0, what="condition"):
     """Polls `predicate` every 10 ms until it is truthy; fails the test after `timeout` s."""
     deadline = time.monotonic() + timeout

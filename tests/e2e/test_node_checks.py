@@ -9,12 +9,10 @@ RBAC as `helm install` creates it).
 import os
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 
 import pytest
 
-from conftest import BIN, killed_after, wait_for
+from conftest import BIN, killed_after, readyz, wait_for
 from test_cluster import DAEMON_USER, NODE, Cluster
 from api_servers import SERVERS, api_server, render_chart
 
@@ -101,15 +99,6 @@ def test_preflight_warns_of_rights_no_mode_needs(cluster):
     r = preflight("--kubeconfig", cluster.server.kubeconfig, "--node-name", NODE)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "\nWARN  rights beyond need: " in r.stdout and EXCESS in r.stdout, r.stdout
-
-
-def readyz(c):
-    probe, _ = c.admin_addresses()
-    try:
-        with urllib.request.urlopen(probe + "/readyz?verbose", timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def test_the_daemon_warns_while_its_node_is_missing_and_recovers(cluster):

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import time
-import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from api_servers import SERVERS
-from conftest import DaemonProcess, configmap, mounts_under, pod, secret, visible_files, wait_for
+from conftest import (DaemonProcess, configmap, mounts_under, pod, readyz, secret, visible_files,
+                      wait_for)
 from test_election import holder, second_daemon, writers
 from test_standalone import CM, cm_volume
 
@@ -52,15 +52,6 @@ def journal_matches_disk(env, what):
              what=f"{what}: the journal listing exactly the volumes on disk "
                   f"(journal {sorted(journal_volumes(env.state))}, "
                   f"disk {sorted(disk_volumes(env.root))})")
-
-
-def readyz(process):
-    probe, _ = process.admin_addresses()
-    try:
-        with urllib.request.urlopen(probe + "/readyz?verbose", timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def test_a_successor_takes_over_the_volumes_its_predecessor_set_up_while_it_waited(env):
