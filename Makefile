@@ -47,10 +47,11 @@ BUILD_PACKAGES := cmake ninja-build g++ make pkg-config libuv1-dev nlohmann-json
 # addresses of their own, never loopback).
 # The admin server's /metrics is checked by promtool (in `prometheus`; its service is not needed)
 # and parsed by python3-prometheus-client.
+# git: the release test's scratch repository (make release refuses a tree that is not clean).
 TEST_PACKAGES := libgtest-dev libgmock-dev python3 python3-pytest python3-yaml python3-kubernetes \
                  openssl nghttp2-server $(if $(shell command -v kubectl),,kubernetes-client) \
                  prometheus python3-prometheus-client nghttp2-proxy e2fsprogs python3-h2 \
-                 iproute2 util-linux
+                 iproute2 util-linux git
 # libFuzzer: clang, its fuzzer library and its sanitizer runtimes.
 FUZZ_PACKAGES := clang libfuzzer-14-dev libclang-rt-14-dev
 FORMAT_PACKAGES := clang-format
