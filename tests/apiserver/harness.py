@@ -145,6 +145,24 @@ class TestApiServer:
             headers[key.strip().lower()] = value.strip()
         return int(lines[0].split(" ")[1]), headers, rest
 
+_PORTS_GIVEN = set()
+
+
+def free_port(host="127.0.0.1"):
+    """A port nothing listens on now, for a server a test starts later. The kernel may give a
+    port back again once its socket is closed, so a port handed out before in this process is
+    never handed out again: two servers of one test (etcd's client and peer ports and
+    kube-apiserver's) cannot be given the same one."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no port left that this process has not handed out")
+
+
 def request_bytes(host, method, path, body=None, token=None, headers=None):
     """One HTTP/1.1 request (Connection: close, JSON accepted; a JSON body unless `body` is
     bytes), with a bearer `token` when given; `headers` added last."""

@@ -10,7 +10,6 @@ the server confirmed it. After a good start a permanent failure (a revoked token
 check failing with the reason; the server accepting the credentials again clears all three.
 """
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +20,7 @@ import yaml
 
 from api_servers import DAEMON_TOKEN, DAEMON_USER, NODE, SERVERS, api_server
 from conftest import wait_for
-from test_cluster import Cluster
+from test_cluster import Cluster, free_port
 from test_node_identity import NODE_MODE_LINE, NodeCluster
 
 
@@ -45,11 +44,6 @@ def readyz(c):
     probe, _ = c.admin_addresses()
     return get(probe + "/readyz?verbose")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(params=SERVERS)

@@ -35,7 +35,7 @@ from netns import relay
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apiserver"))
-from harness import TestApiServer  # noqa: E402
+from harness import TestApiServer, free_port  # noqa: E402
 from api_servers import DAEMON_TOKEN, DAEMON_USER, NODE, NODE_TOKEN, SERVERS, \
     api_server  # noqa: E402,F401
 CM = "kubernetes.io~configmap"
@@ -52,11 +52,6 @@ BACKOFF_CAP_S = 30.0
 BACKOFF_JITTER = 1.0
 RECOVERY_BOUND_S = BACKOFF_CAP_S * (1 + BACKOFF_JITTER) + 1
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_open(port):

@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "apiserver"))
 from kubetestserver import pki  # noqa: E402
 import harness  # noqa: E402
+from harness import free_port  # noqa: E402,F401 (realkubelet and the tests take it from here)
 
 # Where build_kube.sh put the binaries: VM_REAL_KUBE_DIR (the Makefile sets it for ctest), else
 # build/realkube of the checkout.
@@ -50,11 +51,6 @@ VERSION = "v1.20.2"
 
 ADMIN_USER = "realkube-admin"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def available():
@@ -114,8 +110,12 @@ class RealApiServer:
     # --- life cycle ----------------------------------------------------------------------
     def __enter__(self):
         self._make_pki()
-        self._start_etcd()
-        self.start()
+        try:
+            self._start_etcd()
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)  # no etcd or kube-apiserver outlives a failed start
+            raise
         return self
 
     def __exit__(self, *exc):

@@ -213,6 +213,14 @@ class RealKubelet:
         return [line for line in self.lines(since)
                 if line.startswith("E") and any(a in line for a in about)]
 
+    def versions_written(self):
+        """The names of the version directories the kubelet's atomic writer says it wrote (at
+        --v=4 it logs each one's path before it swaps `..data` to it); each name carries a random
+        suffix of the writer's."""
+        found = re.findall(r"performed write of new data to ts data directory: (\S+)",
+                           self.text())
+        return {Path(p).name for p in found}
+
     # --- pods -----------------------------------------------------------------------------
     def pod_dir(self, uid):
         return self.root / "pods" / uid
