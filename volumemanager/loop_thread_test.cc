@@ -11,9 +11,9 @@
 #include "atomicwriter/volume_inspector.h"
 #include "cache/fake_object_manager.h"
 #include "tests/support/test_loop.h"
+#include "volumemanager/state/volume_paths.h"
 #include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
-#include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
 namespace {

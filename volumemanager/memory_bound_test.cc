@@ -14,9 +14,9 @@
 #include "atomicwriter/volume_inspector.h"
 #include "cache/local_object_store.h"
 #include "tests/support/test_loop.h"
+#include "volumemanager/state/volume_paths.h"
 #include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
-#include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "kube/pod.h"
 #include "tests/support/test_loop.h"
-#include "volumemanager/ownership_journal.h"
+#include "volumemanager/journal/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
 
 namespace volumemanager {

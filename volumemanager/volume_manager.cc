@@ -9,8 +9,8 @@
 
 #include "base/catch_all.h"
 #include "logging/structured_log.h"
-#include "volumemanager/volume_paths.h"
-#include "volumemanager/volume_setup.h"
+#include "volumemanager/disk/volume_setup.h"
+#include "volumemanager/state/volume_paths.h"
 
 namespace volumemanager {
 

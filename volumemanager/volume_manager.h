@@ -50,15 +50,15 @@
 #include "kube/object_ref.h"
 #include "plugins/plugin_registry.h"
 #include "podconfig/pod_update.h"
-#include "volumemanager/actual_state_of_world.h"
-#include "volumemanager/desired_state_of_world.h"
-#include "volumemanager/desired_state_of_world_populator.h"
-#include "volumemanager/operation_executor.h"
-#include "volumemanager/reconciler.h"
-#include "volumemanager/reconstruct.h"
+#include "volumemanager/disk/volume_dir_watcher.h"
+#include "volumemanager/disk/write_gate.h"
+#include "volumemanager/populator/desired_state_of_world_populator.h"
+#include "volumemanager/reconciler/operation_executor.h"
+#include "volumemanager/reconciler/reconciler.h"
+#include "volumemanager/reconciler/reconstruct.h"
 #include "volumemanager/reload_controller.h"
-#include "volumemanager/volume_dir_watcher.h"
-#include "volumemanager/write_gate.h"
+#include "volumemanager/state/actual_state_of_world.h"
+#include "volumemanager/state/desired_state_of_world.h"
 
 namespace volumemanager {
 

@@ -22,10 +22,10 @@
 #include "reload/reload_spec.h"
 #include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
-#include "volumemanager/ownership_journal.h"
+#include "volumemanager/disk/volume_setup.h"
+#include "volumemanager/journal/ownership_journal.h"
+#include "volumemanager/state/volume_paths.h"
 #include "volumemanager/test_pods.h"
-#include "volumemanager/volume_paths.h"
-#include "volumemanager/volume_setup.h"
 
 namespace volumemanager {
 namespace {

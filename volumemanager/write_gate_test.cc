@@ -1,6 +1,6 @@
 // One writer per node in the core: the WriteGate, the executor's check on the pool thread, and the
 // volume manager losing the lock with hundreds of writes queued.
-#include "volumemanager/write_gate.h"
+#include "volumemanager/disk/write_gate.h"
 
 #include <gtest/gtest.h>
 
@@ -17,11 +17,11 @@
 #include "cache/fake_object_manager.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
-#include "volumemanager/operation_executor.h"
-#include "volumemanager/ownership_journal.h"
+#include "volumemanager/journal/ownership_journal.h"
+#include "volumemanager/reconciler/operation_executor.h"
+#include "volumemanager/state/volume_paths.h"
 #include "volumemanager/test_pods.h"
 #include "volumemanager/volume_manager.h"
-#include "volumemanager/volume_paths.h"
 
 namespace volumemanager {
 namespace {

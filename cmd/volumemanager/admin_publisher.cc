@@ -11,7 +11,7 @@
 #include "base/catch_all.h"
 #include "base/version.h"
 #include "config/go_duration.h"
-#include "volumemanager/operation_metrics.h"
+#include "volumemanager/reconciler/operation_metrics.h"
 
 namespace volumemanager {
 namespace {

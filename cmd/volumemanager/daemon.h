@@ -66,10 +66,10 @@
 #include "podconfig/pod_config.h"
 #include "server/metrics.h"
 #include "server/snapshot.h"
-#include "volumemanager/observing_disk.h"
-#include "volumemanager/ownership_journal.h"
+#include "volumemanager/disk/observing_disk.h"
+#include "volumemanager/disk/write_gate.h"
+#include "volumemanager/journal/ownership_journal.h"
 #include "volumemanager/volume_manager.h"
-#include "volumemanager/write_gate.h"
 
 namespace volumemanager {
 

@@ -1,0 +1,788 @@
+#include "volumemanager/disk/volume_setup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "atomicwriter/open_beneath.h"
+#include "atomicwriter/remove_tree.h"
+#include "base/errno_error.h"
+#include "base/strings.h"
+#include "base/unique_fd.h"
+#include "volumemanager/disk/write_gate.h"
+#include "volumemanager/state/volume_paths.h"
+
+namespace volumemanager {
+namespace {
+
+constexpr mode_t kPodDirMode = 0750;
+constexpr mode_t kVolumeDirMode = 0777;
+
+using base::ErrnoError;
+using base::UniqueFd;
+
+base::Status CheckLocation(const VolumeLocation& loc) {
+  for (auto [value, what] :
+       {std::pair{&loc.pod_uid, "pod UID"}, std::pair{&loc.plugin_dir, "plugin dir"},
+        std::pair{&loc.volume_name, "volume name"}}) {
+    base::Status s = CheckPathComponent(*value, what);
+    if (!s.ok()) return s;
+  }
+  return base::Status::OK();
+}
+
+base::Result<UniqueFd> OpenRoot(const std::string& root_dir) {
+  auto fd = atomicwriter::OpenRootDir(root_dir);
+  if (!fd.ok()) return fd.status();
+  return UniqueFd(*fd);
+}
+
+// The directory holding `rel` (beneath `root`, no link followed) and the last name of `rel`. The
+// root itself (a dup of it) for a one-name path.
+base::Result<UniqueFd> OpenParentBeneath(int root, const std::string& root_dir,
+                                         const std::string& rel, std::string* name) {
+  const int fd = atomicwriter::OpenParentBeneath(root, rel, name);
+  if (fd < 0) {
+    const size_t slash = rel.rfind('/');
+    return atomicwriter::OpenBeneathError(
+        root_dir + "/" + (slash == std::string::npos ? rel : rel.substr(0, slash)), errno);
+  }
+  return UniqueFd(fd);
+}
+
+// Whether the open directory `fd` is the root of a mount: its parent (`..` crosses up out of a
+// mount) is on another mount. Mount ids, not st_dev: a bind mount of the same filesystem counts.
+base::Result<bool> IsMountRoot(int fd, const std::string& shown) {
+  const UniqueFd parent(::openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!parent.valid()) return ErrnoError("open the parent of", shown, errno);
+  uint64_t here = 0;
+  uint64_t above = 0;
+  if (atomicwriter::MountIdOf(fd, &here) != 0 ||
+      atomicwriter::MountIdOf(parent.get(), &above) != 0) {
+    return ErrnoError("read the mount of", shown, errno);
+  }
+  return here != above;
+}
+
+bool IsEmptyDir(int fd) {
+  std::vector<atomicwriter::DirEntry> entries;
+  return atomicwriter::PosixFilesystem()->ReadDir(fd, &entries) == 0 && entries.empty();
+}
+
+// Unmounts the tmpfs mounted on the open volume dir `fd` (a mount root): only a whole tmpfs, as
+// the daemon mounts it; any other mount there is not the daemon's and stays. Through
+// /proc/self/fd/N, so the unmount acts on the checked dir whatever its path now resolves to.
+// Detached: the descriptor held here (and any reader's, or a container's bind) keeps it busy; the
+// kernel frees it when the last user goes.
+base::Status UnmountOwnTmpfs(int fd, const std::string& shown) {
+  uint64_t id = 0;
+  atomicwriter::MountInfo info;
+  if (atomicwriter::MountIdOf(fd, &id) != 0) return ErrnoError("read the mount of", shown, errno);
+  if (!atomicwriter::FindMount(id, &info)) {
+    return base::Status::Error(shown +
+                               ": its mount is not listed in /proc/self/mountinfo; left in place");
+  }
+  if (info.fs_type != "tmpfs" || info.root != "/") {
+    return base::Status::Error(shown + ": a mount point of " + info.fs_type + " (" + info.source +
+                                   ", root " + info.root +
+                                   ") that volumemanager did not make; left in place, not "
+                                   "unmounted, nothing below it removed",
+                               EXDEV);
+  }
+  if (::umount2(atomicwriter::FdPath(fd).c_str(), MNT_DETACH) != 0) {
+    return ErrnoError("unmount", shown, errno);
+  }
+  return base::Status::OK();
+}
+
+// Mounts a tmpfs on the open dir `fd` (no options, as the kubelet: the root shows mode 1777),
+// through /proc/self/fd/N. Returns whether it mounted; an unprivileged process gets a plain
+// directory and one warning.
+base::Result<bool> MountTmpfs(int fd, const std::string& shown) {
+  if (::mount("tmpfs", atomicwriter::FdPath(fd).c_str(), "tmpfs", 0, nullptr) == 0) return true;
+  if (errno != EPERM && errno != EACCES) return ErrnoError("mount tmpfs on", shown, errno);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    spdlog::warn(
+        "cannot mount tmpfs ({}): secret, downwardAPI and projected volumes are written to the "
+        "node's disk; run privileged (CAP_SYS_ADMIN) or pass --no-tmpfs to silence this",
+        std::strerror(errno));
+  }
+  return false;
+}
+
+// Serializes, within this process, the creation and removal of one pod's directories above its
+// volume dirs (pod dir, volumes dir, plugin dirs) together with their ownership records: two
+// volumes of one pod set up at once on two pool threads must not both record the pod dir, and
+// the one whose mkdir finds it made by the other then drop the other's record. Striped by pod
+// UID, so that first mounts of different pods still run (and commit their records) together.
+std::mutex& PodDirsMutex(const std::string& pod_uid) {
+  static std::mutex stripes[64];
+  return stripes[std::hash<std::string>{}(pod_uid) % 64];
+}
+
+// Removes the volume dir `rel` beneath `root`: its tmpfs unmounted first when it has the daemon's,
+// then the tree, never crossing into another mount nor following a link. A missing dir is done.
+base::Status RemoveVolumeDir(int root, const std::string& root_dir, const std::string& rel) {
+  const std::string shown = root_dir + "/" + rel;
+  std::string name;
+  auto parent = OpenParentBeneath(root, root_dir, rel, &name);
+  if (!parent.ok()) {
+    return parent.status().sys_errno() == ENOENT ? base::Status::OK() : parent.status();
+  }
+  UniqueFd vol(
+      ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!vol.valid()) {
+    if (errno == ENOENT) return base::Status::OK();
+    return atomicwriter::OpenBeneathError(shown, errno);
+  }
+  auto mounted = IsMountRoot(vol.get(), shown);
+  if (!mounted.ok()) return mounted.status();
+  if (*mounted) {
+    // The content goes with the tmpfs; nothing of it is read or followed.
+    if (base::Status u = UnmountOwnTmpfs(vol.get(), shown); !u.ok()) return u;
+    vol.reset(
+        ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!vol.valid()) {
+      if (errno == ENOENT) return base::Status::OK();
+      return atomicwriter::OpenBeneathError(shown, errno);
+    }
+    mounted = IsMountRoot(vol.get(), shown);
+    if (!mounted.ok()) return mounted.status();
+    if (*mounted) {
+      return base::Status::Error(shown +
+                                     ": still a mount point after its tmpfs was unmounted "
+                                     "(mounts stacked on it); left in place",
+                                 EXDEV);
+    }
+  }
+  vol.reset();
+  return atomicwriter::RemoveTreeAt(*atomicwriter::PosixFilesystem(), parent->get(), name, shown);
+}
+
+// rmdir of `rel` beneath `root` (no link followed on the way; a link or file at `rel` itself
+// fails with ENOTDIR and stays). 0, or -1 with errno.
+int RemoveEmptyDirBeneath(int root, const std::string& root_dir, const std::string& rel) {
+  std::string name;
+  auto parent = OpenParentBeneath(root, root_dir, rel, &name);
+  if (!parent.ok()) {
+    errno = parent.status().sys_errno() != 0 ? parent.status().sys_errno() : EINVAL;
+    return -1;
+  }
+  return ::unlinkat(parent->get(), name.c_str(), AT_REMOVEDIR);
+}
+
+// Removes what a failed first mount created (`created`: paths relative to the root dir): the
+// volume dir with its content, the parent dirs only while empty (another volume of the same pod
+// may be mounting into them right now), and releases in the journal what this call recorded and
+// what was not left behind.
+void Undo(int root, const std::vector<std::string>& created, const std::string& volume_rel,
+          OwnershipJournal& journal, const std::vector<OwnedPath>& recorded,
+          const VolumeLocation& loc) {
+  std::lock_guard<std::mutex> lock(PodDirsMutex(loc.pod_uid));
+  std::vector<std::string> left;
+  for (auto it = created.rbegin(); it != created.rend(); ++it) {
+    if (*it == volume_rel) {
+      if (!RemoveVolumeDir(root, loc.root_dir, *it).ok()) left.push_back(*it);
+    } else if (RemoveEmptyDirBeneath(root, loc.root_dir, *it) != 0 && errno != ENOENT) {
+      left.push_back(*it);
+    }
+  }
+  std::vector<OwnedPath> release;
+  for (const OwnedPath& p : recorded) {
+    if (std::find(left.begin(), left.end(), p.path) == left.end()) release.push_back(p);
+  }
+  journal.Remove(release).IgnoreError();  // an entry for a missing path is dropped at next start
+}
+
+// The atomic writer for an existing volume dir, opened beneath the root without following a link.
+// `owned`: the ownership journal lists the volume, so no other writer touches it, and the version
+// a write replaces may go at once where deferring its removal costs more (ext4 without a journal).
+base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(int root,
+                                                                     const std::string& rel,
+                                                                     const SetUpRequest& request,
+                                                                     bool owned) {
+  atomicwriter::Options options;
+  options.durable = request.durable;
+  options.ledger = request.ledger;
+  options.unpublished_grace = request.unpublished_grace;
+  options.removals = request.removals;
+  if (owned) options.replaced_version = atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait;
+  // One writer per node: the gate of the operation this write runs in (OperationExecutor) is
+  // asked once more right before `..data` is renamed; a write whose lock was lost since it
+  // started publishes nothing and ends as cancelled.
+  if (const WriteGate* gate = WriteGate::Current(); gate != nullptr) {
+    options.may_publish = [gate] { return gate->Open() ? base::Status::OK() : CancelledStatus(); };
+  }
+  return atomicwriter::AtomicWriter::OpenBeneath(root, request.location.root_dir, rel,
+                                                 request.location.dir(), options);
+}
+
+// Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
+// be empty: only then are the emptiness and mount checks worth their system calls.
+bool MayBeEmpty(int dir_fd) {
+  struct stat st {};
+  return ::fstatat(dir_fd, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) != 0;
+}
+
+// The version dir that `..data` of the open volume dir `vol` (shown as `dir`) publishes, opened
+// beneath `vol` without following any link: `..data` is read as a link (the kernel never follows
+// it here) whose target must be one name beginning with `..` (a sibling version dir, as every
+// writer makes it), itself a directory, not a link. -1 when `..data` or its version is missing or
+// `..data` is no link (not set up); an error for a target that is no version dir of the volume
+// (an absolute path, `../x`, `..` itself) or a link or a file in its place: none is followed.
+base::Result<int> OpenDataVersion(int vol, const std::string& dir,
+                                  std::string* version_out = nullptr) {
+  char target[256];
+  const ssize_t n = ::readlinkat(vol, atomicwriter::kDataDirName, target, sizeof(target));
+  if (n < 0) {
+    if (errno == ENOENT || errno == EINVAL) return -1;  // none, or not a link
+    return base::ErrnoError("readlink", dir + "/" + atomicwriter::kDataDirName, errno);
+  }
+  const std::string version(target, static_cast<size_t>(n));
+  if (static_cast<size_t>(n) == sizeof(target) || !version.starts_with("..") || version == ".." ||
+      version.find('/') != std::string::npos) {
+    return base::Status::Error(dir + "/" + atomicwriter::kDataDirName + " points at \"" +
+                               base::ShowNul(version.substr(0, 100)) +
+                               "\", not a version dir of the volume: not followed");
+  }
+  const int fd = atomicwriter::OpenBeneath(vol, version, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;  // ..data dangles
+    return atomicwriter::OpenBeneathError(dir + "/" + version, errno);
+  }
+  if (version_out != nullptr) *version_out = version;
+  return fd;
+}
+
+// The regular files beneath the open dir `dir_fd` (taken over and closed), each rounded up to
+// whole pages; links are not followed, and no more than `depth` levels are entered.
+uint64_t PageBytesBeneath(int dir_fd, uint64_t page, int depth) {
+  DIR* d = ::fdopendir(dir_fd);
+  if (d == nullptr) {
+    ::close(dir_fd);
+    return 0;
+  }
+  uint64_t bytes = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      bytes += (static_cast<uint64_t>(st.st_size) + page - 1) / page * page;
+    } else if (S_ISDIR(st.st_mode) && depth > 0) {
+      const int sub =
+          ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) bytes += PageBytesBeneath(sub, page, depth - 1);
+    }
+  }
+  ::closedir(d);
+  return bytes;
+}
+
+// KubeletHasSetUp on the open volume dir (shown as `dir`).
+base::Result<bool> KubeletHasSetUpAt(int vol, const std::string& dir) {
+  // The kubelet publishes `..data` first and creates the top-level links after it. A write that
+  // starts in between would create a link the kubelet is about to create, and the kubelet's
+  // symlink would fail with EEXIST (a FailedMount for the user). So the set-up counts as done
+  // once every top-level name of the live version exists too. (`..data` is read as a link and
+  // only a version dir beside it is opened, beneath the volume dir: OpenDataVersion.)
+  base::Result<int> data = OpenDataVersion(vol, dir);
+  if (!data.ok()) return data.status();
+  if (*data < 0) return false;
+  DIR* d = ::fdopendir(*data);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(*data);
+    return base::ErrnoError("list", dir + "/" + atomicwriter::kDataDirName, err);
+  }
+  bool set_up = true;
+  struct stat st {};
+  while (set_up) {
+    const dirent* e = ::readdir(d);
+    if (e == nullptr) break;
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    set_up = ::fstatat(vol, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  }
+  ::closedir(d);
+  return set_up;
+}
+
+// The inode number the directory `fd` lists for `name` (d_ino: the entry's own inode, also when
+// a mount covers it). 0 when there is no such entry; -1 with errno on a failure to list.
+int64_t ListedInode(int fd, const std::string& name) {
+  const int dup = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup < 0) return -1;
+  DIR* d = ::fdopendir(dup);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(dup);
+    errno = err;
+    return -1;
+  }
+  int64_t found = 0;
+  errno = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (name == e->d_name) {
+      found = static_cast<int64_t>(e->d_ino);
+      break;
+    }
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (found == 0 && err != 0) {
+    errno = err;
+    return -1;
+  }
+  return found;
+}
+
+// "volume "c" of pod ns/name (UID u)", or "volume "c" of pod UID u" when the name is not known.
+std::string VolumeOfPod(const SetUpRequest& request) {
+  const VolumeLocation& loc = request.location;
+  return "volume \"" + loc.volume_name + "\" of pod " +
+         (request.pod.empty() ? "UID " + loc.pod_uid : request.pod + " (UID " + loc.pod_uid + ")");
+}
+
+// The refusal of an existing volume dir the journal does not list: `why` continues "<dir> already
+// exists".
+std::string RefusedAdoption(const SetUpRequest& request, const std::string& dir,
+                            const std::string& why) {
+  return VolumeOfPod(request) + ": " + dir + " already exists " + why +
+         ": not set up by volumemanager; refused, nothing written, left in place";
+}
+
+}  // namespace
+
+base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation& loc,
+                                                 uint64_t recorded_inode) {
+  VolumeDirCheck out;
+  const std::string dir = loc.dir();
+  // pods/, the pod dir, volumes/, the plugin dir: each opened beneath the root, no link followed.
+  const std::string levels[] = {"pods", OwnershipJournal::PodPath(loc.pod_uid),
+                                OwnershipJournal::PodVolumesPath(loc.pod_uid),
+                                OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)};
+  UniqueFd plugin;
+  uint64_t first_mount = 0;
+  for (const std::string& rel : levels) {
+    UniqueFd fd(atomicwriter::OpenBeneath(root, rel, O_RDONLY | O_DIRECTORY));
+    if (!fd.valid()) {
+      if (errno == ENOENT) {
+        out.missing = true;
+        return out;
+      }
+      return atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
+    }
+    uint64_t mount = 0;
+    if (atomicwriter::MountIdOf(fd.get(), &mount) != 0) {
+      return ErrnoError("read the mount of", loc.root_dir + "/" + rel, errno);
+    }
+    if (rel == levels[0]) {
+      first_mount = mount;
+    } else if (mount != first_mount) {
+      out.foreign = true;
+      out.reason = loc.root_dir + "/" + rel + " is on another mount than " + loc.root_dir +
+                   "/pods (a mount or bind mount over it)";
+      return out;
+    }
+    plugin = std::move(fd);
+  }
+  // The root's filesystem: the journal's identity (reconstruction compared the two at start).
+  struct statfs root_fs {};
+  struct statfs plugin_fs {};
+  if (::fstatfs(root, &root_fs) != 0) return ErrnoError("statfs", loc.root_dir, errno);
+  if (::fstatfs(plugin.get(), &plugin_fs) != 0) {
+    return ErrnoError("statfs", loc.root_dir + "/" + levels[3], errno);
+  }
+  if (root_fs.f_type != plugin_fs.f_type ||
+      std::memcmp(&root_fs.f_fsid, &plugin_fs.f_fsid, sizeof(root_fs.f_fsid)) != 0) {
+    out.foreign = true;
+    out.reason = loc.root_dir + "/" + levels[3] + " is on another filesystem than the root dir";
+    return out;
+  }
+  struct stat st {};
+  if (::fstatat(plugin.get(), loc.volume_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      out.missing = true;
+      return out;
+    }
+    return ErrnoError("stat", dir, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    out.foreign = true;
+    out.reason = dir + " is no longer a directory";
+    return out;
+  }
+  // The dir's own inode: st_ino unless a mount covers it (a tmpfs volume, or any other mount:
+  // mount ids, so a bind of the same filesystem counts), then the entry's.
+  uint64_t inode = st.st_ino;
+  const UniqueFd vol(::openat(plugin.get(), loc.volume_name.c_str(),
+                              O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  uint64_t vol_mount = 0;
+  if (!vol.valid()) {
+    if (errno == ENOENT) {
+      out.missing = true;
+      return out;
+    }
+    return atomicwriter::OpenBeneathError(dir, errno);
+  }
+  if (atomicwriter::MountIdOf(vol.get(), &vol_mount) != 0) {
+    return ErrnoError("read the mount of", dir, errno);
+  }
+  if (vol_mount != first_mount) {
+    const int64_t listed = ListedInode(plugin.get(), loc.volume_name);
+    if (listed < 0) return ErrnoError("list", loc.root_dir + "/" + levels[3], errno);
+    if (listed == 0) {
+      out.missing = true;
+      return out;
+    }
+    inode = static_cast<uint64_t>(listed);
+  }
+  out.inode = inode;
+  if (recorded_inode != 0 && inode != recorded_inode) {
+    out.foreign = true;
+    out.reason = dir + " is inode " + std::to_string(inode) + ", not the directory " +
+                 std::to_string(recorded_inode) + " volumemanager made";
+  }
+  return out;
+}
+
+namespace {
+
+// A check of the volume dir that the journal lists as the daemon's, before a write into it
+// (through `vol_fd`, the writer's descriptor): two fstat calls when the dir is the recorded inode
+// on the root's device, the whole walk otherwise (a tmpfs on it, or no identity recorded). A dir
+// that is not the daemon's is released, noted, and refused.
+base::Status CheckBeforeWrite(int root, const VolumeLocation& loc, OwnershipJournal& journal,
+                              int vol_fd, const std::string& who) {
+  const std::string rel = loc.rel();
+  const uint64_t recorded = journal.VolumeInode(rel);
+  struct stat vst {};
+  struct stat rst {};
+  if (recorded != 0 && ::fstat(vol_fd, &vst) == 0 && ::fstat(root, &rst) == 0 &&
+      vst.st_dev == rst.st_dev && vst.st_ino == recorded) {
+    return base::Status::OK();
+  }
+  auto check = CheckOwnedVolumeDir(root, loc, recorded);
+  if (!check.ok()) return check.status();
+  if (!check->foreign) return base::Status::OK();
+  journal.Remove({OwnedPath{OwnedKind::kVolume, rel}}).IgnoreError();
+  journal.NoteForeignVolumeDir(rel, check->reason);
+  return base::Status::Error(who + ": " + check->reason +
+                                 "; not the volume dir volumemanager set up: released from its "
+                                 "ownership, nothing written, left in place",
+                             EXDEV);
+}
+
+// Whether the existing volume dir `vol_fd` that the journal does not list may be written: on the
+// pod dir's mount and the root's filesystem, and empty or a volume a writer set up (its `..data`
+// names a version dir of its own). Anything else holds what no volume writer made.
+base::Status CheckAdoption(int root, const SetUpRequest& request, int vol_fd,
+                           const std::string& dir) {
+  auto check = CheckOwnedVolumeDir(root, request.location, 0);
+  if (!check.ok()) return check.status();
+  if (check->foreign) {
+    return base::Status::Error(RefusedAdoption(request, dir, "but " + check->reason), EXDEV);
+  }
+  if (IsEmptyDir(vol_fd)) return base::Status::OK();
+  base::Result<int> data = OpenDataVersion(vol_fd, dir);
+  if (data.ok() && *data >= 0) {
+    ::close(*data);
+    return base::Status::OK();
+  }
+  return base::Status::Error(
+      RefusedAdoption(request, dir,
+                      "and holds entries but no ..data link to a version dir of its own"),
+      EEXIST);
+}
+
+}  // namespace
+
+std::string VolumeLocation::dir() const {
+  return VolumeDir(root_dir, pod_uid, plugin_dir, volume_name);
+}
+
+std::string VolumeLocation::rel() const {
+  return OwnershipJournal::VolumePath(pod_uid, plugin_dir, volume_name);
+}
+
+base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& loc) {
+  if (base::Status s = CheckLocation(loc); !s.ok()) return s;
+  auto root = OpenRoot(loc.root_dir);
+  if (!root.ok()) return root.status();
+  auto fd = atomicwriter::OpenDirBeneath(root->get(), loc.rel(), loc.dir());
+  if (!fd.ok()) return fd.status();
+  return UniqueFd(*fd);
+}
+
+base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(const VolumeLocation& loc) {
+  auto vol = OpenVolumeDir(loc);
+  if (!vol.ok()) return vol.status();
+  struct statfs sfs {};
+  if (::fstatfs(vol->get(), &sfs) != 0) return base::ErrnoError("statfs", loc.dir(), errno);
+  if (sfs.f_type != TMPFS_MAGIC) return LiveTmpfsBytes{};
+  LiveTmpfsBytes out;
+  auto version = OpenDataVersion(vol->get(), loc.dir(), &out.version);
+  if (!version.ok()) return version.status();
+  if (*version < 0) return LiveTmpfsBytes{};
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  out.bytes = PageBytesBeneath(*version, page_size > 0 ? static_cast<uint64_t>(page_size) : 4096,
+                               /*depth=*/64);
+  return out;
+}
+
+base::Result<bool> KubeletHasSetUp(const VolumeLocation& loc) {
+  auto vol = OpenVolumeDir(loc);
+  if (!vol.ok()) {
+    if (vol.status().sys_errno() == ENOENT) return false;
+    return vol.status();
+  }
+  return KubeletHasSetUpAt(vol->get(), loc.dir());
+}
+
+base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {
+  const VolumeLocation& loc = request.location;
+  if (base::Status s = CheckLocation(loc); !s.ok()) return s;
+  auto opened_root = OpenRoot(loc.root_dir);
+  if (!opened_root.ok()) return opened_root.status();
+  const int root = opened_root->get();
+  const std::string dir = loc.dir();
+  const std::string volume_rel = loc.rel();
+  if (request.refresh_only) {
+    // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
+    auto writer = OpenWriter(root, volume_rel, request, /*owned=*/false);
+    if (!writer.ok()) return writer.status();
+    if (!request.kubelet_set_up_checked) {
+      base::Result<bool> set_up = KubeletHasSetUpAt((*writer)->dir_fd(), dir);
+      if (!set_up.ok()) return set_up.status();
+      if (!*set_up) {
+        return base::Status::Error("volume dir " + dir +
+                                   " has no ..data link: the kubelet has not set it up (yet)");
+      }
+    }
+    return (*writer)->Write(request.payload, request.set_permissions);
+  }
+  if (request.journal == nullptr) return base::Status::Error("set-up without an ownership journal");
+  OwnershipJournal& journal = *request.journal;
+  // The common case, a change, remount or resync of a live volume, needs no directory work at
+  // all: the writer's open of the volume dir (beneath the root, through no link) is the check that
+  // it exists, and the write goes through that same descriptor.
+  std::unique_ptr<atomicwriter::AtomicWriter> writer;
+  const bool listed = journal.Owns(OwnedKind::kVolume, volume_rel);
+  if (auto opened = OpenWriter(root, volume_rel, request, listed); opened.ok()) {
+    writer = std::move(opened).value();
+  } else if (opened.status().sys_errno() != ENOENT) {
+    // A link or a file where a directory should be (never followed, never removed), or another
+    // failure: nothing is created.
+    return opened.status();
+  }
+  const bool existed = writer != nullptr;
+  std::vector<std::string> created;  // relative to the root dir, in the order made
+  std::vector<OwnedPath> recorded;
+  UniqueFd vol;  // the volume dir when this call made it
+  if (!existed) {
+    std::unique_lock<std::mutex> lock(PodDirsMutex(loc.pod_uid));
+    // Everything this call is about to create goes into the journal first.
+    const std::string parents[] = {OwnershipJournal::PodPath(loc.pod_uid),
+                                   OwnershipJournal::PodVolumesPath(loc.pod_uid),
+                                   OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)};
+    for (const std::string& rel : parents) {
+      const UniqueFd fd(atomicwriter::OpenBeneath(root, rel, O_RDONLY | O_DIRECTORY));
+      if (fd.valid()) continue;
+      if (errno != ENOENT) return atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
+      recorded.push_back(OwnedPath{OwnedKind::kDir, rel});
+    }
+    recorded.push_back(OwnedPath{OwnedKind::kVolume, volume_rel});
+    base::Status s = journal.Add(recorded);
+    if (!s.ok()) return base::Status::Error("recording ownership of " + dir + ": " + s.message());
+    // Each level made (or found) and then opened from its parent's descriptor, never through a
+    // link: the pods dir, the pod dir, volumes/, the plugin dir, the volume dir.
+    const std::pair<std::string, mode_t> levels[] = {{"pods", kPodDirMode},
+                                                     {loc.pod_uid, kPodDirMode},
+                                                     {"volumes", kPodDirMode},
+                                                     {loc.plugin_dir, kPodDirMode},
+                                                     {loc.volume_name, kVolumeDirMode}};
+    UniqueFd at(::fcntl(root, F_DUPFD_CLOEXEC, 0));
+    std::string rel;
+    for (const auto& [name, mode] : levels) {
+      rel += (rel.empty() ? "" : "/") + name;
+      const bool made = ::mkdirat(at.get(), name.c_str(), mode) == 0;
+      if (!made && errno != EEXIST) s = ErrnoError("mkdir", loc.root_dir + "/" + rel, errno);
+      if (made) created.push_back(rel);
+      UniqueFd next;
+      if (s.ok()) {
+        next.reset(
+            ::openat(at.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!next.valid()) s = atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
+      }
+      // The volume dir gets its mode whatever the umask, as the kubelet's wrapper does.
+      if (s.ok() && made && rel == volume_rel && ::fchmod(next.get(), kVolumeDirMode) != 0) {
+        s = ErrnoError("chmod", dir, errno);
+      }
+      // Its identity, before anything is written in or mounted on it.
+      if (s.ok() && made && rel == volume_rel) {
+        struct stat st {};
+        if (::fstat(next.get(), &st) != 0) {
+          s = ErrnoError("stat", dir, errno);
+        } else if (base::Status r = journal.SetVolumeInode(volume_rel, st.st_ino); !r.ok()) {
+          s = base::Status::Error("recording the identity of " + dir + ": " + r.message());
+        }
+      }
+      if (!s.ok()) {
+        lock.unlock();
+        Undo(root, created, volume_rel, journal, recorded, loc);
+        return s;
+      }
+      at = std::move(next);
+    }
+    vol = std::move(at);
+    // A directory that appeared between the check and the mkdir (another writer made it) is not
+    // this daemon's.
+    std::vector<OwnedPath> not_made;
+    for (const OwnedPath& p : recorded) {
+      if (std::find(created.begin(), created.end(), p.path) == created.end()) not_made.push_back(p);
+    }
+    if (!not_made.empty()) journal.Remove(not_made).IgnoreError();
+  }
+  // Owned: made by this call (a dir that appeared between the check and the mkdir is another
+  // writer's), or recorded as the daemon's.
+  const bool owned = std::find(created.begin(), created.end(), volume_rel) != created.end() ||
+                     journal.Owns(OwnedKind::kVolume, volume_rel);
+  // A new volume dir, or one of ours left empty (e.g. its tmpfs vanished with a reboot), gets its
+  // tmpfs. Never one the daemon does not own: the kubelet may be setting it up right now.
+  const int vol_fd = writer != nullptr ? writer->dir_fd() : vol.get();
+  if (existed && listed) {
+    // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
+    const std::string who = VolumeOfPod(request) + ", " + dir;
+    if (base::Status c = CheckBeforeWrite(root, loc, journal, vol_fd, who); !c.ok()) {
+      return c;
+    }
+  } else if (!owned) {
+    // Another's dir, refreshed only when it is a volume some writer set up, where the pod dir is.
+    if (base::Status c = CheckAdoption(root, request, vol_fd, dir); !c.ok()) return c;
+  }
+  bool mount_tmpfs = request.tmpfs && owned && vol_fd >= 0;
+  if (mount_tmpfs && existed) {
+    mount_tmpfs = MayBeEmpty(vol_fd) && IsEmptyDir(vol_fd);
+    if (mount_tmpfs) {
+      auto mounted = IsMountRoot(vol_fd, dir);
+      mount_tmpfs = mounted.ok() && !*mounted;
+    }
+  }
+  if (mount_tmpfs) {
+    auto mounted = MountTmpfs(vol_fd, dir);
+    if (!mounted.ok()) {
+      if (!existed) Undo(root, created, volume_rel, journal, recorded, loc);
+      return mounted.status();
+    }
+    // The descriptor opened before the mount names the dir beneath it.
+    if (*mounted) writer.reset();
+  }
+  vol.reset();
+
+  if (writer == nullptr) {
+    auto opened = OpenWriter(root, volume_rel, request, owned);
+    if (!opened.ok()) {
+      if (!existed) Undo(root, created, volume_rel, journal, recorded, loc);
+      return opened.status();
+    }
+    writer = std::move(opened).value();
+  }
+  auto result = writer->Write(request.payload, request.set_permissions);
+  // Only a write that published nothing may be undone (the writer never reports failure after
+  // its point of no return).
+  if (!result.ok() && !existed) {
+    writer.reset();
+    Undo(root, created, volume_rel, journal, recorded, loc);
+  }
+  return result;
+}
+
+bool IsMountPoint(const std::string& dir) {
+  const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  auto mounted = IsMountRoot(fd.get(), dir);
+  return mounted.ok() && *mounted;
+}
+
+base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
+                                             OwnershipJournal& journal) {
+  const std::string volume_rel = location.rel();
+  if (!journal.Owns(OwnedKind::kVolume, volume_rel)) return TearDownOutcome::kNotOwned;
+  if (base::Status s = CheckLocation(location); !s.ok()) return s;
+  auto root = OpenRoot(location.root_dir);
+  if (!root.ok()) return root.status();
+  const std::string dir = location.dir();
+  // Something else than a directory where the daemon made the volume dir (a link, a file) is no
+  // longer the daemon's: released, left in place, never followed or removed.
+  struct stat st {};
+  std::string name;
+  if (auto parent = OpenParentBeneath(root->get(), location.root_dir, volume_rel, &name);
+      parent.ok() && ::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      !S_ISDIR(st.st_mode)) {
+    journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
+    return base::Status::Error(dir + ": no longer the directory volumemanager made (" +
+                                   (S_ISLNK(st.st_mode) ? "a symlink" : "not a directory") +
+                                   "); released from its ownership and left in place, not followed",
+                               S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR);
+  }
+  // Still the dir the daemon made? A dir bound or mounted over it or above it since (or in a
+  // stop) is another's: released, left in place, nothing of it removed.
+  auto check = CheckOwnedVolumeDir(root->get(), location, journal.VolumeInode(volume_rel));
+  if (!check.ok()) return check.status();
+  if (check->foreign) {
+    journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
+    journal.NoteForeignVolumeDir(volume_rel, check->reason);
+    return base::Status::Error(dir + ": not the volume dir volumemanager set up (" + check->reason +
+                                   "); released from its ownership and left in place, nothing "
+                                   "removed",
+                               EXDEV);
+  }
+  base::Status s = RemoveVolumeDir(root->get(), location.root_dir, volume_rel);
+  if (!s.ok()) return s;
+  s = journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}});
+  if (!s.ok()) return s;
+  RemoveOwnedEmptyPodDirs(location.root_dir, location.pod_uid, journal);
+  return TearDownOutcome::kRemoved;
+}
+
+void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
+                             OwnershipJournal& journal) {
+  if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
+  auto root = OpenRoot(root_dir);
+  if (!root.ok()) return;
+  std::lock_guard<std::mutex> lock(PodDirsMutex(pod_uid));
+  std::vector<OwnedPath> dirs;
+  for (const OwnedPath& p : journal.EntriesOfPod(pod_uid)) {
+    if (p.kind == OwnedKind::kDir) dirs.push_back(p);
+  }
+  // Deepest first: longer paths below the pod dir sort after their parents.
+  std::sort(dirs.begin(), dirs.end(),
+            [](const OwnedPath& a, const OwnedPath& b) { return a.path.size() > b.path.size(); });
+  std::vector<OwnedPath> removed;
+  for (const OwnedPath& p : dirs) {
+    if (RemoveEmptyDirBeneath(root->get(), root_dir, p.path) == 0 || errno == ENOENT) {
+      removed.push_back(p);
+    }
+  }
+  journal.Remove(removed).IgnoreError();
+}
+
+}  // namespace volumemanager

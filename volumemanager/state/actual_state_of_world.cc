@@ -1,0 +1,124 @@
+#include "volumemanager/state/actual_state_of_world.h"
+
+#include <utility>
+
+namespace volumemanager {
+
+void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& plugin_dir,
+                                     const std::string& dir, const std::string& ts_dir,
+                                     std::chrono::system_clock::time_point when,
+                                     SteadyTime op_started) {
+  changed_.insert(key);
+  MountedVolume& v = volumes_[key];
+  v.key = key;
+  v.plugin_dir = plugin_dir;
+  v.dir = dir;
+  v.uncertain = false;
+  if (auto early = early_requests_.find(key); early != early_requests_.end()) {
+    if (!v.last_remount_request || *v.last_remount_request < early->second) {
+      v.last_remount_request = early->second;
+    }
+    early_requests_.erase(early);
+  }
+  if (v.last_remount_request && *v.last_remount_request > op_started) {
+    // A change arrived after the operation read its objects: it is not served yet.
+    v.remount_required = true;
+    v.remount_requested_at = v.last_remount_request;
+  } else {
+    v.remount_required = false;
+    v.remount_requested_at.reset();
+    v.last_remount_request.reset();
+  }
+  v.ts_dir = ts_dir;
+  v.last_sync = when;
+  v.last_error.clear();
+}
+
+void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& plugin_dir,
+                                      const std::string& dir, uint64_t tmpfs_bytes,
+                                      const std::string& tmpfs_version) {
+  changed_.insert(key);
+  MountedVolume& v = volumes_[key];
+  v.key = key;
+  v.plugin_dir = plugin_dir;
+  v.dir = dir;
+  v.uncertain = true;
+  SetTmpfsBytes(key, tmpfs_bytes, tmpfs_version);
+}
+
+void ActualStateOfWorld::SetTmpfsBytes(const VolumeKey& key, uint64_t bytes,
+                                       const std::string& version) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  tmpfs_bytes_ = tmpfs_bytes_ - it->second.tmpfs_bytes + bytes;
+  it->second.tmpfs_bytes = bytes;
+  it->second.tmpfs_version = bytes == 0 ? "" : version;
+}
+
+bool ActualStateOfWorld::MarkRemountRequired(const VolumeKey& key, SteadyTime when) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) {
+    early_requests_[key] = when;
+    return false;
+  }
+  changed_.insert(key);
+  it->second.remount_required = true;
+  if (!it->second.remount_requested_at) it->second.remount_requested_at = when;
+  it->second.last_remount_request = when;
+  return true;
+}
+
+void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& error) {
+  auto it = volumes_.find(key);
+  if (it != volumes_.end()) it->second.last_error = error;
+}
+
+void ActualStateOfWorld::SetPod(const VolumeKey& key, const std::string& namespace_,
+                                const std::string& name) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  std::string& pod = it->second.pod;
+  // Set once per pod: the names of a pod never change for its UID.
+  if (pod.empty()) pod = namespace_ + "/" + name;
+}
+
+void ActualStateOfWorld::SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  it->second.inputs = std::move(inputs);
+  it->second.verified_at = when;
+}
+
+void ActualStateOfWorld::SetInputs(const VolumeKey& key, VolumeInputs inputs) {
+  auto it = volumes_.find(key);
+  if (it != volumes_.end()) it->second.inputs = std::move(inputs);
+}
+
+void ActualStateOfWorld::Remove(const VolumeKey& key) {
+  auto it = volumes_.find(key);
+  if (it == volumes_.end()) return;
+  tmpfs_bytes_ -= it->second.tmpfs_bytes;
+  volumes_.erase(it);
+  changed_.insert(key);
+}
+
+const MountedVolume* ActualStateOfWorld::Find(const VolumeKey& key) const {
+  auto it = volumes_.find(key);
+  return it == volumes_.end() ? nullptr : &it->second;
+}
+
+std::vector<VolumeKey> ActualStateOfWorld::VolumesOfPod(const std::string& pod_uid) const {
+  std::vector<VolumeKey> out;
+  for (auto it = volumes_.lower_bound(VolumeKey{pod_uid, ""});
+       it != volumes_.end() && it->first.pod_uid == pod_uid; ++it) {
+    out.push_back(it->first);
+  }
+  return out;
+}
+
+bool ActualStateOfWorld::HasPod(const std::string& pod_uid) const {
+  auto it = volumes_.lower_bound(VolumeKey{pod_uid, ""});
+  return it != volumes_.end() && it->first.pod_uid == pod_uid;
+}
+
+}  // namespace volumemanager

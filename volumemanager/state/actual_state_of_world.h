@@ -1,0 +1,101 @@
+// ActualStateOfWorld: every volume dir the daemon has set up (or found on disk at start), what
+// is published in it, and whether it must be rewritten.
+//
+// A volume is "uncertain" when found by the start-up scan (content unknown: the next mount
+// verifies and repairs it without a new version when the bytes match). "remount required" is
+// set by an object change, a pod change that the content depends on, or the periodic resync;
+// `remount_requested_at` keeps the earliest unserved request, for the propagation latency.
+//
+// Loop-thread only.
+#ifndef VOLUMEMANAGER_VOLUMEMANAGER_STATE_ACTUAL_STATE_OF_WORLD_H_
+#define VOLUMEMANAGER_VOLUMEMANAGER_STATE_ACTUAL_STATE_OF_WORLD_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "volumemanager/state/volume_inputs.h"
+#include "volumemanager/state/volume_key.h"
+
+namespace volumemanager {
+
+struct MountedVolume {
+  VolumeKey key;
+  std::string plugin_dir;  // escaped plugin name, e.g. "kubernetes.io~configmap"
+  std::string dir;         // the volume dir
+  bool uncertain = false;
+  bool remount_required = false;
+  std::optional<std::chrono::steady_clock::time_point> remount_requested_at;  // earliest unserved
+  std::optional<std::chrono::steady_clock::time_point> last_remount_request;
+  std::string ts_dir;                               // the published version's dir name
+  std::chrono::system_clock::time_point last_sync;  // last successful write or verification
+  std::string last_error;                           // of the last failed attempt, "" after success
+  VolumeInputs inputs;  // what the content last written or verified on disk was built from
+  std::string pod;      // "namespace/name" for log lines, once a mount for the pod succeeded
+  std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
+  // The memory the daemon holds in the volume (SetTmpfsBytes): the tmpfs pages of the live
+  // version `tmpfs_version`, or 0.
+  uint64_t tmpfs_bytes = 0;
+  std::string tmpfs_version;
+};
+
+class ActualStateOfWorld {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // A successful mount or remount of an operation that started at `op_started`: certain, and no
+  // remount pending unless one was requested after the operation had read its objects.
+  void MarkMounted(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
+                   const std::string& ts_dir, std::chrono::system_clock::time_point when,
+                   SteadyTime op_started);
+  // Found on disk at start; `tmpfs_bytes` of its live version `tmpfs_version` held on a tmpfs
+  // (reconstruction measured them).
+  void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
+                    uint64_t tmpfs_bytes = 0, const std::string& tmpfs_version = "");
+  // Returns false when the volume is not mounted yet; the request is then remembered, so that a
+  // first mount already in flight (which read its inputs before `when`) is followed by a remount.
+  bool MarkRemountRequired(const VolumeKey& key, SteadyTime when);
+  // Drops what MarkRemountRequired remembered for a volume that is no longer desired.
+  void ForgetRequests(const VolumeKey& key) { early_requests_.erase(key); }
+  // Remount requests remembered for volumes not mounted yet (bounded memory, tests).
+  size_t early_request_count() const { return early_requests_.size(); }
+  void SetLastError(const VolumeKey& key, const std::string& error);
+  // The pod's namespace/name (for log lines about the volume after the pod is gone).
+  void SetPod(const VolumeKey& key, const std::string& namespace_, const std::string& name);
+  // After a write or verification on disk of content built from `inputs`.
+  void SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when);
+  // Inputs found to give the content on disk without reading it (the disk is not verified).
+  void SetInputs(const VolumeKey& key, VolumeInputs inputs);
+  // The tmpfs pages the daemon holds in the volume's live version `version` (0: none, e.g. the
+  // volume is on a disk, or its live version is another writer's); nothing for a volume not in
+  // the actual state.
+  void SetTmpfsBytes(const VolumeKey& key, uint64_t bytes, const std::string& version);
+  void Remove(const VolumeKey& key);
+  // The sum of every volume's tmpfs_bytes, kept as they are set and removed (no walk).
+  uint64_t tmpfs_bytes() const { return tmpfs_bytes_; }
+
+  const MountedVolume* Find(const VolumeKey& key) const;
+  std::vector<VolumeKey> VolumesOfPod(const std::string& pod_uid) const;
+  bool HasPod(const std::string& pod_uid) const;
+  const std::map<VolumeKey, MountedVolume>& volumes() const { return volumes_; }
+
+  // The keys whose state changed since the last call (for the reconciler).
+  std::set<VolumeKey> TakeChanged() { return std::exchange(changed_, {}); }
+  // Whether `key` changed since the last TakeChanged: the next pass looks at it.
+  bool Changed(const VolumeKey& key) const { return changed_.count(key) != 0; }
+
+ private:
+  std::map<VolumeKey, MountedVolume> volumes_;
+  std::map<VolumeKey, SteadyTime> early_requests_;  // requests for volumes not mounted yet
+  std::set<VolumeKey> changed_;
+  uint64_t tmpfs_bytes_ = 0;
+};
+
+}  // namespace volumemanager
+
+#endif  // VOLUMEMANAGER_VOLUMEMANAGER_STATE_ACTUAL_STATE_OF_WORLD_H_
