@@ -84,19 +84,20 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
               r.on_volume_released = [this](const VolumeKey& key) { dir_watcher_.Unwatch(key); };
             }
             r.on_content_swapped = [this](const VolumeKey& key, const ContentSwap& swap) {
-              reload_->OnContentSwapped(key, swap);
+              reload_->OnContentSwapped(::reload::VolumeSwap{
+                  key.pod_uid, key.volume_name, swap.foreign, swap.version, swap.changed_at});
             };
             return r;
           }(),
           &dsw_, &asw_, &executor_, objects),
-      reload_(std::make_unique<ReloadController>(
+      reload_(std::make_unique<::reload::ReloadController>(
           loop,
           [this] {
-            ReloadControllerOptions r = options_.reload;
+            ::reload::ReloadControllerOptions r = options_.reload;
             r.observe = r.observe || options_.observe;
             return r;
           }(),
-          static_cast<const ReloadHost*>(this))) {
+          static_cast<const ::reload::ReloadHost*>(this))) {
   reconciler_.SetOnOperationDone([this](const VolumeKey& key) {
     if (stopping_) {
       MaybeFinishStop();
@@ -568,8 +569,17 @@ std::vector<std::string> VolumeManager::RefreshedVolumes(const std::string& pod_
   return names;
 }
 
-VolumeProgress VolumeManager::Progress(const VolumeKey& key) const {
-  return reconciler_.Progress(key);
+::reload::VolumeProgress VolumeManager::Progress(const std::string& pod_uid,
+                                                 const std::string& volume) const {
+  switch (reconciler_.Progress(VolumeKey{pod_uid, volume})) {
+    case VolumeProgress::kWriting:
+      return ::reload::VolumeProgress::kWriting;
+    case VolumeProgress::kFailing:
+      return ::reload::VolumeProgress::kFailing;
+    case VolumeProgress::kSettled:
+      break;
+  }
+  return ::reload::VolumeProgress::kSettled;
 }
 
 std::vector<std::string> VolumeManager::ObjectVersions(

@@ -50,13 +50,13 @@
 #include "kube/object_ref.h"
 #include "plugins/plugin_registry.h"
 #include "podconfig/pod_update.h"
+#include "reload/reload_controller.h"
 #include "volumemanager/disk/volume_dir_watcher.h"
 #include "volumemanager/disk/write_gate.h"
 #include "volumemanager/populator/desired_state_of_world_populator.h"
 #include "volumemanager/reconciler/operation_executor.h"
 #include "volumemanager/reconciler/reconciler.h"
 #include "volumemanager/reconciler/reconstruct.h"
-#include "volumemanager/reload_controller.h"
 #include "volumemanager/state/actual_state_of_world.h"
 #include "volumemanager/state/desired_state_of_world.h"
 
@@ -96,8 +96,8 @@ struct VolumeManagerOptions {
   const WriteGate* write_gate = nullptr;
   // See ReconcilerOptions::on_mount_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_mount_failure;
-  // Reload actions (reload_controller.h): the mode, limits and reports.
-  ReloadControllerOptions reload;
+  // Reload actions (reload/reload_controller.h): the mode, limits and reports.
+  ::reload::ReloadControllerOptions reload;
   // Observe mode (--observe): `disk` is an ObservingDisk (observing_disk.h), the reconciler's
   // lines of writes go to debug, reload actions are reported and never run
   // (ReloadControllerOptions::observe), and the orphan pod dirs are left. The journal may then be
@@ -109,7 +109,7 @@ struct VolumeManagerOptions {
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_subpath_failure;
 };
 
-class VolumeManager : private ReloadHost {
+class VolumeManager : private ::reload::ReloadHost {
  public:
   using SteadyTime = std::chrono::steady_clock::time_point;
 
@@ -168,7 +168,7 @@ class VolumeManager : private ReloadHost {
   // (changes, completions) schedules a pass itself or is due at the next tick.
   std::optional<SteadyTime> NextTimedWork() const;
   const VolumeDirWatcher& dir_watcher() const { return dir_watcher_; }
-  const ReloadController& reload() const { return *reload_; }
+  const ::reload::ReloadController& reload() const { return *reload_; }
 
  private:
   // An input of the volume changed (an object, a token): retry a failing one at once, and mark
@@ -196,7 +196,8 @@ class VolumeManager : private ReloadHost {
   void WatchVolumeDir(const VolumeKey& key, const std::string& dir);
   // ReloadHost.
   std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const override;
-  VolumeProgress Progress(const VolumeKey& key) const override;
+  ::reload::VolumeProgress Progress(const std::string& pod_uid,
+                                    const std::string& volume) const override;
   std::vector<std::string> ObjectVersions(const std::string& pod_uid,
                                           const std::vector<std::string>& volumes) const override;
 
@@ -214,7 +215,7 @@ class VolumeManager : private ReloadHost {
   DesiredStateOfWorldPopulator populator_;
   Reconciler reconciler_;
   VolumeDirWatcher dir_watcher_;
-  std::unique_ptr<ReloadController> reload_;
+  std::unique_ptr<::reload::ReloadController> reload_;
   bool reload_closed_ = false;
 
   uv_timer_t* tick_ = nullptr;  // the next pass with work due (see ArmTick)

@@ -289,7 +289,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
   tmpfs_bytes.values.push_back(
       {{}, manager != nullptr ? static_cast<double>(manager->actual().tmpfs_bytes()) : 0.0});
   if (const VolumeManager* vm = manager) {
-    const ReloadController& reload = vm->reload();
+    const reload::ReloadController& reload = vm->reload();
     for (const auto& [key, count] : reload.action_counts()) {
       reload_actions.values.push_back(
           {{{"action", key.first}, {"result", key.second}}, static_cast<double>(count)});

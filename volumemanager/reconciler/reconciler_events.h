@@ -26,7 +26,7 @@ enum class VolumeProgress {
   kSettled,
   // Newer content may be on its way: a write, object read or check of it runs, or the next pass
   // starts one (a remount, a check or a first mount owed). A failing volume's retry counts while
-  // it runs. Whatever ends this is reported (ReloadController::OnVolumeActivity).
+  // it runs. Whatever ends this is reported (Reconciler::SetOnOperationDone, SetOnSettled).
   kWriting,
   // Its last attempt failed and it waits out its backoff: it shows its last good content (or
   // none), and its retries may fail for as long as the cause lasts (an object refused, missing or

@@ -41,8 +41,8 @@
 // attempt all the same).
 //
 // Loop-thread only. Close() before destruction.
-#ifndef VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
-#define VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
+#ifndef VOLUMEMANAGER_RELOAD_RELOAD_CONTROLLER_H_
+#define VOLUMEMANAGER_RELOAD_RELOAD_CONTROLLER_H_
 
 #include <uv.h>
 
@@ -62,19 +62,43 @@
 #include "reload/signal_action.h"
 #include "reload/signal_batcher.h"
 #include "server/metrics.h"
-#include "volumemanager/reconciler/reconciler_events.h"
-#include "volumemanager/state/volume_key.h"
 
-namespace volumemanager {
+namespace reload {
 
-// What the controller needs of the volume manager.
+// Where a triggering volume stands on its way to disk, as the host answers it
+// (ReloadHost::Progress; the volume manager asks its reconciler).
+enum class VolumeProgress {
+  // Nothing newer on its way to disk: current, waiting for something outside the daemon (the
+  // kubelet's set-up, an object's first read), its pod terminating, or no longer refreshed.
+  kSettled,
+  // Newer content may be on its way: a write, object read or check of it runs, or is owed and due.
+  // Whatever ends this is reported (OnVolumeActivity).
+  kWriting,
+  // Its last attempt failed and it waits out its backoff: it shows its last good content (or
+  // none), and its retries may fail for as long as the cause lasts (an object refused, missing or
+  // deleted). Not waited for.
+  kFailing,
+};
+
+// A triggering volume's content changed on disk after its first set-up (the host's report).
+struct VolumeSwap {
+  std::string pod_uid;
+  std::string volume;
+  bool foreign = false;  // another writer's swap (the kubelet's), seen by a check of ..data
+  std::string version;   // the ..data target after the swap
+  // The earliest change the daemon's write served, or when the foreign swap was seen: the run's
+  // latency is measured from it.
+  std::chrono::steady_clock::time_point changed_at{};
+};
+
+// What the controller needs of its host (the volume manager).
 class ReloadHost {
  public:
   virtual ~ReloadHost() = default;
   // The pod's volumes the daemon refreshes (its desired volumes).
   virtual std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const = 0;
   // Whether newer content of the volume may still be on its way to disk (see VolumeProgress).
-  virtual VolumeProgress Progress(const VolumeKey& key) const = 0;
+  virtual VolumeProgress Progress(const std::string& pod_uid, const std::string& volume) const = 0;
   // The objects the volumes read, as "configmap/ns/name@resourceVersion" (ObjectVersion,
   // volume_inputs.h: metadata only).
   virtual std::vector<std::string> ObjectVersions(
@@ -83,14 +107,14 @@ class ReloadHost {
 
 struct ReloadControllerOptions {
   bool cluster_mode = false;
-  reload::HttpCallerOptions http;
+  HttpCallerOptions http;
   int max_attempts = 4;
   std::chrono::milliseconds retry_initial{1000};
   std::chrono::milliseconds min_interval{1000};
-  // Signals (blocking; reload::SignalContainers): one result per request, the process signalled or
+  // Signals (blocking; SignalContainers): one result per request, the process signalled or
   // why not. Run on a thread of their own, every pod's requests of a batch in one call (one scan
-  // of /proc): reload::SignalBatcher. Null: signal actions are refused as not enabled.
-  std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
+  // of /proc): SignalBatcher. Null: signal actions are refused as not enabled.
+  std::function<std::vector<base::Result<std::string>>(const std::vector<ContainerSignal>&)>
       send_signals;
   // A run of the pod's actions ended: `ok` when each action succeeded; `message` names the actions
   // and results and the objects' versions (never data). E.g. a Reloaded or ReloadFailed Event.
@@ -123,8 +147,8 @@ class ReloadController {
   // changed), or removed.
   void OnPod(std::shared_ptr<const kube::Pod> pod);
   void OnPodRemoved(const std::string& pod_uid);
-  // A triggering volume's content changed (see ContentSwap).
-  void OnContentSwapped(const VolumeKey& key, const ContentSwap& swap);
+  // A volume's content changed (ignored unless it triggers the pod's actions).
+  void OnContentSwapped(const VolumeSwap& swap);
   // Something about the pod's volumes ended (an operation, or a volume came to rest without one):
   // a volume's VolumeProgress may have left kWriting, and a pending run may start.
   void OnVolumeActivity(const std::string& pod_uid);
@@ -191,12 +215,12 @@ class ReloadController {
   uv_loop_t* loop_;
   ReloadControllerOptions options_;
   const ReloadHost* host_;
-  reload::HttpCaller http_;
+  HttpCaller http_;
   std::map<std::string, std::unique_ptr<PodState>> pods_;
   std::map<std::string, SteadyTime> wake_;  // pod UID -> when to look at it again
   uv_timer_t* timer_ = nullptr;
   uint64_t next_run_id_ = 0;
-  std::unique_ptr<reload::SignalBatcher> signals_;  // null: signals not enabled
+  std::unique_ptr<SignalBatcher> signals_;  // null: signals not enabled
   bool closing_ = false;
   bool http_closed_ = false;
   bool signals_closed_ = false;
@@ -208,6 +232,6 @@ class ReloadController {
   void MaybeClosed();
 };
 
-}  // namespace volumemanager
+}  // namespace reload
 
-#endif  // VOLUMEMANAGER_VOLUMEMANAGER_RELOAD_CONTROLLER_H_
+#endif  // VOLUMEMANAGER_RELOAD_RELOAD_CONTROLLER_H_

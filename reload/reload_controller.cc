@@ -1,4 +1,4 @@
-#include "volumemanager/reload_controller.h"
+#include "reload/reload_controller.h"
 
 #include <spdlog/spdlog.h>
 #include <time.h>
@@ -11,7 +11,7 @@
 #include "logging/structured_log.h"
 #include "reload/pod_address.h"
 
-namespace volumemanager {
+namespace reload {
 namespace {
 
 template <typename F>
@@ -36,8 +36,7 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string
 // uses the node's network. The annotations are checked again only when this changes.
 std::string ReloadInputsOf(const kube::Pod& pod) {
   std::string out;
-  for (const char* name : {reload::kReloadAnnotation, reload::kReloadVolumesAnnotation,
-                           reload::kReloadDelayAnnotation}) {
+  for (const char* name : {kReloadAnnotation, kReloadVolumesAnnotation, kReloadDelayAnnotation}) {
     auto it = pod.metadata.annotations.find(name);
     out += it == pod.metadata.annotations.end() ? std::string("\x01") : it->second;
     out += '\0';
@@ -46,7 +45,7 @@ std::string ReloadInputsOf(const kube::Pod& pod) {
   return out;
 }
 
-bool Retryable(const reload::HttpCallResult& r) {
+bool Retryable(const HttpCallResult& r) {
   if (!r.transport.ok()) return true;
   return r.status >= 500 || r.status == 408 || r.status == 429;
 }
@@ -55,7 +54,7 @@ bool Retryable(const reload::HttpCallResult& r) {
 
 struct ReloadController::Run {
   uint64_t id = 0;
-  std::vector<reload::Action> actions;
+  std::vector<Action> actions;
   size_t index = 0;
   int attempt = 0;
   std::string ip;  // the HTTP target, fixed by the run's first attempt
@@ -64,7 +63,7 @@ struct ReloadController::Run {
   WallTime swap_wall{};
   RunReport report;
   bool any_ok = false;
-  reload::HttpCaller::Id http_id = 0;
+  HttpCaller::Id http_id = 0;
   bool http_active = false;
   bool signal_active = false;
   std::optional<SteadyTime> retry_at;
@@ -74,7 +73,7 @@ struct ReloadController::PodState {
   std::string uid;
   std::shared_ptr<const kube::Pod> pod;
   std::string annotations;  // ReloadInputsOf the pod as last checked
-  std::optional<reload::ReloadSpec> spec;
+  std::optional<ReloadSpec> spec;
   std::string error;
   std::string policy_refusal;     // why the actions are never run, by policy
   std::set<std::string> pending;  // changed triggering volumes not reloaded yet
@@ -96,10 +95,10 @@ ReloadController::ReloadController(uv_loop_t* loop, ReloadControllerOptions opti
                                    const ReloadHost* host)
     : loop_(loop), options_(std::move(options)), host_(host), http_(loop, options_.http) {
   if (options_.max_attempts < 1) options_.max_attempts = 1;
-  if (!options_.node_addresses) options_.node_addresses = &reload::NodeAddresses;
+  if (!options_.node_addresses) options_.node_addresses = &NodeAddresses;
   timer_ = base::NewTimer(loop_, this);
   if (options_.send_signals) {
-    signals_ = std::make_unique<reload::SignalBatcher>(loop_, options_.send_signals);
+    signals_ = std::make_unique<SignalBatcher>(loop_, options_.send_signals);
   }
 }
 
@@ -122,9 +121,9 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
   const std::string& uid = pod->metadata.uid;
   const std::string annotations = ReloadInputsOf(*pod);
   auto it = pods_.find(uid);
-  const bool any = pod->metadata.annotations.count(reload::kReloadAnnotation) != 0 ||
-                   pod->metadata.annotations.count(reload::kReloadVolumesAnnotation) != 0 ||
-                   pod->metadata.annotations.count(reload::kReloadDelayAnnotation) != 0;
+  const bool any = pod->metadata.annotations.count(kReloadAnnotation) != 0 ||
+                   pod->metadata.annotations.count(kReloadVolumesAnnotation) != 0 ||
+                   pod->metadata.annotations.count(kReloadDelayAnnotation) != 0;
   if (!any) {
     if (it != pods_.end()) OnPodRemoved(uid);  // the annotation was taken off: nothing to do
     return;
@@ -142,34 +141,33 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
   p.error.clear();
   p.policy_refusal.clear();
   std::string refusal;
-  auto parsed = reload::ParseReloadAnnotations(p.pod->metadata.annotations);
+  auto parsed = ParseReloadAnnotations(p.pod->metadata.annotations);
   std::string error;
   if (!parsed.ok()) {
     error = parsed.status().message();
   } else if (parsed->has_value()) {
-    const reload::ReloadSpec& spec = **parsed;
+    const ReloadSpec& spec = **parsed;
     const std::vector<std::string> refreshed = host_->RefreshedVolumes(uid);
     if (spec.volumes) {
       for (const std::string& name : *spec.volumes) {
         if (std::find(refreshed.begin(), refreshed.end(), name) != refreshed.end()) continue;
-        error = std::string("annotation ") + reload::kReloadVolumesAnnotation + ": volume \"" +
-                name +
+        error = std::string("annotation ") + kReloadVolumesAnnotation + ": volume \"" + name +
                 "\" is not a configMap, secret, projected or downwardAPI volume that this daemon "
                 "refreshes";
         break;
       }
     }
-    for (const reload::Action& a : spec.actions) {
-      if (!error.empty() || a.kind != reload::Action::Kind::kSignal) continue;
+    for (const Action& a : spec.actions) {
+      if (!error.empty() || a.kind != Action::Kind::kSignal) continue;
       if (!options_.cluster_mode) {
-        error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
+        error = std::string("annotation ") + kReloadAnnotation + ": \"" + a.Text() +
                 "\": signal actions need cluster mode (a standalone pod's containers cannot be "
                 "found)";
       } else if (!a.signal.container.empty()) {
         const auto& cs = p.pod->spec.containers;
         if (std::none_of(cs.begin(), cs.end(),
                          [&](const kube::Container& c) { return c.name == a.signal.container; })) {
-          error = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
+          error = std::string("annotation ") + kReloadAnnotation + ": \"" + a.Text() +
                   "\": the pod has no container \"" + a.signal.container + "\"";
         }
       }
@@ -178,11 +176,11 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
     // made, whatever its status says. The daemon's rule (it never calls the node's own
     // addresses), so policy, not the pod's mistake: said once, when the pod appears, as such;
     // Attempt checks the address again.
-    for (const reload::Action& a : spec.actions) {
-      if (!error.empty() || !refusal.empty() || a.kind != reload::Action::Kind::kHttp) continue;
+    for (const Action& a : spec.actions) {
+      if (!error.empty() || !refusal.empty() || a.kind != Action::Kind::kHttp) continue;
       if (options_.cluster_mode && p.pod->spec.host_network) {
-        refusal = std::string("annotation ") + reload::kReloadAnnotation + ": \"" + a.Text() +
-                  "\": " + reload::kHostNetworkRefusal;
+        refusal = std::string("annotation ") + kReloadAnnotation + ": \"" + a.Text() +
+                  "\": " + kHostNetworkRefusal;
       }
     }
     if (error.empty() && refusal.empty()) p.spec = spec;
@@ -203,7 +201,7 @@ void ReloadController::OnPod(std::shared_ptr<const kube::Pod> pod) {
     if (options_.on_policy_refusal) options_.on_policy_refusal(*p.pod, refusal);
   } else if (p.spec) {
     std::vector<std::string> texts;
-    for (const reload::Action& a : p.spec->actions) texts.push_back(a.Text());
+    for (const Action& a : p.spec->actions) texts.push_back(a.Text());
     logging::Info("Reload actions set", {{"pod", logging::KObj(p.pod->metadata)},
                                          {"podUID", uid},
                                          {"actions", base::Join(texts, ", ")}});
@@ -225,21 +223,21 @@ std::vector<std::string> ReloadController::TriggeringVolumes(const PodState& p) 
   return host_->RefreshedVolumes(p.uid);
 }
 
-void ReloadController::OnContentSwapped(const VolumeKey& key, const ContentSwap& swap) {
+void ReloadController::OnContentSwapped(const VolumeSwap& swap) {
   if (closing_) return;
-  auto it = pods_.find(key.pod_uid);
+  auto it = pods_.find(swap.pod_uid);
   if (it == pods_.end() || !it->second->spec) return;
   PodState& p = *it->second;
   const std::vector<std::string> triggering = TriggeringVolumes(p);
-  if (std::find(triggering.begin(), triggering.end(), key.volume_name) == triggering.end()) return;
+  if (std::find(triggering.begin(), triggering.end(), swap.volume) == triggering.end()) return;
   const SteadyTime now = Now();
   if (p.pending.empty() || swap.changed_at < p.first_change) p.first_change = swap.changed_at;
-  p.pending.insert(key.volume_name);
+  p.pending.insert(swap.volume);
   p.last_swap_wall = std::chrono::system_clock::now();
   p.quiet_until = now + p.spec->delay;
   spdlog::debug("reload of pod UID \"{}\" due after the {} swap of volume \"{}\" (version {})",
-                key.pod_uid, swap.foreign ? "observed" : "daemon's", key.volume_name, swap.version);
-  Wake(key.pod_uid, p.quiet_until);
+                swap.pod_uid, swap.foreign ? "observed" : "daemon's", swap.volume, swap.version);
+  Wake(swap.pod_uid, p.quiet_until);
 }
 
 void ReloadController::OnVolumeActivity(const std::string& pod_uid) {
@@ -273,7 +271,7 @@ void ReloadController::Evaluate(const std::string& uid) {
   }
   std::vector<std::string> failing;
   for (const std::string& volume : TriggeringVolumes(p)) {
-    switch (host_->Progress(VolumeKey{uid, volume})) {
+    switch (host_->Progress(uid, volume)) {
       case VolumeProgress::kWriting:
         // Its newer content is on its way: whatever ends that brings the pod back
         // (OnVolumeActivity), whether an operation ends or not.
@@ -300,7 +298,7 @@ void ReloadController::Evaluate(const std::string& uid) {
     if (all_after) skip = "every container started after the change: it read the new content";
   }
   if (!skip.empty()) {
-    for (const reload::Action& a : p.spec->actions) Count(a.KindName(), "skipped");
+    for (const Action& a : p.spec->actions) Count(a.KindName(), "skipped");
     logging::Info("Reload not needed",
                   {{"pod", logging::KObj(p.pod->metadata)}, {"podUID", uid}, {"reason", skip}});
     p.pending.clear();
@@ -313,7 +311,7 @@ void ReloadController::StartRun(PodState& p, std::vector<std::string> failing) {
   if (options_.observe) {
     // Said, counted, never done: the pending volumes are served by this report.
     std::string actions, volumes;
-    for (const reload::Action& a : p.spec->actions) {
+    for (const Action& a : p.spec->actions) {
       Count(a.KindName(), "observed");
       actions += (actions.empty() ? "" : ", ") + std::string(a.KindName());
     }
@@ -360,17 +358,17 @@ void ReloadController::Attempt(const std::string& uid) {
   Run& run = *p.run;
   run.retry_at.reset();
   ++run.attempt;
-  const reload::Action action = run.actions[run.index];
+  const Action action = run.actions[run.index];
   const uint64_t run_id = run.id;
   if (std::string why = PodUnreachable(p); !why.empty()) {
     return AttemptDone(uid, run_id, false, false, "not sent: " + why);
   }
-  if (action.kind == reload::Action::Kind::kHttp) {
+  if (action.kind == Action::Kind::kHttp) {
     if (options_.cluster_mode && Now() - node_addresses_at_ > std::chrono::seconds(10)) {
       node_addresses_ = options_.node_addresses();
       node_addresses_at_ = Now();
     }
-    auto ip = reload::PodActionAddress(*p.pod, options_.cluster_mode, node_addresses_);
+    auto ip = PodActionAddress(*p.pod, options_.cluster_mode, node_addresses_);
     if (!ip.ok())
       return AttemptDone(uid, run_id, false, false, "refused: " + ip.status().message());
     if (run.ip.empty()) {
@@ -379,21 +377,20 @@ void ReloadController::Attempt(const std::string& uid) {
       return AttemptDone(uid, run_id, false, false,
                          "not sent: the pod's IP changed from " + run.ip + " to " + *ip);
     }
-    reload::HttpCallRequest request;
+    HttpCallRequest request;
     request.ip = run.ip;
     request.port = action.http.port;
     request.method = action.http.method;
     request.path = action.http.path;
     request.pod = uid;  // the caller shares its slots fairly by pod
     run.http_active = true;
-    run.http_id =
-        http_.Call(std::move(request), [this, uid, run_id](const reload::HttpCallResult& r) {
-          auto pit = pods_.find(uid);
-          if (pit != pods_.end() && pit->second->run && pit->second->run->id == run_id) {
-            pit->second->run->http_active = false;
-          }
-          AttemptDone(uid, run_id, r.ok(), !r.ok() && Retryable(r), r.Describe());
-        });
+    run.http_id = http_.Call(std::move(request), [this, uid, run_id](const HttpCallResult& r) {
+      auto pit = pods_.find(uid);
+      if (pit != pods_.end() && pit->second->run && pit->second->run->id == run_id) {
+        pit->second->run->http_active = false;
+      }
+      AttemptDone(uid, run_id, r.ok(), !r.ok() && Retryable(r), r.Describe());
+    });
     return;
   }
   // A signal.
@@ -401,7 +398,7 @@ void ReloadController::Attempt(const std::string& uid) {
     return AttemptDone(uid, run_id, false, false,
                        "refused: signal actions are not enabled on this node");
   }
-  std::vector<reload::ContainerSignal> requests;
+  std::vector<ContainerSignal> requests;
   std::vector<std::string> notes;
   for (const kube::Container& c : p.pod->spec.containers) {
     bool wanted = false;
@@ -428,7 +425,7 @@ void ReloadController::Attempt(const std::string& uid) {
       notes.push_back("container " + c.name + " started after the change");
       continue;
     }
-    reload::ContainerSignal r;
+    ContainerSignal r;
     r.pod_uid = uid;
     r.container_name = c.name;
     r.container_id = status->container_id;
@@ -443,11 +440,11 @@ void ReloadController::Attempt(const std::string& uid) {
   }
   run.signal_active = true;
   std::vector<std::string> containers;
-  for (const reload::ContainerSignal& r : requests) containers.push_back(r.container_name);
+  for (const ContainerSignal& r : requests) containers.push_back(r.container_name);
   signals_->Submit(
       std::move(requests),
       [this, uid, run_id, containers = std::move(containers), notes = std::move(notes),
-       signal_name = action.signal.signal_name](reload::SignalBatcher::Results sent) mutable {
+       signal_name = action.signal.signal_name](SignalBatcher::Results sent) mutable {
         Guard("a reload signal's completion", [&] {
           auto pit = pods_.find(uid);
           if (pit == pods_.end() || !pit->second->run || pit->second->run->id != run_id) return;
@@ -474,7 +471,7 @@ void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id, bool
   if (it == pods_.end() || !it->second->run || it->second->run->id != run_id) return;
   PodState& p = *it->second;
   Run& run = *p.run;
-  const reload::Action& action = run.actions[run.index];
+  const Action& action = run.actions[run.index];
   if (!ok && retryable && run.attempt < options_.max_attempts && !closing_) {
     const auto delay = options_.retry_initial * (1 << std::min(run.attempt - 1, 16));
     logging::Info("Reload action failed; retrying",
@@ -598,14 +595,14 @@ std::map<std::string, ReloadController::PodView> ReloadController::View() const 
     PodView v;
     v.pod = p->pod->metadata.NamespacedName();
     if (p->spec) {
-      for (const reload::Action& a : p->spec->actions) v.actions.push_back(a.Text());
+      for (const Action& a : p->spec->actions) v.actions.push_back(a.Text());
     }
     v.annotation_error = p->error;
     v.policy_refusal = p->policy_refusal;
     v.pending_volumes.assign(p->pending.begin(), p->pending.end());
     if (p->spec && !p->pending.empty()) {
       for (const std::string& volume : TriggeringVolumes(*p)) {
-        if (host_->Progress(VolumeKey{uid, volume}) == VolumeProgress::kWriting) {
+        if (host_->Progress(uid, volume) == VolumeProgress::kWriting) {
           v.waiting_for.push_back(volume);
         }
       }
@@ -646,4 +643,4 @@ void ReloadController::MaybeClosed() {
   done();
 }
 
-}  // namespace volumemanager
+}  // namespace reload

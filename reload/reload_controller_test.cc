@@ -1,6 +1,6 @@
 // ReloadController with a fake host (which volumes exist and are current) and real HTTP listeners
 // on loopback addresses; the end-to-end behaviour with the daemon is in tests/e2e/test_reload.py.
-#include "volumemanager/reload_controller.h"
+#include "reload/reload_controller.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
 
-namespace volumemanager {
+namespace reload {
 namespace {
 
 using ::testing::HasSubstr;
@@ -22,9 +22,9 @@ using vmtest::Listener;
 class FakeHost : public ReloadHost {
  public:
   std::vector<std::string> RefreshedVolumes(const std::string&) const override { return volumes; }
-  VolumeProgress Progress(const VolumeKey& key) const override {
-    if (writing.count(key.volume_name) != 0) return VolumeProgress::kWriting;
-    if (failing.count(key.volume_name) != 0) return VolumeProgress::kFailing;
+  VolumeProgress Progress(const std::string&, const std::string& volume) const override {
+    if (writing.count(volume) != 0) return VolumeProgress::kWriting;
+    if (failing.count(volume) != 0) return VolumeProgress::kFailing;
     return VolumeProgress::kSettled;
   }
   std::vector<std::string> ObjectVersions(const std::string&,
@@ -86,8 +86,8 @@ class ReloadControllerTest : public ::testing::Test {
     p->metadata.name = "pod-" + uid;
     p->metadata.namespace_ = "default";
     p->metadata.uid = uid;
-    if (!reload.empty()) p->metadata.annotations[reload::kReloadAnnotation] = reload;
-    if (!delay.empty()) p->metadata.annotations[reload::kReloadDelayAnnotation] = delay;
+    if (!reload.empty()) p->metadata.annotations[kReloadAnnotation] = reload;
+    if (!delay.empty()) p->metadata.annotations[kReloadDelayAnnotation] = delay;
     p->status.phase = "Running";
     p->status.pod_ip = ip;
     p->status.host_ip = "192.0.2.1";
@@ -97,8 +97,8 @@ class ReloadControllerTest : public ::testing::Test {
     return "http://:" + std::to_string(l.port()) + path;
   }
   void Swap(const std::string& uid, const std::string& volume) {
-    controller_->OnContentSwapped(VolumeKey{uid, volume},
-                                  ContentSwap{false, "..v", std::chrono::steady_clock::now()});
+    controller_->OnContentSwapped(
+        VolumeSwap{uid, volume, false, "..v", std::chrono::steady_clock::now()});
   }
   // Runs the loop for `ms` (to see that nothing happens).
   void Idle(int ms) {
@@ -107,7 +107,7 @@ class ReloadControllerTest : public ::testing::Test {
 
   vmtest::TestLoop loop_;
   FakeHost host_;
-  std::function<std::vector<base::Result<std::string>>(const std::vector<reload::ContainerSignal>&)>
+  std::function<std::vector<base::Result<std::string>>(const std::vector<ContainerSignal>&)>
       signal_;
   bool observe_ = false;
   std::unique_ptr<ReloadController> controller_;
@@ -193,7 +193,7 @@ TEST_F(ReloadControllerTest, AFailingVolumeIsNotWaitedForAndTheRunNamesIt) {
 TEST_F(ReloadControllerTest, OnlyTheNamedVolumesTrigger) {
   Listener l("HTTP/1.1 200 OK\r\n\r\n");
   auto pod = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0"));
-  pod->metadata.annotations[reload::kReloadVolumesAnnotation] = "certs";
+  pod->metadata.annotations[kReloadVolumesAnnotation] = "certs";
   Controller().OnPod(pod);
   host_.writing = {"config"};  // not a trigger: not waited for either
   Swap("a", "config");
@@ -217,7 +217,7 @@ TEST_F(ReloadControllerTest, BadAnnotationsAreReportedOnceAndDoNothing) {
   EXPECT_TRUE(results_.empty());
 
   auto unknown = std::make_shared<kube::Pod>(*Pod("b", Url(l)));
-  unknown->metadata.annotations[reload::kReloadVolumesAnnotation] = "kube-api-access-x";
+  unknown->metadata.annotations[kReloadVolumesAnnotation] = "kube-api-access-x";
   controller_->OnPod(unknown);
   ASSERT_EQ(annotation_errors_.size(), 2u);
   EXPECT_THAT(annotation_errors_[1], HasSubstr("volume \"kube-api-access-x\" is not a configMap"));
@@ -319,7 +319,7 @@ TEST_F(ReloadControllerTest, AHostNetworkPodsHttpActionIsRefusedOnceWhenThePodAp
 
   // A bad annotation on such a pod is still the pod's mistake: an annotation error.
   auto bad = std::make_shared<kube::Pod>(*later);
-  bad->metadata.annotations[reload::kReloadDelayAnnotation] = "soon";
+  bad->metadata.annotations[kReloadDelayAnnotation] = "soon";
   controller_->OnPod(bad);
   ASSERT_EQ(annotation_errors_.size(), 1u);
   EXPECT_EQ(controller_->annotation_errors(), 1u);
@@ -398,12 +398,12 @@ TEST_F(ReloadControllerTest, ChangesDuringARunGiveOneMoreRun) {
 }
 
 TEST_F(ReloadControllerTest, SignalsGoToTheContainersThatMountAChangedVolume) {
-  std::vector<reload::ContainerSignal> sent;
+  std::vector<ContainerSignal> sent;
   std::mutex mu;
-  signal_ = [&](const std::vector<reload::ContainerSignal>& requests) {
+  signal_ = [&](const std::vector<ContainerSignal>& requests) {
     std::lock_guard<std::mutex> l(mu);
     std::vector<base::Result<std::string>> out;
-    for (const reload::ContainerSignal& r : requests) {
+    for (const ContainerSignal& r : requests) {
       sent.push_back(r);
       out.emplace_back("PID 1 of container " + r.container_name);
     }
@@ -446,13 +446,13 @@ TEST_F(ReloadControllerTest, OneScanServesEveryPodOfAChangeAndNoScanHoldsThePool
   std::condition_variable cv;
   bool released = false;
   std::vector<size_t> calls;  // requests per call
-  signal_ = [&](const std::vector<reload::ContainerSignal>& requests) {
+  signal_ = [&](const std::vector<ContainerSignal>& requests) {
     std::unique_lock<std::mutex> l(mu);
     calls.push_back(requests.size());
     cv.notify_all();
     cv.wait(l, [&] { return released; });
     std::vector<base::Result<std::string>> out;
-    for (const reload::ContainerSignal& r : requests) out.emplace_back("PID 1 of " + r.pod_uid);
+    for (const ContainerSignal& r : requests) out.emplace_back("PID 1 of " + r.pod_uid);
     return out;
   };
   struct Release {
@@ -511,7 +511,7 @@ TEST_F(ReloadControllerTest, OneScanServesEveryPodOfAChangeAndNoScanHoldsThePool
 
 TEST_F(ReloadControllerTest, ObserveModeReportsARunAndCallsNothing) {
   std::atomic<int> signals{0};
-  signal_ = [&](const std::vector<reload::ContainerSignal>& requests) {
+  signal_ = [&](const std::vector<ContainerSignal>& requests) {
     signals += static_cast<int>(requests.size());
     return std::vector<base::Result<std::string>>(requests.size(), std::string("sent"));
   };
@@ -569,4 +569,4 @@ TEST_F(ReloadControllerTest, RemovedPodsAreForgotten) {
 }
 
 }  // namespace
-}  // namespace volumemanager
+}  // namespace reload
