@@ -133,7 +133,7 @@ struct Options {
   // Asked right before `..data` is renamed onto the new version (the only step that publishes):
   // an error aborts the write as any failure before publishing does (the published version
   // stays, the new one is removed) and is the write's error. E.g. the daemon's node lock
-  // (volumemanager/write_gate.h): nothing is published by a writer that no longer holds it.
+  // (volumemanager/disk/write_gate.h): nothing is published by a writer that no longer holds it.
   // Empty: always allowed.
   std::function<base::Status()> may_publish;
 };

@@ -99,8 +99,7 @@ class ReloadHost {
   virtual std::vector<std::string> RefreshedVolumes(const std::string& pod_uid) const = 0;
   // Whether newer content of the volume may still be on its way to disk (see VolumeProgress).
   virtual VolumeProgress Progress(const std::string& pod_uid, const std::string& volume) const = 0;
-  // The objects the volumes read, as "configmap/ns/name@resourceVersion" (ObjectVersion,
-  // volume_inputs.h: metadata only).
+  // The objects the volumes read, as "configmap/ns/name@resourceVersion" (metadata only).
   virtual std::vector<std::string> ObjectVersions(
       const std::string& pod_uid, const std::vector<std::string>& volumes) const = 0;
 };

@@ -563,7 +563,7 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     v["lastError"] = last_error.message();
     AddApiStatus(last_error, &v);
     v["inFlight"] = vm->executor().InFlight(key);
-    // Where the reconciler has the volume (reconciler.h, VolumeRecord): idle, fetching, writing...
+    // Where the reconciler has the volume (reconciler/volume_record.h, VolumeRecord): idle, fetching, writing...
     const VolumeRecord* record = vm->reconciler().Find(key);
     v["phase"] =
         record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();

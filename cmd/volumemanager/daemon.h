@@ -15,7 +15,7 @@
 //    pods merged so far and started (its start-up scan runs on the thread pool). A failure then
 //    goes to the fatal handler (SetFatalHandler) with its flag and exit code; a failure in
 //    Start() itself is returned. What was started is stopped again by Stop() or the destructor.
-//  * Writes: only while the lock is held. The write gate (volumemanager/write_gate.h) is open
+//  * Writes: only while the lock is held. The write gate (volumemanager/disk/write_gate.h) is open
 //    until the lock's loss deadline, moved at each renewal and closed at once when it is lost, so
 //    the pool threads stop starting operations even while the loop is late; the volume manager
 //    stops passes when the loop hears of it.
@@ -30,7 +30,7 @@
 //    A second call does nothing.
 //
 // --observe: no lock at all (no flock, no Lease) and nothing created or written: the volume
-// manager starts at once with an ObservingDisk (volumemanager/observing_disk.h) and the ownership
+// manager starts at once with an ObservingDisk (volumemanager/disk/observing_disk.h) and the ownership
 // journal read only (OwnershipJournal::ReadOnly); nothing is written under the root dir or the
 // state dir, cluster mode posts no Event, and no reload action or subPath copy runs. What a normal
 // run would change is logged, in /debug/state and in volumemanager_observe_volumes_differing.

@@ -22,9 +22,9 @@
 // it, before anything is written in or mounted on the dir. A volume entry without one (a v1 or v2
 // journal's, or a stop between the two records) has an unknown identity: teardown and
 // reconstruction then accept the dir only when it lies on the pod dir's mount and the root's
-// filesystem, and reconstruction records the inode it finds (volume_setup.h, CheckOwnedVolumeDir).
-// A volume dir whose identity no longer matches is not the daemon's: it is released, left in
-// place, and listed by ForeignVolumeDirs (memory only) for /debug/state.
+// filesystem, and reconstruction records the inode it finds (disk/volume_setup.h,
+// CheckOwnedVolumeDir). A volume dir whose identity no longer matches is not the daemon's: it is
+// released, left in place, and listed by ForeignVolumeDirs (memory only) for /debug/state.
 //
 // What the journal describes: the root dir it was kept for and the identity of that root's
 // filesystem when its entries were checked last (RootIdentity: the statfs magic and f_fsid, "-"
@@ -33,11 +33,11 @@
 // is kept beside as ownership.journal.<16 hex digits of a hash of its root dir>.rejected, and a
 // new journal starts for the new root dir (to go back, stop the daemon and move the file back).
 // Whether the root's filesystem is the recorded one is reconstruction's to judge
-// (reconstruct.h), once the root can be probed. A v1 journal (no identity) is trusted as before,
-// for the root dir it is opened with, and written as v2 at once, its identity recorded by the
-// first reconstruction: an upgrade keeps its ownership; so is a v2 journal (its volumes' identities
-// unknown until reconstruction records them). Fixtures of each version as its releases wrote it:
-// testdata/formats/ (ownership_journal_formats_test.cc).
+// (reconciler/reconstruct.h), once the root can be probed. A v1 journal (no identity) is trusted
+// as before, for the root dir it is opened with, and written in this version (kVersion) at once,
+// its identity recorded by the first reconstruction: an upgrade keeps its ownership; so is a v2
+// journal (its volumes' identities unknown until reconstruction records them). Fixtures of each
+// version as its releases wrote it: testdata/formats/ (ownership_journal_formats_test.cc).
 //
 // A rollback: a journal of a later version than kVersion (a newer release's) is not corrupt but
 // unreadable here; Open refuses it with an error naming the file and the version, writing and

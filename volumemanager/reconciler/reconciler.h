@@ -32,7 +32,7 @@
 // fresh request drops a fetch in flight or done): a cached read can never decide against another
 // writer's swap. An idle volume costs a pass nothing: a pass looks only at due records, those
 // whose desired or actual state changed, and the front of one time-ordered queue of timers.
-// An operation cancelled before its first filesystem call (IsCancelled, operation_executor.h:
+// An operation cancelled before its first filesystem call (IsCancelled, disk/write_gate.h:
 // writes revoked) is no failure: no backoff, no FailedMount, no failure metric; the record is due
 // again with whatever it still owes (a fresh read, a verify). The actual state keeps what is on
 // disk (version, inputs, the remount requested); the record, what the reconciler does about it.

@@ -27,7 +27,7 @@
 namespace volumemanager {
 
 // Where one volume is in its life with the reconciler. The phase names what the reconciler waits
-// for; the only way out of one is a transition (Reconciler::Enter), which drops what belonged to
+// for; the only way out of one is a transition (VolumeRecords::Enter, through Reconciler::Enter), which drops what belonged to
 // the phase left.
 enum class VolumePhase {
   kDue,              // to be looked at by the next pass

@@ -2,6 +2,8 @@
 # Writes ownership.journal.v1, .v2 and .v3 here again, each with the journal code of the last
 # commit that wrote its version (README.md), compiled apart from the build: run from anywhere in
 # the repository; needs git and g++ only. The output must equal the committed files.
+# The journal's path is the one it had at that commit: volumemanager/journal/ since the core was
+# laid out by role (issue 45), volumemanager/ before.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(git -C "$here" rev-parse --show-toplevel)
@@ -13,7 +15,7 @@ cat > "$work/driver.cc" <<'CC'
 #include <cstdio>
 #include <string>
 #include <vector>
-#include "volumemanager/journal/ownership_journal.h"
+#include JOURNAL_HEADER  // the journal's header at that commit: -DJOURNAL_HEADER
 using namespace volumemanager;
 static void Must(const base::Status& s) {
   if (!s.ok()) { std::fprintf(stderr, "%s\n", s.message().c_str()); std::exit(1); }
@@ -69,10 +71,13 @@ for spec in 1:6254945 2:e56c714 3:6b16b70; do
   commit=${spec#*:}
   src="$work/v$v"
   mkdir -p "$src"
-  git -C "$repo" archive "$commit" base volumemanager/ownership_journal.h \
-      volumemanager/ownership_journal.cc | tar -x -C "$src"
-  g++ -std=c++20 -I "$src" -DJOURNAL_VERSION="$v" "$work/driver.cc" \
-      "$src/volumemanager/ownership_journal.cc" "$src/base/durable_file.cc" -o "$work/gen$v"
+  dir=volumemanager/journal
+  git -C "$repo" cat-file -e "$commit:$dir/ownership_journal.h" 2>/dev/null || dir=volumemanager
+  git -C "$repo" archive "$commit" base "$dir/ownership_journal.h" \
+      "$dir/ownership_journal.cc" | tar -x -C "$src"
+  g++ -std=c++20 -I "$src" -DJOURNAL_VERSION="$v" -DJOURNAL_HEADER="\"$dir/ownership_journal.h\"" \
+      "$work/driver.cc" "$src/$dir/ownership_journal.cc" "$src/base/durable_file.cc" \
+      -o "$work/gen$v"
   "$work/gen$v" "$work/state$v"
   cp "$work/state$v/ownership.journal" "$here/ownership.journal.v$v"
   chmod 644 "$here/ownership.journal.v$v"
