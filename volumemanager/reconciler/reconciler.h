@@ -46,14 +46,11 @@
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_RECONCILER_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_RECONCILER_RECONCILER_H_
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
