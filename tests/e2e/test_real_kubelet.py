@@ -271,14 +271,17 @@ def test_observe_mode_reports_what_the_kubelet_has_not_written_yet_and_writes_no
     uid = pod["metadata"]["uid"]
     since = node.mounted(uid, "cfg")
     volume = node.kubelet.volume_dir(uid, CM, "cfg")
+    # The kubelet syncs a pod again as its containers are seen started and its status posted,
+    # and such a sync writes a change made meanwhile: the window below starts after them.
+    node.kubelet.wait_quiet(uid)
     daemon.start_and_sync("--observe")
     wait_for(lambda: observe_differing(daemon) == 0, what="nothing differing at first")
     before = sorted(os.listdir(volume))
     node.put_configmap("watched", {"k": "2"})
     wait_for(lambda: observe_differing(daemon) == 1, what="the volume reported differing")
-    # A pod sync of the kubelet's own may still fall in this window (the pod has only just
-    # started) and write the change: every version the volume holds must then be one the
-    # kubelet's log names as its own. A version it names nowhere is a write of the daemon's.
+    # Should a pod sync of the kubelet's own still fall in this window and write the change,
+    # every version the volume holds must be one the kubelet's log names as its own. A version
+    # it names nowhere is a write of the daemon's.
     wait_for(lambda: not versions_not_the_kubelets(node, volume), timeout=5,
              what="every version in the volume named in the kubelet's log")
     if sorted(os.listdir(volume)) == before:

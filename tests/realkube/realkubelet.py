@@ -213,6 +213,26 @@ class RealKubelet:
         return [line for line in self.lines(since)
                 if line.startswith("E") and any(a in line for a in about)]
 
+    def wait_quiet(self, about, quiet=2.0, timeout=30):
+        """Waits until the kubelet has logged nothing mentioning `about` (a pod UID) for `quiet`
+        seconds: the syncs that follow a pod's start (its containers seen started, its status
+        posted) are over, and the next comes at a pod update or at --sync-frequency."""
+        needle = about.encode()
+        deadline = time.monotonic() + timeout
+        offset, last_seen = 0, time.monotonic()
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+            complete = data[:data.rfind(b"\n") + 1]
+            offset += len(complete)
+            if needle in complete:
+                last_seen = time.monotonic()
+            elif time.monotonic() - last_seen >= quiet:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the kubelet kept logging about {about} for {timeout} s")
+
     def versions_written(self):
         """The names of the version directories the kubelet's atomic writer says it wrote (at
         --v=4 it logs each one's path before it swaps `..data` to it); each name carries a random
