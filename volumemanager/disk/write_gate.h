@@ -11,7 +11,8 @@
 // takes no lock opens the gate for good (OpenForever).
 //
 // The writer identity names this process in the log lines of writes that finish after the gate
-// closed (those already past their first filesystem call finish: see OperationExecutor).
+// closed (those already past their first filesystem call finish: see OperationExecutor). What the
+// gate refuses ends as CancelledStatus(), which IsCancelled() tells from a failure.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_DISK_WRITE_GATE_H_
