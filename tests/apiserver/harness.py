@@ -145,17 +145,18 @@ class TestApiServer:
             headers[key.strip().lower()] = value.strip()
         return int(lines[0].split(" ")[1]), headers, rest
 
+
 _PORTS_GIVEN = set()
 
 
-def free_port(host="127.0.0.1"):
+def free_port():
     """A port nothing listens on now, for a server a test starts later. The kernel may give a
     port back again once its socket is closed, so a port handed out before in this process is
     never handed out again: two servers of one test (etcd's client and peer ports and
     kube-apiserver's) cannot be given the same one."""
     for _ in range(100):
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.bind((host, 0))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         if port not in _PORTS_GIVEN:
             _PORTS_GIVEN.add(port)

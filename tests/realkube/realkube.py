@@ -52,7 +52,6 @@ VERSION = "v1.20.2"
 ADMIN_USER = "realkube-admin"
 
 
-
 def available():
     """None when the binaries are there, else why not."""
     for binary in (KUBE_APISERVER, ETCD):
