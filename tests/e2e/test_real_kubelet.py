@@ -155,6 +155,7 @@ def test_the_kubelets_teardown_is_unopposed(node, daemon):
     wait_for(lambda: (cfg / "k").read_text() == "2", what="the configMap volume refreshed")
     wait_for(lambda: (creds / "token").read_text() == "SECRET-MARKER-TEARDOWN-2",
              what="the secret volume refreshed")
+    deleted = node.kubelet.offset()
     node.delete_pod("bye")
     node.kubelet.wait_log(rf'UnmountVolume\.TearDown succeeded for volume .*"creds".*{uid}',
                           since=since)
@@ -164,7 +165,15 @@ def test_the_kubelets_teardown_is_unopposed(node, daemon):
     time.sleep(2.0)
     assert not cfg.exists() and not creds.exists()
     assert not any(m.startswith(str(node.kubelet.pod_dir(uid))) for m in node.kubelet.mounts())
-    assert node.kubelet.errors(since, '"cfg"', '"creds"') == []
+    # After the delete, the kubelet's pod worker may still try to create the container while
+    # its own volume manager tears the volumes down (upstream kubernetes#88766, unfixed in
+    # 1.20): its "cannot find volume" then is the kubelet's race with itself. Any other error,
+    # and any error at all before the delete, is one the daemon could have caused.
+    after = node.kubelet.errors(deleted, '"cfg"', '"creds"')
+    before = node.kubelet.errors(since, '"cfg"', '"creds"')[:-len(after) or None]
+    assert before == []
+    race = "CreateContainerConfigError: cannot find volume"
+    assert [line for line in after if race not in line] == []
     assert daemon.errors() == []
 
 
