@@ -41,10 +41,10 @@ constexpr size_t kMaxHeldDirs = 16;
 
 using base::ErrnoError;
 
-// An owned descriptor, closed through the Filesystem interface.
+// An owned descriptor, closed through the Env interface.
 class ScopedFd {
  public:
-  ScopedFd(Filesystem* fs, int fd) : fs_(fs), fd_(fd) {}
+  ScopedFd(Env* fs, int fd) : fs_(fs), fd_(fd) {}
   ~ScopedFd() { Reset(); }
   ScopedFd(ScopedFd&& o) noexcept : fs_(o.fs_), fd_(std::exchange(o.fd_, -1)) {}
   ScopedFd& operator=(ScopedFd&& o) noexcept {
@@ -67,7 +67,7 @@ class ScopedFd {
   }
 
  private:
-  Filesystem* fs_;
+  Env* fs_;
   int fd_;
 };
 
@@ -129,7 +129,7 @@ bool IsRemovingName(std::string_view name) {
 // Opens `rel` (a cleaned relative path) beneath `dirfd` without following a symlink at any
 // component: intermediate components must be real directories, and the last one is opened with
 // `flags | O_NOFOLLOW`.
-int OpenBeneath(Filesystem& fs, int dirfd, const std::string& rel, int flags) {
+int WalkBeneath(Env& fs, int dirfd, const std::string& rel, int flags) {
   const std::vector<std::string> parts = SplitCleanPath(rel);
   ScopedFd cur(&fs, -1);
   int at = dirfd;
@@ -142,12 +142,12 @@ int OpenBeneath(Filesystem& fs, int dirfd, const std::string& rel, int flags) {
   return fs.OpenAt(at, parts.back(), flags | O_NOFOLLOW, 0);
 }
 
-Status RemoveAllAt(Filesystem& fs, int dirfd, const std::string& name, const std::string& shown) {
+Status RemoveAllAt(Env& fs, int dirfd, const std::string& name, const std::string& shown) {
   return RemoveTreeAt(fs, dirfd, name, shown);
 }
 
 // The entry's type, asking lstat when readdir did not say.
-unsigned char EntryType(Filesystem& fs, int dirfd, const DirEntry& e) {
+unsigned char EntryType(Env& fs, int dirfd, const DirEntry& e) {
   if (e.type != DT_UNKNOWN) return e.type;
   struct stat st {};
   if (fs.FstatAt(dirfd, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
@@ -161,7 +161,7 @@ unsigned char EntryType(Filesystem& fs, int dirfd, const DirEntry& e) {
 // following a symlink, and holds exactly `data`. One open and one read: a regular file returns
 // everything up to end of file in one read, so a read of size+1 returning size bytes proves the
 // length. Anything unreadable counts as different: the write then replaces it.
-bool SameContent(Filesystem& fs, int dirfd, const std::string& name, const std::string& data) {
+bool SameContent(Env& fs, int dirfd, const std::string& name, const std::string& data) {
   ScopedFd fd(&fs, fs.OpenAt(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0));
   if (!fd.valid()) return false;
   std::string got(data.size() + 1, '\0');
@@ -215,7 +215,7 @@ bool IsTimestampDirName(std::string_view name) {
 
 Result<std::unique_ptr<AtomicWriter>> AtomicWriter::Open(const std::string& target_dir,
                                                          Options options) {
-  Filesystem* fs = options.fs != nullptr ? options.fs : PosixFilesystem();
+  Env* fs = options.fs != nullptr ? options.fs : PosixEnv();
   int fd = fs->OpenAt(AT_FDCWD, target_dir, kDirOpenFlags, 0);
   if (fd < 0) return ErrnoError("Error creating atomic writer: open", target_dir, errno);
   return std::unique_ptr<AtomicWriter>(new AtomicWriter(target_dir, fd, std::move(options)));
@@ -226,7 +226,8 @@ Result<std::unique_ptr<AtomicWriter>> AtomicWriter::OpenBeneath(int root_fd,
                                                                 const std::string& rel_dir,
                                                                 const std::string& shown,
                                                                 Options options) {
-  const int fd = atomicwriter::OpenBeneath(root_fd, rel_dir, kDirOpenFlags);
+  Env* env = options.fs != nullptr ? options.fs : PosixEnv();
+  const int fd = atomicwriter::OpenBeneath(*env, root_fd, rel_dir, kDirOpenFlags);
   if (fd < 0) {
     const int err = errno;
     Status s = OpenBeneathError(shown, err);
@@ -242,7 +243,7 @@ AtomicWriter::AtomicWriter(std::string target_dir, int dir_fd, Options options)
     : target_dir_(std::move(target_dir)),
       dir_fd_(dir_fd),
       options_(std::move(options)),
-      fs_(options_.fs != nullptr ? options_.fs : PosixFilesystem()) {
+      fs_(options_.fs != nullptr ? options_.fs : PosixEnv()) {
   if (options_.ledger == nullptr) options_.ledger = &own_ledger_;
 }
 
@@ -253,8 +254,7 @@ namespace {
 // One Write call. Names used in messages are relative to the volume dir.
 class WriteOperation {
  public:
-  WriteOperation(Filesystem& fs, int dir_fd, RemovalQueue::VolumeDir queued_as,
-                 const Options& options)
+  WriteOperation(Env& fs, int dir_fd, RemovalQueue::VolumeDir queued_as, const Options& options)
       : fs_(fs),
         dir_fd_(dir_fd),
         queued_as_(std::move(queued_as)),
@@ -687,7 +687,7 @@ class WriteOperation {
     if (options_.durable) {
       // Directory entries become durable with their directory: sync every dir of the new tree.
       for (const std::string& rel : dirs_made) {
-        ScopedFd d(&fs_, OpenBeneath(fs_, root.get(), rel, kDirOpenFlags));
+        ScopedFd d(&fs_, WalkBeneath(fs_, root.get(), rel, kDirOpenFlags));
         if (!d.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
         if (fs_.Fsync(d.get()) != 0) return ErrnoError("fsync", ts_dir + "/" + rel, errno);
       }
@@ -926,7 +926,7 @@ class WriteOperation {
     return last;
   }
 
-  Filesystem& fs_;
+  Env& fs_;
   const int dir_fd_;
   // The volume dir as Options::removals opens it again: beneath the root when the writer was
   // opened so.

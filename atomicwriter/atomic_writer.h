@@ -43,7 +43,7 @@
 #include <optional>
 #include <string>
 
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/path_validation.h"
 #include "atomicwriter/removal_queue.h"
@@ -74,7 +74,7 @@ using Payload = std::map<std::string, FileProjection>;
 // ownership pass. It gets the filesystem interface, an open descriptor of the volume dir and the
 // new timestamp dir's name. A failure aborts the write (the published version stays).
 using PermissionCallback =
-    std::function<base::Status(Filesystem& fs, int volume_dir_fd, const std::string& ts_dir)>;
+    std::function<base::Status(Env& fs, int volume_dir_fd, const std::string& ts_dir)>;
 
 // What becomes of the version a write replaces.
 enum class ReplacedVersion {
@@ -105,8 +105,8 @@ enum class ReplacedVersion {
 struct Options {
   // fsync files and the new dir before publish and the volume dir after it.
   bool durable = false;
-  // The filesystem to use; nullptr means PosixFilesystem(). Not owned.
-  Filesystem* fs = nullptr;
+  // The filesystem to use; nullptr means PosixEnv(). Not owned.
+  Env* fs = nullptr;
   // Wall clock for timestamp dir names; nullptr means std::chrono::system_clock::now.
   std::function<std::chrono::system_clock::time_point()> now;
   // How long an unpublished timestamp dir or staging link must have been seen, unpublished and
@@ -205,7 +205,7 @@ class AtomicWriter {
   std::string rel_dir_;
   int dir_fd_;
   Options options_;
-  Filesystem* fs_;
+  Env* fs_;
   UnpublishedLedger own_ledger_;
 };
 

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/volume_inspector.h"
 #include "atomicwriter/writer_test_fixture.h"
 
@@ -258,7 +258,7 @@ TEST_F(WriterTest, PermissionCallbackRunsBeforePublishOnlyForNewVersions) {
   auto w = OpenWriter();
   int calls = 0;
   std::string seen_ts;
-  PermissionCallback cb = [&](Filesystem& f, int dir_fd, const std::string& ts) {
+  PermissionCallback cb = [&](Env& f, int dir_fd, const std::string& ts) {
     ++calls;
     seen_ts = ts;
     // Runs before publish: ..data does not point at the new dir yet.
@@ -279,10 +279,9 @@ TEST_F(WriterTest, FailingPermissionCallbackKeepsThePublishedVersion) {
   auto w = OpenWriter();
   Payload v1 = MakePayload({{"a", "1"}, {"b", "1"}});
   ASSERT_TRUE(w->Write(v1).ok());
-  auto r =
-      w->Write(MakePayload({{"a", "2"}, {"c", "2"}}), [](Filesystem&, int, const std::string&) {
-        return base::Status::Error("ownership pass failed");
-      });
+  auto r = w->Write(MakePayload({{"a", "2"}, {"c", "2"}}), [](Env&, int, const std::string&) {
+    return base::Status::Error("ownership pass failed");
+  });
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "ownership pass failed");
   EXPECT_EQ(VisibleContent(vol_), ExpectedContent(v1));
@@ -400,7 +399,7 @@ TEST_F(WriterTest, DurabilitySyncsOnlyWhenAsked) {
     SCOPED_TRACE(durable);
     TearDown();
     SetUp();
-    FaultInjectionFilesystem counting(PosixFilesystem());
+    FaultInjectionEnv counting(PosixEnv());
     Options o = SoleWriter();
     o.fs = &counting;
     o.durable = durable;
@@ -554,24 +553,24 @@ TEST_F(SharedWriterTest, AVersionPublishedByAnotherWriterIsNeverRemoved) {
 
 TEST_F(SharedWriterTest, StagesUnderItsOwnNameAndNeverTouchesTheKubeletsStagingLink) {
   // Records every name the writer creates, renames or removes in the volume dir.
-  class Recording : public FaultInjectionFilesystem {
+  class Recording : public FaultInjectionEnv {
    public:
-    using FaultInjectionFilesystem::FaultInjectionFilesystem;
+    using FaultInjectionEnv::FaultInjectionEnv;
     int SymlinkAt(const std::string& t, int fd, const std::string& link) override {
       names.push_back("symlink " + link);
-      return FaultInjectionFilesystem::SymlinkAt(t, fd, link);
+      return FaultInjectionEnv::SymlinkAt(t, fd, link);
     }
     int RenameAt(int a, const std::string& from, int b, const std::string& to) override {
       names.push_back("rename " + from + " " + to);
-      return FaultInjectionFilesystem::RenameAt(a, from, b, to);
+      return FaultInjectionEnv::RenameAt(a, from, b, to);
     }
     int UnlinkAt(int fd, const std::string& name, int flags) override {
       names.push_back("unlink " + name);
-      return FaultInjectionFilesystem::UnlinkAt(fd, name, flags);
+      return FaultInjectionEnv::UnlinkAt(fd, name, flags);
     }
     std::vector<std::string> names;
   };
-  Recording rec(PosixFilesystem());
+  Recording rec(PosixEnv());
   Options o = Shared();
   o.fs = &rec;
   auto w = OpenWriter(o);
@@ -590,7 +589,7 @@ TEST_F(SharedWriterTest, StagesUnderItsOwnNameAndNeverTouchesTheKubeletsStagingL
 }
 
 TEST_F(SharedWriterTest, ARenameThatFailsRemovesOnlyWhatNeverBecameLive) {
-  FaultInjectionFilesystem faulty(PosixFilesystem());
+  FaultInjectionEnv faulty(PosixEnv());
   Options o = Shared();
   o.fs = &faulty;
   auto w = OpenWriter(o);

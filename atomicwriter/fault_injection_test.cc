@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "atomicwriter/atomic_writer.h"
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/volume_inspector.h"
 #include "atomicwriter/writer_test_fixture.h"
 
@@ -46,7 +46,7 @@ TEST_P(FaultInjectionTest, EveryCallFailingLeavesOldOrNewInFull) {
     for (int k = 0; k <= total + 1; ++k) {
       TearDown();
       SetUp();
-      FaultInjectionFilesystem faulty(PosixFilesystem());
+      FaultInjectionEnv faulty(PosixEnv());
       Options o = SoleWriter();
       o.fs = &faulty;
       o.durable = durable;

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/writer_test_fixture.h"
 
@@ -26,11 +26,11 @@ namespace atomicwriter {
 namespace {
 
 // Counts the descriptors it opens: how many are open at most, and how many were directories.
-class CountingFilesystem : public FaultInjectionFilesystem {
+class CountingFilesystem : public FaultInjectionEnv {
  public:
-  CountingFilesystem() : FaultInjectionFilesystem(PosixFilesystem()) {}
+  CountingFilesystem() : FaultInjectionEnv(PosixEnv()) {}
   int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override {
-    const int fd = FaultInjectionFilesystem::OpenAt(dirfd, path, flags, mode);
+    const int fd = FaultInjectionEnv::OpenAt(dirfd, path, flags, mode);
     if (fd >= 0) {
       max_open_ = std::max(max_open_.load(), ++open_);
       if ((flags & O_DIRECTORY) != 0) ++dir_opens_;
@@ -39,7 +39,7 @@ class CountingFilesystem : public FaultInjectionFilesystem {
   }
   int Close(int fd) override {
     --open_;
-    return FaultInjectionFilesystem::Close(fd);
+    return FaultInjectionEnv::Close(fd);
   }
   int max_open() const { return max_open_.load(); }
   int dir_opens() const { return dir_opens_.load(); }

@@ -1,6 +1,6 @@
 // A NUL byte in a payload path: "a/..\0x/..\0x/PWNED" has no ".." element, but a system call
 // reads a name only up to its NUL, so each "..\0x" would be "..", and the file would land outside
-// the volume dir. The writer refuses such a path before touching the disk, and every Filesystem
+// the volume dir. The writer refuses such a path before touching the disk, and every Env
 // call refuses such a name with EINVAL (as Go does), whoever calls it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include <string>
 
 #include "atomicwriter/atomic_writer.h"
-#include "atomicwriter/fault_injection_filesystem.h"
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/writer_test_fixture.h"
 
 namespace atomicwriter {
@@ -80,7 +80,7 @@ TEST_F(NulNamesTest, WriterRefusesTheAttackPathAndCreatesNothing) {
 
 // Every method that takes a name refuses one with a NUL, without a system call: the name cut at
 // the NUL ("..") would reach outside.
-void ExpectEveryNameCallRefused(Filesystem& f, int dirfd) {
+void ExpectEveryNameCallRefused(Env& f, int dirfd) {
   const std::string bad = "..\0x/PWNED"s;
   struct stat st {};
   std::string target;
@@ -122,22 +122,22 @@ void ExpectEveryNameCallRefused(Filesystem& f, int dirfd) {
   EXPECT_EQ(errno, EINVAL);
 }
 
-TEST_F(NulNamesTest, PosixFilesystemRefusesEveryNameWithANul) {
+TEST_F(NulNamesTest, PosixEnvRefusesEveryNameWithANul) {
   ASSERT_EQ(::mkdir((root_ + "/canary").c_str(), 0755), 0);
   ASSERT_EQ(::close(::open((root_ + "/canary/file").c_str(), O_WRONLY | O_CREAT, 0644)), 0);
   ASSERT_EQ(::close(::open((vol_ + "/victim").c_str(), O_WRONLY | O_CREAT, 0644)), 0);
   const auto before = Tree(root_);
-  ExpectEveryNameCallRefused(*PosixFilesystem(), fd_);
+  ExpectEveryNameCallRefused(*PosixEnv(), fd_);
   EXPECT_EQ(Tree(root_), before);
   // Names without a NUL still work.
-  const int fd = PosixFilesystem()->OpenAt(fd_, "fine", O_WRONLY | O_CREAT | O_NOFOLLOW, 0644);
+  const int fd = PosixEnv()->OpenAt(fd_, "fine", O_WRONLY | O_CREAT | O_NOFOLLOW, 0644);
   EXPECT_GE(fd, 0);
-  if (fd >= 0) PosixFilesystem()->Close(fd);
+  if (fd >= 0) PosixEnv()->Close(fd);
 }
 
-TEST_F(NulNamesTest, FaultInjectionFilesystemPassesTheRefusalOn) {
+TEST_F(NulNamesTest, FaultInjectionEnvPassesTheRefusalOn) {
   ASSERT_EQ(::close(::open((vol_ + "/victim").c_str(), O_WRONLY | O_CREAT, 0644)), 0);
-  FaultInjectionFilesystem f(PosixFilesystem());
+  FaultInjectionEnv f(PosixEnv());
   f.RedirectChown(::getegid());  // its own lookup of the name must not cut it either
   const auto before = Tree(root_);
   ExpectEveryNameCallRefused(f, fd_);

@@ -1,7 +1,5 @@
-// Opening a path beneath a directory descriptor without following any symlink, and what the
-// daemon needs to act on what it opened without a path: the descriptor's mount, and a path
-// (`/proc/self/fd/N`) that names exactly that inode for the calls that take only a path (mount,
-// umount, inotify_add_watch).
+// Opening a path beneath a directory descriptor without following any symlink: the one
+// beneath-walk of the process, through an Env (env.h), so fault tests reach every step of it.
 //
 // Why: under the root dir everything but the last component of a volume's path (pods/, the pod
 // dir, volumes/, the plugin dir) can be replaced by whoever can write there (a container with a
@@ -11,11 +9,12 @@
 // anywhere on the way is an error (ELOOP), never followed; so is a component that is not a
 // directory (ENOTDIR).
 //
-// openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where the kernel has it
-// (Linux 5.6); elsewhere a walk that opens one component at a time with O_NOFOLLOW | O_DIRECTORY
-// from the previous one's descriptor. Both cross mount points on the way down (a pods dir on its
-// own filesystem is common), and both refuse "..", "." and empty components and a NUL byte before
-// any system call (EINVAL), so the same path gives the same answer on every kernel.
+// Env::OpenAt2Beneath (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+// where the kernel has it (Linux 5.6); elsewhere a walk that opens one component at a time with
+// O_NOFOLLOW | O_DIRECTORY from the previous one's descriptor. Both cross mount points on the way
+// down (a pods dir on its own filesystem is common), and both refuse "..", "." and empty components
+// and a NUL byte before any system call (EINVAL), so the same path gives the same answer on every
+// kernel.
 //
 // Thread safety: every function is safe to call from any thread.
 #ifndef VOLUMEMANAGER_ATOMICWRITER_OPEN_BENEATH_H_
@@ -25,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "atomicwriter/env.h"
 #include "base/status.h"
 
 namespace atomicwriter {
@@ -35,52 +35,25 @@ namespace atomicwriter {
 // opens a symlink itself, as O_PATH | O_NOFOLLOW does). Returns the descriptor, or -1 with errno:
 // ELOOP (a symlink on the way), ENOTDIR, ENOENT, EINVAL (an empty, absolute, "." or ".."
 // component, or a NUL), or what openat says.
-int OpenBeneath(int dirfd, std::string_view rel, int flags, mode_t mode = 0);
+int OpenBeneath(Env& env, int dirfd, std::string_view rel, int flags, mode_t mode = 0);
 
 // The directory holding `rel` beneath `dirfd` (a new descriptor of `dirfd` itself for a one-name
 // path), opened as OpenBeneath does, and the last name of `rel` in `*name`: for the calls that
 // act on a name in its parent (fstatat, unlinkat, mkdirat). -1 with errno as OpenBeneath.
-int OpenParentBeneath(int dirfd, std::string_view rel, std::string* name);
+int OpenParentBeneath(Env& env, int dirfd, std::string_view rel, std::string* name);
 
 // The same, as a Result naming `shown` (what the user reads, e.g. the full path) and saying, for
 // ELOOP and ENOTDIR, that a symlink or a file stands where a directory should be and was not
 // followed.
-base::Result<int> OpenDirBeneath(int dirfd, std::string_view rel, const std::string& shown,
-                                 int flags = 0);
+base::Result<int> OpenDirBeneath(Env& env, int dirfd, std::string_view rel,
+                                 const std::string& shown, int flags = 0);
 
 // A user-facing reason for a failed OpenBeneath of `shown` with `err`.
 base::Status OpenBeneathError(const std::string& shown, int err);
 
 // Opens the root of a walk: `path` itself, a directory, following links in it (the root dir is
 // the administrator's choice, a flag, and may be a link on some distributions).
-base::Result<int> OpenRootDir(const std::string& path);
-
-// The id of the mount holding the open `fd` (statx STATX_MNT_ID, Linux 5.8; else the `mnt_id`
-// line of /proc/self/fdinfo/<fd>, Linux 3.15). Unlike st_dev, it tells a bind mount of the same
-// filesystem from its source. -1 with errno on failure.
-int MountIdOf(int fd, uint64_t* mount_id);
-
-// "/proc/self/fd/<fd>": a path that resolves to exactly the inode `fd` refers to (a magic link),
-// for the calls that take only a path. The calling process's own fd table: use it at once.
-std::string FdPath(int fd);
-
-// The filesystem type and the root (within its filesystem) of the mount `mount_id`, from
-// /proc/self/mountinfo, its octal escapes (`\040` for a space...) decoded. False when no such
-// mount is listed.
-struct MountInfo {
-  // "/" for a whole filesystem, the source dir or file for a bind of part of one; a root that was
-  // removed since (a bind of a file whose dir is gone) ends in "//deleted".
-  std::string root;
-  std::string mount_point;  // where it is mounted, in this process's mount namespace
-  std::string device;       // "major:minor" of its filesystem (st_dev)
-  std::string fs_type;      // e.g. "tmpfs", "ext4"
-  std::string source;       // e.g. "tmpfs", "/dev/sda1"
-};
-bool FindMount(uint64_t mount_id, MountInfo* out);
-
-// How many times FindMount has read the whole of /proc/self/mountinfo in this process (tests
-// count them).
-uint64_t MountTableReadsForTesting();
+base::Result<int> OpenRootDir(Env& env, const std::string& path);
 
 // For tests: make OpenBeneath take the walk even where openat2 exists (true), or let it choose
 // again (false).

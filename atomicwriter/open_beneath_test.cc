@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/remove_tree.h"
-#include "base/unique_fd.h"
 #include "atomicwriter/writer_test_fixture.h"
+#include "base/unique_fd.h"
 
 namespace atomicwriter {
 namespace {
@@ -41,14 +42,15 @@ class OpenBeneathTest : public WriterTest, public ::testing::WithParamInterface<
     ForceOpenBeneathWalkForTesting(false);
     WriterTest::TearDown();
   }
-  // errno of a failed open, 0 on success.
+  // errno of a failed open, 0 on success; every system call through `env_`.
   int Open(const std::string& rel, int flags = O_RDONLY) {
-    const int fd = OpenBeneath(base_fd_, rel, flags);
+    const int fd = OpenBeneath(env_, base_fd_, rel, flags);
     if (fd < 0) return errno;
     ::close(fd);
     return 0;
   }
 
+  FaultInjectionEnv env_{PosixEnv()};
   fs::path base_;
   int base_fd_ = -1;
 };
@@ -92,14 +94,47 @@ TEST_P(OpenBeneathTest, PathsThatAreNotPlainAreRefusedBeforeAnySystemCall) {
        std::vector<std::string>{"", "/a", "a/../a", "..", "a/./b", "a//b", "a/",
                                 std::string("a/..\0x/b", 8), std::string("a\0", 2)}) {
     SCOPED_TRACE(rel);
+    env_.RecordCalls(true);
     EXPECT_EQ(Open(rel), EINVAL);
+    EXPECT_TRUE(env_.recorded().empty());
   }
+}
+
+// The one walk goes through the Env, openat2 or component by component: each of its calls can
+// fail, and a failed call fails the open with that call's errno, leaving no descriptor open.
+TEST_P(OpenBeneathTest, EachCallOfTheWalkIsTheEnvsAndItsFailureIsTheAnswer) {
+  env_.RecordCalls(true);
+  ASSERT_EQ(Open("a/b/c/file"), 0);
+  const std::vector<std::string> calls = env_.recorded();
+  ASSERT_FALSE(calls.empty());
+  // Without openat2 (or forced), one open per component.
+  if (calls.front() != "openat2") {
+    EXPECT_EQ(calls.size(), 4u + 3u) << "4 opens, 3 closes";
+  }
+  const auto open_fds = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator());
+  };
+  const auto before = open_fds();
+  for (size_t i = 1; i <= calls.size(); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i) + " (" + calls[i - 1] + ")");
+    env_.FailCall(static_cast<int>(i), EIO);
+    const int err = Open("a/b/c/file");
+    ASSERT_EQ(env_.failed_call(), calls[i - 1]) << "the targeted call was reached";
+    // A failed close still closes (and the open succeeded); any other failure is the answer.
+    if (calls[i - 1] == "close") {
+      EXPECT_EQ(err, 0);
+    } else {
+      EXPECT_EQ(err, EIO);
+    }
+    EXPECT_EQ(open_fds(), before);
+  }
+  env_.FailCall(0, 0);
 }
 
 TEST_P(OpenBeneathTest, OpenDirBeneathSaysALinkWasNotFollowed) {
   fs::rename(base_ / "a" / "b", base_ / "a" / "b.real");
   fs::create_directory_symlink(fs::path(root_) / "victim" / "b", base_ / "a" / "b");
-  auto r = OpenDirBeneath(base_fd_, "a/b/c", "/shown/a/b/c");
+  auto r = OpenDirBeneath(env_, base_fd_, "a/b/c", "/shown/a/b/c");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(
                 "/shown/a/b/c: a symlink stands where a directory of this path should be"),
@@ -143,8 +178,8 @@ TEST_F(MountBoundTest, ABindMountOfTheSameFilesystemHasAnotherMountId) {
   const int b = ::open(dst.c_str(), O_RDONLY | O_DIRECTORY);
   uint64_t id_a = 0;
   uint64_t id_b = 0;
-  ASSERT_EQ(MountIdOf(a, &id_a), 0);
-  ASSERT_EQ(MountIdOf(b, &id_b), 0);
+  ASSERT_EQ(PosixEnv()->MountId(a, &id_a), 0);
+  ASSERT_EQ(PosixEnv()->MountId(b, &id_b), 0);
   EXPECT_NE(id_a, id_b);
   struct stat sa {};
   struct stat sb {};
@@ -152,7 +187,7 @@ TEST_F(MountBoundTest, ABindMountOfTheSameFilesystemHasAnotherMountId) {
   ASSERT_EQ(::fstat(b, &sb), 0);
   EXPECT_EQ(sa.st_dev, sb.st_dev) << "the case st_dev cannot tell";
   MountInfo info;
-  ASSERT_TRUE(FindMount(id_b, &info));
+  ASSERT_TRUE(PosixEnv()->FindMount(id_b, &info));
   EXPECT_FALSE(info.fs_type.empty());
   // Unescaped: the bind's mount point and root as paths, and its device as st_dev.
   EXPECT_EQ(info.mount_point, fs::canonical(dst).string());
@@ -172,12 +207,13 @@ TEST_F(MountBoundTest, FindMountReadsTheTableAgainOnlyOnceAMountChanged) {
   if (!Bind(src, dst)) GTEST_SKIP() << why_;
   const base::UniqueFd b(::open(dst.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   uint64_t id_b = 0;
-  ASSERT_EQ(MountIdOf(b.get(), &id_b), 0);
+  ASSERT_EQ(PosixEnv()->MountId(b.get(), &id_b), 0);
   MountInfo info;
-  ASSERT_TRUE(FindMount(id_b, &info));  // reads the table if it changed since the last read
+  ASSERT_TRUE(
+      PosixEnv()->FindMount(id_b, &info));  // reads the table if it changed since the last read
   const uint64_t before = MountTableReadsForTesting();
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(FindMount(id_b, &info));
+    ASSERT_TRUE(PosixEnv()->FindMount(id_b, &info));
     EXPECT_EQ(info.mount_point, fs::canonical(dst).string());
   }
   // No mount of the test's changed: no read (at most one more for a test elsewhere that mounts
@@ -187,14 +223,15 @@ TEST_F(MountBoundTest, FindMountReadsTheTableAgainOnlyOnceAMountChanged) {
   ASSERT_TRUE(Bind(src, later));
   const base::UniqueFd c(::open(later.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   uint64_t id_c = 0;
-  ASSERT_EQ(MountIdOf(c.get(), &id_c), 0);
-  ASSERT_TRUE(FindMount(id_c, &info)) << "a mount made since the last read";
+  ASSERT_EQ(PosixEnv()->MountId(c.get(), &id_c), 0);
+  ASSERT_TRUE(PosixEnv()->FindMount(id_c, &info)) << "a mount made since the last read";
   EXPECT_EQ(info.mount_point, fs::canonical(later).string());
-  ASSERT_TRUE(FindMount(id_b, &info));
+  ASSERT_TRUE(PosixEnv()->FindMount(id_b, &info));
 
   ASSERT_EQ(::umount2(later.c_str(), MNT_DETACH), 0);
   bound_.pop_back();
-  EXPECT_FALSE(FindMount(id_c, &info) && info.mount_point == fs::canonical(later).string())
+  EXPECT_FALSE(PosixEnv()->FindMount(id_c, &info) &&
+               info.mount_point == fs::canonical(later).string())
       << "a mount removed since the last read";
 }
 

@@ -35,16 +35,16 @@ std::string RemovingName() {
   return std::string(kRemovingPrefix) + hex;
 }
 
-bool IsLive(Filesystem& fs, int dir_fd, const std::string& name) {
+bool IsLive(Env& fs, int dir_fd, const std::string& name) {
   std::string live;
   return fs.ReadlinkAt(dir_fd, kDataDirName, &live) == 0 && live == name;
 }
 
 }  // namespace
 
-RemovalQueue::RemovalQueue(Filesystem* fs, std::function<Clock::time_point()> now)
-    : fs_(fs != nullptr ? fs : PosixFilesystem()), now_(std::move(now)) {
-  if (!now_) now_ = [] { return Clock::now(); };
+RemovalQueue::RemovalQueue(Env* fs, std::function<Clock::time_point()> now)
+    : fs_(fs != nullptr ? fs : PosixEnv()), now_(std::move(now)) {
+  if (!now_) now_ = [env = fs_] { return env->SteadyNow(); };
 }
 
 RemovalQueue::~RemovalQueue() { Stop(); }
@@ -104,14 +104,14 @@ int RemovalQueue::OpenVolumeDir(const Key& key, const Entry& entry) {
   if (entry.root.empty()) {
     return fs_->OpenAt(AT_FDCWD, key.volume_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
   }
-  base::Result<int> root = OpenRootDir(entry.root);
+  base::Result<int> root = OpenRootDir(*fs_, entry.root);
   if (!root.ok()) {
     errno = root.status().sys_errno() != 0 ? root.status().sys_errno() : EIO;
     return -1;
   }
-  const int fd = atomicwriter::OpenBeneath(*root, entry.rel, O_RDONLY | O_DIRECTORY);
+  const int fd = atomicwriter::OpenBeneath(*fs_, *root, entry.rel, O_RDONLY | O_DIRECTORY);
   const int err = errno;
-  ::close(*root);
+  fs_->Close(*root);
   errno = err;
   return fd;
 }
@@ -222,7 +222,7 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
 
 RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry,
                                               std::string* error) {
-  Filesystem& fs = *fs_;
+  Env& fs = *fs_;
   struct stat st {};
   if (fs.FstatAt(dir_fd, key.name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return Outcome::kKept;

@@ -45,7 +45,7 @@
 #include <thread>
 #include <utility>
 
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
 
 namespace atomicwriter {
 
@@ -69,8 +69,8 @@ class RemovalQueue {
     std::string last_error;  // the last failure, naming the volume dir and entry
   };
 
-  // `fs` nullptr means PosixFilesystem(); `now` empty means Clock::now.
-  explicit RemovalQueue(Filesystem* fs = nullptr, std::function<Clock::time_point()> now = {});
+  // `fs` nullptr means PosixEnv(); `now` empty means the Env's SteadyNow.
+  explicit RemovalQueue(Env* fs = nullptr, std::function<Clock::time_point()> now = {});
   ~RemovalQueue();  // stops the worker; entries not yet removed stay on disk
   RemovalQueue(const RemovalQueue&) = delete;
   RemovalQueue& operator=(const RemovalQueue&) = delete;
@@ -162,7 +162,7 @@ class RemovalQueue {
   // How long a held-back entry waits before it is looked at again.
   static constexpr Clock::duration kHeldRetry = std::chrono::seconds(1);
 
-  Filesystem* fs_;
+  Env* fs_;
   std::function<Clock::time_point()> now_;
   std::function<bool()> permitted_;
   mutable std::mutex mu_;

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/writer_test_fixture.h"
 
 namespace atomicwriter {
@@ -209,7 +209,7 @@ TEST_F(QueuedWriterTest, AVolumeDirMadeAgainIsNotTheQueuedOnes) {
 // dir (an entry of another writer, a link removed), other top-level names, or a grace period
 // since the last full read make the next write read the dir again.
 TEST_F(QueuedWriterTest, TheBytesTheLiveVersionHoldsAreReadAgainOnlyWhenSomethingInItChanged) {
-  FaultInjectionFilesystem counting(PosixFilesystem());
+  FaultInjectionEnv counting(PosixEnv());
   Options o = Queued();
   o.fs = &counting;
   auto w = OpenWriter(o);
@@ -260,7 +260,7 @@ TEST_F(QueuedWriterTest, TheBytesTheLiveVersionHoldsAreReadAgainOnlyWhenSomethin
 }
 
 TEST_F(QueuedWriterTest, WritesReadTheVolumeDirAgainOnlyWhenSomethingElseMayHaveChangedIt) {
-  FaultInjectionFilesystem counting(PosixFilesystem());
+  FaultInjectionEnv counting(PosixEnv());
   Options o = Queued();
   o.fs = &counting;
   auto w = OpenWriter(o);
@@ -350,7 +350,7 @@ TEST_F(QueuedWriterTest, WithoutAQueueTheWriterStillRemovesInterruptedRemovals) 
 }
 
 TEST_F(QueuedWriterTest, AFailedRemovalIsRetriedAGracePeriodLaterUnderItsNewName) {
-  FaultInjectionFilesystem faulty(PosixFilesystem());
+  FaultInjectionEnv faulty(PosixEnv());
   RemovalQueue queue(&faulty, [this] { return now_; });
   Options o = Queued();
   o.removals = &queue;

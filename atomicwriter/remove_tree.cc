@@ -15,8 +15,8 @@ using base::ErrnoError;
 namespace {
 
 // RemoveTreeAt below a directory on mount `mount`.
-base::Status RemoveOnMount(Filesystem& fs, int dirfd, const std::string& name,
-                           const std::string& shown, unsigned char type, uint64_t mount) {
+base::Status RemoveOnMount(Env& fs, int dirfd, const std::string& name, const std::string& shown,
+                           unsigned char type, uint64_t mount) {
   if (type != DT_DIR) {
     if (fs.UnlinkAt(dirfd, name, 0) == 0 || errno == ENOENT) return base::Status::OK();
     if (errno != EISDIR) return ErrnoError("remove", shown, errno);
@@ -74,16 +74,16 @@ base::Status RemoveOnMount(Filesystem& fs, int dirfd, const std::string& name,
 
 }  // namespace
 
-base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
-                          const std::string& shown, unsigned char type) {
+base::Status RemoveTreeAt(Env& fs, int dirfd, const std::string& name, const std::string& shown,
+                          unsigned char type) {
   uint64_t mount = 0;
   if (fs.MountId(dirfd, &mount) != 0)
     return ErrnoError("read the mount of the dir of", shown, errno);
   return RemoveOnMount(fs, dirfd, name, shown, type, mount);
 }
 
-base::Status RemoveTree(const std::string& path, Filesystem* fs) {
-  if (fs == nullptr) fs = PosixFilesystem();
+base::Status RemoveTree(const std::string& path, Env* fs) {
+  if (fs == nullptr) fs = PosixEnv();
   std::string trimmed = path;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   const size_t slash = trimmed.rfind('/');

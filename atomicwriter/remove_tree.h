@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
 #include "base/status.h"
 
 namespace atomicwriter {
@@ -22,12 +22,12 @@ namespace atomicwriter {
 // removed while still open: its blocks are freed when it is closed, after rmdir has released the
 // parent's lock (on ext4 rmdir otherwise frees them, waiting for the discard on a `discard`
 // mount, while every create and rename in the parent waits: about 0.3 ms here, measured).
-base::Status RemoveTreeAt(Filesystem& fs, int dirfd, const std::string& name,
-                          const std::string& shown, unsigned char type = DT_UNKNOWN);
+base::Status RemoveTreeAt(Env& fs, int dirfd, const std::string& name, const std::string& shown,
+                          unsigned char type = DT_UNKNOWN);
 
 // The same for a path: its parent is opened (the parent path itself is trusted), then the last
-// component is removed with RemoveTreeAt. `fs` nullptr means PosixFilesystem().
-base::Status RemoveTree(const std::string& path, Filesystem* fs = nullptr);
+// component is removed with RemoveTreeAt. `fs` nullptr means PosixEnv().
+base::Status RemoveTree(const std::string& path, Env* fs = nullptr);
 
 }  // namespace atomicwriter
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/volume_inspector.h"
 #include "atomicwriter/writer_test_fixture.h"
 
@@ -52,7 +52,7 @@ TEST_F(RemoveTreeTest, RemovesASymlinkItselfNotItsTarget) {
 
 TEST_F(RemoveTreeTest, FailuresAreReportedWithErrno) {
   fs::create_directories(fs::path(vol_) / "a" / "b");
-  FaultInjectionFilesystem faulty(PosixFilesystem());
+  FaultInjectionEnv faulty(PosixEnv());
   faulty.FailCall(3, EIO);
   base::Status s = RemoveTree(vol_, &faulty);
   ASSERT_FALSE(s.ok());
@@ -64,11 +64,11 @@ TEST_F(RemoveTreeTest, FailuresAreReportedWithErrno) {
 
 // Records, for every directory the removal opens, whether its descriptor was still open when
 // the directory itself was removed.
-class OrderRecordingFilesystem : public FaultInjectionFilesystem {
+class OrderRecordingFilesystem : public FaultInjectionEnv {
  public:
-  OrderRecordingFilesystem() : FaultInjectionFilesystem(PosixFilesystem()) {}
+  OrderRecordingFilesystem() : FaultInjectionEnv(PosixEnv()) {}
   int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override {
-    const int fd = FaultInjectionFilesystem::OpenAt(dirfd, path, flags, mode);
+    const int fd = FaultInjectionEnv::OpenAt(dirfd, path, flags, mode);
     if (fd >= 0 && (flags & O_DIRECTORY) != 0) open_[path] = fd;
     return fd;
   }
@@ -79,11 +79,11 @@ class OrderRecordingFilesystem : public FaultInjectionFilesystem {
         break;
       }
     }
-    return FaultInjectionFilesystem::Close(fd);
+    return FaultInjectionEnv::Close(fd);
   }
   int UnlinkAt(int dirfd, const std::string& path, int flags) override {
     if ((flags & AT_REMOVEDIR) != 0) removed_while_open_[path] = open_.count(path) != 0;
-    return FaultInjectionFilesystem::UnlinkAt(dirfd, path, flags);
+    return FaultInjectionEnv::UnlinkAt(dirfd, path, flags);
   }
 
   std::map<std::string, int> open_;                 // dir name -> its open descriptor

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "atomicwriter/atomic_writer.h"
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
 #include "atomicwriter/writer_test_fixture.h"
@@ -121,7 +121,7 @@ TEST_F(ReplacedVersionTest, AtOnceWithoutAQueueTheWriteRemovesItAfterTheSwap) {
 }
 
 TEST_F(ReplacedVersionTest, AFailedRemovalInTheWriteLeavesTheRestToTheGracePeriod) {
-  FaultInjectionFilesystem faulty(PosixFilesystem());
+  FaultInjectionEnv faulty(PosixEnv());
   Options o = With(ReplacedVersion::kAtOnce, /*queued=*/false);
   o.fs = &faulty;
   auto w = OpenWriter(o);

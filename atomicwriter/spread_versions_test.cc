@@ -26,7 +26,7 @@
 
 #include "atomicwriter/atomic_writer.h"
 #include "atomicwriter/ext4_image_fixture.h"
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
 #include "atomicwriter/volume_inspector.h"
@@ -74,26 +74,26 @@ std::string Hex(int flags) {
 
 // Records the calls that place a version: each symlink made and each rename's two ends, as dir
 // path + name, and each change of inode flags, with the flags.
-class PlacementRecorder : public FaultInjectionFilesystem {
+class PlacementRecorder : public FaultInjectionEnv {
  public:
-  PlacementRecorder() : FaultInjectionFilesystem(PosixFilesystem()) {}
+  PlacementRecorder() : FaultInjectionEnv(PosixEnv()) {}
 
   int SymlinkAt(const std::string& target, int dirfd, const std::string& linkpath) override {
     Record("symlink " + target + " at " + DirOf(dirfd) + "/" + linkpath);
-    return FaultInjectionFilesystem::SymlinkAt(target, dirfd, linkpath);
+    return FaultInjectionEnv::SymlinkAt(target, dirfd, linkpath);
   }
   int RenameAt(int olddirfd, const std::string& oldpath, int newdirfd,
                const std::string& newpath) override {
     Record("rename " + DirOf(olddirfd) + "/" + oldpath + " to " + DirOf(newdirfd) + "/" + newpath);
-    return FaultInjectionFilesystem::RenameAt(olddirfd, oldpath, newdirfd, newpath);
+    return FaultInjectionEnv::RenameAt(olddirfd, oldpath, newdirfd, newpath);
   }
   int GetInodeFlags(int fd, int* flags) override {
     Record("getflags " + DirOf(fd));
-    return FaultInjectionFilesystem::GetInodeFlags(fd, flags);
+    return FaultInjectionEnv::GetInodeFlags(fd, flags);
   }
   int SetInodeFlags(int fd, int flags) override {
     Record("setflags " + DirOf(fd) + " " + Hex(flags));
-    return FaultInjectionFilesystem::SetInodeFlags(fd, flags);
+    return FaultInjectionEnv::SetInodeFlags(fd, flags);
   }
 
   std::vector<std::string> TakeCalls() {

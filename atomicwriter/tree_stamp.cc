@@ -23,7 +23,7 @@ uint64_t EntryHash(const struct stat& st) {
 }
 
 struct TreeWalk {
-  Filesystem& fs;
+  Env& fs;
   dev_t dev;
   uint64_t sum = 0;
   int entries = 0;
@@ -51,7 +51,7 @@ struct TreeWalk {
 
 }  // namespace
 
-std::optional<uint64_t> TreeStamp(Filesystem& fs, int dir_fd, const std::string& name,
+std::optional<uint64_t> TreeStamp(Env& fs, int dir_fd, const std::string& name,
                                   const struct stat& st) {
   TreeWalk walk{fs, st.st_dev};
   walk.sum = EntryHash(st);

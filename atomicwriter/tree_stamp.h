@@ -25,7 +25,7 @@
 #include <optional>
 #include <string>
 
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
 
 namespace atomicwriter {
 
@@ -34,7 +34,7 @@ inline constexpr int kTreeStampMaxDepth = 32;
 
 // The stamp of entry `name` of the dir open as `dir_fd`, whose lstat is `st`; nullopt when it
 // cannot be judged (too big, too deep, unreadable, or changed type while read).
-std::optional<uint64_t> TreeStamp(Filesystem& fs, int dir_fd, const std::string& name,
+std::optional<uint64_t> TreeStamp(Env& fs, int dir_fd, const std::string& name,
                                   const struct stat& st);
 
 }  // namespace atomicwriter

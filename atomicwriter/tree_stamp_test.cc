@@ -25,7 +25,7 @@ class TreeStampTest : public WriterTest {
     EXPECT_GE(dir, 0);
     struct stat st {};
     EXPECT_EQ(::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW), 0);
-    auto out = TreeStamp(*PosixFilesystem(), dir, name, st);
+    auto out = TreeStamp(*PosixEnv(), dir, name, st);
     ::close(dir);
     return out;
   }

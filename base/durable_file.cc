@@ -36,27 +36,6 @@ std::string FileStamp(const std::string& path) {
          std::to_string(st.st_mtim.tv_nsec);
 }
 
-bool FileHolds(int fd, std::string_view data, off_t size) {
-  if (size < 0 || static_cast<size_t>(size) != data.size()) return false;
-  std::array<char, 64 * 1024> buf{};
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n =
-        ::pread(fd, buf.data(), std::min(buf.size(), data.size() - off), static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    if (std::memcmp(buf.data(), data.data() + off, static_cast<size_t>(n)) != 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  // Nothing past it: a file that grew since its size was taken does not hold `data`.
-  char past = 0;
-  ssize_t n;
-  do {
-    n = ::pread(fd, &past, 1, static_cast<off_t>(off));
-  } while (n < 0 && errno == EINTR);
-  return n == 0;
-}
-
 namespace {
 
 // "<path>: <why>": the one shape of ReadRegularFile's errors, so callers can prefix them.

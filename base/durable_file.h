@@ -47,12 +47,6 @@ std::string DurableTempName(const std::string& name);
 // Writes all of `data` to `fd` (retrying short writes and EINTR); errors name `path`.
 Status WriteAll(int fd, std::string_view data, const std::string& path);
 
-// True when the file open as `fd`, of `size` bytes (its st_size), holds exactly `data`: read from
-// offset 0 with pread (the file offset is left alone), 64 KiB at a time, then one more byte must
-// be end of file. A read error, or a file shorter or longer than `data`, whatever `size` said
-// (it may have changed since it was taken), is false.
-bool FileHolds(int fd, std::string_view data, off_t size);
-
 // "<dev>:<ino>:<size>:<mtime s>.<ns>" of the file at `path` (stat: a symlink is followed), or ""
 // when it cannot be stat'ed: two stamps differ when the file was replaced or rewritten.
 std::string FileStamp(const std::string& path);

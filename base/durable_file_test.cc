@@ -36,27 +36,6 @@ TEST_F(DurableFileTest, TempNamesAreUniquePerCallAndNameTheProcess) {
   EXPECT_NE(one, "ownership.journal.tmp");
 }
 
-// FileHolds compares every byte, across its 64 KiB reads, and leaves the file offset alone.
-TEST_F(DurableFileTest, FileHoldsComparesEveryByteWithoutMovingTheOffset) {
-  std::string data(200 * 1024, 'a');
-  data[150 * 1024] = 'b';
-  ASSERT_TRUE(WriteFileDurably(dir_, "f", data).ok());
-  const int fd = ::open((dir_ + "/f").c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  const off_t size = static_cast<off_t>(data.size());
-  EXPECT_TRUE(FileHolds(fd, data, size));
-  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 0);
-  std::string other = data;
-  other[150 * 1024] = 'c';  // differs in the third read only
-  EXPECT_FALSE(FileHolds(fd, other, size));
-  EXPECT_FALSE(FileHolds(fd, data.substr(1), size));  // sizes differ
-  EXPECT_FALSE(FileHolds(fd, data + "x", size + 1));  // the file is shorter than said
-  EXPECT_FALSE(FileHolds(fd, data, -1));
-  // The file grew after its size was taken: the bytes past `data` count.
-  EXPECT_FALSE(FileHolds(fd, data.substr(0, data.size() - 1), size - 1));
-  ::close(fd);
-}
-
 // FileStamp changes when the file is replaced or rewritten, and is empty when it is missing.
 TEST_F(DurableFileTest, FileStampChangesWithTheFileAndIsEmptyWhenMissing) {
   EXPECT_EQ(FileStamp(dir_ + "/none"), "");

@@ -387,7 +387,7 @@ bool PlaceLikeTheWriter(const std::string& vol) {
 void RemoveVersion(const std::string& vol, const std::string& name) {
   const int fd = ::open(vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) Die("open " + vol);
-  if (!atomicwriter::RemoveTreeAt(*atomicwriter::PosixFilesystem(), fd, name, name, DT_DIR).ok()) {
+  if (!atomicwriter::RemoveTreeAt(*atomicwriter::PosixEnv(), fd, name, name, DT_DIR).ok()) {
     Die("remove " + name);
   }
   ::close(fd);

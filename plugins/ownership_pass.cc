@@ -17,7 +17,7 @@ constexpr mode_t kExecMask = 0110;  // group and owner search on directories
 
 class OwnershipWalker {
  public:
-  OwnershipWalker(atomicwriter::Filesystem& fs, gid_t gid, OwnershipPassStats* stats)
+  OwnershipWalker(atomicwriter::Env& fs, gid_t gid, OwnershipPassStats* stats)
       : fs_(fs), gid_(gid), stats_(stats) {}
 
   // Children of the open directory `dir_fd`, then the directory itself.
@@ -97,14 +97,14 @@ class OwnershipWalker {
     fs_.Close(fd);
   }
 
-  atomicwriter::Filesystem& fs_;
+  atomicwriter::Env& fs_;
   gid_t gid_;
   OwnershipPassStats* stats_;
 };
 
 }  // namespace
 
-base::Status SetVolumeOwnership(atomicwriter::Filesystem& fs, int volume_dir_fd, gid_t fs_group,
+base::Status SetVolumeOwnership(atomicwriter::Env& fs, int volume_dir_fd, gid_t fs_group,
                                 OwnershipPassStats* stats) {
   OwnershipPassStats local;
   if (stats == nullptr) stats = &local;
@@ -120,7 +120,7 @@ base::Status SetVolumeOwnership(atomicwriter::Filesystem& fs, int volume_dir_fd,
 }
 
 atomicwriter::PermissionCallback OwnershipPass(gid_t fs_group, OwnershipPassTarget target) {
-  return [fs_group, target = std::move(target)](atomicwriter::Filesystem& fs, int volume_dir_fd,
+  return [fs_group, target = std::move(target)](atomicwriter::Env& fs, int volume_dir_fd,
                                                 const std::string& /*ts_dir*/) -> base::Status {
     OwnershipPassStats stats;
     base::Status s = SetVolumeOwnership(fs, volume_dir_fd, fs_group, &stats);

@@ -7,7 +7,7 @@
 // (lchown) and never chmodded; other file types are chowned only. Consequence, as upstream:
 // `defaultMode: 0400` shows as 0440 (issue 57923).
 //
-// Safety: every call goes through atomicwriter::Filesystem relative to the volume dir's
+// Safety: every call goes through atomicwriter::Env relative to the volume dir's
 // descriptor, opening with O_NOFOLLOW and changing the opened object, so no symlink is ever
 // followed and nothing outside the volume dir changes. A failed chown or chmod of one entry is
 // logged and skipped (as upstream); only an unreadable volume dir fails the pass.
@@ -19,7 +19,7 @@
 #include <string>
 
 #include "atomicwriter/atomic_writer.h"
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
 #include "base/status.h"
 #include "kube/pod.h"
 
@@ -32,7 +32,7 @@ struct OwnershipPassStats {
 };
 
 // Runs the pass over the directory open at `volume_dir_fd`.
-base::Status SetVolumeOwnership(atomicwriter::Filesystem& fs, int volume_dir_fd, gid_t fs_group,
+base::Status SetVolumeOwnership(atomicwriter::Env& fs, int volume_dir_fd, gid_t fs_group,
                                 OwnershipPassStats* stats = nullptr);
 
 // The volume a pass runs on, as its log lines (keys pod, podUID, volume) and errors

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "atomicwriter/fault_injection_filesystem.h"
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/volume_inspector.h"
 
 namespace plugins {
@@ -32,7 +32,7 @@ StatInfo Lstat(const std::string& path) {
 
 // Only root may give a file any group. Elsewhere the pass's chowns go to the caller's own group
 // and the group asked for is what the test checks, so these tests run as any user.
-void AllowChown(atomicwriter::FaultInjectionFilesystem& fs) {
+void AllowChown(atomicwriter::FaultInjectionEnv& fs) {
   if (::geteuid() != 0) fs.RedirectChown(::getegid());
 }
 
@@ -68,7 +68,7 @@ class OwnershipPassTest : public ::testing::Test {
 
   base::Result<atomicwriter::WriteResult> Write(const atomicwriter::Payload& payload,
                                                 const atomicwriter::PermissionCallback& cb,
-                                                atomicwriter::Filesystem* fs = nullptr) {
+                                                atomicwriter::Env* fs = nullptr) {
     atomicwriter::Options options;
     options.fs = fs != nullptr ? fs : &fs_;
     auto writer = atomicwriter::AtomicWriter::Open(volume_, options);
@@ -76,7 +76,7 @@ class OwnershipPassTest : public ::testing::Test {
     return (*writer)->Write(payload, cb);
   }
 
-  atomicwriter::FaultInjectionFilesystem fs_{atomicwriter::PosixFilesystem()};
+  atomicwriter::FaultInjectionEnv fs_{atomicwriter::PosixEnv()};
   std::string root_, volume_, outside_;
 };
 
@@ -146,7 +146,7 @@ TEST_F(OwnershipPassTest, FailedCallsAreSkippedNotFatal) {
   EXPECT_EQ(clean.failures, 0);
   EXPECT_GE(clean.entries, 7);  // volume, ts dir, a, d, d/b, ..data, a link, d link
 
-  atomicwriter::FaultInjectionFilesystem counting(atomicwriter::PosixFilesystem());
+  atomicwriter::FaultInjectionEnv counting(atomicwriter::PosixEnv());
   AllowChown(counting);
   counting.FailCall(0, 0);
   ASSERT_TRUE(SetVolumeOwnership(counting, dir_fd, kFsGroup).ok());
@@ -154,7 +154,7 @@ TEST_F(OwnershipPassTest, FailedCallsAreSkippedNotFatal) {
   ASSERT_GT(total_calls, 10);
   for (int k = 2; k <= total_calls; ++k) {  // call 1 is the probe of the volume dir
     SCOPED_TRACE(k);
-    atomicwriter::FaultInjectionFilesystem faulty(atomicwriter::PosixFilesystem());
+    atomicwriter::FaultInjectionEnv faulty(atomicwriter::PosixEnv());
     AllowChown(faulty);
     faulty.FailCall(k, EPERM);
     OwnershipPassStats stats;
@@ -163,7 +163,7 @@ TEST_F(OwnershipPassTest, FailedCallsAreSkippedNotFatal) {
       EXPECT_EQ(stats.failures, 1) << faulty.failed_call();
     }
   }
-  atomicwriter::FaultInjectionFilesystem unreadable(atomicwriter::PosixFilesystem());
+  atomicwriter::FaultInjectionEnv unreadable(atomicwriter::PosixEnv());
   unreadable.FailCall(1, EACCES);
   base::Status s = SetVolumeOwnership(unreadable, dir_fd, kFsGroup);
   EXPECT_FALSE(s.ok());

@@ -1,10 +1,10 @@
 // libFuzzer target: payloads of fuzzed paths (NUL bytes, "..", slashes, anything) written by the
-// real AtomicWriter, through the real PosixFilesystem, into a volume dir inside a sandbox. Nothing
+// real AtomicWriter, through the real PosixEnv, into a volume dir inside a sandbox. Nothing
 // may ever be created, changed or removed outside the volume dir. The input is one byte of
 // choices, then up to 16 paths separated by '\n' (each file's content names its index).
 //
 // Two oracles:
-//  * at the system-call boundary, a Filesystem that forwards to PosixFilesystem() traps on any
+//  * at the system-call boundary, a Env that forwards to PosixEnv() traps on any
 //    name or link target that, read as the kernel reads it (up to its first NUL), is absolute or
 //    has a ".." element: the writer only ever passes single names and cleaned relative paths
 //    below the volume dir (the one absolute name is Open's own, the volume dir). This catches an
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "atomicwriter/atomic_writer.h"
-#include "atomicwriter/filesystem.h"
+#include "atomicwriter/env.h"
 #include "atomicwriter/path_validation.h"
 #include "base/strings.h"
 
@@ -70,63 +70,54 @@ bool CouldLeave(const std::string& name) {
   __builtin_trap();
 }
 
-class EscapeGuard final : public atomicwriter::Filesystem {
+class EscapeGuard final : public atomicwriter::EnvWrapper {
  public:
-  explicit EscapeGuard(std::string volume_dir) : volume_dir_(std::move(volume_dir)) {}
+  explicit EscapeGuard(std::string volume_dir)
+      : EnvWrapper(atomicwriter::PosixEnv()), volume_dir_(std::move(volume_dir)) {}
 
   int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override {
     if (!(dirfd == AT_FDCWD && path == volume_dir_)) Check("openat", path);
-    return base_->OpenAt(dirfd, path, flags, mode);
+    return target()->OpenAt(dirfd, path, flags, mode);
   }
-  int Close(int fd) override { return base_->Close(fd); }
-  ssize_t WriteAll(int fd, const void* buf, size_t n) override {
-    return base_->WriteAll(fd, buf, n);
-  }
-  ssize_t Read(int fd, void* buf, size_t n) override { return base_->Read(fd, buf, n); }
-  int Fsync(int fd) override { return base_->Fsync(fd); }
-  int Fchmod(int fd, mode_t mode) override { return base_->Fchmod(fd, mode); }
-  int Fchown(int fd, uid_t uid, gid_t gid) override { return base_->Fchown(fd, uid, gid); }
   int FchmodAt(int dirfd, const std::string& path, mode_t mode, int flags) override {
     Check("fchmodat", path);
-    return base_->FchmodAt(dirfd, path, mode, flags);
+    return target()->FchmodAt(dirfd, path, mode, flags);
   }
   int FchownAt(int dirfd, const std::string& path, uid_t uid, gid_t gid, int flags) override {
     Check("fchownat", path);
-    return base_->FchownAt(dirfd, path, uid, gid, flags);
+    return target()->FchownAt(dirfd, path, uid, gid, flags);
   }
   int FstatAt(int dirfd, const std::string& path, struct stat* st, int flags) override {
     Check("fstatat", path);
-    return base_->FstatAt(dirfd, path, st, flags);
+    return target()->FstatAt(dirfd, path, st, flags);
   }
   int MkdirAt(int dirfd, const std::string& path, mode_t mode) override {
     Check("mkdirat", path);
-    return base_->MkdirAt(dirfd, path, mode);
+    return target()->MkdirAt(dirfd, path, mode);
   }
-  int SymlinkAt(const std::string& target, int dirfd, const std::string& linkpath) override {
-    Check("symlinkat (target)", target);
+  int SymlinkAt(const std::string& link_target, int dirfd, const std::string& linkpath) override {
+    Check("symlinkat (target)", link_target);
     Check("symlinkat", linkpath);
-    return base_->SymlinkAt(target, dirfd, linkpath);
+    return target()->SymlinkAt(link_target, dirfd, linkpath);
+  }
+  int OpenAt2Beneath(int dirfd, const std::string& rel, int flags, mode_t mode) override {
+    Check("openat2", rel);
+    return target()->OpenAt2Beneath(dirfd, rel, flags, mode);
   }
   int ReadlinkAt(int dirfd, const std::string& path, std::string* out) override {
     Check("readlinkat", path);
-    return base_->ReadlinkAt(dirfd, path, out);
+    return target()->ReadlinkAt(dirfd, path, out);
   }
   int RenameAt(int olddirfd, const std::string& oldpath, int newdirfd,
                const std::string& newpath) override {
     Check("renameat (from)", oldpath);
     Check("renameat (to)", newpath);
-    return base_->RenameAt(olddirfd, oldpath, newdirfd, newpath);
+    return target()->RenameAt(olddirfd, oldpath, newdirfd, newpath);
   }
   int UnlinkAt(int dirfd, const std::string& path, int flags) override {
     Check("unlinkat", path);
-    return base_->UnlinkAt(dirfd, path, flags);
+    return target()->UnlinkAt(dirfd, path, flags);
   }
-  int ReadDir(int dirfd, std::vector<atomicwriter::DirEntry>* entries) override {
-    return base_->ReadDir(dirfd, entries);
-  }
-  int GetInodeFlags(int fd, int* flags) override { return base_->GetInodeFlags(fd, flags); }
-  int SetInodeFlags(int fd, int flags) override { return base_->SetInodeFlags(fd, flags); }
-  int MountId(int fd, uint64_t* mount_id) override { return base_->MountId(fd, mount_id); }
 
  private:
   static void Check(const char* call, const std::string& name) {
@@ -134,7 +125,6 @@ class EscapeGuard final : public atomicwriter::Filesystem {
   }
 
   std::string volume_dir_;
-  atomicwriter::Filesystem* base_ = atomicwriter::PosixFilesystem();
 };
 
 // <top>/marker/m                       beside the sandbox, in its parent

@@ -17,6 +17,7 @@ namespace volumemanager {
 struct VolumeManager::ScanWork {
   uv_work_t req;
   VolumeManager* self;
+  atomicwriter::Env* env;
   std::string root_dir;
   OwnershipJournal* journal;
   std::set<std::string> plugin_dirs;
@@ -26,6 +27,7 @@ struct VolumeManager::ScanWork {
 struct VolumeManager::OrphanWork {
   uv_work_t req;
   VolumeManager* self;
+  atomicwriter::Env* env;
   std::string root_dir;
   OwnershipJournal* journal;
   const WriteGate* gate;
@@ -42,8 +44,15 @@ void FromLoop(const char* what, F&& body) {
   }
 }
 
+// The options with their defaults filled in.
+VolumeManagerOptions WithDefaults(VolumeManagerOptions o) {
+  if (o.env == nullptr) o.env = atomicwriter::PosixEnv();
+  return o;
+}
+
 ReconcilerOptions ToReconcilerOptions(const VolumeManagerOptions& o) {
   ReconcilerOptions r;
+  r.env = o.env;
   r.root_dir = o.root_dir;
   r.durable = o.durable;
   r.tmpfs = o.tmpfs;
@@ -66,11 +75,13 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
                              cache::ObjectManager* objects, const plugins::PluginRegistry* registry,
                              std::function<bool()> all_sources_seen)
     : loop_(loop),
-      options_(std::move(options)),
+      options_(WithDefaults(std::move(options))),
       registry_(registry),
       objects_(objects),
       all_sources_seen_(std::move(all_sources_seen)),
-      executor_(loop, &OperationExecutor::Clock::now, options_.write_gate),
+      removals_(options_.env),
+      executor_(
+          loop, [env = options_.env] { return env->SteadyNow(); }, options_.write_gate),
       populator_(registry, &dsw_, &asw_, objects, options_.kubelet_owns_volumes, options_.tokens,
                  options_.read_policy, options_.on_policy_refusal),
       reconciler_(
@@ -162,6 +173,7 @@ void VolumeManager::Start() {
     };
     VolumeDirWatcherOptions watcher_options;
     watcher_options.root_dir = options_.root_dir;
+    watcher_options.env = options_.env;
     if (base::Status s = dir_watcher_.Start(loop_, std::move(handler), std::move(watcher_options));
         !s.ok()) {
       spdlog::warn(
@@ -178,6 +190,7 @@ void VolumeManager::QueueScan() {
   auto* work = new ScanWork;
   work->req.data = work;
   work->self = this;
+  work->env = options_.env;
   work->root_dir = options_.root_dir;
   work->journal = options_.journal;
   for (const auto& plugin : registry_->plugins()) work->plugin_dirs.insert(plugin->EscapedName());
@@ -187,7 +200,7 @@ void VolumeManager::QueueScan() {
       [](uv_work_t* req) {
         auto* w = static_cast<ScanWork*>(req->data);
         base::Status s = base::CatchAll("reconstruction", [w] {
-          w->result = ReconstructOwnedVolumes(w->root_dir, *w->journal, w->plugin_dirs);
+          w->result = ReconstructOwnedVolumes(*w->env, w->root_dir, *w->journal, w->plugin_dirs);
         });
         if (!s.ok()) {  // a callback is a wall: start with nothing adopted
           w->result = ReconstructResult{};
@@ -211,7 +224,7 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
   if (!result.waiting_for_filesystem.empty()) {
     // Not the recorded filesystem (yet): no pass runs until a scan succeeds (the tick retries).
     for (const std::string& p : result.problems) spdlog::warn("reconstruction: {}", p);
-    scan_retry_at_ = std::chrono::steady_clock::now() + scan_retry_delay_;
+    scan_retry_at_ = options_.env->SteadyNow() + scan_retry_delay_;
     spdlog::warn(
         "reconstruction: {}: waiting for that filesystem (not mounted yet?) before adopting, "
         "tearing down or setting up anything; checking again in {} s (if it is gone for good, "
@@ -220,8 +233,8 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
     scan_retry_delay_ = std::min(scan_retry_delay_ * 2, std::chrono::seconds(30));
     waiting_for_filesystem_ = std::move(result.waiting_for_filesystem);
     if (tick_ != nullptr)
-      StartTick(std::chrono::ceil<std::chrono::milliseconds>(scan_retry_at_ -
-                                                             std::chrono::steady_clock::now()));
+      StartTick(
+          std::chrono::ceil<std::chrono::milliseconds>(scan_retry_at_ - options_.env->SteadyNow()));
     return;
   }
   waiting_for_filesystem_.clear();
@@ -245,7 +258,7 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
 }
 
 void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
-  const SteadyTime now = std::chrono::steady_clock::now();
+  const SteadyTime now = options_.env->SteadyNow();
   populator_.Apply(update, now);
   for (const podconfig::PodPtr& pod : update.pods) {
     const std::string& uid = pod->metadata.uid;
@@ -278,7 +291,7 @@ bool VolumeManager::MarkInputChanged(const VolumeKey& key, SteadyTime now) {
 }
 
 void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
-  const SteadyTime now = std::chrono::steady_clock::now();
+  const SteadyTime now = options_.env->SteadyNow();
   int marked = 0;
   for (const VolumeKey& key : dsw_.VolumesReading(object)) {
     if (MarkInputChanged(key, now)) ++marked;
@@ -289,7 +302,7 @@ void VolumeManager::OnObjectChanged(const kube::ObjectRef& object) {
 }
 
 void VolumeManager::OnTokenChanged(const kube::TokenRef& token) {
-  const SteadyTime now = std::chrono::steady_clock::now();
+  const SteadyTime now = options_.env->SteadyNow();
   int marked = 0;
   for (const VolumeKey& key : dsw_.VolumesOfPod(token.pod_uid)) {
     const DesiredVolume* d = dsw_.Find(key);
@@ -327,7 +340,7 @@ void VolumeManager::SchedulePassSoon() {
 
 void VolumeManager::RunPass() {
   if (stopping_) return;
-  const SteadyTime now = std::chrono::steady_clock::now();
+  const SteadyTime now = options_.env->SteadyNow();
   if (!reconstructed_) {
     // The scan's completion schedules a pass. While reconstruction waits for the root's recorded
     // filesystem, the tick is armed for the retry (OnScanDone) and the retry runs here.
@@ -459,6 +472,7 @@ void VolumeManager::CleanUpOrphanPodDirs() {
   }
   work->req.data = work.get();
   work->self = this;
+  work->env = options_.env;
   work->root_dir = options_.root_dir;
   work->journal = options_.journal;
   work->gate = options_.write_gate;
@@ -470,7 +484,7 @@ void VolumeManager::CleanUpOrphanPodDirs() {
         if (w->gate != nullptr && !w->gate->Open()) return;  // the next start's, then
         base::Status s = base::CatchAll("removing the empty dirs of gone pods", [w] {
           for (const std::string& uid : w->pod_uids) {
-            RemoveOwnedEmptyPodDirs(w->root_dir, uid, *w->journal);
+            RemoveOwnedEmptyPodDirs(*w->env, w->root_dir, uid, *w->journal);
           }
         });
         if (!s.ok()) spdlog::warn("{}", s.message());  // best effort; retried at the next start

@@ -103,7 +103,11 @@ struct VolumeManagerOptions {
   // (ReloadControllerOptions::observe), and the orphan pod dirs are left. The journal may then be
   // OwnershipJournal::ReadOnly's.
   bool observe = false;
-  // The reconciler's filesystem side (null: RealVolumeDisk()).
+  // Every system call of the volume manager and its parts, and their clocks (null:
+  // atomicwriter::PosixEnv(); must outlive the manager): set-up, teardown, subPath copies,
+  // reconstruction, the volume dir watcher, the removal queue, deadlines and backoff.
+  atomicwriter::Env* env = nullptr;
+  // The reconciler's filesystem side (null: RealVolumeDisk(env)).
   std::shared_ptr<VolumeDisk> disk;
   // See ReconcilerOptions::on_subpath_failure.
   std::function<void(const kube::Pod&, const std::string&, const std::string&)> on_subpath_failure;

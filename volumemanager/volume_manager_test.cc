@@ -86,7 +86,7 @@ class VolumeManagerTest : public ::testing::Test {
                                                           const atomicwriter::Payload& p) {
     SetUpRequest r{VolumeLocation{root_, uid, "kubernetes.io~configmap", "cfg"}, p, nullptr, false};
     r.journal = journal_.get();
-    return SetUpVolume(r);
+    return SetUpVolume(*atomicwriter::PosixEnv(), r);
   }
 
   void StartManager(bool kubelet_owns_volumes = false) {

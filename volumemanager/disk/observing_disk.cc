@@ -1,10 +1,7 @@
 #include "volumemanager/disk/observing_disk.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -13,7 +10,6 @@
 
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/path_validation.h"
-#include "base/durable_file.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
 #include "logging/structured_log.h"
@@ -29,35 +25,26 @@ std::string Octal(mode_t mode) {
 
 // Walks the version dir `dirfd` (below `prefix`), comparing each entry with `expected` (cleaned
 // path -> file); what it matched is erased from `expected`. No link is followed.
-base::Status Walk(int dirfd, const std::string& prefix, const std::string& shown,
+base::Status Walk(atomicwriter::Env& env, int dirfd, const std::string& prefix,
+                  const std::string& shown,
                   std::map<std::string, const atomicwriter::FileProjection*>& expected,
                   VolumeObservation& out) {
-  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return base::ErrnoError("dup", shown, errno);
-  DIR* dir = ::fdopendir(dup);
-  if (dir == nullptr) {
-    const int err = errno;
-    ::close(dup);
-    return base::ErrnoError("opendir", shown, err);
-  }
+  std::vector<atomicwriter::DirEntry> entries;
+  if (env.ReadDir(dirfd, &entries) != 0) return base::ErrnoError("list", shown, errno);
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(dir);
+  names.reserve(entries.size());
+  for (atomicwriter::DirEntry& e : entries) names.push_back(std::move(e.name));
   for (const std::string& name : names) {
     const std::string rel = prefix.empty() ? name : prefix + "/" + name;
     struct stat st {};
-    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (env.FstatAt(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;  // removed meanwhile (another writer)
       return base::ErrnoError("stat", shown + "/" + name, errno);
     }
     if (S_ISDIR(st.st_mode)) {
-      base::UniqueFd sub(
-          ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      base::UniqueFd sub(env.OpenAt(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
       if (!sub.valid()) return base::ErrnoError("open", shown + "/" + name, errno);
-      base::Status s = Walk(sub.get(), rel, shown + "/" + name, expected, out);
+      base::Status s = Walk(env, sub.get(), rel, shown + "/" + name, expected, out);
       if (!s.ok()) return s;
       continue;
     }
@@ -72,9 +59,9 @@ base::Status Walk(int dirfd, const std::string& prefix, const std::string& shown
       out.changed.push_back(rel);  // a link or a special file where the payload has a file
       continue;
     }
-    base::UniqueFd file(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    base::UniqueFd file(env.OpenAt(dirfd, name, O_RDONLY | O_NOFOLLOW, 0));
     if (!file.valid()) return base::ErrnoError("open", shown + "/" + name, errno);
-    if (!base::FileHolds(file.get(), want.data, st.st_size)) {
+    if (!atomicwriter::FileHolds(env, file.get(), want.data, st.st_size)) {
       out.changed.push_back(rel);
       continue;
     }
@@ -99,25 +86,25 @@ std::string Join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-base::Result<VolumeObservation> ObserveVolume(const VolumeLocation& location,
+base::Result<VolumeObservation> ObserveVolume(atomicwriter::Env& env,
+                                              const VolumeLocation& location,
                                               const atomicwriter::Payload& payload) {
   VolumeObservation out;
-  out.at = std::chrono::system_clock::now();
+  out.at = env.WallNow();
   std::map<std::string, const atomicwriter::FileProjection*> expected;
   for (const auto& [path, file] : payload) expected[atomicwriter::CleanPath(path)] = &file;
   auto added = [&] {
     for (const auto& [path, file] : expected) out.added.push_back(path);
   };
-  auto vol = OpenVolumeDir(location);
+  auto vol = OpenVolumeDir(env, location);
   if (!vol.ok()) {
     if (vol.status().sys_errno() != ENOENT) return vol.status();
     out.reason = "not_set_up";
     added();
     return out;
   }
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlinkat(vol->get(), atomicwriter::kDataDirName, buf, sizeof(buf));
-  if (n < 0) {
+  std::string version;
+  if (env.ReadlinkAt(vol->get(), atomicwriter::kDataDirName, &version) != 0) {
     if (errno != ENOENT && errno != EINVAL) {
       return base::ErrnoError("readlink", location.dir() + "/" + atomicwriter::kDataDirName, errno);
     }
@@ -125,13 +112,12 @@ base::Result<VolumeObservation> ObserveVolume(const VolumeLocation& location,
     added();
     return out;
   }
-  const std::string version(buf, static_cast<size_t>(n));
   if (!version.starts_with("..") || version.find('/') != std::string::npos || version == "..") {
     return base::Status::Error(location.dir() + "/..data: points at " + version +
                                ", not a version dir of the volume");
   }
   out.live_version = version;
-  base::UniqueFd live(atomicwriter::OpenBeneath(vol->get(), version, O_RDONLY | O_DIRECTORY));
+  base::UniqueFd live(atomicwriter::OpenBeneath(env, vol->get(), version, O_RDONLY | O_DIRECTORY));
   if (!live.valid()) {
     if (errno != ENOENT) {
       return atomicwriter::OpenBeneathError(location.dir() + "/" + version, errno);
@@ -140,7 +126,7 @@ base::Result<VolumeObservation> ObserveVolume(const VolumeLocation& location,
     added();
     return out;
   }
-  base::Status s = Walk(live.get(), "", location.dir() + "/" + version, expected, out);
+  base::Status s = Walk(env, live.get(), "", location.dir() + "/" + version, expected, out);
   if (!s.ok()) return s;
   added();
   if (!out.added.empty() || !out.removed.empty() || !out.changed.empty()) {
@@ -151,14 +137,15 @@ base::Result<VolumeObservation> ObserveVolume(const VolumeLocation& location,
   return out;
 }
 
-ObservingDisk::ObservingDisk(std::shared_ptr<VolumeDisk> real) : real_(std::move(real)) {}
+ObservingDisk::ObservingDisk(atomicwriter::Env* env)
+    : env_(env != nullptr ? *env : *atomicwriter::PosixEnv()), real_(RealVolumeDisk(&env_)) {}
 
 base::Result<bool> ObservingDisk::KubeletHasSetUp(const VolumeLocation& location) {
   return real_->KubeletHasSetUp(location);
 }
 
 base::Result<atomicwriter::WriteResult> ObservingDisk::SetUp(const SetUpRequest& request) {
-  base::Result<VolumeObservation> o = ObserveVolume(request.location, request.payload);
+  base::Result<VolumeObservation> o = ObserveVolume(env_, request.location, request.payload);
   if (!o.ok()) return o.status();
   atomicwriter::WriteResult result;
   result.published = false;
@@ -173,7 +160,7 @@ base::Result<TearDownOutcome> ObservingDisk::TearDown(const VolumeLocation& loca
   const VolumeKey key{location.pod_uid, location.volume_name};
   bool on_disk = false;
   if (journal != nullptr && journal->Owns(OwnedKind::kVolume, location.rel())) {
-    auto vol = OpenVolumeDir(location);
+    auto vol = OpenVolumeDir(env_, location);
     if (!vol.ok() && vol.status().sys_errno() != ENOENT) return vol.status();
     on_disk = vol.ok();
   }
@@ -185,7 +172,7 @@ base::Result<TearDownOutcome> ObservingDisk::TearDown(const VolumeLocation& loca
   }
   VolumeObservation o;
   o.reason = "tear_down";
-  o.at = std::chrono::system_clock::now();
+  o.at = env_.WallNow();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = observations_.find(key); it != observations_.end()) o.pod = it->second.pod;

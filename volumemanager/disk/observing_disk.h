@@ -59,13 +59,15 @@ struct VolumeObservation {
 // Compares `payload` (paths as the volume spec names them) with the live version of the volume
 // at `location`. Blocking; read only. An error when the volume's path cannot be walked safely
 // (a link or a file where a directory should be), as a write would fail.
-base::Result<VolumeObservation> ObserveVolume(const VolumeLocation& location,
+base::Result<VolumeObservation> ObserveVolume(atomicwriter::Env& env,
+                                              const VolumeLocation& location,
                                               const atomicwriter::Payload& payload);
 
 class ObservingDisk final : public VolumeDisk {
  public:
-  // `real`: the read-only calls (KubeletHasSetUp, DataLinkTarget, LiveVersion) go to it.
-  explicit ObservingDisk(std::shared_ptr<VolumeDisk> real = RealVolumeDisk());
+  // Every system call through `env` (null: atomicwriter::PosixEnv()), which must outlive it; the
+  // read-only calls (KubeletHasSetUp, DataLinkTarget, LiveVersion) go to RealVolumeDisk(env).
+  explicit ObservingDisk(atomicwriter::Env* env = nullptr);
 
   base::Result<bool> KubeletHasSetUp(const VolumeLocation& location) override;
   // Compares and records; returns published=false with the live version as ts_dir.
@@ -86,6 +88,7 @@ class ObservingDisk final : public VolumeDisk {
   // Keeps `o` as `key`'s observation and logs it at info when it differs from the last one.
   void Record(const VolumeKey& key, VolumeObservation o);
 
+  atomicwriter::Env& env_;
   std::shared_ptr<VolumeDisk> real_;
   mutable std::mutex mu_;
   std::map<VolumeKey, VolumeObservation> observations_;

@@ -60,7 +60,8 @@ class ObservingDiskTest : public ::testing::Test {
 
 TEST_F(ObservingDiskTest, SameContentIsCurrent) {
   Plant({{"a", {"1", 0644}}, {"sub/b", {"2", 0644}}});
-  auto o = ObserveVolume(loc_, Payload({{"a", {"1", 0644}}, {"sub/b", {"2", 0644}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_,
+                         Payload({{"a", {"1", 0644}}, {"sub/b", {"2", 0644}}}));
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_FALSE(o->differs());
   EXPECT_FALSE(o->would_write());
@@ -69,10 +70,11 @@ TEST_F(ObservingDiskTest, SameContentIsCurrent) {
 
 TEST_F(ObservingDiskTest, NamesAddedRemovedAndChangedPathsNeverBytes) {
   Plant({{"keep", {"same", 0644}}, {"old", {"x", 0644}}, {"sub/edit", {"before", 0644}}});
-  auto o = ObserveVolume(loc_, Payload({{"keep", {"same", 0644}},
-                                        {"sub/edit", {"after!", 0644}},
-                                        {"new", {"y", 0644}},
-                                        {"./sub/more", {"z", 0644}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_,
+                         Payload({{"keep", {"same", 0644}},
+                                  {"sub/edit", {"after!", 0644}},
+                                  {"new", {"y", 0644}},
+                                  {"./sub/more", {"z", 0644}}}));
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o->reason, "content");
   EXPECT_TRUE(o->would_write());
@@ -84,14 +86,15 @@ TEST_F(ObservingDiskTest, NamesAddedRemovedAndChangedPathsNeverBytes) {
 
 TEST_F(ObservingDiskTest, SameSizeOtherBytesIsChanged) {
   Plant({{"k", {"abc", 0644}}});
-  auto o = ObserveVolume(loc_, Payload({{"k", {"abd", 0644}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_, Payload({{"k", {"abd", 0644}}}));
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->changed, (Strings{"k"}));
 }
 
 TEST_F(ObservingDiskTest, ModesOnlyAreReportedButWouldNotWrite) {
   Plant({{"k", {"v", 0644}}, {"s", {"w", 0600}}});
-  auto o = ObserveVolume(loc_, Payload({{"k", {"v", 0400}}, {"s", {"w", 0600}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_,
+                         Payload({{"k", {"v", 0400}}, {"s", {"w", 0600}}}));
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->reason, "modes");
   EXPECT_TRUE(o->differs());
@@ -103,7 +106,7 @@ TEST_F(ObservingDiskTest, OwnerDifferenceIsNamed) {
   Plant({{"k", {"v", 0644}}});
   atomicwriter::Payload p = Payload({{"k", {"v", 0644}}});
   p["k"].fs_user = ::geteuid() + 1;
-  auto o = ObserveVolume(loc_, p);
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_, p);
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->reason, "modes");
   ASSERT_EQ(o->modes.size(), 1u);
@@ -111,7 +114,7 @@ TEST_F(ObservingDiskTest, OwnerDifferenceIsNamed) {
 }
 
 TEST_F(ObservingDiskTest, AMissingVolumeWouldBeSetUp) {
-  auto o = ObserveVolume(loc_, Payload({{"a", {"1", 0644}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_, Payload({{"a", {"1", 0644}}}));
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->reason, "not_set_up");
   EXPECT_EQ(o->added, (Strings{"a"}));
@@ -125,7 +128,7 @@ TEST_F(ObservingDiskTest, ALinkInTheVersionIsChangedAndNotFollowed) {
   std::ofstream(outside) << "v";
   fs::remove(version / "k");
   fs::create_symlink(outside, version / "k");
-  auto o = ObserveVolume(loc_, Payload({{"k", {"v", 0644}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_, Payload({{"k", {"v", 0644}}}));
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->changed, (Strings{"k"}));
 }
@@ -133,7 +136,7 @@ TEST_F(ObservingDiskTest, ALinkInTheVersionIsChangedAndNotFollowed) {
 TEST_F(ObservingDiskTest, ALinkOnTheVolumePathFailsTheVolume) {
   fs::create_directories(root_ + "/pods/elsewhere");
   fs::create_symlink(root_ + "/pods/elsewhere", root_ + "/pods/uid-1");
-  auto o = ObserveVolume(loc_, Payload({{"a", {"1", 0644}}}));
+  auto o = ObserveVolume(*atomicwriter::PosixEnv(), loc_, Payload({{"a", {"1", 0644}}}));
   EXPECT_FALSE(o.ok());
 }
 

@@ -13,7 +13,6 @@
 
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/removal_queue.h"
-#include "base/durable_file.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
 #include "volumemanager/disk/write_gate.h"
@@ -22,6 +21,7 @@
 namespace volumemanager {
 namespace {
 
+using atomicwriter::Env;
 using base::UniqueFd;
 
 constexpr std::string_view kDataPrefix = "..data/";
@@ -75,21 +75,21 @@ struct VolumeView {
   std::string prefix;  // its path within its filesystem, with a trailing '/'
 };
 
-base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
+base::Result<VolumeView> ViewVolume(Env& env, const VolumeLocation& location) {
   VolumeView v;
-  auto root = atomicwriter::OpenRootDir(location.root_dir);
+  auto root = atomicwriter::OpenRootDir(env, location.root_dir);
   if (!root.ok()) return root.status();
   v.root = UniqueFd(*root);
-  auto dir = OpenVolumeDir(location);
+  auto dir = OpenVolumeDir(env, location);
   if (!dir.ok()) return dir.status();
   v.dir = std::move(dir).value();
   const std::string shown = location.dir();
   uint64_t mount_id = 0;
   atomicwriter::MountInfo info;
-  if (atomicwriter::MountIdOf(v.dir.get(), &mount_id) != 0) {
+  if (env.MountId(v.dir.get(), &mount_id) != 0) {
     return base::ErrnoError("read the mount of", shown, errno);
   }
-  if (!atomicwriter::FindMount(mount_id, &info)) {
+  if (!env.FindMount(mount_id, &info)) {
     return base::Status::Error(shown + ": its mount is not listed in /proc/self/mountinfo");
   }
   // As mountinfo shows it (the superblock's device: a btrfs subvolume's files show another
@@ -97,11 +97,10 @@ base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
   v.device = info.device;
   // The volume dir's path in this mount namespace, then within its filesystem: the mount's root
   // followed by the path below the mount point.
-  std::array<char, 4096> buf{};
-  const std::string fd_path = atomicwriter::FdPath(v.dir.get());
-  const ssize_t n = ::readlink(fd_path.c_str(), buf.data(), buf.size() - 1);
-  if (n <= 0) return base::ErrnoError("read the path of", shown, errno);
-  const std::string here(buf.data(), static_cast<size_t>(n));
+  std::string here;
+  if (env.ReadlinkAt(AT_FDCWD, atomicwriter::FdPath(v.dir.get()), &here) != 0) {
+    return base::ErrnoError("read the path of", shown, errno);
+  }
   std::string below;
   if (info.mount_point == "/") {
     below = here;
@@ -118,18 +117,14 @@ base::Result<VolumeView> ViewVolume(const VolumeLocation& location) {
 }
 
 // The whole content at offset 0, then the length, then fsync: a reader never sees an empty file.
-base::Status WriteInPlace(int fd, const std::string& data, const std::string& shown) {
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = ::pwrite(fd, data.data() + off, data.size() - off, static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return base::ErrnoError("write", shown, errno);
-    off += static_cast<size_t>(n);
+base::Status WriteInPlace(Env& env, int fd, const std::string& data, const std::string& shown) {
+  if (env.PwriteAll(fd, data.data(), data.size(), 0) < 0) {
+    return base::ErrnoError("write", shown, errno);
   }
-  if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0) {
+  if (env.Ftruncate(fd, static_cast<off_t>(data.size())) != 0) {
     return base::ErrnoError("truncate", shown, errno);
   }
-  if (::fsync(fd) != 0) return base::ErrnoError("fsync", shown, errno);
+  if (env.Fsync(fd) != 0) return base::ErrnoError("fsync", shown, errno);
   return base::Status::OK();
 }
 
@@ -144,14 +139,14 @@ void Fail(SubPathCopy& c, const base::Status& s) {
   c.reason = s.message();
 }
 
-void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const SubPathMount& m,
-               SubPathCopy& c) {
+void UpdateOne(Env& env, const SubPathUpdateRequest& request, const VolumeView& v,
+               const SubPathMount& m, SubPathCopy& c) {
   const std::string rel_in_version = PathInVersion(m.sub_path);
   const std::string rel =
       SubPathBindRel(request.location.pod_uid, request.location.volume_name, m.container, m.index);
   const std::string shown = request.location.root_dir + "/" + rel;
   if (request.pause_for_testing) request.pause_for_testing(SubPathStage::kViewed);
-  const UniqueFd bound(atomicwriter::OpenBeneath(v.root.get(), rel, O_PATH | O_NOFOLLOW));
+  const UniqueFd bound(atomicwriter::OpenBeneath(env, v.root.get(), rel, O_PATH | O_NOFOLLOW));
   if (!bound.valid()) {
     const int err = errno;
     if (err == ENOENT) {
@@ -183,7 +178,7 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   const std::string& data = file->second.data;
 
   struct stat st {};
-  if (::fstat(bound.get(), &st) != 0) return Fail(c, base::ErrnoError("stat", shown, errno));
+  if (env.Fstat(bound.get(), &st) != 0) return Fail(c, base::ErrnoError("stat", shown, errno));
   if (S_ISLNK(st.st_mode)) {
     return Refuse(c, shown + ": a symlink, not the kubelet's bind; not followed");
   }
@@ -196,12 +191,12 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   // A mount point: another mount than the dir holding it.
   const size_t slash = rel.rfind('/');
   const UniqueFd parent(
-      atomicwriter::OpenBeneath(v.root.get(), rel.substr(0, slash), O_PATH | O_DIRECTORY));
+      atomicwriter::OpenBeneath(env, v.root.get(), rel.substr(0, slash), O_PATH | O_DIRECTORY));
   if (!parent.valid()) return Fail(c, base::ErrnoError("open the dir of", shown, errno));
   uint64_t bound_mount = 0;
   uint64_t parent_mount = 0;
-  if (atomicwriter::MountIdOf(bound.get(), &bound_mount) != 0 ||
-      atomicwriter::MountIdOf(parent.get(), &parent_mount) != 0) {
+  if (env.MountId(bound.get(), &bound_mount) != 0 ||
+      env.MountId(parent.get(), &parent_mount) != 0) {
     return Fail(c, base::ErrnoError("read the mount of", shown, errno));
   }
   if (bound_mount == parent_mount) {
@@ -213,7 +208,7 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
                   /*binds_invisible=*/true);
   }
   atomicwriter::MountInfo info;
-  if (!atomicwriter::FindMount(bound_mount, &info)) {
+  if (!env.FindMount(bound_mount, &info)) {
     return Fail(c,
                 base::Status::Error(shown + ": its mount is not listed in /proc/self/mountinfo"));
   }
@@ -234,11 +229,10 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
 
   // Reopened for writing through the checked descriptor (the magic link names exactly its
   // inode), and checked again to be that inode.
-  const UniqueFd rw(
-      ::open(atomicwriter::FdPath(bound.get()).c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY));
+  const UniqueFd rw(env.OpenAt(AT_FDCWD, atomicwriter::FdPath(bound.get()), O_RDWR | O_NOCTTY, 0));
   if (!rw.valid()) return Fail(c, base::ErrnoError("open for writing", shown, errno));
   struct stat rw_st {};
-  if (::fstat(rw.get(), &rw_st) != 0) return Fail(c, base::ErrnoError("stat", shown, errno));
+  if (env.Fstat(rw.get(), &rw_st) != 0) return Fail(c, base::ErrnoError("stat", shown, errno));
   if (rw_st.st_dev != st.st_dev || rw_st.st_ino != st.st_ino || !S_ISREG(rw_st.st_mode)) {
     return Refuse(c, shown + ": changed while it was checked");
   }
@@ -255,31 +249,29 @@ void UpdateOne(const SubPathUpdateRequest& request, const VolumeView& v, const S
   // swap, or the kubelet re-bound it meanwhile), current and never written in place. A file of any
   // other version may be written: a version once unpublished is never published again, so the
   // answer cannot go stale before the write.
-  std::array<char, 256> link{};
-  const ssize_t n =
-      ::readlinkat(v.dir.get(), atomicwriter::kDataDirName, link.data(), link.size() - 1);
-  if (n <= 0)
+  std::string live_now;
+  if (env.ReadlinkAt(v.dir.get(), atomicwriter::kDataDirName, &live_now) != 0) {
     return Fail(c, base::ErrnoError("readlink", request.location.dir() + "/..data", errno));
-  const std::string live_now(link.data(), static_cast<size_t>(n));
+  }
   if (!atomicwriter::IsTimestampDirName(live_now)) {
     return Fail(c, base::Status::Error(request.location.dir() +
                                        "/..data: does not point to a version dir"));
   }
-  const UniqueFd live(
-      atomicwriter::OpenBeneath(v.dir.get(), live_now + "/" + rel_in_version, O_PATH | O_NOFOLLOW));
+  const UniqueFd live(atomicwriter::OpenBeneath(env, v.dir.get(), live_now + "/" + rel_in_version,
+                                                O_PATH | O_NOFOLLOW));
   struct stat live_st {};
-  if (live.valid() && ::fstat(live.get(), &live_st) == 0 && live_st.st_dev == rw_st.st_dev &&
+  if (live.valid() && env.Fstat(live.get(), &live_st) == 0 && live_st.st_dev == rw_st.st_dev &&
       live_st.st_ino == rw_st.st_ino) {
     c.result = SubPathResult::kCurrent;
     c.version = live_now;
     return;
   }
-  if (base::FileHolds(rw.get(), data, rw_st.st_size)) {
+  if (atomicwriter::FileHolds(env, rw.get(), data, rw_st.st_size)) {
     c.result = SubPathResult::kCurrent;
     c.version = request.version;
     return;
   }
-  if (base::Status s = WriteInPlace(rw.get(), data, shown); !s.ok()) return Fail(c, s);
+  if (base::Status s = WriteInPlace(env, rw.get(), data, shown); !s.ok()) return Fail(c, s);
   c.result = SubPathResult::kUpdated;
   c.version = request.version;
 }
@@ -353,7 +345,7 @@ SubPathPlan PlanSubPathUpdates(const kube::Pod& pod, const std::string& volume) 
   return plan;
 }
 
-std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) {
+std::vector<SubPathCopy> UpdateSubPaths(Env& env, const SubPathUpdateRequest& request) {
   std::vector<SubPathCopy> copies;
   copies.reserve(request.mounts.size());
   for (const SubPathMount& m : request.mounts) {
@@ -366,7 +358,7 @@ std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) {
   bool any = false;
   for (const SubPathCopy& c : copies) any = any || c.reason.empty();
   if (!any) return copies;
-  base::Result<VolumeView> view = ViewVolume(request.location);
+  base::Result<VolumeView> view = ViewVolume(env, request.location);
   for (size_t i = 0; i < copies.size(); ++i) {
     SubPathCopy& c = copies[i];
     if (!c.reason.empty()) continue;  // refused by the plan
@@ -375,7 +367,7 @@ std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) {
     } else if (request.payload == nullptr) {
       Fail(c, base::Status::Error("no payload"));
     } else {
-      UpdateOne(request, *view, request.mounts[i], c);
+      UpdateOne(env, request, *view, request.mounts[i], c);
     }
   }
   return copies;

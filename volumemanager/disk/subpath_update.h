@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/env.h"
 #include "kube/pod.h"
 #include "volumemanager/disk/volume_setup.h"
 
@@ -116,7 +117,8 @@ struct SubPathUpdateRequest {
 
 // Brings each mount's bound file to the payload's bytes, as the header says. One result per
 // mount, in order. Blocking: the thread pool only.
-std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request);
+std::vector<SubPathCopy> UpdateSubPaths(atomicwriter::Env& env,
+                                        const SubPathUpdateRequest& request);
 
 // "pods/<uid>/volume-subpaths/<volume>/<container>/<index>", relative to the root dir.
 std::string SubPathBindRel(const std::string& pod_uid, const std::string& volume,

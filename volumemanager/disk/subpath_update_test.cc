@@ -209,14 +209,15 @@ class SubPathUpdateTest : public ::testing::Test {
 
   std::vector<SubPathCopy> Update(const atomicwriter::Payload& payload,
                                   std::vector<SubPathMount> mounts, const std::string& version,
-                                  std::function<void(SubPathStage)> pause = nullptr) {
+                                  std::function<void(SubPathStage)> pause = nullptr,
+                                  atomicwriter::Env* env = atomicwriter::PosixEnv()) {
     SubPathUpdateRequest request;
     request.location = VolumeLocation{root_, kUid, kPlugin, kVolume};
     request.payload = &payload;
     request.version = version;
     request.mounts = std::move(mounts);
     request.pause_for_testing = std::move(pause);
-    return UpdateSubPaths(request);
+    return UpdateSubPaths(*env, request);
   }
 
   std::string root_;

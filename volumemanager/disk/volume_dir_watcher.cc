@@ -67,26 +67,25 @@ struct VolumeDirWatcher::Impl {
   std::unique_ptr<char[]> buffer{new char[kReadBufferSize]};
 
   int AddWatch(const std::string& dir) {
+    atomicwriter::Env& env = *options.env;
     const std::string& root = options.root_dir;
     if (!root.empty() && dir.size() > root.size() + 1 && dir.starts_with(root) &&
         dir[root.size()] == '/') {
-      auto opened_root = atomicwriter::OpenRootDir(root);
+      auto opened_root = atomicwriter::OpenRootDir(env, root);
       if (!opened_root.ok()) {
         errno = opened_root.status().sys_errno();
         return -1;
       }
       const base::UniqueFd root_fd(*opened_root);
       const base::UniqueFd dir_fd(atomicwriter::OpenBeneath(
-          root_fd.get(), std::string_view(dir).substr(root.size() + 1), O_RDONLY | O_DIRECTORY));
+          env, root_fd.get(), std::string_view(dir).substr(root.size() + 1),
+          O_RDONLY | O_DIRECTORY));
       if (!dir_fd.valid()) return -1;
       // The magic link must be followed to reach the checked dir: no IN_DONT_FOLLOW here.
       const std::string path = atomicwriter::FdPath(dir_fd.get());
-      const uint32_t mask = kWatchMask & ~IN_DONT_FOLLOW;
-      if (options.add_watch) return options.add_watch(fd, path.c_str(), mask);
-      return ::inotify_add_watch(fd, path.c_str(), mask);
+      return env.InotifyAddWatch(fd, path, kWatchMask & ~IN_DONT_FOLLOW);
     }
-    if (options.add_watch) return options.add_watch(fd, dir.c_str(), kWatchMask);
-    return ::inotify_add_watch(fd, dir.c_str(), kWatchMask);
+    return env.InotifyAddWatch(fd, dir, kWatchMask);
   }
 
   // Takes `key` off its kernel watch, removing the watch when no other id shares it.
@@ -143,8 +142,7 @@ struct VolumeDirWatcher::Impl {
     std::vector<Report> lost;
     base::Status s = base::CatchAll("volume dir watcher", [&] {
       for (int reads = 0; reads < kMaxReadsPerBurst; ++reads) {
-        const ssize_t n = ::read(fd, buffer.get(), kReadBufferSize);
-        if (n < 0 && errno == EINTR) continue;
+        const ssize_t n = options.env->Read(fd, buffer.get(), kReadBufferSize);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n <= 0) {
           spdlog::error("volume dir watcher: read of the inotify fd: {}",
@@ -253,6 +251,7 @@ base::Status VolumeDirWatcher::Start(uv_loop_t* loop, VolumeDirWatcherHandler ha
   impl->fd = fd;
   impl->handler = std::move(handler);
   impl->options = std::move(options);
+  if (impl->options.env == nullptr) impl->options.env = atomicwriter::PosixEnv();
   if (int rc = uv_poll_init(loop, &impl->poll, fd); rc != 0) {
     ::close(fd);
     return base::Status::Error(std::string("volume dir watcher: uv_poll_init: ") + uv_strerror(rc));

@@ -65,6 +65,7 @@
 #include <functional>
 #include <string>
 
+#include "atomicwriter/env.h"
 #include "base/status.h"
 #include "volumemanager/state/volume_key.h"
 
@@ -77,9 +78,10 @@ struct VolumeDirWatcherHandler {
 };
 
 struct VolumeDirWatcherOptions {
-  // inotify_add_watch(2); tests replace it to fail with ENOSPC without touching the global
-  // fs.inotify sysctls. Empty: the system call.
-  std::function<int(int fd, const char* path, uint32_t mask)> add_watch;
+  // The opens beneath the root, inotify_add_watch(2) and the reads of the inotify fd go through
+  // it (null: atomicwriter::PosixEnv()); tests pass one that fails a watch with ENOSPC without
+  // touching the global fs.inotify sysctls. Must outlive the watcher.
+  atomicwriter::Env* env = nullptr;
   // When set, every dir given to Watch below it is opened beneath it without following any link
   // (atomicwriter::OpenBeneath) and watched through /proc/self/fd/N of that descriptor: a symlink
   // planted on a volume's path is an error for that id (ELOOP), never followed. Dirs not below it

@@ -49,13 +49,7 @@ class VolumeDirWatcherTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     root_ = tmpl;
     VolumeDirWatcherOptions options;
-    options.add_watch = [this](int fd, const char* path, uint32_t mask) {
-      if (path == refused_) {
-        errno = ENOSPC;
-        return -1;
-      }
-      return ::inotify_add_watch(fd, path, mask);
-    };
+    options.env = &env_;
     ASSERT_TRUE(watcher_.Start(loop_.get(), Handler(), options).ok());
     sentinel_dir_ = Volume("sentinel");
     ASSERT_TRUE(watcher_.Watch(kSentinel, sentinel_dir_).ok());
@@ -123,7 +117,24 @@ class VolumeDirWatcherTest : public ::testing::Test {
   VolumeDirWatcher watcher_;
   std::string root_;
   std::string sentinel_dir_;
-  std::string refused_;  // add_watch on this path fails with ENOSPC
+  std::string refused_;  // a watch of this path fails with ENOSPC
+  // The system calls, but a watch of `refused_` fails with ENOSPC.
+  class RefusingEnv final : public atomicwriter::EnvWrapper {
+   public:
+    explicit RefusingEnv(const std::string* refused)
+        : EnvWrapper(atomicwriter::PosixEnv()), refused_(refused) {}
+    int InotifyAddWatch(int inotify_fd, const std::string& path, uint32_t mask) override {
+      if (path == *refused_) {
+        errno = ENOSPC;
+        return -1;
+      }
+      return EnvWrapper::InotifyAddWatch(inotify_fd, path, mask);
+    }
+
+   private:
+    const std::string* refused_;
+  };
+  RefusingEnv env_{&refused_};
   std::vector<std::string> mounts_;
   int versions_ = 0;
   int sentinel_swaps_ = 0;

@@ -1,10 +1,8 @@
 #include "volumemanager/disk/volume_disk.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <utility>
 
 #include "atomicwriter/open_beneath.h"
@@ -21,45 +19,40 @@ namespace {
 // and the file opened beneath that version dir; no other link is followed.
 class LiveFiles final : public plugins::LiveContent {
  public:
-  explicit LiveFiles(VolumeLocation location) : location_(std::move(location)) {}
+  LiveFiles(atomicwriter::Env& env, VolumeLocation location)
+      : env_(env), location_(std::move(location)) {}
 
   base::Result<std::string> Read(const std::string& path) override {
     const std::string full = location_.dir() + "/" + atomicwriter::kDataDirName + "/" + path;
     if (!vol_.valid()) {
-      auto vol = OpenVolumeDir(location_);
+      auto vol = OpenVolumeDir(env_, location_);
       if (!vol.ok()) return vol.status();
       vol_ = std::move(vol).value();
     }
-    char target[256];
-    const ssize_t len =
-        ::readlinkat(vol_.get(), atomicwriter::kDataDirName, target, sizeof(target));
-    if (len < 0) return base::ErrnoError("readlink", location_.dir() + "/..data", errno);
-    const std::string version(target, static_cast<size_t>(len));
+    std::string version;
+    if (env_.ReadlinkAt(vol_.get(), atomicwriter::kDataDirName, &version) != 0) {
+      return base::ErrnoError("readlink", location_.dir() + "/..data", errno);
+    }
     if (!version.starts_with("..") || version.find('/') != std::string::npos || version == "..") {
-      return base::Status::Error(location_.dir() + "/..data: points at " + version +
+      return base::Status::Error(location_.dir() + "/..data: points at " + base::ShowNul(version) +
                                  ", not a version dir of the volume");
     }
-    const int fd = atomicwriter::OpenBeneath(
-        vol_.get(), version + "/" + atomicwriter::CleanPath(path), O_RDONLY);
-    if (fd < 0) return atomicwriter::OpenBeneathError(base::ShowNul(full), errno);
+    const base::UniqueFd fd(atomicwriter::OpenBeneath(
+        env_, vol_.get(), version + "/" + atomicwriter::CleanPath(path), O_RDONLY));
+    if (!fd.valid()) return atomicwriter::OpenBeneathError(base::ShowNul(full), errno);
     std::string out;
     char buf[8192];
     for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int err = errno;
-        ::close(fd);
-        return base::ErrnoError("read", full, err);
-      }
+      const ssize_t n = env_.Read(fd.get(), buf, sizeof(buf));
+      if (n < 0) return base::ErrnoError("read", full, errno);
       if (n == 0) break;
       out.append(buf, static_cast<size_t>(n));
     }
-    ::close(fd);
     return out;
   }
 
  private:
+  atomicwriter::Env& env_;
   VolumeLocation location_;
   base::UniqueFd vol_;
 };
@@ -67,41 +60,47 @@ class LiveFiles final : public plugins::LiveContent {
 // The daemon's VolumeDisk: volume_setup.h.
 class RealDisk final : public VolumeDisk {
  public:
+  explicit RealDisk(atomicwriter::Env& env) : env_(env) {}
+
   base::Result<bool> KubeletHasSetUp(const VolumeLocation& location) override {
-    return volumemanager::KubeletHasSetUp(location);
+    return volumemanager::KubeletHasSetUp(env_, location);
   }
   base::Result<atomicwriter::WriteResult> SetUp(const SetUpRequest& request) override {
-    return SetUpVolume(request);
+    return SetUpVolume(env_, request);
   }
   base::Result<TearDownOutcome> TearDown(const VolumeLocation& location,
                                          OwnershipJournal* journal) override {
-    return TearDownVolume(location, *journal);
+    return TearDownVolume(env_, location, *journal);
   }
   base::Result<std::optional<std::string>> DataLinkTarget(const VolumeLocation& location) override {
-    auto vol = OpenVolumeDir(location);
+    auto vol = OpenVolumeDir(env_, location);
     if (!vol.ok()) {
       // Gone (torn down by the kubelet): not set up. A link or file on its path: an error.
       if (vol.status().sys_errno() == ENOENT) return std::optional<std::string>();
       return vol.status();
     }
-    char buf[PATH_MAX];
-    const ssize_t n = ::readlinkat(vol->get(), atomicwriter::kDataDirName, buf, sizeof(buf));
-    if (n < 0) {
+    std::string target;
+    if (env_.ReadlinkAt(vol->get(), atomicwriter::kDataDirName, &target) != 0) {
       if (errno == ENOENT || errno == ENOTDIR) return std::optional<std::string>();
       return base::ErrnoError("readlink", location.dir() + "/" + atomicwriter::kDataDirName, errno);
     }
-    return std::optional<std::string>(std::string(buf, static_cast<size_t>(n)));
+    return std::optional<std::string>(std::move(target));
   }
   std::unique_ptr<plugins::LiveContent> LiveVersion(const VolumeLocation& location) override {
-    return std::make_unique<LiveFiles>(location);
+    return std::make_unique<LiveFiles>(env_, location);
   }
   std::vector<SubPathCopy> UpdateSubPaths(const SubPathUpdateRequest& request) override {
-    return volumemanager::UpdateSubPaths(request);
+    return volumemanager::UpdateSubPaths(env_, request);
   }
+
+ private:
+  atomicwriter::Env& env_;
 };
 
 }  // namespace
 
-std::shared_ptr<VolumeDisk> RealVolumeDisk() { return std::make_shared<RealDisk>(); }
+std::shared_ptr<VolumeDisk> RealVolumeDisk(atomicwriter::Env* env) {
+  return std::make_shared<RealDisk>(env != nullptr ? *env : *atomicwriter::PosixEnv());
+}
 
 }  // namespace volumemanager

@@ -39,8 +39,9 @@ class VolumeDisk {
 };
 
 // The daemon's: volume_setup.h's set-up and teardown, subpath_update.h's copies, the live
-// version's files read through `..data` beneath the volume dir.
-std::shared_ptr<VolumeDisk> RealVolumeDisk();
+// version's files read through `..data` beneath the volume dir; every system call through `env`
+// (null: atomicwriter::PosixEnv()), which must outlive it.
+std::shared_ptr<VolumeDisk> RealVolumeDisk(atomicwriter::Env* env = nullptr);
 
 }  // namespace volumemanager
 

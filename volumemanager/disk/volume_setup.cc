@@ -33,6 +33,7 @@ namespace {
 constexpr mode_t kPodDirMode = 0750;
 constexpr mode_t kVolumeDirMode = 0777;
 
+using atomicwriter::Env;
 using base::ErrnoError;
 using base::UniqueFd;
 
@@ -46,17 +47,17 @@ base::Status CheckLocation(const VolumeLocation& loc) {
   return base::Status::OK();
 }
 
-base::Result<UniqueFd> OpenRoot(const std::string& root_dir) {
-  auto fd = atomicwriter::OpenRootDir(root_dir);
+base::Result<UniqueFd> OpenRoot(Env& env, const std::string& root_dir) {
+  auto fd = atomicwriter::OpenRootDir(env, root_dir);
   if (!fd.ok()) return fd.status();
   return UniqueFd(*fd);
 }
 
 // The directory holding `rel` (beneath `root`, no link followed) and the last name of `rel`. The
 // root itself (a dup of it) for a one-name path.
-base::Result<UniqueFd> OpenParentBeneath(int root, const std::string& root_dir,
+base::Result<UniqueFd> OpenParentBeneath(Env& env, int root, const std::string& root_dir,
                                          const std::string& rel, std::string* name) {
-  const int fd = atomicwriter::OpenParentBeneath(root, rel, name);
+  const int fd = atomicwriter::OpenParentBeneath(env, root, rel, name);
   if (fd < 0) {
     const size_t slash = rel.rfind('/');
     return atomicwriter::OpenBeneathError(
@@ -67,21 +68,20 @@ base::Result<UniqueFd> OpenParentBeneath(int root, const std::string& root_dir,
 
 // Whether the open directory `fd` is the root of a mount: its parent (`..` crosses up out of a
 // mount) is on another mount. Mount ids, not st_dev: a bind mount of the same filesystem counts.
-base::Result<bool> IsMountRoot(int fd, const std::string& shown) {
-  const UniqueFd parent(::openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+base::Result<bool> IsMountRoot(Env& env, int fd, const std::string& shown) {
+  const UniqueFd parent(env.OpenAt(fd, "..", O_PATH | O_DIRECTORY, 0));
   if (!parent.valid()) return ErrnoError("open the parent of", shown, errno);
   uint64_t here = 0;
   uint64_t above = 0;
-  if (atomicwriter::MountIdOf(fd, &here) != 0 ||
-      atomicwriter::MountIdOf(parent.get(), &above) != 0) {
+  if (env.MountId(fd, &here) != 0 || env.MountId(parent.get(), &above) != 0) {
     return ErrnoError("read the mount of", shown, errno);
   }
   return here != above;
 }
 
-bool IsEmptyDir(int fd) {
+bool IsEmptyDir(Env& env, int fd) {
   std::vector<atomicwriter::DirEntry> entries;
-  return atomicwriter::PosixFilesystem()->ReadDir(fd, &entries) == 0 && entries.empty();
+  return env.ReadDir(fd, &entries) == 0 && entries.empty();
 }
 
 // Unmounts the tmpfs mounted on the open volume dir `fd` (a mount root): only a whole tmpfs, as
@@ -89,11 +89,11 @@ bool IsEmptyDir(int fd) {
 // /proc/self/fd/N, so the unmount acts on the checked dir whatever its path now resolves to.
 // Detached: the descriptor held here (and any reader's, or a container's bind) keeps it busy; the
 // kernel frees it when the last user goes.
-base::Status UnmountOwnTmpfs(int fd, const std::string& shown) {
+base::Status UnmountOwnTmpfs(Env& env, int fd, const std::string& shown) {
   uint64_t id = 0;
   atomicwriter::MountInfo info;
-  if (atomicwriter::MountIdOf(fd, &id) != 0) return ErrnoError("read the mount of", shown, errno);
-  if (!atomicwriter::FindMount(id, &info)) {
+  if (env.MountId(fd, &id) != 0) return ErrnoError("read the mount of", shown, errno);
+  if (!env.FindMount(id, &info)) {
     return base::Status::Error(shown +
                                ": its mount is not listed in /proc/self/mountinfo; left in place");
   }
@@ -104,7 +104,7 @@ base::Status UnmountOwnTmpfs(int fd, const std::string& shown) {
                                    "unmounted, nothing below it removed",
                                EXDEV);
   }
-  if (::umount2(atomicwriter::FdPath(fd).c_str(), MNT_DETACH) != 0) {
+  if (env.Unmount(fd, MNT_DETACH) != 0) {
     return ErrnoError("unmount", shown, errno);
   }
   return base::Status::OK();
@@ -113,8 +113,8 @@ base::Status UnmountOwnTmpfs(int fd, const std::string& shown) {
 // Mounts a tmpfs on the open dir `fd` (no options, as the kubelet: the root shows mode 1777),
 // through /proc/self/fd/N. Returns whether it mounted; an unprivileged process gets a plain
 // directory and one warning.
-base::Result<bool> MountTmpfs(int fd, const std::string& shown) {
-  if (::mount("tmpfs", atomicwriter::FdPath(fd).c_str(), "tmpfs", 0, nullptr) == 0) return true;
+base::Result<bool> MountTmpfs(Env& env, int fd, const std::string& shown) {
+  if (env.Mount("tmpfs", fd, "tmpfs", 0, "") == 0) return true;
   if (errno != EPERM && errno != EACCES) return ErrnoError("mount tmpfs on", shown, errno);
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
@@ -138,31 +138,30 @@ std::mutex& PodDirsMutex(const std::string& pod_uid) {
 
 // Removes the volume dir `rel` beneath `root`: its tmpfs unmounted first when it has the daemon's,
 // then the tree, never crossing into another mount nor following a link. A missing dir is done.
-base::Status RemoveVolumeDir(int root, const std::string& root_dir, const std::string& rel) {
+base::Status RemoveVolumeDir(Env& env, int root, const std::string& root_dir,
+                             const std::string& rel) {
   const std::string shown = root_dir + "/" + rel;
   std::string name;
-  auto parent = OpenParentBeneath(root, root_dir, rel, &name);
+  auto parent = OpenParentBeneath(env, root, root_dir, rel, &name);
   if (!parent.ok()) {
     return parent.status().sys_errno() == ENOENT ? base::Status::OK() : parent.status();
   }
-  UniqueFd vol(
-      ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd vol(env.OpenAt(parent->get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
   if (!vol.valid()) {
     if (errno == ENOENT) return base::Status::OK();
     return atomicwriter::OpenBeneathError(shown, errno);
   }
-  auto mounted = IsMountRoot(vol.get(), shown);
+  auto mounted = IsMountRoot(env, vol.get(), shown);
   if (!mounted.ok()) return mounted.status();
   if (*mounted) {
     // The content goes with the tmpfs; nothing of it is read or followed.
-    if (base::Status u = UnmountOwnTmpfs(vol.get(), shown); !u.ok()) return u;
-    vol.reset(
-        ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (base::Status u = UnmountOwnTmpfs(env, vol.get(), shown); !u.ok()) return u;
+    vol.reset(env.OpenAt(parent->get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
     if (!vol.valid()) {
       if (errno == ENOENT) return base::Status::OK();
       return atomicwriter::OpenBeneathError(shown, errno);
     }
-    mounted = IsMountRoot(vol.get(), shown);
+    mounted = IsMountRoot(env, vol.get(), shown);
     if (!mounted.ok()) return mounted.status();
     if (*mounted) {
       return base::Status::Error(shown +
@@ -172,34 +171,34 @@ base::Status RemoveVolumeDir(int root, const std::string& root_dir, const std::s
     }
   }
   vol.reset();
-  return atomicwriter::RemoveTreeAt(*atomicwriter::PosixFilesystem(), parent->get(), name, shown);
+  return atomicwriter::RemoveTreeAt(env, parent->get(), name, shown);
 }
 
 // rmdir of `rel` beneath `root` (no link followed on the way; a link or file at `rel` itself
 // fails with ENOTDIR and stays). 0, or -1 with errno.
-int RemoveEmptyDirBeneath(int root, const std::string& root_dir, const std::string& rel) {
+int RemoveEmptyDirBeneath(Env& env, int root, const std::string& root_dir, const std::string& rel) {
   std::string name;
-  auto parent = OpenParentBeneath(root, root_dir, rel, &name);
+  auto parent = OpenParentBeneath(env, root, root_dir, rel, &name);
   if (!parent.ok()) {
     errno = parent.status().sys_errno() != 0 ? parent.status().sys_errno() : EINVAL;
     return -1;
   }
-  return ::unlinkat(parent->get(), name.c_str(), AT_REMOVEDIR);
+  return env.UnlinkAt(parent->get(), name, AT_REMOVEDIR);
 }
 
 // Removes what a failed first mount created (`created`: paths relative to the root dir): the
 // volume dir with its content, the parent dirs only while empty (another volume of the same pod
 // may be mounting into them right now), and releases in the journal what this call recorded and
 // what was not left behind.
-void Undo(int root, const std::vector<std::string>& created, const std::string& volume_rel,
-          OwnershipJournal& journal, const std::vector<OwnedPath>& recorded,
-          const VolumeLocation& loc) {
+void Undo(Env& env, int root, const std::vector<std::string>& created,
+          const std::string& volume_rel, OwnershipJournal& journal,
+          const std::vector<OwnedPath>& recorded, const VolumeLocation& loc) {
   std::lock_guard<std::mutex> lock(PodDirsMutex(loc.pod_uid));
   std::vector<std::string> left;
   for (auto it = created.rbegin(); it != created.rend(); ++it) {
     if (*it == volume_rel) {
-      if (!RemoveVolumeDir(root, loc.root_dir, *it).ok()) left.push_back(*it);
-    } else if (RemoveEmptyDirBeneath(root, loc.root_dir, *it) != 0 && errno != ENOENT) {
+      if (!RemoveVolumeDir(env, root, loc.root_dir, *it).ok()) left.push_back(*it);
+    } else if (RemoveEmptyDirBeneath(env, root, loc.root_dir, *it) != 0 && errno != ENOENT) {
       left.push_back(*it);
     }
   }
@@ -213,11 +212,12 @@ void Undo(int root, const std::vector<std::string>& created, const std::string& 
 // The atomic writer for an existing volume dir, opened beneath the root without following a link.
 // `owned`: the ownership journal lists the volume, so no other writer touches it, and the version
 // a write replaces may go at once where deferring its removal costs more (ext4 without a journal).
-base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(int root,
+base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(Env& env, int root,
                                                                      const std::string& rel,
                                                                      const SetUpRequest& request,
                                                                      bool owned) {
   atomicwriter::Options options;
+  options.fs = &env;
   options.durable = request.durable;
   options.ledger = request.ledger;
   options.unpublished_grace = request.unpublished_grace;
@@ -235,9 +235,9 @@ base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(int root,
 
 // Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
 // be empty: only then are the emptiness and mount checks worth their system calls.
-bool MayBeEmpty(int dir_fd) {
+bool MayBeEmpty(Env& env, int dir_fd) {
   struct stat st {};
-  return ::fstatat(dir_fd, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) != 0;
+  return env.FstatAt(dir_fd, atomicwriter::kDataDirName, &st, AT_SYMLINK_NOFOLLOW) != 0;
 }
 
 // The version dir that `..data` of the open volume dir `vol` (shown as `dir`) publishes, opened
@@ -246,22 +246,20 @@ bool MayBeEmpty(int dir_fd) {
 // writer makes it), itself a directory, not a link. -1 when `..data` or its version is missing or
 // `..data` is no link (not set up); an error for a target that is no version dir of the volume
 // (an absolute path, `../x`, `..` itself) or a link or a file in its place: none is followed.
-base::Result<int> OpenDataVersion(int vol, const std::string& dir,
+base::Result<int> OpenDataVersion(Env& env, int vol, const std::string& dir,
                                   std::string* version_out = nullptr) {
-  char target[256];
-  const ssize_t n = ::readlinkat(vol, atomicwriter::kDataDirName, target, sizeof(target));
-  if (n < 0) {
+  std::string version;
+  if (env.ReadlinkAt(vol, atomicwriter::kDataDirName, &version) != 0) {
     if (errno == ENOENT || errno == EINVAL) return -1;  // none, or not a link
     return base::ErrnoError("readlink", dir + "/" + atomicwriter::kDataDirName, errno);
   }
-  const std::string version(target, static_cast<size_t>(n));
-  if (static_cast<size_t>(n) == sizeof(target) || !version.starts_with("..") || version == ".." ||
+  if (version.size() >= 256 || !version.starts_with("..") || version == ".." ||
       version.find('/') != std::string::npos) {
     return base::Status::Error(dir + "/" + atomicwriter::kDataDirName + " points at \"" +
                                base::ShowNul(version.substr(0, 100)) +
                                "\", not a version dir of the volume: not followed");
   }
-  const int fd = atomicwriter::OpenBeneath(vol, version, O_RDONLY | O_DIRECTORY);
+  const int fd = atomicwriter::OpenBeneath(env, vol, version, O_RDONLY | O_DIRECTORY);
   if (fd < 0) {
     if (errno == ENOENT) return -1;  // ..data dangles
     return atomicwriter::OpenBeneathError(dir + "/" + version, errno);
@@ -272,86 +270,55 @@ base::Result<int> OpenDataVersion(int vol, const std::string& dir,
 
 // The regular files beneath the open dir `dir_fd` (taken over and closed), each rounded up to
 // whole pages; links are not followed, and no more than `depth` levels are entered.
-uint64_t PageBytesBeneath(int dir_fd, uint64_t page, int depth) {
-  DIR* d = ::fdopendir(dir_fd);
-  if (d == nullptr) {
-    ::close(dir_fd);
-    return 0;
-  }
+uint64_t PageBytesBeneath(Env& env, int dir_fd, uint64_t page, int depth) {
+  const UniqueFd dir(dir_fd);
+  std::vector<atomicwriter::DirEntry> entries;
+  if (env.ReadDir(dir.get(), &entries) != 0) return 0;
   uint64_t bytes = 0;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
+  for (const atomicwriter::DirEntry& e : entries) {
     struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (env.FstatAt(dir.get(), e.name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISREG(st.st_mode)) {
       bytes += (static_cast<uint64_t>(st.st_size) + page - 1) / page * page;
     } else if (S_ISDIR(st.st_mode) && depth > 0) {
-      const int sub =
-          ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub >= 0) bytes += PageBytesBeneath(sub, page, depth - 1);
+      const int sub = env.OpenAt(dir.get(), e.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+      if (sub >= 0) bytes += PageBytesBeneath(env, sub, page, depth - 1);
     }
   }
-  ::closedir(d);
   return bytes;
 }
 
 // KubeletHasSetUp on the open volume dir (shown as `dir`).
-base::Result<bool> KubeletHasSetUpAt(int vol, const std::string& dir) {
+base::Result<bool> KubeletHasSetUpAt(Env& env, int vol, const std::string& dir) {
   // The kubelet publishes `..data` first and creates the top-level links after it. A write that
   // starts in between would create a link the kubelet is about to create, and the kubelet's
   // symlink would fail with EEXIST (a FailedMount for the user). So the set-up counts as done
   // once every top-level name of the live version exists too. (`..data` is read as a link and
   // only a version dir beside it is opened, beneath the volume dir: OpenDataVersion.)
-  base::Result<int> data = OpenDataVersion(vol, dir);
+  base::Result<int> data = OpenDataVersion(env, vol, dir);
   if (!data.ok()) return data.status();
   if (*data < 0) return false;
-  DIR* d = ::fdopendir(*data);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(*data);
-    return base::ErrnoError("list", dir + "/" + atomicwriter::kDataDirName, err);
+  const UniqueFd version(*data);
+  std::vector<atomicwriter::DirEntry> entries;
+  if (env.ReadDir(version.get(), &entries) != 0) {
+    return base::ErrnoError("list", dir + "/" + atomicwriter::kDataDirName, errno);
   }
-  bool set_up = true;
   struct stat st {};
-  while (set_up) {
-    const dirent* e = ::readdir(d);
-    if (e == nullptr) break;
-    const std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    set_up = ::fstatat(vol, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  for (const atomicwriter::DirEntry& e : entries) {
+    if (env.FstatAt(vol, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
   }
-  ::closedir(d);
-  return set_up;
+  return true;
 }
 
 // The inode number the directory `fd` lists for `name` (d_ino: the entry's own inode, also when
 // a mount covers it). 0 when there is no such entry; -1 with errno on a failure to list.
-int64_t ListedInode(int fd, const std::string& name) {
-  const int dup = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dup < 0) return -1;
-  DIR* d = ::fdopendir(dup);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(dup);
-    errno = err;
-    return -1;
+int64_t ListedInode(Env& env, int fd, const std::string& name) {
+  std::vector<atomicwriter::DirEntry> entries;
+  if (env.ReadDir(fd, &entries) != 0) return -1;
+  for (const atomicwriter::DirEntry& e : entries) {
+    if (e.name == name) return static_cast<int64_t>(e.ino);
   }
-  int64_t found = 0;
-  errno = 0;
-  while (const dirent* e = ::readdir(d)) {
-    if (name == e->d_name) {
-      found = static_cast<int64_t>(e->d_ino);
-      break;
-    }
-  }
-  const int err = errno;
-  ::closedir(d);
-  if (found == 0 && err != 0) {
-    errno = err;
-    return -1;
-  }
-  return found;
+  return 0;
 }
 
 // "volume "c" of pod ns/name (UID u)", or "volume "c" of pod UID u" when the name is not known.
@@ -371,7 +338,7 @@ std::string RefusedAdoption(const SetUpRequest& request, const std::string& dir,
 
 }  // namespace
 
-base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation& loc,
+base::Result<VolumeDirCheck> CheckOwnedVolumeDir(Env& env, int root, const VolumeLocation& loc,
                                                  uint64_t recorded_inode) {
   VolumeDirCheck out;
   const std::string dir = loc.dir();
@@ -382,7 +349,7 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation&
   UniqueFd plugin;
   uint64_t first_mount = 0;
   for (const std::string& rel : levels) {
-    UniqueFd fd(atomicwriter::OpenBeneath(root, rel, O_RDONLY | O_DIRECTORY));
+    UniqueFd fd(atomicwriter::OpenBeneath(env, root, rel, O_RDONLY | O_DIRECTORY));
     if (!fd.valid()) {
       if (errno == ENOENT) {
         out.missing = true;
@@ -391,7 +358,7 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation&
       return atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
     }
     uint64_t mount = 0;
-    if (atomicwriter::MountIdOf(fd.get(), &mount) != 0) {
+    if (env.MountId(fd.get(), &mount) != 0) {
       return ErrnoError("read the mount of", loc.root_dir + "/" + rel, errno);
     }
     if (rel == levels[0]) {
@@ -407,8 +374,8 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation&
   // The root's filesystem: the journal's identity (reconstruction compared the two at start).
   struct statfs root_fs {};
   struct statfs plugin_fs {};
-  if (::fstatfs(root, &root_fs) != 0) return ErrnoError("statfs", loc.root_dir, errno);
-  if (::fstatfs(plugin.get(), &plugin_fs) != 0) {
+  if (env.Fstatfs(root, &root_fs) != 0) return ErrnoError("statfs", loc.root_dir, errno);
+  if (env.Fstatfs(plugin.get(), &plugin_fs) != 0) {
     return ErrnoError("statfs", loc.root_dir + "/" + levels[3], errno);
   }
   if (root_fs.f_type != plugin_fs.f_type ||
@@ -418,7 +385,7 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation&
     return out;
   }
   struct stat st {};
-  if (::fstatat(plugin.get(), loc.volume_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+  if (env.FstatAt(plugin.get(), loc.volume_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) {
       out.missing = true;
       return out;
@@ -433,8 +400,8 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation&
   // The dir's own inode: st_ino unless a mount covers it (a tmpfs volume, or any other mount:
   // mount ids, so a bind of the same filesystem counts), then the entry's.
   uint64_t inode = st.st_ino;
-  const UniqueFd vol(::openat(plugin.get(), loc.volume_name.c_str(),
-                              O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const UniqueFd vol(
+      env.OpenAt(plugin.get(), loc.volume_name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0));
   uint64_t vol_mount = 0;
   if (!vol.valid()) {
     if (errno == ENOENT) {
@@ -443,11 +410,11 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation&
     }
     return atomicwriter::OpenBeneathError(dir, errno);
   }
-  if (atomicwriter::MountIdOf(vol.get(), &vol_mount) != 0) {
+  if (env.MountId(vol.get(), &vol_mount) != 0) {
     return ErrnoError("read the mount of", dir, errno);
   }
   if (vol_mount != first_mount) {
-    const int64_t listed = ListedInode(plugin.get(), loc.volume_name);
+    const int64_t listed = ListedInode(env, plugin.get(), loc.volume_name);
     if (listed < 0) return ErrnoError("list", loc.root_dir + "/" + levels[3], errno);
     if (listed == 0) {
       out.missing = true;
@@ -470,17 +437,17 @@ namespace {
 // (through `vol_fd`, the writer's descriptor): two fstat calls when the dir is the recorded inode
 // on the root's device, the whole walk otherwise (a tmpfs on it, or no identity recorded). A dir
 // that is not the daemon's is released, noted, and refused.
-base::Status CheckBeforeWrite(int root, const VolumeLocation& loc, OwnershipJournal& journal,
-                              int vol_fd, const std::string& who) {
+base::Status CheckBeforeWrite(Env& env, int root, const VolumeLocation& loc,
+                              OwnershipJournal& journal, int vol_fd, const std::string& who) {
   const std::string rel = loc.rel();
   const uint64_t recorded = journal.VolumeInode(rel);
   struct stat vst {};
   struct stat rst {};
-  if (recorded != 0 && ::fstat(vol_fd, &vst) == 0 && ::fstat(root, &rst) == 0 &&
+  if (recorded != 0 && env.Fstat(vol_fd, &vst) == 0 && env.Fstat(root, &rst) == 0 &&
       vst.st_dev == rst.st_dev && vst.st_ino == recorded) {
     return base::Status::OK();
   }
-  auto check = CheckOwnedVolumeDir(root, loc, recorded);
+  auto check = CheckOwnedVolumeDir(env, root, loc, recorded);
   if (!check.ok()) return check.status();
   if (!check->foreign) return base::Status::OK();
   journal.Remove({OwnedPath{OwnedKind::kVolume, rel}}).IgnoreError();
@@ -494,17 +461,17 @@ base::Status CheckBeforeWrite(int root, const VolumeLocation& loc, OwnershipJour
 // Whether the existing volume dir `vol_fd` that the journal does not list may be written: on the
 // pod dir's mount and the root's filesystem, and empty or a volume a writer set up (its `..data`
 // names a version dir of its own). Anything else holds what no volume writer made.
-base::Status CheckAdoption(int root, const SetUpRequest& request, int vol_fd,
+base::Status CheckAdoption(Env& env, int root, const SetUpRequest& request, int vol_fd,
                            const std::string& dir) {
-  auto check = CheckOwnedVolumeDir(root, request.location, 0);
+  auto check = CheckOwnedVolumeDir(env, root, request.location, 0);
   if (!check.ok()) return check.status();
   if (check->foreign) {
     return base::Status::Error(RefusedAdoption(request, dir, "but " + check->reason), EXDEV);
   }
-  if (IsEmptyDir(vol_fd)) return base::Status::OK();
-  base::Result<int> data = OpenDataVersion(vol_fd, dir);
+  if (IsEmptyDir(env, vol_fd)) return base::Status::OK();
+  base::Result<int> data = OpenDataVersion(env, vol_fd, dir);
   if (data.ok() && *data >= 0) {
-    ::close(*data);
+    env.Close(*data);
     return base::Status::OK();
   }
   return base::Status::Error(
@@ -523,54 +490,55 @@ std::string VolumeLocation::rel() const {
   return OwnershipJournal::VolumePath(pod_uid, plugin_dir, volume_name);
 }
 
-base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& loc) {
+base::Result<base::UniqueFd> OpenVolumeDir(Env& env, const VolumeLocation& loc) {
   if (base::Status s = CheckLocation(loc); !s.ok()) return s;
-  auto root = OpenRoot(loc.root_dir);
+  auto root = OpenRoot(env, loc.root_dir);
   if (!root.ok()) return root.status();
-  auto fd = atomicwriter::OpenDirBeneath(root->get(), loc.rel(), loc.dir());
+  auto fd = atomicwriter::OpenDirBeneath(env, root->get(), loc.rel(), loc.dir());
   if (!fd.ok()) return fd.status();
   return UniqueFd(*fd);
 }
 
-base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(const VolumeLocation& loc) {
-  auto vol = OpenVolumeDir(loc);
+base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(Env& env, const VolumeLocation& loc) {
+  auto vol = OpenVolumeDir(env, loc);
   if (!vol.ok()) return vol.status();
   struct statfs sfs {};
-  if (::fstatfs(vol->get(), &sfs) != 0) return base::ErrnoError("statfs", loc.dir(), errno);
+  if (env.Fstatfs(vol->get(), &sfs) != 0) return base::ErrnoError("statfs", loc.dir(), errno);
   if (sfs.f_type != TMPFS_MAGIC) return LiveTmpfsBytes{};
   LiveTmpfsBytes out;
-  auto version = OpenDataVersion(vol->get(), loc.dir(), &out.version);
+  auto version = OpenDataVersion(env, vol->get(), loc.dir(), &out.version);
   if (!version.ok()) return version.status();
   if (*version < 0) return LiveTmpfsBytes{};
   const long page_size = ::sysconf(_SC_PAGESIZE);
-  out.bytes = PageBytesBeneath(*version, page_size > 0 ? static_cast<uint64_t>(page_size) : 4096,
-                               /*depth=*/64);
+  out.bytes =
+      PageBytesBeneath(env, *version, page_size > 0 ? static_cast<uint64_t>(page_size) : 4096,
+                       /*depth=*/64);
   return out;
 }
 
-base::Result<bool> KubeletHasSetUp(const VolumeLocation& loc) {
-  auto vol = OpenVolumeDir(loc);
+base::Result<bool> KubeletHasSetUp(Env& env, const VolumeLocation& loc) {
+  auto vol = OpenVolumeDir(env, loc);
   if (!vol.ok()) {
     if (vol.status().sys_errno() == ENOENT) return false;
     return vol.status();
   }
-  return KubeletHasSetUpAt(vol->get(), loc.dir());
+  return KubeletHasSetUpAt(env, vol->get(), loc.dir());
 }
 
-base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request) {
+base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest& request) {
   const VolumeLocation& loc = request.location;
   if (base::Status s = CheckLocation(loc); !s.ok()) return s;
-  auto opened_root = OpenRoot(loc.root_dir);
+  auto opened_root = OpenRoot(env, loc.root_dir);
   if (!opened_root.ok()) return opened_root.status();
   const int root = opened_root->get();
   const std::string dir = loc.dir();
   const std::string volume_rel = loc.rel();
   if (request.refresh_only) {
     // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
-    auto writer = OpenWriter(root, volume_rel, request, /*owned=*/false);
+    auto writer = OpenWriter(env, root, volume_rel, request, /*owned=*/false);
     if (!writer.ok()) return writer.status();
     if (!request.kubelet_set_up_checked) {
-      base::Result<bool> set_up = KubeletHasSetUpAt((*writer)->dir_fd(), dir);
+      base::Result<bool> set_up = KubeletHasSetUpAt(env, (*writer)->dir_fd(), dir);
       if (!set_up.ok()) return set_up.status();
       if (!*set_up) {
         return base::Status::Error("volume dir " + dir +
@@ -586,7 +554,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   // it exists, and the write goes through that same descriptor.
   std::unique_ptr<atomicwriter::AtomicWriter> writer;
   const bool listed = journal.Owns(OwnedKind::kVolume, volume_rel);
-  if (auto opened = OpenWriter(root, volume_rel, request, listed); opened.ok()) {
+  if (auto opened = OpenWriter(env, root, volume_rel, request, listed); opened.ok()) {
     writer = std::move(opened).value();
   } else if (opened.status().sys_errno() != ENOENT) {
     // A link or a file where a directory should be (never followed, never removed), or another
@@ -604,7 +572,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
                                    OwnershipJournal::PodVolumesPath(loc.pod_uid),
                                    OwnershipJournal::PluginPath(loc.pod_uid, loc.plugin_dir)};
     for (const std::string& rel : parents) {
-      const UniqueFd fd(atomicwriter::OpenBeneath(root, rel, O_RDONLY | O_DIRECTORY));
+      const UniqueFd fd(atomicwriter::OpenBeneath(env, root, rel, O_RDONLY | O_DIRECTORY));
       if (fd.valid()) continue;
       if (errno != ENOENT) return atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
       recorded.push_back(OwnedPath{OwnedKind::kDir, rel});
@@ -619,27 +587,32 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
                                                      {"volumes", kPodDirMode},
                                                      {loc.plugin_dir, kPodDirMode},
                                                      {loc.volume_name, kVolumeDirMode}};
-    UniqueFd at(::fcntl(root, F_DUPFD_CLOEXEC, 0));
+    UniqueFd at(env.Dup(root));
+    if (!at.valid()) {
+      s = ErrnoError("open", loc.root_dir, errno);
+      lock.unlock();
+      Undo(env, root, created, volume_rel, journal, recorded, loc);
+      return s;
+    }
     std::string rel;
     for (const auto& [name, mode] : levels) {
       rel += (rel.empty() ? "" : "/") + name;
-      const bool made = ::mkdirat(at.get(), name.c_str(), mode) == 0;
+      const bool made = env.MkdirAt(at.get(), name, mode) == 0;
       if (!made && errno != EEXIST) s = ErrnoError("mkdir", loc.root_dir + "/" + rel, errno);
       if (made) created.push_back(rel);
       UniqueFd next;
       if (s.ok()) {
-        next.reset(
-            ::openat(at.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        next.reset(env.OpenAt(at.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
         if (!next.valid()) s = atomicwriter::OpenBeneathError(loc.root_dir + "/" + rel, errno);
       }
       // The volume dir gets its mode whatever the umask, as the kubelet's wrapper does.
-      if (s.ok() && made && rel == volume_rel && ::fchmod(next.get(), kVolumeDirMode) != 0) {
+      if (s.ok() && made && rel == volume_rel && env.Fchmod(next.get(), kVolumeDirMode) != 0) {
         s = ErrnoError("chmod", dir, errno);
       }
       // Its identity, before anything is written in or mounted on it.
       if (s.ok() && made && rel == volume_rel) {
         struct stat st {};
-        if (::fstat(next.get(), &st) != 0) {
+        if (env.Fstat(next.get(), &st) != 0) {
           s = ErrnoError("stat", dir, errno);
         } else if (base::Status r = journal.SetVolumeInode(volume_rel, st.st_ino); !r.ok()) {
           s = base::Status::Error("recording the identity of " + dir + ": " + r.message());
@@ -647,7 +620,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
       }
       if (!s.ok()) {
         lock.unlock();
-        Undo(root, created, volume_rel, journal, recorded, loc);
+        Undo(env, root, created, volume_rel, journal, recorded, loc);
         return s;
       }
       at = std::move(next);
@@ -671,25 +644,25 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   if (existed && listed) {
     // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
     const std::string who = VolumeOfPod(request) + ", " + dir;
-    if (base::Status c = CheckBeforeWrite(root, loc, journal, vol_fd, who); !c.ok()) {
+    if (base::Status c = CheckBeforeWrite(env, root, loc, journal, vol_fd, who); !c.ok()) {
       return c;
     }
   } else if (!owned) {
     // Another's dir, refreshed only when it is a volume some writer set up, where the pod dir is.
-    if (base::Status c = CheckAdoption(root, request, vol_fd, dir); !c.ok()) return c;
+    if (base::Status c = CheckAdoption(env, root, request, vol_fd, dir); !c.ok()) return c;
   }
   bool mount_tmpfs = request.tmpfs && owned && vol_fd >= 0;
   if (mount_tmpfs && existed) {
-    mount_tmpfs = MayBeEmpty(vol_fd) && IsEmptyDir(vol_fd);
+    mount_tmpfs = MayBeEmpty(env, vol_fd) && IsEmptyDir(env, vol_fd);
     if (mount_tmpfs) {
-      auto mounted = IsMountRoot(vol_fd, dir);
+      auto mounted = IsMountRoot(env, vol_fd, dir);
       mount_tmpfs = mounted.ok() && !*mounted;
     }
   }
   if (mount_tmpfs) {
-    auto mounted = MountTmpfs(vol_fd, dir);
+    auto mounted = MountTmpfs(env, vol_fd, dir);
     if (!mounted.ok()) {
-      if (!existed) Undo(root, created, volume_rel, journal, recorded, loc);
+      if (!existed) Undo(env, root, created, volume_rel, journal, recorded, loc);
       return mounted.status();
     }
     // The descriptor opened before the mount names the dir beneath it.
@@ -698,9 +671,9 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   vol.reset();
 
   if (writer == nullptr) {
-    auto opened = OpenWriter(root, volume_rel, request, owned);
+    auto opened = OpenWriter(env, root, volume_rel, request, owned);
     if (!opened.ok()) {
-      if (!existed) Undo(root, created, volume_rel, journal, recorded, loc);
+      if (!existed) Undo(env, root, created, volume_rel, journal, recorded, loc);
       return opened.status();
     }
     writer = std::move(opened).value();
@@ -710,32 +683,32 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request)
   // its point of no return).
   if (!result.ok() && !existed) {
     writer.reset();
-    Undo(root, created, volume_rel, journal, recorded, loc);
+    Undo(env, root, created, volume_rel, journal, recorded, loc);
   }
   return result;
 }
 
-bool IsMountPoint(const std::string& dir) {
-  const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+bool IsMountPoint(Env& env, const std::string& dir) {
+  const UniqueFd fd(env.OpenAt(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
   if (!fd.valid()) return false;
-  auto mounted = IsMountRoot(fd.get(), dir);
+  auto mounted = IsMountRoot(env, fd.get(), dir);
   return mounted.ok() && *mounted;
 }
 
-base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
+base::Result<TearDownOutcome> TearDownVolume(Env& env, const VolumeLocation& location,
                                              OwnershipJournal& journal) {
   const std::string volume_rel = location.rel();
   if (!journal.Owns(OwnedKind::kVolume, volume_rel)) return TearDownOutcome::kNotOwned;
   if (base::Status s = CheckLocation(location); !s.ok()) return s;
-  auto root = OpenRoot(location.root_dir);
+  auto root = OpenRoot(env, location.root_dir);
   if (!root.ok()) return root.status();
   const std::string dir = location.dir();
   // Something else than a directory where the daemon made the volume dir (a link, a file) is no
   // longer the daemon's: released, left in place, never followed or removed.
   struct stat st {};
   std::string name;
-  if (auto parent = OpenParentBeneath(root->get(), location.root_dir, volume_rel, &name);
-      parent.ok() && ::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+  if (auto parent = OpenParentBeneath(env, root->get(), location.root_dir, volume_rel, &name);
+      parent.ok() && env.FstatAt(parent->get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
       !S_ISDIR(st.st_mode)) {
     journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
     return base::Status::Error(dir + ": no longer the directory volumemanager made (" +
@@ -745,7 +718,7 @@ base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
   }
   // Still the dir the daemon made? A dir bound or mounted over it or above it since (or in a
   // stop) is another's: released, left in place, nothing of it removed.
-  auto check = CheckOwnedVolumeDir(root->get(), location, journal.VolumeInode(volume_rel));
+  auto check = CheckOwnedVolumeDir(env, root->get(), location, journal.VolumeInode(volume_rel));
   if (!check.ok()) return check.status();
   if (check->foreign) {
     journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}}).IgnoreError();
@@ -755,18 +728,18 @@ base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
                                    "removed",
                                EXDEV);
   }
-  base::Status s = RemoveVolumeDir(root->get(), location.root_dir, volume_rel);
+  base::Status s = RemoveVolumeDir(env, root->get(), location.root_dir, volume_rel);
   if (!s.ok()) return s;
   s = journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}});
   if (!s.ok()) return s;
-  RemoveOwnedEmptyPodDirs(location.root_dir, location.pod_uid, journal);
+  RemoveOwnedEmptyPodDirs(env, location.root_dir, location.pod_uid, journal);
   return TearDownOutcome::kRemoved;
 }
 
-void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
+void RemoveOwnedEmptyPodDirs(Env& env, const std::string& root_dir, const std::string& pod_uid,
                              OwnershipJournal& journal) {
   if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
-  auto root = OpenRoot(root_dir);
+  auto root = OpenRoot(env, root_dir);
   if (!root.ok()) return;
   std::lock_guard<std::mutex> lock(PodDirsMutex(pod_uid));
   std::vector<OwnedPath> dirs;
@@ -778,7 +751,7 @@ void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod
             [](const OwnedPath& a, const OwnedPath& b) { return a.path.size() > b.path.size(); });
   std::vector<OwnedPath> removed;
   for (const OwnedPath& p : dirs) {
-    if (RemoveEmptyDirBeneath(root->get(), root_dir, p.path) == 0 || errno == ENOENT) {
+    if (RemoveEmptyDirBeneath(env, root->get(), root_dir, p.path) == 0 || errno == ENOENT) {
       removed.push_back(p);
     }
   }

@@ -45,6 +45,9 @@
 // (a bind mount inside the volume stays, and the teardown fails naming it), then the directories
 // above it that the journal lists and that became empty. Anything else is left in place.
 //
+// Every system call goes through the `env` each function is given (atomicwriter::Env): the
+// daemon's is PosixEnv(); fault tests pass one that fails a chosen call.
+//
 // Beneath the root dir, no link is followed: every path below `root_dir` is opened one component
 // at a time from a descriptor of the root (atomicwriter::OpenBeneath), and mount, unmount and the
 // removal act on descriptors already checked (/proc/self/fd/N). A symlink (or a file) where a
@@ -56,6 +59,7 @@
 #include <string>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/env.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "volumemanager/journal/ownership_journal.h"
@@ -104,11 +108,11 @@ struct SetUpRequest {
 // path, `../x`, `..`, or a version name that is itself a link): `..data` is read as a link and
 // its version opened beneath the volume dir, never followed out of it. That is no set-up to wait
 // for but a volume to fail, saying why.
-base::Result<bool> KubeletHasSetUp(const VolumeLocation& location);
+base::Result<bool> KubeletHasSetUp(atomicwriter::Env& env, const VolumeLocation& location);
 
 // The volume dir, opened beneath the root dir without following any link (O_RDONLY |
 // O_DIRECTORY); the error says when a link or a file stands on its path.
-base::Result<base::UniqueFd> OpenVolumeDir(const VolumeLocation& location);
+base::Result<base::UniqueFd> OpenVolumeDir(atomicwriter::Env& env, const VolumeLocation& location);
 
 // The memory a volume's live version takes on a tmpfs: its regular files' sizes, each rounded up
 // to whole pages as atomicwriter::TmpfsPageBytes counts a payload, and the version's name. Zero
@@ -118,7 +122,8 @@ struct LiveTmpfsBytes {
   uint64_t bytes = 0;
   std::string version;
 };
-base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(const VolumeLocation& location);
+base::Result<LiveTmpfsBytes> LiveVersionTmpfsBytes(atomicwriter::Env& env,
+                                                   const VolumeLocation& location);
 
 enum class TearDownOutcome {
   kRemoved,   // the daemon's own volume: unmounted and removed
@@ -127,9 +132,10 @@ enum class TearDownOutcome {
 
 // True when `dir` is a mount point: another mount than its parent's (a bind mount of the same
 // filesystem too). `dir` is opened as given (a path the caller trusts: tests).
-bool IsMountPoint(const std::string& dir);
+bool IsMountPoint(atomicwriter::Env& env, const std::string& dir);
 
-base::Result<atomicwriter::WriteResult> SetUpVolume(const SetUpRequest& request);
+base::Result<atomicwriter::WriteResult> SetUpVolume(atomicwriter::Env& env,
+                                                    const SetUpRequest& request);
 
 // What CheckOwnedVolumeDir found.
 struct VolumeDirCheck {
@@ -144,17 +150,18 @@ struct VolumeDirCheck {
 // mount, the plugin dir on the root's filesystem, and, when `recorded_inode` is not 0, the volume
 // dir's inode (the dir's own, beneath any tmpfs mounted on it) equal to it. An error only when
 // the path cannot be walked (a link or a file on it, or an I/O error).
-base::Result<VolumeDirCheck> CheckOwnedVolumeDir(int root, const VolumeLocation& location,
+base::Result<VolumeDirCheck> CheckOwnedVolumeDir(atomicwriter::Env& env, int root,
+                                                 const VolumeLocation& location,
                                                  uint64_t recorded_inode);
 
-base::Result<TearDownOutcome> TearDownVolume(const VolumeLocation& location,
+base::Result<TearDownOutcome> TearDownVolume(atomicwriter::Env& env, const VolumeLocation& location,
                                              OwnershipJournal& journal);
 
 // Removes the directories of a pod that the journal lists (a plugin dir, the volumes dir, the pod
 // dir itself), deepest first, with rmdir only: one that still holds anything stays, and so does
 // every directory the journal does not list.
-void RemoveOwnedEmptyPodDirs(const std::string& root_dir, const std::string& pod_uid,
-                             OwnershipJournal& journal);
+void RemoveOwnedEmptyPodDirs(atomicwriter::Env& env, const std::string& root_dir,
+                             const std::string& pod_uid, OwnershipJournal& journal);
 
 }  // namespace volumemanager
 

@@ -64,7 +64,7 @@ class VolumeSetupTest : public ::testing::Test {
 
 TEST_F(VolumeSetupTest, FirstMountCreatesTheKubeletLayout) {
   const mode_t old = ::umask(022);
-  auto r = SetUpVolume(Req(Loc(), Payload("v1"), nullptr));
+  auto r = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"), nullptr));
   ::umask(old);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->published);
@@ -79,18 +79,18 @@ TEST_F(VolumeSetupTest, FirstMountCreatesTheKubeletLayout) {
 TEST_F(VolumeSetupTest, FailedFirstMountLeavesNoDirectory) {
   atomicwriter::Payload bad;
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
-  auto r = SetUpVolume(Req(Loc(), bad, nullptr));
+  auto r = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), bad, nullptr));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "invalid path: must not contain '..': ../escape");
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
 TEST_F(VolumeSetupTest, FailedRemountKeepsThePublishedContent) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"), nullptr)).ok());
-  auto r =
-      SetUpVolume(Req(Loc(), Payload("v2"), [](atomicwriter::Filesystem&, int, const std::string&) {
-        return base::Status::Error("ownership pass failed");
-      }));
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"), nullptr)).ok());
+  auto r = SetUpVolume(*atomicwriter::PosixEnv(),
+                       Req(Loc(), Payload("v2"), [](atomicwriter::Env&, int, const std::string&) {
+                         return base::Status::Error("ownership pass failed");
+                       }));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(atomicwriter::VisibleContent(Loc().dir()),
             (std::map<std::string, std::string>{{"key", "v1"}}));
@@ -98,32 +98,34 @@ TEST_F(VolumeSetupTest, FailedRemountKeepsThePublishedContent) {
 
 TEST_F(VolumeSetupTest, UnsafePathComponentsAreRejected) {
   for (const std::string uid : {"", ".", "..", "a/b"}) {
-    auto r = SetUpVolume(Req(Loc(uid), Payload("x"), nullptr));
+    auto r = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(uid), Payload("x"), nullptr));
     ASSERT_FALSE(r.ok()) << uid;
     EXPECT_NE(r.status().message().find("must be a single path component"), std::string::npos);
   }
-  auto r = SetUpVolume(Req(Loc("uid", ".."), Payload("x"), nullptr));
+  auto r = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("uid", ".."), Payload("x"), nullptr));
   EXPECT_FALSE(r.ok());
   EXPECT_FALSE(fs::exists(root_ + "/pods"));
 }
 
 TEST_F(VolumeSetupTest, TearDownRemovesTheVolumeAndEmptyParentsOnly) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc("uid-1", "a"), Payload("1"), nullptr)).ok());
-  ASSERT_TRUE(SetUpVolume(Req(Loc("uid-1", "b"), Payload("2"), nullptr)).ok());
-  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "a"), *journal_).ok());
+  ASSERT_TRUE(
+      SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("uid-1", "a"), Payload("1"), nullptr)).ok());
+  ASSERT_TRUE(
+      SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("uid-1", "b"), Payload("2"), nullptr)).ok());
+  ASSERT_TRUE(TearDownVolume(*atomicwriter::PosixEnv(), Loc("uid-1", "a"), *journal_).ok());
   EXPECT_FALSE(fs::exists(Loc("uid-1", "a").dir()));
   EXPECT_TRUE(fs::exists(Loc("uid-1", "b").dir()));
-  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "b"), *journal_).ok());
+  ASSERT_TRUE(TearDownVolume(*atomicwriter::PosixEnv(), Loc("uid-1", "b"), *journal_).ok());
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
   EXPECT_TRUE(fs::exists(root_ + "/pods"));
   // Tearing down what is not there succeeds.
-  EXPECT_TRUE(TearDownVolume(Loc("uid-1", "b"), *journal_).ok());
+  EXPECT_TRUE(TearDownVolume(*atomicwriter::PosixEnv(), Loc("uid-1", "b"), *journal_).ok());
 }
 
 TEST_F(VolumeSetupTest, TearDownKeepsOtherFilesInThePodDir) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("1"), nullptr)).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("1"), nullptr)).ok());
   std::ofstream(root_ + "/pods/uid-1/etc-hosts") << "kubelet's";
-  ASSERT_TRUE(TearDownVolume(Loc(), *journal_).ok());
+  ASSERT_TRUE(TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_).ok());
   EXPECT_TRUE(fs::exists(root_ + "/pods/uid-1/etc-hosts"));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1/volumes"));
 }
@@ -140,11 +142,11 @@ TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
   const bool can_mount = CanMountTmpfs(root_ + "/probe");
   SetUpRequest req = Req(Loc("uid-1", "secret"), Payload("s3cr3t"), nullptr);
   req.tmpfs = true;
-  auto r = SetUpVolume(req);
+  auto r = SetUpVolume(*atomicwriter::PosixEnv(), req);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const std::string dir = Loc("uid-1", "secret").dir();
   // Without the privilege to mount, the volume is still written (a warning is logged).
-  EXPECT_EQ(IsMountPoint(dir), can_mount);
+  EXPECT_EQ(IsMountPoint(*atomicwriter::PosixEnv(), dir), can_mount);
   EXPECT_EQ(atomicwriter::VisibleContent(dir),
             (std::map<std::string, std::string>{{"key", "s3cr3t"}}));
   if (can_mount) {
@@ -154,9 +156,9 @@ TEST_F(VolumeSetupTest, MemoryMediumVolumesLiveOnTmpfs) {
   }
   // A remount writes into the same tmpfs.
   req.payload = Payload("rotated");
-  ASSERT_TRUE(SetUpVolume(req).ok());
-  EXPECT_EQ(IsMountPoint(dir), can_mount);
-  ASSERT_TRUE(TearDownVolume(Loc("uid-1", "secret"), *journal_).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req).ok());
+  EXPECT_EQ(IsMountPoint(*atomicwriter::PosixEnv(), dir), can_mount);
+  ASSERT_TRUE(TearDownVolume(*atomicwriter::PosixEnv(), Loc("uid-1", "secret"), *journal_).ok());
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
@@ -168,15 +170,15 @@ TEST_F(VolumeSetupTest, AnOwnedVolumeThatLostItsTmpfsGetsItBackAndTheContentGoes
     VM_SKIP_NEEDS_ROOT(std::string("mount tmpfs: ") + std::strerror(errno));
   SetUpRequest req = Req(Loc("uid-1", "secret"), Payload("v1"), nullptr);
   req.tmpfs = true;
-  ASSERT_TRUE(SetUpVolume(req).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req).ok());
   const std::string dir = Loc("uid-1", "secret").dir();
-  ASSERT_TRUE(IsMountPoint(dir));
+  ASSERT_TRUE(IsMountPoint(*atomicwriter::PosixEnv(), dir));
   ASSERT_EQ(::umount2(dir.c_str(), 0), 0);
   ASSERT_TRUE(fs::is_empty(dir));
   req.payload = Payload("v2");
-  auto r = SetUpVolume(req);
+  auto r = SetUpVolume(*atomicwriter::PosixEnv(), req);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(IsMountPoint(dir));
+  EXPECT_TRUE(IsMountPoint(*atomicwriter::PosixEnv(), dir));
   EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v2"}}));
   // Nothing was written beneath the mount.
   ASSERT_EQ(::umount2(dir.c_str(), 0), 0);
@@ -188,23 +190,24 @@ TEST_F(VolumeSetupTest, FailedFirstMountOnTmpfsLeavesNothingMounted) {
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
   SetUpRequest req = Req(Loc(), bad, nullptr);
   req.tmpfs = true;
-  ASSERT_FALSE(SetUpVolume(req).ok());
+  ASSERT_FALSE(SetUpVolume(*atomicwriter::PosixEnv(), req).ok());
   EXPECT_FALSE(fs::exists(Loc().dir()));
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
 
 TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "gone"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u2", "b"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u2", "gone"), Payload("1"))).ok());
   fs::remove_all(Loc("u2", "gone").dir());
   // What the daemon did not make: the kubelet's volumes, a link, an unknown plugin's dir.
   fs::create_directories(root_ + "/pods/u2/volumes/kubernetes.io~empty-dir/scratch");
   fs::create_directories(root_ + "/pods/u3/volumes/kubernetes.io~configmap/kubelets");
   fs::create_directory_symlink(root_ + "/pods/u1/volumes/kubernetes.io~configmap/a",
                                root_ + "/pods/u2/volumes/kubernetes.io~configmap/link");
-  ReconstructResult r = ReconstructOwnedVolumes(
-      root_, *journal_, {"kubernetes.io~configmap", "kubernetes.io~secret"});
+  ReconstructResult r =
+      ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, *journal_,
+                              {"kubernetes.io~configmap", "kubernetes.io~secret"});
   std::set<std::string> found;
   for (const FoundVolume& v : r.volumes) {
     found.insert(v.pod_uid + "/" + v.plugin_dir + "/" + v.volume_name);
@@ -224,7 +227,7 @@ TEST_F(VolumeSetupTest, ReconstructionAdoptsOwnedVolumesOnly) {
 // the daemon owns, so the orphan cleanup never looked at this pod.
 TEST_F(VolumeSetupTest, ReconstructionNamesPodsWhoseOwnedDirsAreBelowAPodDirNotItsOwn) {
   fs::create_directories(root_ + "/pods/kubelets/containers");  // the kubelet's pod dir
-  ASSERT_TRUE(SetUpVolume(Req(Loc("kubelets", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("kubelets", "a"), Payload("1"))).ok());
   ASSERT_FALSE(journal_->Owns(OwnedKind::kDir, OwnershipJournal::PodPath("kubelets")));
   ASSERT_TRUE(journal_->Owns(OwnedKind::kDir, OwnershipJournal::PodVolumesPath("kubelets")));
   // The kill: the volume is removed and released, its dirs are not.
@@ -234,23 +237,25 @@ TEST_F(VolumeSetupTest, ReconstructionNamesPodsWhoseOwnedDirsAreBelowAPodDirNotI
           ->Remove({OwnedPath{OwnedKind::kVolume, OwnershipJournal::VolumePath(
                                                       "kubelets", "kubernetes.io~configmap", "a")}})
           .ok());
-  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  ReconstructResult r = ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, *journal_,
+                                                {"kubernetes.io~configmap"});
   EXPECT_TRUE(r.volumes.empty());
   ASSERT_EQ(r.pod_uids, (std::vector<std::string>{"kubelets"}));
   // What the orphan cleanup then does with it: the owned dirs go, the kubelet's stay.
-  RemoveOwnedEmptyPodDirs(root_, "kubelets", *journal_);
+  RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, "kubelets", *journal_);
   EXPECT_FALSE(fs::exists(root_ + "/pods/kubelets/volumes"));
   EXPECT_TRUE(fs::exists(root_ + "/pods/kubelets/containers"));
   EXPECT_TRUE(journal_->EntriesOfPod("kubelets").empty());
 }
 
 TEST_F(VolumeSetupTest, AnOwnedVolumeThatCannotBeCheckedIsReportedAndTheRestProceeds) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u2", "b"), Payload("1"))).ok());
   // u1's pod dir became a symlink loop: its volume can be neither read nor declared gone.
   fs::remove_all(root_ + "/pods/u1");
   fs::create_symlink("u1", root_ + "/pods/u1");
-  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  ReconstructResult r = ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, *journal_,
+                                                {"kubernetes.io~configmap"});
   ASSERT_EQ(r.volumes.size(), 1u);
   EXPECT_EQ(r.volumes[0].pod_uid, "u2");
   bool reported = false;
@@ -273,15 +278,16 @@ TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
   std::ofstream(root_ + "/pods/uid-1/etc-hosts") << "kubelet's";
   SetUpRequest req = Req(Loc(), Payload("v1"));
   req.tmpfs = true;
-  ASSERT_TRUE(SetUpVolume(req).ok());
-  EXPECT_FALSE(IsMountPoint(dir)) << "a tmpfs on a volume the kubelet may be setting up";
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req).ok());
+  EXPECT_FALSE(IsMountPoint(*atomicwriter::PosixEnv(), dir))
+      << "a tmpfs on a volume the kubelet may be setting up";
   EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
   EXPECT_TRUE(journal_->Entries().empty());
-  auto t = TearDownVolume(Loc(), *journal_);
+  auto t = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t, TearDownOutcome::kNotOwned);
   EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
-  RemoveOwnedEmptyPodDirs(root_, "uid-1", *journal_);
+  RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, "uid-1", *journal_);
   EXPECT_TRUE(fs::exists(dir));
 }
 
@@ -289,7 +295,7 @@ TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
 // its place that is another inode (moved in while the daemon ran, or while it was stopped) is
 // not its own: no write goes into it, teardown and reconstruction leave it and say why.
 TEST_F(VolumeSetupTest, AVolumeDirReplacedByAnotherDirIsNeverWrittenOrRemoved) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"))).ok());
   const std::string dir = Loc().dir();
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
@@ -298,7 +304,7 @@ TEST_F(VolumeSetupTest, AVolumeDirReplacedByAnotherDirIsNeverWrittenOrRemoved) {
   fs::create_directory(dir);
   std::ofstream(dir + "/victim") << "mine";
   // A write: refused, nothing written, released.
-  auto w = SetUpVolume(Req(Loc(), Payload("v2")));
+  auto w = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v2")));
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find(dir + " is inode"), std::string::npos)
       << w.status().message();
@@ -308,25 +314,25 @@ TEST_F(VolumeSetupTest, AVolumeDirReplacedByAnotherDirIsNeverWrittenOrRemoved) {
   ASSERT_EQ(journal_->ForeignVolumeDirs().size(), 1u);
   EXPECT_EQ(journal_->ForeignVolumeDirs()[0].path, Loc().rel());
   // Then a set-up of the same volume refuses the non-empty dir it does not own.
-  auto again = SetUpVolume(Req(Loc(), Payload("v2")));
+  auto again = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v2")));
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("no ..data link"), std::string::npos)
       << again.status().message();
   EXPECT_EQ(atomicwriter::VisibleContent(dir),
             (std::map<std::string, std::string>{{"victim", "mine"}}));
-  auto t = TearDownVolume(Loc(), *journal_);
+  auto t = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t, TearDownOutcome::kNotOwned);
   EXPECT_TRUE(fs::exists(dir + "/victim"));
 }
 
 TEST_F(VolumeSetupTest, TeardownLeavesAVolumeDirOfAnotherInodeAndSaysWhy) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"))).ok());
   const std::string dir = Loc().dir();
   fs::rename(dir, dir + ".moved");
   fs::create_directory(dir);
   std::ofstream(dir + "/victim") << "mine";
-  auto t = TearDownVolume(Loc(), *journal_);
+  auto t = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find(dir + ": not the volume dir volumemanager set up"),
             std::string::npos)
@@ -334,15 +340,15 @@ TEST_F(VolumeSetupTest, TeardownLeavesAVolumeDirOfAnotherInodeAndSaysWhy) {
   EXPECT_TRUE(fs::exists(dir + "/victim"));
   EXPECT_FALSE(journal_->Owns(OwnedKind::kVolume, Loc().rel()));
   // The retry: no longer the daemon's.
-  auto retry = TearDownVolume(Loc(), *journal_);
+  auto retry = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_TRUE(retry.ok());
   EXPECT_EQ(*retry, TearDownOutcome::kNotOwned);
   EXPECT_TRUE(fs::exists(dir + "/victim"));
 }
 
 TEST_F(VolumeSetupTest, ReconstructionReleasesAVolumeDirOfAnotherInodeAndRecordsUnknownOnes) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u1", "a"), Payload("1"))).ok());
-  ASSERT_TRUE(SetUpVolume(Req(Loc("u2", "b"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u1", "a"), Payload("1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc("u2", "b"), Payload("1"))).ok());
   const std::string a = Loc("u1", "a").dir();
   fs::rename(a, a + ".moved");
   fs::create_directory(a);
@@ -353,7 +359,8 @@ TEST_F(VolumeSetupTest, ReconstructionReleasesAVolumeDirOfAnotherInodeAndRecords
   ASSERT_TRUE(journal_->Remove({OwnedPath{OwnedKind::kVolume, Loc("u2", "b").rel()}}).ok());
   ASSERT_TRUE(journal_->Add({OwnedPath{OwnedKind::kVolume, Loc("u2", "b").rel()}}).ok());
   ASSERT_EQ(journal_->VolumeInode(Loc("u2", "b").rel()), 0u);
-  ReconstructResult r = ReconstructOwnedVolumes(root_, *journal_, {"kubernetes.io~configmap"});
+  ReconstructResult r = ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, *journal_,
+                                                {"kubernetes.io~configmap"});
   ASSERT_EQ(r.volumes.size(), 1u);
   EXPECT_EQ(r.volumes[0].pod_uid, "u2");
   EXPECT_EQ(r.foreign, 1);
@@ -368,30 +375,31 @@ TEST_F(VolumeSetupTest, ReconstructionReleasesAVolumeDirOfAnotherInodeAndRecords
 TEST_F(VolumeSetupTest, TheKubeletHasSetUpAVolumeOnceItsTopLevelLinksExist) {
   // The kubelet's order: the version dir, `..data`, then one link per top-level name.
   const std::string dir = Loc().dir();
-  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "no dir";
+  EXPECT_FALSE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc())) << "no dir";
   fs::create_directories(dir + "/..2026_11_24_00_00_00.1/sub");
   std::ofstream(dir + "/..2026_11_24_00_00_00.1/key") << "v1";
-  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "no ..data";
+  EXPECT_FALSE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc())) << "no ..data";
   fs::create_directory_symlink("..2026_11_24_00_00_00.1", dir + "/..data");
-  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "..data published, links not yet created";
+  EXPECT_FALSE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc()))
+      << "..data published, links not yet created";
   fs::create_symlink("..data/key", dir + "/key");
-  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "one link of two";
+  EXPECT_FALSE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc())) << "one link of two";
   fs::create_directory(dir + "/sub");  // anything under the name counts, as for the kubelet
-  EXPECT_TRUE(*KubeletHasSetUp(Loc()));
+  EXPECT_TRUE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc()));
   fs::remove(dir + "/..data");
   fs::create_directory_symlink("..missing", dir + "/..data");
-  EXPECT_FALSE(*KubeletHasSetUp(Loc())) << "..data pointing at nothing";
+  EXPECT_FALSE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc())) << "..data pointing at nothing";
 }
 
 TEST_F(VolumeSetupTest, OnlyTheDirectoriesTheDaemonCreatedAreRecordedAndRemoved) {
   // The pod dir and its volumes dir exist (the kubelet's); the plugin dir and the volume do not.
   fs::create_directories(root_ + "/pods/uid-1/volumes");
-  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"))).ok());
   std::vector<OwnedPath> want = {
       {OwnedKind::kDir, "pods/uid-1/volumes/kubernetes.io~configmap"},
       {OwnedKind::kVolume, "pods/uid-1/volumes/kubernetes.io~configmap/cfg"}};
   EXPECT_EQ(journal_->Entries(), want);
-  auto t = TearDownVolume(Loc(), *journal_);
+  auto t = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t, TearDownOutcome::kRemoved);
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1/volumes/kubernetes.io~configmap"));
@@ -402,7 +410,7 @@ TEST_F(VolumeSetupTest, OnlyTheDirectoriesTheDaemonCreatedAreRecordedAndRemoved)
 TEST_F(VolumeSetupTest, AFailedFirstMountReleasesWhatItRecorded) {
   atomicwriter::Payload bad;
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};
-  ASSERT_FALSE(SetUpVolume(Req(Loc(), bad)).ok());
+  ASSERT_FALSE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), bad)).ok());
   EXPECT_TRUE(journal_->Entries().empty());
   EXPECT_FALSE(fs::exists(root_ + "/pods/uid-1"));
 }
@@ -420,7 +428,7 @@ TEST_F(VolumeSetupTest, ALinkAboveAVolumeIsNeverFollowedBySetUpOrTearDown) {
                                 "/pods/uid-1/volumes/kubernetes.io~configmap"};
   for (const std::string& level : levels) {
     SCOPED_TRACE(level);
-    ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+    ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"))).ok());
     // The victim mirrors what lies below the link, with the volume dir's content.
     const fs::path victim = fs::path(root_).parent_path() / "victim";
     fs::remove_all(victim);
@@ -432,22 +440,22 @@ TEST_F(VolumeSetupTest, ALinkAboveAVolumeIsNeverFollowedBySetUpOrTearDown) {
     fs::rename(root_ + level, root_ + level + ".moved");
     fs::create_directory_symlink(victim.string(), root_ + level);
 
-    auto write = SetUpVolume(Req(Loc(), Payload("v2")));
+    auto write = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v2")));
     ASSERT_FALSE(write.ok());
     EXPECT_NE(
         write.status().message().find("a symlink stands where a directory of this path should be"),
         std::string::npos)
         << write.status().message();
     EXPECT_EQ(write.status().sys_errno(), ELOOP);
-    EXPECT_FALSE(KubeletHasSetUp(Loc()).ok());
-    auto down = TearDownVolume(Loc(), *journal_);
+    EXPECT_FALSE(KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc()).ok());
+    auto down = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
     EXPECT_FALSE(down.ok());
     EXPECT_EQ(atomicwriter::SnapshotTree(victim.string()), before);
     EXPECT_TRUE(fs::is_symlink(root_ + level)) << "the link is left in place";
 
     fs::remove(root_ + level);
     fs::rename(root_ + level + ".moved", root_ + level);
-    ASSERT_TRUE(TearDownVolume(Loc(), *journal_).ok());
+    ASSERT_TRUE(TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_).ok());
     EXPECT_FALSE(fs::exists(Loc().dir()));
   }
 }
@@ -457,25 +465,25 @@ TEST_F(VolumeSetupTest, AFirstMountUnderALinkedPodDirCreatesNothing) {
   fs::create_directories(victim);
   fs::create_directories(root_ + "/pods");
   fs::create_directory_symlink(victim, root_ + "/pods/uid-1");
-  auto write = SetUpVolume(Req(Loc(), Payload("v1")));
+  auto write = SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1")));
   ASSERT_FALSE(write.ok());
   EXPECT_TRUE(fs::is_empty(victim));
   EXPECT_TRUE(journal_->Entries().empty()) << "nothing recorded as the daemon's";
 }
 
 TEST_F(VolumeSetupTest, AVolumeDirReplacedByALinkIsReleasedNotFollowed) {
-  ASSERT_TRUE(SetUpVolume(Req(Loc(), Payload("v1"))).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), Req(Loc(), Payload("v1"))).ok());
   const fs::path victim = fs::path(root_).parent_path() / "victim";
   fs::create_directories(victim);
   std::ofstream(victim / "canary") << "keep";
   fs::remove_all(Loc().dir());
   fs::create_directory_symlink(victim, Loc().dir());
-  auto down = TearDownVolume(Loc(), *journal_);
+  auto down = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_FALSE(down.ok());
   EXPECT_EQ(down.status().sys_errno(), ELOOP);
   EXPECT_TRUE(fs::exists(victim / "canary"));
   EXPECT_TRUE(fs::is_symlink(Loc().dir()));
-  auto again = TearDownVolume(Loc(), *journal_);
+  auto again = TearDownVolume(*atomicwriter::PosixEnv(), Loc(), *journal_);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, TearDownOutcome::kNotOwned);
 }
@@ -505,7 +513,7 @@ TEST_F(VolumeSetupTest, ADataLinkOutOfTheVolumeIsNeverFollowed) {
     SCOPED_TRACE(target);
     fs::remove(dir + "/..data");
     fs::create_directory_symlink(target, dir + "/..data");
-    auto set_up = KubeletHasSetUp(Loc());
+    auto set_up = KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc());
     ASSERT_FALSE(set_up.ok()) << "followed, found set up: " << *set_up;
     EXPECT_NE(set_up.status().message().find("not followed"), std::string::npos)
         << set_up.status().message();
@@ -513,7 +521,7 @@ TEST_F(VolumeSetupTest, ADataLinkOutOfTheVolumeIsNeverFollowed) {
         << set_up.status().message();
     SetUpRequest req = Req(Loc(), Payload("v2"));
     req.refresh_only = true;
-    auto write = SetUpVolume(req);
+    auto write = SetUpVolume(*atomicwriter::PosixEnv(), req);
     EXPECT_FALSE(write.ok());
     EXPECT_EQ(atomicwriter::SnapshotTree(elsewhere.string()), before);
     EXPECT_EQ(fs::read_symlink(dir + "/..data").string(), target) << "the link is left in place";
@@ -521,8 +529,8 @@ TEST_F(VolumeSetupTest, ADataLinkOutOfTheVolumeIsNeverFollowed) {
   // The same volume with `..data` on its own version: set up, and refreshed.
   fs::remove(dir + "/..data");
   fs::create_directory_symlink("..2026_11_24_00_00_00.1", dir + "/..data");
-  ASSERT_TRUE(KubeletHasSetUp(Loc()).ok());
-  EXPECT_TRUE(*KubeletHasSetUp(Loc()));
+  ASSERT_TRUE(KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc()).ok());
+  EXPECT_TRUE(*KubeletHasSetUp(*atomicwriter::PosixEnv(), Loc()));
 }
 
 // The removal queue opens a volume dir again beneath the root, one component at a time: a pod
@@ -533,10 +541,10 @@ TEST_F(VolumeSetupTest, TheRemovalQueueNeverFollowsALinkAboveAVolumeDir) {
   atomicwriter::RemovalQueue queue;
   SetUpRequest first = Req(Loc(), Payload("v1"));
   first.removals = &queue;
-  ASSERT_TRUE(SetUpVolume(first).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), first).ok());
   SetUpRequest second = Req(Loc(), Payload("v2"));
   second.removals = &queue;
-  auto write = SetUpVolume(second);
+  auto write = SetUpVolume(*atomicwriter::PosixEnv(), second);
   ASSERT_TRUE(write.ok()) << write.status().message();
   ASSERT_EQ(queue.pending(), 1u) << "the replaced version";
   const fs::path outside = fs::path(root_).parent_path() / "outside";

@@ -14,6 +14,7 @@
 
 #include "base/durable_file.h"
 #include "base/errno_error.h"
+#include "base/unique_fd.h"
 
 namespace volumemanager {
 namespace {
@@ -355,10 +356,13 @@ std::string RootIdentity::ToString() const {
   return name + " fsid " + buf + ", boot " + (boot_id.empty() ? "unknown" : boot_id);
 }
 
-Result<RootIdentity> RootIdentity::Probe(const std::string& root_dir,
+Result<RootIdentity> RootIdentity::Probe(atomicwriter::Env& env, const std::string& root_dir,
                                          const std::string& boot_id_file) {
   struct statfs st {};
-  if (::statfs(root_dir.c_str(), &st) != 0) return ErrnoError("statfs", root_dir, errno);
+  const base::UniqueFd root(env.OpenAt(AT_FDCWD, root_dir, O_RDONLY | O_DIRECTORY, 0));
+  if (!root.valid() || env.Fstatfs(root.get(), &st) != 0) {
+    return ErrnoError("statfs", root_dir, errno);
+  }
   RootIdentity id;
   id.fs_magic = static_cast<uint64_t>(static_cast<unsigned long>(st.f_type));
   int words[2];
@@ -382,13 +386,15 @@ std::string OwnershipJournal::OtherRootFileName(const std::string& root_dir) {
 }
 
 Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& state_dir,
-                                                            const std::string& root_arg) {
+                                                            const std::string& root_arg,
+                                                            atomicwriter::Env* env_arg) {
+  atomicwriter::Env& env = env_arg != nullptr ? *env_arg : *atomicwriter::PosixEnv();
   const std::string root_dir = NormalRoot(root_arg);
   if (!RecordableRoot(root_dir)) {
     return Status::Error("--root-dir: a control character in \"" + root_dir +
                          "\": the ownership journal cannot record it");
   }
-  if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+  if (env.MkdirAt(AT_FDCWD, state_dir, 0700) != 0 && errno != EEXIST) {
     return ErrnoError("--state-dir: mkdir", state_dir, errno);
   }
   const std::string file = state_dir + "/" + kFileName;
@@ -406,7 +412,9 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
     parsed.owned.clear();
     parsed.inodes.clear();
     const std::string aside = state_dir + "/" + OtherRootFileName(parsed.root);
-    if (::rename(file.c_str(), aside.c_str()) != 0) return ErrnoError("rename", file, errno);
+    if (env.RenameAt(AT_FDCWD, file, AT_FDCWD, aside) != 0) {
+      return ErrnoError("rename", file, errno);
+    }
     parsed.detail += "; kept as " + aside;
   }
   if (parsed.loaded != Loaded::kTrusted || !parsed.has_root) {
@@ -415,7 +423,7 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   if (parsed.loaded == Loaded::kRejected) {
     // Kept for whoever investigates; a later rejection replaces it.
     const std::string aside = file + kRejectedSuffix;
-    if (::rename(file.c_str(), aside.c_str()) == 0) {
+    if (env.RenameAt(AT_FDCWD, file, AT_FDCWD, aside) == 0) {
       parsed.detail += "; kept as " + aside;
     } else if (errno != ENOENT) {
       return ErrnoError("rename", file, errno);
@@ -426,12 +434,12 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   const std::string root = root_dir.empty() ? parsed.root : root_dir;
   Status s = WriteJournal(state_dir, root, parsed.identity, parsed.owned, parsed.inodes);
   if (!s.ok()) return s;
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = env.OpenAt(AT_FDCWD, file, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);
   if (fd < 0) return ErrnoError("open", file, errno);
   result.loaded = parsed.loaded;
   result.detail = std::move(parsed.detail);
   const size_t records = parsed.owned.size() + parsed.inodes.size();
-  result.journal.reset(new OwnershipJournal(state_dir, root, parsed.identity, fd,
+  result.journal.reset(new OwnershipJournal(env, state_dir, root, parsed.identity, fd,
                                             std::move(parsed.owned), std::move(parsed.inodes),
                                             records));
   return result;
@@ -451,28 +459,29 @@ OwnershipJournal::OpenResult OwnershipJournal::ReadOnly(const std::string& state
   result.loaded = parsed.loaded;
   result.detail = std::move(parsed.detail);
   const size_t records = parsed.owned.size() + parsed.inodes.size();
-  result.journal.reset(new OwnershipJournal(state_dir, root_dir.empty() ? parsed.root : root_dir,
-                                            parsed.identity, -1, std::move(parsed.owned),
-                                            std::move(parsed.inodes), records));
+  result.journal.reset(new OwnershipJournal(
+      *atomicwriter::PosixEnv(), state_dir, root_dir.empty() ? parsed.root : root_dir,
+      parsed.identity, -1, std::move(parsed.owned), std::move(parsed.inodes), records));
   result.journal->read_only_ = true;
   return result;
 }
 
-OwnershipJournal::OwnershipJournal(std::string state_dir, std::string root_dir,
-                                   RootIdentity identity, int fd,
+OwnershipJournal::OwnershipJournal(atomicwriter::Env& env, std::string state_dir,
+                                   std::string root_dir, RootIdentity identity, int fd,
                                    std::map<std::string, OwnedKind> owned,
                                    std::map<std::string, uint64_t> inodes, size_t records)
     : state_dir_(std::move(state_dir)),
       file_(state_dir_ + "/" + kFileName),
       root_dir_(std::move(root_dir)),
       identity_(std::move(identity)),
+      env_(env),
       fd_(fd),
       owned_(std::move(owned)),
       inodes_(std::move(inodes)),
       records_(records) {}
 
 OwnershipJournal::~OwnershipJournal() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) env_.Close(fd_);
 }
 
 Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
@@ -616,15 +625,15 @@ Status OwnershipJournal::Commit(std::string lines, size_t count) {
     Status s;
     if (fd < 0) {
       s = Status::Error("ownership journal " + file_ + " is unusable after an earlier error");
-    } else if (::fstat(fd, &before) != 0) {
+    } else if (env_.Fstat(fd, &before) != 0) {
       s = ErrnoError("fstat", file_, errno);
     } else {
-      s = base::WriteAll(fd, batch, file_);
-      if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoError("fsync", file_, errno);
-      if (!s.ok() && ::ftruncate(fd, before.st_size) != 0) {
+      if (env_.WriteAll(fd, batch.data(), batch.size()) < 0) s = ErrnoError("write", file_, errno);
+      if (s.ok() && env_.Fdatasync(fd) != 0) s = ErrnoError("fsync", file_, errno);
+      if (!s.ok() && env_.Ftruncate(fd, before.st_size) != 0) {
         // A partial record would make the whole journal untrusted at the next start; keep it
         // out of reach instead: nothing more is recorded (nothing more is created).
-        ::close(fd);
+        env_.Close(fd);
         lock.lock();
         fd_ = -1;
         lock.unlock();
@@ -676,9 +685,9 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
 Status OwnershipJournal::CompactLocked() {
   Status s = WriteJournal(state_dir_, root_dir_, identity_, owned_, inodes_);
   if (!s.ok()) return s;
-  const int fd = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = env_.OpenAt(AT_FDCWD, file_, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);
   if (fd < 0) return ErrnoError("open", file_, errno);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) env_.Close(fd_);
   fd_ = fd;
   records_ = owned_.size() + inodes_.size();
   return Status::OK();

@@ -68,6 +68,7 @@
 #include <string>
 #include <vector>
 
+#include "atomicwriter/env.h"
 #include "base/status.h"
 
 namespace volumemanager {
@@ -104,8 +105,8 @@ struct RootIdentity {
   bool operator==(const RootIdentity&) const = default;
 
   static constexpr char kBootIdFile[] = "/proc/sys/kernel/random/boot_id";
-  // statfs of `root_dir`, and the boot id read from `boot_id_file`.
-  static base::Result<RootIdentity> Probe(const std::string& root_dir,
+  // statfs of `root_dir` (through `env`), and the boot id read from `boot_id_file`.
+  static base::Result<RootIdentity> Probe(atomicwriter::Env& env, const std::string& root_dir,
                                           const std::string& boot_id_file = kBootIdFile);
 };
 
@@ -131,9 +132,12 @@ class OwnershipJournal {
   // Opens the journal in `state_dir` (created 0700 when missing), kept for `root_dir` (empty: the
   // recorded root dir is not checked, tests). Fails when no journal can be written there (or
   // `root_dir` cannot be recorded), and when the journal is of a later version (left as it is):
-  // the daemon must then not create anything.
+  // the daemon must then not create anything. Its system calls (but the reading and rewriting of
+  // the whole file, base/durable_file.h) go through `env` (null: atomicwriter::PosixEnv()), which
+  // must outlive the journal.
   static base::Result<OpenResult> Open(const std::string& state_dir,
-                                       const std::string& root_dir = {});
+                                       const std::string& root_dir = {},
+                                       atomicwriter::Env* env = nullptr);
   // Observe mode: the journal in `state_dir` read, never written: nothing is created, renamed or
   // rewritten (a missing state dir or file is a new, empty journal; a rejected one, one of a later
   // version or one of another root dir owns nothing and stays where it is). Add, Remove and
@@ -193,9 +197,9 @@ class OwnershipJournal {
                                 const std::string& volume_name);
 
  private:
-  OwnershipJournal(std::string state_dir, std::string root_dir, RootIdentity identity, int fd,
-                   std::map<std::string, OwnedKind> owned, std::map<std::string, uint64_t> inodes,
-                   size_t records);
+  OwnershipJournal(atomicwriter::Env& env, std::string state_dir, std::string root_dir,
+                   RootIdentity identity, int fd, std::map<std::string, OwnedKind> owned,
+                   std::map<std::string, uint64_t> inodes, size_t records);
 
   // Appends `lines` (encoded records) and syncs, together with other threads' pending lines.
   base::Status Commit(std::string lines, size_t count);
@@ -208,6 +212,7 @@ class OwnershipJournal {
   mutable std::mutex mu_;
   RootIdentity identity_;
   std::condition_variable flushed_;
+  atomicwriter::Env& env_;
   int fd_;
   std::map<std::string, OwnedKind> owned_;  // path -> kind
   std::map<std::string, uint64_t> inodes_;  // owned volume path -> its dir's inode, when known

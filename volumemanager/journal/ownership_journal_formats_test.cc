@@ -162,17 +162,19 @@ TEST_P(JournalFormatsTest, ReconstructionAdoptsItsVolumesAndTeardownRemovesNothi
   if (version >= 2) {
     // As recorded (an ext4 disk this machine does not have on root_): the daemon waits for it
     // and adopts and releases nothing.
-    ReconstructResult waiting = ReconstructOwnedVolumes(root_, journal, plugins);
+    ReconstructResult waiting =
+        ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, journal, plugins);
     EXPECT_FALSE(waiting.waiting_for_filesystem.empty());
     EXPECT_TRUE(waiting.volumes.empty());
     EXPECT_EQ(waiting.released, 0);
     EXPECT_EQ(journal.Entries().size(), OwnedAtTheEnd().size());
     // The recorded filesystem is root_'s from here on.
-    auto found = RootIdentity::Probe(root_);
+    auto found = RootIdentity::Probe(*atomicwriter::PosixEnv(), root_);
     ASSERT_TRUE(found.ok()) << found.status().message();
     ASSERT_TRUE(journal.SetIdentity(*found).ok());
   }
-  ReconstructResult rec = ReconstructOwnedVolumes(root_, journal, plugins);
+  ReconstructResult rec =
+      ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, journal, plugins);
   EXPECT_TRUE(rec.waiting_for_filesystem.empty()) << rec.waiting_for_filesystem;
   std::set<std::string> adopted;
   for (const FoundVolume& v : rec.volumes) {
@@ -198,13 +200,16 @@ TEST_P(JournalFormatsTest, ReconstructionAdoptsItsVolumesAndTeardownRemovesNothi
                                                                       {kPodB, kCM, "app-config"},
                                                                       {kPodC, kCM, "web"}}) {
     SCOPED_TRACE(uid + "/" + plugin + "/" + name);
-    auto torn = TearDownVolume(VolumeLocation{root_, uid, plugin, name}, journal);
+    auto torn = TearDownVolume(*atomicwriter::PosixEnv(), VolumeLocation{root_, uid, plugin, name},
+                               journal);
     ASSERT_TRUE(torn.ok()) << torn.status().message();
     const bool owned = uid == kPodA && version < 3;
     EXPECT_EQ(*torn, owned ? TearDownOutcome::kRemoved : TearDownOutcome::kNotOwned);
     EXPECT_EQ(fs::exists(root_ + "/" + OwnershipJournal::VolumePath(uid, plugin, name)), !owned);
   }
-  for (const std::string& uid : {kPodA, kPodB, kPodC}) RemoveOwnedEmptyPodDirs(root_, uid, journal);
+  for (const std::string& uid : {kPodA, kPodB, kPodC}) {
+    RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, uid, journal);
+  }
   EXPECT_EQ(fs::exists(root_ + "/pods/" + kPodA), version == 3);
   EXPECT_EQ(others(), others_before) << "a path the journal does not own was changed";
 }

@@ -30,8 +30,9 @@ Reconciler::Reconciler(ReconcilerOptions options, DesiredStateOfWorld* dsw, Actu
       asw_(asw),
       executor_(runner),
       objects_(objects) {
-  if (!options_.disk) options_.disk = RealVolumeDisk();
-  if (!options_.clock) options_.clock = &std::chrono::steady_clock::now;
+  if (options_.env == nullptr) options_.env = atomicwriter::PosixEnv();
+  if (!options_.disk) options_.disk = RealVolumeDisk(options_.env);
+  if (!options_.clock) options_.clock = [env = options_.env] { return env->SteadyNow(); };
 }
 
 Reconciler::~Reconciler() = default;
@@ -526,8 +527,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
     // write or read. The newer pod object is kept, so the older one can be released. (Never
     // after a fresh request: it marks the disk as not verified.)
     const MountedVolume same = *mounted;
-    asw_->MarkMounted(key, same.plugin_dir, same.dir, same.ts_dir, std::chrono::system_clock::now(),
-                      now);
+    asw_->MarkMounted(key, same.plugin_dir, same.dir, same.ts_dir, options_.env->WallNow(), now);
     asw_->SetInputs(key, std::move(inputs));
     ++stats_.remounts_unchanged;
     Enter(key, record, VolumePhase::kIdle);
@@ -621,8 +621,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     const MountedVolume* before = asw_->Find(key);
     const bool recovered = before != nullptr && !before->last_error.empty();
     RecordMount(key, plugin_dir, published, start.started_at);
-    asw_->MarkMounted(key, plugin_dir, dir, w.ts_dir, std::chrono::system_clock::now(),
-                      start.started_at);
+    asw_->MarkMounted(key, plugin_dir, dir, w.ts_dir, options_.env->WallNow(), start.started_at);
     if (d != nullptr) asw_->SetPod(key, d->pod->metadata.namespace_, d->pod->metadata.name);
     const auto done_at = Now();
     // The tmpfs pages the daemon holds: in a volume of its own, the live version, written
@@ -691,7 +690,8 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     if (d != nullptr) {
       const ExponentialBackoff* backoff = executor_->Backoff(key);
       LogWriteFailed(*d, s.message(),
-                     backoff != nullptr ? backoff->delay() : std::chrono::milliseconds(0));
+                     backoff != nullptr ? backoff->delay() : std::chrono::milliseconds(0),
+                     options_.env->WallNow());
       if (options_.on_mount_failure)
         options_.on_mount_failure(*d->pod, key.volume_name, s.message());
     } else {

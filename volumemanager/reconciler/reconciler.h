@@ -159,9 +159,12 @@ struct ReconcilerOptions {
   // the reconciler's own lines of a set-up, an update and a teardown go to debug (they would
   // claim writes that never happen), and each request names its pod for the disk's log lines.
   bool observe = false;
-  // The filesystem side (null: RealVolumeDisk()) and the clock (tests inject both).
+  // The system calls and the clocks (null: atomicwriter::PosixEnv(); must outlive the
+  // reconciler), the filesystem side (null: RealVolumeDisk(env)) and the clock of deadlines and
+  // backoff (empty: the env's SteadyNow). Tests inject each.
+  atomicwriter::Env* env = nullptr;
   std::shared_ptr<VolumeDisk> disk;
-  std::function<std::chrono::steady_clock::time_point()> clock = &std::chrono::steady_clock::now;
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 // Counters a reconciler keeps, for logs, tests and metrics.

@@ -30,21 +30,22 @@ bool SplitVolumePath(const std::string& path, FoundVolume* out) {
 
 }  // namespace
 
-ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, OwnershipJournal& journal,
+ReconstructResult ReconstructOwnedVolumes(atomicwriter::Env& env, const std::string& root_dir,
+                                          OwnershipJournal& journal,
                                           const std::set<std::string>& plugin_dirs,
                                           const std::string& boot_id_file) {
   ReconstructResult out;
   std::vector<OwnedPath> gone;
   std::vector<OwnedPath> foreign;  // present, but not the volume dirs the daemon made
   std::set<std::string> pods;
-  auto root = atomicwriter::OpenRootDir(root_dir);
+  auto root = atomicwriter::OpenRootDir(env, root_dir);
   if (!root.ok()) {
     // Nothing can be checked: nothing is adopted, and nothing released.
     out.problems.push_back(root.status().message());
     return out;
   }
   const base::UniqueFd root_fd(*root);
-  base::Result<RootIdentity> found = RootIdentity::Probe(root_dir, boot_id_file);
+  base::Result<RootIdentity> found = RootIdentity::Probe(env, root_dir, boot_id_file);
   if (!found.ok()) {
     out.problems.push_back(found.status().message());
     return out;
@@ -66,9 +67,10 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
     // planted above an owned dir is a problem to report, never a path to follow.
     struct stat st {};
     std::string name;
-    const base::UniqueFd parent(atomicwriter::OpenParentBeneath(root_fd.get(), entry.path, &name));
+    const base::UniqueFd parent(
+        atomicwriter::OpenParentBeneath(env, root_fd.get(), entry.path, &name));
     bool present = parent.valid();
-    if (present) present = ::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (present) present = env.FstatAt(parent.get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (!present && errno != ENOENT) {
       out.problems.push_back(atomicwriter::OpenBeneathError(full, errno).message() +
                              "; kept in the ownership journal, not adopted");
@@ -97,7 +99,7 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
     // its pod dir's mount and the root's filesystem, its inode recorded now.
     const uint64_t recorded_inode = journal.VolumeInode(entry.path);
     auto check = CheckOwnedVolumeDir(
-        root_fd.get(), VolumeLocation{root_dir, v.pod_uid, v.plugin_dir, v.volume_name},
+        env, root_fd.get(), VolumeLocation{root_dir, v.pod_uid, v.plugin_dir, v.volume_name},
         recorded_inode);
     if (!check.ok()) {
       out.problems.push_back(check.status().message() +
@@ -121,8 +123,8 @@ ReconstructResult ReconstructOwnedVolumes(const std::string& root_dir, Ownership
       }
     }
     // What the daemon holds of it in memory (a tmpfs of its own), for the tmpfs bytes it reports.
-    if (auto held =
-            LiveVersionTmpfsBytes(VolumeLocation{root_dir, v.pod_uid, v.plugin_dir, v.volume_name});
+    if (auto held = LiveVersionTmpfsBytes(
+            env, VolumeLocation{root_dir, v.pod_uid, v.plugin_dir, v.volume_name});
         held.ok()) {
       v.tmpfs_bytes = held->bytes;
       v.tmpfs_version = std::move(held->version);

@@ -61,9 +61,9 @@ struct ReconstructResult {
 
 // Owned volumes of plugins outside `plugin_dirs` are kept in the journal but not adopted. An
 // owned volume that is missing, or is no longer a real directory, is released.
-// `boot_id_file` is RootIdentity::Probe's (tests).
+// `boot_id_file` is RootIdentity::Probe's (tests). Every system call goes through `env`.
 ReconstructResult ReconstructOwnedVolumes(
-    const std::string& root_dir, OwnershipJournal& journal,
+    atomicwriter::Env& env, const std::string& root_dir, OwnershipJournal& journal,
     const std::set<std::string>& plugin_dirs,
     const std::string& boot_id_file = RootIdentity::kBootIdFile);
 

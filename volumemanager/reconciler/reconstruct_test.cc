@@ -44,7 +44,7 @@ class ReconstructTest : public ::testing::Test {
   }
   void SetBoot(const std::string& id) { std::ofstream(boot_file_, std::ios::trunc) << id << "\n"; }
   RootIdentity Found() {
-    auto id = RootIdentity::Probe(root_, boot_file_);
+    auto id = RootIdentity::Probe(*atomicwriter::PosixEnv(), root_, boot_file_);
     EXPECT_TRUE(id.ok()) << id.status().message();
     return id.ok() ? *id : RootIdentity{};
   }
@@ -60,7 +60,8 @@ class ReconstructTest : public ::testing::Test {
     fs::create_directories(root_ + "/" + here);
   }
   ReconstructResult Reconstruct() {
-    return ReconstructOwnedVolumes(root_, *journal_, kPlugins, boot_file_);
+    return ReconstructOwnedVolumes(*atomicwriter::PosixEnv(), root_, *journal_, kPlugins,
+                                   boot_file_);
   }
 
   std::string base_;

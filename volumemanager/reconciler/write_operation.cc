@@ -178,7 +178,7 @@ void LogWriteDone(const WriteReport& r) {
 }
 
 void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
-                    std::chrono::milliseconds retry_in) {
+                    std::chrono::milliseconds retry_in, std::chrono::system_clock::time_point now) {
   // The objects whose content did not reach the volume (a write error names only a file): the
   // one `object`, or a projected volume's several as `objects` ("kind/namespace/name,...").
   std::string objects;
@@ -199,7 +199,7 @@ void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
                                                         : logging::Value::Absent()},
                  {"objects", logging::Value::IfSet(objects)},
                  {"err", error},
-                 {"noRetriesUntil", FormatTime(std::chrono::system_clock::now() + retry_in)},
+                 {"noRetriesUntil", FormatTime(now + retry_in)},
                  {"durationBeforeRetry", FormatDelay(retry_in)}});
 }
 
