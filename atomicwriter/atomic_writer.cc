@@ -126,22 +126,6 @@ bool IsRemovingName(std::string_view name) {
   return name.starts_with(kRemovingPrefix) && name.size() > std::strlen(kRemovingPrefix);
 }
 
-// Opens `rel` (a cleaned relative path) beneath `dirfd` without following a symlink at any
-// component: intermediate components must be real directories, and the last one is opened with
-// `flags | O_NOFOLLOW`.
-int WalkBeneath(Env& fs, int dirfd, const std::string& rel, int flags) {
-  const std::vector<std::string> parts = SplitCleanPath(rel);
-  ScopedFd cur(&fs, -1);
-  int at = dirfd;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    ScopedFd next(&fs, fs.OpenAt(at, parts[i], kDirOpenFlags, 0));
-    if (!next.valid()) return -1;
-    cur = std::move(next);
-    at = cur.get();
-  }
-  return fs.OpenAt(at, parts.back(), flags | O_NOFOLLOW, 0);
-}
-
 Status RemoveAllAt(Env& fs, int dirfd, const std::string& name, const std::string& shown) {
   return RemoveTreeAt(fs, dirfd, name, shown);
 }
@@ -687,7 +671,7 @@ class WriteOperation {
     if (options_.durable) {
       // Directory entries become durable with their directory: sync every dir of the new tree.
       for (const std::string& rel : dirs_made) {
-        ScopedFd d(&fs_, WalkBeneath(fs_, root.get(), rel, kDirOpenFlags));
+        ScopedFd d(&fs_, atomicwriter::OpenBeneath(fs_, root.get(), rel, kDirOpenFlags));
         if (!d.valid()) return ErrnoError("open", ts_dir + "/" + rel, errno);
         if (fs_.Fsync(d.get()) != 0) return ErrnoError("fsync", ts_dir + "/" + rel, errno);
       }

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "atomicwriter/atomic_writer.h"
+#include "atomicwriter/env.h"
 #include "atomicwriter/volume_inspector.h"
 #include "atomicwriter/writer_test_fixture.h"
 
@@ -125,6 +126,58 @@ TEST_F(HostileSymlinkTest, NothingOutsideTheVolumeIsReadWrittenOrDeleted) {
       EXPECT_TRUE(fs::is_directory(fs::symlink_status(fs::path(vol_) / LiveTsDir())));
     }
   }
+}
+
+// The writer's durable pass (an fsync of every dir of the new version) opens each dir with the
+// process's one beneath-walk (open_beneath.h): a dir of the new version replaced by a link
+// between its files' write and that pass is refused as a link (ELOOP), never followed. (The
+// writer's own walk, before, said ENOTDIR for it: the stricter answer of the two walks won.)
+TEST_F(WriterTest, TheDurablePassRefusesALinkPlantedInTheNewVersionWithTheOneWalk) {
+  const std::string outside = root_ + "/outside";
+  std::filesystem::create_directories(outside);
+  std::ofstream(outside + "/f") << "not the volume's";
+  // After the write opened sub/ for its file, the next open of "sub" (the durable pass's) finds
+  // a link there.
+  class PlantingEnv final : public EnvWrapper {
+   public:
+    PlantingEnv(std::string vol, std::string outside)
+        : EnvWrapper(PosixEnv()), vol_(std::move(vol)), outside_(std::move(outside)) {}
+    int OpenAt(int dirfd, const std::string& path, int flags, mode_t mode) override {
+      Plant(path);
+      return EnvWrapper::OpenAt(dirfd, path, flags, mode);
+    }
+    int OpenAt2Beneath(int dirfd, const std::string& rel, int flags, mode_t mode) override {
+      Plant(rel);
+      return EnvWrapper::OpenAt2Beneath(dirfd, rel, flags, mode);
+    }
+    bool planted = false;
+
+   private:
+    void Plant(const std::string& path) {
+      if (path != "sub" || ++opens_ != 2) return;
+      for (const auto& e : std::filesystem::directory_iterator(vol_)) {
+        const std::string name = e.path().filename().string();
+        if (!name.starts_with("..") || name == "..data") continue;
+        std::filesystem::rename(e.path() / "sub", e.path() / "sub.real");
+        std::filesystem::create_directory_symlink(outside_, e.path() / "sub");
+        planted = true;
+      }
+    }
+    std::string vol_, outside_;
+    int opens_ = 0;
+  } env(vol_, outside);
+  Options options = SoleWriter();
+  options.durable = true;
+  options.fs = &env;
+  auto writer = OpenWriter(options);
+  ASSERT_NE(writer, nullptr);
+  auto r = writer->Write({{"sub/f", {"v", 0644, std::nullopt}}});
+  ASSERT_TRUE(env.planted);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().sys_errno(), ELOOP) << r.status().message();
+  EXPECT_EQ(LiveTsDir(), "") << "nothing published";
+  std::ifstream in(outside + "/f");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "not the volume's");
 }
 
 }  // namespace
