@@ -21,6 +21,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/errno_error.h"
 #include "base/strings.h"
 
 namespace atomicwriter {
@@ -378,6 +379,13 @@ class Posix final : public Env {
 };
 
 }  // namespace
+
+base::Status MountLookupError(const std::string& shown, int err) {
+  if (err == ENOENT) {
+    return base::Status::Error(shown + ": its mount is not listed in /proc/self/mountinfo");
+  }
+  return base::ErrnoError("read /proc/self/mountinfo for", shown, err);
+}
 
 bool FileHolds(Env& env, int fd, std::string_view data, off_t size) {
   if (size < 0 || static_cast<size_t>(size) != data.size()) return false;

@@ -201,6 +201,10 @@ class EnvWrapper : public Env {
   Env* target_;
 };
 
+// Why Env::FindMount found no mount for `shown` (a path), from its errno: "its mount is not
+// listed in /proc/self/mountinfo" (ENOENT), or the failure to read the table, naming its cause.
+base::Status MountLookupError(const std::string& shown, int err);
+
 // Whether the open regular file `fd`, said to be `size` bytes long, holds exactly `data`: every
 // byte compared (reads of 64 KiB at a time through `env`, the file offset left alone), and
 // nothing past it (a file that grew since its size was taken does not hold `data`).

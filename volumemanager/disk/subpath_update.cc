@@ -89,9 +89,7 @@ base::Result<VolumeView> ViewVolume(Env& env, const VolumeLocation& location) {
   if (env.MountId(v.dir.get(), &mount_id) != 0) {
     return base::ErrnoError("read the mount of", shown, errno);
   }
-  if (!env.FindMount(mount_id, &info)) {
-    return base::Status::Error(shown + ": its mount is not listed in /proc/self/mountinfo");
-  }
+  if (!env.FindMount(mount_id, &info)) return atomicwriter::MountLookupError(shown, errno);
   // As mountinfo shows it (the superblock's device: a btrfs subvolume's files show another
   // st_dev), to compare with the bind's.
   v.device = info.device;
@@ -209,8 +207,7 @@ void UpdateOne(Env& env, const SubPathUpdateRequest& request, const VolumeView& 
   }
   atomicwriter::MountInfo info;
   if (!env.FindMount(bound_mount, &info)) {
-    return Fail(c,
-                base::Status::Error(shown + ": its mount is not listed in /proc/self/mountinfo"));
+    return Fail(c, atomicwriter::MountLookupError(shown, errno));
   }
   // The bind's root: "<volume dir in its filesystem>/<version>/<file>", "//deleted" once the
   // version dir is gone; on the volume's filesystem.

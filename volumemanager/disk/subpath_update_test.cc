@@ -20,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/removal_queue.h"
+#include "atomicwriter/volume_inspector.h"
 #include "base/unique_fd.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_loop.h"
@@ -267,6 +269,44 @@ TEST_F(SubPathUpdateTest, TheContainersViewGetsTheNewBytesAndARestartedContainer
   EXPECT_EQ(copies[0].result, SubPathResult::kCurrent) << copies[0].reason;
   EXPECT_EQ(copies[0].version, v3);
   EXPECT_EQ(vmtest::ReadFile(LiveFile("app.conf").string()), "x\n");
+}
+
+// Every system call of a copy failed in turn (EIO, ENOSPC, EINTR where a caller sees it): the
+// copy is reported failed naming the cause, or done; the volume itself is never written; and the
+// copy made again without the fault brings the bound file to the new bytes.
+TEST_F(SubPathUpdateTest, ACopyFailedAtAnyCallNamesItsCauseAndIsDoneWhenMadeAgain) {
+  VM_SKIP_UNLESS_ROOT("bind-mounts files as the kubelet does for subPath");
+  const std::string old_bytes = "old bytes, longer than the new ones\n";
+  Publish(Files({{"app.conf", old_bytes}}));
+  ASSERT_TRUE(KubeletBind(LiveFile("app.conf"), "app", 0)) << why_;
+  const auto v2_payload = Files({{"app.conf", "new\n"}});
+  const std::string v2 = Publish(v2_payload);
+  const fs::path bound = BindPath("app", 0);
+  const auto live = atomicwriter::VisibleContent(vol_.string());
+  const std::vector<SubPathMount> mounts = {{"app", 0, "app.conf", ""}};
+  atomicwriter::FaultInjectionEnv env(atomicwriter::PosixEnv());
+  std::vector<SubPathCopy> copies;
+  const auto calls = atomicwriter::FailEachCallInTurn(
+      env, [&] { WriteFile(bound, old_bytes); },
+      [&] { copies = Update(v2_payload, mounts, v2, nullptr, &env); },
+      [&](const atomicwriter::FaultRun& r) {
+        SCOPED_TRACE(r.Describe());
+        ASSERT_TRUE(r.reached);
+        ASSERT_EQ(copies.size(), 1u);
+        EXPECT_EQ(atomicwriter::VisibleContent(vol_.string()), live);
+        if (copies[0].result == SubPathResult::kUpdated) {
+          EXPECT_EQ(vmtest::ReadFile(bound.string()), "new\n");
+        } else {
+          EXPECT_EQ(copies[0].result, SubPathResult::kFailed) << copies[0].reason;
+          EXPECT_NE(copies[0].reason.find(std::strerror(r.err)), std::string::npos)
+              << copies[0].reason;
+        }
+        copies = Update(v2_payload, mounts, v2);
+        ASSERT_EQ(copies.size(), 1u);
+        EXPECT_NE(copies[0].result, SubPathResult::kFailed) << copies[0].reason;
+        EXPECT_EQ(vmtest::ReadFile(bound.string()), "new\n");
+      });
+  EXPECT_GT(calls.size(), 10u);
 }
 
 // Issue 42: every subPath check read the whole of /proc/self/mountinfo (once for the volume, once

@@ -94,8 +94,8 @@ base::Status UnmountOwnTmpfs(Env& env, int fd, const std::string& shown) {
   atomicwriter::MountInfo info;
   if (env.MountId(fd, &id) != 0) return ErrnoError("read the mount of", shown, errno);
   if (!env.FindMount(id, &info)) {
-    return base::Status::Error(shown +
-                               ": its mount is not listed in /proc/self/mountinfo; left in place");
+    const base::Status why = atomicwriter::MountLookupError(shown, errno);
+    return base::Status::Error(why.message() + "; left in place", why.sys_errno());
   }
   if (info.fs_type != "tmpfs" || info.root != "/") {
     return base::Status::Error(shown + ": a mount point of " + info.fs_type + " (" + info.source +
