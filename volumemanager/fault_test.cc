@@ -210,6 +210,44 @@ TEST_F(FaultTest, AnUpdateFailedAtAnyCallLeavesTheOldContentWholeAndIsRetried) {
       });
 }
 
+TEST_F(FaultTest, ATeardownFailedAtAnyCallKeepsTheVolumeOwnedUntilItIsDone) {
+  const auto outside = Snapshot(root_, PodDir());
+  base::Status last;
+  atomicwriter::FailEachCallInTurn(
+      env_,
+      [&] {
+        fs::remove_all(PodDir());
+        RestoreJournal();
+        Set(Loc(), kOld);
+      },
+      [&] {
+        auto r = TearDownVolume(env_, Loc(), *journal_);
+        last = !r.ok()                           ? r.status()
+               : *r == TearDownOutcome::kRemoved ? base::Status::OK()
+                                                 : base::Status::Error("left as not owned");
+      },
+      [&](const atomicwriter::FaultRun& r) {
+        SCOPED_TRACE(r.Describe());
+        ASSERT_TRUE(r.reached);
+        EXPECT_EQ(Snapshot(root_, PodDir()), outside);
+        if (last.ok()) {
+          EXPECT_FALSE(fs::exists(Loc().dir()));
+          EXPECT_EQ(JournalOnDisk().count(Loc().rel()), 0u);
+        } else {
+          ExpectCauseNamed(last, r);
+          // Not released while anything of it is left: the daemon can still finish the job.
+          if (fs::exists(Loc().dir())) {
+            EXPECT_EQ(JournalOnDisk().count(Loc().rel()), 1u);
+          }
+        }
+        // Without the fault, the teardown completes: the volume and the pod's dirs are gone.
+        auto again = TearDownVolume(env_, Loc(), *journal_);
+        ASSERT_TRUE(again.ok()) << again.status().message();
+        EXPECT_FALSE(fs::exists(PodDir()));
+        EXPECT_EQ(JournalOnDisk().count(Loc().rel()), 0u);
+      });
+}
+
 TEST_F(FaultTest, AJournalAppendFailedAtAnyCallLeavesTheJournalWhole) {
   const std::vector<OwnedPath> added = {{OwnedKind::kDir, "pods/uid-9"},
                                         {OwnedKind::kVolume, "pods/uid-9/volumes/p/v"}};

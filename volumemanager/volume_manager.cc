@@ -484,7 +484,9 @@ void VolumeManager::CleanUpOrphanPodDirs() {
         if (w->gate != nullptr && !w->gate->Open()) return;  // the next start's, then
         base::Status s = base::CatchAll("removing the empty dirs of gone pods", [w] {
           for (const std::string& uid : w->pod_uids) {
-            RemoveOwnedEmptyPodDirs(*w->env, w->root_dir, uid, *w->journal);
+            // Best effort: what stays is tried again at the next start.
+            base::Status removed = RemoveOwnedEmptyPodDirs(*w->env, w->root_dir, uid, *w->journal);
+            if (!removed.ok()) spdlog::warn("{}", removed.message());
           }
         });
         if (!s.ok()) spdlog::warn("{}", s.message());  // best effort; retried at the next start

@@ -698,8 +698,13 @@ bool IsMountPoint(Env& env, const std::string& dir) {
 base::Result<TearDownOutcome> TearDownVolume(Env& env, const VolumeLocation& location,
                                              OwnershipJournal& journal) {
   const std::string volume_rel = location.rel();
-  if (!journal.Owns(OwnedKind::kVolume, volume_rel)) return TearDownOutcome::kNotOwned;
   if (base::Status s = CheckLocation(location); !s.ok()) return s;
+  if (!journal.Owns(OwnedKind::kVolume, volume_rel)) {
+    // Not the daemon's, or removed by an earlier teardown that could not remove the pod's dirs.
+    base::Status s = RemoveOwnedEmptyPodDirs(env, location.root_dir, location.pod_uid, journal);
+    if (!s.ok()) return s;
+    return TearDownOutcome::kNotOwned;
+  }
   auto root = OpenRoot(env, location.root_dir);
   if (!root.ok()) return root.status();
   const std::string dir = location.dir();
@@ -732,30 +737,42 @@ base::Result<TearDownOutcome> TearDownVolume(Env& env, const VolumeLocation& loc
   if (!s.ok()) return s;
   s = journal.Remove({OwnedPath{OwnedKind::kVolume, volume_rel}});
   if (!s.ok()) return s;
-  RemoveOwnedEmptyPodDirs(env, location.root_dir, location.pod_uid, journal);
+  s = RemoveOwnedEmptyPodDirs(env, location.root_dir, location.pod_uid, journal);
+  if (!s.ok()) {
+    return base::Status::Error(
+        dir + " removed, but " + s.message() + "; tried again with the teardown", s.sys_errno());
+  }
   return TearDownOutcome::kRemoved;
 }
 
-void RemoveOwnedEmptyPodDirs(Env& env, const std::string& root_dir, const std::string& pod_uid,
-                             OwnershipJournal& journal) {
-  if (!CheckPathComponent(pod_uid, "pod UID").ok()) return;
-  auto root = OpenRoot(env, root_dir);
-  if (!root.ok()) return;
-  std::lock_guard<std::mutex> lock(PodDirsMutex(pod_uid));
+base::Status RemoveOwnedEmptyPodDirs(Env& env, const std::string& root_dir,
+                                     const std::string& pod_uid, OwnershipJournal& journal) {
+  if (base::Status s = CheckPathComponent(pod_uid, "pod UID"); !s.ok()) return s;
   std::vector<OwnedPath> dirs;
   for (const OwnedPath& p : journal.EntriesOfPod(pod_uid)) {
     if (p.kind == OwnedKind::kDir) dirs.push_back(p);
   }
+  if (dirs.empty()) return base::Status::OK();
+  auto root = OpenRoot(env, root_dir);
+  if (!root.ok()) return root.status();
+  std::lock_guard<std::mutex> lock(PodDirsMutex(pod_uid));
   // Deepest first: longer paths below the pod dir sort after their parents.
   std::sort(dirs.begin(), dirs.end(),
             [](const OwnedPath& a, const OwnedPath& b) { return a.path.size() > b.path.size(); });
   std::vector<OwnedPath> removed;
+  base::Status failed;
   for (const OwnedPath& p : dirs) {
     if (RemoveEmptyDirBeneath(env, root->get(), root_dir, p.path) == 0 || errno == ENOENT) {
       removed.push_back(p);
+    } else if (errno != ENOTEMPTY && errno != EEXIST && errno != ELOOP && errno != ENOTDIR &&
+               failed.ok()) {
+      // Still holding another volume, or not a directory of the daemon's any more: kept, as it
+      // should be. Anything else is a failure to report (and to try again).
+      failed = ErrnoError("remove the empty dir", root_dir + "/" + p.path, errno);
     }
   }
-  journal.Remove(removed).IgnoreError();
+  base::Status s = journal.Remove(removed);
+  return failed.ok() ? s : failed;
 }
 
 }  // namespace volumemanager

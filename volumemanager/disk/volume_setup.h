@@ -43,7 +43,9 @@
 // (only a whole tmpfs, as the daemon mounts it: any other mount there stays, and so does the
 // volume), removes it without following any symlink inside and without entering any other mount
 // (a bind mount inside the volume stays, and the teardown fails naming it), then the directories
-// above it that the journal lists and that became empty. Anything else is left in place.
+// above it that the journal lists and that became empty. Anything else is left in place. A
+// failure to remove those directories fails the teardown too (the volume itself is gone): the
+// teardown made again, of a volume the journal no longer lists, removes them (kNotOwned).
 //
 // Every system call goes through the `env` each function is given (atomicwriter::Env): the
 // daemon's is PosixEnv(); fault tests pass one that fails a chosen call.
@@ -159,9 +161,11 @@ base::Result<TearDownOutcome> TearDownVolume(atomicwriter::Env& env, const Volum
 
 // Removes the directories of a pod that the journal lists (a plugin dir, the volumes dir, the pod
 // dir itself), deepest first, with rmdir only: one that still holds anything stays, and so does
-// every directory the journal does not list.
-void RemoveOwnedEmptyPodDirs(atomicwriter::Env& env, const std::string& root_dir,
-                             const std::string& pod_uid, OwnershipJournal& journal);
+// every directory the journal does not list, or that a link or a file stands in place of. An
+// error when one could not be removed for another reason (an I/O error): it stays listed, and a
+// later call removes it.
+base::Status RemoveOwnedEmptyPodDirs(atomicwriter::Env& env, const std::string& root_dir,
+                                     const std::string& pod_uid, OwnershipJournal& journal);
 
 }  // namespace volumemanager
 

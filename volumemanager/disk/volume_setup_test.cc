@@ -242,7 +242,8 @@ TEST_F(VolumeSetupTest, ReconstructionNamesPodsWhoseOwnedDirsAreBelowAPodDirNotI
   EXPECT_TRUE(r.volumes.empty());
   ASSERT_EQ(r.pod_uids, (std::vector<std::string>{"kubelets"}));
   // What the orphan cleanup then does with it: the owned dirs go, the kubelet's stay.
-  RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, "kubelets", *journal_);
+  EXPECT_TRUE(
+      RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, "kubelets", *journal_).ok());
   EXPECT_FALSE(fs::exists(root_ + "/pods/kubelets/volumes"));
   EXPECT_TRUE(fs::exists(root_ + "/pods/kubelets/containers"));
   EXPECT_TRUE(journal_->EntriesOfPod("kubelets").empty());
@@ -287,7 +288,7 @@ TEST_F(VolumeSetupTest, AVolumeTheDaemonDidNotSetUpIsRefreshedButNeverRemoved) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t, TearDownOutcome::kNotOwned);
   EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
-  RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, "uid-1", *journal_);
+  EXPECT_TRUE(RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, "uid-1", *journal_).ok());
   EXPECT_TRUE(fs::exists(dir));
 }
 

@@ -208,7 +208,7 @@ TEST_P(JournalFormatsTest, ReconstructionAdoptsItsVolumesAndTeardownRemovesNothi
     EXPECT_EQ(fs::exists(root_ + "/" + OwnershipJournal::VolumePath(uid, plugin, name)), !owned);
   }
   for (const std::string& uid : {kPodA, kPodB, kPodC}) {
-    RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, uid, journal);
+    EXPECT_TRUE(RemoveOwnedEmptyPodDirs(*atomicwriter::PosixEnv(), root_, uid, journal).ok());
   }
   EXPECT_EQ(fs::exists(root_ + "/pods/" + kPodA), version == 3);
   EXPECT_EQ(others(), others_before) << "a path the journal does not own was changed";
