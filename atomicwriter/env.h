@@ -3,7 +3,7 @@
 // teardown, the kubelet checks, subPath copies, the ownership journal, reconstruction and the
 // volume manager go through one. Production code uses PosixEnv(); tests wrap it to fail a chosen
 // call with a chosen errno (FaultInjectionEnv) or to move the clock. Nothing in volumemanager/
-// makes such a call itself (tests/check_env_seam.py finds any that does).
+// makes such a call itself (tests/env_seam/check_env_seam.py finds any that does).
 //
 // Every method has POSIX semantics: it returns what the system call returns (-1 on failure) and
 // leaves the reason in errno. Paths are single names or relative paths resolved against `dirfd`;

@@ -32,6 +32,8 @@ namespace fs = std::filesystem;
 
 constexpr char kPlugin[] = "kubernetes.io~configmap";
 using Content = std::map<std::string, std::string>;
+const Content kOld = {{"a", "old a"}, {"sub/b", "old b"}};
+const Content kNew = {{"a", "new a"}, {"sub/b", "new b"}, {"c", "new c"}};
 
 // Everything below `top` but `skip` (and what is below it): type, mode and inode, and of a file
 // its size, mtime and bytes, of a link its target. (A dir's own mtime is not: creating and
@@ -130,6 +132,18 @@ class FaultTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status().message();
   }
   std::string PodDir(const std::string& uid = "uid-1") const { return root_ + "/pods/" + uid; }
+  // The operation of the set-up and update tests: volume cfg of pod uid-1 set up with kNew.
+  base::Status SetUpNew() {
+    auto r = SetUpVolume(env_, Req(Loc(), kNew));
+    return r.ok() ? base::Status::OK() : r.status();
+  }
+  // Where each run of a set-up, update or teardown starts: pod uid-1's dirs gone, the journal as
+  // saved, and then, when `content` is given, the volume set up with it.
+  void StartFrom(const Content* content) {
+    fs::remove_all(PodDir());
+    RestoreJournal();
+    if (content != nullptr) Set(Loc(), *content);
+  }
 
   // A failed run's message names its cause.
   static void ExpectCauseNamed(const base::Status& s, const atomicwriter::FaultRun& r) {
@@ -143,22 +157,11 @@ class FaultTest : public ::testing::Test {
   std::unique_ptr<OwnershipJournal> journal_;
 };
 
-const Content kOld = {{"a", "old a"}, {"sub/b", "old b"}};
-const Content kNew = {{"a", "new a"}, {"sub/b", "new b"}, {"c", "new c"}};
-
 TEST_F(FaultTest, AFirstSetUpFailedAtAnyCallLeavesNothingAndIsRetried) {
   const auto outside = Snapshot(root_, PodDir());
   base::Status last;
   auto calls = atomicwriter::FailEachCallInTurn(
-      env_,
-      [&] {
-        fs::remove_all(PodDir());
-        RestoreJournal();
-      },
-      [&] {
-        auto r = SetUpVolume(env_, Req(Loc(), kNew));
-        last = r.ok() ? base::Status::OK() : r.status();
-      },
+      env_, [&] { StartFrom(nullptr); }, [&] { last = SetUpNew(); },
       [&](const atomicwriter::FaultRun& r) {
         SCOPED_TRACE(r.Describe());
         ASSERT_TRUE(r.reached);
@@ -183,16 +186,7 @@ TEST_F(FaultTest, AnUpdateFailedAtAnyCallLeavesTheOldContentWholeAndIsRetried) {
   const auto outside = Snapshot(root_, PodDir());
   base::Status last;
   atomicwriter::FailEachCallInTurn(
-      env_,
-      [&] {
-        fs::remove_all(PodDir());
-        RestoreJournal();
-        Set(Loc(), kOld);
-      },
-      [&] {
-        auto r = SetUpVolume(env_, Req(Loc(), kNew));
-        last = r.ok() ? base::Status::OK() : r.status();
-      },
+      env_, [&] { StartFrom(&kOld); }, [&] { last = SetUpNew(); },
       [&](const atomicwriter::FaultRun& r) {
         SCOPED_TRACE(r.Describe());
         ASSERT_TRUE(r.reached);
@@ -214,12 +208,7 @@ TEST_F(FaultTest, ATeardownFailedAtAnyCallKeepsTheVolumeOwnedUntilItIsDone) {
   const auto outside = Snapshot(root_, PodDir());
   base::Status last;
   atomicwriter::FailEachCallInTurn(
-      env_,
-      [&] {
-        fs::remove_all(PodDir());
-        RestoreJournal();
-        Set(Loc(), kOld);
-      },
+      env_, [&] { StartFrom(&kOld); },
       [&] {
         auto r = TearDownVolume(env_, Loc(), *journal_);
         last = !r.ok()                           ? r.status()
