@@ -15,7 +15,7 @@ FUZZ_DIR   ?= build-fuzz
 # plugins/sandboxed_write_fuzzer is not in CI's list yet: one abort in an ad-hoc run was not
 # reproduced (tests/fuzz/README.md); run it by name: make fuzz FUZZERS=plugins/sandboxed_write_fuzzer
 FUZZERS := kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_fuzzer \
-           kubeclient/watch_decoder_fuzzer kubeclient/kubeconfig_fuzzer \
+           kubeclient/watch/watch_decoder_fuzzer kubeclient/auth/kubeconfig_fuzzer \
            plugins/downward_api_fuzzer plugins/payload_path_fuzzer \
            config/go_duration_fuzzer server/http_request_fuzzer \
            reload/reload_spec_fuzzer reload/proc_text_fuzzer

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "kubeclient/api_client.h"
-#include "kubeclient/credentials.h"
-#include "kubeclient/http_client.h"
-#include "kubeclient/reflector.h"
+#include "kubeclient/auth/credentials.h"
+#include "kubeclient/transport/http_client.h"
+#include "kubeclient/watch/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
 
 namespace {
@@ -108,33 +108,33 @@ Result Run(int watches, int events) {
     server.Api("POST", "/api/v1/namespaces/bench/configmaps",
                {{"metadata", {{"name", "cm-" + std::to_string(i)}}}, {"data", {{"t", "0"}}}});
   }
-  auto creds = kube::LoadKubeconfig({server.kubeconfig()});
+  auto creds = kubeclient::LoadKubeconfig({server.kubeconfig()});
   uv_loop_t loop;
   uv_loop_init(&loop);
-  auto http = kube::HttpClient::Create(&loop, *creds);
-  kube::ApiClient api(http->get());
+  auto http = kubeclient::HttpClient::Create(&loop, *creds);
+  kubeclient::ApiClient api(http->get());
 
   std::vector<double> latencies_ms;
   latencies_ms.reserve(static_cast<size_t>(events));
   std::atomic<int> received{0};
   long rss_before = RssKiB();
-  std::vector<std::unique_ptr<kube::Reflector>> reflectors;
+  std::vector<std::unique_ptr<kubeclient::Reflector>> reflectors;
   auto sync_start = Clock::now();
   for (int i = 0; i < watches; ++i) {
-    kube::ReflectorOptions options;
+    kubeclient::ReflectorOptions options;
     options.path = "/api/v1/namespaces/bench/configmaps";
     options.field_selector = "metadata.name=cm-" + std::to_string(i);
     options.kind = "ConfigMap";
     options.description = "bench cm-" + std::to_string(i);
     options.min_watch_timeout = std::chrono::seconds(1800);
     options.max_watch_timeout = std::chrono::seconds(3600);
-    kube::ReflectorHandlers handlers;
+    kubeclient::ReflectorHandlers handlers;
     handlers.on_update = [&](const nlohmann::json&, const nlohmann::json& now) {
       long long sent = std::atoll(now["data"].value("t", std::string("0")).c_str());
       latencies_ms.push_back(static_cast<double>(NowNs() - sent) / 1e6);
       received.fetch_add(1, std::memory_order_relaxed);
     };
-    reflectors.push_back(std::make_unique<kube::Reflector>(&api, options, handlers));
+    reflectors.push_back(std::make_unique<kubeclient::Reflector>(&api, options, handlers));
     reflectors.back()->Start();
   }
   auto all_synced = [&] {

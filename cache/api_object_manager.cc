@@ -10,7 +10,7 @@
 #include "base/uv_timer.h"
 #include "kube/object_decoder.h"
 #include "kube/validation.h"
-#include "kubeclient/object_store.h"
+#include "kubeclient/watch/object_store.h"
 #include "logging/structured_log.h"
 
 namespace cache {
@@ -22,14 +22,14 @@ bool IsDecimal(const std::string& s) {
 
 // "/api/v1/namespaces/<ns>/configmaps" (or secrets).
 std::string CollectionPath(const kube::ObjectRef& ref) {
-  return "/api/v1/namespaces/" + kube::QueryEscape(ref.namespace_) +
+  return "/api/v1/namespaces/" + kubeclient::QueryEscape(ref.namespace_) +
          (ref.kind == kube::ObjectKind::kConfigMap ? "/configmaps" : "/secrets");
 }
 
 }  // namespace
 
-kube::ReflectorOptions PerObjectReflectorOptions() {
-  kube::ReflectorOptions options;
+kubeclient::ReflectorOptions PerObjectReflectorOptions() {
+  kubeclient::ReflectorOptions options;
   options.min_watch_timeout = std::chrono::minutes(30);
   options.max_watch_timeout = std::chrono::minutes(60);
   options.resync_period = std::chrono::milliseconds(0);
@@ -65,7 +65,7 @@ struct ApiObjectManager::Input {
 };
 
 struct ApiObjectManager::Read {
-  kube::ApiClient::CallId call = 0;
+  kubeclient::ApiClient::CallId call = 0;
   // Refused in the refusal grace window: sent again when the entry's retry timer fires.
   bool retry_pending = false;
   std::vector<std::function<void()>> waiters;
@@ -101,7 +101,7 @@ struct ApiObjectManager::Entry {
   std::list<Input> inbox;
   bool decoding = false;
   // Watch.
-  std::unique_ptr<kube::Reflector> reflector;
+  std::unique_ptr<kubeclient::Reflector> reflector;
   bool synced = false;
   std::list<std::pair<Clock::time_point, std::function<void()>>> sync_waiters;
   uv_timer_t* sync_timer = nullptr;
@@ -128,7 +128,7 @@ ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& 
                                                          const nlohmann::json& object) {
   Decoded d;
   base::Status s = base::CatchAll("decoding", [&] {
-    d.rv = kube::ObjectStore::ResourceVersionOf(object);
+    d.rv = kubeclient::ObjectStore::ResourceVersionOf(object);
     if (ref.kind == kube::ObjectKind::kConfigMap) {
       base::Result<kube::ConfigMap> cm = kube::DecodeConfigMap(object);
       // What the API server would have refused (a key that is a path, a value that is not
@@ -161,7 +161,7 @@ ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& 
   return d;
 }
 
-ApiObjectManager::ApiObjectManager(kube::ApiClient* api, ApiObjectManagerOptions options)
+ApiObjectManager::ApiObjectManager(kubeclient::ApiClient* api, ApiObjectManagerOptions options)
     : api_(api),
       loop_(api->http()->loop()),
       options_(std::move(options)),
@@ -415,7 +415,7 @@ void ApiObjectManager::JoinRead(Entry& e, bool fresh, std::function<void()> wait
 }
 
 void ApiObjectManager::SendRead(Entry& e, bool fresh) {
-  std::string path = CollectionPath(e.ref) + "/" + kube::QueryEscape(e.ref.name);
+  std::string path = CollectionPath(e.ref) + "/" + kubeclient::QueryEscape(e.ref.name);
   if (fresh) {
     ++stats_.fresh_gets;
   } else {
@@ -427,8 +427,8 @@ void ApiObjectManager::SendRead(Entry& e, bool fresh) {
   }
   const kube::ObjectRef ref = e.ref;
   const uint64_t id = e.id;
-  const kube::ApiClient::CallId call =
-      api_->Get(path, [this, ref, id, fresh](kube::ApiResult result) {
+  const kubeclient::ApiClient::CallId call =
+      api_->Get(path, [this, ref, id, fresh](kubeclient::ApiResult result) {
         OnRead(ref, id, fresh, std::move(result));
       });
   // The call may have failed (and finished) already inside Get.
@@ -439,7 +439,7 @@ void ApiObjectManager::SendRead(Entry& e, bool fresh) {
 }
 
 void ApiObjectManager::OnRead(const kube::ObjectRef& ref, uint64_t id, bool fresh,
-                              kube::ApiResult result) {
+                              kubeclient::ApiResult result) {
   Entry* e = Find(ref, id);
   if (e == nullptr || stopped_) return;  // dropped or stopped: its waiters ran then
   std::unique_ptr<Read>& slot = fresh ? e->fresh_read : e->read;
@@ -613,13 +613,14 @@ bool ApiObjectManager::ShouldApply(const Entry& e, Source source, bool exists,
     // A quorum read replaces only what it proves older.
     if (!exists) return e.served->exists();  // deleted since
     if (!e.served->exists() && e.served_rv.empty()) return true;
-    if (IsDecimal(rv) && IsDecimal(e.served_rv)) return kube::ResourceVersionOlder(e.served_rv, rv);
+    if (IsDecimal(rv) && IsDecimal(e.served_rv))
+      return kubeclient::ResourceVersionOlder(e.served_rv, rv);
     return rv != e.served_rv || uid != e.served_uid;
   }
   if (!exists && rv.empty()) return true;  // a 404: the object is gone
   // Anything not older than what is served (the kubelet's cache keeps a newer revision than a
   // stale resourceVersion=0 read).
-  return !kube::ResourceVersionOlder(rv, e.served_rv);
+  return !kubeclient::ResourceVersionOlder(rv, e.served_rv);
 }
 
 void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferred& out) {
@@ -672,7 +673,7 @@ void ApiObjectManager::ApplyRevision(Entry& e, Source source, Decoded d, Deferre
 // ---- watch -------------------------------------------------------------------------------------
 
 void ApiObjectManager::StartReflector(Entry& e) {
-  kube::ReflectorOptions options = options_.reflector;
+  kubeclient::ReflectorOptions options = options_.reflector;
   options.path = CollectionPath(e.ref);
   options.field_selector = "metadata.name=" + e.ref.name;
   options.kind = e.ref.kind == kube::ObjectKind::kConfigMap ? "ConfigMap" : "Secret";
@@ -694,7 +695,7 @@ void ApiObjectManager::StartReflector(Entry& e) {
     Enqueue(*entry, std::move(in), out);
     RunDeferred(std::move(out));
   };
-  kube::ReflectorHandlers handlers;
+  kubeclient::ReflectorHandlers handlers;
   handlers.on_add = [feed](const nlohmann::json& object) {
     Input in;
     in.source = Source::kWatch;
@@ -711,10 +712,10 @@ void ApiObjectManager::StartReflector(Entry& e) {
     Input in;
     in.kind = Input::Kind::kGone;
     in.source = Source::kWatch;
-    in.rv = kube::ObjectStore::ResourceVersionOf(last);
+    in.rv = kubeclient::ObjectStore::ResourceVersionOf(last);
     feed(std::move(in));
   };
-  handlers.on_error = [this, feed, ref, id](const kube::ApiError& err) {
+  handlers.on_error = [this, feed, ref, id](const kubeclient::ApiError& err) {
     Entry* entry = Find(ref, id);
     if (entry == nullptr || stopped_) return;
     if (err.IsForbidden() && InRefusalGrace(*entry)) {
@@ -749,7 +750,8 @@ void ApiObjectManager::StartReflector(Entry& e) {
     in.source = Source::kWatch;
     feed(std::move(in));
   };
-  e.reflector = std::make_unique<kube::Reflector>(api_, std::move(options), std::move(handlers));
+  e.reflector =
+      std::make_unique<kubeclient::Reflector>(api_, std::move(options), std::move(handlers));
   ++stats_.reflectors_started;
   e.reflector->Start();
 }

@@ -1,5 +1,5 @@
 // ApiObjectManager: the ObjectManager of cluster mode. ConfigMaps and Secrets come from the API
-// server through kube::ApiClient, with the kubelet's three change-detection strategies
+// server through kubeclient::ApiClient, with the kubelet's three change-detection strategies
 // (docs/kubelet-behavior.md §5; --config-map-and-secret-change-detection-strategy):
 //
 //   * Get: every Fetch(kStrategy) GETs each object (no resourceVersion: a quorum read); gets
@@ -61,13 +61,13 @@
 #include "cache/change_detection_strategy.h"
 #include "cache/object_manager.h"
 #include "kubeclient/api_client.h"
-#include "kubeclient/reflector.h"
+#include "kubeclient/watch/reflector.h"
 
 namespace cache {
 
 // The kubelet's per-object reflector settings: watch timeouts in [30, 60) min, no periodic
 // relist. Path, selector, kind and description are set per object.
-kube::ReflectorOptions PerObjectReflectorOptions();
+kubeclient::ReflectorOptions PerObjectReflectorOptions();
 
 struct ApiObjectManagerOptions {
   ChangeDetectionStrategy strategy = ChangeDetectionStrategy::kWatch;
@@ -76,7 +76,7 @@ struct ApiObjectManagerOptions {
   // Watch: how long Fetch(kStrategy) waits for a new object's initial list.
   std::chrono::milliseconds sync_timeout{1000};
   // Watch: the per-object reflectors' settings (tests shorten the backoff).
-  kube::ReflectorOptions reflector = PerObjectReflectorOptions();
+  kubeclient::ReflectorOptions reflector = PerObjectReflectorOptions();
   // Time source for the Cache TTL; steady_clock::now when empty (tests inject their own).
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
@@ -118,7 +118,7 @@ class ApiObjectManager : public ObjectManager {
   };
 
   // `api` must outlive the manager; its loop is the manager's loop.
-  ApiObjectManager(kube::ApiClient* api, ApiObjectManagerOptions options);
+  ApiObjectManager(kubeclient::ApiClient* api, ApiObjectManagerOptions options);
   ~ApiObjectManager() override;
   ApiObjectManager(const ApiObjectManager&) = delete;
   ApiObjectManager& operator=(const ApiObjectManager&) = delete;
@@ -197,7 +197,7 @@ class ApiObjectManager : public ObjectManager {
   // A failed read or a refused list: the object's error while nothing is served; logged once per
   // failure.
   void ApplyError(Entry& entry, const Input& input, Deferred& out);
-  void OnRead(const kube::ObjectRef& ref, uint64_t id, bool fresh, kube::ApiResult result);
+  void OnRead(const kube::ObjectRef& ref, uint64_t id, bool fresh, kubeclient::ApiResult result);
   void FinishRead(Entry& entry, bool fresh, Deferred& out);
 
   // Inputs of one entry, applied in arrival order (objects after their decode on the pool).
@@ -217,7 +217,7 @@ class ApiObjectManager : public ObjectManager {
   void OnSyncTimer(Entry& entry);
   void Notify(const kube::ObjectRef& ref);
 
-  kube::ApiClient* api_;
+  kubeclient::ApiClient* api_;
   uv_loop_t* loop_;
   ApiObjectManagerOptions options_;
   std::function<void(const kube::ObjectRef&)> on_change_;
@@ -228,7 +228,7 @@ class ApiObjectManager : public ObjectManager {
   Stats stats_;
   // Reflectors are stopped at once but destroyed from this timer, never inside their own
   // handlers.
-  std::vector<std::unique_ptr<kube::Reflector>> retired_;
+  std::vector<std::unique_ptr<kubeclient::Reflector>> retired_;
   uv_timer_t* reap_timer_;
   std::shared_ptr<bool> alive_;
 };

@@ -67,7 +67,7 @@ nlohmann::json TokenRequestBody(const kube::TokenRef& ref) {
 
 }  // namespace
 
-ApiTokenManager::ApiTokenManager(uv_loop_t* loop, kube::ApiClient* api,
+ApiTokenManager::ApiTokenManager(uv_loop_t* loop, kubeclient::ApiClient* api,
                                  ApiTokenManagerOptions options)
     : loop_(loop), api_(api), options_(std::move(options)) {
   if (!options_.steady_clock) options_.steady_clock = &std::chrono::steady_clock::now;
@@ -206,16 +206,16 @@ void ApiTokenManager::Request(const kube::TokenRef& ref, Entry& entry) {
   const std::chrono::system_clock::time_point sent_wall = options_.system_clock();
   const std::string path =
       "/api/v1/namespaces/" + ref.namespace_ + "/serviceaccounts/" + ref.service_account + "/token";
-  entry.call = api_->Create(
-      path, TokenRequestBody(ref),
-      [this, ref, sent, sent_wall, alive = std::weak_ptr<char>(alive_)](kube::ApiResult result) {
-        if (alive.expired()) return;
-        OnAnswer(ref, std::move(result), sent, sent_wall);
-      });
+  entry.call = api_->Create(path, TokenRequestBody(ref),
+                            [this, ref, sent, sent_wall,
+                             alive = std::weak_ptr<char>(alive_)](kubeclient::ApiResult result) {
+                              if (alive.expired()) return;
+                              OnAnswer(ref, std::move(result), sent, sent_wall);
+                            });
 }
 
-void ApiTokenManager::OnAnswer(const kube::TokenRef& ref, kube::ApiResult result, SteadyTime sent,
-                               std::chrono::system_clock::time_point sent_wall) {
+void ApiTokenManager::OnAnswer(const kube::TokenRef& ref, kubeclient::ApiResult result,
+                               SteadyTime sent, std::chrono::system_clock::time_point sent_wall) {
   auto it = entries_.find(ref);
   if (it == entries_.end() || stopped_) return;
   Entry& entry = it->second;

@@ -1,6 +1,6 @@
 // ApiTokenManager: the TokenManager of cluster mode (token_manager.h). A token is requested with
-// the TokenRequest API (docs/kubernetes-api.md §2.7) through the daemon's kube::ApiClient (its
-// rate limit and reachability), as the kubelet's token manager does:
+// the TokenRequest API (docs/kubernetes-api.md §2.7) through the daemon's kubeclient::ApiClient
+// (its rate limit and reachability), as the kubelet's token manager does:
 //
 //   POST /api/v1/namespaces/<ns>/serviceaccounts/<sa>/token
 //   {"spec": {"audiences": [<audience>] (none: the API server's own), "expirationSeconds": <n>,
@@ -79,7 +79,7 @@ class ApiTokenManager : public TokenManager {
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   // `loop` and `api` must outlive the manager.
-  ApiTokenManager(uv_loop_t* loop, kube::ApiClient* api, ApiTokenManagerOptions options);
+  ApiTokenManager(uv_loop_t* loop, kubeclient::ApiClient* api, ApiTokenManagerOptions options);
   ~ApiTokenManager() override;
   ApiTokenManager(const ApiTokenManager&) = delete;
   ApiTokenManager& operator=(const ApiTokenManager&) = delete;
@@ -116,7 +116,7 @@ class ApiTokenManager : public TokenManager {
     std::chrono::system_clock::time_point expires_wall{};
     SteadyTime refresh_at{};
     std::chrono::system_clock::time_point refresh_at_wall{};
-    std::optional<kube::ApiClient::CallId> call;
+    std::optional<kubeclient::ApiClient::CallId> call;
     std::vector<std::shared_ptr<Join>> waiters;
     base::Status last_error;
     // A failed refresh while the token is valid: retried at retry_at; the delay doubles.
@@ -129,7 +129,7 @@ class ApiTokenManager : public TokenManager {
   };
 
   void Request(const kube::TokenRef& ref, Entry& entry);
-  void OnAnswer(const kube::TokenRef& ref, kube::ApiResult result, SteadyTime sent,
+  void OnAnswer(const kube::TokenRef& ref, kubeclient::ApiResult result, SteadyTime sent,
                 std::chrono::system_clock::time_point sent_wall);
   void Complete(Entry& entry);
   void Schedule(const kube::TokenRef& ref, Entry& entry);
@@ -140,7 +140,7 @@ class ApiTokenManager : public TokenManager {
   std::chrono::milliseconds Jitter(std::chrono::milliseconds life);
 
   uv_loop_t* loop_;
-  kube::ApiClient* api_;
+  kubeclient::ApiClient* api_;
   ApiTokenManagerOptions options_;
   std::function<void(const kube::TokenRef&)> on_change_;
   std::map<kube::TokenRef, Entry> entries_;

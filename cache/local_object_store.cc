@@ -59,26 +59,26 @@ base::Status LocalObjectStore::Start(uv_loop_t* loop, LocalObjectStoreOptions op
   if (options.dir.empty()) return base::Status::Error("object store: empty object manifest path");
   options_ = std::move(options);
   started_ = true;
-  scanner_ = std::make_unique<Scanner>(kube::ManifestDirOptions{options_.dir}, &Decode);
+  scanner_ = std::make_unique<Scanner>(manifestdir::ManifestDirOptions{options_.dir}, &Decode);
   // The first read reports at once: what is broken at start is not caught mid-write.
-  Apply(scanner_->ScanNow(kube::ManifestScanScope::kReadAll), false);
+  Apply(scanner_->ScanNow(manifestdir::ManifestScanScope::kReadAll), false);
   grace_.Start(loop, options_.settle,
                [this](const std::vector<std::string>& gone,
                       const std::vector<std::string>& invalid) { Settled(gone, invalid); });
   scanner_->Start(loop, [this](Scanner::Outcome outcome) {
     Apply(std::move(outcome), options_.strategy == ChangeDetectionStrategy::kWatch);
   });
-  kube::ManifestDirWatcherOptions watch;
+  manifestdir::ManifestDirWatcherOptions watch;
   watch.path = options_.dir;
   watch.what = "object manifest path";
   watch.relist_interval = options_.relist_interval;
   watch.debounce = options_.debounce;
   watch.max_debounce = options_.max_debounce;
-  base::Status s =
-      watcher_.Start(loop, std::move(watch),
-                     [this](kube::ManifestScanScope scope, const std::set<std::string>& named) {
-                       scanner_->Request(scope, named);
-                     });
+  base::Status s = watcher_.Start(
+      loop, std::move(watch),
+      [this](manifestdir::ManifestScanScope scope, const std::set<std::string>& named) {
+        scanner_->Request(scope, named);
+      });
   if (!s.ok()) return s;
   spdlog::info("object store: {} objects from {} files in {} (strategy {})", view_.size(),
                files_.size(), options_.dir, ChangeDetectionStrategyName(options_.strategy));
@@ -92,7 +92,7 @@ void LocalObjectStore::Stop() {
 }
 
 void LocalObjectStore::Apply(Scanner::Outcome outcome, bool notify) {
-  using Listing = kube::ManifestDirScan::Listing;
+  using Listing = manifestdir::ManifestDirScan::Listing;
   if (outcome.listing == Listing::kFailed) {
     if (dir_error_ != outcome.error) {
       logging::Error("Cannot list the object manifest path; keeping the objects last read",
@@ -152,7 +152,7 @@ void LocalObjectStore::Fail(const std::string& name, const std::string& path, co
 void LocalObjectStore::Report(const std::string& name) {
   auto f = failing_.find(name);
   if (f == failing_.end()) return;
-  kube::RejectedManifest& logged = reported_[name];
+  manifestdir::RejectedManifest& logged = reported_[name];
   const std::string reason = f->second.error.ok() ? f->second.what : f->second.error.message();
   if (logged.reason == reason) return;
   logged = {f->second.file, reason};
@@ -166,8 +166,8 @@ void LocalObjectStore::Report(const std::string& name) {
   }
 }
 
-std::vector<kube::RejectedManifest> LocalObjectStore::Rejected() const {
-  std::vector<kube::RejectedManifest> out;
+std::vector<manifestdir::RejectedManifest> LocalObjectStore::Rejected() const {
+  std::vector<manifestdir::RejectedManifest> out;
   for (const auto& [name, rejected] : reported_) out.push_back(rejected);
   return out;
 }

@@ -74,8 +74,8 @@ struct LocalObjectStoreOptions {
   std::chrono::milliseconds debounce{2};              // Watch: quiet time that ends a burst
   std::chrono::milliseconds max_debounce{10};         // Watch: longest wait from a burst's start
   // How long a file that is gone, or cannot be read or decoded, may take to come back or be
-  // completed before it counts (kube::ManifestGrace); 0: at once.
-  std::chrono::milliseconds settle{kube::kDefaultManifestSettleTime};
+  // completed before it counts (manifestdir::ManifestGrace); 0: at once.
+  std::chrono::milliseconds settle{manifestdir::kDefaultManifestSettleTime};
   // Time source for the Cache TTL; steady_clock::now when empty (tests inject their own).
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
@@ -120,7 +120,7 @@ class LocalObjectStore : public ObjectManager {
   uint64_t FileReads() const { return scanner_ ? scanner_->reads() : 0; }
   // The files that are there but rejected (cannot be read or decoded, or emptied while they held
   // objects) and have stayed so for the settle time, in name order.
-  std::vector<kube::RejectedManifest> Rejected() const;
+  std::vector<manifestdir::RejectedManifest> Rejected() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -132,7 +132,7 @@ class LocalObjectStore : public ObjectManager {
         std::vector<std::pair<kube::ObjectRef, ObjectRevision>>{};
     std::vector<std::string> ignored;  // "<Kind> <name>" of objects that are not ours
   };
-  using Scanner = kube::ManifestDirScanner<DecodedFile>;
+  using Scanner = manifestdir::ManifestDirScanner<DecodedFile>;
 
   struct ManifestFile {
     std::vector<std::pair<kube::ObjectRef, ObjectRevision>> objects;  // as last decoded well
@@ -169,7 +169,7 @@ class LocalObjectStore : public ObjectManager {
   LocalObjectStoreOptions options_;
   bool started_ = false;
   std::unique_ptr<Scanner> scanner_;
-  kube::ManifestDirWatcher watcher_;
+  manifestdir::ManifestDirWatcher watcher_;
   std::function<void(const kube::ObjectRef&)> on_change_;
   std::map<std::string, ManifestFile> files_;  // by file name: name order is precedence order
   std::map<kube::ObjectRef, Served> view_;
@@ -179,14 +179,14 @@ class LocalObjectStore : public ObjectManager {
   std::set<kube::ObjectRef> invalidated_;                     // Cache: newly referenced
   std::map<kube::ObjectRef, Fetched> fetched_;                // Cache: referenced objects only
   std::string dir_error_;  // why the last listing failed; empty when it worked
-  kube::ManifestGrace grace_;
+  manifestdir::ManifestGrace grace_;
   struct Failure {
     std::string file;  // its path
     std::string what;  // the log line
     base::Status error;
   };
-  std::map<std::string, Failure> failing_;                  // by file name, waiting or reported
-  std::map<std::string, kube::RejectedManifest> reported_;  // by file name
+  std::map<std::string, Failure> failing_;  // by file name, waiting or reported
+  std::map<std::string, manifestdir::RejectedManifest> reported_;  // by file name
 };
 
 }  // namespace cache

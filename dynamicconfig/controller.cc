@@ -33,7 +33,7 @@ Checkpoint FromConfigMap(const nlohmann::json& object) {
 
 }  // namespace
 
-Controller::Controller(uv_loop_t* loop, kube::ApiClient* api, CheckpointStore* store,
+Controller::Controller(uv_loop_t* loop, kubeclient::ApiClient* api, CheckpointStore* store,
                        Startup startup, ControllerOptions options, ControllerHooks hooks)
     : loop_(loop),
       api_(api),
@@ -75,18 +75,18 @@ void Controller::Start() {
   ArmTrialTimer();
   if (api_ == nullptr) return;
   auto make = [&](const std::string& name) {
-    kube::ReflectorOptions o = options_.reflector;
+    kubeclient::ReflectorOptions o = options_.reflector;
     o.path = "/api/v1/namespaces/" + options_.namespace_ + "/configmaps";
     o.field_selector = "metadata.name=" + name;
     o.kind = "ConfigMap";
     o.api_version = "v1";
     o.description = "dynamic config configmap " + options_.namespace_ + "/" + name;
-    kube::ReflectorHandlers h;
+    kubeclient::ReflectorHandlers h;
     h.on_add = [this](const nlohmann::json&) { Reevaluate(); };
     h.on_update = [this](const nlohmann::json&, const nlohmann::json&) { Reevaluate(); };
     h.on_delete = [this](const nlohmann::json&) { Reevaluate(); };
     h.on_synced = [this] { Reevaluate(); };
-    return std::make_unique<kube::Reflector>(api_, std::move(o), std::move(h));
+    return std::make_unique<kubeclient::Reflector>(api_, std::move(o), std::move(h));
   };
   shared_ = make(options_.name);
   per_node_ = make(options_.name + "-" + options_.node_name);
@@ -104,7 +104,7 @@ void Controller::Stop() {
 
 void Controller::Reevaluate() {
   if (stopped_ || !shared_->synced() || !per_node_->synced()) return;
-  for (const kube::Reflector* r : {per_node_.get(), shared_.get()}) {
+  for (const kubeclient::Reflector* r : {per_node_.get(), shared_.get()}) {
     if (!r->store().items().empty()) {
       OnAssigned(FromConfigMap(r->store().items().begin()->second));
       return;

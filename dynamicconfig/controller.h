@@ -36,7 +36,7 @@
 #include "dynamicconfig/checkpoint_store.h"
 #include "dynamicconfig/startup.h"
 #include "kubeclient/api_client.h"
-#include "kubeclient/reflector.h"
+#include "kubeclient/watch/reflector.h"
 #include "server/metrics.h"
 
 namespace dynamicconfig {
@@ -52,7 +52,7 @@ struct ControllerOptions {
   std::function<int64_t()> now_unix;
   // The ConfigMap reflectors' settings (tests shorten the backoff); path, selector and kind are
   // set per ConfigMap.
-  kube::ReflectorOptions reflector;
+  kubeclient::ReflectorOptions reflector;
 };
 
 struct ControllerHooks {
@@ -80,7 +80,7 @@ class Controller {
 
   // `api` may be null (tests call OnAssigned themselves); it and `store` must outlive the
   // controller.
-  Controller(uv_loop_t* loop, kube::ApiClient* api, CheckpointStore* store, Startup startup,
+  Controller(uv_loop_t* loop, kubeclient::ApiClient* api, CheckpointStore* store, Startup startup,
              ControllerOptions options, ControllerHooks hooks);
   ~Controller();
   Controller(const Controller&) = delete;
@@ -118,14 +118,14 @@ class Controller {
   void Changed();
 
   uv_loop_t* loop_;
-  kube::ApiClient* api_;
+  kubeclient::ApiClient* api_;
   CheckpointStore* store_;
   Startup startup_;
   ControllerOptions options_;
   ControllerHooks hooks_;
   Counters counters_;
-  std::unique_ptr<kube::Reflector> shared_;
-  std::unique_ptr<kube::Reflector> per_node_;
+  std::unique_ptr<kubeclient::Reflector> shared_;
+  std::unique_ptr<kubeclient::Reflector> per_node_;
   uv_timer_t* trial_timer_ = nullptr;   // heap: closed asynchronously
   std::optional<Checkpoint> rejected_;  // the last revision rejected
   std::optional<std::string> last_error_;

@@ -7,7 +7,7 @@
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
 
-namespace kube {
+namespace kubeclient {
 
 struct ApiClient::Call {
   CallId id = 0;
@@ -382,4 +382,4 @@ std::string QueryEscape(const std::string& value) {
   return out;
 }
 
-}  // namespace kube
+}  // namespace kubeclient

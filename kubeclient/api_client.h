@@ -36,11 +36,11 @@
 #include "kubeclient/api_error.h"
 #include "kubeclient/api_health.h"
 #include "kubeclient/backoff.h"
-#include "kubeclient/http_client.h"
 #include "kubeclient/rate_limiter.h"
 #include "kubeclient/server_reachability.h"
+#include "kubeclient/transport/http_client.h"
 
-namespace kube {
+namespace kubeclient {
 
 struct ApiResult {
   std::optional<ApiError> error;
@@ -142,6 +142,6 @@ class ApiClient {
 // Percent-encodes a query value (RFC 3986 unreserved characters stay).
 std::string QueryEscape(const std::string& value);
 
-}  // namespace kube
+}  // namespace kubeclient
 
 #endif  // VOLUMEMANAGER_KUBECLIENT_API_CLIENT_H_

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 std::string ReasonForCode(long code, std::string_view method) {
@@ -175,4 +175,4 @@ ApiError ApiErrorFromStatusObject(long fallback_code, const std::string& status_
   return err;
 }
 
-}  // namespace kube
+}  // namespace kubeclient

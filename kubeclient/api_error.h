@@ -13,16 +13,9 @@
 #include <string_view>
 #include <vector>
 
-namespace kube {
+#include "kubeclient/transport/transport.h"
 
-// What stopped a request that got no answer (ApiError::fault, HttpResponse::fault): set by both
-// transports (libcurl's result code, GnuTLS's handshake), so that both classify alike.
-enum class TransportFault {
-  kNone,               // a response arrived
-  kOther,              // refused, reset, DNS, timeout, ...: the server may answer again
-  kUntrustedServer,    // its certificate does not verify (CA, name), or the CA cannot be used
-  kClientCertificate,  // the client certificate or key cannot be used
-};
+namespace kubeclient {
 
 struct StatusCause {
   std::string reason;
@@ -90,6 +83,6 @@ ApiError ParseApiError(long code, const std::map<std::string, std::string>& head
 // Parses an ERROR watch event's Status object (no headers).
 ApiError ApiErrorFromStatusObject(long fallback_code, const std::string& status_json);
 
-}  // namespace kube
+}  // namespace kubeclient
 
 #endif  // VOLUMEMANAGER_KUBECLIENT_API_ERROR_H_

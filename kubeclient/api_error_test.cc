@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 struct Case {
@@ -94,4 +94,4 @@ TEST(ApiErrorFromStatusObjectTest, WatchErrorEvent) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

@@ -4,7 +4,7 @@
 
 #include "logging/structured_log.h"
 
-namespace kube {
+namespace kubeclient {
 
 namespace {
 
@@ -117,4 +117,4 @@ std::string ApiHealth::Describe() const {
   return text;
 }
 
-}  // namespace kube
+}  // namespace kubeclient

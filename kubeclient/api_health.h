@@ -31,7 +31,7 @@
 
 #include "kubeclient/api_error.h"
 
-namespace kube {
+namespace kubeclient {
 
 struct ApiHealthOptions {
   // The server as logs may name it (base::RedactedUrl).
@@ -87,6 +87,6 @@ class ApiHealth {
   std::function<void(const Problem&)> on_permanent_before_reach_;
 };
 
-}  // namespace kube
+}  // namespace kubeclient
 
 #endif  // VOLUMEMANAGER_KUBECLIENT_API_HEALTH_H_

@@ -6,7 +6,7 @@
 
 #include "tests/support/log_capture.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using std::chrono::seconds;
@@ -140,4 +140,4 @@ TEST_F(ApiHealthTest, AnOutageIsAWarningOnlyOnceItLasts) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kube {
+namespace kubeclient {
 
 Backoff::Backoff(BackoffOptions options, Clock clock, std::function<double()> random01)
     : options_(options),
@@ -37,4 +37,4 @@ void Backoff::Reset() {
   last_.reset();
 }
 
-}  // namespace kube
+}  // namespace kubeclient

@@ -11,7 +11,7 @@
 #include <optional>
 #include <random>
 
-namespace kube {
+namespace kubeclient {
 
 struct BackoffOptions {
   std::chrono::milliseconds initial{800};
@@ -40,6 +40,6 @@ class Backoff {
   std::optional<std::chrono::steady_clock::time_point> last_;
 };
 
-}  // namespace kube
+}  // namespace kubeclient
 
 #endif  // VOLUMEMANAGER_KUBECLIENT_BACKOFF_H_

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -27,4 +27,4 @@ TEST(BackoffTest, DoublesToTheCapWithJitterAndResetsAfterQuiet) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

@@ -8,7 +8,7 @@
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
 
-namespace kube {
+namespace kubeclient {
 
 RateLimiterOptions ClientGoRateLimits(double qps, int burst) {
   RateLimiterOptions options;
@@ -116,4 +116,4 @@ void RateLimiter::StartTimer(uint64_t ms) {
       ms, 0);
 }
 
-}  // namespace kube
+}  // namespace kubeclient

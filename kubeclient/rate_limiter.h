@@ -18,7 +18,7 @@
 #include <functional>
 #include <memory>
 
-namespace kube {
+namespace kubeclient {
 
 struct RateLimiterOptions {
   // Tokens per second; <= 0: no limit.
@@ -83,6 +83,6 @@ class RateLimiter {
   std::shared_ptr<bool> alive_;
 };
 
-}  // namespace kube
+}  // namespace kubeclient
 
 #endif  // VOLUMEMANAGER_KUBECLIENT_RATE_LIMITER_H_

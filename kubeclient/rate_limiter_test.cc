@@ -9,7 +9,7 @@
 
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -151,4 +151,4 @@ TEST_F(RateLimiterTest, DestroyedWithWaitersRunsNoneAndLeavesNoHandle) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

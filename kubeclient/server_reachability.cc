@@ -10,7 +10,7 @@
 #include "base/uv_timer.h"
 #include "logging/structured_log.h"
 
-namespace kube {
+namespace kubeclient {
 
 ServerReachability::ServerReachability(uv_loop_t* loop, ReachabilityOptions options, Probe probe)
     : options_(std::move(options)), probe_(std::move(probe)), alive_(std::make_shared<bool>(true)) {
@@ -159,4 +159,4 @@ void ServerReachability::WakeAll() {
   }
 }
 
-}  // namespace kube
+}  // namespace kubeclient

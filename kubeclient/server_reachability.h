@@ -35,7 +35,7 @@
 #include <optional>
 #include <string>
 
-namespace kube {
+namespace kubeclient {
 
 struct ReachabilityOptions {
   std::chrono::milliseconds probe_interval{1000};
@@ -131,6 +131,6 @@ class ServerReachability {
   int outage_log_level_ = 3;  // spdlog::level::warn
 };
 
-}  // namespace kube
+}  // namespace kubeclient
 
 #endif  // VOLUMEMANAGER_KUBECLIENT_SERVER_REACHABILITY_H_

@@ -11,7 +11,7 @@
 
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using std::chrono::milliseconds;
@@ -140,4 +140,4 @@ TEST_F(ServerReachabilityTest, TheReconnectGraceLastsItsWindow) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

@@ -9,7 +9,7 @@ constexpr char kApiVersion[] = "coordination.k8s.io/v1";
 
 }  // namespace
 
-LeaseLock::LeaseLock(kube::ApiClient* api, std::string lease_namespace, std::string name)
+LeaseLock::LeaseLock(kubeclient::ApiClient* api, std::string lease_namespace, std::string name)
     : api_(api), namespace_(std::move(lease_namespace)), name_(std::move(name)) {}
 
 LeaseLock::~LeaseLock() { CancelPending(); }
@@ -30,7 +30,7 @@ uint64_t LeaseLock::Begin() {
   return ++seq_;
 }
 
-void LeaseLock::Track(uint64_t seq, kube::ApiClient::CallId id) {
+void LeaseLock::Track(uint64_t seq, kubeclient::ApiClient::CallId id) {
   // A callback that ran before the call returned may have started the next call already.
   if (seq == seq_ && in_flight_) call_ = id;
 }
@@ -39,7 +39,7 @@ void LeaseLock::Finish() { in_flight_ = false; }
 
 void LeaseLock::Get(std::function<void(GetResult)> done) {
   const uint64_t seq = Begin();
-  auto id = api_->Get(ObjectPath(), [this, done = std::move(done)](kube::ApiResult result) {
+  auto id = api_->Get(ObjectPath(), [this, done = std::move(done)](kubeclient::ApiResult result) {
     Finish();
     GetResult out;
     if (!result.ok()) {
@@ -63,8 +63,8 @@ void LeaseLock::Create(const LeaderElectionRecord& record, std::function<void(ba
                           {"metadata", {{"name", name_}, {"namespace", namespace_}}},
                           {"spec", LeaseSpecFromRecord(record)}};
   const uint64_t seq = Begin();
-  auto id =
-      api_->Create(CollectionPath(), lease, [this, done = std::move(done)](kube::ApiResult result) {
+  auto id = api_->Create(
+      CollectionPath(), lease, [this, done = std::move(done)](kubeclient::ApiResult result) {
         Finish();
         if (!result.ok()) {
           done(base::Status::Error("create " + Describe() + ": " + result.error->ToString()));
@@ -86,8 +86,8 @@ void LeaseLock::Update(const LeaderElectionRecord& record, std::function<void(ba
   lease["kind"] = "Lease";
   lease["spec"] = LeaseSpecFromRecord(record);
   const uint64_t seq = Begin();
-  auto id =
-      api_->Update(ObjectPath(), lease, [this, done = std::move(done)](kube::ApiResult result) {
+  auto id = api_->Update(
+      ObjectPath(), lease, [this, done = std::move(done)](kubeclient::ApiResult result) {
         Finish();
         if (!result.ok()) {
           done(base::Status::Error("update " + Describe() + ": " + result.error->ToString()));

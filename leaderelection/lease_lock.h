@@ -21,7 +21,7 @@ namespace leaderelection {
 
 class LeaseLock : public ResourceLock {
  public:
-  LeaseLock(kube::ApiClient* api, std::string lease_namespace, std::string name);
+  LeaseLock(kubeclient::ApiClient* api, std::string lease_namespace, std::string name);
   ~LeaseLock() override;
   LeaseLock(const LeaseLock&) = delete;
   LeaseLock& operator=(const LeaseLock&) = delete;
@@ -39,16 +39,16 @@ class LeaseLock : public ResourceLock {
   // Marks a call started; its sequence number.
   uint64_t Begin();
   // Remembers `id` as the outstanding call unless it already finished.
-  void Track(uint64_t seq, kube::ApiClient::CallId id);
+  void Track(uint64_t seq, kubeclient::ApiClient::CallId id);
   void Finish();
 
-  kube::ApiClient* api_;
+  kubeclient::ApiClient* api_;
   std::string namespace_;
   std::string name_;
   // The Lease as last read or written (carries the resourceVersion to PUT against).
   nlohmann::json lease_;
   bool in_flight_ = false;
-  kube::ApiClient::CallId call_ = 0;
+  kubeclient::ApiClient::CallId call_ = 0;
   uint64_t seq_ = 0;
 };
 

@@ -12,7 +12,7 @@
 #include "base/durable_file.h"
 #include "base/sha256.h"
 
-namespace kube {
+namespace manifestdir {
 
 bool IsManifestFileName(std::string_view name) {
   if (name.empty() || name[0] == '.') return false;
@@ -180,4 +180,4 @@ ManifestDirScan ManifestDir::Scan(ManifestScanScope scope, const std::set<std::s
   return scan;
 }
 
-}  // namespace kube
+}  // namespace manifestdir

@@ -30,7 +30,7 @@
 
 #include "base/status.h"
 
-namespace kube {
+namespace manifestdir {
 
 // The kubelet's limit on one manifest file (maxConfigLength).
 inline constexpr size_t kMaxManifestBytes = 10 << 20;
@@ -125,6 +125,6 @@ class ManifestDir {
   uint64_t reads_ = 0;
 };
 
-}  // namespace kube
+}  // namespace manifestdir
 
 #endif  // VOLUMEMANAGER_MANIFESTDIR_MANIFEST_DIR_H_

@@ -33,7 +33,7 @@
 #include "base/status.h"
 #include "manifestdir/manifest_dir.h"
 
-namespace kube {
+namespace manifestdir {
 
 template <typename Decoded>
 class ManifestDirScanner {
@@ -173,6 +173,6 @@ class ManifestDirScanner {
   std::set<std::string> pending_named_;
 };
 
-}  // namespace kube
+}  // namespace manifestdir
 
 #endif  // VOLUMEMANAGER_MANIFESTDIR_MANIFEST_DIR_SCANNER_H_

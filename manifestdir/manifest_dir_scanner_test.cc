@@ -6,7 +6,7 @@
 
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace manifestdir {
 namespace {
 
 using Scanner = ManifestDirScanner<std::string>;
@@ -83,4 +83,4 @@ TEST(ManifestDirScannerTest, NothingIsDeliveredAfterStop) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace manifestdir

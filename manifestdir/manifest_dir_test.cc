@@ -9,7 +9,7 @@
 
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace manifestdir {
 namespace {
 
 namespace fs = std::filesystem;
@@ -173,4 +173,4 @@ TEST_F(ManifestDirTest, SingleFileModeStillListsADirectory) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace manifestdir

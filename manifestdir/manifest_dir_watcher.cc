@@ -9,7 +9,7 @@
 
 #include "base/catch_all.h"
 
-namespace kube {
+namespace manifestdir {
 namespace {
 
 std::string DirName(const std::string& path) {
@@ -260,4 +260,4 @@ void ManifestDirWatcher::Stop() {
   handles_ = nullptr;
 }
 
-}  // namespace kube
+}  // namespace manifestdir

@@ -35,7 +35,7 @@
 #include "base/status.h"
 #include "manifestdir/manifest_dir.h"
 
-namespace kube {
+namespace manifestdir {
 
 struct ManifestDirWatcherOptions {
   std::string path;
@@ -67,6 +67,6 @@ class ManifestDirWatcher {
   Handles* handles_ = nullptr;  // freed by the last handle-close callback after Stop
 };
 
-}  // namespace kube
+}  // namespace manifestdir
 
 #endif  // VOLUMEMANAGER_MANIFESTDIR_MANIFEST_DIR_WATCHER_H_

@@ -9,7 +9,7 @@
 
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace manifestdir {
 namespace {
 
 namespace fs = std::filesystem;
@@ -195,4 +195,4 @@ TEST_F(ManifestDirWatcherTest, ADirectoryRemovedAndRestoredIsFollowedWithoutARel
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace manifestdir

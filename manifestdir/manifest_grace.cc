@@ -4,7 +4,7 @@
 
 #include "base/uv_timer.h"
 
-namespace kube {
+namespace manifestdir {
 
 ManifestGrace::~ManifestGrace() { Stop(); }
 
@@ -100,4 +100,4 @@ void ManifestGrace::Fire() {
   }
 }
 
-}  // namespace kube
+}  // namespace manifestdir

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace kube {
+namespace manifestdir {
 
 // The default window (--manifest-settle-time): well above the few milliseconds between the
 // unlink and the create of a checkout or the create and the write of a shell redirect, well below
@@ -83,6 +83,6 @@ class ManifestGrace {
   std::map<std::string, Pending> pending_;
 };
 
-}  // namespace kube
+}  // namespace manifestdir
 
 #endif  // VOLUMEMANAGER_MANIFESTDIR_MANIFEST_GRACE_H_

@@ -8,7 +8,7 @@
 
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace manifestdir {
 namespace {
 
 using ::testing::ElementsAre;
@@ -85,4 +85,4 @@ TEST_F(ManifestGraceTest, NoWindowMeansNow) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace manifestdir

@@ -12,7 +12,7 @@
 #include "kube/defaults.h"
 #include "kube/object_decoder.h"
 #include "kube/validation.h"
-#include "kubeclient/object_store.h"
+#include "kubeclient/watch/object_store.h"
 #include "logging/structured_log.h"
 
 namespace podconfig {
@@ -34,7 +34,7 @@ bool IsMirrorPod(const nlohmann::json& object) {
 struct ApiSource::Impl {
   std::string node_name;
   Sink sink;
-  std::unique_ptr<kube::Reflector> reflector;
+  std::unique_ptr<kubeclient::Reflector> reflector;
   uv_timer_t flush_timer{};
   bool stopped = false;
   bool synced = false;
@@ -54,8 +54,8 @@ struct ApiSource::Impl {
 };
 
 void ApiSource::Impl::Upsert(const nlohmann::json& object) {
-  const std::string key = kube::ObjectStore::KeyOf(object);
-  const std::string rv = kube::ObjectStore::ResourceVersionOf(object);
+  const std::string key = kubeclient::ObjectStore::KeyOf(object);
+  const std::string rv = kubeclient::ObjectStore::ResourceVersionOf(object);
   if (IsMirrorPod(object)) {
     ++stats.mirror_skipped;
     logging::Debug("API pod source: mirror pod left out", {{"pod", key}});
@@ -98,7 +98,7 @@ void ApiSource::Impl::Upsert(const nlohmann::json& object) {
 }
 
 void ApiSource::Impl::Erase(const nlohmann::json& object) {
-  if (pods.erase(kube::ObjectStore::KeyOf(object)) > 0) dirty = true;
+  if (pods.erase(kubeclient::ObjectStore::KeyOf(object)) > 0) dirty = true;
 }
 
 void ApiSource::Impl::ScheduleFlush() {
@@ -131,7 +131,7 @@ void ApiSource::Impl::Flush() {
 
 ApiSource::~ApiSource() { Stop(); }
 
-base::Status ApiSource::Start(kube::ApiClient* api, ApiSourceOptions options, Sink sink) {
+base::Status ApiSource::Start(kubeclient::ApiClient* api, ApiSourceOptions options, Sink sink) {
   if (impl_ != nullptr) return base::Status::Error("API pod source: already started");
   if (options.node_name.empty()) return base::Status::Error("API pod source: empty node name");
   auto* impl = new Impl;
@@ -140,7 +140,7 @@ base::Status ApiSource::Start(kube::ApiClient* api, ApiSourceOptions options, Si
   uv_timer_init(api->http()->loop(), &impl->flush_timer);
   impl->flush_timer.data = impl;
 
-  kube::ReflectorOptions reflector = std::move(options.reflector);
+  kubeclient::ReflectorOptions reflector = std::move(options.reflector);
   reflector.path = "/api/v1/pods";
   reflector.field_selector = "spec.nodeName=" + options.node_name;
   reflector.kind = "Pod";
@@ -149,7 +149,7 @@ base::Status ApiSource::Start(kube::ApiClient* api, ApiSourceOptions options, Si
   // The handlers decode the new object and key deletions by name: the reflector's store need not
   // hold every pod as JSON beside its decoded copy.
   reflector.keep_objects = false;
-  kube::ReflectorHandlers handlers;
+  kubeclient::ReflectorHandlers handlers;
   handlers.on_add = [impl](const nlohmann::json& object) {
     impl->Upsert(object);
     impl->ScheduleFlush();
@@ -170,7 +170,7 @@ base::Status ApiSource::Start(kube::ApiClient* api, ApiSourceOptions options, Si
     }
     impl->ScheduleFlush();
   };
-  impl->reflector = std::make_unique<kube::Reflector>(api, std::move(reflector), handlers);
+  impl->reflector = std::make_unique<kubeclient::Reflector>(api, std::move(reflector), handlers);
   impl_ = impl;
   impl->reflector->Start();
   return base::Status::OK();
@@ -192,7 +192,7 @@ ApiSource::Stats ApiSource::stats() const { return impl_ ? impl_->stats : Stats{
 
 bool ApiSource::synced() const { return impl_ != nullptr && impl_->synced; }
 
-const kube::Reflector* ApiSource::reflector() const {
+const kubeclient::Reflector* ApiSource::reflector() const {
   return impl_ ? impl_->reflector.get() : nullptr;
 }
 

@@ -1,6 +1,7 @@
 // ApiSource: the pod source over the API server, as the kubelet's apiserver source: the pods
 // bound to this node (`fieldSelector=spec.nodeName=<node>`), listed and then watched through
-// kube::Reflector (kubeclient/reflector.h), delivered to the sink as the source's complete state.
+// kubeclient::Reflector (kubeclient/watch/reflector.h), delivered to the sink as the source's
+// complete state.
 //
 // Promises:
 //   * The first sink call comes only after the first complete list (so PodConfig counts the
@@ -35,7 +36,7 @@
 #include "base/status.h"
 #include "kube/pod.h"
 #include "kubeclient/api_client.h"
-#include "kubeclient/reflector.h"
+#include "kubeclient/watch/reflector.h"
 #include "podconfig/pod_update.h"
 
 namespace podconfig {
@@ -44,7 +45,7 @@ struct ApiSourceOptions {
   std::string node_name;  // --node-name
   // Reflector tuning (timeouts, backoff, resync). `path`, `field_selector`, `kind`,
   // `api_version` and `description` are set by the source.
-  kube::ReflectorOptions reflector;
+  kubeclient::ReflectorOptions reflector;
 };
 
 class ApiSource {
@@ -65,7 +66,7 @@ class ApiSource {
 
   // Starts listing; the first sink call comes from the loop once the list completed. Fails on an
   // empty node name or when already started.
-  base::Status Start(kube::ApiClient* api, ApiSourceOptions options, Sink sink);
+  base::Status Start(kubeclient::ApiClient* api, ApiSourceOptions options, Sink sink);
   // Stops listing and watching; no sink call happens after it returns. Idempotent; may be called
   // from the sink.
   void Stop();
@@ -75,7 +76,7 @@ class ApiSource {
   // True once the first list completed.
   bool synced() const;
   // The reflector (its store and stats), or nullptr before Start and after Stop.
-  const kube::Reflector* reflector() const;
+  const kubeclient::Reflector* reflector() const;
 
  private:
   struct Impl;

@@ -17,7 +17,7 @@ namespace podconfig {
 
 struct FileSource::Impl {
   // Decoding runs on a pool thread: only the path, the bytes and the node name.
-  using Scanner = kube::ManifestDirScanner<base::Result<kube::Pod>>;
+  using Scanner = manifestdir::ManifestDirScanner<base::Result<kube::Pod>>;
 
   explicit Impl(FileSourceOptions o)
       : options(std::move(o)),
@@ -29,9 +29,9 @@ struct FileSource::Impl {
   FileSourceOptions options;
   Sink sink;
   Scanner scanner;
-  kube::ManifestDirWatcher watcher;
+  manifestdir::ManifestDirWatcher watcher;
   // Files gone or failing wait here for the settle time before they count (manifest_grace.h).
-  kube::ManifestGrace grace;
+  manifestdir::ManifestGrace grace;
   bool missing_logged = false;
   bool delivered = false;              // the sink has the state of `pods`
   std::map<std::string, PodPtr> pods;  // by file name; null: never decoded to a valid pod
@@ -45,7 +45,7 @@ struct FileSource::Impl {
   std::map<std::string, Failure> failing;
   // By file name: the error reported (logged, and listed by Rejected) for a file still failing,
   // so that a file that stays broken is reported once, not at every relist.
-  std::map<std::string, kube::RejectedManifest> reported;
+  std::map<std::string, manifestdir::RejectedManifest> reported;
 
   void Apply(Scanner::Outcome scan);
   // A read or decode failure of `name`: reported now, or once the settle time has passed.
@@ -78,7 +78,7 @@ void FileSource::Impl::Fail(const Scanner::File& read, const base::Status& error
 void FileSource::Impl::Report(const std::string& name) {
   auto f = failing.find(name);
   if (f == failing.end()) return;
-  kube::RejectedManifest& logged = reported[name];
+  manifestdir::RejectedManifest& logged = reported[name];
   const base::Status& error = f->second.error;
   if (logged.reason == error.message()) return;
   logged = {f->second.file, error.message()};
@@ -128,7 +128,7 @@ void FileSource::Impl::Deliver() {
 }
 
 void FileSource::Impl::Apply(Scanner::Outcome scan) {
-  using Listing = kube::ManifestDirScan::Listing;
+  using Listing = manifestdir::ManifestDirScan::Listing;
   const std::string& path = options.path;
   if (scan.listing == Listing::kFailed) {
     logging::Error("Cannot list the pod manifest path; keeping its last pods",
@@ -209,7 +209,7 @@ base::Status FileSource::Start(uv_loop_t* loop, FileSourceOptions options, Sink 
   Impl* impl = impl_.get();
   impl->sink = std::move(sink);
   // The first read reports at once: what is broken at start is not caught mid-write.
-  impl->Apply(impl->scanner.ScanNow(kube::ManifestScanScope::kReadAll));
+  impl->Apply(impl->scanner.ScanNow(manifestdir::ManifestScanScope::kReadAll));
   impl->grace.Start(
       loop, impl->options.settle,
       [impl](const std::vector<std::string>& gone, const std::vector<std::string>& invalid) {
@@ -218,7 +218,7 @@ base::Status FileSource::Start(uv_loop_t* loop, FileSourceOptions options, Sink 
   impl->scanner.Start(loop, [weak = std::weak_ptr<Impl>(impl_)](Impl::Scanner::Outcome outcome) {
     if (std::shared_ptr<Impl> self = weak.lock()) self->Apply(std::move(outcome));
   });
-  kube::ManifestDirWatcherOptions watch;
+  manifestdir::ManifestDirWatcherOptions watch;
   watch.path = impl->options.path;
   watch.allow_single_file = true;
   watch.what = "pod manifest path";
@@ -227,7 +227,7 @@ base::Status FileSource::Start(uv_loop_t* loop, FileSourceOptions options, Sink 
   watch.debounce = watch.max_debounce = impl->options.debounce;
   base::Status s =
       impl->watcher.Start(loop, std::move(watch),
-                          [weak = std::weak_ptr<Impl>(impl_)](kube::ManifestScanScope scope,
+                          [weak = std::weak_ptr<Impl>(impl_)](manifestdir::ManifestScanScope scope,
                                                               const std::set<std::string>& named) {
                             if (std::shared_ptr<Impl> self = weak.lock()) {
                               self->scanner.Request(scope, named);
@@ -244,8 +244,8 @@ base::Status FileSource::Start(uv_loop_t* loop, FileSourceOptions options, Sink 
 
 void FileSource::Stop() { impl_.reset(); }
 
-std::vector<kube::RejectedManifest> FileSource::Rejected() const {
-  std::vector<kube::RejectedManifest> out;
+std::vector<manifestdir::RejectedManifest> FileSource::Rejected() const {
+  std::vector<manifestdir::RejectedManifest> out;
   if (!impl_) return out;
   for (const auto& [name, rejected] : impl_->reported) out.push_back(rejected);
   return out;

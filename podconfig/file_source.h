@@ -64,8 +64,8 @@ struct FileSourceOptions {
   std::chrono::milliseconds relist_interval{20'000};
   std::chrono::milliseconds debounce{2};
   // How long a file that is gone, or cannot be read or decoded, may take to come back or be
-  // completed before it counts (kube::ManifestGrace); 0: at once.
-  std::chrono::milliseconds settle{kube::kDefaultManifestSettleTime};
+  // completed before it counts (manifestdir::ManifestGrace); 0: at once.
+  std::chrono::milliseconds settle{manifestdir::kDefaultManifestSettleTime};
 };
 
 class FileSource {
@@ -86,7 +86,7 @@ class FileSource {
 
   // The files that are there but rejected (cannot be read or decoded) and have stayed so for the
   // settle time, in name order: for /debug/state and the manifest errors gauge.
-  std::vector<kube::RejectedManifest> Rejected() const;
+  std::vector<manifestdir::RejectedManifest> Rejected() const;
 
  private:
   struct Impl;

@@ -285,7 +285,7 @@ TEST_F(FileSourceTest, AnInvalidFileIsReportedAfterTheSettleTimeAndItsRecoveryOn
   Start(std::chrono::hours(1), std::chrono::milliseconds(20));
   WriteFile(dir_.File("a.yaml"), "kind: Pod\nmetadata: {name: Not_Valid}\n");
   ASSERT_TRUE(loop_.RunUntil([&] { return !source_.Rejected().empty(); }));
-  const std::vector<kube::RejectedManifest> rejected = source_.Rejected();
+  const std::vector<manifestdir::RejectedManifest> rejected = source_.Rejected();
   ASSERT_EQ(rejected.size(), 1u);
   EXPECT_EQ(rejected[0].file, dir_.File("a.yaml"));
   EXPECT_THAT(rejected[0].reason, ::testing::HasSubstr("metadata.name"));

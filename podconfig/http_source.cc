@@ -7,7 +7,7 @@
 
 #include "base/catch_all.h"
 #include "base/redacted_url.h"
-#include "kubeclient/http_client.h"
+#include "kubeclient/transport/http_client.h"
 #include "podconfig/static_pod.h"
 
 namespace podconfig {
@@ -20,15 +20,15 @@ constexpr size_t kMaxBodyBytes = 10 << 20;
 struct HttpSource::Impl {
   HttpSourceOptions options;
   Sink sink;
-  std::unique_ptr<kube::HttpClient> http;   // destroyed with the Impl, outside its callbacks
-  kube::HttpClient::RequestId request = 0;  // the fetch in flight, if any
+  std::unique_ptr<kubeclient::HttpClient> http;   // destroyed with the Impl, outside its callbacks
+  kubeclient::HttpClient::RequestId request = 0;  // the fetch in flight, if any
   bool stopped = false;
   uv_timer_t poll_timer{};
   bool have_bytes = false;
   std::string last_bytes;  // the previous 200 body, for the identical-bytes short-circuit
 
   void StartFetch();
-  void OnFetched(const base::Status& transport, const kube::HttpResponse& response);
+  void OnFetched(const base::Status& transport, const kubeclient::HttpResponse& response);
   void FetchLater();
 };
 
@@ -48,21 +48,21 @@ void HttpSource::Impl::FetchLater() {
 }
 
 void HttpSource::Impl::StartFetch() {
-  kube::HttpRequest fetch;
+  kubeclient::HttpRequest fetch;
   fetch.accept.clear();  // a manifest may be JSON or YAML
   fetch.follow_redirects = true;
   fetch.max_body_bytes = kMaxBodyBytes;
   fetch.timeout = options.timeout;
-  request =
-      http->Start(std::move(fetch), [this](base::Status transport, kube::HttpResponse response) {
-        request = 0;
-        FetchLater();  // first: whatever happens below, polling goes on
-        OnFetched(transport, response);
-      });
+  request = http->Start(std::move(fetch),
+                        [this](base::Status transport, kubeclient::HttpResponse response) {
+                          request = 0;
+                          FetchLater();  // first: whatever happens below, polling goes on
+                          OnFetched(transport, response);
+                        });
 }
 
 void HttpSource::Impl::OnFetched(const base::Status& transport,
-                                 const kube::HttpResponse& response) {
+                                 const kubeclient::HttpResponse& response) {
   const std::string shown = base::RedactedUrl(options.url);
   if (!transport.ok()) {
     spdlog::error("manifest URL {}: {}; keeping the last pods", shown, transport.message());
@@ -104,10 +104,10 @@ base::Status HttpSource::Start(uv_loop_t* loop, HttpSourceOptions options, Sink 
     return base::Status::Error("manifest URL " + base::RedactedUrl(options.url) +
                                ": scheme must be http or https");
   }
-  kube::Credentials server;  // no token, no client certificate, the system's CAs
+  kubeclient::Credentials server;  // no token, no client certificate, the system's CAs
   server.server = options.url;
   server.source = "--manifest-url";
-  auto http = kube::HttpClient::Create(loop, server);
+  auto http = kubeclient::HttpClient::Create(loop, server);
   if (!http.ok()) {  // its message would show the URL as given, credentials included
     return base::Status::Error("manifest URL " + base::RedactedUrl(options.url) +
                                ": not an http(s)://host URL, or libcurl cannot start");

@@ -12,8 +12,8 @@
 // Redirects are followed (at most 10, http and https only). Bodies over 10 MiB are refused.
 //
 // Thread model: a loop-thread object. Start, Stop and the destructor run on the loop thread, and
-// so do the transfers (kube::HttpClient on the loop, no thread) and the sink. Stop ends a transfer
-// in flight at once.
+// so do the transfers (kubeclient::HttpClient on the loop, no thread) and the sink. Stop ends a
+// transfer in flight at once.
 #ifndef VOLUMEMANAGER_PODCONFIG_HTTP_SOURCE_H_
 #define VOLUMEMANAGER_PODCONFIG_HTTP_SOURCE_H_
 

@@ -563,7 +563,8 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     v["lastError"] = last_error.message();
     AddApiStatus(last_error, &v);
     v["inFlight"] = vm->executor().InFlight(key);
-    // Where the reconciler has the volume (reconciler/volume_record.h, VolumeRecord): idle, fetching, writing...
+    // Where the reconciler has the volume (reconciler/volume_record.h, VolumeRecord): idle,
+    // fetching, writing...
     const VolumeRecord* record = vm->reconciler().Find(key);
     v["phase"] =
         record != nullptr ? nlohmann::json(VolumePhaseName(record->phase)) : nlohmann::json();
@@ -645,7 +646,7 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
 void AdminPublisher::AddRejectedManifests(nlohmann::json* out) const {
   nlohmann::json rejected = nlohmann::json::array();
   for (const auto& [source, files] : daemon_->RejectedManifests()) {
-    for (const kube::RejectedManifest& r : files) {
+    for (const manifestdir::RejectedManifest& r : files) {
       rejected.push_back({{"source", source}, {"file", r.file}, {"reason", r.reason}});
     }
   }

@@ -5,7 +5,7 @@
 
 #include "kube/base64.h"
 
-namespace kube {
+namespace volumemanager {
 namespace {
 
 constexpr std::string_view kNodeUserPrefix = "system:node:";
@@ -144,7 +144,7 @@ base::Result<ApiIdentity> IdentityOfClientCertificate(const std::string& pem) {
     const char c = pem[i];
     if (c != ' ' && c != '\t' && c != '\r' && c != '\n') base64 += c;
   }
-  auto der = DecodeBase64(base64);
+  auto der = kube::DecodeBase64(base64);
   if (!der.ok()) return base::Status::Error("client certificate: " + der.status().message());
   auto identity = SubjectOf(*der);
   if (!identity.ok()) {
@@ -163,18 +163,20 @@ bool IsReviewNotServed(const base::Status& lookup_error) {
   return !lookup_error.ok() && m.starts_with(kReviewNotServed) && m.ends_with(kNoCertificate);
 }
 
-base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Credentials& credentials,
-                                         std::optional<ApiError>* review_failure) {
+base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client,
+                                         const kubeclient::Credentials& credentials,
+                                         std::optional<kubeclient::ApiError>* review_failure) {
   std::string why;
   if (!client.error().empty()) {
     why = client.error();
-    if (review_failure != nullptr) *review_failure = TransportError(why);
+    if (review_failure != nullptr) *review_failure = kubeclient::TransportError(why);
   } else {
     const nlohmann::json review = {{"apiVersion", "authentication.k8s.io/v1"},
                                    {"kind", "SelfSubjectReview"}};
-    ApiResult answer = client.Call([&](ApiClient& api, ApiCallback cb) {
-      api.Create("/apis/authentication.k8s.io/v1/selfsubjectreviews", review, cb);
-    });
+    kubeclient::ApiResult answer =
+        client.Call([&](kubeclient::ApiClient& api, kubeclient::ApiCallback cb) {
+          api.Create("/apis/authentication.k8s.io/v1/selfsubjectreviews", review, cb);
+        });
     if (review_failure != nullptr) *review_failure = answer.error;
     if (answer.ok()) {
       const nlohmann::json& info = answer.object.is_object()
@@ -208,4 +210,4 @@ base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Creden
   return identity;
 }
 
-}  // namespace kube
+}  // namespace volumemanager

@@ -17,9 +17,9 @@
 
 #include "base/status.h"
 #include "cmd/volumemanager/blocking_api_client.h"
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 
-namespace kube {
+namespace volumemanager {
 
 struct ApiIdentity {
   std::string username;
@@ -46,8 +46,9 @@ base::Result<ApiIdentity> IdentityOfClientCertificate(const std::string& pem);
 // `review_failure`, when given, receives the review's failure (nullopt when it answered): whether
 // the server was reached and took the credentials is ClassifyApiError's (api_error.h) reading of
 // it, and a fallback to the certificate's subject is confirmed only if so.
-base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Credentials& credentials,
-                                         std::optional<ApiError>* review_failure = nullptr);
+base::Result<ApiIdentity> LookUpIdentity(
+    BlockingApiClient& client, const kubeclient::Credentials& credentials,
+    std::optional<kubeclient::ApiError>* review_failure = nullptr);
 
 // True for LookUpIdentity's error when the server answered but does not serve
 // SelfSubjectReview (before Kubernetes 1.28: 404, or 403 where, as in 1.20, authorization runs
@@ -55,6 +56,6 @@ base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client, const Creden
 // cannot be known, which is no fault of the set-up.
 bool IsReviewNotServed(const base::Status& lookup_error);
 
-}  // namespace kube
+}  // namespace volumemanager
 
 #endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_API_IDENTITY_H_

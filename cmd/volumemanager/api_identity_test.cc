@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kube {
+namespace volumemanager {
 namespace {
 
 // Self-signed v3 certificate: O=system:nodes, O=extra, CN=system:node:node-a.
@@ -107,4 +107,4 @@ TEST(ApiIdentityTest, BrokenCertificatesAreErrors) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace volumemanager

@@ -13,16 +13,16 @@
 #include <string>
 
 #include "kubeclient/api_client.h"
-#include "kubeclient/credentials.h"
-#include "kubeclient/http_client.h"
+#include "kubeclient/auth/credentials.h"
+#include "kubeclient/transport/http_client.h"
 
-namespace kube {
+namespace volumemanager {
 
 class BlockingApiClient {
  public:
   // `timeout` bounds each request (and its connection); no transient retries, at most two
   // Retry-After waits of up to 2 s.
-  BlockingApiClient(const Credentials& credentials, std::chrono::milliseconds timeout);
+  BlockingApiClient(const kubeclient::Credentials& credentials, std::chrono::milliseconds timeout);
   ~BlockingApiClient();
   BlockingApiClient(const BlockingApiClient&) = delete;
   BlockingApiClient& operator=(const BlockingApiClient&) = delete;
@@ -30,18 +30,19 @@ class BlockingApiClient {
   // Why the client could not be made (then every call must be skipped); empty when it was.
   const std::string& error() const { return error_; }
 
-  ApiResult Call(const std::function<void(ApiClient&, ApiCallback)>& start);
+  kubeclient::ApiResult Call(
+      const std::function<void(kubeclient::ApiClient&, kubeclient::ApiCallback)>& start);
 
   // Opens a watch and reports its status as soon as the headers arrive (then cancels it).
-  ApiResult Watch(const std::string& path);
+  kubeclient::ApiResult Watch(const std::string& path);
 
  private:
   uv_loop_t loop_;
-  std::unique_ptr<HttpClient> http_;
-  std::unique_ptr<ApiClient> api_;
+  std::unique_ptr<kubeclient::HttpClient> http_;
+  std::unique_ptr<kubeclient::ApiClient> api_;
   std::string error_;
 };
 
-}  // namespace kube
+}  // namespace volumemanager
 
 #endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_BLOCKING_API_CLIENT_H_

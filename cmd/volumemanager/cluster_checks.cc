@@ -6,16 +6,18 @@
 
 #include "base/catch_all.h"
 
-namespace kube {
+namespace volumemanager {
 
-NodeLookup ClassifyNodeLookup(const ApiResult& result) {
+NodeLookup ClassifyNodeLookup(const kubeclient::ApiResult& result) {
   if (result.ok()) return NodeLookup::kExists;
   if (result.error->IsNotFound()) return NodeLookup::kMissing;
   if (result.error->IsForbidden()) return NodeLookup::kNoRight;
   return NodeLookup::kError;
 }
 
-std::string NodePath(const std::string& node) { return "/api/v1/nodes/" + QueryEscape(node); }
+std::string NodePath(const std::string& node) {
+  return "/api/v1/nodes/" + kubeclient::QueryEscape(node);
+}
 
 std::string NodeMissing(const std::string& node) { return "node \"" + node + "\" does not exist"; }
 
@@ -68,7 +70,7 @@ std::string ExcessRightsMessage(const std::string& identity,
          "credentials (chart: credentials: node) or the chart's ClusterRole instead";
 }
 
-NodePresence::NodePresence(uv_loop_t* loop, ApiClient* api, std::string node)
+NodePresence::NodePresence(uv_loop_t* loop, kubeclient::ApiClient* api, std::string node)
     : loop_(loop), api_(api), node_(std::move(node)) {}
 
 NodePresence::~NodePresence() { Stop(); }
@@ -91,13 +93,13 @@ void NodePresence::Stop() {
 }
 
 void NodePresence::Check() {
-  call_ = api_->Get(NodePath(node_), [this](ApiResult result) {
+  call_ = api_->Get(NodePath(node_), [this](kubeclient::ApiResult result) {
     call_.reset();
     base::CatchAll("node check", [&] { OnAnswer(result); }).IgnoreError();
   });
 }
 
-void NodePresence::OnAnswer(const ApiResult& result) {
+void NodePresence::OnAnswer(const kubeclient::ApiResult& result) {
   switch (ClassifyNodeLookup(result)) {
     case NodeLookup::kExists:
       if (missing_) spdlog::info("node \"{}\" exists now: serving its pods", node_);
@@ -136,7 +138,7 @@ void NodePresence::OnAnswer(const ApiResult& result) {
 
 ExcessRightsWarning::~ExcessRightsWarning() {
   if (waiting_ == 0) return;
-  for (ApiClient::CallId id : calls_) api_->Cancel(id);
+  for (kubeclient::ApiClient::CallId id : calls_) api_->Cancel(id);
 }
 
 void ExcessRightsWarning::Start(bool node_mode, bool lists_every_secret,
@@ -146,13 +148,14 @@ void ExcessRightsWarning::Start(bool node_mode, bool lists_every_secret,
   allowed_.assign(probes_.size(), false);
   waiting_ = probes_.size();
   for (size_t i = 0; i < probes_.size(); ++i) {
-    calls_.push_back(api_->Create(kAccessReviewPath, probes_[i].review, [this, i](ApiResult r) {
-      base::CatchAll("rights review", [&] { OnAnswer(i, r); }).IgnoreError();
-    }));
+    calls_.push_back(
+        api_->Create(kAccessReviewPath, probes_[i].review, [this, i](kubeclient::ApiResult r) {
+          base::CatchAll("rights review", [&] { OnAnswer(i, r); }).IgnoreError();
+        }));
   }
 }
 
-void ExcessRightsWarning::OnAnswer(size_t index, const ApiResult& result) {
+void ExcessRightsWarning::OnAnswer(size_t index, const kubeclient::ApiResult& result) {
   allowed_[index] = result.ok() && ReviewAllowed(result.object).value_or(false);
   if (--waiting_ != 0) return;
   std::vector<std::string> held;
@@ -162,4 +165,4 @@ void ExcessRightsWarning::OnAnswer(size_t index, const ApiResult& result) {
   if (!held.empty()) spdlog::warn("{}", ExcessRightsMessage(identity_, held));
 }
 
-}  // namespace kube
+}  // namespace volumemanager

@@ -26,11 +26,11 @@
 
 #include "kubeclient/api_client.h"
 
-namespace kube {
+namespace volumemanager {
 
 // What a GET of /api/v1/nodes/<name> said.
 enum class NodeLookup { kExists, kMissing, kNoRight, kError };
-NodeLookup ClassifyNodeLookup(const ApiResult& result);
+NodeLookup ClassifyNodeLookup(const kubeclient::ApiResult& result);
 std::string NodePath(const std::string& node);
 // "node \"<name>\" does not exist": the readiness reason and the start of every message about it.
 std::string NodeMissing(const std::string& node);
@@ -59,7 +59,7 @@ class NodePresence {
   static constexpr std::chrono::seconds kNodeRecheck{5};
   static constexpr std::chrono::seconds kNodeWarnEvery{60};
 
-  NodePresence(uv_loop_t* loop, ApiClient* api, std::string node);
+  NodePresence(uv_loop_t* loop, kubeclient::ApiClient* api, std::string node);
   ~NodePresence();
   NodePresence(const NodePresence&) = delete;
   NodePresence& operator=(const NodePresence&) = delete;
@@ -72,25 +72,25 @@ class NodePresence {
 
  private:
   void Check();
-  void OnAnswer(const ApiResult& result);
+  void OnAnswer(const kubeclient::ApiResult& result);
 
   uv_loop_t* loop_;
-  ApiClient* api_;
+  kubeclient::ApiClient* api_;
   std::string node_;
   uv_timer_t* timer_ = nullptr;  // closed asynchronously, freed in its close callback
-  std::optional<ApiClient::CallId> call_;
+  std::optional<kubeclient::ApiClient::CallId> call_;
   bool missing_ = false;
   std::chrono::steady_clock::time_point last_warning_{};
 };
 
 // The daemon's side of the rights no mode needs (loop thread only): Start asks each of
-// ExcessRightProbes(node_mode, lists_every_secret) on `api` without blocking, and once all answered logs one warning
-// naming the rights held (nothing when none; an unanswered review counts as not held).
-// `identity` names the caller. Destroying it cancels the reviews still out, so that a stopping
-// daemon's loop does not wait for them.
+// ExcessRightProbes(node_mode, lists_every_secret) on `api` without blocking, and once all answered
+// logs one warning naming the rights held (nothing when none; an unanswered review counts as not
+// held). `identity` names the caller. Destroying it cancels the reviews still out, so that a
+// stopping daemon's loop does not wait for them.
 class ExcessRightsWarning {
  public:
-  explicit ExcessRightsWarning(ApiClient* api) : api_(api) {}
+  explicit ExcessRightsWarning(kubeclient::ApiClient* api) : api_(api) {}
   ~ExcessRightsWarning();
   ExcessRightsWarning(const ExcessRightsWarning&) = delete;
   ExcessRightsWarning& operator=(const ExcessRightsWarning&) = delete;
@@ -98,16 +98,16 @@ class ExcessRightsWarning {
   void Start(bool node_mode, bool lists_every_secret, const std::string& identity);
 
  private:
-  void OnAnswer(size_t index, const ApiResult& result);
+  void OnAnswer(size_t index, const kubeclient::ApiResult& result);
 
-  ApiClient* api_;
+  kubeclient::ApiClient* api_;
   std::string identity_;
   std::vector<ExcessRightProbe> probes_;
   std::vector<bool> allowed_;
-  std::vector<ApiClient::CallId> calls_;
+  std::vector<kubeclient::ApiClient::CallId> calls_;
   size_t waiting_ = 0;
 };
 
-}  // namespace kube
+}  // namespace volumemanager
 
 #endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_CLUSTER_CHECKS_H_

@@ -15,7 +15,7 @@
 namespace volumemanager {
 
 ClusterDaemon::ClusterDaemon(uv_loop_t* loop, config::DaemonConfig config,
-                             kube::EnvironmentLookup environment)
+                             kubeclient::EnvironmentLookup environment)
     : Daemon(loop, std::move(config)), environment_(std::move(environment)) {}
 
 ClusterDaemon::~ClusterDaemon() {
@@ -28,14 +28,14 @@ ClusterDaemon::~ClusterDaemon() {
 
 std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   const config::DaemonConfig& cfg = config();
-  base::Result<kube::Credentials> credentials =
-      kube::LoadCredentials(cfg.kubeconfig, cfg.in_cluster, environment_);
+  base::Result<kubeclient::Credentials> credentials =
+      kubeclient::LoadCredentials(cfg.kubeconfig, cfg.in_cluster, environment_);
   if (!credentials.ok()) return StartError{1, credentials.status().message()};
-  kube::HttpClientOptions http_options;
+  kubeclient::HttpClientOptions http_options;
   // HTTP/2 on the client's own transport (libcurl only for an API server without HTTP/2): a
   // watch costs a small record instead of a libcurl transfer (BENCHMARKS.md).
   http_options.native_http2 = true;
-  auto http = kube::HttpClient::Create(loop(), *credentials, http_options);
+  auto http = kubeclient::HttpClient::Create(loop(), *credentials, http_options);
   if (!http.ok()) {
     return StartError{1, "API client for " + base::RedactedUrl(credentials->server) + ": " +
                              http.status().message()};
@@ -43,12 +43,12 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
   http_ = std::move(http).value();
   default_namespace_ = credentials->default_namespace;
   RememberCredentialFiles(*credentials);
-  kube::ApiHealthOptions health_options;
+  kubeclient::ApiHealthOptions health_options;
   health_options.server = server_;
-  health_ = std::make_unique<kube::ApiHealth>(health_options);
+  health_ = std::make_unique<kubeclient::ApiHealth>(health_options);
   // Never reached, and now a permanent failure (the server came up untrusted, or refused the
   // credentials): as at start, the daemon stops.
-  health_->SetOnPermanentBeforeReach([this](const kube::ApiHealth::Problem& problem) {
+  health_->SetOnPermanentBeforeReach([this](const kubeclient::ApiHealth::Problem& problem) {
     pending_fatal_ = StartError{
         kExitApiCredentials, PermanentFailure(problem.reason, problem.message) +
                                  "; the server was never reached with these credentials: stopping"};
@@ -71,11 +71,11 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
     identity_unconfirmed_ = false;
   });
   if (auto error = CheckIdentity(*credentials)) return error;
-  api_ = std::make_unique<kube::ApiClient>(
-      http_.get(), kube::RetryPolicy{},
-      kube::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
+  api_ = std::make_unique<kubeclient::ApiClient>(
+      http_.get(), kubeclient::RetryPolicy{},
+      kubeclient::ClientGoRateLimits(cfg.kube_api_qps, cfg.kube_api_burst));
   api_->SetHealth(health_.get());
-  excess_rights_ = std::make_unique<kube::ExcessRightsWarning>(api_.get());
+  excess_rights_ = std::make_unique<ExcessRightsWarning>(api_.get());
   excess_rights_->Start(identity_ && identity_->NodeName(),
                         cfg.read_secrets && cfg.object_namespaces.empty(),
                         identity_ ? identity_->username : "the daemon's credentials");
@@ -104,13 +104,15 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
     }
   }
 
-  kube::EventRecorderOptions events;
+  kubeclient::EventRecorderOptions events;
   events.host = cfg.node_name;
-  events_api_ = std::make_unique<kube::ApiClient>(
-      http_.get(), kube::RetryPolicy{}, kube::ClientGoRateLimits(cfg.event_qps, cfg.event_burst));
+  events_api_ = std::make_unique<kubeclient::ApiClient>(
+      http_.get(), kubeclient::RetryPolicy{},
+      kubeclient::ClientGoRateLimits(cfg.event_qps, cfg.event_burst));
   events_api_->SetHealth(health_.get());
   // Observe mode posts no Event: no recorder (every report below checks for one).
-  if (!cfg.observe) events_ = std::make_unique<kube::EventRecorder>(events_api_.get(), events);
+  if (!cfg.observe)
+    events_ = std::make_unique<kubeclient::EventRecorder>(events_api_.get(), events);
 
   spdlog::info("cluster mode: API server {} ({}), node \"{}\", volume ownership {}",
                base::RedactedUrl(credentials->server), credentials->source, cfg.node_name,
@@ -119,25 +121,26 @@ std::optional<Daemon::StartError> ClusterDaemon::StartObjectSource() {
 }
 
 std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
-    const kube::Credentials& credentials) {
+    const kubeclient::Credentials& credentials) {
   const config::DaemonConfig& cfg = config();
-  std::optional<kube::ApiError> review_failure;
-  base::Result<kube::ApiIdentity> identity = [&] {
-    kube::BlockingApiClient client(credentials, kIdentityTimeout);
-    return kube::LookUpIdentity(client, credentials, &review_failure);
+  std::optional<kubeclient::ApiError> review_failure;
+  base::Result<ApiIdentity> identity = [&] {
+    BlockingApiClient client(credentials, kIdentityTimeout);
+    return LookUpIdentity(client, credentials, &review_failure);
   }();
-  const kube::FailureKind failure =
-      review_failure ? kube::ClassifyApiError(*review_failure) : kube::FailureKind{};
-  if (failure.failure_class == kube::FailureClass::kPermanent) {
+  const kubeclient::FailureKind failure =
+      review_failure ? kubeclient::ClassifyApiError(*review_failure) : kubeclient::FailureKind{};
+  if (failure.failure_class == kubeclient::FailureClass::kPermanent) {
     // The kubelet exits on bad bootstrap credentials too: retrying changes nothing until a
     // person fixes the CA, the server's name or the credentials.
     return StartError{kExitApiCredentials,
                       PermanentFailure(std::string(failure.reason), review_failure->ToString())};
   }
   // The server answered (a review, or a 403/404 for it): reached, with these credentials.
-  if (failure.failure_class == kube::FailureClass::kAnswered) health_->OnOutcome(std::nullopt);
+  if (failure.failure_class == kubeclient::FailureClass::kAnswered)
+    health_->OnOutcome(std::nullopt);
   // Without an answer, what the certificate names is not yet confirmed by the server.
-  const bool unconfirmed = failure.failure_class == kube::FailureClass::kTransient;
+  const bool unconfirmed = failure.failure_class == kubeclient::FailureClass::kTransient;
   if (unconfirmed) {
     spdlog::warn(
         "API server {} ({}) not reached at start ({}); retrying with backoff, the identity is "
@@ -147,11 +150,10 @@ std::optional<Daemon::StartError> ClusterDaemon::CheckIdentity(
   if (!identity.ok()) {
     // A server older than 1.28 cannot say who a token is: nothing for the user to do (info).
     // Any other failure (unreachable, an error answer) is worth a look (warning).
-    spdlog::log(
-        kube::IsReviewNotServed(identity.status()) ? spdlog::level::info : spdlog::level::warn,
-        "API identity unknown ({}): running as for a service account; a node "
-        "identity's limits (no Lease lock, no --dynamic-config) are not checked",
-        identity.status().message());
+    spdlog::log(IsReviewNotServed(identity.status()) ? spdlog::level::info : spdlog::level::warn,
+                "API identity unknown ({}): running as for a service account; a node "
+                "identity's limits (no Lease lock, no --dynamic-config) are not checked",
+                identity.status().message());
     return std::nullopt;
   }
   identity_ = *identity;
@@ -212,7 +214,7 @@ cache::ObjectManager* ClusterDaemon::object_manager() {
   return objects_.get();
 }
 
-void ClusterDaemon::LogIdentity(const kube::ApiIdentity& identity) const {
+void ClusterDaemon::LogIdentity(const ApiIdentity& identity) const {
   const std::optional<std::string> node = identity.NodeName();
   if (!node) {
     spdlog::info("API identity {}: service-account mode (reads what its RBAC allows)",
@@ -225,10 +227,10 @@ void ClusterDaemon::LogIdentity(const kube::ApiIdentity& identity) const {
       identity.Describe(), *node);
 }
 
-void ClusterDaemon::RememberCredentialFiles(const kube::Credentials& credentials) {
+void ClusterDaemon::RememberCredentialFiles(const kubeclient::Credentials& credentials) {
   server_ = base::RedactedUrl(credentials.server);
   credentials_source_ = credentials.source;
-  const kube::TlsConfig& tls = credentials.tls;
+  const kubeclient::TlsConfig& tls = credentials.tls;
   trust_files_ = !tls.ca_file.empty()  ? "CA file " + tls.ca_file
                  : !tls.ca_pem.empty() ? std::string("certificate-authority-data")
                                        : std::string("the system's CA certificates");
@@ -260,7 +262,7 @@ std::string ClusterDaemon::PermanentFailure(const std::string& reason,
          "): " + message;
 }
 
-std::string ClusterDaemon::TokenRefusal(const std::optional<kube::ApiIdentity>& identity) {
+std::string ClusterDaemon::TokenRefusal(const std::optional<ApiIdentity>& identity) {
   if (identity && identity->NodeName()) return "";
   const std::string who =
       identity ? "runs as \"" + identity->username + "\", not as a node"
@@ -280,21 +282,21 @@ void ClusterDaemon::ApplyLiveConfig(const config::DaemonConfig& config) {
         std::chrono::duration_cast<std::chrono::milliseconds>(config.object_cache_ttl));
   }
   if (events_api_) {
-    const kube::RateLimiterOptions limits =
-        kube::ClientGoRateLimits(config.event_qps, config.event_burst);
+    const kubeclient::RateLimiterOptions limits =
+        kubeclient::ClientGoRateLimits(config.event_qps, config.event_burst);
     events_api_->rate_limiter().SetLimits(limits.qps, limits.burst);
   }
 }
 
-void ClusterDaemon::RecordWarning(const kube::InvolvedObject& object, const std::string& reason,
-                                  const std::string& message) {
-  if (events_) events_->Record(object, kube::EventType::kWarning, reason, message);
+void ClusterDaemon::RecordWarning(const kubeclient::InvolvedObject& object,
+                                  const std::string& reason, const std::string& message) {
+  if (events_) events_->Record(object, kubeclient::EventType::kWarning, reason, message);
 }
 
 base::Result<std::unique_ptr<leaderelection::ResourceLock>> ClusterDaemon::MakeLeaseLock() {
   const leaderelection::LeaderElectionConfig& le = config().leader_election;
-  election_api_ = std::make_unique<kube::ApiClient>(http_.get(), kube::RetryPolicy{},
-                                                    kube::ClientGoRateLimits(5, 10));
+  election_api_ = std::make_unique<kubeclient::ApiClient>(http_.get(), kubeclient::RetryPolicy{},
+                                                          kubeclient::ClientGoRateLimits(5, 10));
   election_api_->SetHealth(health_.get());
   const std::string ns = le.resource_namespace.empty() ? default_namespace_ : le.resource_namespace;
   const std::string name = le.resource_name.empty()
@@ -306,8 +308,8 @@ base::Result<std::unique_ptr<leaderelection::ResourceLock>> ClusterDaemon::MakeL
 
 namespace {
 
-kube::InvolvedObject InvolvedPod(const kube::Pod& pod) {
-  kube::InvolvedObject object;
+kubeclient::InvolvedObject InvolvedPod(const kube::Pod& pod) {
+  kubeclient::InvolvedObject object;
   object.kind = "Pod";
   object.api_version = "v1";
   object.namespace_ = pod.metadata.namespace_;
@@ -325,14 +327,14 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
                                     const std::string& error) {
     if (!events_) return;
     // The kubelet's FailedMount text; `error` names volume and object, never their data.
-    events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "FailedMount",
+    events_->Record(InvolvedPod(pod), kubeclient::EventType::kWarning, "FailedMount",
                     "MountVolume.SetUp failed for volume \"" + volume + "\" : " + error);
   };
   if (policy_objects_) {
     options.read_policy = &policy_objects_->policy();
     options.on_policy_refusal = [this](const kube::Pod& pod, const std::string& volumes) {
       if (!events_) return;
-      events_->Record(InvolvedPod(pod), kube::EventType::kNormal, "VolumesLeftToKubelet",
+      events_->Record(InvolvedPod(pod), kubeclient::EventType::kNormal, "VolumesLeftToKubelet",
                       volumes + "; the kubelet sets these volumes up and keeps them current");
     };
   }
@@ -355,18 +357,19 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
   // Reload actions: the actions, their results and the objects' versions; never data or bodies.
   options.reload.on_result = [this](const kube::Pod& pod, bool ok, const std::string& message) {
     if (!events_) return;
-    events_->Record(InvolvedPod(pod), ok ? kube::EventType::kNormal : kube::EventType::kWarning,
+    events_->Record(InvolvedPod(pod),
+                    ok ? kubeclient::EventType::kNormal : kubeclient::EventType::kWarning,
                     ok ? "Reloaded" : "ReloadFailed", message);
   };
   options.reload.on_annotation_error = [this](const kube::Pod& pod, const std::string& error) {
     if (events_) {
-      events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "InvalidReloadAnnotation",
+      events_->Record(InvolvedPod(pod), kubeclient::EventType::kWarning, "InvalidReloadAnnotation",
                       error + " (the pod's volumes are still kept current)");
     }
   };
   options.reload.on_policy_refusal = [this](const kube::Pod& pod, const std::string& reason) {
     if (events_) {
-      events_->Record(InvolvedPod(pod), kube::EventType::kNormal, "ReloadActionsNotRun",
+      events_->Record(InvolvedPod(pod), kubeclient::EventType::kNormal, "ReloadActionsNotRun",
                       reason +
                           "; the daemon never calls the node's own addresses (the pod's volumes "
                           "are still kept current)");
@@ -377,7 +380,7 @@ void ClusterDaemon::ConfigureVolumeManager(VolumeManagerOptions& options) {
   options.on_subpath_failure = [this](const kube::Pod& pod, const std::string& volume,
                                       const std::string& error) {
     if (!events_) return;
-    events_->Record(InvolvedPod(pod), kube::EventType::kWarning, "FailedSubPathUpdate",
+    events_->Record(InvolvedPod(pod), kubeclient::EventType::kWarning, "FailedSubPathUpdate",
                     "volume \"" + volume + "\": " + error);
   };
 }
@@ -390,7 +393,7 @@ std::optional<Daemon::StartError> ClusterDaemon::StartPodSources() {
   if (base::Status s = api_source_.Start(api_.get(), options, std::move(sink)); !s.ok()) {
     return StartError{2, "--node-name \"" + config().node_name + "\": " + s.message()};
   }
-  node_presence_ = std::make_unique<kube::NodePresence>(loop(), api_.get(), config().node_name);
+  node_presence_ = std::make_unique<NodePresence>(loop(), api_.get(), config().node_name);
   node_presence_->Start();
   return Daemon::StartPodSources();
 }
@@ -417,7 +420,7 @@ std::vector<server::ReadinessCheck> ClusterDaemon::ReadinessChecks() const {
   }
   if (node_presence_) {
     checks.push_back(
-        {"node-exists", !node_presence_->missing(), kube::NodeMissing(node_presence_->node())});
+        {"node-exists", !node_presence_->missing(), NodeMissing(node_presence_->node())});
   }
   return checks;
 }

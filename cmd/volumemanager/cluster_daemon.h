@@ -12,13 +12,14 @@
 //    (cache::ApiTokenManager), requested only under a node identity: under any other (a service
 //    account, another user, an identity the server would not tell) none is requested and each
 //    volume that needs one fails with a FailedMount saying why (see TokenRefusal);
-//  * FailedMount Events on the pod for every failed mount or refresh (kube::EventRecorder, with
+//  * FailedMount Events on the pod for every failed mount or refresh (kubeclient::EventRecorder,
+//  with
 //    client-go's aggregation and rate limits), on the same connection but a rate limit of their
 //    own;
-//  * the --node-name node looked up (kube::NodePresence, cluster_checks.h): while it does not
+//  * the --node-name node looked up (NodePresence, cluster_checks.h): while it does not
 //    exist a warning (at start, then at most once a minute) and readiness check "node-exists"
 //    failing with "node \"X\" does not exist", until it appears;
-//  * the rights no mode needs (`*` on `*`, ...; kube::ExcessRightsWarning) asked once at start
+//  * the rights no mode needs (`*` on `*`, ...; ExcessRightsWarning) asked once at start
 //    without blocking the loop, one warning when the credentials hold any.
 //  * the read policy (--no-secrets, --object-namespaces: the rights the chart grants), in front
 //    of the object manager (cache::PolicyObjectManager): objects outside it are never requested.
@@ -52,9 +53,9 @@
 #include "cmd/volumemanager/daemon.h"
 #include "kubeclient/api_client.h"
 #include "kubeclient/api_health.h"
-#include "kubeclient/credentials.h"
-#include "kubeclient/event_recorder.h"
-#include "kubeclient/http_client.h"
+#include "kubeclient/auth/credentials.h"
+#include "kubeclient/events/event_recorder.h"
+#include "kubeclient/transport/http_client.h"
 #include "podconfig/api_source.h"
 
 namespace volumemanager {
@@ -63,15 +64,15 @@ class ClusterDaemon : public Daemon {
  public:
   // `environment` stands in for the process environment (in-cluster variables), for tests.
   ClusterDaemon(uv_loop_t* loop, config::DaemonConfig config,
-                kube::EnvironmentLookup environment = kube::ProcessEnvironment());
+                kubeclient::EnvironmentLookup environment = kubeclient::ProcessEnvironment());
   ~ClusterDaemon() override;
 
   const cache::ApiObjectManager* objects() const { return objects_.get(); }
   const cache::ApiTokenManager* tokens() const { return tokens_.get(); }
-  const kube::EventRecorder* events() const { return events_.get(); }
+  const kubeclient::EventRecorder* events() const { return events_.get(); }
   const podconfig::ApiSource& pod_source() const { return api_source_; }
   // Who the daemon is to the API server, once Start() learned it.
-  const std::optional<kube::ApiIdentity>& identity() const { return identity_; }
+  const std::optional<ApiIdentity>& identity() const { return identity_; }
 
   static constexpr std::chrono::milliseconds kIdentityTimeout{10000};
   // A permanent API failure (the server not trusted, 401, an unusable client certificate) before
@@ -82,14 +83,14 @@ class ClusterDaemon : public Daemon {
   // authorizer grants a node tokens for the service accounts of its pods, bound to them). Any
   // other identity would need `create` on serviceaccounts/token, which mints a token for every
   // service account of a namespace; the chart never grants it, and the daemon does not use it.
-  static std::string TokenRefusal(const std::optional<kube::ApiIdentity>& identity);
+  static std::string TokenRefusal(const std::optional<ApiIdentity>& identity);
 
   // The Cache TTL and the event rate limits besides the base's.
   void ApplyLiveConfig(const config::DaemonConfig& config) override;
   // For the dynamic config (dynamicconfig/): the API client (null before Start) and Warning
   // Events about any object.
-  kube::ApiClient* api() { return api_.get(); }
-  void RecordWarning(const kube::InvolvedObject& object, const std::string& reason,
+  kubeclient::ApiClient* api() { return api_.get(); }
+  void RecordWarning(const kubeclient::InvolvedObject& object, const std::string& reason,
                      const std::string& message);
 
   // API requests, the pod reflector, the object managers (source_metrics.h).
@@ -99,7 +100,7 @@ class ClusterDaemon : public Daemon {
   // --node-name node is not missing (cluster_checks.h).
   std::vector<server::ReadinessCheck> ReadinessChecks() const override;
   // Every API client's failures, shared (null before Start).
-  const kube::ApiHealth* health() const { return health_.get(); }
+  const kubeclient::ApiHealth* health() const { return health_.get(); }
 
  protected:
   std::optional<StartError> StartObjectSource() override;
@@ -113,21 +114,21 @@ class ClusterDaemon : public Daemon {
   // Learns the identity and refuses what a node identity cannot do (see the file comment). A
   // permanent failure of the look-up (the server not trusted, 401) is a StartError naming the
   // server and the file; without an answer the identity is logged once the server answers.
-  std::optional<StartError> CheckIdentity(const kube::Credentials& credentials);
+  std::optional<StartError> CheckIdentity(const kubeclient::Credentials& credentials);
   // Puts the read policy in front of objects_ when it refuses anything, and says so once.
   void ApplyReadPolicy();
   // Fills server_, credentials_source_, trust_files_ and client_files_.
-  void RememberCredentialFiles(const kube::Credentials& credentials);
+  void RememberCredentialFiles(const kubeclient::Credentials& credentials);
   // The "API identity ..." line, once the server confirmed it.
-  void LogIdentity(const kube::ApiIdentity& identity) const;
+  void LogIdentity(const ApiIdentity& identity) const;
   // "<server> (<credentials source>): <failure>; <the files concerned>".
   std::string PermanentFailure(const std::string& reason, const std::string& message) const;
 
-  kube::EnvironmentLookup environment_;
-  std::optional<kube::ApiIdentity> identity_;
-  std::unique_ptr<kube::HttpClient> http_;
+  kubeclient::EnvironmentLookup environment_;
+  std::optional<ApiIdentity> identity_;
+  std::unique_ptr<kubeclient::HttpClient> http_;
   // Before the clients that report to it.
-  std::unique_ptr<kube::ApiHealth> health_;
+  std::unique_ptr<kubeclient::ApiHealth> health_;
   // For PermanentFailure's messages: the server (redacted), the credentials' source, and what
   // names the CA and the client's credential (files, never their contents).
   std::string server_;
@@ -139,13 +140,13 @@ class ClusterDaemon : public Daemon {
   // A permanent failure before the server was ever reached, reported on the next loop turn.
   std::optional<StartError> pending_fatal_;
   uv_timer_t* fatal_timer_ = nullptr;
-  std::unique_ptr<kube::ApiClient> api_;
+  std::unique_ptr<kubeclient::ApiClient> api_;
   // Events draw on a budget of their own (--event-qps, --event-burst: the kubelet's 50 and 100),
   // so a burst of failures never delays pod or object requests.
-  std::unique_ptr<kube::ApiClient> events_api_;
+  std::unique_ptr<kubeclient::ApiClient> events_api_;
   // The Lease lock's renewals on a client of their own (as the controller-manager's), so they
   // never queue behind pod and object requests.
-  std::unique_ptr<kube::ApiClient> election_api_;
+  std::unique_ptr<kubeclient::ApiClient> election_api_;
   std::string default_namespace_;
   std::unique_ptr<cache::ApiObjectManager> objects_;
   // objects_ behind the read policy (null when it reads everything); declared after objects_.
@@ -153,12 +154,12 @@ class ClusterDaemon : public Daemon {
   // Service account tokens for projected volumes the daemon sets up (self ownership); requested
   // only under a node identity (TokenRefusal).
   std::unique_ptr<cache::ApiTokenManager> tokens_;
-  std::unique_ptr<kube::EventRecorder> events_;
+  std::unique_ptr<kubeclient::EventRecorder> events_;
   podconfig::ApiSource api_source_;
   // Whether the --node-name node exists (cluster_checks.h); after api_, which it uses.
-  std::unique_ptr<kube::NodePresence> node_presence_;
+  std::unique_ptr<NodePresence> node_presence_;
   // The rights no mode needs, asked once at start (cluster_checks.h).
-  std::unique_ptr<kube::ExcessRightsWarning> excess_rights_;
+  std::unique_ptr<ExcessRightsWarning> excess_rights_;
 };
 
 }  // namespace volumemanager

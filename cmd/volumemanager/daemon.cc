@@ -370,10 +370,11 @@ std::optional<Daemon::StartError> Daemon::StartObjectSource() {
 
 cache::ObjectManager* Daemon::object_manager() { return objects_.get(); }
 
-std::map<std::string, std::vector<kube::RejectedManifest>> Daemon::RejectedManifests() const {
-  std::map<std::string, std::vector<kube::RejectedManifest>> out;
+std::map<std::string, std::vector<manifestdir::RejectedManifest>> Daemon::RejectedManifests()
+    const {
+  std::map<std::string, std::vector<manifestdir::RejectedManifest>> out;
   out["pods"] = file_source_.Rejected();
-  out["objects"] = objects_ ? objects_->Rejected() : std::vector<kube::RejectedManifest>{};
+  out["objects"] = objects_ ? objects_->Rejected() : std::vector<manifestdir::RejectedManifest>{};
   return out;
 }
 

@@ -30,10 +30,11 @@
 //    A second call does nothing.
 //
 // --observe: no lock at all (no flock, no Lease) and nothing created or written: the volume
-// manager starts at once with an ObservingDisk (volumemanager/disk/observing_disk.h) and the ownership
-// journal read only (OwnershipJournal::ReadOnly); nothing is written under the root dir or the
-// state dir, cluster mode posts no Event, and no reload action or subPath copy runs. What a normal
-// run would change is logged, in /debug/state and in volumemanager_observe_volumes_differing.
+// manager starts at once with an ObservingDisk (volumemanager/disk/observing_disk.h) and the
+// ownership journal read only (OwnershipJournal::ReadOnly); nothing is written under the root dir
+// or the state dir, cluster mode posts no Event, and no reload action or subPath copy runs. What a
+// normal run would change is logged, in /debug/state and in
+// volumemanager_observe_volumes_differing.
 //
 // --leader-elect=false: the flock is taken all the same (two daemons on one state dir never
 // both write) with the file lock's timing; no Lease, whatever --leader-elect-resource-lock says.
@@ -119,7 +120,7 @@ class Daemon {
   // The manifest files rejected (there, but unreadable or invalid past the settle time), by
   // source: "pods" (--pod-manifest-path) and "objects" (--object-manifest-path), each listed
   // (empty when the source is not used).
-  std::map<std::string, std::vector<kube::RejectedManifest>> RejectedManifests() const;
+  std::map<std::string, std::vector<manifestdir::RejectedManifest>> RejectedManifests() const;
   // Applies the fields of `config` that can change in a running daemon (config::LiveField):
   // the sync frequency here; cluster mode adds the Cache TTL and the event rate limits. Logging
   // is the binary's (main.cc).

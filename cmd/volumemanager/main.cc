@@ -302,9 +302,10 @@ int main(int argc, char** argv) {
     hooks.restart = [&](const std::string& why) { stop.StopFromLoop(why, kExitRestartForConfig); };
     hooks.warn = [cluster](const dynamicconfig::Checkpoint& about, const std::string& reason,
                            const std::string& message) {
-      cluster->RecordWarning(kube::InvolvedObject{"ConfigMap", "v1", about.namespace_, about.name,
-                                                  about.uid, about.resource_version},
-                             reason, message);
+      cluster->RecordWarning(
+          kubeclient::InvolvedObject{"ConfigMap", "v1", about.namespace_, about.name, about.uid,
+                                     about.resource_version},
+          reason, message);
     };
     hooks.status_changed = [&] {
       if (!dynamic) return;

@@ -10,7 +10,7 @@
 #include "kube/object_ref.h"
 #include "kubeclient/api_client.h"
 
-namespace kube {
+namespace volumemanager {
 namespace {
 
 std::string MissingRule(const std::string& group, const std::string& resource,
@@ -23,8 +23,9 @@ std::string MissingRule(const std::string& group, const std::string& resource,
 // The check's detail for a failed request: on 403 the missing RBAC rule, or under a node
 // identity the right the Node authorizer refused (its reason is in the server's message); else
 // the error.
-std::string Explain(const ApiError& err, const std::string& group, const std::string& resource,
-                    const std::string& verb, const std::string& ns, bool node_mode) {
+std::string Explain(const kubeclient::ApiError& err, const std::string& group,
+                    const std::string& resource, const std::string& verb, const std::string& ns,
+                    bool node_mode) {
   if (err.IsForbidden()) {
     if (node_mode) {
       return "the node may not " + verb + " " + resource +
@@ -90,11 +91,14 @@ PreflightCheck CheckReads(BlockingApiClient& client, const std::string& resource
                           const std::string& ns, const std::string& name, bool node_mode) {
   PreflightCheck check{resource + " readable in namespace " + ns, false, ""};
   const std::string base = "/api/v1/namespaces/" + ns + "/" + resource;
-  const std::string pinned = "fieldSelector=" + QueryEscape("metadata.name=" + name);
-  ApiResult got = client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(base + "/" + name, cb); });
-  ApiResult list =
-      client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(base + "?" + pinned, cb); });
-  ApiResult watch = client.Watch(base + "?watch=true&timeoutSeconds=5&" + pinned);
+  const std::string pinned = "fieldSelector=" + kubeclient::QueryEscape("metadata.name=" + name);
+  kubeclient::ApiResult got = client.Call(
+      [&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) { a.Get(base + "/" + name, cb); });
+  kubeclient::ApiResult list =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+        a.Get(base + "?" + pinned, cb);
+      });
+  kubeclient::ApiResult watch = client.Watch(base + "?watch=true&timeoutSeconds=5&" + pinned);
   std::vector<std::string> problems;
   if (!got.ok() && !got.error->IsNotFound()) {
     problems.push_back(Explain(*got.error, "", resource, "get", ns, node_mode));
@@ -125,12 +129,15 @@ PreflightCheck CheckEvents(BlockingApiClient& client, const std::string& ns,
       {"message", "volumemanager preflight (dry run)"},
       {"type", "Normal"},
       {"source", {{"component", "volumemanager"}, {"host", node}}}};
-  ApiResult created =
-      client.Call([&](ApiClient& a, ApiCallback cb) { a.Create(base + "?dryRun=All", event, cb); });
-  ApiResult patched = client.Call([&](ApiClient& a, ApiCallback cb) {
-    a.Patch(base + "/" + kProbeName + "?dryRun=All", nlohmann::json{{"count", 2}},
-            "application/strategic-merge-patch+json", cb);
-  });
+  kubeclient::ApiResult created =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+        a.Create(base + "?dryRun=All", event, cb);
+      });
+  kubeclient::ApiResult patched =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+        a.Patch(base + "/" + kProbeName + "?dryRun=All", nlohmann::json{{"count", 2}},
+                "application/strategic-merge-patch+json", cb);
+      });
   std::vector<std::string> problems;
   if (!created.ok()) {
     problems.push_back(Explain(*created.error, "", "events", "create", ns, node_mode));
@@ -157,13 +164,18 @@ PreflightCheck CheckLeases(BlockingApiClient& client, const std::string& ns,
                                {"kind", "Lease"},
                                {"metadata", {{"name", name}, {"namespace", ns}}},
                                {"spec", {{"holderIdentity", ""}, {"leaseDurationSeconds", 1}}}};
-  ApiResult got =
-      client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(leases + "/" + name, cb); });
-  ApiResult created = client.Call(
-      [&](ApiClient& a, ApiCallback cb) { a.Create(leases + "?dryRun=All", body, cb); });
-  ApiResult updated = client.Call([&](ApiClient& a, ApiCallback cb) {
-    a.Update(leases + "/" + name + "?dryRun=All", body, cb);
-  });
+  kubeclient::ApiResult got =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+        a.Get(leases + "/" + name, cb);
+      });
+  kubeclient::ApiResult created =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+        a.Create(leases + "?dryRun=All", body, cb);
+      });
+  kubeclient::ApiResult updated =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+        a.Update(leases + "/" + name + "?dryRun=All", body, cb);
+      });
   std::vector<std::string> problems;
   if (!got.ok() && !got.error->IsNotFound()) {
     problems.push_back(Explain(*got.error, group, "leases", "get", ns, false));
@@ -209,7 +221,8 @@ namespace {
 // account the chart's ClusterRole grants get on nodes.
 PreflightCheck CheckNode(BlockingApiClient& client, const std::string& node, bool node_mode) {
   PreflightCheck check{"node " + node + " exists", false, ""};
-  ApiResult got = client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(NodePath(node), cb); });
+  kubeclient::ApiResult got = client.Call(
+      [&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) { a.Get(NodePath(node), cb); });
   switch (ClassifyNodeLookup(got)) {
     case NodeLookup::kExists:
       check.ok = true;
@@ -232,14 +245,16 @@ PreflightCheck CheckNode(BlockingApiClient& client, const std::string& node, boo
   return check;
 }
 
-PreflightCheck CheckExcessRights(BlockingApiClient& client, bool node_mode,
-                                 bool lists_every_secret, const std::string& identity) {
+PreflightCheck CheckExcessRights(BlockingApiClient& client, bool node_mode, bool lists_every_secret,
+                                 const std::string& identity) {
   PreflightCheck check{"rights beyond need", true, ""};
   std::vector<std::string> held;
   std::vector<std::string> not_held;
   for (const ExcessRightProbe& probe : ExcessRightProbes(node_mode, lists_every_secret)) {
-    ApiResult answer = client.Call(
-        [&](ApiClient& a, ApiCallback cb) { a.Create(kAccessReviewPath, probe.review, cb); });
+    kubeclient::ApiResult answer =
+        client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) {
+          a.Create(kAccessReviewPath, probe.review, cb);
+        });
     std::optional<bool> allowed = answer.ok() ? ReviewAllowed(answer.object) : std::nullopt;
     if (!allowed) {
       check.detail =
@@ -261,7 +276,8 @@ PreflightCheck CheckExcessRights(BlockingApiClient& client, bool node_mode,
 
 }  // namespace
 
-PreflightReport RunPreflight(const Credentials& credentials, const PreflightOptions& options) {
+PreflightReport RunPreflight(const kubeclient::Credentials& credentials,
+                             const PreflightOptions& options) {
   PreflightReport report;
   report.credentials = credentials.source;
   report.identity = "not checked (the server was not reached)";
@@ -277,7 +293,8 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
     checks.push_back(reach);
     return report;
   }
-  ApiResult version = client.Call([](ApiClient& api, ApiCallback cb) { api.Get("/version", cb); });
+  kubeclient::ApiResult version = client.Call(
+      [](kubeclient::ApiClient& api, kubeclient::ApiCallback cb) { api.Get("/version", cb); });
   if (version.ok() || !version.error->IsTransport()) {
     // Any HTTP answer proves the TLS handshake (and so the CA) worked.
     reach.ok = true;
@@ -295,7 +312,8 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
   if (!reach.ok) return report;
 
   PreflightCheck auth{"credentials accepted", false, ""};
-  ApiResult api = client.Call([](ApiClient& a, ApiCallback cb) { a.Get("/api", cb); });
+  kubeclient::ApiResult api =
+      client.Call([](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) { a.Get("/api", cb); });
   auth.ok = api.ok() || !api.error->IsUnauthorized();
   auth.detail = auth.ok ? "as configured by " + credentials.source
                         : "credentials rejected: " + api.error->ToString();
@@ -330,9 +348,11 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
   const bool node_mode = identity_node.has_value();
   checks.push_back(CheckNode(client, node, node_mode));
 
-  const std::string pods = "/api/v1/pods?fieldSelector=" + QueryEscape("spec.nodeName=" + node);
+  const std::string pods =
+      "/api/v1/pods?fieldSelector=" + kubeclient::QueryEscape("spec.nodeName=" + node);
   PreflightCheck list_pods{"pods on node " + node + " listable", false, ""};
-  ApiResult listed = client.Call([&](ApiClient& a, ApiCallback cb) { a.Get(pods, cb); });
+  kubeclient::ApiResult listed =
+      client.Call([&](kubeclient::ApiClient& a, kubeclient::ApiCallback cb) { a.Get(pods, cb); });
   std::string rv;
   References refs;
   if (listed.ok()) {
@@ -353,8 +373,9 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
   checks.push_back(list_pods);
 
   PreflightCheck watch_pods{"pods on node " + node + " watchable", false, ""};
-  ApiResult watched = client.Watch(pods + "&watch=true&timeoutSeconds=5" +
-                                   (rv.empty() ? "" : "&resourceVersion=" + QueryEscape(rv)));
+  kubeclient::ApiResult watched =
+      client.Watch(pods + "&watch=true&timeoutSeconds=5" +
+                   (rv.empty() ? "" : "&resourceVersion=" + kubeclient::QueryEscape(rv)));
   watch_pods.ok = watched.ok();
   watch_pods.detail =
       watched.ok() ? "watch opened" : Explain(*watched.error, "", "pods", "watch", "", node_mode);
@@ -382,11 +403,12 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
       // What the daemon is configured not to read (--no-secrets, --object-namespaces) needs no
       // right: its volumes are the kubelet's.
       const kube::ObjectRef ref{
-          resource == "secrets" ? ObjectKind::kSecret : ObjectKind::kConfigMap, pod_ns,
+          resource == "secrets" ? kube::ObjectKind::kSecret : kube::ObjectKind::kConfigMap, pod_ns,
           names.empty() ? "*" : *names.begin()};
       if (std::string refusal = policy.Refusal(ref); !refusal.empty()) {
-        checks.push_back({resource + " readable in namespace " + pod_ns, true,
-                          "not needed: " + refusal + "; the kubelet keeps the volumes that read it"});
+        checks.push_back(
+            {resource + " readable in namespace " + pod_ns, true,
+             "not needed: " + refusal + "; the kubelet keeps the volumes that read it"});
         continue;
       }
       checks.push_back(CheckReads(client, resource, pod_ns,
@@ -411,4 +433,4 @@ PreflightReport RunPreflight(const Credentials& credentials, const PreflightOpti
   return report;
 }
 
-}  // namespace kube
+}  // namespace volumemanager

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "cache/read_policy.h"
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 
-namespace kube {
+namespace volumemanager {
 
 struct PreflightOptions {
   std::string node_name;
@@ -69,7 +69,8 @@ struct PreflightReport {
   std::vector<PreflightCheck> checks;
 };
 
-PreflightReport RunPreflight(const Credentials& credentials, const PreflightOptions& options);
+PreflightReport RunPreflight(const kubeclient::Credentials& credentials,
+                             const PreflightOptions& options);
 
 // "ok    <name>: <detail>", "WARN  ...", "SKIP  ..." (not checked) or "FAIL  ...".
 std::string FormatPreflightCheck(const PreflightCheck& check);
@@ -78,6 +79,6 @@ std::string FormatPreflightHeader(const PreflightReport& report);
 // 1 when a check failed, else 3 when one could not be made, else 0.
 int PreflightExitCode(const std::vector<PreflightCheck>& checks);
 
-}  // namespace kube
+}  // namespace volumemanager
 
 #endif  // VOLUMEMANAGER_CMD_VOLUMEMANAGER_PREFLIGHT_H_

@@ -9,7 +9,7 @@
 
 #include "cmd/volumemanager/preflight.h"
 #include "config/daemon_config.h"
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 
 namespace volumemanager {
 namespace {
@@ -57,7 +57,7 @@ int RunPreflightCommand(const std::vector<std::string>& args,
   }
   const config::DaemonConfig& cfg = *parsed->config;
   spdlog::set_level(spdlog::level::warn);
-  kube::PreflightOptions options;
+  PreflightOptions options;
   options.node_name = cfg.node_name;
   options.namespace_name = cfg.leader_election.resource_namespace;
   options.lease_lock = cfg.leader_election.leader_elect &&
@@ -68,18 +68,18 @@ int RunPreflightCommand(const std::vector<std::string>& args,
 
   // The daemon's own resolution (cluster_daemon.cc): the flags only.
   auto credentials =
-      kube::LoadCredentials(cfg.kubeconfig, cfg.in_cluster, kube::ProcessEnvironment());
+      kubeclient::LoadCredentials(cfg.kubeconfig, cfg.in_cluster, kubeclient::ProcessEnvironment());
   if (!credentials.ok()) {
     std::printf("FAIL  credentials: %s%s\n", credentials.status().message().c_str(),
                 KubeconfigEnvHint(args, environment).c_str());
     return 1;
   }
-  const kube::PreflightReport report = kube::RunPreflight(*credentials, options);
-  std::printf("%s\n", kube::FormatPreflightHeader(report).c_str());
-  for (const kube::PreflightCheck& check : report.checks) {
-    std::printf("%s\n", kube::FormatPreflightCheck(check).c_str());
+  const PreflightReport report = RunPreflight(*credentials, options);
+  std::printf("%s\n", FormatPreflightHeader(report).c_str());
+  for (const PreflightCheck& check : report.checks) {
+    std::printf("%s\n", FormatPreflightCheck(check).c_str());
   }
-  return kube::PreflightExitCode(report.checks);
+  return PreflightExitCode(report.checks);
 }
 
 }  // namespace volumemanager

@@ -17,7 +17,7 @@ server::MetricFamily Family(std::string name, std::string help, server::MetricTy
 
 }  // namespace
 
-void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
+void AddClusterSourceMetrics(const std::vector<const kubeclient::ApiClient*>& clients,
                              const podconfig::ApiSource& pods,
                              const cache::ApiObjectManager* objects,
                              std::vector<server::MetricFamily>* families) {
@@ -41,10 +41,10 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
   uint64_t reconnect_count = 0;
   uint64_t probes_answered = 0;
   uint64_t probes_unanswered = 0;
-  for (const kube::ApiClient* client : clients) {
+  for (const kubeclient::ApiClient* client : clients) {
     if (client == nullptr) continue;
     for (const auto& [key, n] : client->request_counts()) summed[key] += n;
-    const kube::ServerReachability::Stats& r = client->reachability().stats();
+    const kubeclient::ServerReachability::Stats& r = client->reachability().stats();
     reconnect_count += r.reconnects;
     probes_answered += r.probes_answered;
     probes_unanswered += r.probes_unanswered;
@@ -75,9 +75,9 @@ void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
                         "Watches running: the pod reflector's, and one per referenced object "
                         "under the Watch strategy",
                         MetricType::kGauge);
-  const kube::Reflector* reflector = pods.reflector();
-  const kube::Reflector::Stats stats =
-      reflector != nullptr ? reflector->stats() : kube::Reflector::Stats{};
+  const kubeclient::Reflector* reflector = pods.reflector();
+  const kubeclient::Reflector::Stats stats =
+      reflector != nullptr ? reflector->stats() : kubeclient::Reflector::Stats{};
   lists.values.push_back({{{"resource", "pods"}}, static_cast<double>(stats.lists)});
   relists.values.push_back(
       {{{"resource", "pods"}}, static_cast<double>(stats.lists > 0 ? stats.lists - 1 : 0)});
@@ -151,7 +151,7 @@ void AddTokenMetrics(const cache::ApiTokenManager& tokens,
   for (auto* f : {&requests, &held, &expired}) families->push_back(std::move(*f));
 }
 
-void AddApiHealthMetrics(const kube::ApiHealth& health,
+void AddApiHealthMetrics(const kubeclient::ApiHealth& health,
                          std::vector<server::MetricFamily>* families) {
   using server::MetricType;
   auto failures = Family("volumemanager_api_failures_total",

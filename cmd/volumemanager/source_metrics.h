@@ -18,7 +18,7 @@
 namespace volumemanager {
 
 // `clients`: every ApiClient of the daemon (their counts are summed); `objects` may be null.
-void AddClusterSourceMetrics(const std::vector<const kube::ApiClient*>& clients,
+void AddClusterSourceMetrics(const std::vector<const kubeclient::ApiClient*>& clients,
                              const podconfig::ApiSource& pods,
                              const cache::ApiObjectManager* objects,
                              std::vector<server::MetricFamily>* families);
@@ -31,7 +31,7 @@ void AddTokenMetrics(const cache::ApiTokenManager& tokens,
 // The API failures every client reported to `health` (api_health.h): failed attempts by class
 // (permanent, transient) and reason, and a gauge per permanent reason, 1 while it holds. Labels
 // are fixed names, never a message.
-void AddApiHealthMetrics(const kube::ApiHealth& health,
+void AddApiHealthMetrics(const kubeclient::ApiHealth& health,
                          std::vector<server::MetricFamily>* families);
 
 }  // namespace volumemanager

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "kube/object_decoder.h"
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/test_loop.h"
 
@@ -43,7 +43,7 @@ class ApiObjectManagerTest : public ::testing::Test {
     // The manager talks as a user of its own, so a test can restrict it (ACL) while its own
     // set-up calls keep the admin token.
     server_.Admin("POST", "tokens", {{"token", "node-token"}, {"user", kNodeUser}});
-    auto creds = kube::LoadKubeconfig({server_.kubeconfig()});
+    auto creds = kubeclient::LoadKubeconfig({server_.kubeconfig()});
     ASSERT_TRUE(creds.ok()) << creds.status().message();
     creds_ = *creds;
     creds_.token = "node-token";
@@ -61,15 +61,15 @@ class ApiObjectManagerTest : public ::testing::Test {
     manager_.reset();
     api_.reset();
     http_.reset();
-    auto http = kube::HttpClient::Create(loop_.get(), creds_);
+    auto http = kubeclient::HttpClient::Create(loop_.get(), creds_);
     ASSERT_TRUE(http.ok()) << http.status().message();
     http_ = std::move(*http);
-    kube::RetryPolicy policy;
+    kubeclient::RetryPolicy policy;
     policy.max_transient_retries = 1;
     policy.backoff.initial = std::chrono::milliseconds(10);
     policy.backoff.cap = std::chrono::milliseconds(20);
-    api_ = std::make_unique<kube::ApiClient>(http_.get(), policy, kube::RateLimiterOptions{},
-                                             reachability_);
+    api_ = std::make_unique<kubeclient::ApiClient>(http_.get(), policy,
+                                                   kubeclient::RateLimiterOptions{}, reachability_);
     ApiObjectManagerOptions options;
     options.strategy = strategy;
     options.reflector.relist_backoff.initial = std::chrono::milliseconds(50);
@@ -180,12 +180,12 @@ class ApiObjectManagerTest : public ::testing::Test {
 
   TestApiServerProcess server_;
   TestLoop loop_;
-  kube::Credentials creds_;
-  std::unique_ptr<kube::HttpClient> http_;
-  std::unique_ptr<kube::ApiClient> api_;
+  kubeclient::Credentials creds_;
+  std::unique_ptr<kubeclient::HttpClient> http_;
+  std::unique_ptr<kubeclient::ApiClient> api_;
   std::unique_ptr<ApiObjectManager> manager_;
   std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
-  kube::ReachabilityOptions reachability_;  // the ApiClient's (Start)
+  kubeclient::ReachabilityOptions reachability_;  // the ApiClient's (Start)
   std::vector<ObjectRef> changes_;
   std::vector<std::string> seen_in_handler_;
   int labels_ = 0;
@@ -560,7 +560,7 @@ TEST_P(ReconnectGraceTest, A403RightAfterTheServerAnswersAgainIsReadAgainWithout
   // reflector's re-watch (Watch).
   if (!watch) manager_->Fetch({Cm("app")}, FetchMode::kFresh, [] {});
   ASSERT_TRUE(loop_.RunUntil([&] {
-    return api_->reachability().state() == kube::ServerReachability::State::kNotAnswering;
+    return api_->reachability().state() == kubeclient::ServerReachability::State::kNotAnswering;
   }));
   nlohmann::json refuse = {{"user", kNodeUser},
                            {"resource", "configmaps"},

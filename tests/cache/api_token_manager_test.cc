@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/test_loop.h"
 
@@ -41,14 +41,14 @@ class ApiTokenManagerTest : public ::testing::Test {
                         {"metadata", {{"name", "web"}, {"namespace", "shop"}}}})
                   .code,
               201);
-    auto creds = kube::LoadKubeconfig({server_.kubeconfig()});
+    auto creds = kubeclient::LoadKubeconfig({server_.kubeconfig()});
     ASSERT_TRUE(creds.ok()) << creds.status().message();
     creds_ = *creds;
     creds_.token = "node-token";
-    auto http = kube::HttpClient::Create(loop_.get(), creds_);
+    auto http = kubeclient::HttpClient::Create(loop_.get(), creds_);
     ASSERT_TRUE(http.ok()) << http.status().message();
     http_ = std::move(*http);
-    api_ = std::make_unique<kube::ApiClient>(http_.get());
+    api_ = std::make_unique<kubeclient::ApiClient>(http_.get());
   }
 
   void TearDown() override {
@@ -117,9 +117,9 @@ class ApiTokenManagerTest : public ::testing::Test {
 
   TestApiServerProcess server_;
   TestLoop loop_;
-  kube::Credentials creds_;
-  std::unique_ptr<kube::HttpClient> http_;
-  std::unique_ptr<kube::ApiClient> api_;
+  kubeclient::Credentials creds_;
+  std::unique_ptr<kubeclient::HttpClient> http_;
+  std::unique_ptr<kubeclient::ApiClient> api_;
   std::unique_ptr<ApiTokenManager> manager_;
   std::vector<kube::TokenRef> changes_;
 };

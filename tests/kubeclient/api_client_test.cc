@@ -12,14 +12,14 @@
 #include <sstream>
 
 #include "kubeclient/api_health.h"
-#include "kubeclient/credentials.h"
-#include "kubeclient/http_client.h"
-#include "kubeclient/reflector.h"
+#include "kubeclient/auth/credentials.h"
+#include "kubeclient/transport/http_client.h"
+#include "kubeclient/watch/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using kube_testing::TestApiServerProcess;
@@ -573,9 +573,9 @@ TEST_F(ApiClientTest, AThrowingCallbackFailsOnlyItsRequestAndTheClientKeepsWorki
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 // Client-side rate limiting (client-go's QPS/burst bucket) on a fake clock: the burst is sent at
@@ -656,4 +656,4 @@ TEST_F(ApiClientTest, RateLimiterPacesEveryAttemptAndWatchSetUp) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

@@ -16,14 +16,14 @@
 #include <sstream>
 
 #include "kubeclient/api_client.h"
-#include "kubeclient/credentials.h"
-#include "kubeclient/http_client.h"
-#include "kubeclient/reflector.h"
+#include "kubeclient/auth/credentials.h"
+#include "kubeclient/transport/http_client.h"
+#include "kubeclient/watch/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 namespace fs = std::filesystem;
@@ -449,4 +449,4 @@ TEST_F(ExecPluginTest, AFailingPluginFailsTheRequestsNamingItNeverItsOutput) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

@@ -1,7 +1,7 @@
 // The event recorder against kube-test-apiserver: what it creates, how repeats and similar events
 // reach the server (PATCHed count, combined message), the rate limit, a 4xx, a 5xx and a
 // transport failure, and that nothing it writes or logs carries text the caller did not pass.
-#include "kubeclient/event_recorder.h"
+#include "kubeclient/events/event_recorder.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using kube_testing::TestApiServerProcess;
@@ -284,4 +284,4 @@ TEST_F(EventRecorderTest, DestroyedWithWritesPendingLeavesNothingRunning) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

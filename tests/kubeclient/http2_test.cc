@@ -21,13 +21,13 @@
 #include <thread>
 #include <vector>
 
-#include "kubeclient/http_client.h"
+#include "kubeclient/transport/http_client.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/test_loop.h"
 
 extern char** environ;
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -129,7 +129,7 @@ class Nghttpx {
   }
   int port() const { return port_; }
   // Whether it accepts connections within 10 s.
-  bool Listening() const { return kube::Listening(port_); }
+  bool Listening() const { return kubeclient::Listening(port_); }
 
  private:
   int port_;
@@ -868,4 +868,4 @@ INSTANTIATE_TEST_SUITE_P(Transports, Http2Test, ::testing::Values(false, true),
                          });
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

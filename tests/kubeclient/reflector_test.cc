@@ -2,7 +2,7 @@
 // (docs/kubernetes-api.md §9) that a server can produce, and each fault the server
 // injects. Each case checks that the store converges to the server's state, that no change is
 // delivered twice, and that the synced resourceVersion only moves forward.
-#include "kubeclient/reflector.h"
+#include "kubeclient/watch/reflector.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,12 +15,12 @@
 #include <set>
 #include <sstream>
 
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
-namespace kube {
+namespace kubeclient {
 namespace {
 
 using kube_testing::TestApiServerProcess;
@@ -816,4 +816,4 @@ TEST_F(ReflectorTest, A403RightAfterAReconnectIsRelistedWithinTheGraceRetryDelay
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace kubeclient

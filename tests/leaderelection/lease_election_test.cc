@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "kubeclient/api_client.h"
-#include "kubeclient/credentials.h"
-#include "kubeclient/http_client.h"
+#include "kubeclient/auth/credentials.h"
+#include "kubeclient/transport/http_client.h"
 #include "leaderelection/leader_elector.h"
 #include "leaderelection/lease_lock.h"
 #include "tests/apiserver/test_apiserver_process.h"
@@ -44,8 +44,8 @@ std::chrono::system_clock::time_point ParseMicroTime(const std::string& text) {
 }
 
 struct Contender {
-  std::unique_ptr<kube::HttpClient> http;
-  std::unique_ptr<kube::ApiClient> api;
+  std::unique_ptr<kubeclient::HttpClient> http;
+  std::unique_ptr<kubeclient::ApiClient> api;
   std::unique_ptr<LeaderElector> elector;
 };
 
@@ -53,7 +53,7 @@ class LeaseElectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.Start().ok());
-    auto creds = kube::LoadKubeconfig({server_.kubeconfig()});
+    auto creds = kubeclient::LoadKubeconfig({server_.kubeconfig()});
     ASSERT_TRUE(creds.ok());
     creds_ = *creds;
   }
@@ -65,10 +65,10 @@ class LeaseElectionTest : public ::testing::Test {
 
   LeaderElector* AddElector(const std::string& identity) {
     Contender c;
-    auto http = kube::HttpClient::Create(loop_.get(), creds_);
+    auto http = kubeclient::HttpClient::Create(loop_.get(), creds_);
     EXPECT_TRUE(http.ok());
     c.http = std::move(*http);
-    c.api = std::make_unique<kube::ApiClient>(c.http.get());
+    c.api = std::make_unique<kubeclient::ApiClient>(c.http.get());
     LeaderElectorOptions options;
     options.identity = identity;
     options.timing = {kLeaseDuration, milliseconds(2000), milliseconds(250)};
@@ -122,7 +122,7 @@ class LeaseElectionTest : public ::testing::Test {
   }
 
   TestApiServerProcess server_;
-  kube::Credentials creds_;
+  kubeclient::Credentials creds_;
   TestLoop loop_;
   ElectionTimeline timeline_;
   std::map<std::string, Contender> contenders_;

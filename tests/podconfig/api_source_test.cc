@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kubeclient/credentials.h"
+#include "kubeclient/auth/credentials.h"
 #include "podconfig/pod_config.h"
 #include "tests/apiserver/test_apiserver_process.h"
 #include "tests/support/log_capture.h"
@@ -51,15 +51,15 @@ class ApiSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.Start().ok());
-    auto creds = kube::LoadKubeconfig({server_.kubeconfig()});
+    auto creds = kubeclient::LoadKubeconfig({server_.kubeconfig()});
     ASSERT_TRUE(creds.ok());
-    auto http = kube::HttpClient::Create(runner_.get(), *creds);
+    auto http = kubeclient::HttpClient::Create(runner_.get(), *creds);
     ASSERT_TRUE(http.ok());
     http_ = std::move(*http);
-    kube::RetryPolicy policy;
+    kubeclient::RetryPolicy policy;
     policy.backoff.initial = std::chrono::milliseconds(20);
     policy.backoff.cap = std::chrono::milliseconds(100);
-    api_ = std::make_unique<kube::ApiClient>(http_.get(), policy);
+    api_ = std::make_unique<kubeclient::ApiClient>(http_.get(), policy);
     config_ = std::make_unique<PodConfig>([this](const PodUpdate& u) { updates_.push_back(u); });
   }
 
@@ -134,8 +134,8 @@ class ApiSourceTest : public ::testing::Test {
 
   TestApiServerProcess server_;
   TestLoop runner_;
-  std::unique_ptr<kube::HttpClient> http_;
-  std::unique_ptr<kube::ApiClient> api_;
+  std::unique_ptr<kubeclient::HttpClient> http_;
+  std::unique_ptr<kubeclient::ApiClient> api_;
   std::unique_ptr<PodConfig> config_;
   std::vector<PodUpdate> updates_;
   std::vector<size_t> set_sizes_;
@@ -370,11 +370,11 @@ TEST_F(ApiSourceTest, StopFromTheSinkEndsDeliveries) {
 
 TEST(ApiSourceOptionsTest, AnEmptyNodeNameIsRefused) {
   TestLoop runner;
-  kube::Credentials creds;
+  kubeclient::Credentials creds;
   creds.server = "https://127.0.0.1:1";
-  auto http = kube::HttpClient::Create(runner.get(), creds);
+  auto http = kubeclient::HttpClient::Create(runner.get(), creds);
   ASSERT_TRUE(http.ok());
-  kube::ApiClient api(http->get());
+  kubeclient::ApiClient api(http->get());
   ApiSource source;
   base::Status s = source.Start(&api, ApiSourceOptions{}, [](std::vector<PodPtr>) {});
   EXPECT_FALSE(s.ok());

@@ -20,7 +20,7 @@
 #include "config/config_file.h"
 #include "tests/apiserver/test_apiserver_process.h"
 
-namespace kube {
+namespace volumemanager {
 namespace {
 
 using kube_testing::TestApiServerProcess;
@@ -74,7 +74,7 @@ class PreflightTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(server_.Start("test-token", {"--client-cert-user", "system:node:node-1"}).ok());
-    auto creds = LoadKubeconfig({server_.kubeconfig()});
+    auto creds = kubeclient::LoadKubeconfig({server_.kubeconfig()});
     ASSERT_TRUE(creds.ok());
     creds_ = *creds;
     // node-1's pods read secret shop/tls, configmap shop/web and (projected) configmap ops/job;
@@ -111,14 +111,13 @@ class PreflightTest : public ::testing::Test {
         {{"token", "node"}, {"user", "system:node:node-1"}, {"groups", {"system:nodes"}}});
   }
 
-  std::vector<PreflightCheck> Run(const Credentials& creds, bool lease_lock,
+  std::vector<PreflightCheck> Run(const kubeclient::Credentials& creds, bool lease_lock,
                                   const std::string& node = kNode) {
     return RunReport(creds, lease_lock, node).checks;
   }
 
-  PreflightReport RunReport(const Credentials& creds, bool lease_lock,
-                            const std::string& node = kNode,
-                            const cache::ReadPolicy& policy = {}) {
+  PreflightReport RunReport(const kubeclient::Credentials& creds, bool lease_lock,
+                            const std::string& node = kNode, const cache::ReadPolicy& policy = {}) {
     PreflightOptions options;
     options.read_policy = policy;
     options.node_name = node;
@@ -143,8 +142,8 @@ class PreflightTest : public ::testing::Test {
     return kNone;
   }
 
-  Credentials WithToken(const std::string& token) const {
-    Credentials creds = creds_;
+  kubeclient::Credentials WithToken(const std::string& token) const {
+    kubeclient::Credentials creds = creds_;
     creds.token = token;
     creds.tls.client_cert_pem.clear();
     creds.tls.client_key_pem.clear();
@@ -152,10 +151,10 @@ class PreflightTest : public ::testing::Test {
   }
 
   // The kubeconfig's context test-cert: the client certificate, CN system:node:node-1.
-  Credentials WithClientCertificate() const {
-    auto creds = LoadKubeconfig({server_.kubeconfig()}, "test-cert");
+  kubeclient::Credentials WithClientCertificate() const {
+    auto creds = kubeclient::LoadKubeconfig({server_.kubeconfig()}, "test-cert");
     EXPECT_TRUE(creds.ok());
-    return creds.ok() ? *creds : Credentials{};
+    return creds.ok() ? *creds : kubeclient::Credentials{};
   }
 
   static std::string Failures(const std::vector<PreflightCheck>& checks) {
@@ -173,7 +172,7 @@ class PreflightTest : public ::testing::Test {
   }
 
   TestApiServerProcess server_;
-  Credentials creds_;
+  kubeclient::Credentials creds_;
 };
 
 TEST_F(PreflightTest, ServiceAccountModePassesWithTheChartsRightsInEveryNamespaceOfThePods) {
@@ -415,29 +414,31 @@ TEST_F(PreflightTest, TheReportNamesCredentialsAndIdentity) {
             "credentials kubeconfig " + server_.kubeconfig() +
                 " context test, identity system:node:node-1 (groups system:nodes, "
                 "system:authenticated; from SelfSubjectReview)");
-  Credentials rejected = WithToken("wrong");
+  kubeclient::Credentials rejected = WithToken("wrong");
   EXPECT_EQ(RunReport(rejected, false).identity, "not checked (the credentials were rejected)");
 }
 
 TEST_F(PreflightTest, StopsEarly) {
   struct Case {
     std::string name;
-    std::function<void(Credentials&)> change;
+    std::function<void(kubeclient::Credentials&)> change;
     size_t checks;
     std::string detail;
   };
   const std::vector<Case> cases = {
-      {"rejected token", [](Credentials& c) { c.token = "wrong"; }, 2, "credentials rejected"},
+      {"rejected token", [](kubeclient::Credentials& c) { c.token = "wrong"; }, 2,
+       "credentials rejected"},
       {"unverifiable server",
-       [](Credentials& c) {
+       [](kubeclient::Credentials& c) {
          c.tls.ca_pem = "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n";
        },
        1, ""},
-      {"nothing listening", [](Credentials& c) { c.server = "https://127.0.0.1:1"; }, 1, ""},
+      {"nothing listening", [](kubeclient::Credentials& c) { c.server = "https://127.0.0.1:1"; }, 1,
+       ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    Credentials creds = WithToken("test-token");
+    kubeclient::Credentials creds = WithToken("test-token");
     c.change(creds);
     auto checks = Run(creds, false);
     ASSERT_EQ(checks.size(), c.checks);
@@ -557,4 +558,4 @@ TEST_F(PreflightTest, BinaryTakesTheDaemonsCredentialsNeverKubeconfigEnv) {
 }
 
 }  // namespace
-}  // namespace kube
+}  // namespace volumemanager
