@@ -18,7 +18,7 @@ FUZZERS := kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_f
            kubeclient/watch/watch_decoder_fuzzer kubeclient/auth/kubeconfig_fuzzer \
            plugins/downward_api_fuzzer plugins/payload_path_fuzzer \
            config/go_duration_fuzzer server/http_request_fuzzer \
-           reload/reload_spec_fuzzer reload/proc_text_fuzzer
+           reload/reload_spec_fuzzer reload/proc_text_fuzzer base/rfc3339_fuzzer
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 10000000
 FUZZ_LONG_TARGETS ?= $(FUZZERS)

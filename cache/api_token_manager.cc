@@ -3,10 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <ctime>
 #include <utility>
 
 #include "base/catch_all.h"
+#include "base/rfc3339.h"
 #include "base/uv_timer.h"
 #include "logging/structured_log.h"
 
@@ -21,27 +21,15 @@ namespace {
 
 using SystemTime = std::chrono::system_clock::time_point;
 
-// RFC 3339 as the API server writes metav1.Time ("2026-11-30T12:00:00Z"); nullopt otherwise.
+// RFC 3339 as the API server writes metav1.Time ("2026-11-30T12:00:00Z"), to the second
+// (fractional seconds dropped); nullopt otherwise.
 std::optional<SystemTime> ParseTime(const std::string& text) {
-  std::tm t{};
-  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &t);
-  if (end == nullptr) return std::nullopt;
-  if (*end == '.') {  // fractional seconds: ignored
-    ++end;
-    while (*end >= '0' && *end <= '9') ++end;
-  }
-  if (std::string(end) != "Z") return std::nullopt;
-  return std::chrono::system_clock::from_time_t(timegm(&t));
+  const std::optional<SystemTime> t = base::ParseRfc3339(text);
+  if (!t) return std::nullopt;
+  return std::chrono::floor<std::chrono::seconds>(*t);
 }
 
-std::string FormatTime(SystemTime t) {
-  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string FormatTime(SystemTime t) { return base::FormatRfc3339(t); }
 
 // A service account or pod name that can stand in a URL path: the API server validates both as
 // DNS names; anything else (a manifest's) is refused rather than sent.

@@ -1,26 +1,11 @@
 #include "leaderelection/leader_election_record.h"
 
-#include <time.h>
-
-#include <cstdio>
+#include "base/rfc3339.h"
 
 namespace leaderelection {
 
 std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
-  using namespace std::chrono;
-  const auto micros = duration_cast<microseconds>(t.time_since_epoch()).count();
-  time_t seconds = static_cast<time_t>(micros / 1000000);
-  long fraction = static_cast<long>(micros % 1000000);
-  if (fraction < 0) {  // before 1970: floor, not truncation
-    fraction += 1000000;
-    seconds -= 1;
-  }
-  struct tm tm {};
-  gmtime_r(&seconds, &tm);
-  char buf[80];  // room for any int year, so the compiler sees no truncation
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, fraction);
-  return buf;
+  return base::FormatRfc3339(t, 6);
 }
 
 nlohmann::json LeaseSpecFromRecord(const LeaderElectionRecord& record) {

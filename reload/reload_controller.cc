@@ -1,11 +1,11 @@
 #include "reload/reload_controller.h"
 
 #include <spdlog/spdlog.h>
-#include <time.h>
 
 #include <algorithm>
 
 #include "base/catch_all.h"
+#include "base/rfc3339.h"
 #include "base/strings.h"
 #include "base/uv_timer.h"
 #include "logging/structured_log.h"
@@ -21,15 +21,12 @@ void Guard(const char* what, F&& body) {
   }
 }
 
-// RFC 3339 with a "Z" zone, as the API server writes times, to the second (nullopt otherwise).
+// RFC 3339 as the API server writes times, its zone offset applied, to the second (the fraction
+// dropped); nullopt otherwise.
 std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  struct tm t {};
-  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &t);
-  if (end == nullptr) return std::nullopt;
-  const time_t seconds = timegm(&t);
-  if (seconds == static_cast<time_t>(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(seconds);
+  const auto t = base::ParseRfc3339(text);
+  if (!t) return std::nullopt;
+  return std::chrono::floor<std::chrono::seconds>(*t);
 }
 
 // What the checks of a pod's reload annotations read: the three annotations, and whether the pod

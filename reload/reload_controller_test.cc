@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "base/rfc3339.h"
 #include "tests/support/http_listener.h"
 #include "tests/support/test_loop.h"
 
@@ -257,6 +258,37 @@ TEST_F(ReloadControllerTest, ContainersThatStartedAfterTheChangeNeedNoReload) {
   controller_->OnPod(old);
   Swap("b", "config");
   ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+}
+
+// A startedAt with a zone offset is read at its offset. It was read as UTC whatever its offset:
+// "<an hour from now>+02:00", an hour ago, looked like a start after the change (no reload), and
+// "<an hour ago>-02:00", an hour from now, like a start before it (a reload for nothing).
+TEST_F(ReloadControllerTest, AStartTimesZoneOffsetIsApplied) {
+  Listener l("HTTP/1.1 200 OK\r\n\r\n");
+  Controller();
+  // "2026-11-30T13:00:00Z" at an offset: the same clock reading, another instant.
+  const auto at_offset = [](std::chrono::system_clock::time_point local, const char* offset) {
+    std::string text = base::FormatRfc3339(local);
+    text.pop_back();  // the 'Z'
+    return text + offset;
+  };
+  const auto now = std::chrono::system_clock::now();
+  auto later = std::make_shared<kube::Pod>(*Pod("a", Url(l), "0"));
+  later->status.container_statuses.push_back(
+      {"app", "containerd://1", at_offset(now - std::chrono::hours(1), "-02:00")});
+  controller_->OnPod(later);
+  Swap("a", "config");
+  Idle(150);
+  EXPECT_TRUE(l.requests().empty()) << "started an hour after the change";
+  auto earlier = std::make_shared<kube::Pod>(*Pod("b", Url(l), "0"));
+  earlier->status.container_statuses.push_back(
+      {"app", "containerd://2", at_offset(now + std::chrono::hours(1), "+02:00")});
+  controller_->OnPod(earlier);
+  Swap("b", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }))
+      << "started an hour before the change";
+  EXPECT_TRUE(results_[0].ok) << results_[0].message;
+  EXPECT_EQ(l.requests().size(), 1u);
 }
 
 // Pods at documentation addresses (198.51.100.0/24), reached through a loopback listener that

@@ -3,12 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <ctime>
 #include <map>
 #include <set>
 #include <utility>
 
 #include "base/catch_all.h"
+#include "base/rfc3339.h"
 #include "base/version.h"
 #include "config/go_duration.h"
 #include "volumemanager/reconciler/operation_metrics.h"
@@ -20,17 +20,8 @@ using server::Labels;
 using server::MetricFamily;
 using server::MetricType;
 
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
-}
+// To the millisecond: "2026-11-30T12:00:00.123Z".
+std::string Rfc3339(std::chrono::system_clock::time_point t) { return base::FormatRfc3339(t, 3); }
 
 // A steady-clock time as wall-clock time, for people reading /debug/state.
 std::string Rfc3339(std::chrono::steady_clock::time_point t) {

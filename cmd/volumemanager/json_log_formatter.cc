@@ -3,11 +3,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "base/rfc3339.h"
 #include "logging/structured_log.h"
 
 namespace volumemanager {
@@ -32,19 +32,11 @@ nlohmann::ordered_json BareValue(const std::string& v) {
 }  // namespace
 
 void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {
-  const auto since_epoch = msg.time.time_since_epoch();
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(since_epoch - secs).count();
-  const std::time_t t = secs.count();
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char ts[40];
-  const size_t n = std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(ts + n, sizeof(ts) - n, ".%06lldZ", static_cast<long long>(micros));
+  char ts[base::kRfc3339MaxSize];
+  const size_t n = base::FormatRfc3339To(msg.time, 6, ts);
 
   nlohmann::ordered_json j;
-  j["ts"] = ts;
+  j["ts"] = std::string(ts, n);
   const auto level = spdlog::level::to_string_view(msg.level);
   j["level"] = std::string(level.data(), level.size());
   const std::string_view payload(msg.payload.data(), msg.payload.size());

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "base/durable_file.h"
+#include "base/rfc3339.h"
 #include "kubeclient/dl/gnutls_library.h"
 
 namespace kubeclient {
@@ -40,16 +41,6 @@ std::string CertFileIdentity(const std::string& path) {
   if (path.empty()) return "-";
   std::string stamp = base::FileStamp(path);
   return stamp.empty() ? "missing" : stamp;
-}
-
-// "2026-11-27T21:00:00Z", for logs.
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  const time_t seconds = std::chrono::system_clock::to_time_t(t);
-  tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
 }
 
 gnutls_datum_t Datum(const std::string& s) {
@@ -217,7 +208,7 @@ bool ClientCertSource::CheckNow() {
     failed_identity_ = identity;
     if (!failing_) {
       spdlog::warn("{}; keeping the certificate in use (valid until {})", pair.status().message(),
-                   Rfc3339(current_->not_after));
+                   base::FormatRfc3339(current_->not_after));
     }
     failing_ = true;
     return false;
@@ -230,7 +221,7 @@ bool ClientCertSource::CheckNow() {
   pair->generation = current_->generation + 1;
   current_ = std::make_shared<const ClientCertPair>(std::move(*pair));
   spdlog::info("{} changed: new connections use the new certificate (valid until {})", Describe(),
-               Rfc3339(current_->not_after));
+               base::FormatRfc3339(current_->not_after));
   if (options_.wall_clock() >= current_->not_after) {
     spdlog::warn("{}: the new certificate has already expired", Describe());
   }

@@ -3,12 +3,11 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "base/catch_all.h"
+#include "base/rfc3339.h"
 #include "kube/base64.h"
 
 extern char** environ;
@@ -16,37 +15,12 @@ extern char** environ;
 namespace kubeclient {
 namespace {
 
-// RFC 3339 as Kubernetes writes it ("2026-11-27T21:00:00Z", fractions and offsets allowed).
+// RFC 3339 as Kubernetes writes it ("2026-11-27T21:00:00Z", fractions and offsets allowed), to
+// the second (the fraction dropped).
 std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string& text) {
-  tm t{};
-  int consumed = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &t.tm_year, &t.tm_mon, &t.tm_mday,
-                  &t.tm_hour, &t.tm_min, &t.tm_sec, &consumed) != 6) {
-    return std::nullopt;
-  }
-  t.tm_year -= 1900;
-  t.tm_mon -= 1;
-  std::string rest = text.substr(static_cast<size_t>(consumed));
-  if (!rest.empty() && rest[0] == '.') {
-    size_t digits = 1;
-    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) {
-      ++digits;
-    }
-    rest.erase(0, digits);
-  }
-  long offset = 0;
-  if (rest == "Z" || rest == "z") {
-    offset = 0;
-  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
-    int hours = 0, minutes = 0;
-    if (std::sscanf(rest.c_str() + 1, "%2d:%2d", &hours, &minutes) != 2) return std::nullopt;
-    offset = (rest[0] == '+' ? 1 : -1) * (hours * 3600L + minutes * 60L);
-  } else {
-    return std::nullopt;
-  }
-  const time_t seconds = timegm(&t);
-  if (seconds == static_cast<time_t>(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(seconds - offset);
+  const auto t = base::ParseRfc3339(text);
+  if (!t) return std::nullopt;
+  return std::chrono::floor<std::chrono::seconds>(*t);
 }
 
 }  // namespace

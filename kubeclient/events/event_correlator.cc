@@ -1,11 +1,10 @@
 #include "kubeclient/events/event_correlator.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "base/random_uuid.h"
+#include "base/rfc3339.h"
 
 namespace kubeclient {
 namespace {
@@ -71,14 +70,7 @@ std::string EventName(const std::string& object_name, EventTime now) {
   return IsDnsSubdomain(name) ? name : base::RandomUuid();
 }
 
-std::string FormatEventTime(EventTime t) {
-  const time_t secs = std::chrono::system_clock::to_time_t(t);
-  struct tm tm {};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string FormatEventTime(EventTime t) { return base::FormatRfc3339(t); }
 
 nlohmann::json Event::ToJson() const {
   const InvolvedObject& o = involved_object;

@@ -1,8 +1,8 @@
 #include "volumemanager/reconciler/write_operation.h"
 
-#include <ctime>
 #include <utility>
 
+#include "base/rfc3339.h"
 #include "cache/object_manager.h"
 #include "cache/token_manager.h"
 
@@ -65,15 +65,6 @@ class SnapshotTokens final : public plugins::ServiceAccountTokenSource {
  private:
   TokenSnapshot tokens_;
 };
-
-std::string FormatTime(std::chrono::system_clock::time_point t) {
-  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string FormatDelay(std::chrono::milliseconds d) {
   if (d.count() < 1000) return std::to_string(d.count()) + "ms";
@@ -199,7 +190,7 @@ void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
                                                         : logging::Value::Absent()},
                  {"objects", logging::Value::IfSet(objects)},
                  {"err", error},
-                 {"noRetriesUntil", FormatTime(now + retry_in)},
+                 {"noRetriesUntil", base::FormatRfc3339(now + retry_in)},
                  {"durationBeforeRetry", FormatDelay(retry_in)}});
 }
 
