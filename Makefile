@@ -14,11 +14,12 @@ FUZZ_DIR   ?= build-fuzz
 # FUZZ_SECONDS, `make fuzz-long` for FUZZ_RUNS executions (FUZZ_LONG_TARGETS, default all).
 # plugins/sandboxed_write_fuzzer is not in CI's list yet: one abort in an ad-hoc run was not
 # reproduced (tests/fuzz/README.md); run it by name: make fuzz FUZZERS=plugins/sandboxed_write_fuzzer
-FUZZERS := kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_fuzzer \
+FUZZERS := base/http_response_head_fuzzer base/rfc3339_fuzzer \
+           kube/manifest_decoder_fuzzer kube/yaml_to_json_fuzzer kube/quantity_fuzzer \
            kubeclient/watch/watch_decoder_fuzzer kubeclient/auth/kubeconfig_fuzzer \
            plugins/downward_api_fuzzer plugins/payload_path_fuzzer \
            config/go_duration_fuzzer server/http_request_fuzzer \
-           reload/reload_spec_fuzzer reload/proc_text_fuzzer base/rfc3339_fuzzer
+           reload/reload_spec_fuzzer reload/proc_text_fuzzer
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?= 10000000
 FUZZ_LONG_TARGETS ?= $(FUZZERS)

@@ -1,6 +1,7 @@
 // The applications of bench/reload_bench.py, in one process and at little CPU cost: listens on
 // PORT at each address given (one per pod), answers every request head with 200 and closes, and
 // prints "<address index> <CLOCK_MONOTONIC ns>" for each arrival (stdout, a line each, flushed).
+// A head that is not HTTP/1.x (base::ParseHttpRequestHead) is not answered: the connection closes.
 //
 // Usage: reload_listener PORT ADDRESS...
 // Prints "ready" once every listener is bound. Runs until stdin closes.
@@ -19,6 +20,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "base/http_head.h"
 
 namespace {
 
@@ -98,8 +101,12 @@ int main(int argc, char** argv) {
       char buf[4096];
       const ssize_t got = read(fd, buf, sizeof(buf));
       if (got > 0) conn.head.append(buf, static_cast<size_t>(got));
-      if (got > 0 && conn.head.find("\r\n\r\n") == std::string::npos) continue;
-      if (got > 0) {
+      base::HttpRequestHead head;
+      std::string why;
+      const base::HttpHeadParse parsed =
+          got > 0 ? base::ParseHttpRequestHead(conn.head, &head, &why) : base::HttpHeadParse::kBad;
+      if (parsed == base::HttpHeadParse::kIncomplete) continue;
+      if (parsed == base::HttpHeadParse::kComplete) {
         std::printf("%d %lld\n", conn.index, static_cast<long long>(NowNs()));
         std::fflush(stdout);
         const ssize_t w = write(fd, kAnswer, sizeof(kAnswer) - 1);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/http_head.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
@@ -66,7 +67,9 @@ class FakeManifestServer {
       if (c < 0) continue;
       std::string request;
       char buf[4096];
-      while (request.find("\r\n\r\n") == std::string::npos) {
+      base::HttpRequestHead head;
+      std::string why;
+      while (base::ParseHttpRequestHead(request, &head, &why) == base::HttpHeadParse::kIncomplete) {
         ssize_t n = read(c, buf, sizeof buf);
         if (n <= 0) break;
         request.append(buf, static_cast<size_t>(n));

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "base/catch_all.h"
+#include "base/http_head.h"
 #include "base/version.h"
 
 namespace reload {
@@ -15,7 +16,7 @@ struct HttpCaller::Transfer {
   HttpCaller* owner = nullptr;
   Id id = 0;
   HttpCallRequest request;
-  std::string pod_key;     // HttpCaller::PodKey
+  std::string pod_key;         // HttpCaller::PodKey
   bool timed_out_pod = false;  // started with a timeout held against its pod
   Done done;
   uv_tcp_t tcp{};
@@ -32,16 +33,14 @@ struct HttpCaller::Transfer {
 
 namespace {
 
-// The status code of "HTTP/1.x NNN ...", or 0.
-int StatusCode(std::string_view head) {
-  if (head.size() < 12 || head.substr(0, 7) != "HTTP/1." || head[8] != ' ') return 0;
-  int code = 0;
-  for (size_t i = 9; i < 12; ++i) {
-    if (head[i] < '0' || head[i] > '9') return 0;
-    code = code * 10 + (head[i] - '0');
-  }
-  if (head.size() > 12 && head[12] != ' ' && head[12] != '\r') return 0;
-  return code >= 100 ? code : 0;
+// The status code of an answer whose status line is HTTP/1.x (base/http_head.h), or 0. Only the
+// status line is read: the header fields, even malformed, change nothing, and an answer cut off
+// (closed, or longer than the limit) before the end of its head still has its status line.
+int StatusCode(std::string_view answer) {
+  base::HttpStatusLine line;
+  std::string why;
+  if (!base::ParseHttpStatusLine(base::HttpFirstLine(answer), &line, &why)) return 0;
+  return line.major == 1 ? line.status : 0;
 }
 
 std::string UvError(const char* what, int err) {
@@ -234,12 +233,12 @@ void HttpCaller::OnTimeout(uv_timer_t* h) {
   auto* t = static_cast<Transfer*>(h->data);
   Guarded(t, "reload HTTP timer", [t] {
     const auto ms = t->owner->options_.timeout.count();
-    t->owner->Finish(t,
-                     {base::Status::Error("no answer within " +
-                                          (ms % 1000 == 0 ? std::to_string(ms / 1000) + "s"
-                                                          : std::to_string(ms) + "ms")),
-                      0},
-                     /*deadline=*/true);
+    t->owner->Finish(
+        t,
+        {base::Status::Error("no answer within " + (ms % 1000 == 0 ? std::to_string(ms / 1000) + "s"
+                                                                   : std::to_string(ms) + "ms")),
+         0},
+        /*deadline=*/true);
   });
 }
 
@@ -284,7 +283,10 @@ void HttpCaller::OnRead(uv_stream_t* stream, ssize_t n, const uv_buf_t*) {
       const size_t room = self->options_.max_response_head -
                           std::min(t->in.size(), self->options_.max_response_head);
       t->in.append(t->buffer, std::min(static_cast<size_t>(n), room));
-      const bool head_done = t->in.find("\r\n\r\n") != std::string::npos;
+      base::HttpResponseHead head;
+      std::string why;
+      const bool head_done =
+          base::ParseHttpResponseHead(t->in, &head, &why) != base::HttpHeadParse::kIncomplete;
       if (!head_done && t->in.size() < self->options_.max_response_head) return;
     } else if (n != UV_EOF) {
       const int err = static_cast<int>(n);
@@ -339,8 +341,8 @@ void HttpCaller::Cancel(Id id) {
   if (auto w = waiting_pod_.find(id); w != waiting_pod_.end()) {
     auto pod = waiting_.find(w->second);
     auto& calls = pod->second.calls;
-    calls.erase(std::find_if(calls.begin(), calls.end(),
-                             [id](const Queued& q) { return q.id == id; }));
+    calls.erase(
+        std::find_if(calls.begin(), calls.end(), [id](const Queued& q) { return q.id == id; }));
     --queued_;
     if (calls.empty()) {
       ready_.erase({pod->second.rank, pod->second.turn, pod->first});

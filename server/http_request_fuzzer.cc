@@ -1,6 +1,8 @@
-// libFuzzer target for the admin server's request head parser (http_request.h). Whatever the
-// bytes:
+// libFuzzer target for the admin server's request head parser (http_request.h) and the shared
+// HTTP/1.x head parser under it (base/http_head.h, its request side). Whatever the bytes:
 //  * parsing never crashes, and a bad head says why;
+//  * the server's parser and base::ParseHttpRequestHead agree on where the head ends, and on its
+//    method and version when the server takes it; the fields iterated have token names;
 //  * a complete head is within the input, its path starts with '/' and holds no NUL, and a
 //    connection that carries a body is never kept open;
 //  * the head alone parses the same, to the same size (what follows it, the next pipelined
@@ -13,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/http_head.h"
 #include "server/http_request.h"
 
 namespace {
@@ -38,7 +41,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (result == server::HeadParse::kBad || result == server::HeadParse::kVersion) {
     Check(!why.empty());
   }
+  base::HttpRequestHead shared;
+  std::string shared_why;
+  const base::HttpHeadParse shared_result = base::ParseHttpRequestHead(in, &shared, &shared_why);
+  Check((shared_result == base::HttpHeadParse::kIncomplete) ==
+        (result == server::HeadParse::kIncomplete));
+  if (shared_result == base::HttpHeadParse::kBad) Check(!shared_why.empty());
+  if (shared_result != base::HttpHeadParse::kIncomplete) Check(shared.size == head_size);
+  for (const base::HttpField& f : shared.fields) {
+    Check(!f.name.empty() && f.name.find_first_of(" \t:\r\n") == std::string_view::npos);
+    Check(shared.fields.Find(f.name).has_value());
+  }
   if (result != server::HeadParse::kComplete) return 0;
+  Check(shared_result == base::HttpHeadParse::kComplete);
+  Check(shared.method == request.method && shared.major == 1 &&
+        shared.minor == request.minor_version);
   Check(head_size > 0 && head_size <= in.size());
   Check(!request.path.empty() && request.path.front() == '/');
   Check(request.path.find('\0') == std::string::npos);

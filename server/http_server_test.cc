@@ -11,9 +11,12 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "base/http_head.h"
 
 namespace server {
 namespace {
@@ -50,16 +53,23 @@ class Client {
   };
   Answer Read(bool head_only = false, milliseconds wait = milliseconds(10000)) {
     Answer a;
-    size_t end;
-    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+    base::HttpResponseHead head;
+    std::string why;
+    base::HttpHeadParse parsed;
+    while ((parsed = base::ParseHttpResponseHead(buffer_, &head, &why)) ==
+           base::HttpHeadParse::kIncomplete) {
       if (!Fill(wait)) return a;
     }
-    a.head = buffer_.substr(0, end + 4);
-    buffer_.erase(0, end + 4);
-    a.status = std::stoi(a.head.substr(9, 3));
-    const size_t cl = a.head.find("Content-Length: ");
-    const size_t length =
-        head_only || cl == std::string::npos ? 0 : std::stoul(a.head.substr(cl + 16));
+    if (parsed != base::HttpHeadParse::kComplete) {
+      ADD_FAILURE() << "not an HTTP/1.x answer: " << why;
+      return a;
+    }
+    std::optional<uint64_t> content_length;
+    EXPECT_TRUE(base::HttpContentLength(head.fields, &content_length, &why)) << why;
+    a.status = head.status_line.status;
+    const size_t length = head_only ? 0 : content_length.value_or(0);
+    a.head = buffer_.substr(0, head.size);
+    buffer_.erase(0, head.size);
     while (buffer_.size() < length) {
       if (!Fill(wait)) return a;
     }

@@ -7,13 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <sstream>
 #include <vector>
 
 #include "base/catch_all.h"
 #include "base/durable_file.h"
+#include "base/http_head.h"
 #include "base/redacted_url.h"
+#include "base/strings.h"
 #include "base/uv_timer.h"
 #include "base/version.h"
 #include "kubeclient/dl/curl_library.h"
@@ -937,14 +938,15 @@ size_t HttpClient::OnHeader(char* data, size_t size, size_t count, void* userp) 
   return s.ok() && keep_going ? n : 0;  // 0 makes libcurl end the transfer
 }
 
-bool HttpClient::Header(Transfer* t, std::string_view line) {
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+bool HttpClient::Header(Transfer* t, std::string_view data) {
+  // One line of the head as libcurl passed it on (HTTP/2's too, which libcurl writes as
+  // "HTTP/2 200" and "name: value" lines), read with the process's HTTP head parser.
+  const std::string_view line = base::HttpFirstLine(data);
   if (line.rfind("HTTP/", 0) == 0) {
     t->response.headers.clear();  // a new response (after 100 Continue)
-    size_t space = line.find(' ');
-    t->status_line_code = space == std::string_view::npos
-                              ? 0
-                              : std::atol(std::string(line.substr(space + 1, 3)).c_str());
+    base::HttpStatusLine status;
+    std::string why;
+    t->status_line_code = base::ParseHttpStatusLine(line, &status, &why) ? status.status : 0;
     return true;
   }
   if (line.empty()) {
@@ -952,16 +954,16 @@ bool HttpClient::Header(Transfer* t, std::string_view line) {
     // watch may stay silent for minutes).
     return t->status_line_code < 200 || t->cancelled || t->DeliverHeaders();
   }
-  size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return true;
-  std::string name(line.substr(0, colon));
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  base::HttpField field;
+  std::string why;
+  if (!base::ParseHttpField(line, &field, &why)) return true;  // libcurl judged the head; skipped
+  std::string name(field.name);
+  for (char& c : name) c = base::AsciiLower(c);
   if (name == "warning") {
-    spdlog::warn("API server warning on {} {}: {}", t->request.method, t->request.path, value);
+    spdlog::warn("API server warning on {} {}: {}", t->request.method, t->request.path,
+                 field.value);
   }
-  t->response.headers[name] = std::string(value);
+  t->response.headers[name] = std::string(field.value);
   return true;
 }
 

@@ -1,6 +1,7 @@
 // An HTTP listener for tests of the reload actions: a thread accepts on a loopback address, each
 // connection gets a thread of its own that records the request's head and answers with a fixed
-// text (or, with an empty one, holds the connection until Release()).
+// text (or, with an empty one, holds the connection until Release()). Its users link
+// base_http_head (the head's end is found by base::ParseHttpRequestHead).
 #ifndef VOLUMEMANAGER_TESTS_SUPPORT_HTTP_LISTENER_H_
 #define VOLUMEMANAGER_TESTS_SUPPORT_HTTP_LISTENER_H_
 
@@ -17,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "base/http_head.h"
 
 namespace vmtest {
 
@@ -76,7 +79,10 @@ class Listener {
     }
     std::string head;
     char buf[1024];
-    while (head.find("\r\n\r\n") == std::string::npos) {
+    base::HttpRequestHead parsed;
+    std::string why;
+    // Read to the end of the head (a bad one ends too: it is recorded as it came).
+    while (base::ParseHttpRequestHead(head, &parsed, &why) == base::HttpHeadParse::kIncomplete) {
       ssize_t n = read(c, buf, sizeof(buf));
       if (n <= 0) break;
       head.append(buf, static_cast<size_t>(n));
