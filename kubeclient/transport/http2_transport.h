@@ -49,13 +49,12 @@
 #include "kubeclient/auth/client_cert_source.h"
 #include "kubeclient/auth/credentials.h"
 #include "kubeclient/auth/token_source.h"
-#include "kubeclient/transport/http_client.h"
+#include "kubeclient/transport/transport.h"
 
 namespace kubeclient {
 
-class Http2Transport {
+class Http2Transport : public Transport {
  public:
-  using RequestId = HttpClient::RequestId;
   using Fallback = std::function<void(RequestId id, HttpRequest request, HttpDoneCallback done,
                                       StreamCallbacks stream)>;
   enum class Mode { kUnknown, kHttp2, kHttp1 };
@@ -82,28 +81,24 @@ class Http2Transport {
       TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
       std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options,
       Fallback fallback);
-  ~Http2Transport();
+  ~Http2Transport() override;
   Http2Transport(const Http2Transport&) = delete;
   Http2Transport& operator=(const Http2Transport&) = delete;
 
   Mode mode() const { return mode_; }
-  void Start(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
+  void Start(RequestId id, HttpRequest request, HttpDoneCallback done,
+             StreamCallbacks stream) override;
   // False when the id is not this transport's (unknown, finished, or handed to the fallback).
-  bool Cancel(RequestId id);
+  bool Cancel(RequestId id) override;
   // The client certificate changed: the connections opened with an older pair take no new
   // request; their streamed requests fail with `why` (their owners reconnect), the others finish;
   // each closes once it has no request left. A connection that presents the current pair (it
   // noticed the rotation as it opened) or has not reached its TLS handshake yet (it will take the
   // current pair) stays, its streams too. Completion callbacks run later, never inside this call.
-  void RotateConnections(const std::string& why);
+  void RotateConnections(const std::string& why) override;
 
-  struct Stats {
-    long connections_opened = 0;
-    size_t open_connections = 0;
-    size_t requests_in_flight = 0;
-    size_t requests_waiting = 0;
-  };
-  Stats stats() const;
+  using Stats = TransportStats;
+  Stats stats() const override;
 
   struct Stream;      // one request (internal)
   struct Connection;  // one TCP + TLS + HTTP/2 connection (internal)

@@ -1,16 +1,14 @@
 // HttpClient: HTTP(S) requests to one server (the API server, or a --manifest-url) on the
-// daemon's libuv loop, through libcurl's multi-socket interface (uv_poll per socket, one uv_timer;
-// no extra threads). Only http and https are ever spoken, redirects included.
+// daemon's libuv loop, with the server's credentials, each carried by a Transport (transport.h):
+// the project's HTTP/2 client (Http2Transport, http2_transport.h) for an https server with
+// `native_http2` while the server speaks HTTP/2, libcurl's (CurlTransport, curl_transport.h)
+// otherwise and for redirects. Only http and https are ever spoken, redirects included.
 //
 // Promises:
 // * HTTP/2 with multiplexing when the server offers it over ALPN, HTTP/1.1 otherwise. At most
 //   `max_streams_per_connection` concurrent streams share one connection (default 100); beyond
-//   that libcurl opens another connection, so thousands of watches never queue behind each other.
-//   A burst of requests fills connections instead of opening one per request: requests beyond
-//   what the ready connections can carry wait in order (not in libcurl) while one of them opens
-//   the next connection, and go once it is ready. (libcurl 7.88, asked for more streams than its
-//   connections allow, opens a new connection for every such transfer until one is ready: 2,000
-//   watches started at once took 1,902 connections.)
+//   that the transport opens another connection, so thousands of watches never queue behind each
+//   other. A burst of requests fills connections instead of opening one per request.
 // * TLS verified against the configured CA (system roots when none), with tls-server-name; a
 //   client certificate when configured; insecure-skip-tls-verify honoured with a warning. A CA file
 //   is re-read when its modification time, size or inode changes (checked at most every
@@ -32,8 +30,8 @@
 //   (libcurl decodes it), TCP keepalive, connect and per-request timeouts. `Warning` response
 //   headers are logged.
 // * Every callback runs on the loop thread; none runs after Cancel() or after the client is
-//   destroyed. Callbacks may start or cancel requests. No exception escapes into libuv or libcurl:
-//   a throwing callback is logged and its request aborted.
+//   destroyed. Callbacks may start or cancel requests. No exception escapes into libuv, libcurl or
+//   nghttp2: a throwing callback is logged and its request aborted.
 // Not thread-safe: use it from the loop thread only. Destroy it on the loop thread; its libuv
 // handles finish closing on the next loop iteration.
 #ifndef VOLUMEMANAGER_KUBECLIENT_TRANSPORT_HTTP_CLIENT_H_
@@ -63,6 +61,7 @@
 
 namespace kubeclient {
 
+class CurlTransport;
 class Http2Transport;
 
 struct HttpClientOptions {
@@ -89,17 +88,10 @@ struct HttpClientOptions {
 
 class HttpClient {
  public:
-  using RequestId = std::uint64_t;
-
-  struct Stats {
-    // Connections opened by requests that have finished (new TCP+TLS connections, not reuses).
-    long connections_opened = 0;
-    // Sockets open now (in use by requests or idle in libcurl's connection cache).
-    size_t open_connections = 0;
-    size_t requests_in_flight = 0;
-    // Of those, waiting for a connection to be ready before they are handed to libcurl.
-    size_t requests_waiting = 0;
-  };
+  using RequestId = kubeclient::RequestId;
+  // Both transports' together; requests waiting for an exec plugin count as in flight and
+  // waiting.
+  using Stats = TransportStats;
 
   // Fails when the URL is not http(s), or libcurl (libnghttp2 with native_http2) cannot be loaded.
   static base::Result<std::unique_ptr<HttpClient>> Create(uv_loop_t* loop,
@@ -120,12 +112,9 @@ class HttpClient {
   const Credentials& credentials() const { return credentials_; }
   uv_loop_t* loop() const { return loop_; }
 
-  struct Transfer;       // one request in flight (internal)
-  struct SocketContext;  // one polled socket (internal)
-
  private:
   HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptions options);
-  // Loads libcurl and makes the multi handle, once; the same answer afterwards.
+  // Loads libcurl and makes its transport, once; the same answer afterwards.
   base::Status EnsureCurl();
   // The libcurl path of Start (and of the requests the HTTP/2 transport hands back).
   void StartCurl(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
@@ -146,31 +135,6 @@ class HttpClient {
   void OnExecDone(base::Status status);
   // Sends a request now, on the HTTP/2 transport or libcurl.
   void Dispatch(RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream);
-  void ProcessMessages();
-  void Finish(Transfer* transfer, base::Status transport);
-  void Remove(Transfer* transfer);
-
-  static int OnSocket(void* easy, int fd, int what, void* userp, void* socketp);
-  static int OnTimer(void* multi, long timeout_ms, void* userp);
-  static void OnPoll(uv_poll_t* handle, int status, int events);
-  static void OnUvTimer(uv_timer_t* handle);
-  static int OnCloseSocket(void* clientp, int fd);
-  static int OnPrereq(void* clientp, char* remote_ip, char* local_ip, int remote_port,
-                      int local_port);
-  // Hands waiting requests to libcurl, in order, as far as the ready connections allow.
-  // `all`: every waiting request, whatever the connections (see the .cc).
-  void Admit(bool all = false);
-  void AddToCurl(Transfer* transfer);
-  static size_t OnHeader(char* data, size_t size, size_t count, void* userp);
-  static size_t OnWrite(char* data, size_t size, size_t count, void* userp);
-  // The bodies of OnHeader and OnWrite; false ends the transfer.
-  bool Header(Transfer* transfer, std::string_view line);
-  bool Body(Transfer* transfer, std::string_view data);
-  // curl_multi_socket_action, then the transfers it finished; nothing escapes.
-  void DriveCurl(int fd, int flags);
-  void Fault(const char* callback);
-  // Marks a transfer for ProcessMessages; never allocates.
-  void QueueFinish(RequestId id) noexcept;
 
   uv_loop_t* loop_;
   Credentials credentials_;
@@ -178,20 +142,11 @@ class HttpClient {
   TokenSource tokens_;
   // Set when options_.native_http2 and the server is https (see there).
   std::unique_ptr<Http2Transport> h2_;
+  // libcurl's: made when first needed (EnsureCurl).
+  std::unique_ptr<CurlTransport> curl_;
   std::optional<base::Status> curl_status_;  // EnsureCurl's answer, once asked
   std::unordered_set<RequestId> failing_;    // requests FailLater will fail
-  void* multi_ = nullptr;                    // CURLM*
-  uv_timer_t* timer_ = nullptr;  // heap: it outlives the client until its close callback
-  std::unordered_map<RequestId, std::unique_ptr<Transfer>> transfers_;
-  std::unordered_map<int, SocketContext*> sockets_;
   RequestId next_id_ = 1;
-  // Requests started but not yet handed to libcurl (see Admit), oldest first.
-  std::deque<RequestId> waiting_;
-  size_t in_curl_count_ = 0;  // handed to libcurl, not yet removed
-  size_t unconfirmed_ = 0;    // of those, not yet on a ready connection (prereq not seen)
-  // Local ports of the connections a request has been sent on (ready: TLS and ALPN done).
-  std::unordered_set<int> ready_ports_;
-  long connections_opened_ = 0;
   // Current CA and what identified its file when read.
   // Shared with the transfers started with it (libcurl reads it in place).
   std::shared_ptr<const std::string> ca_pem_;
@@ -214,14 +169,6 @@ class HttpClient {
   };
   std::deque<ExecWaiting> exec_waiting_;
   std::string user_agent_;
-  // Set while libcurl is running callbacks: Cancel() then defers curl_multi_remove_handle.
-  int in_curl_ = 0;
-  // Transfers completed, aborted or cancelled inside libcurl and not yet finished or removed
-  // (ids; a transfer may appear twice). Finishing them costs O(their number), not a walk of every
-  // transfer: with 10,000 watches a walk per completion made a storm of failures quadratic.
-  std::vector<RequestId> finishing_;
-  // Set when an id could not be queued without allocating: the next pass walks every transfer.
-  bool scan_all_ = false;
   // Non-null while alive; callbacks scheduled on the loop check it.
   std::shared_ptr<bool> alive_;
 };
