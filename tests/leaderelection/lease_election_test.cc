@@ -4,11 +4,11 @@
 // goes on one timeline that fails the test if two ever lead at once; safety is asserted as an order
 // on one clock (the wall clock of this host, which also stamps renewTime), never as a time limit.
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <cstdio>
 #include <memory>
 
+#include "base/rfc3339.h"
 #include "kubeclient/api_client.h"
 #include "kubeclient/auth/credentials.h"
 #include "kubeclient/transport/http_client.h"
@@ -32,15 +32,7 @@ constexpr auto kLeaseDuration = std::chrono::seconds(3);
 
 // A MicroTime ("2025-03-01T10:00:00.123456Z") as a time point; epoch when unparsable.
 std::chrono::system_clock::time_point ParseMicroTime(const std::string& text) {
-  struct tm tm {};
-  long micros = 0;
-  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d.%ldZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &micros) != 7) {
-    return {};
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return std::chrono::system_clock::from_time_t(timegm(&tm)) + std::chrono::microseconds(micros);
+  return base::ParseRfc3339(text).value_or(std::chrono::system_clock::time_point{});
 }
 
 struct Contender {
