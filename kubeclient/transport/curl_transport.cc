@@ -162,7 +162,7 @@ struct CurlTransport::Transfer {
     try {
       spdlog::error("http {} {}: {}", request.method,
                     transport != nullptr
-                        ? base::RedactedUrl(transport->credentials_.server + request.path)
+                        ? base::RedactedUrl(transport->context_.credentials->server + request.path)
                         : request.path,
                     why.message());
     } catch (...) {
@@ -170,26 +170,13 @@ struct CurlTransport::Transfer {
   }
 };
 
-CurlTransport::CurlTransport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-                             std::function<std::shared_ptr<const std::string>()> current_ca,
-                             std::function<std::shared_ptr<const ClientCertPair>()> current_cert,
-                             Options options)
-    : loop_(loop),
-      credentials_(credentials),
-      tokens_(tokens),
-      current_ca_(std::move(current_ca)),
-      current_cert_(std::move(current_cert)),
-      options_(std::move(options)),
-      alive_(std::make_shared<bool>(true)) {}
+CurlTransport::CurlTransport(TransportContext context)
+    : context_(std::move(context)), alive_(std::make_shared<bool>(true)) {}
 
-base::Result<std::unique_ptr<CurlTransport>> CurlTransport::Create(
-    uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-    std::function<std::shared_ptr<const std::string>()> current_ca,
-    std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options) {
+base::Result<std::unique_ptr<CurlTransport>> CurlTransport::Create(TransportContext context) {
   if (const auto& curl = LoadCurl(); !curl.ok()) return curl.status();
-  std::unique_ptr<CurlTransport> t(new CurlTransport(loop, credentials, tokens,
-                                                     std::move(current_ca), std::move(current_cert),
-                                                     std::move(options)));
+  std::unique_ptr<CurlTransport> t(new CurlTransport(std::move(context)));
+  const Credentials& credentials = *t->context_.credentials;
   ServerUrl url;
   if (!credentials.tls.server_name.empty() && SplitServerUrl(credentials.server, &url)) {
     // Verify (and send SNI for) tls-server-name while connecting to the URL's address.
@@ -207,8 +194,8 @@ base::Result<std::unique_ptr<CurlTransport>> CurlTransport::Create(
   Curl().multi_setopt(multi, CURLMOPT_TIMERDATA, t.get());
   Curl().multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
   Curl().multi_setopt(multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
-                      t->options_.max_streams_per_connection);
-  t->timer_ = base::NewTimer(loop, t.get());
+                      t->context_.max_streams_per_connection);
+  t->timer_ = base::NewTimer(t->context_.loop, t.get());
   return t;
 }
 
@@ -226,7 +213,7 @@ CurlTransport::~CurlTransport() {
 
 void CurlTransport::Start(RequestId id, HttpRequest request, HttpDoneCallback done,
                           StreamCallbacks stream) {
-  std::shared_ptr<const std::string> ca_pem = current_ca_();
+  std::shared_ptr<const std::string> ca_pem = context_.current_ca();
   auto transfer = std::make_unique<Transfer>();
   Transfer* t = transfer.get();
   t->transport = this;
@@ -237,8 +224,9 @@ void CurlTransport::Start(RequestId id, HttpRequest request, HttpDoneCallback do
   t->easy = Curl().easy_init();
   CURL* e = t->easy;
 
-  const TlsConfig& tls = credentials_.tls;
-  const std::string url = (url_base_.empty() ? credentials_.server : url_base_) + t->request.path;
+  const TlsConfig& tls = context_.credentials->tls;
+  const std::string url =
+      (url_base_.empty() ? context_.credentials->server : url_base_) + t->request.path;
   if (!connect_to_.empty()) {
     t->connect_to = Curl().slist_append(nullptr, connect_to_.c_str());
     Curl().easy_setopt(e, CURLOPT_CONNECT_TO, t->connect_to);
@@ -263,12 +251,12 @@ void CurlTransport::Start(RequestId id, HttpRequest request, HttpDoneCallback do
   Curl().easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
   Curl().easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 30L);
   Curl().easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(options_.connect_timeout.count()));
+                     static_cast<long>(context_.connect_timeout.count()));
   auto timeout = t->request.timeout.count() > 0 ? t->request.timeout
                  : t->request.stream            ? std::chrono::milliseconds(0)
-                                                : options_.request_timeout;
+                                                : context_.request_timeout;
   Curl().easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  Curl().easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
+  Curl().easy_setopt(e, CURLOPT_USERAGENT, context_.user_agent.c_str());
   if (tls.insecure_skip_tls_verify) {
     Curl().easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     Curl().easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -277,7 +265,7 @@ void CurlTransport::Start(RequestId id, HttpRequest request, HttpDoneCallback do
     curl_blob ca = Blob(*t->ca_pem);
     Curl().easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
   }
-  if (std::shared_ptr<const ClientCertPair> pair = current_cert_(); pair != nullptr) {
+  if (std::shared_ptr<const ClientCertPair> pair = context_.current_cert(); pair != nullptr) {
     t->cert = std::move(pair);  // the blobs below point into it
     curl_blob cert = Blob(t->cert->cert_pem);
     curl_blob key = Blob(t->cert->key_pem);
@@ -290,7 +278,7 @@ void CurlTransport::Start(RequestId id, HttpRequest request, HttpDoneCallback do
   if (!t->request.accept.empty()) {
     headers = Curl().slist_append(headers, ("Accept: " + t->request.accept).c_str());
   }
-  if (const std::string& token = tokens_->Token(); !token.empty()) {
+  if (const std::string& token = context_.tokens->Token(); !token.empty()) {
     headers = Curl().slist_append(headers, ("Authorization: Bearer " + token).c_str());
   }
   if (t->request.method != "GET" && t->request.method != "HEAD") {
@@ -341,7 +329,7 @@ bool CurlTransport::Cancel(RequestId id) {
 }
 
 void CurlTransport::RotateConnections(const std::string& why) {
-  std::shared_ptr<const ClientCertPair> current = current_cert_();
+  std::shared_ptr<const ClientCertPair> current = context_.current_cert();
   if (current == nullptr) return;
   const uint64_t generation = current->generation;
   std::weak_ptr<bool> alive = alive_;
@@ -379,8 +367,8 @@ TransportStats CurlTransport::stats() const {
 // this gate, so a server that is slow to refuse never makes them wait in single file.
 void CurlTransport::Admit(bool all) {
   if (in_curl_ > 0) return;  // DriveCurl admits once libcurl has returned
-  const size_t per_connection = options_.max_streams_per_connection > 0
-                                    ? static_cast<size_t>(options_.max_streams_per_connection)
+  const size_t per_connection = context_.max_streams_per_connection > 0
+                                    ? static_cast<size_t>(context_.max_streams_per_connection)
                                     : 1;
   while (!waiting_.empty()) {
     if (!all && unconfirmed_ > 0 && in_curl_count_ >= per_connection * ready_ports_.size()) {
@@ -408,7 +396,7 @@ void CurlTransport::AddToCurl(Transfer* t) {
       std::string message;
     };
     req->data = new Pending{this, id, alive, Curl().multi_strerror(rc)};
-    uv_timer_init(loop_, req);
+    uv_timer_init(context_.loop, req);
     uv_timer_start(
         req,
         [](uv_timer_t* h) {
@@ -518,7 +506,7 @@ void CurlTransport::QueueFinish(RequestId id) noexcept {
 }
 
 void CurlTransport::Fault(const char* callback) {
-  if (options_.callback_fault) options_.callback_fault(callback);
+  if (context_.callback_fault) context_.callback_fault(callback);
 }
 
 void CurlTransport::DriveCurl(int fd, int flags) {
@@ -563,7 +551,7 @@ int CurlTransport::OnSocket(void* easy, int fd, int what, void* userp, void* soc
     fresh->transport = self;
     fresh->poll.data = fresh.get();
     auto slot = self->sockets_.try_emplace(fd, nullptr).first;
-    if (int rc = uv_poll_init_socket(self->loop_, &fresh->poll, fd); rc != 0) {
+    if (int rc = uv_poll_init_socket(self->context_.loop, &fresh->poll, fd); rc != 0) {
       self->sockets_.erase(slot);
       return base::Status::Error(std::string("cannot poll a socket: ") + uv_strerror(rc));
     }

@@ -9,8 +9,8 @@
 //   while one of them opens the next connection, and go once it is ready. (libcurl 7.88, asked
 //   for more streams than its connections allow, opens a new connection for every such transfer
 //   until one is ready: 2,000 watches started at once took 1,902 connections.)
-// * Each request takes the CA and the client certificate current when it starts (`current_ca`,
-//   `current_cert`: the HttpClient's), and the token of `tokens`. libcurl reuses a connection only
+// * Each request takes the CA and the client certificate current when it starts, and the token
+//   (TransportContext: the HttpClient's). libcurl reuses a connection only
 //   for the same certificate; RotateConnections ends the streams of an older pair at once.
 // * gzip accepted (libcurl decodes it), TCP keepalive, connect and per-request timeouts;
 //   `Warning` response headers are logged.
@@ -34,32 +34,15 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kubeclient/auth/client_cert_source.h"
-#include "kubeclient/auth/credentials.h"
-#include "kubeclient/auth/token_source.h"
 #include "kubeclient/transport/transport.h"
+#include "kubeclient/transport/transport_context.h"
 
 namespace kubeclient {
 
 class CurlTransport : public Transport {
  public:
-  struct Options {
-    std::chrono::milliseconds connect_timeout{10000};
-    // Total time for a non-streaming request that sets no timeout of its own.
-    std::chrono::milliseconds request_timeout{60000};
-    long max_streams_per_connection = 100;
-    std::string user_agent;
-    // Fault injection for tests: called at the start of every libuv and libcurl callback body
-    // ("socket", "timer", "poll", "header", "write"); it may throw.
-    std::function<void(const char* callback)> callback_fault;
-  };
-
-  // Fails when libcurl cannot be loaded or its multi handle made. `credentials` and `tokens` must
-  // outlive the transport.
-  static base::Result<std::unique_ptr<CurlTransport>> Create(
-      uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-      std::function<std::shared_ptr<const std::string>()> current_ca,
-      std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options);
+  // Fails when libcurl cannot be loaded or its multi handle made.
+  static base::Result<std::unique_ptr<CurlTransport>> Create(TransportContext context);
   ~CurlTransport() override;
   CurlTransport(const CurlTransport&) = delete;
   CurlTransport& operator=(const CurlTransport&) = delete;
@@ -77,10 +60,7 @@ class CurlTransport : public Transport {
   struct SocketContext;  // one polled socket (internal)
 
  private:
-  CurlTransport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-                std::function<std::shared_ptr<const std::string>()> current_ca,
-                std::function<std::shared_ptr<const ClientCertPair>()> current_cert,
-                Options options);
+  explicit CurlTransport(TransportContext context);
 
   void ProcessMessages();
   void Finish(Transfer* transfer, base::Status transport);
@@ -108,12 +88,7 @@ class CurlTransport : public Transport {
   // Marks a transfer for ProcessMessages; never allocates.
   void QueueFinish(RequestId id) noexcept;
 
-  uv_loop_t* loop_;
-  const Credentials& credentials_;
-  TokenSource* tokens_;
-  std::function<std::shared_ptr<const std::string>()> current_ca_;
-  std::function<std::shared_ptr<const ClientCertPair>()> current_cert_;
-  Options options_;
+  TransportContext context_;
   // With tls-server-name: the URL requests go to and the CONNECT_TO entry that sends them to
   // the server's own address (empty otherwise).
   std::string url_base_;

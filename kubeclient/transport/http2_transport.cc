@@ -274,19 +274,18 @@ struct Http2Callbacks {
   }
 };
 
-base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
-    uv_loop_t* loop, const Credentials& credentials, const ServerAddress& address,
-    TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
-    std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options,
-    Fallback fallback) {
+base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(TransportContext context,
+                                                                     const ServerAddress& address,
+                                                                     Options options,
+                                                                     Fallback fallback) {
   if (const auto& lib = LoadNghttp2(); !lib.ok()) return lib.status();
   if (const auto& lib = LoadGnutls(); !lib.ok()) return lib.status();
+  const Credentials& credentials = *context.credentials;
   if (address.host.empty() || address.port.empty()) {
     return base::Status::Error("no host and port in the server URL " + credentials.server);
   }
   std::unique_ptr<Http2Transport> t(
-      new Http2Transport(loop, credentials, tokens, std::move(current_ca), std::move(current_cert),
-                         std::move(options), std::move(fallback)));
+      new Http2Transport(std::move(context), std::move(options), std::move(fallback)));
   t->host_ = address.host;
   t->port_ = address.port;
   t->prefix_ = address.path_prefix;
@@ -303,15 +302,9 @@ base::Result<std::unique_ptr<Http2Transport>> Http2Transport::Create(
   return t;
 }
 
-Http2Transport::Http2Transport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-                               std::function<std::shared_ptr<const std::string>()> current_ca,
-                               std::function<std::shared_ptr<const ClientCertPair>()> current_cert,
-                               Options options, Fallback fallback)
-    : loop_(loop),
-      credentials_(credentials),
-      tokens_(tokens),
-      current_ca_(std::move(current_ca)),
-      current_cert_(std::move(current_cert)),
+Http2Transport::Http2Transport(TransportContext context, Options options, Fallback fallback)
+    : context_(std::move(context)),
+      loop_(context_.loop),
       options_(std::move(options)),
       fallback_(std::move(fallback)),
       alive_(std::make_shared<bool>(true)) {
@@ -332,7 +325,7 @@ std::string Http2Transport::Where() const {
 }
 
 void Http2Transport::Fault(const char* callback) {
-  if (options_.callback_fault) options_.callback_fault(callback);
+  if (context_.callback_fault) context_.callback_fault(callback);
 }
 
 Http2Transport::Stream* Http2Transport::Find(RequestId id) {
@@ -364,7 +357,7 @@ void Http2Transport::Start(RequestId id, HttpRequest request, HttpDoneCallback d
   s->callbacks = std::move(stream);
   s->timeout = s->request.timeout.count() > 0 ? s->request.timeout
                : s->request.stream            ? std::chrono::milliseconds(0)
-                                              : options_.request_timeout;
+                                              : context_.request_timeout;
   streams_[id] = std::move(owned);
   if (s->timeout.count() > 0) {
     s->deadline_at = deadlines_.emplace(std::chrono::steady_clock::now() + s->timeout, id);
@@ -396,7 +389,8 @@ void Http2Transport::RotateConnections(const std::string& why) {
   // rotation may be noticed right there, in Tls()) or that will take it at its handshake stays:
   // retiring it too threw a connection of the new pair away, and the requests waiting for it
   // (the watches just ended on the old one among them) waited for yet another.
-  const std::shared_ptr<const ClientCertPair> current = current_cert_ ? current_cert_() : nullptr;
+  const std::shared_ptr<const ClientCertPair> current =
+      context_.current_cert ? context_.current_cert() : nullptr;
   auto old_pair = [&current](const Connection& c) {
     return c.cert != nullptr && (current == nullptr || c.cert->generation != current->generation);
   };
@@ -441,8 +435,8 @@ void Http2Transport::Admit() {
     HandWaitingToFallback();
     return;
   }
-  const size_t ours = options_.max_streams_per_connection > 0
-                          ? static_cast<size_t>(options_.max_streams_per_connection)
+  const size_t ours = context_.max_streams_per_connection > 0
+                          ? static_cast<size_t>(context_.max_streams_per_connection)
                           : 1;
   while (!waiting_.empty()) {
     Connection* target = nullptr;
@@ -477,7 +471,7 @@ void Http2Transport::Admit() {
 void Http2Transport::Submit(Connection* c, Stream* s) {
   const HttpRequest& r = s->request;
   const std::string path = prefix_ + r.path;
-  const std::string& token = tokens_->Token();
+  const std::string& token = context_.tokens->Token();
   const std::string authorization = token.empty() ? "" : "Bearer " + token;
   const bool has_body =
       !r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH";
@@ -489,7 +483,7 @@ void Http2Transport::Submit(Connection* c, Stream* s) {
   nv[n++] = Header(":scheme", "https");
   nv[n++] = Header(":authority", authority_);
   nv[n++] = Header(":path", path);
-  nv[n++] = Header("user-agent", options_.user_agent);
+  nv[n++] = Header("user-agent", context_.user_agent);
   nv[n++] = Header("accept", r.accept.empty() ? std::string_view("*/*") : r.accept);
   if (!authorization.empty()) nv[n++] = Header("authorization", authorization);
   if (has_body) {
@@ -518,7 +512,7 @@ void Http2Transport::OpenConnection() {
   c->timer = base::NewTimer(loop_, c);
   connections_.push_back(std::move(owned));
   uv_timer_start(c->timer, &Http2Callbacks::OnConnectionTimer,
-                 static_cast<uint64_t>(options_.connect_timeout.count()), 0);
+                 static_cast<uint64_t>(context_.connect_timeout.count()), 0);
 
   struct Resolve {
     uv_getaddrinfo_t request;
@@ -634,15 +628,16 @@ void Http2Transport::OnEvents(Connection* c, int status, int events) {
 
 std::shared_ptr<Http2Transport::TlsCredentials> Http2Transport::Tls(std::string* error,
                                                                     TransportFault* fault) {
-  std::shared_ptr<const std::string> ca = current_ca_();
-  std::shared_ptr<const ClientCertPair> cert = current_cert_ ? current_cert_() : nullptr;
+  std::shared_ptr<const std::string> ca = context_.current_ca();
+  std::shared_ptr<const ClientCertPair> cert =
+      context_.current_cert ? context_.current_cert() : nullptr;
   if (tls_ != nullptr && tls_ca_ == ca && tls_cert_ == cert) return tls_;
   auto creds = std::make_shared<TlsCredentials>();
   if (int rc = Gnutls().certificate_allocate_credentials(&creds->cred); rc < 0) {
     *error = std::string("TLS set-up failed: ") + Gnutls().strerror(rc);
     return nullptr;
   }
-  const TlsConfig& tls = credentials_.tls;
+  const TlsConfig& tls = context_.credentials->tls;
   if (!tls.insecure_skip_tls_verify) {
     if (ca != nullptr && !ca->empty()) {
       gnutls_datum_t d{reinterpret_cast<unsigned char*>(const_cast<char*>(ca->data())),
@@ -695,8 +690,9 @@ void Http2Transport::StartTls(Connection* c) {
   if (rc >= 0) rc = Gnutls().set_default_priority(c->tls);
   if (rc >= 0) rc = Gnutls().credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->credentials->cred);
   if (rc >= 0 && sni_) {
-    const std::string& name =
-        credentials_.tls.server_name.empty() ? host_ : credentials_.tls.server_name;
+    const std::string& name = context_.credentials->tls.server_name.empty()
+                                  ? host_
+                                  : context_.credentials->tls.server_name;
     rc = Gnutls().server_name_set(c->tls, GNUTLS_NAME_DNS, name.data(), name.size());
   }
   if (rc >= 0) {
@@ -732,7 +728,7 @@ void Http2Transport::Handshake(Connection* c) {
         (*Gnutls().free)(text.data);
         while (!why.empty() && (why.back() == ' ' || why.back() == '.')) why.pop_back();
       }
-      const std::string& name = credentials_.tls.server_name;
+      const std::string& name = context_.credentials->tls.server_name;
       Fail(c,
            "the TLS certificate of " + Where() + (name.empty() ? "" : " (for " + name + ")") +
                " is not trusted: " + why,
@@ -907,7 +903,7 @@ void Http2Transport::OnConnectionTimer(Connection* c) {
   if (c->dead) return;
   if (c->state != Connection::State::kReady) {
     Fail(c, "connecting to " + Where() + " timed out after " +
-                std::to_string(options_.connect_timeout.count()) + " ms");
+                std::to_string(context_.connect_timeout.count()) + " ms");
     return;
   }
   if (c->active == 0) {

@@ -50,6 +50,7 @@
 #include "kubeclient/auth/credentials.h"
 #include "kubeclient/auth/token_source.h"
 #include "kubeclient/transport/transport.h"
+#include "kubeclient/transport/transport_context.h"
 
 namespace kubeclient {
 
@@ -60,12 +61,8 @@ class Http2Transport : public Transport {
   enum class Mode { kUnknown, kHttp2, kHttp1 };
 
   struct Options {
-    std::chrono::milliseconds connect_timeout{10000};
-    std::chrono::milliseconds request_timeout{60000};
-    long max_streams_per_connection = 100;
+    // A connection without requests closes after it.
     std::chrono::milliseconds idle_timeout{90000};
-    std::string user_agent;
-    std::function<void(const char* callback)> callback_fault;
   };
 
   // The https server's URL in parts (HttpClient splits it).
@@ -76,11 +73,9 @@ class Http2Transport : public Transport {
   };
 
   // Fails when libnghttp2 cannot be loaded.
-  static base::Result<std::unique_ptr<Http2Transport>> Create(
-      uv_loop_t* loop, const Credentials& credentials, const ServerAddress& address,
-      TokenSource* tokens, std::function<std::shared_ptr<const std::string>()> current_ca,
-      std::function<std::shared_ptr<const ClientCertPair>()> current_cert, Options options,
-      Fallback fallback);
+  static base::Result<std::unique_ptr<Http2Transport>> Create(TransportContext context,
+                                                              const ServerAddress& address,
+                                                              Options options, Fallback fallback);
   ~Http2Transport() override;
   Http2Transport(const Http2Transport&) = delete;
   Http2Transport& operator=(const Http2Transport&) = delete;
@@ -105,10 +100,7 @@ class Http2Transport : public Transport {
   struct TlsCredentials;
 
  private:
-  Http2Transport(uv_loop_t* loop, const Credentials& credentials, TokenSource* tokens,
-                 std::function<std::shared_ptr<const std::string>()> current_ca,
-                 std::function<std::shared_ptr<const ClientCertPair>()> current_cert,
-                 Options options, Fallback fallback);
+  Http2Transport(TransportContext context, Options options, Fallback fallback);
 
   // Sends waiting requests on ready connections, opens a connection when none has room.
   void Admit();
@@ -154,11 +146,8 @@ class Http2Transport : public Transport {
   std::string Where() const;
   friend struct Http2Callbacks;  // nghttp2's callbacks (the .cc)
 
-  uv_loop_t* loop_;
-  const Credentials& credentials_;
-  TokenSource* tokens_;
-  std::function<std::shared_ptr<const std::string>()> current_ca_;
-  std::function<std::shared_ptr<const ClientCertPair>()> current_cert_;
+  TransportContext context_;
+  uv_loop_t* loop_;  // context_.loop
   Options options_;
   Fallback fallback_;
   std::string host_;  // to connect to (no brackets)

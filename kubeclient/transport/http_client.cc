@@ -79,20 +79,9 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
     client->ca_checked_at_ = std::chrono::steady_clock::now();
   }
   if (native) {
-    Http2Transport::Options h2;
-    h2.connect_timeout = options.connect_timeout;
-    h2.request_timeout = options.request_timeout;
-    h2.max_streams_per_connection = options.max_streams_per_connection;
-    h2.user_agent = client->user_agent_;
-    h2.callback_fault = options.callback_fault;
     HttpClient* self = client.get();
     auto transport = Http2Transport::Create(
-        loop, client->credentials_, {parts.host, parts.port, parts.rest}, &client->tokens_,
-        [self] {
-          self->RefreshCa();
-          return self->ca_pem_;
-        },
-        [self] { return self->CurrentCert(); }, std::move(h2),
+        client->Context(), {parts.host, parts.port, parts.rest}, Http2Transport::Options{},
         [self](RequestId id, HttpRequest request, HttpDoneCallback done, StreamCallbacks stream) {
           self->StartCurl(id, std::move(request), std::move(done), std::move(stream));
         });
@@ -115,21 +104,27 @@ base::Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop,
   return client;
 }
 
+TransportContext HttpClient::Context() {
+  TransportContext context;
+  context.loop = loop_;
+  context.credentials = &credentials_;
+  context.tokens = &tokens_;
+  context.current_ca = [this] {
+    RefreshCa();
+    return ca_pem_;
+  };
+  context.current_cert = [this] { return CurrentCert(); };
+  context.connect_timeout = options_.connect_timeout;
+  context.request_timeout = options_.request_timeout;
+  context.max_streams_per_connection = options_.max_streams_per_connection;
+  context.user_agent = user_agent_;
+  context.callback_fault = options_.callback_fault;
+  return context;
+}
+
 base::Status HttpClient::EnsureCurl() {
   if (curl_status_) return *curl_status_;
-  CurlTransport::Options curl;
-  curl.connect_timeout = options_.connect_timeout;
-  curl.request_timeout = options_.request_timeout;
-  curl.max_streams_per_connection = options_.max_streams_per_connection;
-  curl.user_agent = user_agent_;
-  curl.callback_fault = options_.callback_fault;
-  auto transport = CurlTransport::Create(
-      loop_, credentials_, &tokens_,
-      [this] {
-        RefreshCa();
-        return ca_pem_;
-      },
-      [this] { return CurrentCert(); }, std::move(curl));
+  auto transport = CurlTransport::Create(Context());
   if (!transport.ok()) {
     curl_status_ = transport.status();
     return *curl_status_;

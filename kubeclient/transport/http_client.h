@@ -58,6 +58,7 @@
 #include "kubeclient/auth/exec_credential.h"
 #include "kubeclient/auth/token_source.h"
 #include "kubeclient/transport/transport.h"
+#include "kubeclient/transport/transport_context.h"
 
 namespace kubeclient {
 
@@ -114,6 +115,8 @@ class HttpClient {
 
  private:
   HttpClient(uv_loop_t* loop, Credentials credentials, HttpClientOptions options);
+  // What the transports take from the client (transport_context.h).
+  TransportContext Context();
   // Loads libcurl and makes its transport, once; the same answer afterwards.
   base::Status EnsureCurl();
   // The libcurl path of Start (and of the requests the HTTP/2 transport hands back).
