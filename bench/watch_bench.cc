@@ -8,18 +8,38 @@
 // the numbers bound the whole path from the HTTP write to our handler, server included; the
 // server is the slower side (see BENCHMARKS.md). `--quick` runs fewer events, and 200 watches
 // instead of 2,000 (TLS handshakes with the Python server dominate the large run).
+//
+// `--watches N [--http2 none|curl|native] [--events E]` (docs/design.md, "HTTP stacks, weighed")
+// runs N watches once, E changes (default 2,000), on one of the API client's stacks: `none`
+// (default) is HTTP/1.1 straight to the test server through libcurl; `curl` and `native` go
+// through an nghttpx TLS + HTTP/2 front the bench starts (HTTP/1.1 + TLS behind it, as
+// bench/cluster_bench.py does), with HttpClientOptions::native_http2 false (libcurl's HTTP/2) or
+// true (kubeclient/transport/http2_transport.h). It prints the RSS with the client created and
+// idle, after the N watches are open, the connections, p50/p99/max delivery, and the RSS of each
+// mapped shared library (from /proc/self/smaps; the bench itself links libcurl for its producer
+// and the test server's admin calls, so libcurl and OpenSSL are mapped in every mode).
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +49,8 @@
 #include "kubeclient/transport/http_client.h"
 #include "kubeclient/watch/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
+
+extern char** environ;
 
 namespace {
 
@@ -42,6 +64,104 @@ long RssKiB() {
   }
   return 0;
 }
+
+// RSS of each mapped shared library (summed over its mappings), by file name.
+std::map<std::string, long> LibraryRssKiB() {
+  std::ifstream smaps("/proc/self/smaps");
+  std::map<std::string, long> out;
+  std::string line, current;
+  while (std::getline(smaps, line)) {
+    if (line.rfind("Rss:", 0) == 0) {
+      if (!current.empty()) out[current] += std::atol(line.c_str() + 4);
+      continue;
+    }
+    // A mapping's header: "start-end perms offset dev inode [path]".
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') < line.find(' ')) {
+      const size_t slash = line.rfind('/');
+      current = (slash != std::string::npos && line.find(".so", slash) != std::string::npos)
+                    ? line.substr(slash + 1)
+                    : "";
+    }
+  }
+  return out;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool Listening(int port) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// nghttpx on 127.0.0.1 as the test server's TLS + HTTP/2 front (100 streams per connection, one
+// worker, read timeouts of an hour so idle watches stay open), as bench/cluster_bench.py runs it.
+class Nghttpx {
+ public:
+  explicit Nghttpx(const kube_testing::TestApiServerProcess& backend) : port_(FreePort()) {
+    const std::string url = backend.url();
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    std::vector<std::string> args = {
+        "/usr/sbin/nghttpx",
+        "--conf=/dev/null",
+        "--frontend=127.0.0.1," + std::to_string(port_),
+        "--backend=127.0.0.1," + url.substr(url.rfind(':') + 1) + ";;tls",
+        "--insecure",
+        "--workers=1",
+        "--frontend-http2-max-concurrent-streams=100",
+        "--backend-read-timeout=1h",
+        "--frontend-http2-read-timeout=1h",
+        "--backend-write-timeout=1h",
+        "--backend-connect-timeout=1m",
+        "--rlimit-nofile=" + std::to_string(limit.rlim_max),
+        "--log-level=WARN",
+        "--no-ocsp",
+        "--errorlog-file=/dev/null",
+        backend.pki("server.key"),
+        backend.pki("server.crt")};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Nghttpx() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  bool Listening() const { return pid_ > 0 && ::Listening(port_); }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
 
 long long NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -93,9 +213,15 @@ struct Result {
   long connections = 0;
   double rss_per_object_kib = 0;
   double sync_seconds = 0;
+  long rss_idle_kib = 0;                        // the client created, no request yet
+  long rss_watching_kib = 0;                    // every watch open
+  std::map<std::string, long> library_rss_kib;  // then, by mapped file
 };
 
-Result Run(int watches, int events) {
+// How the API client reaches the test server (`--http2`).
+enum class Mode { kDefault, kHttp1, kCurlHttp2, kNativeHttp2 };
+
+Result Run(int watches, int events, Mode mode = Mode::kDefault) {
   Result r;
   r.watches = watches;
   kube_testing::TestApiServerProcess server;
@@ -109,10 +235,26 @@ Result Run(int watches, int events) {
                {{"metadata", {{"name", "cm-" + std::to_string(i)}}}, {"data", {{"t", "0"}}}});
   }
   auto creds = kubeclient::LoadKubeconfig({server.kubeconfig()});
+  std::optional<Nghttpx> front;
+  kubeclient::HttpClientOptions http_options;
+  if (mode == Mode::kCurlHttp2 || mode == Mode::kNativeHttp2) {
+    front.emplace(server);
+    if (!front->Listening()) {
+      std::fprintf(stderr, "nghttpx did not start (Debian package nghttp2-proxy)\n");
+      std::exit(1);
+    }
+    creds->server = "https://127.0.0.1:" + std::to_string(front->port());
+    http_options.native_http2 = mode == Mode::kNativeHttp2;
+  }
   uv_loop_t loop;
   uv_loop_init(&loop);
-  auto http = kubeclient::HttpClient::Create(&loop, *creds);
+  auto http = kubeclient::HttpClient::Create(&loop, *creds, http_options);
+  if (!http.ok()) {
+    std::fprintf(stderr, "HttpClient: %s\n", http.status().message().c_str());
+    std::exit(1);
+  }
   kubeclient::ApiClient api(http->get());
+  r.rss_idle_kib = RssKiB();
 
   std::vector<double> latencies_ms;
   latencies_ms.reserve(static_cast<size_t>(events));
@@ -150,7 +292,9 @@ Result Run(int watches, int events) {
       &tick, [](uv_timer_t*) {}, 5, 5);
   while (Clock::now() < settle) uv_run(&loop, UV_RUN_ONCE);
   r.sync_seconds = std::chrono::duration<double>(Clock::now() - sync_start).count();
-  r.rss_per_object_kib = static_cast<double>(RssKiB() - rss_before) / watches;
+  r.rss_watching_kib = RssKiB();
+  r.library_rss_kib = LibraryRssKiB();
+  r.rss_per_object_kib = static_cast<double>(r.rss_watching_kib - rss_before) / watches;
   r.connections = static_cast<long>((*http)->stats().open_connections);
 
   std::atomic<bool> producer_ok{true};
@@ -188,7 +332,37 @@ Result Run(int watches, int events) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  int weigh_watches = 0;
+  int weigh_events = 2000;
+  Mode mode = Mode::kDefault;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--watches" && has_value) {
+      weigh_watches = std::atoi(argv[++i]);
+    } else if (arg == "--events" && has_value) {
+      weigh_events = std::atoi(argv[++i]);
+    } else if (arg == "--http2" && has_value) {
+      const std::string value = argv[++i];
+      mode = value == "native" ? Mode::kNativeHttp2
+             : value == "curl" ? Mode::kCurlHttp2
+             : value == "none" ? Mode::kHttp1
+                               : Mode::kDefault;
+      if (mode == Mode::kDefault) {
+        std::fprintf(stderr, "--http2: none, curl or native\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_watch [--quick] | --watches N [--http2 none|curl|native] "
+                   "[--events E]\n");
+      return 2;
+    }
+  }
+  if (mode != Mode::kDefault && weigh_watches <= 0) weigh_watches = 1000;
   // 2,000 watches over HTTP/1.1 are 2,000 sockets here and 2,000 in the server.
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
@@ -196,6 +370,32 @@ int main(int argc, char** argv) {
   setrlimit(RLIMIT_NOFILE, &limit);
   spdlog::set_level(spdlog::level::warn);
   curl_global_init(CURL_GLOBAL_DEFAULT);
+
+  if (weigh_watches > 0) {
+    if (mode == Mode::kDefault) mode = Mode::kHttp1;
+    const char* name = mode == Mode::kNativeHttp2 ? "native"
+                       : mode == Mode::kCurlHttp2 ? "curl"
+                                                  : "none";
+    Result r = Run(weigh_watches, weigh_events, mode);
+    std::printf(
+        "| http2 | watches | events | p50 ms | p99 ms | max ms | connections | RSS idle KiB | "
+        "RSS watching KiB | per watch KiB | set-up s |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| %s | %d | %d | %.2f | %.2f | %.2f | %ld | %ld | %ld | %.1f | %.2f |\n",
+        name, r.watches, r.events, r.p50_ms, r.p99_ms, r.max_ms, r.connections, r.rss_idle_kib,
+        r.rss_watching_kib, r.rss_per_object_kib, r.sync_seconds);
+    std::vector<std::pair<long, std::string>> libs;
+    for (const auto& [file, kib] : r.library_rss_kib) libs.emplace_back(kib, file);
+    std::sort(libs.rbegin(), libs.rend());
+    std::printf("# RSS of mapped shared libraries (KiB, every watch open):");
+    for (const auto& [kib, file] : libs) std::printf(" %s %ld;", file.c_str(), kib);
+    std::printf("\n");
+    if (r.events < weigh_events) {
+      std::fprintf(stderr, "lost events: %d of %d delivered\n", r.events, weigh_events);
+      return 1;
+    }
+    return 0;
+  }
 
   std::printf(
       "| watches | events | events/s | p50 ms | p99 ms | max ms | connections | "
