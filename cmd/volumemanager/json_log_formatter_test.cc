@@ -9,6 +9,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "logging/structured_log.h"
 
@@ -265,6 +268,58 @@ TEST(JsonLogFormatterTest, OutputIsByteForByteTheReference) {
   };
   ASSERT_EQ(lines.size(), expected.size()) << json.text();
   for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i], expected[i]) << "line " << i;
+}
+
+// The fields come from the record, never from the payload's text: klog's text form written with
+// spdlog's format functions stays one message (the formatter that parsed the text back made it a
+// message, a `pod` and an `n`), and the same line written by logging::Info has its fields.
+TEST(JsonLogFormatterTest, TextFormWrittenAsTextIsNotParsed) {
+  JsonDefaultLogger json;
+  spdlog::info("{}", R"("Pod added" pod="default/web" n=3)");
+  logging::Info("Pod added", {{"pod", "default/web"}, {"n", 3}});
+  std::vector<std::string> lines = Lines(json.text());
+  ASSERT_EQ(lines.size(), 2u) << json.text();
+  for (std::string& line : lines) line.replace(7, 27, "TS");
+  EXPECT_EQ(lines[0],
+            R"({"ts":"TS","level":"info","msg":"\"Pod added\" pod=\"default/web\" n=3"})");
+  EXPECT_EQ(lines[1], R"({"ts":"TS","level":"info","msg":"Pod added","pod":"default/web","n":3})");
+}
+
+// Threads logging at once (the loop, the pool, the admin server's threads) each write their own
+// record's fields, plain lines in between staying plain.
+TEST(JsonLogFormatterTest, EachThreadWritesItsOwnRecord) {
+  JsonDefaultLogger json;
+  constexpr int kThreads = 4;
+  constexpr int kLines = 300;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      const std::string name = "thread-" + std::to_string(t);
+      for (int i = 0; i < kLines; ++i) {
+        logging::Info(name, {{"thread", t}, {"name", name}, {"i", i}});
+        spdlog::info("{}", R"("plain" thread=)" + std::to_string(t));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const std::vector<std::string> lines = Lines(json.text());
+  ASSERT_EQ(lines.size(), size_t{2 * kThreads * kLines});
+  std::vector<int> next(kThreads, 0);
+  for (const std::string& line : lines) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.size() == 3) {
+      EXPECT_EQ(j["msg"].get<std::string>().rfind("\"plain\" thread=", 0), 0u) << line;
+      continue;
+    }
+    ASSERT_EQ(j.size(), 6u) << line;
+    const int t = j["thread"];
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, kThreads);
+    EXPECT_EQ(j["msg"], "thread-" + std::to_string(t)) << line;
+    EXPECT_EQ(j["name"], j["msg"]) << line;
+    EXPECT_EQ(j["i"], next[t]++) << line;
+  }
+  EXPECT_EQ(next, std::vector<int>(kThreads, kLines));
 }
 
 }  // namespace
