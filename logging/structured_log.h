@@ -13,8 +13,9 @@
 // (message and string values quoted as Go's strconv.Quote does, `GoQuote` in go_quote.h, so a
 // value can hold quotes, newlines or invalid UTF-8 and the line stays one line; integers and
 // booleans bare).
-// `ParseStructuredLine` reads such a payload back, which is how the JSON formatter
-// (cmd/volumemanager/json_log_formatter.h) turns the keys into JSON fields.
+// While spdlog writes that line, `CurrentRecord` gives its formatters the record itself (message
+// and fields), which is how the JSON formatter (cmd/volumemanager/json_log_formatter.h) makes each
+// key a JSON field without reading the text back.
 //
 // The keys every module uses (docs/operations.md, "Logs"): `pod` (namespace/name, `KObj`),
 // `podUID`, `volume`, `object` (kind/namespace/name, `KRef`), `err`; others are lowerCamel names
@@ -28,7 +29,9 @@
 // ConfigMap cannot be passed as a whole; a string value must be a name, never data (the same rule
 // as every error message of this project).
 //
-// Thread-safe as spdlog's default logger is; a written line is built in a stack buffer.
+// Thread-safe as spdlog's default logger is; a written line is built in a stack buffer. The
+// record is handed to the formatters through a thread_local pointer set around the (synchronous)
+// spdlog call, so it needs no lock and allocates nothing.
 #ifndef VOLUMEMANAGER_LOGGING_STRUCTURED_LOG_H_
 #define VOLUMEMANAGER_LOGGING_STRUCTURED_LOG_H_
 
@@ -37,7 +40,6 @@
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -188,20 +190,23 @@ inline void Error(std::string_view msg, std::initializer_list<Field> fields = {}
 // The text form of a line, as Emit writes it (for tests and the formatter's tests).
 std::string FormatStructuredLine(std::string_view msg, std::initializer_list<Field> fields);
 
-// A payload read back: the message and each field, its value unescaped. `quoted` is false for a
-// bare value (an integer or a boolean).
-struct ParsedField {
-  std::string key;
-  std::string value;
-  bool quoted = true;
+// A structured line as Emit hands it to spdlog: its message, its fields (views, valid only while
+// the line is written) and the text form that is spdlog's payload.
+struct Record {
+  std::string_view msg;
+  std::initializer_list<Field> fields;
+  std::string_view payload;
 };
-struct ParsedLine {
-  std::string msg;
-  std::vector<ParsedField> fields;
-};
-// nullopt unless `payload` is exactly the text form (a quoted message, then ` key=value` pairs
-// with valid keys): a line written with spdlog's format functions is left to the caller as text.
-std::optional<ParsedLine> ParseStructuredLine(std::string_view payload);
+
+// For a formatter or sink: the record of the line being written when `payload` is the very
+// payload this thread's Emit passed to spdlog (same buffer, not merely the same text); nullptr
+// otherwise: a line written with spdlog's format functions, or a payload copied by an async
+// logger or a backtrace (the project uses neither), which then stays text.
+const Record* CurrentRecord(std::string_view payload);
+
+// The string a string or path value stands for, unquoted ("namespace/name", the kind lowered);
+// "" for any other type.
+std::string StringValue(const Value& value);
 
 }  // namespace logging
 

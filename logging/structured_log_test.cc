@@ -111,48 +111,6 @@ TEST(StructuredLogTest, ValuesQuotedAsGoStrconvQuote) {
   }
 }
 
-TEST(StructuredLogTest, ParseReadsBackWhatWasWritten) {
-  const std::string tricky[] = {
-      "",
-      "plain",
-      "with \"quotes\" and \\ backslash",
-      "line one\nline two\r\n\ttabbed",
-      std::string("nul \0 and \x01 \x7f", 14),
-      "invalid \xff\xc3 utf-8",
-      "looks like fields\" key=\"x\" n=1",
-      "caf\xc3\xa9 \xe2\x80\xa8 \xc2\x85 \xf3\xa0\x80\x81",
-  };
-  for (const std::string& v : tricky) {
-    const std::string line = FormatStructuredLine(v, {{"value", v}, {"n", 42}, {"ok", false}});
-    const std::optional<ParsedLine> parsed = ParseStructuredLine(line);
-    ASSERT_TRUE(parsed.has_value()) << line;
-    EXPECT_EQ(parsed->msg, v);
-    ASSERT_EQ(parsed->fields.size(), 3u) << line;
-    EXPECT_EQ(parsed->fields[0].key, "value");
-    EXPECT_EQ(parsed->fields[0].value, v);
-    EXPECT_TRUE(parsed->fields[0].quoted);
-    EXPECT_EQ(parsed->fields[1].value, "42");
-    EXPECT_FALSE(parsed->fields[1].quoted);
-    EXPECT_EQ(parsed->fields[2].value, "false");
-  }
-}
-
-TEST(StructuredLogTest, ParseLeavesOtherTextAlone) {
-  for (const char* text : {
-           "plain text from spdlog::info",
-           "\"quoted\" then prose",
-           "\"m\" key=unquoted",
-           "\"m\" Key=\"upper-case key\"",
-           "\"m\" msg=\"reserved key\"",
-           "\"m\" k=\"unterminated",
-           "\"m\"  k=1",
-           "\"bad escape \\q\"",
-           "\"m\" k=1 ",
-       }) {
-    EXPECT_FALSE(ParseStructuredLine(text).has_value()) << text;
-  }
-}
-
 TEST(StructuredLogTest, KeyRules) {
   EXPECT_TRUE(Key::Valid("pod"));
   EXPECT_TRUE(Key::Valid("podUID"));

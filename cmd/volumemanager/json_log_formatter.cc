@@ -1,11 +1,8 @@
 #include "cmd/volumemanager/json_log_formatter.h"
 
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/rfc3339.h"
 #include "logging/structured_log.h"
@@ -13,20 +10,21 @@
 namespace volumemanager {
 namespace {
 
-// A bare value of a structured line: an integer or a boolean (ParseStructuredLine checked that).
-nlohmann::ordered_json BareValue(const std::string& v) {
-  if (v == "true") return true;
-  if (v == "false") return false;
-  errno = 0;
-  char* end = nullptr;
-  if (v[0] == '-') {
-    const long long i = std::strtoll(v.c_str(), &end, 10);
-    if (errno == 0 && *end == '\0') return i;
-  } else {
-    const unsigned long long u = std::strtoull(v.c_str(), &end, 10);
-    if (errno == 0 && *end == '\0') return u;
+// A field's value as JSON: integers and booleans as numbers and booleans, names as strings.
+nlohmann::ordered_json JsonValue(const logging::Value& v) {
+  switch (v.type()) {
+    case logging::Value::Type::kInt:
+      return v.int_value();
+    case logging::Value::Type::kUint:
+      return v.uint_value();
+    case logging::Value::Type::kBool:
+      return v.uint_value() != 0;
+    case logging::Value::Type::kString:
+    case logging::Value::Type::kPath:
+    case logging::Value::Type::kAbsent:
+      break;
   }
-  return v;  // out of range: kept as its digits
+  return logging::StringValue(v);
 }
 
 }  // namespace
@@ -40,11 +38,15 @@ void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memor
   const auto level = spdlog::level::to_string_view(msg.level);
   j["level"] = std::string(level.data(), level.size());
   const std::string_view payload(msg.payload.data(), msg.payload.size());
-  if (std::optional<logging::ParsedLine> parsed = logging::ParseStructuredLine(payload)) {
-    j["msg"] = std::move(parsed->msg);
-    for (logging::ParsedField& f : parsed->fields) {
-      if (j.contains(f.key)) continue;  // the first of a repeated key wins
-      j[f.key] = f.quoted ? nlohmann::ordered_json(std::move(f.value)) : BareValue(f.value);
+  // The structured line's own fields (set by logging::Emit on this thread for this payload); the
+  // payload's text is never read back.
+  if (const logging::Record* record = logging::CurrentRecord(payload)) {
+    j["msg"] = std::string(record->msg);
+    for (const logging::Field& f : record->fields) {
+      if (f.value.type() == logging::Value::Type::kAbsent) continue;  // as the text form
+      const std::string key(f.key.name());
+      if (j.contains(key)) continue;  // the first of a repeated key wins
+      j[key] = JsonValue(f.value);
     }
   } else {
     j["msg"] = std::string(payload);
