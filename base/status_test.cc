@@ -29,6 +29,70 @@ TEST(StatusTest, WithContextPrefixesFailuresOnly) {
   EXPECT_EQ(s.sys_errno(), EIO);
 }
 
+TEST(StatusTest, OkHasCodeOk) {
+  EXPECT_EQ(Status().code(), StatusCode::kOk);
+  EXPECT_EQ(Status::OK().code(), StatusCode::kOk);
+}
+
+TEST(StatusTest, ErrorWithoutACodeIsUnknown) {
+  EXPECT_EQ(Status::Error("boom").code(), StatusCode::kUnknown);
+  EXPECT_EQ(Status::Error("boom", EIO).code(), StatusCode::kUnknown);
+}
+
+TEST(StatusTest, ErrorCarriesItsCode) {
+  Status s = Status::Error(StatusCode::kRefused, "signal actions are not enabled", EPERM);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kRefused);
+  EXPECT_EQ(s.message(), "signal actions are not enabled");
+  EXPECT_EQ(s.sys_errno(), EPERM);
+  EXPECT_EQ(Status::Error(StatusCode::kNotSent, "gone").code(), StatusCode::kNotSent);
+  EXPECT_EQ(Status::Error(StatusCode::kUnavailable, "x").sys_errno(), 0);
+}
+
+TEST(StatusTest, AFailureIsNeverOk) {
+  Status s = Status::Error(StatusCode::kOk, "made with kOk");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnknown);
+  EXPECT_EQ(Status::Error("x").WithCode(StatusCode::kOk).code(), StatusCode::kUnknown);
+}
+
+TEST(StatusTest, TheCodeIsNotReadFromTheMessage) {
+  // What the text says is no kind: only a producer's code is.
+  EXPECT_EQ(Status::Error("refused: not allowed").code(), StatusCode::kUnknown);
+  EXPECT_EQ(Status::Error(StatusCode::kRefused, "the address is not allowed").code(),
+            StatusCode::kRefused);
+}
+
+TEST(StatusTest, WithCodeKeepsTheRestAndLeavesOkAlone) {
+  Status s = Status::Error("read x: I/O error", EIO)
+                 .WithApiStatus(404, "NotFound")
+                 .WithCode(StatusCode::kUnavailable);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "read x: I/O error");
+  EXPECT_EQ(s.sys_errno(), EIO);
+  EXPECT_EQ(s.api_code(), 404);
+  EXPECT_EQ(s.api_reason(), "NotFound");
+  EXPECT_TRUE(Status::OK().WithCode(StatusCode::kUnavailable).ok());
+  EXPECT_EQ(Status::OK().WithCode(StatusCode::kUnavailable).code(), StatusCode::kOk);
+}
+
+TEST(StatusTest, WithContextAndWithApiStatusKeepTheCode) {
+  Status s = Status::Error(StatusCode::kNotSent, "the pod is terminating", ESRCH)
+                 .WithContext("reload")
+                 .WithApiStatus(410, "Gone");
+  EXPECT_EQ(s.code(), StatusCode::kNotSent);
+  EXPECT_EQ(s.message(), "reload: the pod is terminating");
+  EXPECT_EQ(s.sys_errno(), ESRCH);
+}
+
+TEST(StatusTest, CopiesKeepTheCode) {
+  Status a = Status::Error(StatusCode::kUnimplemented, "not served");
+  Status b = a;
+  Status c = std::move(a);
+  EXPECT_EQ(b.code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(c.code(), StatusCode::kUnimplemented);
+}
+
 TEST(ResultTest, HoldsValueOrError) {
   Result<int> good = 7;
   ASSERT_TRUE(good.ok());
@@ -38,6 +102,13 @@ TEST(ResultTest, HoldsValueOrError) {
   Result<int> bad = Status::Error("nope");
   EXPECT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "nope");
+}
+
+TEST(ResultTest, StatusKeepsTheCode) {
+  Result<int> good = 7;
+  EXPECT_EQ(good.status().code(), StatusCode::kOk);
+  Result<int> refused = Status::Error(StatusCode::kRefused, "no");
+  EXPECT_EQ(refused.status().code(), StatusCode::kRefused);
 }
 
 TEST(ResultTest, MovesOutMoveOnlyValues) {

@@ -175,14 +175,15 @@ std::vector<manifestdir::RejectedManifest> LocalObjectStore::Rejected() const {
 bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
   const std::string& path = read.path;
   if (!read.status.ok()) {
+    // kUnavailable marks a failed read (as against an invalid or emptied file): see below.
     Fail(read.name, path, "Cannot read object manifest; keeping its objects as last read",
-         read.status);
+         read.status.WithCode(base::StatusCode::kUnavailable));
     return false;
   }
   if (!read.decoded) {
     // The same bytes as the last good read: a failed read in between is over.
     if (auto f = failing_.find(read.name);
-        f != failing_.end() && f->second.what.starts_with("Cannot read")) {
+        f != failing_.end() && f->second.error.code() == base::StatusCode::kUnavailable) {
       grace_.Valid(read.name);
       failing_.erase(f);
       reported_.erase(read.name);

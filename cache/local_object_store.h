@@ -156,8 +156,8 @@ class LocalObjectStore : public ObjectManager {
   void RebuildView(bool notify);
   // Drops a file that is gone; true when it held objects.
   bool Remove(const std::string& name);
-  // A file's read or decode failed (`error` OK: it was emptied): reported now, or once the settle
-  // time has passed; `what` is the log line.
+  // A file's read or decode failed (`error` OK: it was emptied; code kUnavailable: its read
+  // failed): reported now, or once the settle time has passed; `what` is the log line.
   void Fail(const std::string& name, const std::string& path, const char* what,
             const base::Status& error);
   // Logs a failing file once per distinct reason and lists it as rejected.

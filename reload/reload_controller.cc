@@ -358,7 +358,7 @@ void ReloadController::Attempt(const std::string& uid) {
   const Action action = run.actions[run.index];
   const uint64_t run_id = run.id;
   if (std::string why = PodUnreachable(p); !why.empty()) {
-    return AttemptDone(uid, run_id, false, false, "not sent: " + why);
+    return AttemptDone(uid, run_id, base::StatusCode::kNotSent, false, "not sent: " + why);
   }
   if (action.kind == Action::Kind::kHttp) {
     if (options_.cluster_mode && Now() - node_addresses_at_ > std::chrono::seconds(10)) {
@@ -367,11 +367,12 @@ void ReloadController::Attempt(const std::string& uid) {
     }
     auto ip = PodActionAddress(*p.pod, options_.cluster_mode, node_addresses_);
     if (!ip.ok())
-      return AttemptDone(uid, run_id, false, false, "refused: " + ip.status().message());
+      return AttemptDone(uid, run_id, base::StatusCode::kRefused, false,
+                         "refused: " + ip.status().message());
     if (run.ip.empty()) {
       run.ip = *ip;
     } else if (run.ip != *ip) {
-      return AttemptDone(uid, run_id, false, false,
+      return AttemptDone(uid, run_id, base::StatusCode::kNotSent, false,
                          "not sent: the pod's IP changed from " + run.ip + " to " + *ip);
     }
     HttpCallRequest request;
@@ -386,13 +387,14 @@ void ReloadController::Attempt(const std::string& uid) {
       if (pit != pods_.end() && pit->second->run && pit->second->run->id == run_id) {
         pit->second->run->http_active = false;
       }
-      AttemptDone(uid, run_id, r.ok(), !r.ok() && Retryable(r), r.Describe());
+      AttemptDone(uid, run_id, r.ok() ? base::StatusCode::kOk : base::StatusCode::kUnknown,
+                  !r.ok() && Retryable(r), r.Describe());
     });
     return;
   }
   // A signal.
   if (signals_ == nullptr) {
-    return AttemptDone(uid, run_id, false, false,
+    return AttemptDone(uid, run_id, base::StatusCode::kRefused, false,
                        "refused: signal actions are not enabled on this node");
   }
   std::vector<ContainerSignal> requests;
@@ -431,7 +433,7 @@ void ReloadController::Attempt(const std::string& uid) {
     requests.push_back(std::move(r));
   }
   if (requests.empty()) {
-    return AttemptDone(uid, run_id, false, false,
+    return AttemptDone(uid, run_id, base::StatusCode::kNotSent, false,
                        "not sent: no running container to signal" +
                            (notes.empty() ? std::string() : " (" + base::Join(notes, "; ") + ")"));
   }
@@ -457,13 +459,16 @@ void ReloadController::Attempt(const std::string& uid) {
               results.push_back("container " + containers[i] + ": " + sent[i].status().message());
             }
           }
-          AttemptDone(uid, run_id, ok, false, base::Join(results, "; "));
+          AttemptDone(uid, run_id, ok ? base::StatusCode::kOk : base::StatusCode::kUnknown, false,
+                      base::Join(results, "; "));
         });
       });
 }
 
-void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id, bool ok, bool retryable,
+void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id,
+                                   base::StatusCode outcome, bool retryable,
                                    const std::string& result) {
+  const bool ok = outcome == base::StatusCode::kOk;
   auto it = pods_.find(uid);
   if (it == pods_.end() || !it->second->run || it->second->run->id != run_id) return;
   PodState& p = *it->second;
@@ -482,7 +487,7 @@ void ReloadController::AttemptDone(const std::string& uid, uint64_t run_id, bool
     return Wake(uid, *run.retry_at);
   }
   const bool refused =
-      !ok && (result.rfind("refused:", 0) == 0 || result.rfind("not sent:", 0) == 0);
+      outcome == base::StatusCode::kRefused || outcome == base::StatusCode::kNotSent;
   Count(action.KindName(), ok ? "success" : refused ? "refused" : "failure");
   std::string line = action.Text() + ": " + result;
   if (run.attempt > 1) line += " (attempt " + std::to_string(run.attempt) + ")";

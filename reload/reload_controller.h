@@ -199,8 +199,11 @@ class ReloadController {
   void StartRun(PodState& p, std::vector<std::string> failing);
   void NextAction(const std::string& uid);
   void Attempt(const std::string& uid);
-  void AttemptDone(const std::string& uid, uint64_t run_id, bool ok, bool retryable,
-                   const std::string& result);
+  // `outcome`: kOk; kRefused (refused by the daemon's rules or configuration) or kNotSent (the
+  // target was not there to receive it), both counted as "refused"; anything else is a failure.
+  // `result` is its text for logs and the run's report (never read for its kind).
+  void AttemptDone(const std::string& uid, uint64_t run_id, base::StatusCode outcome,
+                   bool retryable, const std::string& result);
   void FinishRun(PodState& p);
   // Why the pod may not be told now ("" when it may): gone, terminating, not running.
   std::string PodUnreachable(const PodState& p) const;

@@ -585,6 +585,62 @@ TEST_F(ReloadControllerTest, SignalsAreRefusedWhereNotEnabled) {
   EXPECT_THAT(results_[0].message, HasSubstr("signal actions are not enabled on this node"));
 }
 
+// An attempt's kind is its producer's code (base::StatusCode kRefused, kNotSent), not its text:
+// each way an action is refused or not sent counts as "refused", not as "failure". (An address
+// not allowed: ClusterModeCallsOnlyThePodsOwnIp.)
+TEST_F(ReloadControllerTest, ASignalWhereSignalsAreNotEnabledCountsAsRefused) {
+  Controller(/*cluster_mode=*/true);
+  controller_->OnPod(std::make_shared<kube::Pod>(*Pod("a", "signal:SIGUSR1", "0", "127.0.0.2")));
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_FALSE(results_[0].ok);
+  EXPECT_EQ(controller_->action_counts().at({"signal", "refused"}), 1);
+  EXPECT_EQ(controller_->action_counts().count({"signal", "failure"}), 0u);
+}
+
+TEST_F(ReloadControllerTest, ASignalWithNoRunningContainerCountsAsRefused) {
+  signal_ = [](const std::vector<ContainerSignal>& requests) {
+    return std::vector<base::Result<std::string>>(requests.size(), std::string("sent"));
+  };
+  Controller(/*cluster_mode=*/true);
+  auto pod = std::make_shared<kube::Pod>(*Pod("a", "signal:SIGHUP", "0", "127.0.0.2"));
+  kube::Container web;
+  web.name = "web";
+  kube::VolumeMount mount;
+  mount.name = "config";
+  mount.mount_path = "/etc/web";
+  web.volume_mounts.push_back(mount);
+  pod->spec.containers = {web};  // no containerStatuses: not running
+  controller_->OnPod(pod);
+  Swap("a", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 1; }));
+  EXPECT_FALSE(results_[0].ok);
+  EXPECT_THAT(results_[0].message, HasSubstr("no running container to signal"));
+  EXPECT_EQ(controller_->action_counts().at({"signal", "refused"}), 1);
+  EXPECT_EQ(controller_->action_counts().count({"signal", "failure"}), 0u);
+}
+
+TEST_F(ReloadControllerTest, ARetryNotSentCountsAsRefusedNotAsFailure) {
+  Listener failing("HTTP/1.1 503 Service Unavailable\r\n\r\n", "127.0.0.2");
+  Controller(/*cluster_mode=*/true);
+  controller_->OnPod(Pod("a", Url(failing), "0", "198.51.100.2"));
+  controller_->OnPod(Pod("b", Url(failing), "0", "198.51.100.4"));
+  Swap("a", "config");
+  Swap("b", "config");
+  ASSERT_TRUE(loop_.RunUntil([&] { return failing.requests().size() >= 2; }));
+  controller_->OnPod(Pod("a", Url(failing), "0", "198.51.100.3"));  // the IP changed
+  auto terminating = std::make_shared<kube::Pod>(*Pod("b", Url(failing), "0", "198.51.100.4"));
+  terminating->metadata.deletion_timestamp = "2026-11-28T00:00:00Z";
+  controller_->OnPod(terminating);
+  ASSERT_TRUE(loop_.RunUntil([&] { return results_.size() == 2; }));
+  for (const Result& r : results_) {
+    EXPECT_FALSE(r.ok);
+    EXPECT_THAT(r.message, HasSubstr("not sent: ")) << r.message;
+  }
+  EXPECT_EQ(controller_->action_counts().at({"http", "refused"}), 2);
+  EXPECT_EQ(controller_->action_counts().count({"http", "failure"}), 0u);
+}
+
 TEST_F(ReloadControllerTest, RemovedPodsAreForgotten) {
   Listener held("");
   Controller();

@@ -159,14 +159,14 @@ constexpr std::string_view kNoCertificate = "; the credentials hold no client ce
 }  // namespace
 
 bool IsReviewNotServed(const base::Status& lookup_error) {
-  const std::string& m = lookup_error.message();
-  return !lookup_error.ok() && m.starts_with(kReviewNotServed) && m.ends_with(kNoCertificate);
+  return lookup_error.code() == base::StatusCode::kUnimplemented;
 }
 
 base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client,
                                          const kubeclient::Credentials& credentials,
                                          std::optional<kubeclient::ApiError>* review_failure) {
   std::string why;
+  bool not_served = false;
   if (!client.error().empty()) {
     why = client.error();
     if (review_failure != nullptr) *review_failure = kubeclient::TransportError(why);
@@ -197,12 +197,16 @@ base::Result<ApiIdentity> LookUpIdentity(BlockingApiClient& client,
       why = "SelfSubjectReview answered without a username";
     } else if (answer.error->IsNotFound() || answer.error->IsForbidden()) {
       why = std::string(kReviewNotServed) + " (" + answer.error->ToString() + ")";
+      not_served = true;
     } else {
       why = "SelfSubjectReview: " + answer.error->ToString();
     }
   }
   if (credentials.tls.client_cert_pem.empty()) {
-    return base::Status::Error(why + std::string(kNoCertificate));
+    // Not served and nothing else to read: kUnimplemented (IsReviewNotServed).
+    return base::Status::Error(
+        not_served ? base::StatusCode::kUnimplemented : base::StatusCode::kUnknown,
+        why + std::string(kNoCertificate));
   }
   auto identity = IdentityOfClientCertificate(credentials.tls.client_cert_pem);
   if (!identity.ok()) return base::Status::Error(why + "; " + identity.status().message());

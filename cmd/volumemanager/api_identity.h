@@ -53,7 +53,8 @@ base::Result<ApiIdentity> LookUpIdentity(
 // True for LookUpIdentity's error when the server answered but does not serve
 // SelfSubjectReview (before Kubernetes 1.28: 404, or 403 where, as in 1.20, authorization runs
 // before routing) and the credentials hold no client certificate (a bearer token): the identity
-// cannot be known, which is no fault of the set-up.
+// cannot be known, which is no fault of the set-up. Read from the error's code (kUnimplemented,
+// which LookUpIdentity sets for that case only), not from its text.
 bool IsReviewNotServed(const base::Status& lookup_error);
 
 }  // namespace volumemanager

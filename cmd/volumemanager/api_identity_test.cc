@@ -106,5 +106,16 @@ TEST(ApiIdentityTest, BrokenCertificatesAreErrors) {
   EXPECT_FALSE(bad_base64.ok());
 }
 
+// IsReviewNotServed reads LookUpIdentity's code, not its text (LookUpIdentity's side:
+// tests/cmd/volumemanager/preflight_test.cc, AReviewNotServedWithoutACertificateIsMarkedByItsCode).
+TEST(ApiIdentityTest, IsReviewNotServedReadsTheCode) {
+  EXPECT_TRUE(IsReviewNotServed(
+      base::Status::Error(base::StatusCode::kUnimplemented, "SelfSubjectReview: 404")));
+  EXPECT_FALSE(IsReviewNotServed(base::Status::Error(
+      "the server does not serve SelfSubjectReview (404 NotFound); the credentials hold no "
+      "client certificate to read")));
+  EXPECT_FALSE(IsReviewNotServed(base::Status::OK()));
+}
+
 }  // namespace
 }  // namespace volumemanager

@@ -17,6 +17,8 @@
 #include <map>
 #include <tuple>
 
+#include "cmd/volumemanager/api_identity.h"
+#include "cmd/volumemanager/blocking_api_client.h"
 #include "config/config_file.h"
 #include "tests/apiserver/test_apiserver_process.h"
 
@@ -279,6 +281,33 @@ TEST_F(PreflightTest, NodeModeFailsWhatANodeMayNotDo) {
   checks = Run(WithToken("node"), false);
   EXPECT_EQ(Failures(checks), "");
   for (const auto& c : checks) EXPECT_THAT(c.name, ::testing::Not(HasSubstr("shop")));
+}
+
+// LookUpIdentity marks "the review is not served and there is no certificate to read" with its
+// code (kUnimplemented), which IsReviewNotServed reads (the daemon logs that case at info, any
+// other failure at warning); another failure keeps no such code.
+TEST_F(PreflightTest, AReviewNotServedWithoutACertificateIsMarkedByItsCode) {
+  const kubeclient::Credentials token = WithToken("sa");
+  server_.Admin("POST", "faults",
+                {{"resource", "selfsubjectreviews"}, {"status", 500}, {"times", 1}});
+  {
+    BlockingApiClient client(token, std::chrono::seconds(5));
+    auto identity = LookUpIdentity(client, token);
+    ASSERT_FALSE(identity.ok());
+    EXPECT_FALSE(IsReviewNotServed(identity.status())) << identity.status().message();
+  }
+  for (int status : {404, 403}) {
+    SCOPED_TRACE(status);
+    server_.Admin("POST", "faults",
+                  {{"resource", "selfsubjectreviews"}, {"status", status}, {"times", 1}});
+    BlockingApiClient client(token, std::chrono::seconds(5));
+    auto identity = LookUpIdentity(client, token);
+    ASSERT_FALSE(identity.ok());
+    EXPECT_THAT(identity.status().message(),
+                HasSubstr("the server does not serve SelfSubjectReview"));
+    EXPECT_EQ(identity.status().code(), base::StatusCode::kUnimplemented);
+    EXPECT_TRUE(IsReviewNotServed(identity.status()));
+  }
 }
 
 TEST_F(PreflightTest, NodeModeReadFailureQuotesTheNodeAuthorizer) {
