@@ -49,6 +49,7 @@
 #include "kubeclient/transport/http_client.h"
 #include "kubeclient/watch/reflector.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/nghttpx.h"
 
 extern char** environ;
 
@@ -86,82 +87,6 @@ std::map<std::string, long> LibraryRssKiB() {
   }
   return out;
 }
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool Listening(int port) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(fd);
-    if (ok) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-// nghttpx on 127.0.0.1 as the test server's TLS + HTTP/2 front (100 streams per connection, one
-// worker, read timeouts of an hour so idle watches stay open), as bench/cluster_bench.py runs it.
-class Nghttpx {
- public:
-  explicit Nghttpx(const kube_testing::TestApiServerProcess& backend) : port_(FreePort()) {
-    const std::string url = backend.url();
-    rlimit limit{};
-    getrlimit(RLIMIT_NOFILE, &limit);
-    std::vector<std::string> args = {
-        "/usr/sbin/nghttpx",
-        "--conf=/dev/null",
-        "--frontend=127.0.0.1," + std::to_string(port_),
-        "--backend=127.0.0.1," + url.substr(url.rfind(':') + 1) + ";;tls",
-        "--insecure",
-        "--workers=1",
-        "--frontend-http2-max-concurrent-streams=100",
-        "--backend-read-timeout=1h",
-        "--frontend-http2-read-timeout=1h",
-        "--backend-write-timeout=1h",
-        "--backend-connect-timeout=1m",
-        "--rlimit-nofile=" + std::to_string(limit.rlim_max),
-        "--log-level=WARN",
-        "--no-ocsp",
-        "--errorlog-file=/dev/null",
-        backend.pki("server.key"),
-        backend.pki("server.crt")};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Nghttpx() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  bool Listening() const { return pid_ > 0 && ::Listening(port_); }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
 
 long long NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -235,7 +160,7 @@ Result Run(int watches, int events, Mode mode = Mode::kDefault) {
                {{"metadata", {{"name", "cm-" + std::to_string(i)}}}, {"data", {{"t", "0"}}}});
   }
   auto creds = kubeclient::LoadKubeconfig({server.kubeconfig()});
-  std::optional<Nghttpx> front;
+  std::optional<vmtest::Nghttpx> front;
   kubeclient::HttpClientOptions http_options;
   if (mode == Mode::kCurlHttp2 || mode == Mode::kNativeHttp2) {
     front.emplace(server);

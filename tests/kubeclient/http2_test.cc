@@ -23,6 +23,7 @@
 
 #include "kubeclient/transport/http_client.h"
 #include "tests/apiserver/test_apiserver_process.h"
+#include "tests/support/nghttpx.h"
 #include "tests/support/test_loop.h"
 
 extern char** environ;
@@ -37,39 +38,11 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// Whether something accepts connections on 127.0.0.1:`port` within 10 s.
-bool Listening(int port) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(fd);
-    if (ok) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 // nghttpd on 127.0.0.1 serving `htdocs` with the test PKI's server certificate.
 class Nghttpd {
  public:
   Nghttpd(const kube_testing::TestApiServerProcess& pki, const std::string& htdocs, int max_streams)
-      : port_(FreePort()) {
+      : port_(vmtest::FreePort()) {
     std::vector<std::string> args = {
         "/usr/sbin/nghttpd",   "--address=127.0.0.1",
         "--htdocs=" + htdocs,  "--max-concurrent-streams=" + std::to_string(max_streams),
@@ -88,48 +61,6 @@ class Nghttpd {
   }
   int port() const { return port_; }
   bool running() const { return pid_ > 0; }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
-
-// nghttpx on 127.0.0.1: TLS + HTTP/2 in front (the test PKI's server certificate, at most 100
-// concurrent streams per connection), `backend_url` (https) behind it over HTTP/1.1.
-class Nghttpx {
- public:
-  Nghttpx(const kube_testing::TestApiServerProcess& backend) : port_(FreePort()) {
-    const std::string url = backend.url();
-    const std::string backend_port = url.substr(url.rfind(':') + 1);
-    std::vector<std::string> args = {"/usr/sbin/nghttpx",
-                                     "--conf=/dev/null",
-                                     "--frontend=127.0.0.1," + std::to_string(port_),
-                                     "--backend=127.0.0.1," + backend_port + ";;tls",
-                                     "--insecure",
-                                     "--workers=1",
-                                     "--frontend-http2-max-concurrent-streams=100",
-                                     "--errorlog-file=/dev/null",
-                                     backend.pki("server.key"),
-                                     backend.pki("server.crt")};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // Quiet: it prints a notice before it reads --errorlog-file.
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Nghttpx() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  // Whether it accepts connections within 10 s.
-  bool Listening() const { return kubeclient::Listening(port_); }
 
  private:
   int port_;
@@ -281,7 +212,7 @@ TEST_P(Http2Test, ABurstOfLongStreamsFillsConnectionsInsteadOfOpeningOneEach) {
   if (access("/usr/sbin/nghttpx", X_OK) != 0) {
     GTEST_FAIL() << "nghttpx missing: install the Debian package nghttp2-proxy";
   }
-  Nghttpx front(pki_);
+  vmtest::Nghttpx front(pki_);
   ASSERT_TRUE(front.Listening());
   Credentials creds;
   creds.server = "https://127.0.0.1:" + std::to_string(front.port());
@@ -371,7 +302,7 @@ class NativeHttp2Test : public ::testing::Test {
   }
 
   kube_testing::TestApiServerProcess api_;
-  std::optional<Nghttpx> front_;
+  std::optional<vmtest::Nghttpx> front_;
   vmtest::TestLoop runner_;
 };
 
@@ -454,7 +385,7 @@ TEST_F(NativeHttp2Test, TlsIsVerifiedForTheServerName) {
 
 TEST_F(NativeHttp2Test, NoServerFailsEveryWaitingRequestWithTheReason) {
   Credentials creds = Front();
-  creds.server = "https://127.0.0.1:" + std::to_string(FreePort());
+  creds.server = "https://127.0.0.1:" + std::to_string(vmtest::FreePort());
   auto http = Client(creds);
   int failed = 0;
   for (int i = 0; i < 3; ++i) {
@@ -473,7 +404,7 @@ TEST_F(NativeHttp2Test, NoServerFailsEveryWaitingRequestWithTheReason) {
 // about it carries the password: the host and port are the ones after the '@'.
 TEST_F(NativeHttp2Test, CredentialsInTheServerUrlReachNoMessage) {
   Credentials creds = Front();
-  creds.server = "https://user:s3cr3t@127.0.0.1:" + std::to_string(FreePort());
+  creds.server = "https://user:s3cr3t@127.0.0.1:" + std::to_string(vmtest::FreePort());
   auto http = Client(creds);
   ASSERT_NE(http, nullptr);
   auto [status, response] = Fetch(*http, Get("/api"));
@@ -531,7 +462,7 @@ TEST_F(NativeHttp2Test, CancelledStreamsGetNoCallbackAndLostConnectionsFailTheRe
 TEST(NativeHttp2GoawayTest, StreamsBeyondAGoawayAreSentAgainOnANewConnection) {
   kube_testing::TestApiServerProcess pki;  // its certificates only
   ASSERT_TRUE(pki.Start().ok());
-  const int port = FreePort();
+  const int port = vmtest::FreePort();
   pid_t pid = -1;
   std::vector<std::string> args = {"/usr/bin/python3", VM_H2_GOAWAY_SERVER, std::to_string(port),
                                    pki.pki("server.crt"), pki.pki("server.key")};
@@ -552,7 +483,7 @@ TEST(NativeHttp2GoawayTest, StreamsBeyondAGoawayAreSentAgainOnANewConnection) {
   creds.tls.ca_pem = ReadFile(pki.ca_file());
   HttpClientOptions options;
   options.native_http2 = true;
-  ASSERT_TRUE(Listening(port));  // the server needs a moment to listen
+  ASSERT_TRUE(vmtest::Listening(port));  // the server needs a moment to listen
   auto http = HttpClient::Create(runner.get(), creds, options);
   ASSERT_TRUE(http.ok());
   std::map<std::string, std::string> bodies;
@@ -575,7 +506,7 @@ TEST(NativeHttp2GoawayTest, StreamsBeyondAGoawayAreSentAgainOnANewConnection) {
 // h2_cert_server.py on a free port with `pki`'s server certificate, requiring client certificates
 // signed by its CA; stopped with the test.
 struct H2CertServer {
-  explicit H2CertServer(const kube_testing::TestApiServerProcess& pki) : port(FreePort()) {
+  explicit H2CertServer(const kube_testing::TestApiServerProcess& pki) : port(vmtest::FreePort()) {
     std::vector<std::string> args = {"/usr/bin/python3",    VM_H2_CERT_SERVER,
                                      std::to_string(port),  pki.pki("server.crt"),
                                      pki.pki("server.key"), pki.ca_file()};
@@ -583,7 +514,7 @@ struct H2CertServer {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     EXPECT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-    EXPECT_TRUE(Listening(port));  // the server needs a moment to listen
+    EXPECT_TRUE(vmtest::Listening(port));  // the server needs a moment to listen
   }
   ~H2CertServer() {
     if (pid > 0) {
