@@ -26,7 +26,7 @@ if [ "$mode" = long ]; then
 fi
 failed=0
 for spec in "$@"; do
-  folder=${spec%/*} name=${spec#*/}
+  folder=${spec%/*} name=${spec##*/}
   seeds=$src/$folder/testdata/fuzz/$name dict=$src/$folder/testdata/fuzz/$name.dict
   corpus=$build/corpus/$name artifacts=$build/artifacts/$name
   mkdir -p "$corpus" "$artifacts"
