@@ -17,12 +17,14 @@
 //     failure that ends within it is never reported; a reported one that ends is logged once;
 //   * Pods in the directory are ignored (they belong in --pod-manifest-path).
 //
-// Keeping current, whatever the strategy (manifestdir/manifest_dir_watcher.h): libuv fs events on
-// the directory; events are coalesced (a read happens 2 ms after the last event of a burst, at most
-// 10 ms after its first) and every file an event names is read again (an event on a "..name"
-// entry, as when the directory is itself a projected volume whose "..data" link was swapped, makes
-// every file's stat be compared); a relist (stat of every file, default every 20 s) catches
-// anything missed and re-arms the watch. Gets are served from memory: no get reads or stats a file.
+// Keeping current, whatever the strategy (manifestdir/manifest_dir_watcher.h): inotify on the
+// directory; a file renamed into place or closed after writing is read at once, other events are
+// coalesced (a read happens 2 ms after the last event of a burst, at most 10 ms after its first
+// while a file is still being written) and every file an event names is read again (an event on a
+// "..name" entry, as when the directory is itself a projected volume whose "..data" link was
+// swapped, makes every file's stat be compared); a relist (stat of every file, default every 20 s)
+// catches anything missed and re-arms the watch. Gets are served from memory: no get reads or stats
+// a file.
 //
 // Strategies (--config-map-and-secret-change-detection-strategy):
 //   * Watch: each change calls the change handler at once for every referenced object it

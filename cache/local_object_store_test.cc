@@ -1,9 +1,11 @@
 #include "cache/local_object_store.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -190,13 +192,19 @@ TEST_F(LocalObjectStoreTest, IdenticalRewriteChangesNothing) {
 
 TEST_F(LocalObjectStoreTest, BurstsOfEventsAreCoalesced) {
   WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "0"));
-  // Writes 1 ms apart while the loop runs: only the debounce (far longer) makes them one read.
+  // Rewrites 1 ms apart into the file held open while the loop runs: only the debounce (far
+  // longer) makes them one read, when the file is closed.
   Start(ChangeDetectionStrategy::kWatch, std::chrono::hours(1), std::chrono::seconds(1));
   store_.RegisterPod("pod-1", {Cm("one")});
   const uint64_t reads = store_.FileReads();
+  const int fd = ::open(dir_.File("a.yaml").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
   loop_.RunSteps(50, std::chrono::milliseconds(1), [&](int i) {
-    WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", std::to_string(i + 1)));
+    const std::string text = ConfigMapYaml("one", std::to_string(i + 1));
+    ASSERT_EQ(::ftruncate(fd, 0), 0);
+    ASSERT_EQ(::pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
   });
+  ::close(fd);
   ASSERT_TRUE(loop_.RunUntil([&] { return store_.FileReads() > reads; }));
   loop_.RunFor(std::chrono::milliseconds(20));
   EXPECT_EQ(store_.FileReads() - reads, 1u);

@@ -1,9 +1,13 @@
 #include "manifestdir/manifest_dir_watcher.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <string_view>
 #include <utility>
 
@@ -24,10 +28,23 @@ std::string DirName(const std::string& path) {
 struct ManifestDirWatcher::Handles {
   using Clock = std::chrono::steady_clock;
 
+  // The directory's events, as inotify tells them: libuv's fs events hide which event it was,
+  // and a file renamed into place or closed after writing is complete at once, without waiting
+  // out the debounce.
+  static constexpr uint32_t kDirEvents = IN_ATTRIB | IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE |
+                                         IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_MOVED_FROM |
+                                         IN_MOVED_TO | IN_ONLYDIR;
+
   ManifestDirWatcherOptions options;
   Handler handler;
   bool closing = false;  // Stop was called: no more handler calls
-  uv_fs_event_t fs_event{};
+  int inotify_fd = -1;
+  int wd = -1;  // the directory's watch on inotify_fd
+  uv_poll_t dir_poll{};
+  // Manifest names created or modified since they were last closed after writing (or moved,
+  // or removed): a writer may still be writing them. While any is, a burst ends by the
+  // debounce; once none is, a burst that completed a file ends at once.
+  std::set<std::string> being_written;
   // While the path is missing: a watch on its parent directory for the path's name, so that a
   // directory removed and created again (or renamed into place) is followed at once, not at the
   // next relist.
@@ -52,8 +69,10 @@ struct ManifestDirWatcher::Handles {
   }
 
   void Unwatch() {
-    if (watching) uv_fs_event_stop(&fs_event);
+    if (watching && wd >= 0) inotify_rm_watch(inotify_fd, wd);
+    wd = -1;
     watching = false;
+    being_written.clear();
   }
 
   void UnwatchParent() {
@@ -122,26 +141,14 @@ struct ManifestDirWatcher::Handles {
     }
     if (watching && dir == watched_dir && st.st_dev == dev && st.st_ino == ino) return false;
     Unwatch();
-    int rc = uv_fs_event_start(
-        &fs_event,
-        [](uv_fs_event_t* h, const char* filename, int, int status) {
-          Handles* self = From(h);
-          if (base::Status s = base::CatchAll("fs event", [&] { self->OnEvent(filename, status); });
-              !s.ok()) {
-            spdlog::error("{} {}: {}; reading every file", self->options.what, self->watched_dir,
-                          s.message());
-            self->pending_all = true;  // the burst's end reads everything
-            uv_timer_start(
-                &self->debounce_timer, [](uv_timer_t* t) { From(t)->EndBurst(); },
-                static_cast<uint64_t>(self->options.debounce.count()), 0);
-          }
-        },
-        dir.c_str(), 0);
-    if (rc != 0) {
+    if (inotify_fd < 0) return false;  // Start could not make one: the relist alone
+    const int new_wd = inotify_add_watch(inotify_fd, dir.c_str(), kDirEvents);
+    if (new_wd < 0) {
       spdlog::warn("{} {}: cannot watch: {}; relying on the periodic relist", options.what, dir,
-                   uv_strerror(rc));
+                   std::strerror(errno));
       return false;
     }
+    wd = new_wd;
     watching = true;
     watched_dir = dir;
     dev = st.st_dev;
@@ -149,28 +156,83 @@ struct ManifestDirWatcher::Handles {
     return true;
   }
 
-  void OnEvent(const char* filename, int status) {
+  // Reads every queued event of the directory's watch, then ends the burst at once when it
+  // completed a file and no manifest is being written, or else arms the debounce.
+  void OnReadable(int status) {
+    if (closing) return;
+    bool relevant = false;
+    bool completed = false;
     if (status < 0) {
       spdlog::warn("{} {}: watch failed: {}", options.what, watched_dir, uv_strerror(status));
       Unwatch();
-      pending_all = true;
-    } else if (filename == nullptr || filename == BaseName(watched_dir)) {
-      pending_all = true;
-    } else if (IsManifestFileName(filename)) {
-      pending.insert(filename);
-    } else if (std::string_view(filename).starts_with("..")) {
-      pending_stat = true;
-    } else {
-      return;  // an editor's swap file, a temporary name, ...
+      pending_all = relevant = true;
     }
+    alignas(inotify_event) char buf[16 * 1024];
+    while (status >= 0) {
+      const ssize_t n = read(inotify_fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN) {
+        spdlog::warn("{} {}: watch failed: {}", options.what, watched_dir, std::strerror(errno));
+        Unwatch();
+        pending_all = relevant = true;
+      }
+      if (n <= 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+        if (ev->mask & IN_Q_OVERFLOW) {
+          pending_all = relevant = true;  // events were lost: read everything
+          being_written.clear();
+          continue;
+        }
+        if (ev->wd != wd) continue;  // a watch removed since
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+          // The directory itself went (or moved): everything, and the watch is armed again.
+          pending_all = relevant = true;
+          continue;
+        }
+        const std::string_view name = ev->len > 0 ? std::string_view(ev->name) : "";
+        if (name.empty()) {
+          pending_all = relevant = true;
+        } else if (IsManifestFileName(name)) {
+          pending.emplace(name);
+          relevant = true;
+          if (ev->mask & IN_MODIFY) {
+            being_written.emplace(name);
+          } else if (ev->mask & IN_CREATE) {
+            // A regular file created is written next; a link (a projected volume's file
+            // through "..data") or a dir is complete as it is.
+            struct stat st;
+            const std::string path = watched_dir + "/" + std::string(name);
+            if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+              being_written.emplace(name);
+            } else {
+              being_written.erase(std::string(name));
+            }
+          } else if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)) {
+            being_written.erase(std::string(name));
+            if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) completed = true;
+          }
+        } else if (name.starts_with("..")) {
+          pending_stat = relevant = true;
+          // The "..data" link of a projected volume swapped: its files are complete.
+          if (ev->mask & IN_MOVED_TO) completed = true;
+        }
+        // Other names: an editor's swap file, a temporary name, ...
+      }
+    }
+    if (!relevant) return;
     const Clock::time_point now = Clock::now();
     if (!in_burst) {
       in_burst = true;
       burst_start = now;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        burst_start + options.max_debounce - now);
-    const auto delay = std::max(std::chrono::milliseconds(0), std::min(options.debounce, left));
+    auto delay = std::chrono::milliseconds(0);
+    if (!completed || !being_written.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          burst_start + options.max_debounce - now);
+      delay = std::max(std::chrono::milliseconds(0), std::min(options.debounce, left));
+    }
     uv_timer_start(
         &debounce_timer, [](uv_timer_t* t) { From(t)->EndBurst(); },
         static_cast<uint64_t>(delay.count()), 0);
@@ -219,14 +281,20 @@ struct ManifestDirWatcher::Handles {
   void Close() {
     closing = true;
     for (uv_handle_t* h :
-         {reinterpret_cast<uv_handle_t*>(&fs_event), reinterpret_cast<uv_handle_t*>(&parent_event),
+         {reinterpret_cast<uv_handle_t*>(&dir_poll), reinterpret_cast<uv_handle_t*>(&parent_event),
           reinterpret_cast<uv_handle_t*>(&debounce_timer),
           reinterpret_cast<uv_handle_t*>(&relist_timer)}) {
+      if (h == reinterpret_cast<uv_handle_t*>(&dir_poll) && inotify_fd < 0) continue;
+      ++open_handles;
       uv_close(h, [](uv_handle_t* handle) {
         Handles* self = From(handle);
         if (--self->open_handles == 0) delete self;
       });
     }
+  }
+
+  ~Handles() {
+    if (inotify_fd >= 0) close(inotify_fd);  // after its poll handle closed
   }
 };
 
@@ -239,12 +307,32 @@ base::Status ManifestDirWatcher::Start(uv_loop_t* loop, ManifestDirWatcherOption
   auto* h = new Handles;
   h->options = std::move(options);
   h->handler = std::move(handler);
-  uv_fs_event_init(loop, &h->fs_event);
   uv_fs_event_init(loop, &h->parent_event);
   uv_timer_init(loop, &h->debounce_timer);
   uv_timer_init(loop, &h->relist_timer);
-  h->fs_event.data = h->parent_event.data = h->debounce_timer.data = h->relist_timer.data = h;
-  h->open_handles = 4;
+  h->dir_poll.data = h->parent_event.data = h->debounce_timer.data = h->relist_timer.data = h;
+  h->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (h->inotify_fd < 0) {
+    spdlog::warn("{} {}: cannot watch: inotify: {}; relying on the periodic relist",
+                 h->options.what, h->options.path, std::strerror(errno));
+  } else if (int rc = uv_poll_init(loop, &h->dir_poll, h->inotify_fd); rc != 0) {
+    spdlog::warn("{} {}: cannot watch: {}; relying on the periodic relist", h->options.what,
+                 h->options.path, uv_strerror(rc));
+    close(h->inotify_fd);
+    h->inotify_fd = -1;
+  } else {
+    uv_poll_start(&h->dir_poll, UV_READABLE, [](uv_poll_t* p, int status, int) {
+      Handles* self = Handles::From(p);
+      if (base::Status s = base::CatchAll("fs event", [&] { self->OnReadable(status); }); !s.ok()) {
+        spdlog::error("{} {}: {}; reading every file", self->options.what, self->watched_dir,
+                      s.message());
+        self->pending_all = true;  // the burst's end reads everything
+        uv_timer_start(
+            &self->debounce_timer, [](uv_timer_t* t) { Handles::From(t)->EndBurst(); },
+            static_cast<uint64_t>(self->options.debounce.count()), 0);
+      }
+    });
+  }
   handles_ = h;
   const auto every = static_cast<uint64_t>(h->options.relist_interval.count());
   uv_timer_start(

@@ -2,9 +2,13 @@
 // manifest_dir.h for the scan), and how much of it.
 //
 // Promise: after Start, the handler is called on the loop thread
-//   * after a burst of fs events (libuv uv_fs_event_t, inotify) is over: trailing-edge
-//     coalescing, `debounce` after the last event of the burst and at most `max_debounce` after
-//     its first (max_debounce == debounce: once, `debounce` after the first event). The scope says
+//   * after a burst of fs events (inotify on the directory) is over: at once when the events
+//     completed a manifest file (renamed into place, or closed after writing; a "..data" link
+//     renamed) and no manifest file is left being written (created as a regular file or modified
+//     and not yet closed); otherwise trailing-edge coalescing, `debounce` after the last event of
+//     the burst and at most `max_debounce` after its first (max_debounce == debounce: once,
+//     `debounce` after the first event). A writer that keeps a file open is read by the debounce
+//     and again when it closes the file. The scope says
 //     what the burst touched: kNamed with the manifest files events named; kStatAll when a
 //     "..name" entry changed (the directory is itself a projected volume whose files are links
 //     through a swapped "..data": every file may have changed without an event naming it);

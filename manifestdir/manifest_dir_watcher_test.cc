@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -62,18 +63,57 @@ class ManifestDirWatcherTest : public ::testing::Test {
 };
 
 TEST_F(ManifestDirWatcherTest, ABurstOfWritesIsOneCallNamingTheFiles) {
-  // Writes 1 ms apart while the loop runs, so each write's events reach the watcher before the
-  // next write: only the debounce (far longer than the gaps) can make them one call.
+  // Writes 1 ms apart into files held open while the loop runs, so each write's events reach
+  // the watcher before the next write: only the debounce (far longer than the gaps) can make
+  // them one call, and it ends at once when the last file is closed.
   Start(std::chrono::hours(1), "", std::chrono::seconds(1));
+  std::FILE* a = std::fopen(tmp_.File("a.yaml").c_str(), "w");
+  std::FILE* b = std::fopen(tmp_.File("b.json").c_str(), "w");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
   loop_.RunSteps(20, std::chrono::milliseconds(1), [&](int i) {
-    vmtest::WriteFile(tmp_.File("a.yaml"), std::to_string(i));
-    vmtest::WriteFile(tmp_.File("b.json"), std::to_string(i));
+    for (std::FILE* f : {a, b}) {
+      std::fputs(std::to_string(i).c_str(), f);
+      std::fflush(f);
+    }
   });
+  loop_.RunFor(std::chrono::milliseconds(20));
+  EXPECT_THAT(calls_, IsEmpty()) << "no call while files are being written";
+  std::fclose(a);
+  std::fclose(b);
   ASSERT_TRUE(loop_.RunUntil([&] { return !calls_.empty(); }));
   loop_.RunFor(std::chrono::milliseconds(20));
   ASSERT_EQ(calls_.size(), 1u) << "events of a burst are coalesced";
   EXPECT_EQ(calls_[0].scope, ManifestScanScope::kNamed);
   EXPECT_THAT(calls_[0].named, ElementsAre("a.yaml", "b.json"));
+}
+
+// A file renamed into place or closed after writing is complete: the call comes at once, not
+// after the debounce (an hour here).
+TEST_F(ManifestDirWatcherTest, AFileRenamedIntoPlaceOrClosedIsReadWithoutTheDebounce) {
+  Start(std::chrono::hours(1), "", std::chrono::hours(1));
+  vmtest::ReplaceFile(tmp_.File("a.yaml"), "a");
+  ASSERT_TRUE(loop_.RunUntil([&] { return !calls_.empty(); }, std::chrono::seconds(10)));
+  EXPECT_THAT(Named(), ElementsAre("a.yaml"));
+  vmtest::WriteFile(tmp_.File("b.yaml"), "b");
+  ASSERT_TRUE(
+      loop_.RunUntil([&] { return Named().count("b.yaml") == 1; }, std::chrono::seconds(10)));
+}
+
+// A file still open for writing is not read until it is closed (or the debounce ends a burst
+// that never completes).
+TEST_F(ManifestDirWatcherTest, AFileBeingWrittenWaitsForItsClose) {
+  Start(std::chrono::hours(1), "", std::chrono::hours(1));
+  std::FILE* f = std::fopen(tmp_.File("a.yaml").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("half", f);
+  std::fflush(f);
+  loop_.RunFor(std::chrono::milliseconds(200));
+  EXPECT_THAT(calls_, IsEmpty());
+  std::fputs(" and the rest", f);
+  std::fclose(f);
+  ASSERT_TRUE(loop_.RunUntil([&] { return !calls_.empty(); }, std::chrono::seconds(10)));
+  EXPECT_THAT(Named(), ElementsAre("a.yaml"));
 }
 
 TEST_F(ManifestDirWatcherTest, RenameIntoPlaceNamesTheTarget) {

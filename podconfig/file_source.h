@@ -5,10 +5,10 @@
 // (static_pod.h: deterministic UID, "<name>-<node>" name, namespace "default"). After Start, and
 // after every change, the sink receives the complete current set of pods, in file-name order.
 //
-// Change detection (manifestdir/): libuv fs events on the
-// directory (inotify; a single file's directory), read `debounce` after the first event of a
-// burst, plus a relist every `relist_interval` (the kubelet's 20 s file check frequency) that
-// reads the files whose stat changed, as a safety net that also re-arms the watch when the
+// Change detection (manifestdir/): inotify on the directory (a single file's directory); a
+// file renamed into place or closed after writing is read at once, other bursts `debounce` after
+// their last event, plus a relist every `relist_interval` (the kubelet's 20 s file check frequency)
+// that reads the files whose stat changed, as a safety net that also re-arms the watch when the
 // directory was missing or replaced. Events name the files to read again; events on "..name"
 // entries make every file's stat be compared, so a directory that is itself a projected volume
 // (files linked through a swapped "..data") is followed. A file is decoded again only when its
