@@ -16,6 +16,7 @@
 //
 // Usage: bench_propagation [--changes N] [--big-changes N] [--idle-seconds S] [--daemon PATH]
 //                          [--quick] [--idle-only] [--big-only] [--late-only] [--shared-only]
+//                          [--one-only]
 //                          [--work-parent DIR]
 //                          [--late-samples N]
 //                          [--sync-frequency D (repeatable; default 1m and 5m)]
@@ -565,6 +566,7 @@ int main(int argc, char** argv) {
   bool custom_sync = false;
   bool late_only = false;
   bool shared_only = false;  // only "1,000 pods sharing 1 ConfigMap"
+  bool one_only = false;     // only "1 pod, 1 ConfigMap"
   int late_samples = 10;
   std::string samples_to;
   for (int i = 1; i < argc; ++i) {
@@ -577,6 +579,7 @@ int main(int argc, char** argv) {
     if (a == "--big-only") big_only = true;
     if (a == "--late-only") late_only = true;
     if (a == "--shared-only") shared_only = true;
+    if (a == "--one-only") one_only = true;
     if (a == "--work-parent" && i + 1 < argc) g_work_parent = argv[++i];
     if (a == "--late-samples" && i + 1 < argc) late_samples = std::atoi(argv[++i]);
     if (a == "--big-changes" && i + 1 < argc) big_changes = std::atoi(argv[++i]);
@@ -607,13 +610,14 @@ int main(int argc, char** argv) {
       {"1,000 pods sharing 1 ConfigMap", 1000, true},
       {"1,000 pods, 1 ConfigMap each (one changed)", 1000, false},
   };
-  if (!idle_only && !big_only && !shared_only) {
+  if (!idle_only && !big_only && !shared_only && !one_only) {
     RunLateObjectScenario(bin, quick ? 3 : late_samples);
   }
   if (late_only) return 0;
   for (const auto& s : scenarios) {
     if (idle_only || big_only) break;
     if (shared_only && !(s.pods == 1000 && s.shared)) continue;
+    if (one_only && s.pods != 1) continue;
     Result r = RunScenario(bin, s.name, s.pods, s.shared, changes);
     std::printf("| %s | %d | %.1f / %.1f | %.1f / %.1f | %.1f |\n", r.name.c_str(), r.changes,
                 Percentile(r.first_ms, 50), Percentile(r.first_ms, 99), Percentile(r.last_ms, 50),
@@ -631,7 +635,7 @@ int main(int argc, char** argv) {
       if (!out) std::fprintf(stderr, "cannot write %s\n", samples_to.c_str());
     }
   }
-  if (shared_only) return 0;
+  if (shared_only || one_only) return 0;
   if (!idle_only) RunBigSecretScenario(bin, 1000, big_changes);
   if (big_only) return 0;
   for (const std::string& sync : sync_frequencies) Idle(bin, 1000, idle_seconds, sync);
