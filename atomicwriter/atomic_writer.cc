@@ -276,7 +276,10 @@ class WriteOperation {
                                 fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
                                 UnpublishedLedger::DirStateHash(dir_before) == last->dir;
     // The same dir, so the same filesystem.
-    if (may_be_as_left) traits_ = last->traits;
+    if (may_be_as_left) {
+      traits_ = last->traits;
+      last_version_mode_ = last->version_mode;
+    }
     now_ = now;
     if (last) placed_ = last->placed;
 
@@ -374,7 +377,8 @@ class WriteOperation {
       ledger.set_last_write(UnpublishedLedger::LastWrite{
           UnpublishedLedger::NameHash(result.ts_dir), names, content,
           UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now, traits_,
-          result.published ? 0 : live_tree_, verified_, placed_});
+          result.published ? 0 : live_tree_, verified_, placed_,
+          version_mode_ ? version_mode_ : last_version_mode_});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
@@ -578,13 +582,20 @@ class WriteOperation {
   // no bit beyond those gets exactly its mode from the create, and only the others need a chmod
   // (as the kubelet's writer chmods every file). The umask is process-wide: a process must not
   // change it while a write runs (every process with threads has to keep it fixed anyway).
+  // A write that finds the volume dir as this process's last write left it (as_left_) knows the
+  // mode without an fstat: the last new version's mkdir gave the same (LastWrite::version_mode).
   Status SetTimestampDirMode(int fd, const std::string& name) {
     if (Traits().creates_keep_mode) {
-      struct stat st {};
-      if (fs_.FstatAt(fd, "", &st, AT_EMPTY_PATH) != 0) return ErrnoError("stat", name, errno);
-      exact_modes_ = st.st_mode & kTimestampDirMode;
+      if (!as_left_ || !last_version_mode_) {
+        struct stat st {};
+        if (fs_.FstatAt(fd, "", &st, AT_EMPTY_PATH) != 0) return ErrnoError("stat", name, errno);
+        version_mode_ = st.st_mode & 07777;
+      } else {
+        version_mode_ = last_version_mode_;
+      }
+      exact_modes_ = *version_mode_ & kTimestampDirMode;
       // Not when it inherited the volume dir's setgid bit.
-      if ((st.st_mode & 07777) == kTimestampDirMode) return Status::OK();
+      if (*version_mode_ == kTimestampDirMode) return Status::OK();
     }
     if (fs_.Fchmod(fd, kTimestampDirMode) != 0) return ErrnoError("chmod", name, errno);
     return Status::OK();
@@ -938,6 +949,10 @@ class WriteOperation {
   // The permission bits a create gives exactly in the new version (SetTimestampDirMode); unknown:
   // every file is chmodded.
   std::optional<mode_t> exact_modes_;
+  // The bits the new version's mkdir gave it (SetTimestampDirMode), and the last write's
+  // (LastWrite::version_mode) when the volume dir is as that write left it.
+  std::optional<mode_t> version_mode_;
+  std::optional<mode_t> last_version_mode_;
 };
 
 }  // namespace

@@ -189,5 +189,37 @@ TEST_F(FileModesTest, ADeepPayloadHoldsABoundedNumberOfDescriptors) {
   for (const auto& [path, file] : p) EXPECT_EQ(visible[path].data, file.data) << path;
 }
 
+// A write that finds the volume dir as this process's last write left it (a RemovalQueue, within
+// the grace period) takes the mode its mkdir gives the new version's dir from that write
+// (LastWrite::version_mode) instead of an lstat: a chmod or an ACL change of the volume dir moves
+// its ctime, and the next write looks again.
+TEST_F(FileModesTest, AWriteIntoTheDirAsLeftTakesTheVersionDirsModeFromTheLastWrite) {
+  if (!CreatesKeepMode()) GTEST_SKIP() << "creates on this filesystem may not keep their mode";
+  RemovalQueue queue;  // not started: nothing is removed
+  UnpublishedLedger ledger;
+  Options o;
+  o.fs = &fs_;
+  o.removals = &queue;
+  o.ledger = &ledger;
+  auto w = OpenWriter(o);
+  WriteAndExpectModes(*w, MakePayload({{"a", "1"}}), {{"", 0755}, {"a", 0644}});
+  WriteAndExpectModes(*w, MakePayload({{"a", "2"}}), {{"", 0755}, {"a", 0644}});
+  fs_.RecordCalls(true);
+  WriteAndExpectModes(*w, MakePayload({{"a", "3"}}), {{"", 0755}, {"a", 0644}});
+  const std::vector<std::string> calls = fs_.recorded();
+  // The volume dir's state, the replaced version's lstat for the queue, the volume dir's state
+  // after: none of the new version's dir.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "fstatat"), 3);
+  EXPECT_EQ(fs_.fchmod_calls(), 0);
+
+  // A setgid volume dir (its ctime moved): the next write looks again, and the version dir,
+  // which inherits the bit, is chmodded, in this write and the next, which finds the dir as left.
+  ASSERT_EQ(::chmod(vol_.c_str(), 02777), 0);
+  WriteAndExpectModes(*w, MakePayload({{"a", "4"}}), {{"", 0755}, {"a", 0644}});
+  EXPECT_EQ(fs_.fchmod_calls(), 1);
+  WriteAndExpectModes(*w, MakePayload({{"a", "5"}}), {{"", 0755}, {"a", 0644}});
+  EXPECT_EQ(fs_.fchmod_calls(), 2);
+}
+
 }  // namespace
 }  // namespace atomicwriter
