@@ -561,14 +561,22 @@ class WriteOperation {
         if (errno == EEXIST) continue;
         return ErrnoError("mkdir", name, errno);
       }
-      ScopedFd fd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
-      Status s = fd.valid() ? SetTimestampDirMode(fd.get(), name) : ErrnoError("open", name, errno);
+      // WriteFiles writes through a descriptor of the new dir, except for a flat payload (no
+      // subdirs) where creates keep their mode: its files are created beneath the volume dir
+      // through the new dir's name (WriteFilesBeneath), and no descriptor of it is needed unless
+      // its mode needs a chmod. Durable writes sync it, and where versions are spread the
+      // staging link is made in it.
+      Status s;
+      if (!dirs_.empty() || options_.durable || spread_ || !Traits().creates_keep_mode) {
+        new_fd_ = ScopedFd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
+        if (!new_fd_.valid()) s = ErrnoError("open", name, errno);
+      }
+      if (s.ok()) s = SetTimestampDirMode(name);
       if (!s.ok()) {
-        fd.Reset();
+        new_fd_.Reset();
         RemoveAllAt(fs_, dir_fd_, name, name).IgnoreError();
         return s;
       }
-      new_fd_ = std::move(fd);  // WriteFiles writes through it
       return name;
     }
     return Status::Error("mkdir: no free timestamp dir name after " +
@@ -584,11 +592,17 @@ class WriteOperation {
   // change it while a write runs (every process with threads has to keep it fixed anyway).
   // A write that finds the volume dir as this process's last write left it (as_left_) knows the
   // mode without an fstat: the last new version's mkdir gave the same (LastWrite::version_mode).
-  Status SetTimestampDirMode(int fd, const std::string& name) {
+  // Without a descriptor of the new dir (MakeTimestampDir), its lstat is taken by name, and a
+  // descriptor is opened only for a chmod.
+  Status SetTimestampDirMode(const std::string& name) {
     if (Traits().creates_keep_mode) {
       if (!as_left_ || !last_version_mode_) {
         struct stat st {};
-        if (fs_.FstatAt(fd, "", &st, AT_EMPTY_PATH) != 0) return ErrnoError("stat", name, errno);
+        if ((new_fd_.valid() ? fs_.FstatAt(new_fd_.get(), "", &st, AT_EMPTY_PATH)
+                             : fs_.FstatAt(dir_fd_, name, &st, AT_SYMLINK_NOFOLLOW)) != 0) {
+          return ErrnoError("stat", name, errno);
+        }
+        if (!S_ISDIR(st.st_mode)) return ErrnoError("stat", name, ENOTDIR);
         version_mode_ = st.st_mode & 07777;
       } else {
         version_mode_ = last_version_mode_;
@@ -597,7 +611,11 @@ class WriteOperation {
       // Not when it inherited the volume dir's setgid bit.
       if (*version_mode_ == kTimestampDirMode) return Status::OK();
     }
-    if (fs_.Fchmod(fd, kTimestampDirMode) != 0) return ErrnoError("chmod", name, errno);
+    if (!new_fd_.valid()) {
+      new_fd_ = ScopedFd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
+      if (!new_fd_.valid()) return ErrnoError("open", name, errno);
+    }
+    if (fs_.Fchmod(new_fd_.get(), kTimestampDirMode) != 0) return ErrnoError("chmod", name, errno);
     return Status::OK();
   }
 
@@ -632,8 +650,15 @@ class WriteOperation {
   }
 
   Status WriteFiles(const std::string& ts_dir) {
+    if (!new_fd_.valid()) {
+      if (!dirs_.empty()) return ErrnoError("open", ts_dir, EBADF);
+      Status s = WriteFilesBeneath(ts_dir);
+      // No openat2 here (ENOSYS, before any file was made): through a descriptor of the dir.
+      if (s.sys_errno() != ENOSYS) return s;
+      new_fd_ = ScopedFd(&fs_, fs_.OpenAt(dir_fd_, ts_dir, kDirOpenFlags, 0));
+      if (!new_fd_.valid()) return ErrnoError("open", ts_dir, errno);
+    }
     const ScopedFd& root = new_fd_;
-    if (!root.valid()) return ErrnoError("open", ts_dir, EBADF);
     std::set<std::string> dirs_made;
     // Files come sorted by path, so siblings, and the files beneath one dir, are consecutive:
     // keep the last file's parent dir open, and its ancestors, each opened once (the first
@@ -691,11 +716,32 @@ class WriteOperation {
     return Status::OK();
   }
 
+  // A flat payload's files, each created beneath the volume dir as `<ts_dir>/<name>` by one
+  // openat2 that follows no link (Env::OpenAt2Beneath): one call per file, and none to open or
+  // close the version's dir. An error with ENOSYS (no openat2) comes before any file is made.
+  Status WriteFilesBeneath(const std::string& ts_dir) {
+    for (const CleanFile& f : files_) {
+      const std::string rel = ts_dir + "/" + f.path;
+      const mode_t mode = f.file->mode & 07777;
+      ScopedFd fd(&fs_, fs_.OpenAt2Beneath(dir_fd_, rel, O_WRONLY | O_CREAT | O_EXCL, mode));
+      if (!fd.valid()) return ErrnoError("create", rel, errno);
+      Status s = FillFile(std::move(fd), *f.file, rel);
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
+
   Status WriteFile(int dirfd, const std::string& name, const FileProjection& file,
                    const std::string& shown) {
     const mode_t mode = file.mode & 07777;
     ScopedFd fd(&fs_, fs_.OpenAt(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
     if (!fd.valid()) return ErrnoError("create", shown, errno);
+    return FillFile(std::move(fd), file, shown);
+  }
+
+  // Writes `file` into the file just created as `fd`, and gives it its mode and owner.
+  Status FillFile(ScopedFd fd, const FileProjection& file, const std::string& shown) {
+    const mode_t mode = file.mode & 07777;
     if (fs_.WriteAll(fd.get(), file.data.data(), file.data.size()) < 0) {
       return ErrnoError("write", shown, errno);
     }
