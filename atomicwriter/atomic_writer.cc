@@ -238,12 +238,16 @@ namespace {
 // One Write call. Names used in messages are relative to the volume dir.
 class WriteOperation {
  public:
-  WriteOperation(Env& fs, int dir_fd, RemovalQueue::VolumeDir queued_as, const Options& options)
+  // `dir_stat`: the volume dir's lstat taken by the caller right before (AtomicWriter::StatDir),
+  // or nullopt.
+  WriteOperation(Env& fs, int dir_fd, RemovalQueue::VolumeDir queued_as, const Options& options,
+                 std::optional<struct stat> dir_stat)
       : fs_(fs),
         dir_fd_(dir_fd),
         queued_as_(std::move(queued_as)),
         target_dir_(queued_as_.shown),
-        options_(options) {}
+        options_(options),
+        dir_stat_(std::move(dir_stat)) {}
 
   Result<WriteResult> Run(const Payload& payload, const PermissionCallback& set_permissions) {
     Result<std::vector<CleanFile>> files = CleanPayload(payload);
@@ -270,11 +274,10 @@ class WriteOperation {
     // Only this process's last write touched the volume dir since it ended, with the same
     // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
     // version this write replaces is all there is to queue, once ..data is seen to name it.
-    const bool may_be_as_left = last && options_.removals != nullptr &&
-                                last->top_level_names == names &&
-                                now - last->scanned < options_.unpublished_grace &&
-                                fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
-                                UnpublishedLedger::DirStateHash(dir_before) == last->dir;
+    const bool may_be_as_left =
+        last && options_.removals != nullptr && last->top_level_names == names &&
+        now - last->scanned < options_.unpublished_grace && StatDir(&dir_before) &&
+        UnpublishedLedger::DirStateHash(dir_before) == last->dir;
     // The same dir, so the same filesystem.
     if (may_be_as_left) {
       traits_ = last->traits;
@@ -385,6 +388,15 @@ class WriteOperation {
   }
 
  private:
+  // The volume dir's lstat when the write begins: the caller's, taken right before, or now.
+  bool StatDir(struct stat* st) {
+    if (dir_stat_) {
+      *st = *dir_stat_;
+      return true;
+    }
+    return fs_.FstatAt(dir_fd_, ".", st, AT_SYMLINK_NOFOLLOW) == 0;
+  }
+
   // Reads ..data. Only a link to a real directory with a timestamp name counts as the live
   // version; a ..data that is not a symlink is debris and is removed.
   Status LocateCurrentVersion() {
@@ -974,6 +986,7 @@ class WriteOperation {
   const RemovalQueue::VolumeDir queued_as_;
   const std::string& target_dir_;
   const Options& options_;
+  const std::optional<struct stat> dir_stat_;  // StatDir
   std::vector<CleanFile> files_;
   std::map<std::string, const FileProjection*> by_path_;  // cleaned path -> file
   std::set<std::string> dirs_;                            // every ancestor dir of a file
@@ -1006,8 +1019,15 @@ class WriteOperation {
 Result<WriteResult> AtomicWriter::Write(const Payload& payload,
                                         const PermissionCallback& set_permissions) {
   WriteOperation op(*fs_, dir_fd_, RemovalQueue::VolumeDir{target_dir_, root_dir_, rel_dir_},
-                    options_);
+                    options_, std::exchange(dir_stat_, std::nullopt));
   return op.Run(payload, set_permissions);
+}
+
+int AtomicWriter::StatDir(struct stat* st) {
+  dir_stat_.reset();
+  if (fs_->FstatAt(dir_fd_, ".", st, AT_SYMLINK_NOFOLLOW) != 0) return -1;
+  dir_stat_ = *st;
+  return 0;
 }
 
 uint64_t TmpfsPageBytes(const Payload& payload) {
