@@ -322,8 +322,15 @@ crash-test: test-build
 # Every benchmark in its quick variant (each stopped after 300 s), then the plots: outputs,
 # with date, commit, machine and load average, in $(BUILD_DIR)/bench-results (summary.md,
 # run.json), plots in bench/plots/ (bench/README.md). BENCH_ARGS, e.g. "--full" or
-# "--only cost_model,rss_by_pods".
+# "--only cost_model,rss_by_pods". bench_atomicwriter's kubelet column is the kubelet's own writer
+# through a Go harness (bench/kubelet_writer/), built here against the Kubernetes tree of
+# `make real-kube` when that is unpacked (else the bench says it was not measured).
 bench: test-build deps-bench
+	@if [ -f $(REAL_KUBE_DIR)/gopath/src/k8s.io/kubernetes/.prepared ]; then \
+	  bench/kubelet_writer/build.sh $(REAL_KUBE_DIR) $(BUILD_DIR)/bin/kubelet_atomic_writer; \
+	else \
+	  echo "no Kubernetes tree in $(REAL_KUBE_DIR) (make real-kube): bench_atomicwriter runs without the kubelet's writer"; \
+	fi
 	/usr/bin/python3 bench/run_benches.py --build $(BUILD_DIR) $(BENCH_ARGS)
 
 # The idle cost (bench/idle_cost.py): 1,000 pods x 3 configMap volumes in standalone mode on

@@ -238,12 +238,16 @@ namespace {
 // One Write call. Names used in messages are relative to the volume dir.
 class WriteOperation {
  public:
-  WriteOperation(Env& fs, int dir_fd, RemovalQueue::VolumeDir queued_as, const Options& options)
+  // `dir_stat`: the volume dir's lstat taken by the caller right before (AtomicWriter::StatDir),
+  // or nullopt.
+  WriteOperation(Env& fs, int dir_fd, RemovalQueue::VolumeDir queued_as, const Options& options,
+                 std::optional<struct stat> dir_stat)
       : fs_(fs),
         dir_fd_(dir_fd),
         queued_as_(std::move(queued_as)),
         target_dir_(queued_as_.shown),
-        options_(options) {}
+        options_(options),
+        dir_stat_(std::move(dir_stat)) {}
 
   Result<WriteResult> Run(const Payload& payload, const PermissionCallback& set_permissions) {
     Result<std::vector<CleanFile>> files = CleanPayload(payload);
@@ -270,13 +274,15 @@ class WriteOperation {
     // Only this process's last write touched the volume dir since it ended, with the same
     // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
     // version this write replaces is all there is to queue, once ..data is seen to name it.
-    const bool may_be_as_left = last && options_.removals != nullptr &&
-                                last->top_level_names == names &&
-                                now - last->scanned < options_.unpublished_grace &&
-                                fs_.FstatAt(dir_fd_, ".", &dir_before, AT_SYMLINK_NOFOLLOW) == 0 &&
-                                UnpublishedLedger::DirStateHash(dir_before) == last->dir;
+    const bool may_be_as_left =
+        last && options_.removals != nullptr && last->top_level_names == names &&
+        now - last->scanned < options_.unpublished_grace && StatDir(&dir_before) &&
+        UnpublishedLedger::DirStateHash(dir_before) == last->dir;
     // The same dir, so the same filesystem.
-    if (may_be_as_left) traits_ = last->traits;
+    if (may_be_as_left) {
+      traits_ = last->traits;
+      last_version_mode_ = last->version_mode;
+    }
     now_ = now;
     if (last) placed_ = last->placed;
 
@@ -374,13 +380,23 @@ class WriteOperation {
       ledger.set_last_write(UnpublishedLedger::LastWrite{
           UnpublishedLedger::NameHash(result.ts_dir), names, content,
           UnpublishedLedger::DirStateHash(dir_after), as_left_ ? last->scanned : now, traits_,
-          result.published ? 0 : live_tree_, verified_, placed_});
+          result.published ? 0 : live_tree_, verified_, placed_,
+          version_mode_ ? version_mode_ : last_version_mode_});
     }
     if (!cleanup.ok() && result.cleanup_error.empty()) result.cleanup_error = cleanup.message();
     return result;
   }
 
  private:
+  // The volume dir's lstat when the write begins: the caller's, taken right before, or now.
+  bool StatDir(struct stat* st) {
+    if (dir_stat_) {
+      *st = *dir_stat_;
+      return true;
+    }
+    return fs_.FstatAt(dir_fd_, ".", st, AT_SYMLINK_NOFOLLOW) == 0;
+  }
+
   // Reads ..data. Only a link to a real directory with a timestamp name counts as the live
   // version; a ..data that is not a symlink is debris and is removed.
   Status LocateCurrentVersion() {
@@ -557,14 +573,22 @@ class WriteOperation {
         if (errno == EEXIST) continue;
         return ErrnoError("mkdir", name, errno);
       }
-      ScopedFd fd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
-      Status s = fd.valid() ? SetTimestampDirMode(fd.get(), name) : ErrnoError("open", name, errno);
+      // WriteFiles writes through a descriptor of the new dir, except for a flat payload (no
+      // subdirs) where creates keep their mode: its files are created beneath the volume dir
+      // through the new dir's name (WriteFilesBeneath), and no descriptor of it is needed unless
+      // its mode needs a chmod. Durable writes sync it, and where versions are spread the
+      // staging link is made in it.
+      Status s;
+      if (!dirs_.empty() || options_.durable || spread_ || !Traits().creates_keep_mode) {
+        new_fd_ = ScopedFd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
+        if (!new_fd_.valid()) s = ErrnoError("open", name, errno);
+      }
+      if (s.ok()) s = SetTimestampDirMode(name);
       if (!s.ok()) {
-        fd.Reset();
+        new_fd_.Reset();
         RemoveAllAt(fs_, dir_fd_, name, name).IgnoreError();
         return s;
       }
-      new_fd_ = std::move(fd);  // WriteFiles writes through it
       return name;
     }
     return Status::Error("mkdir: no free timestamp dir name after " +
@@ -578,15 +602,32 @@ class WriteOperation {
   // no bit beyond those gets exactly its mode from the create, and only the others need a chmod
   // (as the kubelet's writer chmods every file). The umask is process-wide: a process must not
   // change it while a write runs (every process with threads has to keep it fixed anyway).
-  Status SetTimestampDirMode(int fd, const std::string& name) {
+  // A write that finds the volume dir as this process's last write left it (as_left_) knows the
+  // mode without an fstat: the last new version's mkdir gave the same (LastWrite::version_mode).
+  // Without a descriptor of the new dir (MakeTimestampDir), its lstat is taken by name, and a
+  // descriptor is opened only for a chmod.
+  Status SetTimestampDirMode(const std::string& name) {
     if (Traits().creates_keep_mode) {
-      struct stat st {};
-      if (fs_.FstatAt(fd, "", &st, AT_EMPTY_PATH) != 0) return ErrnoError("stat", name, errno);
-      exact_modes_ = st.st_mode & kTimestampDirMode;
+      if (!as_left_ || !last_version_mode_) {
+        struct stat st {};
+        if ((new_fd_.valid() ? fs_.FstatAt(new_fd_.get(), "", &st, AT_EMPTY_PATH)
+                             : fs_.FstatAt(dir_fd_, name, &st, AT_SYMLINK_NOFOLLOW)) != 0) {
+          return ErrnoError("stat", name, errno);
+        }
+        if (!S_ISDIR(st.st_mode)) return ErrnoError("stat", name, ENOTDIR);
+        version_mode_ = st.st_mode & 07777;
+      } else {
+        version_mode_ = last_version_mode_;
+      }
+      exact_modes_ = *version_mode_ & kTimestampDirMode;
       // Not when it inherited the volume dir's setgid bit.
-      if ((st.st_mode & 07777) == kTimestampDirMode) return Status::OK();
+      if (*version_mode_ == kTimestampDirMode) return Status::OK();
     }
-    if (fs_.Fchmod(fd, kTimestampDirMode) != 0) return ErrnoError("chmod", name, errno);
+    if (!new_fd_.valid()) {
+      new_fd_ = ScopedFd(&fs_, fs_.OpenAt(dir_fd_, name, kDirOpenFlags, 0));
+      if (!new_fd_.valid()) return ErrnoError("open", name, errno);
+    }
+    if (fs_.Fchmod(new_fd_.get(), kTimestampDirMode) != 0) return ErrnoError("chmod", name, errno);
     return Status::OK();
   }
 
@@ -621,8 +662,15 @@ class WriteOperation {
   }
 
   Status WriteFiles(const std::string& ts_dir) {
+    if (!new_fd_.valid()) {
+      if (!dirs_.empty()) return ErrnoError("open", ts_dir, EBADF);
+      Status s = WriteFilesBeneath(ts_dir);
+      // No openat2 here (ENOSYS, before any file was made): through a descriptor of the dir.
+      if (s.sys_errno() != ENOSYS) return s;
+      new_fd_ = ScopedFd(&fs_, fs_.OpenAt(dir_fd_, ts_dir, kDirOpenFlags, 0));
+      if (!new_fd_.valid()) return ErrnoError("open", ts_dir, errno);
+    }
     const ScopedFd& root = new_fd_;
-    if (!root.valid()) return ErrnoError("open", ts_dir, EBADF);
     std::set<std::string> dirs_made;
     // Files come sorted by path, so siblings, and the files beneath one dir, are consecutive:
     // keep the last file's parent dir open, and its ancestors, each opened once (the first
@@ -680,11 +728,32 @@ class WriteOperation {
     return Status::OK();
   }
 
+  // A flat payload's files, each created beneath the volume dir as `<ts_dir>/<name>` by one
+  // openat2 that follows no link (Env::OpenAt2Beneath): one call per file, and none to open or
+  // close the version's dir. An error with ENOSYS (no openat2) comes before any file is made.
+  Status WriteFilesBeneath(const std::string& ts_dir) {
+    for (const CleanFile& f : files_) {
+      const std::string rel = ts_dir + "/" + f.path;
+      const mode_t mode = f.file->mode & 07777;
+      ScopedFd fd(&fs_, fs_.OpenAt2Beneath(dir_fd_, rel, O_WRONLY | O_CREAT | O_EXCL, mode));
+      if (!fd.valid()) return ErrnoError("create", rel, errno);
+      Status s = FillFile(std::move(fd), *f.file, rel);
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
+
   Status WriteFile(int dirfd, const std::string& name, const FileProjection& file,
                    const std::string& shown) {
     const mode_t mode = file.mode & 07777;
     ScopedFd fd(&fs_, fs_.OpenAt(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode));
     if (!fd.valid()) return ErrnoError("create", shown, errno);
+    return FillFile(std::move(fd), file, shown);
+  }
+
+  // Writes `file` into the file just created as `fd`, and gives it its mode and owner.
+  Status FillFile(ScopedFd fd, const FileProjection& file, const std::string& shown) {
+    const mode_t mode = file.mode & 07777;
     if (fs_.WriteAll(fd.get(), file.data.data(), file.data.size()) < 0) {
       return ErrnoError("write", shown, errno);
     }
@@ -917,6 +986,7 @@ class WriteOperation {
   const RemovalQueue::VolumeDir queued_as_;
   const std::string& target_dir_;
   const Options& options_;
+  const std::optional<struct stat> dir_stat_;  // StatDir
   std::vector<CleanFile> files_;
   std::map<std::string, const FileProjection*> by_path_;  // cleaned path -> file
   std::set<std::string> dirs_;                            // every ancestor dir of a file
@@ -938,6 +1008,10 @@ class WriteOperation {
   // The permission bits a create gives exactly in the new version (SetTimestampDirMode); unknown:
   // every file is chmodded.
   std::optional<mode_t> exact_modes_;
+  // The bits the new version's mkdir gave it (SetTimestampDirMode), and the last write's
+  // (LastWrite::version_mode) when the volume dir is as that write left it.
+  std::optional<mode_t> version_mode_;
+  std::optional<mode_t> last_version_mode_;
 };
 
 }  // namespace
@@ -945,8 +1019,15 @@ class WriteOperation {
 Result<WriteResult> AtomicWriter::Write(const Payload& payload,
                                         const PermissionCallback& set_permissions) {
   WriteOperation op(*fs_, dir_fd_, RemovalQueue::VolumeDir{target_dir_, root_dir_, rel_dir_},
-                    options_);
+                    options_, std::exchange(dir_stat_, std::nullopt));
   return op.Run(payload, set_permissions);
+}
+
+int AtomicWriter::StatDir(struct stat* st) {
+  dir_stat_.reset();
+  if (fs_->FstatAt(dir_fd_, ".", st, AT_SYMLINK_NOFOLLOW) != 0) return -1;
+  dir_stat_ = *st;
+  return 0;
 }
 
 uint64_t TmpfsPageBytes(const Payload& payload) {

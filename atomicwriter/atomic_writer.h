@@ -33,6 +33,7 @@
 #ifndef VOLUMEMANAGER_ATOMICWRITER_ATOMIC_WRITER_H_
 #define VOLUMEMANAGER_ATOMICWRITER_ATOMIC_WRITER_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -195,6 +196,10 @@ class AtomicWriter {
   // The volume dir's descriptor, owned by the writer: for the caller's own checks of the dir the
   // write goes to (fstatat and the like), never to be closed.
   int dir_fd() const { return dir_fd_; }
+  // The volume dir's lstat (through the Env), for the caller's own checks of the dir right before
+  // a Write (its identity): the next Write takes it as the dir's state when it begins instead of
+  // an lstat of its own, so the caller must not change the dir in between. 0, or -1 with errno.
+  int StatDir(struct stat* st);
 
  private:
   AtomicWriter(std::string target_dir, int dir_fd, Options options);
@@ -207,6 +212,7 @@ class AtomicWriter {
   Options options_;
   Env* fs_;
   UnpublishedLedger own_ledger_;
+  std::optional<struct stat> dir_stat_;  // StatDir's, until the next Write
 };
 
 // The names in a volume dir. `..data` is the live version; `..data_tmp` is where the kubelet's

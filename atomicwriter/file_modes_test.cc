@@ -189,5 +189,81 @@ TEST_F(FileModesTest, ADeepPayloadHoldsABoundedNumberOfDescriptors) {
   for (const auto& [path, file] : p) EXPECT_EQ(visible[path].data, file.data) << path;
 }
 
+// A write that finds the volume dir as this process's last write left it (a RemovalQueue, within
+// the grace period) takes the mode its mkdir gives the new version's dir from that write
+// (LastWrite::version_mode) instead of an lstat: a chmod or an ACL change of the volume dir moves
+// its ctime, and the next write looks again.
+TEST_F(FileModesTest, AWriteIntoTheDirAsLeftTakesTheVersionDirsModeFromTheLastWrite) {
+  if (!CreatesKeepMode()) GTEST_SKIP() << "creates on this filesystem may not keep their mode";
+  RemovalQueue queue;  // not started: nothing is removed
+  UnpublishedLedger ledger;
+  Options o;
+  o.fs = &fs_;
+  o.removals = &queue;
+  o.ledger = &ledger;
+  auto w = OpenWriter(o);
+  WriteAndExpectModes(*w, MakePayload({{"a", "1"}}), {{"", 0755}, {"a", 0644}});
+  WriteAndExpectModes(*w, MakePayload({{"a", "2"}}), {{"", 0755}, {"a", 0644}});
+  fs_.RecordCalls(true);
+  WriteAndExpectModes(*w, MakePayload({{"a", "3"}}), {{"", 0755}, {"a", 0644}});
+  const std::vector<std::string> calls = fs_.recorded();
+  // The volume dir's state, the replaced version's lstat for the queue, the volume dir's state
+  // after: none of the new version's dir.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "fstatat"), 3);
+  EXPECT_EQ(fs_.fchmod_calls(), 0);
+
+  // A setgid volume dir (its ctime moved): the next write looks again, and the version dir,
+  // which inherits the bit, is chmodded, in this write and the next, which finds the dir as left.
+  ASSERT_EQ(::chmod(vol_.c_str(), 02777), 0);
+  WriteAndExpectModes(*w, MakePayload({{"a", "4"}}), {{"", 0755}, {"a", 0644}});
+  EXPECT_EQ(fs_.fchmod_calls(), 1);
+  WriteAndExpectModes(*w, MakePayload({{"a", "5"}}), {{"", 0755}, {"a", 0644}});
+  EXPECT_EQ(fs_.fchmod_calls(), 2);
+}
+
+// A flat payload (no subdirs), where creates keep their mode: each file is created beneath the
+// volume dir through the new version's name by one openat2 that follows no link, and no
+// descriptor of the version's dir is opened.
+TEST_F(FileModesTest, AFlatPayloadIsWrittenWithoutOpeningItsVersionDir) {
+  if (!CreatesKeepMode()) GTEST_SKIP() << "creates on this filesystem may not keep their mode";
+  auto w = OpenCounted();
+  Payload p = MakePayload({{"a", "1"}, {"b", "2"}});
+  p["private"] = FileProjection{"3", 0400, std::nullopt};
+  p["shared"] = FileProjection{"4", 0666, std::nullopt};
+  fs_.RecordCalls(true);
+  WriteAndExpectModes(*w, p, {{"", 0755}, {"a", 0644}, {"private", 0400}, {"shared", 0666}});
+  const std::vector<std::string> calls = fs_.recorded();
+  if (std::count(calls.begin(), calls.end(), "openat2") == 0) {
+    GTEST_SKIP() << "no openat2 here: the files are created through a descriptor of the dir";
+  }
+  EXPECT_EQ(fs_.dir_opens(), 1) << "the volume dir's, by Open";
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "openat2"), 4);
+  EXPECT_EQ(fs_.fchmod_calls(), 1) << "0666, whose group and other write the umask withholds";
+  auto visible = ReadVisibleFiles(vol_);
+  for (const auto& [path, file] : p) EXPECT_EQ(visible[path].data, file.data) << path;
+}
+
+// Without openat2 (ENOSYS), the same write goes through a descriptor of the version's dir.
+TEST_F(FileModesTest, WithoutOpenat2AFlatPayloadIsWrittenThroughItsVersionDir) {
+  class NoOpenat2 final : public EnvWrapper {
+   public:
+    explicit NoOpenat2(Env* base) : EnvWrapper(base) {}
+    int OpenAt2Beneath(int, const std::string&, int, mode_t) override {
+      errno = ENOSYS;
+      return -1;
+    }
+  } env(&fs_);
+  Options o = SoleWriter();
+  o.fs = &env;
+  auto w = OpenWriter(o);
+  Payload p = MakePayload({{"a", "1"}, {"b", "2"}});
+  p["private"] = FileProjection{"3", 0400, std::nullopt};
+  WriteAndExpectModes(*w, p, {{"", 0755}, {"a", 0644}, {"b", 0644}, {"private", 0400}});
+  EXPECT_EQ(fs_.dir_opens(), 2) << "the volume dir's and the version dir's";
+  auto visible = ReadVisibleFiles(vol_);
+  for (const auto& [path, file] : p) EXPECT_EQ(visible[path].data, file.data) << path;
+  EXPECT_EQ(DotDotEntries().size(), 1u) << "the live version alone";
+}
+
 }  // namespace
 }  // namespace atomicwriter

@@ -81,6 +81,12 @@ class UnpublishedLedger {
     // When a version of this volume was last placed as a top-level dir is (AtomicWriter, where
     // versions are spread); the epoch when none was.
     Clock::time_point placed{};
+    // The permission bits (07777) the mkdir of the last new version's dir gave it, where
+    // creates keep their mode (FilesystemTraits::creates_keep_mode): what the umask and the volume
+    // dir's mode and default ACL make of 0755. A write that finds the dir as it was left (its
+    // ctime, which any chmod or ACL change moves, included) takes them from here instead of an
+    // fstat of its new dir; the umask is the process's and fixed.
+    std::optional<mode_t> version_mode;
   };
   // The parts of a directory's lstat that any change of its entries moves, and its identity.
   static uint64_t DirStateHash(const struct stat& st);

@@ -1,39 +1,56 @@
-// Atomic writer against the kubelet's writer algorithm, on tmpfs and on the disk that holds the
-// build dir, for four payload shapes, changed and unchanged writes, no fsync.
+// The project's writer against the kubelet's real writer and the floor of the system calls that
+// publish a version, on tmpfs and on the disk that holds the bench's dirs, for the payload shapes
+// below, changed and unchanged writes, no fsync (issue 48).
 //
-// "kubelet" is the kubelet's AtomicWriter algorithm (docs/kubelet-behavior.md §2) written here
-// step by step with the system calls its Go implementation makes: readlink ..data, a walk of the
-// old version (lstat + readdir), an lstat and a whole-file read per payload path, a temporary
-// dir + chmod, per file MkdirAll (stat) + create/truncate/write/close + chmod, symlink
-// ..data_tmp + rename, readlink per top-level name, and the old version removed by RemoveAll's
-// unlinkat sequence before the write returns.
+// Every writer writes one configMap volume laid out as on a node,
+// <round dir>/pods/<uid>/volumes/kubernetes.io~configmap/vol, a fresh round dir per round in the
+// same parent dir (so the same filesystem), with the same payload bytes, each called the way its
+// daemon calls it for one volume update:
 //
-// "writer" is atomicwriter::AtomicWriter as the daemon runs it for a volume it owns (standalone's
-// default), with a RemovalQueue whose worker thread removes replaced versions. The grace period is
-// the daemon's (30 s), so during a round nothing falls due, as in a burst of changes; the round's
-// clock stops only after every replaced version was removed (RunAll on the bench's thread), so
-// throughput and CPU include the removals. On a filesystem that withholds freed inodes (ext4
-// without a journal, atomicwriter::ProbeFilesystem) the version a write replaced is due at once
-// instead (ReplacedVersion::kAtOnceWhereFreedInodesWait): the worker removes it during the round,
-// on the other core, as the daemon does for its own volumes there. `--shared`: as the daemon
-// writes a volume the kubelet owns (the replaced version always waits out the grace).
-// `--grace-ms 0` makes every removal due at once, on any filesystem.
+// "kubelet" is the kubelet's own writer: pkg/volume/util/atomic_writer.go of Kubernetes v1.20.2
+// (the tree `make real-kube` unpacks), built with Go by bench/kubelet_writer/build.sh into
+// `kubelet_atomic_writer` beside this binary (or `--kubelet-harness PATH`). That harness is a child
+// process driven over a pipe: the payloads are sent to it byte for byte, then a round at a time
+// ("run for S seconds in dir D") it calls what the kubelet's configMap plugin calls for one update,
+// volumeutil.NewAtomicWriter(dir, ...) and Write(payload) with its map[string]FileProjection, and
+// answers the writes made, the time inside them and its process's CPU time. After each round the
+// bench reads the volume through ..data and checks it holds the payload last written. Its Write
+// removes the version it replaced before returning. Without the harness the kubelet columns say
+// "not built" (and why, above the table); nothing else changes.
 //
-// "floor" is the bare system calls that publish a version (mkdir, create+write+close per file,
-// symlink, rename), with no reading and no comparing. It removes the version it replaced between
-// two writes, outside its clock: on a journal-less ext4 the next write then reuses the inodes
-// just freed, as a writer that removes promptly does, instead of walking past thousands freed in
-// one batch at the round's end (which would also tax the rounds that follow). Its versions are
-// placed where the writer's are: where the writer places them away from the volume dir (a volume
-// it owns on a filesystem that withholds freed inodes, atomicwriter::ReplacedVersion), the floor
-// makes a first version under FS_TOPDIR_FL before its clock starts, and its links inside the new
-// version's dir.
+// "writer" is the daemon's write entry for one volume update: what the reconciler's write
+// operation calls (volumemanager::RealVolumeDisk()->SetUp, i.e. SetUpVolume: the volume dir
+// opened beneath the root dir following no link, the ownership journal's check of the dir,
+// atomicwriter::AtomicWriter::Write with payload path validation and the content hash on), with
+// the daemon's defaults: the volume is the daemon's own (set up by the round's first write, which
+// records it in a journal in the round dir), a ledger kept across the volume's writes, a
+// RemovalQueue whose worker thread removes replaced versions, the grace period 30 s. So during a
+// round nothing falls due, as in a burst of changes; the round's clock stops only after every
+// replaced version was removed (RunAll on the bench's thread), so throughput and CPU include the
+// removals. On a filesystem that withholds freed inodes (ext4 without a journal,
+// atomicwriter::ProbeFilesystem) the version a write replaced is due at once instead
+// (ReplacedVersion::kAtOnceWhereFreedInodesWait): the worker removes it during the round, on the
+// other core, as the daemon does for its own volumes there. `--shared`: as the daemon writes a
+// volume the kubelet owns (refresh only; the replaced version always waits out the grace).
+// `--grace-ms 0` makes every removal due at once, on any filesystem. No write gate (outside an
+// operation there is none) and no fsGroup pass (the pod has none).
 //
-// Per cell, rounds of the writers in turn (fresh volume dirs, `--seconds` each; who goes first
-// turns with each round) and the median round: the machine is shared, and interleaving spreads
-// the load over all of them. Columns:
-// writes/s including the queue's removals; the mean time inside Write (what a pod waits for);
-// the process's CPU time per write (both threads).
+// "floor" is fixed by issue 48: mkdirat of the version dir (and of its subdirs, for nested
+// paths), openat + write + close per file, symlinkat of the staging link, renameat onto ..data,
+// and the removal of the version it replaced (unlinkat of each file, then of each dir), issued
+// back to back in C, all relative to a descriptor of the volume dir, with no reading and no
+// comparing. The removal is inside its clock (before issue 48 it ran between two writes, outside
+// the clock). Its versions are placed where the writer's are: where the writer places them away
+// from the volume dir (a volume it owns on a filesystem that withholds freed inodes,
+// atomicwriter::ReplacedVersion), the floor makes a first version under FS_TOPDIR_FL before its
+// clock starts, and its staging link inside the new version's dir.
+//
+// Per cell, rounds of the three in turn (fresh volume dirs, `--seconds` each; who goes first turns
+// with each round), and per column the median round and the spread (min-max over the rounds):
+// the machine is shared, and interleaving spreads the load over all of them. Columns: the mean
+// time inside one write (what a pod waits for; for the writer SetUp's whole call), writes/s
+// (the writer's including the queue's removals), the process's CPU time per write (every thread;
+// the kubelet's is the harness's, the Go runtime's included).
 //
 // `--no-queue`: the writer without a RemovalQueue (it then removes entries past their grace
 // period itself, inside Write, as before the queue existed).
@@ -41,12 +58,15 @@
 // Usage: bench_atomicwriter [--seconds S] [--rounds N] [--disk-dir DIR] [--only tmpfs|disk]
 //                           [--no-queue] [--shared] [--shape a|b|c|d|e|f]
 //                           [--writer kubelet|writer|floor] [--grace-ms MS]
+//                           [--kubelet-harness PATH]
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +77,8 @@
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -66,7 +88,9 @@
 #include "atomicwriter/atomic_writer.h"
 #include "atomicwriter/filesystem_probe.h"
 #include "atomicwriter/removal_queue.h"
-#include "atomicwriter/remove_tree.h"
+#include "volumemanager/disk/volume_disk.h"
+#include "volumemanager/disk/volume_setup.h"
+#include "volumemanager/journal/ownership_journal.h"
 
 namespace {
 
@@ -75,6 +99,10 @@ using atomicwriter::AtomicWriter;
 using atomicwriter::FileProjection;
 using atomicwriter::Payload;
 using Clock = std::chrono::steady_clock;
+
+constexpr char kPodUid[] = "0b5e5c1a-48aa-4b6c-9d1e-000000000048";
+constexpr char kPluginDir[] = "kubernetes.io~configmap";
+constexpr char kVolumeName[] = "vol";
 
 struct Shape {
   const char* name;
@@ -109,6 +137,24 @@ std::string MakeTempDir(const std::string& parent) {
   return tmpl;
 }
 
+// The round's root dir (as the daemon's --root-dir) and the volume dir below it.
+struct RoundDirs {
+  std::string top;   // removed after the round
+  std::string root;  // top/root
+  std::string vol;   // root/pods/<uid>/volumes/<plugin>/vol
+  volumemanager::VolumeLocation location;
+};
+
+RoundDirs MakeRoundDirs(const std::string& parent, bool make_volume_dir) {
+  RoundDirs d;
+  d.top = MakeTempDir(parent);
+  d.root = d.top + "/root";
+  d.location = volumemanager::VolumeLocation{d.root, kPodUid, kPluginDir, kVolumeName};
+  d.vol = d.location.dir();
+  fs::create_directories(make_volume_dir ? d.vol : d.root);
+  return d;
+}
+
 double CpuSeconds() {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -116,77 +162,7 @@ double CpuSeconds() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-// --- The kubelet's writer algorithm, with the system calls of its Go implementation. ---------
-
-// os.RemoveAll: unlinkat as a file, then as a dir; when not empty, open, read the names, remove
-// each the same way, close, and unlinkat the dir.
-void GoRemoveAllAt(int parent, const std::string& name) {
-  if (::unlinkat(parent, name.c_str(), 0) == 0 || errno == ENOENT) return;
-  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return;
-  const int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) Die("open " + name);
-  DIR* d = ::fdopendir(fd);
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      names.emplace_back(e->d_name);
-    }
-  }
-  for (const std::string& n : names) GoRemoveAllAt(::dirfd(d), n);
-  ::closedir(d);
-  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) Die("rmdir " + name);
-}
-
-// filepath.Walk: lstat each entry, read each dir's names (open, getdents, close).
-void GoWalk(const std::string& root, const std::string& rel, std::vector<std::string>* out) {
-  const std::string path = rel.empty() ? root : root + "/" + rel;
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;
-  if (!rel.empty()) out->push_back(rel);
-  if (!S_ISDIR(st.st_mode)) return;
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      names.emplace_back(e->d_name);
-    }
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const std::string& n : names) GoWalk(root, rel.empty() ? n : rel + "/" + n, out);
-}
-
-// os.ReadFile: open, fstat, read until EOF, close.
-bool GoReadFile(const std::string& path, std::string* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  ::fstat(fd, &st);
-  out->assign(static_cast<size_t>(st.st_size) + 512, '\0');
-  size_t got = 0;
-  for (;;) {
-    if (got == out->size()) out->resize(out->size() * 2);
-    const ssize_t n = ::read(fd, out->data() + got, out->size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out->resize(got);
-  ::close(fd);
-  return true;
-}
-
-// os.MkdirAll: stat; if missing, the parent first, then mkdir.
-void GoMkdirAll(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) return;
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) GoMkdirAll(path.substr(0, slash));
-  if (::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) Die("mkdir " + path);
-}
-
-std::string GoTimestampDirName() {
-  thread_local std::mt19937 rng{std::random_device{}()};
+std::string VersionName(std::mt19937& rng) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -195,76 +171,19 @@ std::string GoTimestampDirName() {
   return std::string(buf) + std::to_string(rng());
 }
 
-// One write; returns whether a new version was published.
-bool KubeletWrite(const std::string& target, const Payload& payload) {
-  const std::string data_link = target + "/..data";
-  char buf[4096];
-  const ssize_t n = ::readlink(data_link.c_str(), buf, sizeof(buf));
-  std::string old_ts = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-  const std::string old_dir = old_ts.empty() ? "" : target + "/" + old_ts;
-  std::set<std::string> removals;
-  if (!old_ts.empty()) {
-    std::vector<std::string> walked;
-    GoWalk(old_dir, "", &walked);
-    std::set<std::string> keep;
-    for (const auto& [p, f] : payload) {
-      for (size_t slash = p.find('/'); slash != std::string::npos; slash = p.find('/', slash + 1)) {
-        keep.insert(p.substr(0, slash));
-      }
-      keep.insert(p);
+// True when the volume dir `vol` shows exactly `p` through ..data (every file's bytes).
+bool VolumeHolds(const std::string& vol, const Payload& p) {
+  for (const auto& [path, file] : p) {
+    const int fd = ::open((vol + "/..data/" + path).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    std::string got(file.data.size() + 1, '\0');
+    size_t n = 0;
+    for (ssize_t r; (r = ::read(fd, got.data() + n, got.size() - n)) > 0;) {
+      n += static_cast<size_t>(r);
+      if (n == got.size()) break;
     }
-    for (const std::string& w : walked) {
-      if (keep.count(w) == 0) removals.insert(w);
-    }
-  }
-  bool changed = old_ts.empty();
-  std::string content;
-  for (auto it = payload.begin(); !changed && it != payload.end(); ++it) {
-    const std::string path = old_dir + "/" + it->first;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !GoReadFile(path, &content) ||
-        content != it->second.data) {
-      changed = true;
-    }
-  }
-  if (!changed && removals.empty()) {
-    for (const auto& [p, f] : payload) {
-      const std::string first = p.substr(0, p.find('/'));
-      if (::readlink((target + "/" + first).c_str(), buf, sizeof(buf)) < 0 && errno == ENOENT) {
-        ::symlink(("..data/" + first).c_str(), (target + "/" + first).c_str());
-      }
-    }
-    return false;
-  }
-  const std::string ts = GoTimestampDirName();
-  const std::string ts_dir = target + "/" + ts;
-  if (::mkdir(ts_dir.c_str(), 0700) != 0) Die("mkdir " + ts_dir);
-  ::chmod(ts_dir.c_str(), 0755);
-  for (const auto& [p, f] : payload) {
-    const std::string path = ts_dir + "/" + p;
-    GoMkdirAll(path.substr(0, path.rfind('/')));
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, f.mode);
-    if (fd < 0) Die("create " + path);
-    if (::write(fd, f.data.data(), f.data.size()) < 0) Die("write " + path);
     ::close(fd);
-    ::chmod(path.c_str(), f.mode);
-  }
-  const std::string tmp = target + "/..data_tmp";
-  if (::symlink(ts.c_str(), tmp.c_str()) != 0) Die("symlink " + tmp);
-  if (::rename(tmp.c_str(), data_link.c_str()) != 0) Die("rename " + tmp);
-  for (const auto& [p, f] : payload) {
-    const std::string first = p.substr(0, p.find('/'));
-    if (::readlink((target + "/" + first).c_str(), buf, sizeof(buf)) < 0 && errno == ENOENT) {
-      ::symlink(("..data/" + first).c_str(), (target + "/" + first).c_str());
-    }
-  }
-  for (const std::string& r : removals) {
-    if (r.find('/') == std::string::npos) ::unlink((target + "/" + r).c_str());
-  }
-  if (!old_ts.empty()) {
-    const int tfd = ::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    GoRemoveAllAt(tfd, old_ts);
-    ::close(tfd);
+    if (n != file.data.size() || got.compare(0, n, file.data) != 0) return false;
   }
   return true;
 }
@@ -309,26 +228,44 @@ bool g_shared = false;
 // The writer's grace period (Options::unpublished_grace); the daemon's default unless --grace-ms.
 std::chrono::milliseconds g_grace = atomicwriter::kDefaultUnpublishedGrace;
 
+// --- The writer: the daemon's write entry. ------------------------------------------------------
+
 Round WriterRound(const Shape& s, const std::string& parent, double seconds) {
-  const std::string vol = MakeTempDir(parent);
+  const RoundDirs d = MakeRoundDirs(parent, /*make_volume_dir=*/g_shared);
+  auto journal = volumemanager::OwnershipJournal::Open(d.top + "/state", d.root);
+  if (!journal.ok()) Die("journal: " + journal.status().message());
   atomicwriter::RemovalQueue queue;
   queue.Start();
-  atomicwriter::Options o;
-  o.unpublished_grace = g_grace;
-  if (!g_no_queue) o.removals = &queue;
-  o.replaced_version = g_shared ? atomicwriter::ReplacedVersion::kAfterGrace
-                                : atomicwriter::ReplacedVersion::kAtOnceWhereFreedInodesWait;
-  auto w = AtomicWriter::Open(vol, o);
-  if (!w.ok()) Die(w.status().message());
-  const Payload a = MakePayload(s, 1);
-  const Payload b = MakePayload(s, 2);
-  if (!(*w)->Write(a).ok()) Die("first write");
+  atomicwriter::UnpublishedLedger ledger;
+  const std::shared_ptr<volumemanager::VolumeDisk> disk = volumemanager::RealVolumeDisk();
+  // One request per payload, as the reconciler fills one per write (the payload moved in).
+  volumemanager::SetUpRequest requests[2];
+  for (int v = 0; v < 2; ++v) {
+    volumemanager::SetUpRequest& r = requests[v];
+    r.location = d.location;
+    r.payload = MakePayload(s, v + 1);
+    r.journal = journal->journal.get();
+    r.ledger = &ledger;
+    r.unpublished_grace = g_grace;
+    r.removals = g_no_queue ? nullptr : &queue;
+    r.refresh_only = g_shared;
+  }
+  const volumemanager::SetUpRequest& a = requests[0];
+  const volumemanager::SetUpRequest& b = requests[1];
+  if (g_shared) {
+    // The kubelet's set-up: the volume dir and a first version, not the daemon's.
+    auto w = AtomicWriter::Open(d.vol);
+    if (!w.ok() || !(*w)->Write(a.payload).ok()) Die("the kubelet's set-up");
+  } else if (auto first = disk->SetUp(a); !first.ok()) {
+    Die("first write: " + first.status().message());
+  }
   const Round r = Measure(
       seconds,
       [&](long i) {
-        const Payload& p = s.no_change ? a : (i % 2 == 0 ? b : a);
-        auto res = (*w)->Write(p);
-        if (!res.ok() || res->published == s.no_change) Die("unexpected write result");
+        const volumemanager::SetUpRequest& req = s.no_change ? a : (i % 2 == 0 ? b : a);
+        auto res = disk->SetUp(req);
+        if (!res.ok()) Die("write: " + res.status().message());
+        if (res->published == s.no_change) Die("unexpected write result");
       },
       [&] {
         if (g_grace.count() > 0) {
@@ -340,105 +277,259 @@ Round WriterRound(const Shape& s, const std::string& parent, double seconds) {
       });
   queue.Stop();
   if (queue.stats().failed != 0) Die("removal failed: " + queue.stats().last_error);
-  fs::remove_all(vol);
+  fs::remove_all(d.top);
   return r;
 }
+
+// --- The kubelet's writer: the Go harness. ------------------------------------------------------
+
+class KubeletHarness {
+ public:
+  // Starts `path`; nullopt (and `*why` says why) when it cannot run.
+  static std::unique_ptr<KubeletHarness> Start(const std::string& path, std::string* why) {
+    if (::access(path.c_str(), X_OK) != 0) {
+      *why = path + " not built (bench/kubelet_writer/build.sh REALKUBE_DIR " + path +
+             "; `make bench` builds it when `make real-kube` has unpacked the Kubernetes tree)";
+      return nullptr;
+    }
+    int to_child[2];
+    int from_child[2];
+    if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) Die("pipe");
+    const pid_t pid = ::fork();
+    if (pid < 0) Die("fork");
+    if (pid == 0) {
+      ::dup2(to_child[0], 0);
+      ::dup2(from_child[1], 1);
+      ::execl(path.c_str(), path.c_str(), static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    auto h = std::unique_ptr<KubeletHarness>(new KubeletHarness);
+    h->pid_ = pid;
+    h->in_ = ::fdopen(to_child[1], "w");
+    h->out_ = ::fdopen(from_child[0], "r");
+    return h;
+  }
+  ~KubeletHarness() {
+    std::fclose(in_);  // EOF: the harness exits
+    std::fclose(out_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+  // Payload `id` (0 or 1) is `p` from now on.
+  void SendPayload(int id, const Payload& p) {
+    std::fprintf(in_, "payload %d %zu\n", id, p.size());
+    for (const auto& [path, file] : p) {
+      std::fprintf(in_, "%o %zu %zu\n", static_cast<unsigned>(file.mode), path.size(),
+                   file.data.size());
+      std::fwrite(path.data(), 1, path.size(), in_);
+      std::fwrite(file.data.data(), 1, file.data.size(), in_);
+    }
+    if (Reply() != "ok") Die("kubelet harness refused the payload");
+  }
+
+  // One round in `vol`; `*writes` is how many it made.
+  Round Run(const std::string& vol, double seconds, bool changed, long* writes) {
+    std::fprintf(in_, "run %.6f %d %s\n", seconds, changed ? 1 : 0, vol.c_str());
+    const std::string reply = Reply();
+    long long n = 0, inside = 0, elapsed = 0, cpu = 0;
+    if (std::sscanf(reply.c_str(), "ok %lld %lld %lld %lld", &n, &inside, &elapsed, &cpu) != 4 ||
+        n <= 0) {
+      errno = 0;
+      Die("kubelet harness: " + reply);
+    }
+    *writes = static_cast<long>(n);
+    Round r;
+    r.writes_per_s = static_cast<double>(n) / (static_cast<double>(elapsed) / 1e9);
+    r.us_in_write = static_cast<double>(inside) / 1e3 / static_cast<double>(n);
+    r.cpu_us = static_cast<double>(cpu) / 1e3 / static_cast<double>(n);
+    return r;
+  }
+
+ private:
+  KubeletHarness() = default;
+  std::string Reply() {
+    std::fflush(in_);
+    char line[4096];
+    if (std::fgets(line, sizeof(line), out_) == nullptr) {
+      errno = 0;
+      Die("kubelet harness: no reply (it exited)");
+    }
+    std::string s(line);
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+};
+
+KubeletHarness* g_kubelet = nullptr;
 
 Round KubeletRound(const Shape& s, const std::string& parent, double seconds) {
-  const std::string vol = MakeTempDir(parent);
+  const RoundDirs d = MakeRoundDirs(parent, /*make_volume_dir=*/true);
   const Payload a = MakePayload(s, 1);
   const Payload b = MakePayload(s, 2);
-  KubeletWrite(vol, a);
-  const Round r = Measure(
-      seconds,
-      [&](long i) {
-        const Payload& p = s.no_change ? a : (i % 2 == 0 ? b : a);
-        if (KubeletWrite(vol, p) == s.no_change) Die("unexpected kubelet write result");
-      },
-      nullptr);
-  fs::remove_all(vol);
+  long n = 0;
+  const Round r = g_kubelet->Run(d.vol, seconds, !s.no_change, &n);
+  // The last write was of payload 1 (b) when its index n-1 is even, as in the other rounds.
+  const Payload& last = s.no_change ? a : ((n - 1) % 2 == 0 ? b : a);
+  if (!VolumeHolds(d.vol, last)) {
+    errno = 0;
+    Die("the kubelet's writer left other bytes than its last payload in " + d.vol);
+  }
+  fs::remove_all(d.top);
   return r;
 }
 
-// Whether the writer places its versions away from volume dir `vol` (as WriterRound opens it:
-// atomicwriter::ReplacedVersion), and if so places a first version as its first write does:
-// made under FS_TOPDIR_FL, set on `vol` for that mkdir only. Later versions follow that one.
-bool PlaceLikeTheWriter(const std::string& vol) {
-  const int fd = ::open(vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) Die("open " + vol);
-  const bool spread = !g_shared && atomicwriter::ProbeFilesystem(fd).freed_inodes_wait;
+// --- The floor. ---------------------------------------------------------------------------------
+
+// Whether the writer places its versions away from volume dir `vol_fd` (as WriterRound opens it:
+// atomicwriter::ReplacedVersion), and if so places a first version `name` as its first write
+// does: made under FS_TOPDIR_FL, set on the volume dir for that mkdir only. Later versions follow
+// that one. Else makes `name` plainly.
+bool PlaceLikeTheWriter(int vol_fd, const std::string& name) {
+  const bool spread = !g_shared && atomicwriter::ProbeFilesystem(vol_fd).freed_inodes_wait;
   int flags = 0;
   bool marked = false;
-  if (spread && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+  if (spread && ::ioctl(vol_fd, FS_IOC_GETFLAGS, &flags) == 0) {
     int top = flags | FS_TOPDIR_FL;
-    marked = ::ioctl(fd, FS_IOC_SETFLAGS, &top) == 0;
+    marked = ::ioctl(vol_fd, FS_IOC_SETFLAGS, &top) == 0;
   }
   // A random name, as the writer's: ext4 starts its search for a top-level dir's place from a
   // hash of the name, and among equally good groups takes the first it finds.
-  if (spread && ::mkdirat(fd, GoTimestampDirName().c_str(), 0755) != 0)
-    Die("mkdir of the placed version");
-  if (marked) ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
-  ::close(fd);
+  if (::mkdirat(vol_fd, name.c_str(), 0755) != 0) Die("mkdir of the first version");
+  if (marked) ::ioctl(vol_fd, FS_IOC_SETFLAGS, &flags);
   return spread;
 }
 
-// Removes version `name` of `vol` as the writer's removal queue does (atomicwriter::RemoveTreeAt:
-// children in inode order, each dir removed while still open).
-void RemoveVersion(const std::string& vol, const std::string& name) {
-  const int fd = ::open(vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) Die("open " + vol);
-  if (!atomicwriter::RemoveTreeAt(*atomicwriter::PosixEnv(), fd, name, name, DT_DIR).ok()) {
-    Die("remove " + name);
+// The floor's version: the dirs to make (parents first) and the files, relative to its dir.
+struct FloorLayout {
+  std::vector<std::string> dirs;
+  std::vector<std::pair<std::string, const FileProjection*>> files;
+};
+
+FloorLayout LayoutOf(const Payload& p) {
+  FloorLayout l;
+  std::set<std::string> dirs;
+  for (const auto& [path, file] : p) {
+    for (size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      if (dirs.insert(path.substr(0, slash)).second) l.dirs.push_back(path.substr(0, slash));
+    }
+    l.files.emplace_back(path, &file);
   }
-  ::close(fd);
+  return l;
 }
 
-// The system calls that publish a version, nothing else (the version it replaced is removed
-// between two writes, outside the clock).
+// Makes version `name` of `l` in `vol_fd` (the dir itself already made).
+void FloorFill(int vol_fd, const std::string& name, const FloorLayout& l) {
+  for (const std::string& dir : l.dirs) {
+    if (::mkdirat(vol_fd, (name + "/" + dir).c_str(), 0755) != 0) Die("mkdirat");
+  }
+  for (const auto& [path, file] : l.files) {
+    const int fd = ::openat(vol_fd, (name + "/" + path).c_str(),
+                            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file->mode);
+    if (fd < 0) Die("openat");
+    if (::write(fd, file->data.data(), file->data.size()) < 0) Die("write");
+    ::close(fd);
+  }
+}
+
+// Removes version `name` of `l`: its files, then its dirs, deepest first, then itself.
+void FloorRemove(int vol_fd, const std::string& name, const FloorLayout& l) {
+  for (const auto& [path, file] : l.files) {
+    if (::unlinkat(vol_fd, (name + "/" + path).c_str(), 0) != 0) Die("unlinkat");
+  }
+  for (auto it = l.dirs.rbegin(); it != l.dirs.rend(); ++it) {
+    if (::unlinkat(vol_fd, (name + "/" + *it).c_str(), AT_REMOVEDIR) != 0) Die("rmdir");
+  }
+  if (::unlinkat(vol_fd, name.c_str(), AT_REMOVEDIR) != 0) Die("rmdir " + name);
+}
+
+// Issue 48's floor: the system calls that publish a version and remove the one it replaced,
+// nothing else.
 Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
-  const std::string vol = MakeTempDir(parent);
-  const bool spread = PlaceLikeTheWriter(vol);
+  const RoundDirs d = MakeRoundDirs(parent, /*make_volume_dir=*/true);
+  const int vol_fd = ::open(d.vol.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (vol_fd < 0) Die("open " + d.vol);
+  std::mt19937 rng{std::random_device{}()};
   const Payload a = MakePayload(s, 1);
   const Payload b = MakePayload(s, 2);
+  const FloorLayout la = LayoutOf(a);
+  const FloorLayout lb = LayoutOf(b);
+  // The first version (payload a), published before the clock starts.
+  std::string live = VersionName(rng);
+  const bool spread = PlaceLikeTheWriter(vol_fd, live);
+  FloorFill(vol_fd, live, la);
+  if (::symlinkat(live.c_str(), vol_fd, "..data") != 0) Die("symlinkat");
+  // Names made outside the clock, as the writer's take no system call.
+  const std::string prefix = VersionName(rng) + "0";
   const Round r = Measure(
       seconds,
       [&](long i) {
-        const std::string dir = vol + "/v" + std::to_string(i);
-        ::mkdir(dir.c_str(), 0755);
-        std::string made;
-        for (const auto& [path, file] : (i % 2 == 0 ? b : a)) {
-          const std::string full = dir + "/" + path;
-          if (s.nested) {
-            const std::string parent_dir = full.substr(0, full.rfind('/'));
-            if (parent_dir != made) {
-              fs::create_directories(parent_dir);
-              made = parent_dir;
-            }
-          }
-          const int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-          if (::write(fd, file.data.data(), file.data.size()) < 0) Die("write");
-          ::close(fd);
-        }
-        const std::string tmp = (spread ? dir : vol) + "/tmp";
-        if (::symlink(("v" + std::to_string(i)).c_str(), tmp.c_str()) != 0) Die("symlink");
-        ::rename(tmp.c_str(), (vol + "/data").c_str());
+        const std::string name = prefix + std::to_string(i);
+        const FloorLayout& l = i % 2 == 0 ? lb : la;
+        if (::mkdirat(vol_fd, name.c_str(), 0755) != 0) Die("mkdirat");
+        FloorFill(vol_fd, name, l);
+        const std::string tmp = spread ? name + "/..tmp" : std::string("..tmp");
+        if (::symlinkat(name.c_str(), vol_fd, tmp.c_str()) != 0) Die("symlinkat");
+        if (::renameat(vol_fd, tmp.c_str(), vol_fd, "..data") != 0) Die("renameat");
+        FloorRemove(vol_fd, live, i % 2 == 0 ? la : lb);
+        live = name;
       },
-      nullptr,
-      [&](long i) {
-        if (i > 0) RemoveVersion(vol, "v" + std::to_string(i - 1));
-      });
-  fs::remove_all(vol);
+      nullptr);
+  ::close(vol_fd);
+  fs::remove_all(d.top);
   return r;
 }
 
-Round Median(std::vector<Round> rounds) {
-  auto mid = [&](auto field) {
+// --- The table. ---------------------------------------------------------------------------------
+
+struct Summary {
+  Round median;
+  Round min;
+  Round max;
+};
+
+Summary Summarize(const std::vector<Round>& rounds) {
+  Summary s;
+  for (double Round::*field : {&Round::writes_per_s, &Round::us_in_write, &Round::cpu_us}) {
     std::vector<double> v;
     for (const Round& r : rounds) v.push_back(r.*field);
+    if (v.empty()) break;
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return Round{mid(&Round::writes_per_s), mid(&Round::us_in_write), mid(&Round::cpu_us)};
+    s.median.*field = v[v.size() / 2];
+    s.min.*field = v[0];
+    s.max.*field = v[v.size() - 1];
+  }
+  return s;
+}
+
+// "median (min-max)" of `field` in us, or `none`.
+std::string Spread(const std::optional<Summary>& s, double Round::*field, const char* none) {
+  if (!s) return none;
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%.1f (%.1f-%.1f)", s->median.*field, s->min.*field,
+                s->max.*field);
+  return buf;
+}
+
+// The median of `field`, with `decimals`, or `none`.
+std::string Median(const std::optional<Summary>& s, double Round::*field, int decimals,
+                   const char* none) {
+  if (!s) return none;
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, s->median.*field);
+  return buf;
+}
+
+std::string Ratio(double num, double den) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", num / den);
+  return buf;
 }
 
 }  // namespace
@@ -450,6 +541,7 @@ int main(int argc, char** argv) {
   std::string only;
   std::string shape_only;   // the payload's letter, e.g. "a"
   std::string writer_only;  // kubelet, writer or floor: that one alone (e.g. under strace)
+  std::string harness = fs::read_symlink("/proc/self/exe").parent_path() / "kubelet_atomic_writer";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : "";
@@ -475,6 +567,8 @@ int main(int argc, char** argv) {
       shape_only = value;
     else if (arg == "--writer")
       writer_only = value;
+    else if (arg == "--kubelet-harness")
+      harness = value;
     else
       Die("unknown flag " + arg);
     ++i;
@@ -492,50 +586,71 @@ int main(int argc, char** argv) {
     std::string dir;
   } media[] = {{"tmpfs", "/dev/shm"}, {"disk", disk_dir}};
 
+  const bool all = writer_only.empty();
+  std::unique_ptr<KubeletHarness> kubelet;
+  if (all || writer_only == "kubelet") {
+    std::string why;
+    kubelet = KubeletHarness::Start(harness, &why);
+    if (kubelet == nullptr) {
+      if (!all) {
+        errno = 0;
+        Die("the kubelet's writer: " + why);
+      }
+      std::printf("The kubelet's writer is NOT MEASURED: %s.\n\n", why.c_str());
+    }
+    g_kubelet = kubelet.get();
+  }
+
   std::printf(
-      "| payload | medium | kubelet writes/s | kubelet us/write | writer writes/s (removals "
-      "included) | writer us in Write | kubelet/writer time in write | kubelet/writer "
-      "throughput | CPU us/write kubelet / writer | floor us/write | writer in Write / floor "
+      "| payload | medium | kubelet us/write | writer us/write | floor us/write | kubelet/writer "
+      "| writer/floor | writes/s kubelet / writer / floor | CPU us/write kubelet / writer / floor "
       "|\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : media) {
     if (!only.empty() && only != m.name) continue;
     for (const Shape& s : shapes) {
       if (!shape_only.empty() && shape_only[0] != s.name[0]) continue;
+      if (g_kubelet != nullptr) {
+        g_kubelet->SendPayload(0, MakePayload(s, 1));
+        g_kubelet->SendPayload(1, MakePayload(s, 2));
+      }
       std::vector<Round> k, w, f;
-      const Round none;
       for (int r = 0; r < rounds; ++r) {
-        const bool all = writer_only.empty();
         // Who goes first turns with each round: each round ends by removing thousands of
         // versions, and on a journal-less ext4 the next round may reuse inodes freed in the same
         // second (later ones it must walk past); no writer should always follow the same one.
         for (int turn = 0; turn < 3; ++turn) {
           switch ((r + turn) % 3) {
             case 0:
-              k.push_back(all || writer_only == "kubelet" ? KubeletRound(s, m.dir, seconds) : none);
+              if (g_kubelet != nullptr) k.push_back(KubeletRound(s, m.dir, seconds));
               break;
             case 1:
-              w.push_back(all || writer_only == "writer" ? WriterRound(s, m.dir, seconds) : none);
+              if (all || writer_only == "writer") w.push_back(WriterRound(s, m.dir, seconds));
               break;
             default:
-              if (!s.no_change) {
-                f.push_back(all || writer_only == "floor" ? FloorRound(s, m.dir, seconds) : none);
+              if (!s.no_change && (all || writer_only == "floor")) {
+                f.push_back(FloorRound(s, m.dir, seconds));
               }
           }
         }
       }
-      const Round km = Median(k);
-      const Round wm = Median(w);
-      std::printf("| %s | %s | %.0f | %.1f | %.0f | %.1f | %.2f | %.2f | %.1f / %.1f |", s.name,
-                  m.name, km.writes_per_s, km.us_in_write, wm.writes_per_s, wm.us_in_write,
-                  km.us_in_write / wm.us_in_write, wm.writes_per_s / km.writes_per_s, km.cpu_us,
-                  wm.cpu_us);
-      if (s.no_change) {
-        std::printf(" - | - |\n");
-      } else {
-        const Round fm = Median(f);
-        std::printf(" %.1f | %.2f |\n", fm.us_in_write, wm.us_in_write / fm.us_in_write);
-      }
+      std::optional<Summary> ks, ws, fs_;
+      if (!k.empty()) ks = Summarize(k);
+      if (!w.empty()) ws = Summarize(w);
+      if (!f.empty()) fs_ = Summarize(f);
+      const char* kubelet_none = g_kubelet == nullptr && all ? "not built" : "-";
+      std::printf("| %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s |\n", s.name,
+                  m.name, Spread(ks, &Round::us_in_write, kubelet_none).c_str(),
+                  Spread(ws, &Round::us_in_write, "-").c_str(),
+                  Spread(fs_, &Round::us_in_write, "-").c_str(),
+                  ks && ws ? Ratio(ks->median.us_in_write, ws->median.us_in_write).c_str() : "-",
+                  ws && fs_ ? Ratio(ws->median.us_in_write, fs_->median.us_in_write).c_str() : "-",
+                  Median(ks, &Round::writes_per_s, 0, kubelet_none).c_str(),
+                  Median(ws, &Round::writes_per_s, 0, "-").c_str(),
+                  Median(fs_, &Round::writes_per_s, 0, "-").c_str(),
+                  Median(ks, &Round::cpu_us, 1, kubelet_none).c_str(),
+                  Median(ws, &Round::cpu_us, 1, "-").c_str(),
+                  Median(fs_, &Round::cpu_us, 1, "-").c_str());
       std::fflush(stdout);
     }
   }

@@ -10,8 +10,9 @@ bench/run_benches.py leaves in a results dir:
                            rss_by_pods_before.json when present (an earlier commit's run, with
                            a "label" naming it)
   writer_vs_floor.png      bench_atomicwriter.txt (build/bin/bench_atomicwriter's table): time in
-                           one changed write of the project's writer, of the kubelet's writer
-                           algorithm and of the publish-only syscall floor, per payload and medium
+                           one changed write of the project's writer, of the kubelet's own writer
+                           (v1.20.2, through its Go harness) and of issue 48's syscall floor, per
+                           payload and medium
   api_cost.png             cost_model.json (bench/cost_model.py): per strategy, what one node
                            costs the API server per minute (requests, bytes) and what the fleet
                            extrapolation gives
@@ -102,10 +103,16 @@ def rss(results, out, run):
     return True
 
 
-# | payload | medium | kubelet writes/s | kubelet us/write | writer writes/s | writer us in Write |
-# ... | floor us/write | writer / floor |  (the no-change rows end in "- | - |")
-ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|"
-                 r"\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|(?:[^|]*\|){3}\s*([\d.]+)\s*\|")
+# | payload | medium | kubelet us/write | writer us/write | floor us/write | ...: each time cell
+# "median (min-max)"; the no-change rows have "-" for the floor, and the kubelet's cells say "not
+# built" when its harness was not (then only the writer and the floor are drawn).
+ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([^|]*?)\s*\|\s*([\d.]+)[^|]*\|"
+                 r"\s*([\d.]+)[^|]*\|")
+
+
+def first_number(cell):
+    m = re.match(r"[\d.]+", cell)
+    return float(m.group(0)) if m else float("nan")
 
 
 def writer(results, out, run):
@@ -113,8 +120,9 @@ def writer(results, out, run):
     for line in (results / "bench_atomicwriter.txt").read_text().splitlines():
         m = ROW.match(line)
         if m:
-            name, medium, _krate, kubelet_us, _wrate, writer_us, floor_us = m.groups()
-            rows.append((name, medium, float(writer_us), float(kubelet_us), float(floor_us)))
+            name, medium, kubelet_us, writer_us, floor_us = m.groups()
+            rows.append((name, medium, float(writer_us), first_number(kubelet_us),
+                         float(floor_us)))
     if not rows:
         return False
     media = sorted({r[1] for r in rows}, key=lambda m: m != "tmpfs")
@@ -123,8 +131,8 @@ def writer(results, out, run):
         sel = [r for r in rows if r[1] == medium]
         xs = range(len(sel))
         ax.bar([x - 0.27 for x in xs], [r[2] for r in sel], 0.27, label="writer")
-        ax.bar(list(xs), [r[3] for r in sel], 0.27, label="kubelet's algorithm")
-        ax.bar([x + 0.27 for x in xs], [r[4] for r in sel], 0.27, label="publish syscalls")
+        ax.bar(list(xs), [r[3] for r in sel], 0.27, label="kubelet's writer (v1.20.2)")
+        ax.bar([x + 0.27 for x in xs], [r[4] for r in sel], 0.27, label="floor (issue 48)")
         ax.set_xticks(list(xs))
         ax.set_xticklabels([r[0].split(")")[0] + ")" for r in sel])
         ax.set_yscale("log")

@@ -434,16 +434,18 @@ base::Result<VolumeDirCheck> CheckOwnedVolumeDir(Env& env, int root, const Volum
 namespace {
 
 // A check of the volume dir that the journal lists as the daemon's, before a write into it
-// (through `vol_fd`, the writer's descriptor): two fstat calls when the dir is the recorded inode
-// on the root's device, the whole walk otherwise (a tmpfs on it, or no identity recorded). A dir
-// that is not the daemon's is released, noted, and refused.
+// through `writer`: two fstat calls when the dir is the recorded inode on the root's device (the
+// volume dir's is the one the write then starts from: AtomicWriter::StatDir), the whole walk
+// otherwise (a tmpfs on it, or no identity recorded). A dir that is not the daemon's is
+// released, noted, and refused.
 base::Status CheckBeforeWrite(Env& env, int root, const VolumeLocation& loc,
-                              OwnershipJournal& journal, int vol_fd, const std::string& who) {
+                              OwnershipJournal& journal, atomicwriter::AtomicWriter& writer,
+                              const std::string& who) {
   const std::string rel = loc.rel();
   const uint64_t recorded = journal.VolumeInode(rel);
   struct stat vst {};
   struct stat rst {};
-  if (recorded != 0 && env.Fstat(vol_fd, &vst) == 0 && env.Fstat(root, &rst) == 0 &&
+  if (recorded != 0 && writer.StatDir(&vst) == 0 && env.Fstat(root, &rst) == 0 &&
       vst.st_dev == rst.st_dev && vst.st_ino == recorded) {
     return base::Status::OK();
   }
@@ -644,7 +646,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   if (existed && listed) {
     // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
     const std::string who = VolumeOfPod(request) + ", " + dir;
-    if (base::Status c = CheckBeforeWrite(env, root, loc, journal, vol_fd, who); !c.ok()) {
+    if (base::Status c = CheckBeforeWrite(env, root, loc, journal, *writer, who); !c.ok()) {
       return c;
     }
   } else if (!owned) {

@@ -4,6 +4,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/volume_inspector.h"
 #include "tests/support/skip.h"
 #include "volumemanager/journal/ownership_journal.h"
@@ -74,6 +76,34 @@ TEST_F(VolumeSetupTest, FirstMountCreatesTheKubeletLayout) {
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0777u);  // as the kubelet's wrapper, whatever the umask
   EXPECT_EQ(atomicwriter::VisibleContent(dir), (std::map<std::string, std::string>{{"key", "v1"}}));
+}
+
+// A write into a volume the daemon owns takes the volume dir's lstat once: the identity check's
+// is the one the writer starts from (atomicwriter::AtomicWriter::StatDir).
+TEST_F(VolumeSetupTest, AWriteIntoAnOwnedVolumeTakesTheVolumeDirsLstatOnce) {
+  atomicwriter::RemovalQueue queue;  // not started: nothing is removed
+  atomicwriter::UnpublishedLedger ledger;
+  auto req = [&](const std::string& data) {
+    SetUpRequest r = Req(Loc(), Payload(data));
+    r.removals = &queue;
+    r.ledger = &ledger;
+    r.unpublished_grace = std::chrono::seconds(30);
+    return r;
+  };
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req("v1")).ok());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req("v2")).ok());
+  atomicwriter::FaultInjectionEnv env(atomicwriter::PosixEnv());
+  env.RecordCalls(true);
+  auto r = SetUpVolume(env, req("v3"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->published);
+  const std::vector<std::string> calls = env.recorded();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "fstat"), 1) << "the root dir's";
+  // The volume dir's before (the check's, which the write starts from), the replaced version's
+  // for the queue, the volume dir's after the write.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "fstatat"), 3);
+  EXPECT_EQ(atomicwriter::VisibleContent(Loc().dir()),
+            (std::map<std::string, std::string>{{"key", "v3"}}));
 }
 
 TEST_F(VolumeSetupTest, FailedFirstMountLeavesNoDirectory) {
