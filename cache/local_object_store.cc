@@ -217,8 +217,31 @@ bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
   auto& objects = *decoded.objects;
   logging::Debug("Object manifest read", {{"file", path}, {"objects", objects.size()}});
   const bool changed = !file->objects.empty() || !objects.empty();
+  KeepUnchanged(file->objects, &objects);
   file->objects = std::move(objects);
   return changed;
+}
+
+void LocalObjectStore::KeepUnchanged(
+    const std::vector<std::pair<kube::ObjectRef, ObjectRevision>>& old,
+    std::vector<std::pair<kube::ObjectRef, ObjectRevision>>* next) {
+  if (old.empty()) return;
+  std::map<kube::ObjectRef, const ObjectRevision*> by_ref;
+  for (const auto& [ref, revision] : old) by_ref.try_emplace(ref, &revision);
+  for (auto& [ref, revision] : *next) {
+    auto it = by_ref.find(ref);
+    if (it == by_ref.end()) continue;
+    const ObjectRevision& before = *it->second;
+    if (before.digest != revision.digest) continue;
+    const bool same =
+        revision.config_map != nullptr
+            ? before.config_map != nullptr && *before.config_map == *revision.config_map
+            : revision.secret != nullptr && before.secret != nullptr &&
+                  *before.secret == *revision.secret;
+    // The revision already served: the new copy goes at once, and the long-lived objects stay
+    // where they are in the heap instead of being replaced by copies on every edit of the file.
+    if (same) revision = before;
+  }
 }
 
 void LocalObjectStore::RebuildView(bool notify) {

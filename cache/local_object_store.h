@@ -155,6 +155,10 @@ class LocalObjectStore : public ObjectManager {
   void Apply(Scanner::Outcome outcome, bool notify);
   // Takes in one file's new read; true when its objects were replaced.
   bool TakeRead(Scanner::File& read, ManifestFile* file);
+  // In `next`, a file's objects as read again, puts the revision of `old` (its objects as last
+  // read) in place of each object equal to it: one copy per object revision, kept across reads.
+  static void KeepUnchanged(const std::vector<std::pair<kube::ObjectRef, ObjectRevision>>& old,
+                            std::vector<std::pair<kube::ObjectRef, ObjectRevision>>* next);
   void RebuildView(bool notify);
   // Drops a file that is gone; true when it held objects.
   bool Remove(const std::string& name);

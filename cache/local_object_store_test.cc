@@ -133,6 +133,36 @@ TEST_F(LocalObjectStoreTest, WatchNotifiesReferencedObjectsAtOnce) {
   EXPECT_EQ(Value("one"), "2");
 }
 
+TEST_F(LocalObjectStoreTest, AnEditKeepsTheRevisionsOfTheFilesUnchangedObjects) {
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "2") +
+                                     "---\n" + SecretYaml("s", "pw"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two"), Sec("s")});
+  auto one = store_.GetConfigMap("default", "one");
+  auto two = store_.GetConfigMap("default", "two");
+  auto secret = store_.GetSecret("default", "s");
+  ASSERT_TRUE(one.ok() && two.ok() && secret.ok());
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "3") +
+                                     "---\n" + SecretYaml("s", "pw"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("two")));
+  EXPECT_EQ(Value("two"), "3");
+  // One copy per object revision: the objects the edit left alone are the ones already served.
+  EXPECT_EQ(*store_.GetConfigMap("default", "one"), *one);
+  EXPECT_EQ(*store_.GetSecret("default", "s"), *secret);
+  EXPECT_NE(*store_.GetConfigMap("default", "two"), *two);
+  // A metadata edit (no content change, no notification) is a new revision, served.
+  WriteFile(dir_.File("a.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: one, labels: {a: b}}\n"
+            "data: {key: \"1\"}\n---\n" +
+                ConfigMapYaml("two", "3") + "---\n" + SecretYaml("s", "pw"));
+  ASSERT_TRUE(loop_.RunUntil([&] {
+    auto cm = store_.GetConfigMap("default", "one");
+    return cm.ok() && *cm != nullptr && (*cm)->metadata.labels.count("a") == 1;
+  }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("two")));
+}
+
 TEST_F(LocalObjectStoreTest, WatchFollowsCreateRenameIntoPlaceAndDelete) {
   Start();
   store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});

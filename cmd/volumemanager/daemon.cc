@@ -56,6 +56,7 @@ Daemon::~Daemon() {
   if (started_) {
     StopSources();
     stall_monitor_.Stop();
+    trimmer_.Stop();
   }
 }
 
@@ -63,6 +64,10 @@ std::optional<Daemon::StartError> Daemon::Start() {
   started_ = true;
   auto allocatable = NodeAllocatable(config_);
   if (!allocatable.ok()) return StartError{2, allocatable.status().message()};
+  HeapTrimmerOptions trim;
+  trim.quiet = heap_trim_quiet_;
+  trim.busy = [this] { return manager_ != nullptr && manager_->executor().in_flight() > 0; };
+  trimmer_.Start(loop_, std::move(trim));
   // Read-only until the node's lock is held (Start's contract in daemon.h). A root dir that could
   // not be created later fails now, with the error mkdir would give.
   if (struct stat st{}; ::stat(config_.root_dir.c_str(), &st) != 0) {
@@ -91,6 +96,7 @@ std::optional<Daemon::StartError> Daemon::Start() {
   // them all then (StartWriting).
   pods_ = std::make_unique<podconfig::PodConfig>([this](const podconfig::PodUpdate& u) {
     if (manager_) manager_->OnPodUpdate(u);
+    trimmer_.Request();
   });
 
   std::vector<std::string> pod_sources;
@@ -119,6 +125,8 @@ std::optional<Daemon::StartError> Daemon::Start() {
     return error;
   }
   if (auto error = StartPodSources()) return error;
+  // The start-up reads (every object and pod manifest decoded) are bulk work.
+  trimmer_.Request();
 
   if (base::Status s = stall_monitor_.Start(
           loop_,
@@ -207,6 +215,7 @@ void Daemon::StartVolumeManager() {
     if (!deletes.pods.empty()) manager_->OnPodUpdate(deletes);
   }
   manager_->Start();
+  trimmer_.Request();
 }
 
 std::optional<Daemon::StartError> Daemon::StartElection() {
@@ -393,6 +402,7 @@ void Daemon::ApplyLiveConfig(const config::DaemonConfig& config) {
 
 void Daemon::OnObjectChanged(const kube::ObjectRef& object) {
   if (manager_) manager_->OnObjectChanged(object);
+  trimmer_.Request();
 }
 
 void Daemon::OnTokenChanged(const kube::TokenRef& token) {
@@ -541,6 +551,7 @@ void Daemon::Stop(std::function<void()> done) {
   stopping_ = true;
   StopSources();
   stall_monitor_.Stop();
+  trimmer_.Stop();
   // Writes finish first; then the locks are released (the Lease, then the flock), so a successor
   // takes over at once.
   auto release = [this, done = std::move(done)]() mutable {

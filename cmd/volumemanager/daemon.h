@@ -47,6 +47,7 @@
 
 #include <uv.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +57,7 @@
 
 #include "base/status.h"
 #include "cache/local_object_store.h"
+#include "cmd/volumemanager/heap_trimmer.h"
 #include "cmd/volumemanager/loop_stall_monitor.h"
 #include "config/daemon_config.h"
 #include "kube/pod.h"
@@ -140,6 +142,11 @@ class Daemon {
                          (lease_elector_ == nullptr || !file_held_ || lease_elector_->Alive(now)));
   }
   const LoopStallMonitor& stall_monitor() const { return stall_monitor_; }
+  // The heap's free pages go back to the kernel after bulk work (heap_trimmer.h): after the
+  // start-up reads, pod updates and object changes, once no write is in flight for `quiet`
+  // (default 1 s; tests shorten it before Start).
+  const HeapTrimmer& heap_trimmer() const { return trimmer_; }
+  void set_heap_trim_quiet(std::chrono::milliseconds quiet) { heap_trim_quiet_ = quiet; }
   // The ownership journal's state for volumemanager_ownership_journal_state: "not_opened" (a
   // standby: the journal is opened once the node's lock is held), "trusted" (read, or new),
   // "rejected" (unreadable or corrupt: owns nothing), "other_root_dir" (kept for another
@@ -214,6 +221,8 @@ class Daemon {
   podconfig::FileSource file_source_;
   podconfig::HttpSource http_source_;
   LoopStallMonitor stall_monitor_;
+  HeapTrimmer trimmer_;
+  std::chrono::milliseconds heap_trim_quiet_{1000};
   // Starts the node lock's election; writes wait for it.
   std::optional<StartError> StartElection();
   // The lock's state changed: the gate, the volume manager's writes, the first start of writing.

@@ -189,6 +189,18 @@ Status WriteJournal(const std::string& state_dir, const std::string& root,
   return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
 }
 
+// The same file from the journal's one map of owned paths (OwnershipJournal::owned_).
+template <typename OwnedMap>
+Status WriteOwned(const std::string& state_dir, const std::string& root,
+                  const RootIdentity& identity, const OwnedMap& owned) {
+  std::string data = Header() + EncodeIdentity(root, identity);
+  for (const auto& [path, entry] : owned) {
+    data += EncodeRecord('+', OwnedPath{entry.kind, path});
+    if (entry.inode != 0) data += EncodeInode(path, entry.inode);
+  }
+  return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
+}
+
 // A header's version that a later release wrote: decimal digits, no leading zero, above
 // kVersion.
 bool NewerVersion(std::string_view version) {
@@ -476,9 +488,14 @@ OwnershipJournal::OwnershipJournal(atomicwriter::Env& env, std::string state_dir
       identity_(std::move(identity)),
       env_(env),
       fd_(fd),
-      owned_(std::move(owned)),
-      inodes_(std::move(inodes)),
-      records_(records) {}
+      records_(records) {
+  for (auto& [path, kind] : owned) {
+    auto in = inodes.find(path);
+    const uint64_t inode = in == inodes.end() ? 0 : in->second;
+    if (inode != 0) ++inodes_;
+    owned_.emplace_hint(owned_.end(), path, Owned{kind, inode});
+  }
+}
 
 OwnershipJournal::~OwnershipJournal() {
   if (fd_ >= 0) env_.Close(fd_);
@@ -502,8 +519,9 @@ Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
   if (adds_in_flight_ == 0) flushed_.notify_all();  // SetIdentity may wait for it
   if (!s.ok()) return s;
   for (const OwnedPath& p : paths) {
-    owned_[p.path] = p.kind;
-    inodes_.erase(p.path);  // a new set-up: its identity follows
+    Owned& entry = owned_[p.path];
+    if (entry.inode != 0) --inodes_;
+    entry = Owned{p.kind, 0};  // a new set-up: its identity follows
   }
   return Status::OK();
 }
@@ -522,14 +540,17 @@ Status OwnershipJournal::SetVolumeInode(const std::string& path, uint64_t inode)
   --adds_in_flight_;
   if (adds_in_flight_ == 0) flushed_.notify_all();
   if (!s.ok()) return s;
-  if (owned_.count(path) != 0) inodes_[path] = inode;
+  if (auto it = owned_.find(path); it != owned_.end()) {
+    if (it->second.inode == 0) ++inodes_;
+    it->second.inode = inode;
+  }
   return Status::OK();
 }
 
 uint64_t OwnershipJournal::VolumeInode(const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = inodes_.find(path);
-  return it == inodes_.end() ? 0 : it->second;
+  auto it = owned_.find(path);
+  return it == owned_.end() ? 0 : it->second.inode;
 }
 
 void OwnershipJournal::NoteForeignVolumeDir(const std::string& path, const std::string& reason) {
@@ -547,17 +568,15 @@ std::vector<OwnershipJournal::ForeignVolumeDir> OwnershipJournal::ForeignVolumeD
 Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
   std::string lines;
   std::vector<OwnedPath> released;
-  std::map<std::string, uint64_t> released_inodes;
+  std::vector<uint64_t> released_inodes;  // of `released`, 0 when not known
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const OwnedPath& p : paths) {
       auto it = owned_.find(p.path);
-      if (it == owned_.end() || it->second != p.kind) continue;
+      if (it == owned_.end() || it->second.kind != p.kind) continue;
+      if (it->second.inode != 0) --inodes_;
+      released_inodes.push_back(it->second.inode);
       owned_.erase(it);
-      if (auto in = inodes_.find(p.path); in != inodes_.end()) {
-        released_inodes.insert(*in);
-        inodes_.erase(in);
-      }
       lines += EncodeRecord('-', p);
       released.push_back(p);
     }
@@ -568,8 +587,12 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
     // The file still lists them: owned, so a teardown's retry releases them (and the owned dirs
     // above them) instead of taking the volume for one this daemon never set up.
     std::lock_guard<std::mutex> lock(mu_);
-    for (const OwnedPath& p : released) owned_.emplace(p.path, p.kind);
-    for (const auto& entry : released_inodes) inodes_.insert(entry);
+    for (size_t i = 0; i < released.size(); ++i) {
+      if (owned_.emplace(released[i].path, Owned{released[i].kind, released_inodes[i]}).second &&
+          released_inodes[i] != 0) {
+        ++inodes_;
+      }
+    }
   }
   return s;
 }
@@ -577,14 +600,14 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
 bool OwnershipJournal::Owns(OwnedKind kind, const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = owned_.find(path);
-  return it != owned_.end() && it->second == kind;
+  return it != owned_.end() && it->second.kind == kind;
 }
 
 std::vector<OwnedPath> OwnershipJournal::Entries() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<OwnedPath> out;
   out.reserve(owned_.size());
-  for (const auto& [path, kind] : owned_) out.push_back(OwnedPath{kind, path});
+  for (const auto& [path, entry] : owned_) out.push_back(OwnedPath{entry.kind, path});
   return out;
 }
 
@@ -593,11 +616,13 @@ std::vector<OwnedPath> OwnershipJournal::EntriesOfPod(const std::string& pod_uid
   const std::string below = pod + "/";
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<OwnedPath> out;
-  if (auto it = owned_.find(pod); it != owned_.end()) out.push_back(OwnedPath{it->second, pod});
+  if (auto it = owned_.find(pod); it != owned_.end()) {
+    out.push_back(OwnedPath{it->second.kind, pod});
+  }
   // "pods/<uid>-x" sorts between "pods/<uid>" and "pods/<uid>/": start below the slash.
   for (auto it = owned_.lower_bound(below); it != owned_.end() && it->first.starts_with(below);
        ++it) {
-    out.push_back(OwnedPath{it->second, it->first});
+    out.push_back(OwnedPath{it->second.kind, it->first});
   }
   return out;
 }
@@ -650,7 +675,7 @@ Status OwnershipJournal::Commit(std::string lines, size_t count) {
     // Mostly released entries: rewrite the file, unless an Add is between its commit and its
     // update of owned_ (the rewrite would drop its records).
     if (s.ok() && adds_in_flight_ == 0 && records_ > 1024 &&
-        records_ > 4 * (owned_.size() + inodes_.size())) {
+        records_ > 4 * (owned_.size() + inodes_)) {
       CompactLocked().IgnoreError();  // the appended file stays valid when this fails
     }
     flushed_.notify_all();
@@ -683,13 +708,13 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
 }
 
 Status OwnershipJournal::CompactLocked() {
-  Status s = WriteJournal(state_dir_, root_dir_, identity_, owned_, inodes_);
+  Status s = WriteOwned(state_dir_, root_dir_, identity_, owned_);
   if (!s.ok()) return s;
   const int fd = env_.OpenAt(AT_FDCWD, file_, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);
   if (fd < 0) return ErrnoError("open", file_, errno);
   if (fd_ >= 0) env_.Close(fd_);
   fd_ = fd;
-  records_ = owned_.size() + inodes_.size();
+  records_ = owned_.size() + inodes_;
   return Status::OK();
 }
 

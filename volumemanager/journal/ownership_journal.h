@@ -214,8 +214,14 @@ class OwnershipJournal {
   std::condition_variable flushed_;
   atomicwriter::Env& env_;
   int fd_;
-  std::map<std::string, OwnedKind> owned_;  // path -> kind
-  std::map<std::string, uint64_t> inodes_;  // owned volume path -> its dir's inode, when known
+  // Path -> kind and, for an owned volume, its dir's inode when known (0: not known). One map,
+  // not one per field: the paths are the bulk of the journal's memory.
+  struct Owned {
+    OwnedKind kind{};
+    uint64_t inode = 0;
+  };
+  std::map<std::string, Owned> owned_;
+  size_t inodes_ = 0;  // entries of owned_ with an inode (records in a compacted file)
   std::vector<ForeignVolumeDir> foreign_;
   size_t records_;  // records in the file (for compaction)
   // Group commit: lines waiting for the next flush, and sequence numbers of what was queued and

@@ -136,7 +136,6 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     desired.plugin = plugin;
     desired.objects = plugin->ReferencedObjects(*pod, volume);
     desired.tokens = plugin->ReferencedTokens(*pod, volume);
-    desired.unique_name = plugins::UniqueVolumeName(*plugin, uid, volume.name);
     all_objects.insert(all_objects.end(), desired.objects.begin(), desired.objects.end());
     all_tokens.insert(all_tokens.end(), desired.tokens.begin(), desired.tokens.end());
 

@@ -511,12 +511,14 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
     }
   }
   const std::string objects_digest = digests_.Digest(objects);
-  VolumeInputs inputs{WithTokens(objects_digest, tokens), desired.pod, objects_digest};
+  // Without tokens the digest before them is the digest itself: not kept twice.
+  VolumeInputs inputs{WithTokens(objects_digest, tokens), desired.pod,
+                      tokens.empty() ? std::string() : objects_digest};
   // Everything but its tokens as on disk: a renewal, which is no change for reload actions (an
   // application re-reads its token file, as beside the kubelet's silent renewals).
   const bool tokens_only =
       !tokens.empty() && mounted != nullptr && !mounted->uncertain &&
-      SameInputs(VolumeInputs{mounted->inputs.objects_digest_before_tokens, mounted->inputs.pod},
+      SameInputs(VolumeInputs{mounted->inputs.digest_before_tokens(), mounted->inputs.pod},
                  VolumeInputs{objects_digest, desired.pod}, key.volume_name,
                  desired.plugin->DependsOnPod(desired.volume()));
   if (mounted != nullptr && !mounted->uncertain &&

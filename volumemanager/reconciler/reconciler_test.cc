@@ -222,7 +222,6 @@ class Harness {
     d.spec = &p->spec.volumes.front();
     d.plugin = registry_->FindPlugin(*d.spec);
     d.objects = {Ref()};
-    d.unique_name = "kubernetes.io/configmap/" + uid + "-cfg";
     objects_.RegisterPod(uid, d.objects);
     dsw_.Set(std::move(d));
   }

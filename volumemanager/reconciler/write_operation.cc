@@ -185,7 +185,7 @@ void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
                 {{"pod", logging::KObj(desired.pod->metadata)},
                  {"podUID", desired.key.pod_uid},
                  {"volume", desired.key.volume_name},
-                 {"uniqueName", desired.unique_name},
+                 {"uniqueName", desired.unique_name()},
                  {"object", desired.objects.size() == 1 ? logging::KRef(desired.objects.front())
                                                         : logging::Value::Absent()},
                  {"objects", logging::Value::IfSet(objects)},

@@ -28,9 +28,13 @@ struct DesiredVolume {
   const plugins::VolumePlugin* plugin = nullptr;
   std::vector<kube::ObjectRef> objects;  // what the content is built from
   std::vector<kube::TokenRef> tokens;    // the service account tokens it includes
-  std::string unique_name;               // "<plugin>/<pod uid>-<volume>"
 
   const kube::Volume& volume() const { return *spec; }
+  // "<plugin>/<pod uid>-<volume>", made when asked (log lines and /debug/state only): not kept
+  // per volume.
+  std::string unique_name() const {
+    return plugins::UniqueVolumeName(*plugin, key.pod_uid, key.volume_name);
+  }
 };
 
 class DesiredStateOfWorld {

@@ -32,8 +32,14 @@ struct VolumeInputs {
   std::string objects_digest;  // ObjectsDigest, WithTokens; empty: unknown (some get failed)
   std::shared_ptr<const kube::Pod> pod;
   // ObjectsDigest alone, before the tokens: a write whose inputs differ in their tokens only (a
-  // renewal) is told apart, so that it is no change for reload actions.
+  // renewal) is told apart, so that it is no change for reload actions. Empty when the volume
+  // has no tokens (it equals objects_digest then; one copy per volume instead of two): read it
+  // through digest_before_tokens().
   std::string objects_digest_before_tokens = {};
+
+  const std::string& digest_before_tokens() const {
+    return objects_digest_before_tokens.empty() ? objects_digest : objects_digest_before_tokens;
+  }
 };
 
 // An object as logs and Events name the version a volume read: "configmap/ns/name@resourceVersion",

@@ -130,6 +130,16 @@ TEST(VolumeInputsTest, TokensChangeTheDigestByTheirSerialAndAFailedOneMakesItUnk
   EXPECT_EQ(WithTokens(objects, TokenSnapshot{{ref, base::Status::Error("refused")}}), "");
 }
 
+TEST(VolumeInputsTest, TheDigestBeforeTokensIsTheDigestItselfWhenNotKeptApart) {
+  VolumeInputs no_tokens{"digest", nullptr};
+  EXPECT_TRUE(no_tokens.objects_digest_before_tokens.empty()) << "one copy, not two";
+  EXPECT_EQ(no_tokens.digest_before_tokens(), "digest");
+  VolumeInputs with_tokens{"with-tokens", nullptr, "objects-only"};
+  EXPECT_EQ(with_tokens.digest_before_tokens(), "objects-only");
+  VolumeInputs unknown{"", nullptr};
+  EXPECT_EQ(unknown.digest_before_tokens(), "");
+}
+
 TEST(VolumeInputsTest, ObjectVersionNamesTheObjectAndItsResourceVersionOnly) {
   const kube::ObjectRef cm{kube::ObjectKind::kConfigMap, "shop", "app"};
   const kube::ObjectRef sec{kube::ObjectKind::kSecret, "shop", "tls"};
