@@ -16,7 +16,8 @@ Scenarios (each on a fresh test server, and a fresh daemon):
             process holds a plain watch on the same ConfigMaps and timestamps each event as it
             reads it: the test server's own delivery latency, for comparison.
   idle      CPU seconds of the daemon (utime + stime from /proc/<pid>/stat) over --idle-seconds
-            with 1,000 pods (one ConfigMap each, 1,000 watches) and no changes.
+            with 1,000 pods (one ConfigMap each, 1,000 watches) and no changes, and its wake-ups
+            (context switches of all its threads, /proc/<pid>/task/*/status) per second.
   scale     N pods with one ConfigMap each (one watch per object) through nghttpx (TLS +
             HTTP/2 front, HTTP/1.1 + TLS back to the test server): set-up time, the daemon's TCP
             connections, RSS and PSS per watched object, then every object changed once and every
@@ -24,7 +25,8 @@ Scenarios (each on a fresh test server, and a fresh daemon):
 
 Usage: bench/cluster_bench.py [--daemon PATH] [--only latency,idle,scale] [--changes N]
                               [--pods N] [--scale N ...] [--idle-seconds S] [--qps Q --burst B]
-                              [--default-qps-scale N ...] [--quick] [--json FILE]
+                              [--default-qps-scale N ...] [--bookmark-period S] [--quick]
+                              [--json FILE]
 Prints one line per measurement; the numbers go to BENCHMARKS.md ("Cluster mode").
 """
 import argparse
@@ -180,6 +182,19 @@ def proc_cpu_seconds(pid):
     s = Path(f"/proc/{pid}/stat").read_text()
     f = s[s.rfind(")") + 2:].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_switches(pid):
+    """Context switches (voluntary + involuntary) of every thread of `pid`: its wake-ups."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    total += int(line.split()[1])
+        except OSError:
+            pass  # the thread ended
+    return total
 
 
 def proc_memory_kib(pid):
@@ -466,10 +481,17 @@ def summarize(label, rows, load_before):
                                   for key in ("first", "last", "server", "rtt")}})
 
 
+def set_bookmark_period(server, args):
+    """The server's period between bookmarks (each watch takes it when it opens)."""
+    if args.bookmark_period:
+        server.admin("POST", "settings", {"bookmark_period": args.bookmark_period})
+
+
 def scenario_latency(args, kind, pods, workroot, idle_seconds=0):
     """kind: 'one' (1 pod), 'shared' (`pods` pods, one ConfigMap), 'each' (one ConfigMap per pod)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"latency-{kind}-", dir=workroot))
     with TestApiServer() as server:
+        set_bookmark_period(server, args)
         api = Api(server)
         n_cm = pods if kind == "each" else 1
         for i in range(n_cm):
@@ -508,13 +530,14 @@ def idle(pid, daemon, seconds, label):
     # Let delayed work settle: cleanup writes come --unpublished-grace (30 s) after a change.
     time.sleep(35)
     load_before = load()
-    cpu0, t0 = proc_cpu_seconds(pid), time.monotonic()
+    cpu0, t0, sw0 = proc_cpu_seconds(pid), time.monotonic(), proc_switches(pid)
     time.sleep(seconds)
     daemon.alive()
-    cpu1, t1 = proc_cpu_seconds(pid), time.monotonic()
+    cpu1, t1, sw1 = proc_cpu_seconds(pid), time.monotonic(), proc_switches(pid)
     rss, pss, anon = proc_memory_kib(pid)
     print(f"| idle, {label} | {t1 - t0:.0f} s | {cpu1 - cpu0:.2f} CPU s | "
-          f"{100 * (cpu1 - cpu0) / (t1 - t0):.3f} % of a core | RSS {rss / 1024:.1f} MiB, "
+          f"{100 * (cpu1 - cpu0) / (t1 - t0):.3f} % of a core | "
+          f"{(sw1 - sw0) / (t1 - t0):.1f} wake-ups/s | RSS {rss / 1024:.1f} MiB, "
           f"PSS {pss / 1024:.1f} MiB, anon {anon / 1024:.1f} MiB | load {load_before} -> "
           f"{load()} |", flush=True)
 
@@ -522,6 +545,7 @@ def idle(pid, daemon, seconds, label):
 def scenario_scale(args, n, workroot, qps, burst):
     workdir = Path(tempfile.mkdtemp(prefix=f"scale-{n}-", dir=workroot))
     with TestApiServer() as server:
+        set_bookmark_period(server, args)
         front = Nghttpx(server, workdir)
         api = Api(server)
         try:
@@ -610,6 +634,9 @@ def main():
     p.add_argument("--idle-seconds", type=float, default=60)
     p.add_argument("--scale-idle", action="store_true")
     p.add_argument("--no-starvation", action="store_true")
+    p.add_argument("--bookmark-period", type=float, default=0,
+                   help="seconds between the test server's bookmarks on each watch (0: its "
+                        "default, 60 s); idle CPU at two periods gives the CPU per bookmark")
     p.add_argument("--workdir", default="/tmp")
     p.add_argument("--daemon-arg", dest="daemon_args", action="append", default=[])
     p.add_argument("--wrapper", default="",
