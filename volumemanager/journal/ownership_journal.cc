@@ -177,27 +177,17 @@ bool DecodeRecord(std::string_view line, bool identities, char* op, OwnedPath* o
   return ValidPath(out->path);
 }
 
-// Replaces the journal in `state_dir` with one holding `owned` (atomically and durably).
+// Replaces the journal in `state_dir` (atomically and durably) with one holding what
+// `for_each_owned` gives: it calls its argument with (kind, path, inode; 0 when not known) for
+// every owned path, in path order.
+template <typename ForEachOwned>
 Status WriteJournal(const std::string& state_dir, const std::string& root,
-                    const RootIdentity& identity, const std::map<std::string, OwnedKind>& owned,
-                    const std::map<std::string, uint64_t>& inodes) {
+                    const RootIdentity& identity, const ForEachOwned& for_each_owned) {
   std::string data = Header() + EncodeIdentity(root, identity);
-  for (const auto& [path, kind] : owned) {
+  for_each_owned([&data](OwnedKind kind, const std::string& path, uint64_t inode) {
     data += EncodeRecord('+', OwnedPath{kind, path});
-    if (auto it = inodes.find(path); it != inodes.end()) data += EncodeInode(path, it->second);
-  }
-  return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
-}
-
-// The same file from the journal's one map of owned paths (OwnershipJournal::owned_).
-template <typename OwnedMap>
-Status WriteOwned(const std::string& state_dir, const std::string& root,
-                  const RootIdentity& identity, const OwnedMap& owned) {
-  std::string data = Header() + EncodeIdentity(root, identity);
-  for (const auto& [path, entry] : owned) {
-    data += EncodeRecord('+', OwnedPath{entry.kind, path});
-    if (entry.inode != 0) data += EncodeInode(path, entry.inode);
-  }
+    if (inode != 0) data += EncodeInode(path, inode);
+  });
   return base::WriteFileDurably(state_dir, OwnershipJournal::kFileName, data);
 }
 
@@ -444,7 +434,12 @@ Result<OwnershipJournal::OpenResult> OwnershipJournal::Open(const std::string& s
   // Start every run from a compact file: one record per owned path, and the root dir (a v1
   // journal's is the one it is opened for).
   const std::string root = root_dir.empty() ? parsed.root : root_dir;
-  Status s = WriteJournal(state_dir, root, parsed.identity, parsed.owned, parsed.inodes);
+  Status s = WriteJournal(state_dir, root, parsed.identity, [&parsed](const auto& emit) {
+    for (const auto& [path, kind] : parsed.owned) {
+      auto in = parsed.inodes.find(path);
+      emit(kind, path, in == parsed.inodes.end() ? 0 : in->second);
+    }
+  });
   if (!s.ok()) return s;
   const int fd = env.OpenAt(AT_FDCWD, file, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);
   if (fd < 0) return ErrnoError("open", file, errno);
@@ -708,7 +703,9 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
 }
 
 Status OwnershipJournal::CompactLocked() {
-  Status s = WriteOwned(state_dir_, root_dir_, identity_, owned_);
+  Status s = WriteJournal(state_dir_, root_dir_, identity_, [this](const auto& emit) {
+    for (const auto& [path, entry] : owned_) emit(entry.kind, path, entry.inode);
+  });
   if (!s.ok()) return s;
   const int fd = env_.OpenAt(AT_FDCWD, file_, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);
   if (fd < 0) return ErrnoError("open", file_, errno);
