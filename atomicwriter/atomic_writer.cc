@@ -855,9 +855,12 @@ class WriteOperation {
     }
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
+    // The version this process's last write published (the dir is as that write left it):
+    // complete, and no writer writes into a published version, so the queue judges it by its own
+    // inode and ctime without reading its tree.
     options_.removals->Add(queued_as_, dir_st, old_ts_, st,
-                           DueTime(old_ts_, ledger.Since(old_ts_), now),
-                           options_.unpublished_grace);
+                           DueTime(old_ts_, ledger.Since(old_ts_), now), options_.unpublished_grace,
+                           /*complete=*/true);
     return Status::OK();
   }
 

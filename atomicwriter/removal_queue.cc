@@ -71,13 +71,13 @@ void RemovalQueue::Stop() {
 
 void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
                        const std::string& name, const struct stat& st, Clock::time_point due,
-                       Clock::duration grace) {
+                       Clock::duration grace, bool complete) {
   const Clock::time_point now = now_();
   const bool at_once = due <= now;  // due when added: taken without a batch window
   Entry e{volume_dir.root, volume_dir.rel, dir_st.st_dev, dir_st.st_ino,
           st.st_dev,       st.st_ino,      st.st_ctim,    due,
           grace,           at_once,        now,           false,
-          std::nullopt};
+          std::nullopt,    complete};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -91,9 +91,13 @@ void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
                have.ino != e.ino || !SameCtime(have.ctime, e.ctime) || have.root != e.root ||
                have.rel != e.rel) {
       have = e;  // another entry under that name, or changed: the caller's view wins
-    } else if (due < have.due) {
-      have.due = due;
-      have.at_once = e.at_once;
+    } else {
+      if (due < have.due) {
+        have.due = due;
+        have.at_once = e.at_once;
+      }
+      // Unchanged since queued: the caller's knowledge that its tree is complete holds.
+      if (complete && !have.stamped) have.complete = true;
     }
     wake = WakeTime(have) < worker_wakes_at_;
   }
@@ -236,6 +240,7 @@ RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry
     entry.ino = st.st_ino;
     entry.ctime = st.st_ctim;
     entry.due = now_() + entry.grace;
+    entry.complete = false;  // not what the caller knew
     entry.stamped = !entry.at_once;
     if (entry.stamped) entry.tree = TreeStamp(fs, dir_fd, key.name, st);
     return Outcome::kRestarted;
@@ -312,7 +317,9 @@ void RemovalQueue::StampNew(Clock::time_point now) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, entry] : entries_) {
-      if (!entry.at_once && !entry.stamped && entry.due > now) todo.emplace_back(key, entry);
+      if (!entry.at_once && !entry.complete && !entry.stamped && entry.due > now) {
+        todo.emplace_back(key, entry);
+      }
     }
   }
   if (todo.empty()) return;
@@ -394,7 +401,7 @@ void RemovalQueue::WorkerLoop() {
 }
 
 RemovalQueue::Clock::time_point RemovalQueue::WakeTime(const Entry& e) {
-  if (!e.at_once && !e.stamped) return e.added + kBatchWindow;
+  if (!e.at_once && !e.complete && !e.stamped) return e.added + kBatchWindow;
   return e.at_once ? e.due : e.due + kBatchWindow;
 }
 

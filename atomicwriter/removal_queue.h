@@ -102,12 +102,18 @@ class RemovalQueue {
   // Queues `name` in `volume_dir` (whose lstat is `dir_st`), seen as `st`, for removal at `due`
   // if still unpublished and unchanged then; `grace` is the period to start again when it has
   // changed. An entry already queued with the same identity keeps the earlier due time.
+  // `complete`: the caller knows the entry's tree to be complete and written by no one since (a
+  // version this process published and has just replaced: no writer writes into a published
+  // version); it is then judged by its own inode and ctime only, like an entry due when added, and
+  // its tree is not stamped (read) at all, unless the entry changes.
   void Add(const VolumeDir& volume_dir, const struct stat& dir_st, const std::string& name,
-           const struct stat& st, Clock::time_point due, Clock::duration grace);
+           const struct stat& st, Clock::time_point due, Clock::duration grace,
+           bool complete = false);
   // The same for a trusted path (VolumeDir with `root` empty).
   void Add(const std::string& volume_dir, const struct stat& dir_st, const std::string& name,
-           const struct stat& st, Clock::time_point due, Clock::duration grace) {
-    Add(VolumeDir{volume_dir, {}, {}}, dir_st, name, st, due, grace);
+           const struct stat& st, Clock::time_point due, Clock::duration grace,
+           bool complete = false) {
+    Add(VolumeDir{volume_dir, {}, {}}, dir_st, name, st, due, grace, complete);
   }
 
   // Processes every entry due at `now` on the calling thread; returns how many were removed.
@@ -140,6 +146,8 @@ class RemovalQueue {
     // has taken it (never for an at_once entry), `tree` nullopt when the tree cannot be judged.
     bool stamped = false;
     std::optional<uint64_t> tree;
+    // Added as complete (Add): never stamped; cleared once the entry is seen changed.
+    bool complete = false;
   };
   enum class Outcome { kRemoved, kKept, kRestarted, kFailed, kRefused };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/writer_test_fixture.h"
@@ -140,6 +142,60 @@ TEST_F(QueuedWriterTest, AtItsDueTimeAnEntryIsRemovedOnlyIfStillUnpublishedAndUn
     EXPECT_TRUE(Removing().empty());
     EXPECT_EQ(queue_.pending(), 0u);
   }
+}
+
+// The version this process published and its next write replaced (the dir as that write left
+// it) is complete: the queue never reads its tree, at the stamp or at the due time, and judges it
+// by its own inode and ctime. Once it changes, it is stamped and judged like any other entry.
+TEST_F(QueuedWriterTest, TheVersionThisProcessPublishedIsRemovedWithoutReadingItsTree) {
+  FaultInjectionEnv env(PosixEnv());
+  RemovalQueue queue(&env, [this] { return now_; });
+  Options o = Queued();
+  o.removals = &queue;
+  auto w = OpenWriter(o);
+  auto r1 = w->Write(MakePayload({{"a", "1"}, {"d/b", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  auto r2 = w->Write(MakePayload({{"a", "2"}, {"d/b", "2"}}));
+  ASSERT_TRUE(r2.ok());
+  ASSERT_EQ(r2->queued_removals, 1);
+
+  // Changed after it was queued: not what the write knew; its tree is stamped from then on.
+  const fs::path old = fs::path(vol_) / r1->ts_dir;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(old / "late") << "x";
+  queue.RunDue(now_);
+  now_ += seconds(30);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_TRUE(fs::exists(old)) << "removed although it changed during its grace period";
+  now_ += seconds(20);
+  std::ofstream(old / "d" / "later") << "x";  // only d's ctime moves
+  now_ += seconds(10);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_TRUE(fs::exists(old / "d" / "later")) << "removed 10 s after a change in its tree";
+  now_ += seconds(30);
+  EXPECT_EQ(queue.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(old));
+
+  // Unchanged: never read but by its removal.
+  auto r3 = w->Write(MakePayload({{"a", "3"}, {"d/b", "3"}}));  // a full read: the queue removed
+  ASSERT_TRUE(r3.ok());
+  now_ += seconds(10);
+  auto r4 = w->Write(MakePayload({{"a", "4"}, {"d/b", "4"}}));
+  ASSERT_TRUE(r4.ok());
+  ASSERT_EQ(r4->queued_removals, 1);
+  EXPECT_EQ(queue.pending(), 2u) << "r2's version (queued by the full read) and r3's";
+  now_ += seconds(20);
+  EXPECT_EQ(queue.RunDue(now_), 1u);  // r2's version, due 30 s after r3
+  env.RecordCalls(true);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_TRUE(env.recorded().empty()) << env.recorded().size() << " calls before it is due";
+  now_ += seconds(10);
+  EXPECT_EQ(queue.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r3->ts_dir));
+  const std::vector<std::string> calls = env.recorded();
+  // Only the removal reads the tree: its dirs, the version's and d/, once each.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "readdir"), 2);
+  EXPECT_TRUE(Removing().empty());
 }
 
 // Another writer's version in progress (the kubelet's writes an item "a/b/c" into a nested
