@@ -85,6 +85,7 @@ void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
     if (in_progress_.count(key) != 0) return;  // being removed right now
     auto [it, inserted] = entries_.try_emplace(std::move(key), e);
     Entry& have = it->second;
+    if (!inserted) Unindex(it->first, have);
     if (inserted) {
       ++stats_.added;
     } else if (have.dir_dev != e.dir_dev || have.dir_ino != e.dir_ino || have.dev != e.dev ||
@@ -99,6 +100,7 @@ void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
       // Unchanged since queued: the caller's knowledge that its tree is complete holds.
       if (complete && !have.stamped) have.complete = true;
     }
+    Index(it->first, have);
     wake = WakeTime(have) < worker_wakes_at_;
   }
   if (wake) cv_.notify_all();
@@ -125,13 +127,23 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   std::vector<std::pair<Key, Entry>> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->second.due <= now) {
-        batch.emplace_back(it->first, it->second);
-        it = entries_.erase(it);
-      } else {
-        ++it;
-      }
+    // An entry due by `now` wakes the worker a batch window later at the latest (WakeTime: an
+    // unstamped one at its add, before its due time): only those are looked at.
+    const Clock::time_point last_wake = now >= Clock::time_point::max() - kBatchWindow
+                                            ? Clock::time_point::max()
+                                            : now + kBatchWindow;
+    std::vector<Key> due;
+    for (const auto& [wakes, key] : wakes_) {
+      if (wakes > last_wake) break;
+      if (entries_.at(key).due <= now) due.push_back(key);
+    }
+    std::sort(due.begin(), due.end());
+    batch.reserve(due.size());
+    for (Key& key : due) {
+      auto it = entries_.find(key);
+      Unindex(it->first, it->second);
+      batch.emplace_back(std::move(key), std::move(it->second));
+      entries_.erase(it);
     }
   }
   // The map's order: by volume dir, then name, so one dir's entries are removed together, through
@@ -219,7 +231,8 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   // Due a grace period from now; a newer Add wins.
   for (auto& [key, entry] : again) {
     entry.at_once = false;
-    entries_.try_emplace(std::move(key), entry);
+    auto [it, inserted] = entries_.try_emplace(std::move(key), entry);
+    if (inserted) Index(it->first, it->second);
   }
   return removed;
 }
@@ -316,10 +329,9 @@ void RemovalQueue::StampNew(Clock::time_point now) {
   std::vector<std::pair<Key, Entry>> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, entry] : entries_) {
-      if (!entry.at_once && !entry.complete && !entry.stamped && entry.due > now) {
-        todo.emplace_back(key, entry);
-      }
+    for (const Key& key : to_stamp_) {
+      const Entry& entry = entries_.at(key);
+      if (entry.due > now) todo.emplace_back(key, entry);
     }
   }
   if (todo.empty()) return;
@@ -354,7 +366,9 @@ void RemovalQueue::StampNew(Clock::time_point now) {
     }
     if (!restarted) entry.due = it->second.due;  // an Add may have made it due earlier
     entry.at_once = it->second.at_once;
+    Unindex(it->first, it->second);
     it->second = entry;
+    Index(it->first, it->second);
   }
   if (dir_fd >= 0) fs_->Close(dir_fd);
 }
@@ -378,8 +392,8 @@ bool RemovalQueue::Stamp(int dir_fd, const Key& key, Entry& entry) {
 void RemovalQueue::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    Clock::time_point batch_end = Clock::time_point::max();
-    for (const auto& [key, entry] : entries_) batch_end = std::min(batch_end, WakeTime(entry));
+    const Clock::time_point batch_end =
+        wakes_.empty() ? Clock::time_point::max() : wakes_.begin()->first;
     if (batch_end == Clock::time_point::max()) {
       worker_wakes_at_ = batch_end;
       cv_.wait(lock);
@@ -403,6 +417,16 @@ void RemovalQueue::WorkerLoop() {
 RemovalQueue::Clock::time_point RemovalQueue::WakeTime(const Entry& e) {
   if (!e.at_once && !e.complete && !e.stamped) return e.added + kBatchWindow;
   return e.at_once ? e.due : e.due + kBatchWindow;
+}
+
+void RemovalQueue::Index(const Key& key, const Entry& e) {
+  wakes_.emplace(WakeTime(e), key);
+  if (NeedsStamp(e)) to_stamp_.insert(key);
+}
+
+void RemovalQueue::Unindex(const Key& key, const Entry& e) {
+  wakes_.erase({WakeTime(e), key});
+  to_stamp_.erase(key);
 }
 
 size_t RemovalQueue::pending() const {

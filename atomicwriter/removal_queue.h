@@ -166,6 +166,12 @@ class RemovalQueue {
   // When the worker should take `e`: at once (its stamp, plus the batch window) when not stamped,
   // else its due time, plus the batch window unless it is at_once.
   static Clock::time_point WakeTime(const Entry& e);
+  // Whether StampNew is to take `e`'s stamp (once it is not yet due).
+  static bool NeedsStamp(const Entry& e) { return !e.at_once && !e.complete && !e.stamped; }
+  // Keep `wakes_` and `to_stamp_` in step with `entries_` (mu_ held): Unindex before an entry
+  // changes or goes, Index once it is in place.
+  void Index(const Key& key, const Entry& e);
+  void Unindex(const Key& key, const Entry& e);
 
   // How long a held-back entry waits before it is looked at again.
   static constexpr Clock::duration kHeldRetry = std::chrono::seconds(1);
@@ -176,6 +182,10 @@ class RemovalQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, Entry> entries_;
+  // Every entry by its WakeTime, and the entries to stamp: a wake looks at the entries it takes,
+  // not at every pending one (thousands, on a tmpfs node during a fan-out).
+  std::set<std::pair<Clock::time_point, Key>> wakes_;
+  std::set<Key> to_stamp_;
   std::set<Key> in_progress_;  // renamed and being removed by RunDue
   Stats stats_;
   bool stopping_ = false;
