@@ -274,10 +274,14 @@ class WriteOperation {
     // Only this process's last write touched the volume dir since it ended, with the same
     // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
     // version this write replaces is all there is to queue, once ..data is seen to name it.
+    // The queue's removals since (of entries it was handed: never the live version nor a
+    // top-level name) count as that write's (RemovalQueue::TookDirFromTo).
     const bool may_be_as_left =
         last && options_.removals != nullptr && last->top_level_names == names &&
         now - last->scanned < options_.unpublished_grace && StatDir(&dir_before) &&
-        UnpublishedLedger::DirStateHash(dir_before) == last->dir;
+        (UnpublishedLedger::DirStateHash(dir_before) == last->dir ||
+         options_.removals->TookDirFromTo(queued_as_.shown, last->dir,
+                                          UnpublishedLedger::DirStateHash(dir_before)));
     // The same dir, so the same filesystem.
     if (may_be_as_left) {
       traits_ = last->traits;

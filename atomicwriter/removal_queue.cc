@@ -13,6 +13,7 @@
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
 #include "atomicwriter/tree_stamp.h"
+#include "atomicwriter/unpublished_ledger.h"
 #include "base/errno_error.h"
 
 namespace atomicwriter {
@@ -23,6 +24,10 @@ namespace {
 // once. Not for an entry due when it is added: it goes as soon as the worker can take it, so that
 // the writes running meanwhile reuse the inodes it frees in the same second (filesystem_probe.h).
 constexpr auto kBatchWindow = std::chrono::milliseconds(10);
+
+// Volume dirs whose removals are noted for their next write (TookDirFromTo) at most; past it the
+// notes are dropped (those writes read their dir in full).
+constexpr size_t kMaxDirChanges = 100000;
 
 bool SameCtime(const struct timespec& a, const struct timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
@@ -196,6 +201,18 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
       outcome = Outcome::kKept;  // the volume dir was torn down and made again: not our entry
     } else {
       outcome = RemoveOne(dir_fd, retry_key, entry, &error);
+      struct stat after {};
+      if ((outcome == Outcome::kRemoved || outcome == Outcome::kFailed) &&
+          fs_->FstatAt(dir_fd, ".", &after, AT_SYMLINK_NOFOLLOW) == 0) {
+        // What this removal did to the volume dir, for its next write (TookDirFromTo).
+        const uint64_t from = UnpublishedLedger::DirStateHash(dir_st);
+        const uint64_t to = UnpublishedLedger::DirStateHash(after);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (dir_changes_.size() >= kMaxDirChanges) dir_changes_.clear();  // a full read, no more
+        auto [it, inserted] = dir_changes_.try_emplace(key.volume_dir, from, to);
+        if (!inserted) it->second = {it->second.second == from ? it->second.first : from, to};
+        dir_st = after;
+      }
     }
     switch (outcome) {
       case Outcome::kRemoved:
@@ -427,6 +444,15 @@ void RemovalQueue::Index(const Key& key, const Entry& e) {
 void RemovalQueue::Unindex(const Key& key, const Entry& e) {
   wakes_.erase({WakeTime(e), key});
   to_stamp_.erase(key);
+}
+
+bool RemovalQueue::TookDirFromTo(const std::string& shown, uint64_t from, uint64_t to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = dir_changes_.find(shown);
+  if (it == dir_changes_.end()) return false;
+  const bool took = it->second.first == from && it->second.second == to;
+  dir_changes_.erase(it);
+  return took;
 }
 
 size_t RemovalQueue::pending() const {

@@ -124,6 +124,14 @@ class RemovalQueue {
   size_t pending() const;
   Stats stats() const;
 
+  // Whether the queue's own removals are what took the volume dir `shown` from the state
+  // `from` to the state `to` (UnpublishedLedger::DirStateHash): the dir's lstat right before the
+  // first of them was `from`, right after each the next one began from there, and after the last
+  // it was `to`. A write that finds the dir as its last write left it but for the queue's removals
+  // (which never touch a live version nor a top-level name) may take its shortcut all the same.
+  // Consumes what the queue noted of `shown`.
+  bool TookDirFromTo(const std::string& shown, uint64_t from, uint64_t to);
+
  private:
   struct Key {
     std::string volume_dir;
@@ -186,6 +194,9 @@ class RemovalQueue {
   // not at every pending one (thousands, on a tmpfs node during a fan-out).
   std::set<std::pair<Clock::time_point, Key>> wakes_;
   std::set<Key> to_stamp_;
+  // By volume dir: the dir state before the queue's first removal there since a write last asked
+  // (TookDirFromTo), and after its last.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> dir_changes_;
   std::set<Key> in_progress_;  // renamed and being removed by RunDue
   Stats stats_;
   bool stopping_ = false;

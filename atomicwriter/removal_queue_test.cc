@@ -377,6 +377,45 @@ TEST_F(QueuedWriterTest, WritesReadTheVolumeDirAgainOnlyWhenSomethingElseMayHave
   EXPECT_EQ(DescribeDebris(vol_, MakePayload({{"b", "1"}})), "");
 }
 
+// The queue's own removals change the volume dir, but they are all that changed it: the next
+// write still takes its shortcut. Another change beside them still makes it read the dir.
+TEST_F(QueuedWriterTest, TheQueuesOwnRemovalsDoNotMakeTheNextWriteReadTheDir) {
+  FaultInjectionEnv counting(PosixEnv());
+  Options o = Queued();
+  o.fs = &counting;
+  o.replaced_version = ReplacedVersion::kAtOnce;
+  auto w = OpenWriter(o);
+  auto read_dirs_of = [&](const Payload& p) {
+    const int before = counting.read_dir_calls();
+    auto r = w->Write(p);
+    EXPECT_TRUE(r.ok());
+    EXPECT_TRUE(r.ok() && r->published);
+    return counting.read_dir_calls() - before;
+  };
+  const Payload v1 = MakePayload({{"a", "1"}});
+  const Payload v2 = MakePayload({{"a", "2"}});
+  EXPECT_EQ(read_dirs_of(v1), 1) << "the first write: a full read";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(read_dirs_of(i % 2 == 0 ? v2 : v1), 0) << "write " << i;
+    EXPECT_EQ(queue_.RunDue(now_), 1u) << "write " << i << ": the replaced version, due at once";
+  }
+  EXPECT_EQ(read_dirs_of(v2), 0);
+  ASSERT_TRUE(w->Write(v1).ok());
+  EXPECT_EQ(queue_.RunDue(now_), 2u);
+  EXPECT_EQ(DescribeDebris(vol_, v1), "");
+
+  // Another writer's entry beside a removal of the queue: read in full, and queued.
+  EXPECT_EQ(read_dirs_of(v2), 0) << "after two removals in one batch";
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const fs::path other = fs::path(vol_) / "..2020_01_01_00_00_00.7";
+  fs::create_directory(other);
+  EXPECT_EQ(read_dirs_of(v1), 2) << "a full read (and a comparison with the live version)";
+  queue_.RunDue(now_ + seconds(30));
+  EXPECT_FALSE(fs::exists(other));
+  EXPECT_EQ(DescribeDebris(vol_, v1), "");
+}
+
 TEST_F(QueuedWriterTest, AnInterruptedRemovalIsFoundAndFinishedByALaterWrite) {
   // A crash in the middle of a removal leaves the renamed, partly removed tree.
   auto w = OpenWriter(Queued());
