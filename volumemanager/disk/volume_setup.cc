@@ -214,6 +214,7 @@ void Undo(Env& env, int root, const std::vector<std::string>& created,
 // a write replaces may go at once where deferring its removal costs more (ext4 without a journal).
 base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(Env& env, int root,
                                                                      const std::string& rel,
+                                                                     const std::string& dir,
                                                                      const SetUpRequest& request,
                                                                      bool owned) {
   atomicwriter::Options options;
@@ -229,8 +230,8 @@ base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(Env& env, i
   if (const WriteGate* gate = WriteGate::Current(); gate != nullptr) {
     options.may_publish = [gate] { return gate->Open() ? base::Status::OK() : CancelledStatus(); };
   }
-  return atomicwriter::AtomicWriter::OpenBeneath(root, request.location.root_dir, rel,
-                                                 request.location.dir(), options);
+  return atomicwriter::AtomicWriter::OpenBeneath(root, request.location.root_dir, rel, dir,
+                                                 options);
 }
 
 // Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
@@ -439,9 +440,9 @@ namespace {
 // otherwise (a tmpfs on it, or no identity recorded). A dir that is not the daemon's is
 // released, noted, and refused.
 base::Status CheckBeforeWrite(Env& env, int root, const struct stat* root_st,
-                              const VolumeLocation& loc, OwnershipJournal& journal,
-                              atomicwriter::AtomicWriter& writer, const std::string& who) {
-  const std::string rel = loc.rel();
+                              const SetUpRequest& request, const std::string& rel,
+                              OwnershipJournal& journal, atomicwriter::AtomicWriter& writer) {
+  const VolumeLocation& loc = request.location;
   const uint64_t recorded = journal.VolumeInode(rel);
   struct stat vst {};
   struct stat rst {};
@@ -456,7 +457,7 @@ base::Status CheckBeforeWrite(Env& env, int root, const struct stat* root_st,
   if (!check->foreign) return base::Status::OK();
   journal.Remove({OwnedPath{OwnedKind::kVolume, rel}}).IgnoreError();
   journal.NoteForeignVolumeDir(rel, check->reason);
-  return base::Status::Error(who + ": " + check->reason +
+  return base::Status::Error(VolumeOfPod(request) + ", " + loc.dir() + ": " + check->reason +
                                  "; not the volume dir volumemanager set up: released from its "
                                  "ownership, nothing written, left in place",
                              EXDEV);
@@ -587,7 +588,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   const std::string volume_rel = loc.rel();
   if (request.refresh_only) {
     // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
-    auto writer = OpenWriter(env, root, volume_rel, request, /*owned=*/false);
+    auto writer = OpenWriter(env, root, volume_rel, dir, request, /*owned=*/false);
     if (!writer.ok()) return writer.status();
     if (!request.kubelet_set_up_checked) {
       base::Result<bool> set_up = KubeletHasSetUpAt(env, (*writer)->dir_fd(), dir);
@@ -606,7 +607,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   // it exists, and the write goes through that same descriptor.
   std::unique_ptr<atomicwriter::AtomicWriter> writer;
   const bool listed = journal.Owns(OwnedKind::kVolume, volume_rel);
-  if (auto opened = OpenWriter(env, root, volume_rel, request, listed); opened.ok()) {
+  if (auto opened = OpenWriter(env, root, volume_rel, dir, request, listed); opened.ok()) {
     writer = std::move(opened).value();
   } else if (opened.status().sys_errno() != ENOENT) {
     // A link or a file where a directory should be (never followed, never removed), or another
@@ -695,8 +696,8 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   const int vol_fd = writer != nullptr ? writer->dir_fd() : vol.get();
   if (existed && listed) {
     // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
-    const std::string who = VolumeOfPod(request) + ", " + dir;
-    if (base::Status c = CheckBeforeWrite(env, root, root_st, loc, journal, *writer, who);
+    if (base::Status c =
+            CheckBeforeWrite(env, root, root_st, request, volume_rel, journal, *writer);
         !c.ok()) {
       return c;
     }
@@ -724,7 +725,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   vol.reset();
 
   if (writer == nullptr) {
-    auto opened = OpenWriter(env, root, volume_rel, request, owned);
+    auto opened = OpenWriter(env, root, volume_rel, dir, request, owned);
     if (!opened.ok()) {
       if (!existed) Undo(env, root, created, volume_rel, journal, recorded, loc);
       return opened.status();
