@@ -274,10 +274,14 @@ class WriteOperation {
     // Only this process's last write touched the volume dir since it ended, with the same
     // top-level names (UnpublishedLedger::LastWrite): every top-level link is in place, and the
     // version this write replaces is all there is to queue, once ..data is seen to name it.
+    // The queue's removals since (of entries it was handed: never the live version nor a
+    // top-level name) count as that write's (RemovalQueue::TookDirFromTo).
     const bool may_be_as_left =
         last && options_.removals != nullptr && last->top_level_names == names &&
         now - last->scanned < options_.unpublished_grace && StatDir(&dir_before) &&
-        UnpublishedLedger::DirStateHash(dir_before) == last->dir;
+        (UnpublishedLedger::DirStateHash(dir_before) == last->dir ||
+         options_.removals->TookDirFromTo(queued_as_.shown, last->dir,
+                                          UnpublishedLedger::DirStateHash(dir_before)));
     // The same dir, so the same filesystem.
     if (may_be_as_left) {
       traits_ = last->traits;
@@ -855,9 +859,12 @@ class WriteOperation {
     }
     UnpublishedLedger& ledger = *options_.ledger;
     ledger.Observe(old_ts_, st, now, options_.unpublished_grace);
+    // The version this process's last write published (the dir is as that write left it):
+    // complete, and no writer writes into a published version, so the queue judges it by its own
+    // inode and ctime without reading its tree.
     options_.removals->Add(queued_as_, dir_st, old_ts_, st,
-                           DueTime(old_ts_, ledger.Since(old_ts_), now),
-                           options_.unpublished_grace);
+                           DueTime(old_ts_, ledger.Since(old_ts_), now), options_.unpublished_grace,
+                           /*complete=*/true);
     return Status::OK();
   }
 

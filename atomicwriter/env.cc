@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,6 +205,21 @@ class MountTable {
   std::atomic<uint64_t> reads_{0};
 };
 
+}  // namespace
+
+int Env::StatMount(int dirfd, const std::string& path, int flags, struct stat* st,
+                   uint64_t* mount_id) {
+  if (FstatAt(dirfd, path, st, flags) != 0) return -1;
+  const int fd =
+      OpenAt(dirfd, path, O_PATH | ((flags & AT_SYMLINK_NOFOLLOW) != 0 ? O_NOFOLLOW : 0), 0);
+  if (fd < 0) return -1;
+  if (MountId(fd, mount_id) != 0) *mount_id = 0;
+  Close(fd);
+  return 0;
+}
+
+namespace {
+
 // Never destroyed: pool threads may look up a mount while the process exits.
 MountTable& ProcessMountTable() {
   static MountTable* table = new MountTable;
@@ -284,6 +300,32 @@ class Posix final : public Env {
   int GetInodeFlags(int fd, int* flags) override { return ::ioctl(fd, FS_IOC_GETFLAGS, flags); }
   int SetInodeFlags(int fd, int flags) override { return ::ioctl(fd, FS_IOC_SETFLAGS, &flags); }
   int MountId(int fd, uint64_t* mount_id) override { return MountIdOf(fd, mount_id); }
+  int StatMount(int dirfd, const std::string& path, int flags, struct stat* st,
+                uint64_t* mount_id) override {
+    if (RefuseNul(path)) return -1;
+    struct statx stx {};
+    if (::statx(dirfd, path.c_str(), flags | AT_STATX_DONT_SYNC, STATX_BASIC_STATS | STATX_MNT_ID,
+                &stx) != 0) {
+      if (errno != ENOSYS) return -1;
+      return Env::StatMount(dirfd, path, flags, st, mount_id);
+    }
+    *st = {};
+    st->st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    st->st_ino = stx.stx_ino;
+    st->st_mode = stx.stx_mode;
+    st->st_nlink = stx.stx_nlink;
+    st->st_uid = stx.stx_uid;
+    st->st_gid = stx.stx_gid;
+    st->st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
+    st->st_size = static_cast<off_t>(stx.stx_size);
+    st->st_blksize = static_cast<blksize_t>(stx.stx_blksize);
+    st->st_blocks = static_cast<blkcnt_t>(stx.stx_blocks);
+    st->st_atim = {stx.stx_atime.tv_sec, stx.stx_atime.tv_nsec};
+    st->st_mtim = {stx.stx_mtime.tv_sec, stx.stx_mtime.tv_nsec};
+    st->st_ctim = {stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec};
+    *mount_id = (stx.stx_mask & STATX_MNT_ID) != 0 ? stx.stx_mnt_id : 0;
+    return 0;
+  }
 
   int Dup(int fd) override { return ::fcntl(fd, F_DUPFD_CLOEXEC, 0); }
   int Fstat(int fd, struct stat* st) override { return ::fstat(fd, st); }

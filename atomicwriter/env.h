@@ -85,6 +85,11 @@ class Env {
   // line of /proc/self/fdinfo/<fd>, Linux 3.15): a bind mount of the same filesystem has another
   // id than its source, where st_dev is the same.
   virtual int MountId(int fd, uint64_t* mount_id) = 0;
+  // FstatAt of `path` (same `flags`) and the id of the mount it is on, in one call where the
+  // kernel has statx STATX_MNT_ID (PosixEnv); the default is FstatAt, then an O_PATH open of the
+  // path for MountId. Sets `*mount_id` to 0 when the kernel cannot tell.
+  virtual int StatMount(int dirfd, const std::string& path, int flags, struct stat* st,
+                        uint64_t* mount_id);
 
   // A second descriptor of `fd` (close-on-exec).
   virtual int Dup(int fd) = 0;
@@ -170,6 +175,10 @@ class EnvWrapper : public Env {
   int GetInodeFlags(int fd, int* flags) override { return target_->GetInodeFlags(fd, flags); }
   int SetInodeFlags(int fd, int flags) override { return target_->SetInodeFlags(fd, flags); }
   int MountId(int fd, uint64_t* mount_id) override { return target_->MountId(fd, mount_id); }
+  int StatMount(int dirfd, const std::string& path, int flags, struct stat* st,
+                uint64_t* mount_id) override {
+    return target_->StatMount(dirfd, path, flags, st, mount_id);
+  }
   int Dup(int fd) override { return target_->Dup(fd); }
   int Fstat(int fd, struct stat* st) override { return target_->Fstat(fd, st); }
   int Fstatfs(int fd, struct statfs* st) override { return target_->Fstatfs(fd, st); }

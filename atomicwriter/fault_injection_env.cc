@@ -200,6 +200,12 @@ int FaultInjectionEnv::MountId(int fd, uint64_t* mount_id) {
   return base_->MountId(fd, mount_id);
 }
 
+int FaultInjectionEnv::StatMount(int dirfd, const std::string& path, int flags, struct stat* st,
+                                 uint64_t* mount_id) {
+  if (ShouldFail("statmount")) return -1;
+  return base_->StatMount(dirfd, path, flags, st, mount_id);
+}
+
 int FaultInjectionEnv::Dup(int fd) {
   if (ShouldFail("dup")) return -1;
   return base_->Dup(fd);

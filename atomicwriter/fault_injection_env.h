@@ -75,6 +75,8 @@ class FaultInjectionEnv : public Env {
   int GetInodeFlags(int fd, int* flags) override;
   int SetInodeFlags(int fd, int flags) override;
   int MountId(int fd, uint64_t* mount_id) override;
+  int StatMount(int dirfd, const std::string& path, int flags, struct stat* st,
+                uint64_t* mount_id) override;
   int Dup(int fd) override;
   int Fstat(int fd, struct stat* st) override;
   int Fstatfs(int fd, struct statfs* st) override;

@@ -13,6 +13,7 @@
 #include "atomicwriter/open_beneath.h"
 #include "atomicwriter/remove_tree.h"
 #include "atomicwriter/tree_stamp.h"
+#include "atomicwriter/unpublished_ledger.h"
 #include "base/errno_error.h"
 
 namespace atomicwriter {
@@ -23,6 +24,10 @@ namespace {
 // once. Not for an entry due when it is added: it goes as soon as the worker can take it, so that
 // the writes running meanwhile reuse the inodes it frees in the same second (filesystem_probe.h).
 constexpr auto kBatchWindow = std::chrono::milliseconds(10);
+
+// Volume dirs whose removals are noted for their next write (TookDirFromTo) at most; past it the
+// notes are dropped (those writes read their dir in full).
+constexpr size_t kMaxDirChanges = 100000;
 
 bool SameCtime(const struct timespec& a, const struct timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
@@ -71,13 +76,13 @@ void RemovalQueue::Stop() {
 
 void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
                        const std::string& name, const struct stat& st, Clock::time_point due,
-                       Clock::duration grace) {
+                       Clock::duration grace, bool complete) {
   const Clock::time_point now = now_();
   const bool at_once = due <= now;  // due when added: taken without a batch window
   Entry e{volume_dir.root, volume_dir.rel, dir_st.st_dev, dir_st.st_ino,
           st.st_dev,       st.st_ino,      st.st_ctim,    due,
           grace,           at_once,        now,           false,
-          std::nullopt};
+          std::nullopt,    complete};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,16 +90,22 @@ void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
     if (in_progress_.count(key) != 0) return;  // being removed right now
     auto [it, inserted] = entries_.try_emplace(std::move(key), e);
     Entry& have = it->second;
+    if (!inserted) Unindex(it->first, have);
     if (inserted) {
       ++stats_.added;
     } else if (have.dir_dev != e.dir_dev || have.dir_ino != e.dir_ino || have.dev != e.dev ||
                have.ino != e.ino || !SameCtime(have.ctime, e.ctime) || have.root != e.root ||
                have.rel != e.rel) {
       have = e;  // another entry under that name, or changed: the caller's view wins
-    } else if (due < have.due) {
-      have.due = due;
-      have.at_once = e.at_once;
+    } else {
+      if (due < have.due) {
+        have.due = due;
+        have.at_once = e.at_once;
+      }
+      // Unchanged since queued: the caller's knowledge that its tree is complete holds.
+      if (complete && !have.stamped) have.complete = true;
     }
+    Index(it->first, have);
     wake = WakeTime(have) < worker_wakes_at_;
   }
   if (wake) cv_.notify_all();
@@ -121,13 +132,23 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   std::vector<std::pair<Key, Entry>> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->second.due <= now) {
-        batch.emplace_back(it->first, it->second);
-        it = entries_.erase(it);
-      } else {
-        ++it;
-      }
+    // An entry due by `now` wakes the worker a batch window later at the latest (WakeTime: an
+    // unstamped one at its add, before its due time): only those are looked at.
+    const Clock::time_point last_wake = now >= Clock::time_point::max() - kBatchWindow
+                                            ? Clock::time_point::max()
+                                            : now + kBatchWindow;
+    std::vector<Key> due;
+    for (const auto& [wakes, key] : wakes_) {
+      if (wakes > last_wake) break;
+      if (entries_.at(key).due <= now) due.push_back(key);
+    }
+    std::sort(due.begin(), due.end());
+    batch.reserve(due.size());
+    for (Key& key : due) {
+      auto it = entries_.find(key);
+      Unindex(it->first, it->second);
+      batch.emplace_back(std::move(key), std::move(it->second));
+      entries_.erase(it);
     }
   }
   // The map's order: by volume dir, then name, so one dir's entries are removed together, through
@@ -180,6 +201,18 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
       outcome = Outcome::kKept;  // the volume dir was torn down and made again: not our entry
     } else {
       outcome = RemoveOne(dir_fd, retry_key, entry, &error);
+      struct stat after {};
+      if ((outcome == Outcome::kRemoved || outcome == Outcome::kFailed) &&
+          fs_->FstatAt(dir_fd, ".", &after, AT_SYMLINK_NOFOLLOW) == 0) {
+        // What this removal did to the volume dir, for its next write (TookDirFromTo).
+        const uint64_t from = UnpublishedLedger::DirStateHash(dir_st);
+        const uint64_t to = UnpublishedLedger::DirStateHash(after);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (dir_changes_.size() >= kMaxDirChanges) dir_changes_.clear();  // a full read, no more
+        auto [it, inserted] = dir_changes_.try_emplace(key.volume_dir, from, to);
+        if (!inserted) it->second = {it->second.second == from ? it->second.first : from, to};
+        dir_st = after;
+      }
     }
     switch (outcome) {
       case Outcome::kRemoved:
@@ -215,7 +248,8 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
   // Due a grace period from now; a newer Add wins.
   for (auto& [key, entry] : again) {
     entry.at_once = false;
-    entries_.try_emplace(std::move(key), entry);
+    auto [it, inserted] = entries_.try_emplace(std::move(key), entry);
+    if (inserted) Index(it->first, it->second);
   }
   return removed;
 }
@@ -236,6 +270,7 @@ RemovalQueue::Outcome RemovalQueue::RemoveOne(int dir_fd, Key& key, Entry& entry
     entry.ino = st.st_ino;
     entry.ctime = st.st_ctim;
     entry.due = now_() + entry.grace;
+    entry.complete = false;  // not what the caller knew
     entry.stamped = !entry.at_once;
     if (entry.stamped) entry.tree = TreeStamp(fs, dir_fd, key.name, st);
     return Outcome::kRestarted;
@@ -311,8 +346,9 @@ void RemovalQueue::StampNew(Clock::time_point now) {
   std::vector<std::pair<Key, Entry>> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, entry] : entries_) {
-      if (!entry.at_once && !entry.stamped && entry.due > now) todo.emplace_back(key, entry);
+    for (const Key& key : to_stamp_) {
+      const Entry& entry = entries_.at(key);
+      if (entry.due > now) todo.emplace_back(key, entry);
     }
   }
   if (todo.empty()) return;
@@ -347,7 +383,9 @@ void RemovalQueue::StampNew(Clock::time_point now) {
     }
     if (!restarted) entry.due = it->second.due;  // an Add may have made it due earlier
     entry.at_once = it->second.at_once;
+    Unindex(it->first, it->second);
     it->second = entry;
+    Index(it->first, it->second);
   }
   if (dir_fd >= 0) fs_->Close(dir_fd);
 }
@@ -371,8 +409,8 @@ bool RemovalQueue::Stamp(int dir_fd, const Key& key, Entry& entry) {
 void RemovalQueue::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    Clock::time_point batch_end = Clock::time_point::max();
-    for (const auto& [key, entry] : entries_) batch_end = std::min(batch_end, WakeTime(entry));
+    const Clock::time_point batch_end =
+        wakes_.empty() ? Clock::time_point::max() : wakes_.begin()->first;
     if (batch_end == Clock::time_point::max()) {
       worker_wakes_at_ = batch_end;
       cv_.wait(lock);
@@ -394,8 +432,27 @@ void RemovalQueue::WorkerLoop() {
 }
 
 RemovalQueue::Clock::time_point RemovalQueue::WakeTime(const Entry& e) {
-  if (!e.at_once && !e.stamped) return e.added + kBatchWindow;
+  if (!e.at_once && !e.complete && !e.stamped) return e.added + kBatchWindow;
   return e.at_once ? e.due : e.due + kBatchWindow;
+}
+
+void RemovalQueue::Index(const Key& key, const Entry& e) {
+  wakes_.emplace(WakeTime(e), key);
+  if (NeedsStamp(e)) to_stamp_.insert(key);
+}
+
+void RemovalQueue::Unindex(const Key& key, const Entry& e) {
+  wakes_.erase({WakeTime(e), key});
+  to_stamp_.erase(key);
+}
+
+bool RemovalQueue::TookDirFromTo(const std::string& shown, uint64_t from, uint64_t to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = dir_changes_.find(shown);
+  if (it == dir_changes_.end()) return false;
+  const bool took = it->second.first == from && it->second.second == to;
+  dir_changes_.erase(it);
+  return took;
 }
 
 size_t RemovalQueue::pending() const {

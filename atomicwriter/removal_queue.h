@@ -102,12 +102,18 @@ class RemovalQueue {
   // Queues `name` in `volume_dir` (whose lstat is `dir_st`), seen as `st`, for removal at `due`
   // if still unpublished and unchanged then; `grace` is the period to start again when it has
   // changed. An entry already queued with the same identity keeps the earlier due time.
+  // `complete`: the caller knows the entry's tree to be complete and written by no one since (a
+  // version this process published and has just replaced: no writer writes into a published
+  // version); it is then judged by its own inode and ctime only, like an entry due when added, and
+  // its tree is not stamped (read) at all, unless the entry changes.
   void Add(const VolumeDir& volume_dir, const struct stat& dir_st, const std::string& name,
-           const struct stat& st, Clock::time_point due, Clock::duration grace);
+           const struct stat& st, Clock::time_point due, Clock::duration grace,
+           bool complete = false);
   // The same for a trusted path (VolumeDir with `root` empty).
   void Add(const std::string& volume_dir, const struct stat& dir_st, const std::string& name,
-           const struct stat& st, Clock::time_point due, Clock::duration grace) {
-    Add(VolumeDir{volume_dir, {}, {}}, dir_st, name, st, due, grace);
+           const struct stat& st, Clock::time_point due, Clock::duration grace,
+           bool complete = false) {
+    Add(VolumeDir{volume_dir, {}, {}}, dir_st, name, st, due, grace, complete);
   }
 
   // Processes every entry due at `now` on the calling thread; returns how many were removed.
@@ -117,6 +123,14 @@ class RemovalQueue {
 
   size_t pending() const;
   Stats stats() const;
+
+  // Whether the queue's own removals are what took the volume dir `shown` from the state
+  // `from` to the state `to` (UnpublishedLedger::DirStateHash): the dir's lstat right before the
+  // first of them was `from`, right after each the next one began from there, and after the last
+  // it was `to`. A write that finds the dir as its last write left it but for the queue's removals
+  // (which never touch a live version nor a top-level name) may take its shortcut all the same.
+  // Consumes what the queue noted of `shown`.
+  bool TookDirFromTo(const std::string& shown, uint64_t from, uint64_t to);
 
  private:
   struct Key {
@@ -140,6 +154,8 @@ class RemovalQueue {
     // has taken it (never for an at_once entry), `tree` nullopt when the tree cannot be judged.
     bool stamped = false;
     std::optional<uint64_t> tree;
+    // Added as complete (Add): never stamped; cleared once the entry is seen changed.
+    bool complete = false;
   };
   enum class Outcome { kRemoved, kKept, kRestarted, kFailed, kRefused };
 
@@ -158,6 +174,12 @@ class RemovalQueue {
   // When the worker should take `e`: at once (its stamp, plus the batch window) when not stamped,
   // else its due time, plus the batch window unless it is at_once.
   static Clock::time_point WakeTime(const Entry& e);
+  // Whether StampNew is to take `e`'s stamp (once it is not yet due).
+  static bool NeedsStamp(const Entry& e) { return !e.at_once && !e.complete && !e.stamped; }
+  // Keep `wakes_` and `to_stamp_` in step with `entries_` (mu_ held): Unindex before an entry
+  // changes or goes, Index once it is in place.
+  void Index(const Key& key, const Entry& e);
+  void Unindex(const Key& key, const Entry& e);
 
   // How long a held-back entry waits before it is looked at again.
   static constexpr Clock::duration kHeldRetry = std::chrono::seconds(1);
@@ -168,6 +190,13 @@ class RemovalQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, Entry> entries_;
+  // Every entry by its WakeTime, and the entries to stamp: a wake looks at the entries it takes,
+  // not at every pending one (thousands, on a tmpfs node during a fan-out).
+  std::set<std::pair<Clock::time_point, Key>> wakes_;
+  std::set<Key> to_stamp_;
+  // By volume dir: the dir state before the queue's first removal there since a write last asked
+  // (TookDirFromTo), and after its last.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> dir_changes_;
   std::set<Key> in_progress_;  // renamed and being removed by RunDue
   Stats stats_;
   bool stopping_ = false;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "atomicwriter/fault_injection_env.h"
 #include "atomicwriter/writer_test_fixture.h"
@@ -140,6 +142,60 @@ TEST_F(QueuedWriterTest, AtItsDueTimeAnEntryIsRemovedOnlyIfStillUnpublishedAndUn
     EXPECT_TRUE(Removing().empty());
     EXPECT_EQ(queue_.pending(), 0u);
   }
+}
+
+// The version this process published and its next write replaced (the dir as that write left
+// it) is complete: the queue never reads its tree, at the stamp or at the due time, and judges it
+// by its own inode and ctime. Once it changes, it is stamped and judged like any other entry.
+TEST_F(QueuedWriterTest, TheVersionThisProcessPublishedIsRemovedWithoutReadingItsTree) {
+  FaultInjectionEnv env(PosixEnv());
+  RemovalQueue queue(&env, [this] { return now_; });
+  Options o = Queued();
+  o.removals = &queue;
+  auto w = OpenWriter(o);
+  auto r1 = w->Write(MakePayload({{"a", "1"}, {"d/b", "1"}}));
+  ASSERT_TRUE(r1.ok());
+  auto r2 = w->Write(MakePayload({{"a", "2"}, {"d/b", "2"}}));
+  ASSERT_TRUE(r2.ok());
+  ASSERT_EQ(r2->queued_removals, 1);
+
+  // Changed after it was queued: not what the write knew; its tree is stamped from then on.
+  const fs::path old = fs::path(vol_) / r1->ts_dir;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(old / "late") << "x";
+  queue.RunDue(now_);
+  now_ += seconds(30);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_TRUE(fs::exists(old)) << "removed although it changed during its grace period";
+  now_ += seconds(20);
+  std::ofstream(old / "d" / "later") << "x";  // only d's ctime moves
+  now_ += seconds(10);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_TRUE(fs::exists(old / "d" / "later")) << "removed 10 s after a change in its tree";
+  now_ += seconds(30);
+  EXPECT_EQ(queue.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(old));
+
+  // Unchanged: never read but by its removal.
+  auto r3 = w->Write(MakePayload({{"a", "3"}, {"d/b", "3"}}));  // a full read: the queue removed
+  ASSERT_TRUE(r3.ok());
+  now_ += seconds(10);
+  auto r4 = w->Write(MakePayload({{"a", "4"}, {"d/b", "4"}}));
+  ASSERT_TRUE(r4.ok());
+  ASSERT_EQ(r4->queued_removals, 1);
+  EXPECT_EQ(queue.pending(), 2u) << "r2's version (queued by the full read) and r3's";
+  now_ += seconds(20);
+  EXPECT_EQ(queue.RunDue(now_), 1u);  // r2's version, due 30 s after r3
+  env.RecordCalls(true);
+  EXPECT_EQ(queue.RunDue(now_), 0u);
+  EXPECT_TRUE(env.recorded().empty()) << env.recorded().size() << " calls before it is due";
+  now_ += seconds(10);
+  EXPECT_EQ(queue.RunDue(now_), 1u);
+  EXPECT_FALSE(fs::exists(fs::path(vol_) / r3->ts_dir));
+  const std::vector<std::string> calls = env.recorded();
+  // Only the removal reads the tree: its dirs, the version's and d/, once each.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "readdir"), 2);
+  EXPECT_TRUE(Removing().empty());
 }
 
 // Another writer's version in progress (the kubelet's writes an item "a/b/c" into a nested
@@ -319,6 +375,45 @@ TEST_F(QueuedWriterTest, WritesReadTheVolumeDirAgainOnlyWhenSomethingElseMayHave
   queue_.RunDue(now_ + seconds(30));
   EXPECT_FALSE(fs::exists(other));
   EXPECT_EQ(DescribeDebris(vol_, MakePayload({{"b", "1"}})), "");
+}
+
+// The queue's own removals change the volume dir, but they are all that changed it: the next
+// write still takes its shortcut. Another change beside them still makes it read the dir.
+TEST_F(QueuedWriterTest, TheQueuesOwnRemovalsDoNotMakeTheNextWriteReadTheDir) {
+  FaultInjectionEnv counting(PosixEnv());
+  Options o = Queued();
+  o.fs = &counting;
+  o.replaced_version = ReplacedVersion::kAtOnce;
+  auto w = OpenWriter(o);
+  auto read_dirs_of = [&](const Payload& p) {
+    const int before = counting.read_dir_calls();
+    auto r = w->Write(p);
+    EXPECT_TRUE(r.ok());
+    EXPECT_TRUE(r.ok() && r->published);
+    return counting.read_dir_calls() - before;
+  };
+  const Payload v1 = MakePayload({{"a", "1"}});
+  const Payload v2 = MakePayload({{"a", "2"}});
+  EXPECT_EQ(read_dirs_of(v1), 1) << "the first write: a full read";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(read_dirs_of(i % 2 == 0 ? v2 : v1), 0) << "write " << i;
+    EXPECT_EQ(queue_.RunDue(now_), 1u) << "write " << i << ": the replaced version, due at once";
+  }
+  EXPECT_EQ(read_dirs_of(v2), 0);
+  ASSERT_TRUE(w->Write(v1).ok());
+  EXPECT_EQ(queue_.RunDue(now_), 2u);
+  EXPECT_EQ(DescribeDebris(vol_, v1), "");
+
+  // Another writer's entry beside a removal of the queue: read in full, and queued.
+  EXPECT_EQ(read_dirs_of(v2), 0) << "after two removals in one batch";
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const fs::path other = fs::path(vol_) / "..2020_01_01_00_00_00.7";
+  fs::create_directory(other);
+  EXPECT_EQ(read_dirs_of(v1), 2) << "a full read (and a comparison with the live version)";
+  queue_.RunDue(now_ + seconds(30));
+  EXPECT_FALSE(fs::exists(other));
+  EXPECT_EQ(DescribeDebris(vol_, v1), "");
 }
 
 TEST_F(QueuedWriterTest, AnInterruptedRemovalIsFoundAndFinishedByALaterWrite) {

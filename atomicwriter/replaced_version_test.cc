@@ -46,12 +46,14 @@ TEST_F(ReplacedVersionTest, AtOnceWithAQueueTheReplacedVersionIsDueNowAndOtherEn
   EXPECT_FALSE(fs::exists(fs::path(vol_) / r1->ts_dir));
   EXPECT_TRUE(fs::is_directory(other)) << "another writer's dir went before its grace";
 
-  // The next write (a full read again: the queue changed the dir) queues the version it replaced
-  // due now as well; the other writer's dir keeps the due time it had.
+  // The next write (no full read: only the queue's removal changed the dir since the last write,
+  // RemovalQueue::TookDirFromTo) queues the version it replaced due now as well; the other
+  // writer's dir stays queued with the due time it had.
   const Payload v3 = MakePayload({{"a", "3"}});
   auto r3 = w->Write(v3);
   ASSERT_TRUE(r3.ok());
-  EXPECT_EQ(r3->queued_removals, 2);
+  EXPECT_EQ(r3->queued_removals, 1);
+  EXPECT_EQ(queue_.pending(), 2u);
   EXPECT_EQ(queue_.RunDue(now_), 1u);
   EXPECT_FALSE(fs::exists(fs::path(vol_) / r2->ts_dir));
   EXPECT_TRUE(fs::is_directory(other));

@@ -66,7 +66,7 @@ class RealDisk final : public VolumeDisk {
     return volumemanager::KubeletHasSetUp(env_, location);
   }
   base::Result<atomicwriter::WriteResult> SetUp(const SetUpRequest& request) override {
-    return SetUpVolume(env_, request);
+    return SetUpVolume(env_, request, &roots_);
   }
   base::Result<TearDownOutcome> TearDown(const VolumeLocation& location,
                                          OwnershipJournal* journal) override {
@@ -95,6 +95,7 @@ class RealDisk final : public VolumeDisk {
 
  private:
   atomicwriter::Env& env_;
+  RootDirCache roots_;  // the root dir's descriptor, kept across set-ups
 };
 
 }  // namespace

@@ -214,6 +214,7 @@ void Undo(Env& env, int root, const std::vector<std::string>& created,
 // a write replaces may go at once where deferring its removal costs more (ext4 without a journal).
 base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(Env& env, int root,
                                                                      const std::string& rel,
+                                                                     const std::string& dir,
                                                                      const SetUpRequest& request,
                                                                      bool owned) {
   atomicwriter::Options options;
@@ -229,8 +230,8 @@ base::Result<std::unique_ptr<atomicwriter::AtomicWriter>> OpenWriter(Env& env, i
   if (const WriteGate* gate = WriteGate::Current(); gate != nullptr) {
     options.may_publish = [gate] { return gate->Open() ? base::Status::OK() : CancelledStatus(); };
   }
-  return atomicwriter::AtomicWriter::OpenBeneath(root, request.location.root_dir, rel,
-                                                 request.location.dir(), options);
+  return atomicwriter::AtomicWriter::OpenBeneath(root, request.location.root_dir, rel, dir,
+                                                 options);
 }
 
 // Whether a volume dir that holds a `..data` entry (the common case: a live volume) may instead
@@ -438,15 +439,17 @@ namespace {
 // volume dir's is the one the write then starts from: AtomicWriter::StatDir), the whole walk
 // otherwise (a tmpfs on it, or no identity recorded). A dir that is not the daemon's is
 // released, noted, and refused.
-base::Status CheckBeforeWrite(Env& env, int root, const VolumeLocation& loc,
-                              OwnershipJournal& journal, atomicwriter::AtomicWriter& writer,
-                              const std::string& who) {
-  const std::string rel = loc.rel();
+base::Status CheckBeforeWrite(Env& env, int root, const struct stat* root_st,
+                              const SetUpRequest& request, const std::string& rel,
+                              OwnershipJournal& journal, atomicwriter::AtomicWriter& writer) {
+  const VolumeLocation& loc = request.location;
   const uint64_t recorded = journal.VolumeInode(rel);
   struct stat vst {};
   struct stat rst {};
-  if (recorded != 0 && writer.StatDir(&vst) == 0 && env.Fstat(root, &rst) == 0 &&
-      vst.st_dev == rst.st_dev && vst.st_ino == recorded) {
+  if (root_st != nullptr) rst = *root_st;
+  if (recorded != 0 && writer.StatDir(&vst) == 0 &&
+      (root_st != nullptr || env.Fstat(root, &rst) == 0) && vst.st_dev == rst.st_dev &&
+      vst.st_ino == recorded) {
     return base::Status::OK();
   }
   auto check = CheckOwnedVolumeDir(env, root, loc, recorded);
@@ -454,7 +457,7 @@ base::Status CheckBeforeWrite(Env& env, int root, const VolumeLocation& loc,
   if (!check->foreign) return base::Status::OK();
   journal.Remove({OwnedPath{OwnedKind::kVolume, rel}}).IgnoreError();
   journal.NoteForeignVolumeDir(rel, check->reason);
-  return base::Status::Error(who + ": " + check->reason +
+  return base::Status::Error(VolumeOfPod(request) + ", " + loc.dir() + ": " + check->reason +
                                  "; not the volume dir volumemanager set up: released from its "
                                  "ownership, nothing written, left in place",
                              EXDEV);
@@ -527,17 +530,65 @@ base::Result<bool> KubeletHasSetUp(Env& env, const VolumeLocation& loc) {
   return KubeletHasSetUpAt(env, vol->get(), loc.dir());
 }
 
-base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest& request) {
+base::Result<std::shared_ptr<const RootDirCache::Root>> RootDirCache::Get(Env& env,
+                                                                          const std::string& path) {
+  struct stat st {};
+  uint64_t mount_id = 0;
+  const bool stated = env.StatMount(AT_FDCWD, path, 0, &st, &mount_id) == 0 && mount_id != 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stated && root_ != nullptr && path_ == path && root_->mount_id == mount_id &&
+        root_->st.st_dev == st.st_dev && root_->st.st_ino == st.st_ino &&
+        root_->st.st_ctim.tv_sec == st.st_ctim.tv_sec &&
+        root_->st.st_ctim.tv_nsec == st.st_ctim.tv_nsec) {
+      return root_;
+    }
+  }
+  auto fd = atomicwriter::OpenRootDir(env, path);
+  if (!fd.ok()) return fd.status();
+  auto root = std::make_shared<Root>();
+  root->fd.reset(*fd);
+  // What the descriptor names, not the path: the path may have changed since its stat.
+  if (env.Fstat(root->fd.get(), &root->st) != 0) return ErrnoError("stat", path, errno);
+  if (env.MountId(root->fd.get(), &root->mount_id) != 0) root->mount_id = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++opens_;
+  if (root->mount_id != 0) {
+    path_ = path;
+    root_ = root;
+  } else {
+    root_.reset();
+  }
+  return std::shared_ptr<const Root>(std::move(root));
+}
+
+uint64_t RootDirCache::OpensForTesting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return opens_;
+}
+
+base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest& request,
+                                                    RootDirCache* roots) {
   const VolumeLocation& loc = request.location;
   if (base::Status s = CheckLocation(loc); !s.ok()) return s;
-  auto opened_root = OpenRoot(env, loc.root_dir);
-  if (!opened_root.ok()) return opened_root.status();
-  const int root = opened_root->get();
+  std::shared_ptr<const RootDirCache::Root> cached_root;
+  UniqueFd opened_root;
+  if (roots != nullptr) {
+    auto got = roots->Get(env, loc.root_dir);
+    if (!got.ok()) return got.status();
+    cached_root = std::move(got).value();
+  } else {
+    auto got = OpenRoot(env, loc.root_dir);
+    if (!got.ok()) return got.status();
+    opened_root = std::move(got).value();
+  }
+  const int root = cached_root != nullptr ? cached_root->fd.get() : opened_root.get();
+  const struct stat* root_st = cached_root != nullptr ? &cached_root->st : nullptr;
   const std::string dir = loc.dir();
   const std::string volume_rel = loc.rel();
   if (request.refresh_only) {
     // Beside the kubelet: its volume, its directories, its tmpfs; the daemon only writes content.
-    auto writer = OpenWriter(env, root, volume_rel, request, /*owned=*/false);
+    auto writer = OpenWriter(env, root, volume_rel, dir, request, /*owned=*/false);
     if (!writer.ok()) return writer.status();
     if (!request.kubelet_set_up_checked) {
       base::Result<bool> set_up = KubeletHasSetUpAt(env, (*writer)->dir_fd(), dir);
@@ -556,7 +607,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   // it exists, and the write goes through that same descriptor.
   std::unique_ptr<atomicwriter::AtomicWriter> writer;
   const bool listed = journal.Owns(OwnedKind::kVolume, volume_rel);
-  if (auto opened = OpenWriter(env, root, volume_rel, request, listed); opened.ok()) {
+  if (auto opened = OpenWriter(env, root, volume_rel, dir, request, listed); opened.ok()) {
     writer = std::move(opened).value();
   } else if (opened.status().sys_errno() != ENOENT) {
     // A link or a file where a directory should be (never followed, never removed), or another
@@ -645,8 +696,9 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   const int vol_fd = writer != nullptr ? writer->dir_fd() : vol.get();
   if (existed && listed) {
     // Still the dir the daemon made (nothing bound or mounted over it or above it since)?
-    const std::string who = VolumeOfPod(request) + ", " + dir;
-    if (base::Status c = CheckBeforeWrite(env, root, loc, journal, *writer, who); !c.ok()) {
+    if (base::Status c =
+            CheckBeforeWrite(env, root, root_st, request, volume_rel, journal, *writer);
+        !c.ok()) {
       return c;
     }
   } else if (!owned) {
@@ -673,7 +725,7 @@ base::Result<atomicwriter::WriteResult> SetUpVolume(Env& env, const SetUpRequest
   vol.reset();
 
   if (writer == nullptr) {
-    auto opened = OpenWriter(env, root, volume_rel, request, owned);
+    auto opened = OpenWriter(env, root, volume_rel, dir, request, owned);
     if (!opened.ok()) {
       if (!existed) Undo(env, root, created, volume_rel, journal, recorded, loc);
       return opened.status();

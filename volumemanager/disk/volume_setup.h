@@ -58,6 +58,11 @@
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_DISK_VOLUME_SETUP_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_DISK_VOLUME_SETUP_H_
 
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "atomicwriter/atomic_writer.h"
@@ -136,8 +141,36 @@ enum class TearDownOutcome {
 // filesystem too). `dir` is opened as given (a path the caller trusts: tests).
 bool IsMountPoint(atomicwriter::Env& env, const std::string& dir);
 
+// The root dir's descriptor kept across set-ups (RealVolumeDisk keeps one) instead of an open, an
+// fstat and a close per write. Opened as atomicwriter::OpenRootDir opens it (the path followed:
+// the administrator's choice), with its stat and mount id; reused while one statx of the path
+// (followed the same way) finds the same directory on the same mount: device, inode, ctime and
+// mount id equal. A root replaced, renamed, changed (its ctime), or mounted over since (a bind
+// mount of itself too) is opened again; so is any root when the stat fails or the kernel does not
+// tell mount ids. Thread-safe: set-ups of different volumes run concurrently; a descriptor in use
+// stays open until its last user is done.
+class RootDirCache {
+ public:
+  struct Root {
+    base::UniqueFd fd;
+    struct stat st {};
+    uint64_t mount_id = 0;
+  };
+  base::Result<std::shared_ptr<const Root>> Get(atomicwriter::Env& env, const std::string& path);
+  // How many times Get opened the root dir (tests).
+  uint64_t OpensForTesting() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string path_;
+  std::shared_ptr<const Root> root_;
+  uint64_t opens_ = 0;
+};
+
+// `roots`: where the root dir's descriptor is kept across calls (may be null: opened per call).
 base::Result<atomicwriter::WriteResult> SetUpVolume(atomicwriter::Env& env,
-                                                    const SetUpRequest& request);
+                                                    const SetUpRequest& request,
+                                                    RootDirCache* roots = nullptr);
 
 // What CheckOwnedVolumeDir found.
 struct VolumeDirCheck {

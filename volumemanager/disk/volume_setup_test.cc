@@ -106,6 +106,67 @@ TEST_F(VolumeSetupTest, AWriteIntoAnOwnedVolumeTakesTheVolumeDirsLstatOnce) {
             (std::map<std::string, std::string>{{"key", "v3"}}));
 }
 
+TEST_F(VolumeSetupTest, TheRootDirsDescriptorIsKeptAcrossWritesUntilTheRootChanges) {
+  RootDirCache roots;
+  atomicwriter::RemovalQueue queue;  // not started: nothing is removed
+  atomicwriter::UnpublishedLedger ledger;
+  auto req = [&](const VolumeLocation& loc, const std::string& data) {
+    SetUpRequest r = Req(loc, Payload(data));
+    r.removals = &queue;
+    r.ledger = &ledger;
+    r.unpublished_grace = std::chrono::seconds(30);
+    return r;
+  };
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc(), "v1"), &roots).ok());
+  // The first set-up made pods/ in the root: its ctime moved, the next one opens it again.
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc(), "v2"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 2u);
+  atomicwriter::FaultInjectionEnv env(atomicwriter::PosixEnv());
+  env.RecordCalls(true);
+  auto r = SetUpVolume(env, req(Loc(), "v3"), &roots);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->published);
+  std::vector<std::string> calls = env.recorded();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "statmount"), 1) << "the root's path";
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "fstat"), 0) << "the root's, kept";
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "close"),
+            std::count(calls.begin(), calls.end(), "openat") +
+                std::count(calls.begin(), calls.end(), "openat2") +
+                std::count(calls.begin(), calls.end(), "dup"))
+      << "the root dir is neither opened nor closed";
+  EXPECT_EQ(roots.OpensForTesting(), 2u);
+  EXPECT_EQ(atomicwriter::VisibleContent(Loc().dir()),
+            (std::map<std::string, std::string>{{"key", "v3"}}));
+
+  // A failed stat of the path: opened again, never the kept descriptor on trust.
+  env.RecordCalls(false);
+  env.FailNext("statmount", EIO);
+  ASSERT_TRUE(SetUpVolume(env, req(Loc(), "v4"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 3u);
+
+  // The root replaced by another directory at its path: the new one is written, the old one
+  // (still open in the cache until then) never again.
+  const std::string old_root = root_ + ".old";
+  ASSERT_EQ(::rename(root_.c_str(), old_root.c_str()), 0);
+  fs::create_directories(root_);
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc("uid-2"), "w1"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 4u);
+  EXPECT_EQ(atomicwriter::VisibleContent(Loc("uid-2").dir()),
+            (std::map<std::string, std::string>{{"key", "w1"}}));
+  EXPECT_FALSE(fs::exists(old_root + "/pods/uid-2"));
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc("uid-2"), "w2"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 5u) << "pods/ made in the new root";
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc("uid-2"), "w3"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 5u);
+  // A change in the root dir itself (its ctime) opens it again.
+  ASSERT_TRUE(std::ofstream(root_ + "/x").good());
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc("uid-2"), "w4"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 6u);
+  ASSERT_TRUE(SetUpVolume(*atomicwriter::PosixEnv(), req(Loc("uid-2"), "w5"), &roots).ok());
+  EXPECT_EQ(roots.OpensForTesting(), 6u);
+  fs::remove_all(old_root);
+}
+
 TEST_F(VolumeSetupTest, FailedFirstMountLeavesNoDirectory) {
   atomicwriter::Payload bad;
   bad["../escape"] = atomicwriter::FileProjection{"x", 0644, std::nullopt};

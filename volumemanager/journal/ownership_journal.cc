@@ -321,7 +321,12 @@ std::string OwnershipJournal::PluginPath(const std::string& pod_uid,
 }
 std::string OwnershipJournal::VolumePath(const std::string& pod_uid, const std::string& plugin_dir,
                                          const std::string& volume_name) {
-  return PluginPath(pod_uid, plugin_dir) + "/" + volume_name;
+  // One allocation: each write names its volume.
+  std::string path;
+  path.reserve(pod_uid.size() + plugin_dir.size() + volume_name.size() + 16);
+  path.append("pods/").append(pod_uid).append("/volumes/").append(plugin_dir).append("/");
+  path.append(volume_name);
+  return path;
 }
 
 bool RootIdentity::Volatile() const { return fs_magic == TMPFS_MAGIC || fs_magic == RAMFS_MAGIC; }

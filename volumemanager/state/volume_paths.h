@@ -17,9 +17,14 @@ inline std::string PodDir(const std::string& root_dir, const std::string& pod_ui
 inline std::string PodVolumesDir(const std::string& root_dir, const std::string& pod_uid) {
   return PodDir(root_dir, pod_uid) + "/volumes";
 }
+// Built in one string (one allocation): each write names its volume dir.
 inline std::string VolumeDir(const std::string& root_dir, const std::string& pod_uid,
                              const std::string& plugin_dir, const std::string& volume_name) {
-  return PodVolumesDir(root_dir, pod_uid) + "/" + plugin_dir + "/" + volume_name;
+  std::string dir;
+  dir.reserve(root_dir.size() + pod_uid.size() + plugin_dir.size() + volume_name.size() + 17);
+  dir.append(root_dir).append("/pods/").append(pod_uid).append("/volumes/");
+  dir.append(plugin_dir).append("/").append(volume_name);
+  return dir;
 }
 
 // Fails unless `value` can name one directory: non-empty, at most 255 bytes, no '/', no NUL,
