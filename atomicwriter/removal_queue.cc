@@ -79,34 +79,38 @@ void RemovalQueue::Add(const VolumeDir& volume_dir, const struct stat& dir_st,
                        Clock::duration grace, bool complete) {
   const Clock::time_point now = now_();
   const bool at_once = due <= now;  // due when added: taken without a batch window
+  // Made before the lock is taken: during a fan-out the pool's writes add at once.
   Entry e{volume_dir.root, volume_dir.rel, dir_st.st_dev, dir_st.st_ino,
           st.st_dev,       st.st_ino,      st.st_ctim,    due,
           grace,           at_once,        now,           false,
           std::nullopt,    complete};
+  Key key{volume_dir.shown, name};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Key key{volume_dir.shown, name};
     if (in_progress_.count(key) != 0) return;  // being removed right now
-    auto [it, inserted] = entries_.try_emplace(std::move(key), e);
-    Entry& have = it->second;
-    if (!inserted) Unindex(it->first, have);
-    if (inserted) {
+    auto it = entries_.lower_bound(key);
+    if (it == entries_.end() || it->first != key) {
+      it = entries_.emplace_hint(it, std::move(key), std::move(e));
       ++stats_.added;
-    } else if (have.dir_dev != e.dir_dev || have.dir_ino != e.dir_ino || have.dev != e.dev ||
-               have.ino != e.ino || !SameCtime(have.ctime, e.ctime) || have.root != e.root ||
-               have.rel != e.rel) {
-      have = e;  // another entry under that name, or changed: the caller's view wins
     } else {
-      if (due < have.due) {
-        have.due = due;
-        have.at_once = e.at_once;
+      Entry& have = it->second;
+      Unindex(it->first, have);
+      if (have.dir_dev != e.dir_dev || have.dir_ino != e.dir_ino || have.dev != e.dev ||
+          have.ino != e.ino || !SameCtime(have.ctime, e.ctime) || have.root != e.root ||
+          have.rel != e.rel) {
+        have = std::move(e);  // another entry under that name, or changed: the caller's view wins
+      } else {
+        if (due < have.due) {
+          have.due = due;
+          have.at_once = at_once;
+        }
+        // Unchanged since queued: the caller's knowledge that its tree is complete holds.
+        if (complete && !have.stamped) have.complete = true;
       }
-      // Unchanged since queued: the caller's knowledge that its tree is complete holds.
-      if (complete && !have.stamped) have.complete = true;
     }
-    Index(it->first, have);
-    wake = WakeTime(have) < worker_wakes_at_;
+    Index(it->first, it->second);
+    wake = WakeTime(it->second) < worker_wakes_at_;
   }
   if (wake) cv_.notify_all();
 }
@@ -140,7 +144,7 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
     std::vector<Key> due;
     for (const auto& [wakes, key] : wakes_) {
       if (wakes > last_wake) break;
-      if (entries_.at(key).due <= now) due.push_back(key);
+      if (entries_.at(*key).due <= now) due.push_back(*key);
     }
     std::sort(due.begin(), due.end());
     batch.reserve(due.size());
@@ -346,9 +350,9 @@ void RemovalQueue::StampNew(Clock::time_point now) {
   std::vector<std::pair<Key, Entry>> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Key& key : to_stamp_) {
-      const Entry& entry = entries_.at(key);
-      if (entry.due > now) todo.emplace_back(key, entry);
+    for (const Key* key : to_stamp_) {
+      const Entry& entry = entries_.at(*key);
+      if (entry.due > now) todo.emplace_back(*key, entry);
     }
   }
   if (todo.empty()) return;
@@ -437,13 +441,13 @@ RemovalQueue::Clock::time_point RemovalQueue::WakeTime(const Entry& e) {
 }
 
 void RemovalQueue::Index(const Key& key, const Entry& e) {
-  wakes_.emplace(WakeTime(e), key);
-  if (NeedsStamp(e)) to_stamp_.insert(key);
+  wakes_.emplace(WakeTime(e), &key);
+  if (NeedsStamp(e)) to_stamp_.insert(&key);
 }
 
 void RemovalQueue::Unindex(const Key& key, const Entry& e) {
-  wakes_.erase({WakeTime(e), key});
-  to_stamp_.erase(key);
+  wakes_.erase({WakeTime(e), &key});
+  to_stamp_.erase(&key);
 }
 
 bool RemovalQueue::TookDirFromTo(const std::string& shown, uint64_t from, uint64_t to) {

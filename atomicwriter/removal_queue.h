@@ -190,10 +190,15 @@ class RemovalQueue {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, Entry> entries_;
-  // Every entry by its WakeTime, and the entries to stamp: a wake looks at the entries it takes,
-  // not at every pending one (thousands, on a tmpfs node during a fan-out).
-  std::set<std::pair<Clock::time_point, Key>> wakes_;
-  std::set<Key> to_stamp_;
+  // Every entry by its WakeTime, and the entries to stamp (in key order): a wake looks at the
+  // entries it takes, not at every pending one (thousands, on a tmpfs node during a fan-out).
+  // Both point at the keys in `entries_` (a map's keys stay where they are until erased), so an
+  // Add copies no key into them.
+  struct KeyPtrLess {
+    bool operator()(const Key* a, const Key* b) const { return *a < *b; }
+  };
+  std::set<std::pair<Clock::time_point, const Key*>> wakes_;
+  std::set<const Key*, KeyPtrLess> to_stamp_;
   // By volume dir: the dir state before the queue's first removal there since a write last asked
   // (TookDirFromTo), and after its last.
   std::map<std::string, std::pair<uint64_t, uint64_t>> dir_changes_;
