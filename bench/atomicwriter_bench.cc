@@ -59,6 +59,13 @@
 //                           [--no-queue] [--shared] [--shape a|b|c|d|e|f]
 //                           [--writer kubelet|writer|floor] [--grace-ms MS]
 //                           [--kubelet-harness PATH]
+//        bench_atomicwriter --fanout N [--threads T] [--rounds N] [--disk-dir DIR] [--only ...]
+//
+// `--fanout N`: instead of the table above, one change reaching N volumes of payload (a), written
+// by T threads (the machine's cores unless --threads), the writer against the floor (FanoutRound
+// says how each is called), rounds alternating; the median fan-out's wall time in ms, with the
+// spread, and the process's CPU time in it. It is what the daemon's fan-out (bench_propagation
+// --shared-only) would take with nothing but the writes.
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -70,6 +77,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -486,6 +494,113 @@ Round FloorRound(const Shape& s, const std::string& parent, double seconds) {
   return r;
 }
 
+// --- Fan-out: one change reaching N volumes. ---------------------------------------------------
+
+// N volumes of payload (a), each in its own pod dir under one root, changed once each by
+// `threads` threads taking volumes in turn, as the daemon's pool runs a fan-out's writes. The
+// clock runs from the first write's start to the last one's return: when the last pod could read
+// its new file. Returns milliseconds, and the process's CPU milliseconds in `cpu_ms`.
+//
+// "writer": the daemon's write entry (SetUp), a journal, ledger and RemovalQueue shared by all
+// volumes, as in the daemon; the first version of each volume is its first SetUp. Replaced
+// versions go as in WriterRound (queued, or due at once where freed inodes wait: the queue's
+// thread then removes them during the fan-out, as the daemon's does).
+// "floor": issue 48's floor calls for each volume (mkdirat, openat + write + close, symlinkat,
+// renameat) without the removal, which the daemon defers too: the replaced versions are removed
+// after the clock stops.
+double FanoutRound(bool floor, int volumes, int threads, const std::string& parent,
+                   double* cpu_ms) {
+  const Shape one{"a", 1, 1024, false, false};
+  const RoundDirs d = MakeRoundDirs(parent, /*make_volume_dir=*/false);
+  std::vector<volumemanager::VolumeLocation> locations;
+  for (int i = 0; i < volumes; ++i) {
+    char uid[64];
+    std::snprintf(uid, sizeof(uid), "0b5e5c1a-48aa-4b6c-9d1e-%012d", i);
+    locations.push_back(volumemanager::VolumeLocation{d.root, uid, kPluginDir, kVolumeName});
+  }
+  const Payload a = MakePayload(one, 1);
+  const Payload b = MakePayload(one, 2);
+  const FloorLayout lb = LayoutOf(b);
+  std::mt19937 rng{std::random_device{}()};
+
+  auto journal = volumemanager::OwnershipJournal::Open(d.top + "/state", d.root);
+  if (!journal.ok()) Die("journal: " + journal.status().message());
+  atomicwriter::RemovalQueue queue;
+  queue.Start();
+  std::vector<atomicwriter::UnpublishedLedger> ledgers(static_cast<size_t>(volumes));
+  const std::shared_ptr<volumemanager::VolumeDisk> disk = volumemanager::RealVolumeDisk();
+  std::vector<volumemanager::SetUpRequest> requests(static_cast<size_t>(volumes));
+  std::vector<int> vol_fds(static_cast<size_t>(volumes), -1);
+  std::vector<std::string> live(static_cast<size_t>(volumes));
+  std::vector<std::string> next(static_cast<size_t>(volumes));
+  std::vector<char> spread(static_cast<size_t>(volumes), 0);
+  for (int i = 0; i < volumes; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    if (floor) {
+      fs::create_directories(locations[k].dir());
+      vol_fds[k] = ::open(locations[k].dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (vol_fds[k] < 0) Die("open " + locations[k].dir());
+      live[k] = VersionName(rng);
+      spread[k] = PlaceLikeTheWriter(vol_fds[k], live[k]) ? 1 : 0;
+      FloorFill(vol_fds[k], live[k], LayoutOf(a));
+      if (::symlinkat(live[k].c_str(), vol_fds[k], "..data") != 0) Die("symlinkat");
+      next[k] = VersionName(rng);  // named outside the clock, as in FloorRound
+      continue;
+    }
+    volumemanager::SetUpRequest& r = requests[k];
+    r.location = locations[k];
+    r.payload = a;
+    r.journal = journal->journal.get();
+    r.ledger = &ledgers[k];
+    r.unpublished_grace = g_grace;
+    r.removals = &queue;
+    if (auto first = disk->SetUp(r); !first.ok()) Die("first write: " + first.status().message());
+    r.payload = b;
+  }
+  queue.RunAll();  // the first versions' leftovers, before the clock
+
+  std::atomic<int> taken{0};
+  auto work = [&] {
+    for (int i; (i = taken.fetch_add(1)) < volumes;) {
+      const size_t k = static_cast<size_t>(i);
+      if (floor) {
+        const int fd = vol_fds[k];
+        const std::string& name = next[k];
+        if (::mkdirat(fd, name.c_str(), 0755) != 0) Die("mkdirat");
+        FloorFill(fd, name, lb);
+        const std::string tmp = spread[k] != 0 ? name + "/..tmp" : std::string("..tmp");
+        if (::symlinkat(name.c_str(), fd, tmp.c_str()) != 0) Die("symlinkat");
+        if (::renameat(fd, tmp.c_str(), fd, "..data") != 0) Die("renameat");
+      } else if (auto res = disk->SetUp(requests[k]); !res.ok() || !res->published) {
+        Die("write: " + (res.ok() ? std::string("nothing published") : res.status().message()));
+      }
+    }
+  };
+  const double cpu0 = CpuSeconds();
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  *cpu_ms = (CpuSeconds() - cpu0) * 1e3;
+
+  for (int i = 0; i < volumes; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    if (!VolumeHolds(locations[k].dir(), b)) {
+      errno = 0;
+      Die("a fan-out volume does not hold its new payload: " + locations[k].dir());
+    }
+    if (floor) {
+      FloorRemove(vol_fds[k], live[k], LayoutOf(a));
+      ::close(vol_fds[k]);
+    }
+  }
+  queue.Stop();
+  if (queue.stats().failed != 0) Die("removal failed: " + queue.stats().last_error);
+  fs::remove_all(d.top);
+  return ms;
+}
+
 // --- The table. ---------------------------------------------------------------------------------
 
 struct Summary {
@@ -542,6 +657,8 @@ int main(int argc, char** argv) {
   std::string shape_only;   // the payload's letter, e.g. "a"
   std::string writer_only;  // kubelet, writer or floor: that one alone (e.g. under strace)
   std::string harness = fs::read_symlink("/proc/self/exe").parent_path() / "kubelet_atomic_writer";
+  int fanout = 0;
+  int threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : "";
@@ -569,6 +686,10 @@ int main(int argc, char** argv) {
       writer_only = value;
     else if (arg == "--kubelet-harness")
       harness = value;
+    else if (arg == "--fanout")
+      fanout = std::atoi(value);
+    else if (arg == "--threads")
+      threads = std::max(1, std::atoi(value));
     else
       Die("unknown flag " + arg);
     ++i;
@@ -585,6 +706,48 @@ int main(int argc, char** argv) {
     const char* name;
     std::string dir;
   } media[] = {{"tmpfs", "/dev/shm"}, {"disk", disk_dir}};
+
+  if (fanout > 0) {
+    std::printf(
+        "| medium | volumes | threads | writer ms | floor ms | writer/floor | CPU ms writer / "
+        "floor "
+        "|\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (const auto& m : media) {
+      if (!only.empty() && only != m.name) continue;
+      std::vector<double> w, f, wc, fc;
+      for (int r = 0; r < rounds; ++r) {
+        for (int turn = 0; turn < 2; ++turn) {
+          const bool floor = (r + turn) % 2 == 1;
+          if (!writer_only.empty() && writer_only != (floor ? "floor" : "writer")) continue;
+          double cpu = 0;
+          const double ms = FanoutRound(floor, fanout, threads, m.dir, &cpu);
+          (floor ? f : w).push_back(ms);
+          (floor ? fc : wc).push_back(cpu);
+        }
+      }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      auto spread = [&](const std::vector<double>& v) {
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "%.1f (%.1f-%.1f)", median(v),
+                      *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+        return std::string(buf);
+      };
+      if (w.empty() || f.empty()) {  // --writer: one of them
+        std::printf("| %s | %d | %d | %s | %s | - | %.1f |\n", m.name, fanout, threads,
+                    w.empty() ? "-" : spread(w).c_str(), f.empty() ? "-" : spread(f).c_str(),
+                    median(w.empty() ? fc : wc));
+        continue;
+      }
+      std::printf("| %s | %d | %d | %s | %s | %s | %.1f / %.1f |\n", m.name, fanout, threads,
+                  spread(w).c_str(), spread(f).c_str(), Ratio(median(w), median(f)).c_str(),
+                  median(wc), median(fc));
+      std::fflush(stdout);
+    }
+    return 0;
+  }
 
   const bool all = writer_only.empty();
   std::unique_ptr<KubeletHarness> kubelet;
