@@ -26,7 +26,8 @@
 // wakes it at once.
 //
 // Thread safety: every method may be called from any thread. Start() runs a worker thread that
-// removes entries as they fall due; without it, RunDue() does the work on the caller's thread.
+// removes entries as they fall due, at a nice value 10 above the caller's (it yields to the writes
+// when the cores are busy); without it, RunDue() does the work on the caller's thread.
 #ifndef VOLUMEMANAGER_ATOMICWRITER_REMOVAL_QUEUE_H_
 #define VOLUMEMANAGER_ATOMICWRITER_REMOVAL_QUEUE_H_
 

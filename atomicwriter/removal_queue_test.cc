@@ -1,14 +1,18 @@
 #include "atomicwriter/removal_queue.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -541,6 +545,44 @@ TEST_F(WriterTest, StoppingTheQueueWithEntriesNotYetDueReturnsAndLeavesThem) {
   EXPECT_EQ(queue.pending(), 1u);
   queue.Stop();
   EXPECT_TRUE(fs::exists(fs::path(vol_) / r1->ts_dir));
+}
+
+// The worker runs 10 nice steps below the thread that started it (19 at most), so removals yield
+// to the writes when the cores are busy. Found among this process's threads by its nice value,
+// before and after Start.
+TEST(RemovalQueueTest, TheWorkerYieldsToTheWrites) {
+  auto nice_of_threads = [] {
+    std::multiset<int> nices;
+    for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+      std::ifstream in(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t close = stat.rfind(')');  // the name may hold spaces
+      if (close == std::string::npos) continue;
+      std::istringstream fields(stat.substr(close + 2));
+      std::string field;
+      // Fields from the 3rd (state) on; nice is the 19th.
+      for (int i = 3; i <= 19 && fields >> field; ++i) {
+        if (i == 19) nices.insert(std::stoi(field));
+      }
+    }
+    return nices;
+  };
+  errno = 0;
+  const int own = ::getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  const int want = std::min(own + 10, 19);
+  const size_t before = nice_of_threads().count(want);
+  RemovalQueue queue;
+  queue.Start();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t after = before;
+  while ((after = nice_of_threads().count(want)) == before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(after, before + 1) << "no thread at nice " << want << " after Start";
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, 0), own) << "the calling thread's nice changed";
+  queue.Stop();
 }
 
 }  // namespace
