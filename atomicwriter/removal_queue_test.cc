@@ -10,7 +10,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -555,7 +554,8 @@ TEST(RemovalQueueTest, TheWorkerYieldsToTheWrites) {
     std::multiset<int> nices;
     for (const auto& task : fs::directory_iterator("/proc/self/task")) {
       std::ifstream in(task.path() / "stat");
-      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::string stat;
+      std::getline(in, stat);                // one line
       const size_t close = stat.rfind(')');  // the name may hold spaces
       if (close == std::string::npos) continue;
       std::istringstream fields(stat.substr(close + 2));
