@@ -27,8 +27,8 @@ namespace {
 // the writes running meanwhile reuse the inodes it frees in the same second (filesystem_probe.h).
 constexpr auto kBatchWindow = std::chrono::milliseconds(10);
 
-// Volume dirs whose removals are noted for their next write (TookDirFromTo) at most; past it the
-// notes are dropped (those writes read their dir in full).
+// Volume dirs whose removals are noted for their next write (TookDirFromTo) at most, however
+// recent; past it the notes are dropped (those writes read their dir in full).
 constexpr size_t kMaxDirChanges = 100000;
 
 bool SameCtime(const struct timespec& a, const struct timespec& b) {
@@ -136,8 +136,10 @@ int RemovalQueue::OpenVolumeDir(const Key& key, const Entry& entry) {
 size_t RemovalQueue::RunDue(Clock::time_point now) {
   StampNew(now);
   std::vector<std::pair<Key, Entry>> batch;
+  const Clock::time_point clock_now = now_();  // `now` may be later (RunAll)
   {
     std::lock_guard<std::mutex> lock(mu_);
+    DropExpiredDirChanges(clock_now);
     // An entry due by `now` wakes the worker a batch window later at the latest (WakeTime: an
     // unstamped one at its add, before its due time): only those are looked at.
     const Clock::time_point last_wake = now >= Clock::time_point::max() - kBatchWindow
@@ -213,10 +215,20 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
         // What this removal did to the volume dir, for its next write (TookDirFromTo).
         const uint64_t from = UnpublishedLedger::DirStateHash(dir_st);
         const uint64_t to = UnpublishedLedger::DirStateHash(after);
+        const Clock::time_point noted = now_();
+        const Clock::time_point expires = noted + entry.grace;
         std::lock_guard<std::mutex> lock(mu_);
-        if (dir_changes_.size() >= kMaxDirChanges) dir_changes_.clear();  // a full read, no more
-        auto [it, inserted] = dir_changes_.try_emplace(key.volume_dir, from, to);
-        if (!inserted) it->second = {it->second.second == from ? it->second.first : from, to};
+        DropExpiredDirChanges(noted);
+        if (dir_changes_.size() >= kMaxDirChanges) {  // a full read, no more
+          dir_changes_.clear();
+          dir_change_expiry_.clear();
+        }
+        auto [it, inserted] =
+            dir_changes_.try_emplace(key.volume_dir, DirChange{from, to, expires});
+        if (!inserted) {
+          it->second = {it->second.to == from ? it->second.from : from, to, expires};
+        }
+        dir_change_expiry_.emplace_back(expires, key.volume_dir);
         dir_st = after;
       }
     }
@@ -465,9 +477,25 @@ bool RemovalQueue::TookDirFromTo(const std::string& shown, uint64_t from, uint64
   std::lock_guard<std::mutex> lock(mu_);
   auto it = dir_changes_.find(shown);
   if (it == dir_changes_.end()) return false;
-  const bool took = it->second.first == from && it->second.second == to;
-  dir_changes_.erase(it);
+  const bool took = it->second.from == from && it->second.to == to;
+  dir_changes_.erase(it);  // its line in dir_change_expiry_ goes when it expires
   return took;
+}
+
+void RemovalQueue::DropExpiredDirChanges(Clock::time_point now) {
+  // Noted in time order, each with its entry's grace: nearly in expiry order. A line not yet
+  // expired stops the walk; one behind it with a shorter grace waits for it.
+  while (!dir_change_expiry_.empty() && dir_change_expiry_.front().first <= now) {
+    auto it = dir_changes_.find(dir_change_expiry_.front().second);
+    // Unless noted again since (a later expiry): that note has its own line further on.
+    if (it != dir_changes_.end() && it->second.expires <= now) dir_changes_.erase(it);
+    dir_change_expiry_.pop_front();
+  }
+}
+
+size_t RemovalQueue::noted_dirs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dir_changes_.size();
 }
 
 size_t RemovalQueue::pending() const {

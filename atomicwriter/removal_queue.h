@@ -37,6 +37,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -123,6 +124,8 @@ class RemovalQueue {
   size_t RunAll() { return RunDue(Clock::time_point::max()); }
 
   size_t pending() const;
+  // Volume dirs whose removals are noted for their next write (TookDirFromTo) (tests).
+  size_t noted_dirs() const;
   Stats stats() const;
 
   // Whether the queue's own removals are what took the volume dir `shown` from the state
@@ -201,8 +204,19 @@ class RemovalQueue {
   std::set<std::pair<Clock::time_point, const Key*>> wakes_;
   std::set<const Key*, KeyPtrLess> to_stamp_;
   // By volume dir: the dir state before the queue's first removal there since a write last asked
-  // (TookDirFromTo), and after its last.
-  std::map<std::string, std::pair<uint64_t, uint64_t>> dir_changes_;
+  // (TookDirFromTo), and after its last; and until when a write may still ask (the removal's
+  // time plus the entry's grace period: a write takes its shortcut only within a grace period of
+  // its last full read, which came before the removal). `dir_change_expiry_` lists the notes in
+  // the order they were made, for dropping the expired ones: a note of a volume no write asks
+  // about again (its pod deleted) does not stay.
+  struct DirChange {
+    uint64_t from;
+    uint64_t to;
+    Clock::time_point expires;
+  };
+  void DropExpiredDirChanges(Clock::time_point now);  // mu_ held
+  std::map<std::string, DirChange> dir_changes_;
+  std::deque<std::pair<Clock::time_point, std::string>> dir_change_expiry_;
   std::set<Key> in_progress_;  // renamed and being removed by RunDue
   Stats stats_;
   bool stopping_ = false;

@@ -546,6 +546,25 @@ TEST_F(WriterTest, StoppingTheQueueWithEntriesNotYetDueReturnsAndLeavesThem) {
   EXPECT_TRUE(fs::exists(fs::path(vol_) / r1->ts_dir));
 }
 
+// What the queue notes of its removals for a volume dir's next write (TookDirFromTo) is dropped
+// once no write could use it any more (a grace period after the removal), so the notes of volumes
+// no write comes back to (their pods deleted) do not pile up.
+TEST_F(QueuedWriterTest, NotesOfRemovalsNoWriteAsksAboutExpire) {
+  Options o = Queued();
+  o.replaced_version = ReplacedVersion::kAtOnce;
+  auto w = OpenWriter(o);
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "1"}})).ok());
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "2"}})).ok());
+  EXPECT_EQ(queue_.RunDue(now_), 1u);
+  EXPECT_EQ(queue_.noted_dirs(), 1u) << "the removal is noted for the volume's next write";
+  now_ += o.unpublished_grace - seconds(1);
+  queue_.RunDue(now_);
+  EXPECT_EQ(queue_.noted_dirs(), 1u) << "a write may still ask";
+  now_ += seconds(1);
+  queue_.RunDue(now_);
+  EXPECT_EQ(queue_.noted_dirs(), 0u) << "no write can use it any more";
+}
+
 // The worker runs 10 nice steps below the thread that started it (19 at most), so removals yield
 // to the writes when the cores are busy. Found among this process's threads by its nice value,
 // before and after Start.
