@@ -124,6 +124,43 @@ struct ApiObjectManager::DecodeWork {
   Decoded decoded;
 };
 
+namespace {
+
+// Whether the strings an object's decode copies, checks and digests (data, binaryData, the
+// annotations) add up to at most `limit` bytes. Stops counting past the limit: one look at each
+// key, never more than the object holds.
+bool DecodeBytesAtMost(const nlohmann::json& object, size_t limit) {
+  if (limit == 0 || !object.is_object()) return false;
+  size_t bytes = 0;
+  auto add = [&](const nlohmann::json& map) {
+    if (!map.is_object()) return true;
+    for (const auto& [key, value] : map.items()) {
+      bytes += key.size() + (value.is_string() ? value.get_ref<const std::string&>().size() : 0);
+      if (bytes > limit) return false;
+    }
+    return true;
+  };
+  auto member = [&](const nlohmann::json& j, const char* name) -> const nlohmann::json* {
+    auto it = j.find(name);
+    return it == j.end() ? nullptr : &*it;
+  };
+  for (const char* field : {"data", "binaryData"}) {
+    if (const nlohmann::json* map = member(object, field); map != nullptr && !add(*map)) {
+      return false;
+    }
+  }
+  if (const nlohmann::json* meta = member(object, "metadata");
+      meta != nullptr && meta->is_object()) {
+    if (const nlohmann::json* notes = member(*meta, "annotations");
+        notes != nullptr && !add(*notes)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 ApiObjectManager::Decoded ApiObjectManager::DecodeObject(const kube::ObjectRef& ref,
                                                          const nlohmann::json& object) {
   Decoded d;
@@ -529,6 +566,12 @@ void ApiObjectManager::Enqueue(Entry& e, Input input, Deferred& out) {
 void ApiObjectManager::ProcessInbox(Entry& e, Deferred& out) {
   while (!e.decoding && !e.inbox.empty()) {
     Input& front = e.inbox.front();
+    if (front.kind == Input::Kind::kObject && !front.decoded &&
+        DecodeBytesAtMost(front.object, options_.inline_decode_bytes)) {
+      ++stats_.inline_decodes;
+      front.decoded = DecodeObject(e.ref, front.object);
+      front.object = nullptr;
+    }
     if (front.kind == Input::Kind::kObject && !front.decoded) {
       auto work = std::make_unique<DecodeWork>();
       work->req.data = work.get();

@@ -296,6 +296,42 @@ TEST_F(ApiObjectManagerTest, WatchEventsCallTheHandlerOnContentChanges) {
   EXPECT_TRUE(Requests(kCms + "/app").empty()) << "Watch needs no GET";
 }
 
+// A small object is decoded on the loop at once (no round trip through the pool); one whose data
+// exceeds inline_decode_bytes is decoded on the pool, as is every object with the limit at 0.
+TEST_F(ApiObjectManagerTest, SmallObjectsAreDecodedOnTheLoopAndLargeOnesOnThePool) {
+  PutConfigMap("app", "v1");
+  Start(ChangeDetectionStrategy::kWatch,
+        [](ApiObjectManagerOptions& o) { o.inline_decode_bytes = 1024; });
+  manager_->RegisterPod("pod-1", {Cm("app")});
+  ASSERT_TRUE(FetchAndWait({Cm("app")}));
+  EXPECT_EQ(Get(Cm("app")), "v1");
+  EXPECT_EQ(manager_->stats().decodes, 0u);
+  EXPECT_EQ(manager_->stats().inline_decodes, 1u);
+
+  PutConfigMap("app", "v2");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("app")) == "v2"; }));
+  EXPECT_EQ(manager_->stats().decodes, 0u);
+  EXPECT_EQ(manager_->stats().inline_decodes, 2u);
+
+  const std::string large(2000, 'x');
+  PutConfigMap("app", large);
+  ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("app")) == large; }));
+  EXPECT_EQ(manager_->stats().decodes, 1u);
+  EXPECT_EQ(manager_->stats().inline_decodes, 2u);
+  // A small revision after it is served in order, and decoded on the loop again.
+  PutConfigMap("app", "v3");
+  ASSERT_TRUE(loop_.RunUntil([&] { return Get(Cm("app")) == "v3"; }));
+  EXPECT_EQ(manager_->stats().inline_decodes, 3u);
+
+  Start(ChangeDetectionStrategy::kWatch,
+        [](ApiObjectManagerOptions& o) { o.inline_decode_bytes = 0; });
+  manager_->RegisterPod("pod-1", {Cm("app")});
+  ASSERT_TRUE(FetchAndWait({Cm("app")}));
+  EXPECT_EQ(Get(Cm("app")), "v3");
+  EXPECT_EQ(manager_->stats().decodes, 1u);
+  EXPECT_EQ(manager_->stats().inline_decodes, 0u);
+}
+
 // Watch: one reflector per object whatever the number of pods, stopped with the last pod.
 TEST_F(ApiObjectManagerTest, WatchReflectorsAreCountedByPodAndStoppedWithTheLast) {
   PutConfigMap("app", "v1");
