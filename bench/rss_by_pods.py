@@ -10,10 +10,13 @@ mounted and --settle seconds have passed, RSS, PSS and anonymous memory come fro
 /proc/<pid>/smaps_rollup and VmRSS, RssAnon, RssFile and RssShmem from /proc/<pid>/status.
 `--idle S` takes them again S seconds after the last step; `--changes N` then edits one
 ConfigMap N times (a different one each time), waits for each edit to reach its volumes, and
-takes them once more.
+takes them once more. `--mappings` also sums Rss from /proc/<pid>/smaps by what is mapped (each
+file: the binary, each shared library; [heap]; [anon] for the other anonymous mappings) at each
+point, into the JSON, and prints that table for the last point.
 
 Usage: bench/rss_by_pods.py [--daemon PATH] [--pods 0 100 250 500 1000] [--shape mixed|configmaps]
-                            [--idle S] [--changes N] [--quick] [--json FILE] [-- daemon flags]
+                            [--idle S] [--changes N] [--mappings] [--quick] [--json FILE]
+                            [-- daemon flags]
 Prints a markdown table; writes the points to --json (default build/bench-results/rss_by_pods.json).
 """
 import argparse
@@ -87,6 +90,19 @@ def memory_kib(pid):
     return fields["Rss"], fields["Pss"], fields.get("Anonymous", 0)
 
 
+def rss_by_mapping(pid):
+    """Rss (KiB) of /proc/<pid>/smaps summed by mapped file, or [heap], [stack], [anon]..."""
+    out = {}
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if not fields[0].endswith(":"):  # a mapping's header: range perms offset dev inode [path]
+            name = fields[5] if len(fields) > 5 else "[anon]"
+        elif fields[0] == "Rss:":
+            out[name] = out.get(name, 0) + int(fields[1])
+    return out
+
+
 def unmount_under(root):
     prefix = str(root) + "/"
     targets = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
@@ -109,6 +125,8 @@ def main():
                    help="take the figures again this many seconds after the last step")
     p.add_argument("--changes", type=int, default=0,
                    help="then edit a ConfigMap this many times and take them once more")
+    p.add_argument("--mappings", action="store_true",
+                   help="also Rss by mapped file at each point (JSON; table for the last point)")
     p.add_argument("extra", nargs="*", help="extra daemon flags (after --)")
     args = p.parse_args()
     if args.quick:
@@ -145,6 +163,8 @@ def main():
                  "anon_kib": anon, "vmrss_kib": st.get("VmRSS", 0),
                  "rss_anon_kib": st.get("RssAnon", 0), "rss_file_kib": st.get("RssFile", 0),
                  "rss_shmem_kib": st.get("RssShmem", 0), "load": os.getloadavg()[0]}
+        if args.mappings:
+            point["mappings_kib"] = rss_by_mapping(proc.pid)
         points.append(point)
         print(f"| {n} | {3 * n} | {when} | {rss / 1024:.1f} | {pss / 1024:.1f} | "
               f"{anon / 1024:.1f} | {point['rss_anon_kib'] / 1024:.1f} | "
@@ -199,6 +219,12 @@ def main():
                     time.sleep(0.005)
             time.sleep(args.settle)
             take(n, f"after {args.changes} changes")
+        if args.mappings and points:
+            last = points[-1]
+            print(f"\nRss by mapping, {last['pods']} pods, {last['when']}:\n")
+            print("| mapping | Rss KiB |\n|---|---:|")
+            for name, kib in sorted(last["mappings_kib"].items(), key=lambda kv: -kv[1]):
+                print(f"| {name} | {kib} |")
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -2,8 +2,10 @@
 # Builds the image's root filesystem in ROOTFS from Debian packages only: the packages that hold
 # the libraries BINARY loads (runtime_packages.sh), downloaded with apt-get into DEBS and unpacked
 # with dpkg-deb, plus the binary itself (debug info stripped), a few files in /etc, and the licence
-# notes (each package's /usr/share/doc/<package>/copyright comes with it; the daemon's own LICENSE
-# and NOTICE, and a list of the packages and their versions, go to /usr/share/doc/volumemanager/).
+# notes (each package's /usr/share/doc/<package>/copyright comes with it; so does that of each
+# package whose library is linked into the binary (linked_packages.sh), taken from this machine,
+# where the build found it; the daemon's own LICENSE and NOTICE, and a list of the packages and
+# their versions, go to /usr/share/doc/volumemanager/).
 # No shell, no package manager: nothing runs in the container but the daemon.
 # Usage: image/make_rootfs.sh BINARY ROOTFS DEBS
 set -euo pipefail
@@ -25,6 +27,9 @@ for p in "${packages[@]}"; do
   if [ -n "$target" ] && [[ "$target" != */* ]]; then packages+=("$target"); fi
 done
 mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+found=$("$here/linked_packages.sh" "$binary")
+linked=()
+[ -z "$found" ] || mapfile -t linked <<< "$found"
 mkdir -p "$debs"
 # The archive's current version of each (the one `apt-get install` in the Dockerfile gets, with
 # its security fixes), downloaded once into $debs.
@@ -52,6 +57,9 @@ for w in "${wanted[@]}"; do
 done
 
 install -D -m 0755 "$binary" "$rootfs/usr/bin/volumemanager"
+for p in "${linked[@]}"; do
+  install -D -m 0644 "/usr/share/doc/$p/copyright" "$rootfs/usr/share/doc/$p/copyright"
+done
 strip --strip-debug "$rootfs/usr/bin/volumemanager"
 mkdir -p "$rootfs/etc" "$rootfs/tmp" "$rootfs/usr/share/doc/volumemanager"
 chmod 1777 "$rootfs/tmp"
@@ -61,8 +69,11 @@ printf 'root:x:0:\nnogroup:x:65534:\n' > "$rootfs/etc/group"
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$rootfs/etc/nsswitch.conf"
 install -m 0644 "$here/../LICENSE" "$here/../NOTICE" "$rootfs/usr/share/doc/volumemanager/"
 {
-  echo "volumemanager image: the daemon and the Debian 12 packages below, unpacked unchanged."
+  echo "volumemanager image: the daemon and the Debian 12 packages below, unpacked unchanged, or linked into it."
   echo "Each package's licence is in /usr/share/doc/<package>/copyright."
   echo
   for w in "${wanted[@]}"; do echo "${w%%=*} ${w#*=}"; done
+  for p in "${linked[@]}"; do
+    echo "$p $(dpkg-query -W -f '${Version}' "$p") (linked into the daemon)"
+  done
 } > "$rootfs/usr/share/doc/volumemanager/packages.txt"

@@ -6,6 +6,10 @@
 #                                      version, licence and revision labels (and source with SOURCE)
 #   volumemanager-VERSION.tgz          the Helm chart (helm package)
 #   LICENSE, NOTICE, CHANGELOG.md
+#   LINKED-LICENSES                    the licence notes of the Debian packages whose libraries
+#                                      are linked into the binary (image/linked_packages.sh), when
+#                                      any are (the default build links libstdc++, yaml-cpp, libuv,
+#                                      spdlog and fmt in)
 #   SHA256SUMS                         of all the above
 # then check_release.py checks that they agree with the file VERSION, and with the commit, and that
 # CHANGELOG.md and SECURITY.md speak of the version.
@@ -30,6 +34,15 @@ strip --strip-debug -o "$out/volumemanager-$version-linux-$arch" "$binary"
   "$out/volumemanager-$version.oci.tar" "$revision" "$source_url"
 "$helm" package "$repo/helm/volumemanager" --destination "$out" > /dev/null
 install -m 0644 "$repo/LICENSE" "$repo/NOTICE" "$repo/CHANGELOG.md" "$out/"
+linked=$("$repo/image/linked_packages.sh" "$binary")
+if [ -n "$linked" ]; then
+  for p in $linked; do
+    echo "== $p $(dpkg-query -W -f '${Version}' "$p"): /usr/share/doc/$p/copyright"
+    echo
+    cat "/usr/share/doc/$p/copyright"
+    echo
+  done > "$out/LINKED-LICENSES"
+fi
 # helm names the package by Chart.yaml's version, which the check compares with VERSION.
 charts=("$out"/volumemanager-*.tgz)
 /usr/bin/python3 "$here/check_release.py" --version-file "$repo/VERSION" --revision "$revision" \

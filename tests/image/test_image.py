@@ -91,6 +91,13 @@ def test_only_the_daemon_and_its_packages_with_their_licences(image):
     assert "libc6" in packages and "libcurl4" in packages
     for p in packages:
         assert (rootfs / "usr/share/doc" / p / "copyright").is_file(), f"{p}: no licence notes"
+    # The packages whose libraries are linked into the binary (its .vm_static section) are listed
+    # too, their licence notes with them (checked above).
+    linked = subprocess.run([str(REPO / "image" / "linked_packages.sh"),
+                             str(rootfs / "usr/bin/volumemanager")],
+                            capture_output=True, text=True, check=True).stdout.split()
+    for p in linked:
+        assert p in packages, f"{p} is linked in but not listed"
     # The daemon's own licence and notice, as the Apache License asks of a redistribution.
     for name in ("LICENSE", "NOTICE"):
         assert (rootfs / "usr/share/doc/volumemanager" / name).read_bytes() == \
