@@ -76,9 +76,8 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
           Entry& e = it->second;
           e.in_flight = false;
           if (r->result.ok()) {
-            // A success leaves nothing to remember (no backoff, no error): the entry goes, so a
-            // node holds entries only for volumes in flight or failing, not one per volume.
-            self->entries_.erase(it);
+            e.backoff.Reset();
+            e.last_error = base::Status::OK();
           } else if (IsCancelled(r->result)) {
             // Not run (writes revoked): nothing to back off from, and the last outcome stands.
           } else {

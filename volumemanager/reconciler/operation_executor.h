@@ -63,10 +63,9 @@ class OperationExecutor final : public OperationRunner {
   bool CanStart(const VolumeKey& key, Clock::time_point now) const override;
 
   // Starts `work` on the thread pool unless CanStart is false (then returns false and does
-  // nothing). `done` gets work's status on the loop thread, after the backoff was updated: gone
-  // on success (the volume's entry with it), grown on failure, untouched when cancelled
-  // (IsCancelled: the gate was closed and `work` did not run, or the work reported
-  // CancelledStatus() itself).
+  // nothing). `done` gets work's status on the loop thread, after the backoff was updated: reset
+  // on success, grown on failure, untouched when cancelled (IsCancelled: the gate was closed and
+  // `work` did not run, or the work reported CancelledStatus() itself).
   bool Run(const VolumeKey& key, std::function<base::Status()> work,
            std::function<void(const base::Status&)> done) override;
 
@@ -95,8 +94,7 @@ class OperationExecutor final : public OperationRunner {
   int in_flight() const { return in_flight_count_; }
   // Operations cancelled by the closed gate so far (tests, metrics).
   uint64_t cancelled() const { return cancelled_count_; }
-  // Volumes with an operation in flight or a failure remembered (bounded memory, tests): a
-  // volume whose last operation succeeded has no entry.
+  // Volumes with an operation in flight or a backoff remembered (bounded memory, tests).
   size_t size() const { return entries_.size(); }
 
  private:

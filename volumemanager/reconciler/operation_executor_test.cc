@@ -90,37 +90,6 @@ TEST_F(OperationExecutorTest, ForgetDropsTheBackoffButNotAnOperationInFlight) {
   EXPECT_TRUE(ex.CanStart(k, now));
 }
 
-TEST_F(OperationExecutorTest, ASuccessLeavesNoEntryAndEndsABackoff) {
-  auto now = OperationExecutor::Clock::time_point{} + std::chrono::hours(1);
-  OperationExecutor ex(&loop_, [&now] { return now; });
-  const VolumeKey k{"pod", "v"};
-  bool fail = true;
-  auto work = [&] { return fail ? base::Status::Error("disk full") : base::Status::OK(); };
-  ASSERT_TRUE(ex.Run(k, work, nullptr));
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  EXPECT_EQ(ex.size(), 1u);  // the failure is remembered
-  EXPECT_EQ(ex.LastError(k), "disk full");
-  now += std::chrono::seconds(1);
-  fail = false;
-  bool saw_entry_gone = false;
-  ASSERT_TRUE(ex.Run(k, work, [&](const base::Status& s) {
-    EXPECT_TRUE(s.ok());
-    // By the time `done` runs, the success has been applied.
-    saw_entry_gone = ex.size() == 0 && ex.Backoff(k) == nullptr;
-  }));
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  EXPECT_TRUE(saw_entry_gone);
-  EXPECT_EQ(ex.size(), 0u);
-  EXPECT_EQ(ex.LastError(k), "");
-  EXPECT_TRUE(ex.CanStart(k, now));
-  // A later failure starts from the first delay again.
-  fail = true;
-  ASSERT_TRUE(ex.Run(k, work, nullptr));
-  uv_run(&loop_, UV_RUN_DEFAULT);
-  ASSERT_NE(ex.Backoff(k), nullptr);
-  EXPECT_EQ(ex.Backoff(k)->delay().count(), 500);
-}
-
 TEST_F(OperationExecutorTest, ExceptionsInWorkBecomeErrors) {
   OperationExecutor ex(&loop_);
   std::string msg;
