@@ -10,6 +10,7 @@ checkout). Without it every test fails (the fake runtime cannot exist without th
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -452,13 +453,20 @@ def test_a_socket_dir_of_another_owner_is_refused(stubs_dir, short_dir, image_fs
 # The command line.
 
 def _wait_for_socket(proc, path, timeout=20):
+    """Until fakecri accepts a connection on `path`: the socket file appears at bind, before the
+    server listens, and a call in between is refused."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if os.path.exists(path):
-            return
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.connect(str(path))
+                    return
+                except (ConnectionRefusedError, FileNotFoundError):
+                    pass
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.05)
-    pytest.fail(f"fakecri made no socket at {path} in {timeout} s")
+    pytest.fail(f"fakecri accepted no connection at {path} in {timeout} s")
 
 
 def test_command_line_serves_logs_calls_and_stops_on_sigterm(stubs_dir, short_dir, image_fs,
