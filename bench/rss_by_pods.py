@@ -10,12 +10,15 @@ mounted and --settle seconds have passed, RSS, PSS and anonymous memory come fro
 /proc/<pid>/smaps_rollup and VmRSS, RssAnon, RssFile and RssShmem from /proc/<pid>/status.
 `--idle S` takes them again S seconds after the last step; `--changes N` then edits one
 ConfigMap N times (a different one each time), waits for each edit to reach its volumes, and
-takes them once more. `--mappings` also sums Rss from /proc/<pid>/smaps by what is mapped (each
+takes them once more. `--uuid-uids` gives the pods UIDs of 36 characters, as the API server
+does (by default a pod's UID is its name, pod-00000, short enough to be held inline in a
+std::string: the daemon keeps a pod's UID in several per-volume keys). `--mappings` also sums Rss from /proc/<pid>/smaps by what is mapped (each
 file: the binary, each shared library; [heap]; [anon] for the other anonymous mappings) at each
 point, into the JSON, and prints that table for the last point.
 
 Usage: bench/rss_by_pods.py [--daemon PATH] [--pods 0 100 250 500 1000] [--shape mixed|configmaps]
-                            [--idle S] [--changes N] [--mappings] [--quick] [--json FILE]
+                            [--idle S] [--changes N] [--mappings] [--uuid-uids] [--quick]
+                            [--json FILE]
                             [-- daemon flags]
 Prints a markdown table; writes the points to --json (default build/bench-results/rss_by_pods.json).
 """
@@ -33,8 +36,8 @@ VOLUMES = (("kubernetes.io~configmap", "cfg"), ("kubernetes.io~secret", "sec"),
            ("kubernetes.io~downward-api", "info"))
 
 
-def pod_yaml(uid):
-    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {uid}\n  uid: {uid}\n"
+def pod_yaml(uid, name):
+    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  uid: {uid}\n"
             "  labels: {app: bench}\nspec:\n  containers:\n  - name: app\n    image: x\n"
             "    volumeMounts:\n    - {name: cfg, mountPath: /cfg}\n"
             "    - {name: sec, mountPath: /sec}\n    - {name: info, mountPath: /info}\n"
@@ -57,11 +60,11 @@ def configmaps_yaml(n, generation=None):
     return "---\n".join(docs)
 
 
-def configmap_pod_yaml(uid, index, configmaps):
+def configmap_pod_yaml(uid, name, index, configmaps):
     vols = "".join(f"  - name: v{j}\n    configMap: {{name: cm-{(index * 3 + j) % configmaps:05d}}}\n"
                    for j in range(3))
     mounts = "".join(f"    - {{name: v{j}, mountPath: /v{j}}}\n" for j in range(3))
-    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {uid}\n  uid: {uid}\nspec:\n"
+    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  uid: {uid}\nspec:\n"
             f"  containers:\n  - name: app\n    image: x\n    volumeMounts:\n{mounts}"
             f"  volumes:\n{vols}")
 
@@ -127,10 +130,17 @@ def main():
                    help="then edit a ConfigMap this many times and take them once more")
     p.add_argument("--mappings", action="store_true",
                    help="also Rss by mapped file at each point (JSON; table for the last point)")
+    p.add_argument("--uuid-uids", action="store_true",
+                   help="pod UIDs of 36 characters, as the API server gives them (default: "
+                        "the pod's name, pod-00000)")
     p.add_argument("extra", nargs="*", help="extra daemon flags (after --)")
     args = p.parse_args()
     if args.quick:
         args.pods = [0, 100, 300]
+
+    def uid_of(i):
+        return f"{i:08x}-5eed-4b1d-9a5e-{i:012x}" if args.uuid_uids else f"pod-{i:05d}"
+
     work = Path(tempfile.mkdtemp(prefix="rss-by-pods-", dir=args.workdir))
     for d in ("pods", "objects", "root", "state"):
         (work / d).mkdir()
@@ -147,7 +157,8 @@ def main():
     started = time.time()
     print(f"# RSS by pod count, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}, "
           f"load {os.getloadavg()[0]:.2f}, shape {args.shape}, daemon {args.daemon} "
-          f"{' '.join(args.extra)}", flush=True)
+          f"{' '.join(args.extra)}{' (36-character pod UIDs)' if args.uuid_uids else ''}",
+          flush=True)
     log = open(work / "daemon.log", "wb")
     proc = subprocess.Popen([args.daemon, "--root-dir", str(work / "root"), "--state-dir",
                              str(work / "state"), "--node-name", "bench", "--pod-manifest-path",
@@ -179,11 +190,12 @@ def main():
         n = 0
         for n in args.pods:
             for i in range(have, n):
-                text = (configmap_pod_yaml(f"pod-{i:05d}", i, args.configmaps) if configmaps
-                        else pod_yaml(f"pod-{i:05d}"))
+                name = f"pod-{i:05d}"
+                text = (configmap_pod_yaml(uid_of(i), name, i, args.configmaps) if configmaps
+                        else pod_yaml(uid_of(i), name))
                 write_atomically(work / "pods" / f"pod-{i:05d}.yaml", text)
             have = max(have, n)
-            pending = [work / "root" / "pods" / f"pod-{i:05d}" / "volumes" / plugin / vol
+            pending = [work / "root" / "pods" / uid_of(i) / "volumes" / plugin / vol
                        / "..data" for i in range(n) for plugin, vol in volumes]
             deadline = time.monotonic() + 300
             while pending:
@@ -205,7 +217,7 @@ def main():
                 write_atomically(work / "objects" / "objects.yaml",
                                  configmaps_yaml(args.configmaps, (target, c)))
                 pod, vol = divmod(target, 3)
-                first = (work / "root" / "pods" / f"pod-{pod:05d}" / "volumes" /
+                first = (work / "root" / "pods" / uid_of(pod) / "volumes" /
                          "kubernetes.io~configmap" / f"v{vol}" / "a")
                 deadline = time.monotonic() + 60
                 while True:
@@ -236,7 +248,8 @@ def main():
     out.write_text(json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                      time.gmtime(started)),
                                "daemon": args.daemon, "shape": args.shape,
-                               "extra_flags": args.extra, "points": points}, indent=1))
+                               "extra_flags": args.extra, "uuid_uids": args.uuid_uids,
+                               "points": points}, indent=1))
 
 
 if __name__ == "__main__":

@@ -157,6 +157,28 @@ TEST_F(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
   EXPECT_EQ(manager.stats().teardowns_ok, kPods / 10);
 }
 
+// A pod's UID (36 characters, past std::string's inline capacity) is held once: the desired
+// state (its key and the volume's), the object index and the actual state share one string, not a
+// heap copy each.
+TEST_F(MemoryBoundTest, APodsUidIsOneStringSharedByEveryKeyOfItsVolume) {
+  ASSERT_NO_FATAL_FAILURE(StartManager(dirs.Options()));
+  VolumeManager& manager = *manager_;
+  const std::string uid = "0f8e1c5a-3b7d-4e2a-9c61-5d4b3a2f1e0d";
+  manager.OnPodUpdate(podconfig::PodUpdate{
+      podconfig::PodOp::kAdd, {std::make_shared<const kube::Pod>(PodReading(uid, "app"))}, "file"});
+  ASSERT_TRUE(loop.RunUntil([&] { return manager.stats().mounts_ok == 1; }));
+
+  ASSERT_EQ(manager.desired().volumes().size(), 1u);
+  ASSERT_EQ(manager.actual().volumes().size(), 1u);
+  const auto& [desired_key, desired] = *manager.desired().volumes().begin();
+  const auto& [actual_key, actual] = *manager.actual().volumes().begin();
+  const std::string* held = &desired_key.pod_uid.str();
+  EXPECT_EQ(*held, uid);
+  EXPECT_EQ(&desired.key.pod_uid.str(), held);
+  EXPECT_EQ(&actual_key.pod_uid.str(), held);
+  EXPECT_EQ(&actual.key.pod_uid.str(), held);
+}
+
 // Beside the kubelet (--volume-ownership kubelet), pods come and go, twice over: a third
 // of them set up by the kubelet before they arrive (refreshed, their dirs watched, one swapped
 // by the kubelet again: verified and fetched fresh), a third never set up (waiting for the

@@ -588,10 +588,11 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
   state["volumes"] = std::move(volumes);
   nlohmann::json left = nlohmann::json::array();
   for (const VolumeKey& key : vm->populator().left_to_kubelet()) {
-    left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}});
+    left.push_back({{"podUID", key.pod_uid.str()}, {"volume", key.volume_name}});
   }
   for (const auto& [key, refusal] : vm->populator().left_by_policy()) {
-    left.push_back({{"podUID", key.pod_uid}, {"volume", key.volume_name}, {"policy", refusal}});
+    left.push_back(
+        {{"podUID", key.pod_uid.str()}, {"volume", key.volume_name}, {"policy", refusal}});
   }
   state["leftToKubelet"] = std::move(left);
   // Reload actions: per pod with a reload annotation, what it asks, what is pending and which

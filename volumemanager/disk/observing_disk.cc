@@ -216,12 +216,12 @@ void ObservingDisk::Record(const VolumeKey& key, VolumeObservation o) {
   if (!o.differs()) {
     if (before && before->differs()) {
       logging::Info("Observe: volume now current", {{"pod", pod},
-                                                    {"podUID", key.pod_uid},
+                                                    {"podUID", key.pod_uid.str()},
                                                     {"volume", key.volume_name},
                                                     {"version", o.live_version}});
     } else {
       logging::Debug("Observe: volume current", {{"pod", pod},
-                                                 {"podUID", key.pod_uid},
+                                                 {"podUID", key.pod_uid.str()},
                                                  {"volume", key.volume_name},
                                                  {"version", o.live_version}});
     }
@@ -235,7 +235,7 @@ void ObservingDisk::Record(const VolumeKey& key, VolumeObservation o) {
                         : "Observe: would tear down the volume";
   // Names only, never bytes (Secrets).
   logging::Info(msg, {{"pod", pod},
-                      {"podUID", key.pod_uid},
+                      {"podUID", key.pod_uid.str()},
                       {"volume", key.volume_name},
                       {"reason", o.reason},
                       {"version", logging::Value::IfSet(o.live_version)},

@@ -80,6 +80,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
   std::vector<kube::ObjectRef> all_objects;
   std::vector<kube::TokenRef> all_tokens;
   std::vector<std::string> refused;  // volumes newly left to the kubelet by the read policy
+  const PodUid pod_uid(uid);         // one string, shared by the keys of all its volumes
   for (const kube::Volume& volume : pod->spec.volumes) {
     const plugins::VolumePlugin* plugin = registry_->FindPlugin(volume);
     if (plugin == nullptr) continue;
@@ -100,7 +101,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
                       {"err", s}});
       continue;
     }
-    VolumeKey key{uid, volume.name};
+    VolumeKey key{pod_uid, volume.name};
     if (kubelet_owns_volumes_) {
       if (std::string reason = plugin->KubeletOnlyReason(volume); !reason.empty()) {
         if (left_to_kubelet_.insert(key).second) {

@@ -53,7 +53,7 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
           // named with its writer, so that the overlap with a successor can be told.
           logging::Warn(
               "Operation finished after the node's lock was lost",
-              {{"podUID", r->key.pod_uid},
+              {{"podUID", r->key.pod_uid.str()},
                {"volume", r->key.volume_name},
                {"writer", r->gate->writer()},
                {"err", r->result.ok() ? logging::Value::Absent() : logging::Value(r->result)}});
@@ -88,8 +88,9 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
         if (!r->done) return;
         if (base::Status s = base::CatchAll("operation completion", [&] { r->done(r->result); });
             !s.ok()) {
-          logging::Error("Operation completion failed",
-                         {{"podUID", r->key.pod_uid}, {"volume", r->key.volume_name}, {"err", s}});
+          logging::Error(
+              "Operation completion failed",
+              {{"podUID", r->key.pod_uid.str()}, {"volume", r->key.volume_name}, {"err", s}});
         }
       });
   if (rc != 0) return false;

@@ -197,8 +197,9 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
       Erase(key);
       if (options_.on_volume_released) options_.on_volume_released(key);
       ++stats_.released_to_kubelet;
-      logging::Debug("Volume no longer refreshed; the kubelet tears it down",
-                     {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
+      logging::Debug(
+          "Volume no longer refreshed; the kubelet tears it down",
+          {{"pod", PodName(key)}, {"podUID", key.pod_uid.str()}, {"volume", key.volume_name}});
       return;
     }
     if (!ready_to_unmount) {
@@ -244,7 +245,7 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
       if (!objects_->Unread(ref)) continue;
       ++stats_.waits_for_first_read;
       spdlog::debug("volume \"{}\" of pod UID \"{}\" waits for the first read of {}",
-                    key.volume_name, key.pod_uid, ref.ToString());
+                    key.volume_name, key.pod_uid.str(), ref.ToString());
       Enter(key, record, VolumePhase::kIdle);
       return;
     }
@@ -318,7 +319,7 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
     logging::Info(
         "Waiting for the kubelet to set up the volume (--volume-ownership kubelet): its content is "
         "kept current once the kubelet has mounted it",
-        {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
+        {{"pod", PodName(key)}, {"podUID", key.pod_uid.str()}, {"volume", key.volume_name}});
   }
   Enter(key, record, VolumePhase::kAwaitingKubelet, Now() + options_.kubelet_setup_recheck);
 }
@@ -384,7 +385,7 @@ void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record)
         ++stats_.swaps_verified;
         if (!s.ok()) {
           logging::Warn("Checking the volume's ..data link failed", {{"pod", PodName(key)},
-                                                                     {"podUID", key.pod_uid},
+                                                                     {"podUID", key.pod_uid.str()},
                                                                      {"volume", key.volume_name},
                                                                      {"err", s}});
         } else if (!seen->has_value()) {
@@ -399,7 +400,7 @@ void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record)
               "..data was swapped by another writer; reading the volume's objects fresh from the "
               "source",
               {{"pod", PodName(key)},
-               {"podUID", key.pod_uid},
+               {"podUID", key.pod_uid.str()},
                {"volume", key.volume_name},
                {"expected", expected},
                {"found", **seen}});
@@ -587,8 +588,9 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
   if (started) {
     Enter(key, record, VolumePhase::kWriting);
   } else {
-    logging::Error("Could not queue the mount operation",
-                   {{"pod", PodName(key)}, {"podUID", key.pod_uid}, {"volume", key.volume_name}});
+    logging::Error(
+        "Could not queue the mount operation",
+        {{"pod", PodName(key)}, {"podUID", key.pod_uid.str()}, {"volume", key.volume_name}});
     Blocked(key, record, now);
   }
 }
@@ -657,7 +659,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
       logging::Warn(
           "Volume shows its new content, but cleaning up after the write failed",
           {{"pod", PodName(key)},
-           {"podUID", key.pod_uid},
+           {"podUID", key.pod_uid.str()},
            {"volume", key.volume_name},
            {"err", w.cleanup_error},
            {"retryInS",
@@ -698,7 +700,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
         options_.on_mount_failure(*d->pod, key.volume_name, s.message());
     } else {
       logging::Warn("FailedMount: MountVolume.SetUp failed", {{"pod", PodName(key)},
-                                                              {"podUID", key.pod_uid},
+                                                              {"podUID", key.pod_uid.str()},
                                                               {"volume", key.volume_name},
                                                               {"err", s}});
     }
@@ -732,7 +734,7 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
           if (options_.observe) {
             // The disk reported it (ObservingDisk): nothing was removed.
             logging::Debug("Observe: teardown looked at", {{"pod", logging::Value::IfSet(pod)},
-                                                           {"podUID", key.pod_uid},
+                                                           {"podUID", key.pod_uid.str()},
                                                            {"volume", key.volume_name},
                                                            {"dir", dir}});
           } else if (*outcome == TearDownOutcome::kNotOwned) {
@@ -740,13 +742,13 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
             logging::Info(
                 "Volume no longer refreshed; left in place: this daemon did not set it up",
                 {{"pod", logging::Value::IfSet(pod)},
-                 {"podUID", key.pod_uid},
+                 {"podUID", key.pod_uid.str()},
                  {"volume", key.volume_name},
                  {"dir", dir}});
           } else {
             ++stats_.teardowns_ok;
             logging::Info("UnmountVolume.TearDown succeeded", {{"pod", logging::Value::IfSet(pod)},
-                                                               {"podUID", key.pod_uid},
+                                                               {"podUID", key.pod_uid.str()},
                                                                {"volume", key.volume_name},
                                                                {"dir", dir}});
           }
@@ -754,7 +756,7 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
           ++stats_.teardowns_failed;
           RecordFailure(kOperationUnmount, nullptr, plugin_dir, s, started);
           logging::Warn("UnmountVolume.TearDown failed", {{"pod", logging::Value::IfSet(pod)},
-                                                          {"podUID", key.pod_uid},
+                                                          {"podUID", key.pod_uid.str()},
                                                           {"volume", key.volume_name},
                                                           {"err", s}});
         }

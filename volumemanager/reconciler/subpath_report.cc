@@ -7,7 +7,7 @@ void SubPathReporter::Report(const logging::Value& pod, const VolumeKey& key,
                              const std::function<void(const std::string& error)>& on_failure) {
   if (!plan.annotation_error.empty()) {
     logging::Warn("FailedSubPathUpdate: invalid annotation", {{"pod", pod},
-                                                              {"podUID", key.pod_uid},
+                                                              {"podUID", key.pod_uid.str()},
                                                               {"volume", key.volume_name},
                                                               {"err", plan.annotation_error}});
     on_failure(plan.annotation_error);
@@ -17,7 +17,7 @@ void SubPathReporter::Report(const logging::Value& pod, const VolumeKey& key,
       case SubPathResult::kUpdated:
         ++stats_.updated;
         logging::Info("subPath file updated in place", {{"pod", pod},
-                                                        {"podUID", key.pod_uid},
+                                                        {"podUID", key.pod_uid.str()},
                                                         {"volume", key.volume_name},
                                                         {"container", c.container},
                                                         {"subPath", c.sub_path},
@@ -32,7 +32,7 @@ void SubPathReporter::Report(const logging::Value& pod, const VolumeKey& key,
         ++stats_.not_bound;
         logging::Debug("subPath file not bound yet: its container has not started",
                        {{"pod", pod},
-                        {"podUID", key.pod_uid},
+                        {"podUID", key.pod_uid.str()},
                         {"volume", key.volume_name},
                         {"container", c.container},
                         {"subPath", c.sub_path}});
@@ -52,7 +52,7 @@ void SubPathReporter::Report(const logging::Value& pod, const VolumeKey& key,
     if (c.binds_invisible) warned_binds_invisible_ = true;
     (warn ? &logging::Warn : &logging::Debug)("FailedSubPathUpdate",
                                               {{"pod", pod},
-                                               {"podUID", key.pod_uid},
+                                               {"podUID", key.pod_uid.str()},
                                                {"volume", key.volume_name},
                                                {"container", c.container},
                                                {"subPath", c.sub_path},

@@ -183,7 +183,7 @@ void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
   // The kubelet's "no retries permitted until <time> (durationBeforeRetry <delay>)", as keys.
   logging::Warn("FailedMount: MountVolume.SetUp failed",
                 {{"pod", logging::KObj(desired.pod->metadata)},
-                 {"podUID", desired.key.pod_uid},
+                 {"podUID", desired.key.pod_uid.str()},
                  {"volume", desired.key.volume_name},
                  {"uniqueName", desired.unique_name()},
                  {"object", desired.objects.size() == 1 ? logging::KRef(desired.objects.front())
