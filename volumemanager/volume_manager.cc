@@ -241,9 +241,7 @@ void VolumeManager::OnScanDone(ReconstructResult result) {
   for (const FoundVolume& v : result.volumes) {
     VolumeKey key{v.pod_uid, v.volume_name};
     if (asw_.Find(key) != nullptr) continue;
-    asw_.AddUncertain(key, v.plugin_dir,
-                      VolumeDir(options_.root_dir, v.pod_uid, v.plugin_dir, v.volume_name),
-                      v.tmpfs_bytes, v.tmpfs_version);
+    asw_.AddUncertain(key, v.plugin_dir, v.tmpfs_bytes, v.tmpfs_version);
   }
   scanned_pod_uids_ = std::move(result.pod_uids);
   reconstructed_ = true;

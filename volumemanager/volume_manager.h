@@ -147,6 +147,8 @@ class VolumeManager : private ::reload::ReloadHost {
 
   const DesiredStateOfWorld& desired() const { return dsw_; }
   const ActualStateOfWorld& actual() const { return asw_; }
+  // The root dir its volumes live under (--root-dir).
+  const std::string& root_dir() const { return options_.root_dir; }
   const ReconcilerStats& stats() const { return reconciler_.stats(); }
   // The rest of the manager's per-pod and per-volume state, for memory-bound checks.
   const OperationExecutor& executor() const { return executor_; }

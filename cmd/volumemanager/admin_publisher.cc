@@ -12,6 +12,7 @@
 #include "base/version.h"
 #include "config/go_duration.h"
 #include "volumemanager/reconciler/operation_metrics.h"
+#include "volumemanager/state/volume_paths.h"
 
 namespace volumemanager {
 namespace {
@@ -351,7 +352,7 @@ std::vector<MetricFamily> AdminPublisher::BuildMetrics() const {
     }
     long mounted = 0;
     for (const auto& [key, v] : vm->actual().volumes()) {
-      ++actual_by_plugin[PluginNameOfDir(v.plugin_dir)];
+      ++actual_by_plugin[PluginNameOfDir(v.plugin_dir())];
       if (failing_keys.count(key) == 0) ++mounted;
     }
     volumes.values.push_back({{{"state", "mounted"}}, static_cast<double>(mounted)});
@@ -517,11 +518,11 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
         v["serviceAccountTokens"] = std::move(tokens);
       }
     } else if (m != nullptr) {
-      v["plugin"] = PluginNameOfDir(m->plugin_dir);
+      v["plugin"] = PluginNameOfDir(m->plugin_dir());
     }
     if (m != nullptr) {
       nlohmann::json actual;
-      actual["dir"] = m->dir;
+      actual["dir"] = VolumeDir(vm->root_dir(), key.pod_uid, m->plugin_dir(), key.volume_name);
       actual["version"] = m->ts_dir;
       actual["uncertain"] = m->uncertain;
       actual["remountRequired"] = m->remount_required;

@@ -367,17 +367,17 @@ void Reconciler::RequestVerify(const VolumeKey& key) {
 void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record) {
   const VolumeKey key = mounted.key;
   auto seen = std::make_shared<std::optional<std::string>>();
+  VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir(), key.volume_name};
+  std::string dir = loc.dir();
   const bool started = executor_->Run(
       key,
-      [seen, disk = options_.disk,
-       loc = VolumeLocation{options_.root_dir, key.pod_uid, mounted.plugin_dir,
-                            key.volume_name}]() -> base::Status {
+      [seen, disk = options_.disk, loc = std::move(loc)]() -> base::Status {
         auto target = disk->DataLinkTarget(loc);
         if (!target.ok()) return target.status();
         *seen = std::move(target).value();
         return base::Status::OK();
       },
-      [this, key, seen, expected = mounted.ts_dir, dir = mounted.dir](const base::Status& s) {
+      [this, key, seen, expected = mounted.ts_dir, dir = std::move(dir)](const base::Status& s) {
         if (IsCancelled(s)) return AfterOperation(key, s);  // still to verify
         if (VolumeRecord* current = records_.Find(key); current != nullptr) {
           current->verify_requested = false;
@@ -529,8 +529,8 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
     // Built from the same inputs as the content on disk, checked recently: nothing to build,
     // write or read. The newer pod object is kept, so the older one can be released. (Never
     // after a fresh request: it marks the disk as not verified.)
-    const MountedVolume same = *mounted;
-    asw_->MarkMounted(key, same.plugin_dir, same.dir, same.ts_dir, options_.env->WallNow(), now);
+    // (The arguments are the volume's own fields: MarkMounted is safe with that.)
+    asw_->MarkMounted(key, mounted->plugin_dir(), mounted->ts_dir, options_.env->WallNow(), now);
     asw_->SetInputs(key, std::move(inputs));
     ++stats_.remounts_unchanged;
     Enter(key, record, VolumePhase::kIdle);
@@ -625,7 +625,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     const MountedVolume* before = asw_->Find(key);
     const bool recovered = before != nullptr && !before->last_error.empty();
     RecordMount(key, plugin_dir, published, start.started_at);
-    asw_->MarkMounted(key, plugin_dir, dir, w.ts_dir, options_.env->WallNow(), start.started_at);
+    asw_->MarkMounted(key, plugin_dir, w.ts_dir, options_.env->WallNow(), start.started_at);
     if (d != nullptr) asw_->SetPod(key, d->pod->metadata.namespace_, d->pod->metadata.name);
     const auto done_at = Now();
     // The tmpfs pages the daemon holds: in a volume of its own, the live version, written
@@ -710,7 +710,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
 
 void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& record) {
   const VolumeKey key = mounted.key;
-  VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir, key.volume_name};
+  VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir(), key.volume_name};
   auto outcome = std::make_shared<TearDownOutcome>(TearDownOutcome::kRemoved);
   const bool started = executor_->Run(
       key,
@@ -719,7 +719,7 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
         if (r.ok()) *outcome = *r;
         return r.status();
       },
-      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir, pod = mounted.pod,
+      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir(), pod = mounted.pod,
        started = Now()](const base::Status& s) {
         if (IsCancelled(s)) return AfterOperation(key, s);
         if (s.ok()) {

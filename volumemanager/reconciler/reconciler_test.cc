@@ -389,8 +389,8 @@ TEST(ReconcilerStateTest, EveryPhaseAnswersEachEventAsTheTableSays) {
        [](Harness& h) { h.ToRemountFetched(); },
        [&](Harness& h) {
          // The remount was served meanwhile (e.g. by a write that read later).
-         h.asw_.MarkMounted(k, "kubernetes.io~configmap", "/d", "..v1",
-                            std::chrono::system_clock::now(), h.now_ + milliseconds(1));
+         h.asw_.MarkMounted(k, "kubernetes.io~configmap", "..v1", std::chrono::system_clock::now(),
+                            h.now_ + milliseconds(1));
          h.Pass();
        },
        "idle", [](Harness& h) { EXPECT_EQ(h.Record()->fetch_id, 0u); }},

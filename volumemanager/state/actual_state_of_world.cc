@@ -5,14 +5,13 @@
 namespace volumemanager {
 
 void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& plugin_dir,
-                                     const std::string& dir, const std::string& ts_dir,
+                                     const std::string& ts_dir,
                                      std::chrono::system_clock::time_point when,
                                      SteadyTime op_started) {
   changed_.insert(key);
   MountedVolume& v = volumes_[key];
   v.key = key;
-  v.plugin_dir = plugin_dir;
-  v.dir = dir;
+  v.plugin_dir_ = InternPluginDir(plugin_dir);
   v.uncertain = false;
   if (auto early = early_requests_.find(key); early != early_requests_.end()) {
     if (!v.last_remount_request || *v.last_remount_request < early->second) {
@@ -35,13 +34,11 @@ void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& pl
 }
 
 void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& plugin_dir,
-                                      const std::string& dir, uint64_t tmpfs_bytes,
-                                      const std::string& tmpfs_version) {
+                                      uint64_t tmpfs_bytes, const std::string& tmpfs_version) {
   changed_.insert(key);
   MountedVolume& v = volumes_[key];
   v.key = key;
-  v.plugin_dir = plugin_dir;
-  v.dir = dir;
+  v.plugin_dir_ = InternPluginDir(plugin_dir);
   v.uncertain = true;
   SetTmpfsBytes(key, tmpfs_bytes, tmpfs_version);
 }

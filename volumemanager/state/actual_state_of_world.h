@@ -26,8 +26,10 @@ namespace volumemanager {
 
 struct MountedVolume {
   VolumeKey key;
-  std::string plugin_dir;  // escaped plugin name, e.g. "kubernetes.io~configmap"
-  std::string dir;         // the volume dir
+  // The escaped plugin name, e.g. "kubernetes.io~configmap": held once by the actual state for
+  // all its volumes. The volume dir is not kept: VolumeDir(root, pod UID, plugin_dir(), name).
+  const std::string& plugin_dir() const { return *plugin_dir_; }
+  const std::string* plugin_dir_ = nullptr;  // set by MarkMounted and AddUncertain
   bool uncertain = false;
   bool remount_required = false;
   std::optional<std::chrono::steady_clock::time_point> remount_requested_at;  // earliest unserved
@@ -50,13 +52,12 @@ class ActualStateOfWorld {
 
   // A successful mount or remount of an operation that started at `op_started`: certain, and no
   // remount pending unless one was requested after the operation had read its objects.
-  void MarkMounted(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
-                   const std::string& ts_dir, std::chrono::system_clock::time_point when,
-                   SteadyTime op_started);
+  void MarkMounted(const VolumeKey& key, const std::string& plugin_dir, const std::string& ts_dir,
+                   std::chrono::system_clock::time_point when, SteadyTime op_started);
   // Found on disk at start; `tmpfs_bytes` of its live version `tmpfs_version` held on a tmpfs
   // (reconstruction measured them).
-  void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, const std::string& dir,
-                    uint64_t tmpfs_bytes = 0, const std::string& tmpfs_version = "");
+  void AddUncertain(const VolumeKey& key, const std::string& plugin_dir, uint64_t tmpfs_bytes = 0,
+                    const std::string& tmpfs_version = "");
   // Returns false when the volume is not mounted yet; the request is then remembered, so that a
   // first mount already in flight (which read its inputs before `when`) is followed by a remount.
   bool MarkRemountRequired(const VolumeKey& key, SteadyTime when);
@@ -90,7 +91,13 @@ class ActualStateOfWorld {
   bool Changed(const VolumeKey& key) const { return changed_.count(key) != 0; }
 
  private:
+  // The one copy of `plugin_dir` that volumes point at (a handful: one per plugin in use).
+  const std::string* InternPluginDir(const std::string& plugin_dir) {
+    return &*plugin_dirs_.insert(plugin_dir).first;
+  }
+
   std::map<VolumeKey, MountedVolume> volumes_;
+  std::set<std::string> plugin_dirs_;               // never shrinks: bounded by the plugins
   std::map<VolumeKey, SteadyTime> early_requests_;  // requests for volumes not mounted yet
   std::set<VolumeKey> changed_;
   uint64_t tmpfs_bytes_ = 0;

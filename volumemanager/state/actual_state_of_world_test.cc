@@ -28,12 +28,12 @@ TEST(ActualStateOfWorldTest, RemountRequestsDuringAnOperationAreKept) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     ActualStateOfWorld asw;
-    if (c.mounted_before) asw.MarkMounted(key, "p", "/d", "..v1", wall, t0 - milliseconds(100));
+    if (c.mounted_before) asw.MarkMounted(key, "p", "..v1", wall, t0 - milliseconds(100));
     const auto op_started = t0;
     if (c.request) {
       EXPECT_EQ(asw.MarkRemountRequired(key, op_started + c.request_at), c.mounted_before);
     }
-    asw.MarkMounted(key, "p", "/d", "..v2", wall, op_started);
+    asw.MarkMounted(key, "p", "..v2", wall, op_started);
     ASSERT_NE(asw.Find(key), nullptr);
     EXPECT_EQ(asw.Find(key)->remount_required, c.remount_after);
     EXPECT_FALSE(asw.Find(key)->uncertain);
@@ -43,9 +43,9 @@ TEST(ActualStateOfWorldTest, RemountRequestsDuringAnOperationAreKept) {
 
 TEST(ActualStateOfWorldTest, UncertainVolumesAndPods) {
   ActualStateOfWorld asw;
-  asw.AddUncertain(VolumeKey{"a", "x"}, "kubernetes.io~secret", "/r/pods/a/volumes/s/x");
-  asw.AddUncertain(VolumeKey{"a", "y"}, "kubernetes.io~secret", "/r/pods/a/volumes/s/y");
-  asw.AddUncertain(VolumeKey{"ab", "z"}, "kubernetes.io~secret", "/r/pods/ab/volumes/s/z");
+  asw.AddUncertain(VolumeKey{"a", "x"}, "kubernetes.io~secret");
+  asw.AddUncertain(VolumeKey{"a", "y"}, "kubernetes.io~secret");
+  asw.AddUncertain(VolumeKey{"ab", "z"}, "kubernetes.io~secret");
   EXPECT_TRUE(asw.Find(VolumeKey{"a", "x"})->uncertain);
   EXPECT_EQ(asw.VolumesOfPod("a").size(), 2u);
   EXPECT_TRUE(asw.HasPod("ab"));
@@ -59,8 +59,8 @@ TEST(ActualStateOfWorldTest, UncertainVolumesAndPods) {
 TEST(ActualStateOfWorldTest, TmpfsBytesAreARunningSumOfTheVolumesLiveVersions) {
   ActualStateOfWorld asw;
   const VolumeKey a{"u1", "a"}, b{"u1", "b"}, c{"u2", "c"};
-  asw.MarkMounted(a, "kubernetes.io~secret", "/r/a", "..v1", {}, Steady::now());
-  asw.MarkMounted(b, "kubernetes.io~secret", "/r/b", "..v1", {}, Steady::now());
+  asw.MarkMounted(a, "kubernetes.io~secret", "..v1", {}, Steady::now());
+  asw.MarkMounted(b, "kubernetes.io~secret", "..v1", {}, Steady::now());
   asw.SetTmpfsBytes(a, 8192, "..v1");
   asw.SetTmpfsBytes(b, 4096, "..v1");
   EXPECT_EQ(asw.tmpfs_bytes(), 12288u);
@@ -69,7 +69,7 @@ TEST(ActualStateOfWorldTest, TmpfsBytesAreARunningSumOfTheVolumesLiveVersions) {
   EXPECT_EQ(asw.Find(a)->tmpfs_version, "..v2");
   asw.SetTmpfsBytes(c, 4096, "..v1");  // not in the actual state: nothing
   EXPECT_EQ(asw.tmpfs_bytes(), 8192u);
-  asw.AddUncertain(c, "kubernetes.io~projected", "/r/c", 16384, "..v9");
+  asw.AddUncertain(c, "kubernetes.io~projected", 16384, "..v9");
   EXPECT_EQ(asw.tmpfs_bytes(), 24576u);
   asw.Remove(a);
   EXPECT_EQ(asw.tmpfs_bytes(), 20480u);
