@@ -81,5 +81,27 @@ TEST(ActualStateOfWorldTest, TmpfsBytesAreARunningSumOfTheVolumesLiveVersions) {
   EXPECT_EQ(asw.tmpfs_bytes(), 0u);
 }
 
+// The escaped plugin name is one string for all volumes of the plugin, whichever way they came
+// (a write or the start-up scan), and the right one for each.
+TEST(ActualStateOfWorldTest, APluginDirIsHeldOnceForAllItsVolumes) {
+  ActualStateOfWorld asw;
+  asw.MarkMounted(VolumeKey{"a", "x"}, std::string("kubernetes.io~configmap"), "..v1", {},
+                  std::chrono::steady_clock::now());
+  asw.AddUncertain(VolumeKey{"b", "y"}, std::string("kubernetes.io~configmap"));
+  asw.AddUncertain(VolumeKey{"b", "z"}, std::string("kubernetes.io~secret"));
+  const MountedVolume* x = asw.Find(VolumeKey{"a", "x"});
+  const MountedVolume* y = asw.Find(VolumeKey{"b", "y"});
+  const MountedVolume* z = asw.Find(VolumeKey{"b", "z"});
+  ASSERT_TRUE(x != nullptr && y != nullptr && z != nullptr);
+  EXPECT_EQ(x->plugin_dir(), "kubernetes.io~configmap");
+  EXPECT_EQ(&x->plugin_dir(), &y->plugin_dir());
+  EXPECT_EQ(z->plugin_dir(), "kubernetes.io~secret");
+  // A remount with the volume's own fields as arguments (the unchanged remount does so).
+  asw.MarkMounted(VolumeKey{"a", "x"}, x->plugin_dir(), x->ts_dir, {},
+                  std::chrono::steady_clock::now());
+  EXPECT_EQ(asw.Find(VolumeKey{"a", "x"})->plugin_dir(), "kubernetes.io~configmap");
+  EXPECT_EQ(asw.Find(VolumeKey{"a", "x"})->ts_dir, "..v1");
+}
+
 }  // namespace
 }  // namespace volumemanager
