@@ -205,5 +205,35 @@ TEST(ReadinessTest, NotReadyUntilEveryVolumesObjectsAreFetchedAndItsContentWritt
   ASSERT_TRUE(loop.RunUntil([&] { return stopped; }));
 }
 
+// Beside the kubelet, a volume the kubelet has not set up is never mounted by the daemon: its
+// set-up check (an operation that succeeds and leaves nothing behind in the executor) counts as
+// looking at it, and the daemon becomes ready.
+TEST(ReadinessTest, AVolumeTheKubeletHasNotSetUpCountsAsCheckedOnceItsSetUpCheckEnded) {
+  vmtest::TempDir root, pods;
+  vmtest::WriteFile(pods.File("web.yaml"), kPod);
+  config::DaemonConfig cfg;
+  cfg.root_dir = root.path() + "/root";
+  cfg.state_dir = root.path() + "/state";
+  cfg.node_name = "node-1";
+  cfg.pod_manifest_path = pods.path();
+  cfg.tmpfs = false;
+  cfg.volume_ownership = config::VolumeOwnership::kKubelet;
+  vmtest::TestLoop loop;
+  SlowObjectsDaemon daemon(loop.get(), cfg);
+  ASSERT_FALSE(daemon.Start());
+  ASSERT_TRUE(loop.RunUntil([&] {
+    return daemon.volume_manager() != nullptr &&
+           daemon.volume_manager()->stats().kubelet_setup_checks > 0 &&
+           daemon.volume_manager()->executor().in_flight() == 0;
+  }));
+  EXPECT_TRUE(daemon.volume_manager()->actual().volumes().empty());  // nothing mounted
+  EXPECT_EQ(daemon.volume_manager()->executor().size(), 0u);         // nothing remembered there
+  EXPECT_TRUE(FindCheck(daemon.ReadinessChecks(), "volumes-synced")->ok)
+      << FindCheck(daemon.ReadinessChecks(), "volumes-synced")->detail;
+  bool stopped = false;
+  daemon.Stop([&] { stopped = true; });
+  ASSERT_TRUE(loop.RunUntil([&] { return stopped; }));
+}
+
 }  // namespace
 }  // namespace volumemanager

@@ -511,9 +511,10 @@ std::vector<server::ReadinessCheck> Daemon::ReadinessChecks() const {
     std::string examples;
     for (const auto& [key, desired] : manager_->desired().volumes()) {
       const MountedVolume* mounted = manager_->actual().Find(key);
+      const VolumeRecord* record = manager_->reconciler().Find(key);
       const bool done =
           (mounted != nullptr && !mounted->uncertain) ||
-          (manager_->executor().Backoff(key) != nullptr && !manager_->executor().InFlight(key));
+          (record != nullptr && record->operation_ended && !manager_->executor().InFlight(key));
       if (done) continue;
       if (++pending <= 3) {
         examples += std::string(examples.empty() ? "" : ", ") + "pod " +

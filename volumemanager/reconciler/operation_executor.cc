@@ -84,6 +84,10 @@ bool OperationExecutor::Run(const VolumeKey& key, std::function<base::Status()> 
             e.backoff.RecordFailure(self->clock_());
             e.last_error = r->result;
           }
+          // Nothing to remember (no backoff, no error): the entry goes, and with it its memory
+          // (one per volume at rest otherwise). Whether an operation for the volume ever ended
+          // is the reconciler's record (VolumeRecord::operation_ended), not this.
+          if (e.backoff.delay().count() == 0 && e.last_error.ok()) self->entries_.erase(it);
         }
         if (!r->done) return;
         if (base::Status s = base::CatchAll("operation completion", [&] { r->done(r->result); });

@@ -263,6 +263,17 @@ void Reconciler::Blocked(const VolumeKey& key, VolumeRecord& record, SteadyTime 
   }
 }
 
+bool Reconciler::RunOperation(const VolumeKey& key, std::function<base::Status()> work,
+                              std::function<void(const base::Status&)> done) {
+  return executor_->Run(key, std::move(work),
+                        [this, key, done = std::move(done)](const base::Status& s) {
+                          if (VolumeRecord* record = records_.Find(key); record != nullptr) {
+                            record->operation_ended = true;
+                          }
+                          done(s);
+                        });
+}
+
 void Reconciler::AfterOperation(const VolumeKey& key, const base::Status& s) {
   if (VolumeRecord* found = records_.Find(key); found != nullptr) {
     VolumeRecord& record = *found;
@@ -329,7 +340,7 @@ void Reconciler::StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& rec
   auto set_up = std::make_shared<bool>(false);
   const VolumeLocation loc{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                            key.volume_name};
-  const bool started = executor_->Run(
+  const bool started = RunOperation(
       key,
       [set_up, loc, disk = options_.disk] {
         // A path that cannot be walked safely counts as set up here: the mount that follows
@@ -369,7 +380,7 @@ void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record)
   auto seen = std::make_shared<std::optional<std::string>>();
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir(), key.volume_name};
   std::string dir = loc.dir();
-  const bool started = executor_->Run(
+  const bool started = RunOperation(
       key,
       [seen, disk = options_.disk, loc = std::move(loc)]() -> base::Status {
         auto target = disk->DataLinkTarget(loc);
@@ -580,7 +591,7 @@ void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* m
                    .started_at = now,
                    .versions = std::move(versions),
                    .inputs = std::move(inputs)};
-  const bool started = executor_->Run(
+  const bool started = RunOperation(
       key, [op, disk = options_.disk] { return RunWrite(*op, *disk); },
       [this, key, op, start = std::move(start)](const base::Status& s) mutable {
         WriteDone(key, *op, std::move(start), s);
@@ -712,7 +723,7 @@ void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& recor
   const VolumeKey key = mounted.key;
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir(), key.volume_name};
   auto outcome = std::make_shared<TearDownOutcome>(TearDownOutcome::kRemoved);
-  const bool started = executor_->Run(
+  const bool started = RunOperation(
       key,
       [loc, outcome, journal = options_.journal, disk = options_.disk] {
         auto r = disk->TearDown(loc, journal);

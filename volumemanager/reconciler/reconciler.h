@@ -329,6 +329,10 @@ class Reconciler {
   void StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& record);
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
+  // The executor's Run, the volume's record told at the completion that an operation ended
+  // (VolumeRecord::operation_ended) before `done` runs.
+  bool RunOperation(const VolumeKey& key, std::function<base::Status()> work,
+                    std::function<void(const base::Status&)> done);
   // An operation's completion: cancelled (no failure), failed (backoff) or done (due again).
   void AfterOperation(const VolumeKey& key, const base::Status& s);
   // After a successful write: counts, keeps, logs and reports what became of the pod's subPath

@@ -27,8 +27,8 @@
 namespace volumemanager {
 
 // Where one volume is in its life with the reconciler. The phase names what the reconciler waits
-// for; the only way out of one is a transition (VolumeRecords::Enter, through Reconciler::Enter), which drops what belonged to
-// the phase left.
+// for; the only way out of one is a transition (VolumeRecords::Enter, through Reconciler::Enter),
+// which drops what belonged to the phase left.
 enum class VolumePhase {
   kDue,              // to be looked at by the next pass
   kIdle,             // current (or waiting for an event: an object's first read): nothing due
@@ -66,6 +66,9 @@ struct VolumeRecord {
   bool kubelet_set_up_seen = false;
   // "Waiting for the kubelet to set up the volume" was logged: once per volume.
   bool kubelet_wait_logged = false;
+  // An operation for the volume has completed since the record was made (whatever its outcome):
+  // the volumes-synced readiness counts the volume as looked at.
+  bool operation_ended = false;
   // kAwaitingKubelet, kBackingOff: when the volume is looked at again, and its timer.
   std::optional<TimerQueue::iterator> timer;
   // Leftovers of a write (unpublished versions, a failed cleanup): when the volume is written
