@@ -172,8 +172,8 @@ const server::ReadinessCheck* FindCheck(const std::vector<server::ReadinessCheck
   return nullptr;
 }
 
-TEST(ReadinessTest, NotReadyUntilEveryVolumesObjectsAreFetchedAndItsContentWritten) {
-  vmtest::TempDir root, pods;
+// A daemon on `root` with the one pod kPod in the pod manifest dir `pods`, on a disk.
+config::DaemonConfig OnePodConfig(const vmtest::TempDir& root, const vmtest::TempDir& pods) {
   vmtest::WriteFile(pods.File("web.yaml"), kPod);
   config::DaemonConfig cfg;
   cfg.root_dir = root.path() + "/root";
@@ -181,6 +181,12 @@ TEST(ReadinessTest, NotReadyUntilEveryVolumesObjectsAreFetchedAndItsContentWritt
   cfg.node_name = "node-1";
   cfg.pod_manifest_path = pods.path();
   cfg.tmpfs = false;
+  return cfg;
+}
+
+TEST(ReadinessTest, NotReadyUntilEveryVolumesObjectsAreFetchedAndItsContentWritten) {
+  vmtest::TempDir root, pods;
+  config::DaemonConfig cfg = OnePodConfig(root, pods);
   vmtest::TestLoop loop;
   SlowObjectsDaemon daemon(loop.get(), cfg);
   ASSERT_FALSE(daemon.Start());
@@ -210,13 +216,7 @@ TEST(ReadinessTest, NotReadyUntilEveryVolumesObjectsAreFetchedAndItsContentWritt
 // looking at it, and the daemon becomes ready.
 TEST(ReadinessTest, AVolumeTheKubeletHasNotSetUpCountsAsCheckedOnceItsSetUpCheckEnded) {
   vmtest::TempDir root, pods;
-  vmtest::WriteFile(pods.File("web.yaml"), kPod);
-  config::DaemonConfig cfg;
-  cfg.root_dir = root.path() + "/root";
-  cfg.state_dir = root.path() + "/state";
-  cfg.node_name = "node-1";
-  cfg.pod_manifest_path = pods.path();
-  cfg.tmpfs = false;
+  config::DaemonConfig cfg = OnePodConfig(root, pods);
   cfg.volume_ownership = config::VolumeOwnership::kKubelet;
   vmtest::TestLoop loop;
   SlowObjectsDaemon daemon(loop.get(), cfg);
