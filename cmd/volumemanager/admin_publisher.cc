@@ -467,7 +467,7 @@ nlohmann::json AdminPublisher::BuildDebugState() const {
     if (d != nullptr) {
       v["pod"] = d->pod->metadata.NamespacedName();
       v["plugin"] = std::string(d->plugin->Name());
-      v["uniqueName"] = d->unique_name();
+      v["uniqueName"] = d->unique_name(key);
       nlohmann::json refs = nlohmann::json::array();
       for (const kube::ObjectRef& ref : d->objects) {
         nlohmann::json o;

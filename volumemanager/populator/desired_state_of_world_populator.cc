@@ -131,7 +131,6 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     }
     wanted.insert(volume.name);
     DesiredVolume desired;
-    desired.key = key;
     desired.pod = pod;
     desired.spec = &volume;
     desired.plugin = plugin;
@@ -147,7 +146,7 @@ void DesiredStateOfWorldPopulator::SetPod(const std::shared_ptr<const kube::Pod>
     if (previous != nullptr && (spec_changed || (inputs_changed && plugin->DependsOnPod(volume)))) {
       asw_->MarkRemountRequired(key, now);
     }
-    dsw_->Set(std::move(desired));
+    dsw_->Set(key, std::move(desired));
   }
   for (const VolumeKey& key : dsw_->VolumesOfPod(uid)) {
     if (wanted.count(key.volume_name) == 0) dsw_->Remove(key);

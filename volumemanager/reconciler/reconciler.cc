@@ -207,11 +207,11 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
       return;
     }
     if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
-    return StartTearDown(*mounted, record);
+    return StartTearDown(key, *mounted, record);
   }
   if (mounted != nullptr && !mounted->uncertain && record.verify_requested) {
     if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
-    return StartVerify(*mounted, record);
+    return StartVerify(key, *mounted, record);
   }
   // A fresh read owed is a remount owed (its request marked one; a write in flight may have
   // served the mark but not the read).
@@ -224,7 +224,7 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
   }
   if (!executor_->CanStart(key, now)) return Blocked(key, record, now);
   if (policy_.waits_for_set_up() && mounted == nullptr && !record.kubelet_set_up_seen) {
-    return StartSetUpCheck(*desired, record);
+    return StartSetUpCheck(key, *desired, record);
   }
   // The write follows a read that covers every fresh read requested before it: a fresh request
   // drops a fetch in flight or done (RequestFreshRemount), and this is the one place a write
@@ -234,7 +234,7 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
       (!record.fresh_read_owed() || (record.fetch_mode == cache::ObjectManager::FetchMode::kFresh &&
                                      record.fetch_covers == record.fresh_requested));
   if (!read_covers) {
-    StartFetch(*desired, record);
+    StartFetch(key, *desired, record);
     if (record.phase != VolumePhase::kFetched) return;  // its completion makes it due
   }
   if (policy_.waits_for_first_read()) {
@@ -250,7 +250,7 @@ void Reconciler::Evaluate(const VolumeKey& key, VolumeRecord& record, SteadyTime
       return;
     }
   }
-  StartWrite(*desired, mounted, record, now);
+  StartWrite(key, *desired, mounted, record, now);
 }
 
 void Reconciler::Blocked(const VolumeKey& key, VolumeRecord& record, SteadyTime now) {
@@ -335,8 +335,8 @@ void Reconciler::AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted) {
   Enter(key, record, VolumePhase::kAwaitingKubelet, Now() + options_.kubelet_setup_recheck);
 }
 
-void Reconciler::StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& record) {
-  const VolumeKey key = desired.key;
+void Reconciler::StartSetUpCheck(VolumeKey key, const DesiredVolume& desired,
+                                 VolumeRecord& record) {
   auto set_up = std::make_shared<bool>(false);
   const VolumeLocation loc{options_.root_dir, key.pod_uid, desired.plugin->EscapedName(),
                            key.volume_name};
@@ -375,8 +375,7 @@ void Reconciler::RequestVerify(const VolumeKey& key) {
   MarkDue(key);
 }
 
-void Reconciler::StartVerify(const MountedVolume& mounted, VolumeRecord& record) {
-  const VolumeKey key = mounted.key;
+void Reconciler::StartVerify(VolumeKey key, const MountedVolume& mounted, VolumeRecord& record) {
   auto seen = std::make_shared<std::optional<std::string>>();
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir(), key.volume_name};
   std::string dir = loc.dir();
@@ -449,8 +448,7 @@ void Reconciler::RequestFreshRemount(const VolumeKey& key, SteadyTime now) {
   MarkDue(key);
 }
 
-void Reconciler::StartFetch(const DesiredVolume& desired, VolumeRecord& record) {
-  const VolumeKey key = desired.key;
+void Reconciler::StartFetch(VolumeKey key, const DesiredVolume& desired, VolumeRecord& record) {
   const auto mode = record.fresh_read_owed() ? cache::ObjectManager::FetchMode::kFresh
                                              : cache::ObjectManager::FetchMode::kStrategy;
   const uint64_t id = ++next_fetch_id_;
@@ -498,9 +496,8 @@ void Reconciler::FetchDone(const VolumeKey& key, uint64_t fetch_id) {
   Enter(key, record, VolumePhase::kFetched);
 }
 
-void Reconciler::StartWrite(const DesiredVolume& desired, const MountedVolume* mounted,
-                            VolumeRecord& record, SteadyTime now) {
-  const VolumeKey key = desired.key;
+void Reconciler::StartWrite(VolumeKey key, const DesiredVolume& desired,
+                            const MountedVolume* mounted, VolumeRecord& record, SteadyTime now) {
   const bool first_mount = mounted == nullptr;
   // When the change this write serves was asked for (reload actions measure from it).
   const SteadyTime changed_at =
@@ -704,7 +701,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     asw_->SetLastError(key, s.message());
     if (d != nullptr) {
       const ExponentialBackoff* backoff = executor_->Backoff(key);
-      LogWriteFailed(*d, s.message(),
+      LogWriteFailed(key, *d, s.message(),
                      backoff != nullptr ? backoff->delay() : std::chrono::milliseconds(0),
                      options_.env->WallNow());
       if (options_.on_mount_failure)
@@ -719,8 +716,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
   AfterOperation(key, s);  // a failure backs off, a success may have more to do
 }
 
-void Reconciler::StartTearDown(const MountedVolume& mounted, VolumeRecord& record) {
-  const VolumeKey key = mounted.key;
+void Reconciler::StartTearDown(VolumeKey key, const MountedVolume& mounted, VolumeRecord& record) {
   VolumeLocation loc{options_.root_dir, key.pod_uid, mounted.plugin_dir(), key.volume_name};
   auto outcome = std::make_shared<TearDownOutcome>(TearDownOutcome::kRemoved);
   const bool started = RunOperation(

@@ -304,10 +304,10 @@ class Reconciler {
                 const std::function<bool(const std::string&)>& is_terminating);
   // The operation could not start: in flight (its completion puts the key back) or backing off.
   void Blocked(const VolumeKey& key, VolumeRecord& record, SteadyTime now);
-  void StartFetch(const DesiredVolume& desired, VolumeRecord& record);
+  void StartFetch(VolumeKey key, const DesiredVolume& desired, VolumeRecord& record);
   void FetchDone(const VolumeKey& key, uint64_t fetch_id);
-  void StartWrite(const DesiredVolume& desired, const MountedVolume* mounted, VolumeRecord& record,
-                  SteadyTime now);
+  void StartWrite(VolumeKey key, const DesiredVolume& desired, const MountedVolume* mounted,
+                  VolumeRecord& record, SteadyTime now);
   // What the loop knew as a write started, for its completion.
   struct WriteStart {
     bool first_mount = false;
@@ -322,11 +322,11 @@ class Reconciler {
   // A write's completion (loop thread): records its outcome in the actual state, the record, the
   // counters and metrics, and says it once.
   void WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart start, const base::Status& s);
-  void StartTearDown(const MountedVolume& mounted, VolumeRecord& record);
-  void StartVerify(const MountedVolume& mounted, VolumeRecord& record);
+  void StartTearDown(VolumeKey key, const MountedVolume& mounted, VolumeRecord& record);
+  void StartVerify(VolumeKey key, const MountedVolume& mounted, VolumeRecord& record);
   // Kubelet ownership, before a first mount: whether the kubelet has set the volume up, checked
   // on the pool, so that a volume still waiting for it costs no object fetch.
-  void StartSetUpCheck(const DesiredVolume& desired, VolumeRecord& record);
+  void StartSetUpCheck(VolumeKey key, const DesiredVolume& desired, VolumeRecord& record);
   // Kubelet ownership: the volume is not (or no longer) set up; look again later.
   void AwaitKubeletSetUp(const VolumeKey& key, bool was_mounted);
   // The executor's Run, the volume's record told at the completion that an operation ended

@@ -217,13 +217,12 @@ class Harness {
     if (edit) edit(made);
     auto p = std::make_shared<const kube::Pod>(std::move(made));
     DesiredVolume d;
-    d.key = Key(pod);
     d.pod = p;
     d.spec = &p->spec.volumes.front();
     d.plugin = registry_->FindPlugin(*d.spec);
     d.objects = {Ref()};
     objects_.RegisterPod(uid, d.objects);
-    dsw_.Set(std::move(d));
+    dsw_.Set(Key(pod), std::move(d));
   }
   void RemovePod(int pod = 0) { dsw_.Remove(Key(pod)); }
   kube::ObjectRef Ref() const { return {kube::ObjectKind::kConfigMap, "default", "cm"}; }

@@ -168,7 +168,7 @@ void LogWriteDone(const WriteReport& r) {
   }
 }
 
-void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
+void LogWriteFailed(const VolumeKey& key, const DesiredVolume& desired, const std::string& error,
                     std::chrono::milliseconds retry_in, std::chrono::system_clock::time_point now) {
   // The objects whose content did not reach the volume (a write error names only a file): the
   // one `object`, or a projected volume's several as `objects` ("kind/namespace/name,...").
@@ -183,9 +183,9 @@ void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
   // The kubelet's "no retries permitted until <time> (durationBeforeRetry <delay>)", as keys.
   logging::Warn("FailedMount: MountVolume.SetUp failed",
                 {{"pod", logging::KObj(desired.pod->metadata)},
-                 {"podUID", desired.key.pod_uid.str()},
-                 {"volume", desired.key.volume_name},
-                 {"uniqueName", desired.unique_name()},
+                 {"podUID", key.pod_uid.str()},
+                 {"volume", key.volume_name},
+                 {"uniqueName", desired.unique_name(key)},
                  {"object", desired.objects.size() == 1 ? logging::KRef(desired.objects.front())
                                                         : logging::Value::Absent()},
                  {"objects", logging::Value::IfSet(objects)},

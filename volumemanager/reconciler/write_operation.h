@@ -84,7 +84,7 @@ struct WriteReport {
 void LogWriteDone(const WriteReport& report);
 // A failed write of a desired volume, as the kubelet's FailedMount: pod, volume, unique name, the
 // object(s) it reads, the error, and when it is retried (`retry_in`, its backoff, from `now`).
-void LogWriteFailed(const DesiredVolume& desired, const std::string& error,
+void LogWriteFailed(const VolumeKey& key, const DesiredVolume& desired, const std::string& error,
                     std::chrono::milliseconds retry_in, std::chrono::system_clock::time_point now);
 
 }  // namespace volumemanager

@@ -10,7 +10,6 @@ void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& pl
                                      SteadyTime op_started) {
   changed_.insert(key);
   MountedVolume& v = volumes_[key];
-  v.key = key;
   v.plugin_dir_ = InternPluginDir(plugin_dir);
   v.uncertain = false;
   if (auto early = early_requests_.find(key); early != early_requests_.end()) {
@@ -37,7 +36,6 @@ void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& p
                                       uint64_t tmpfs_bytes, const std::string& tmpfs_version) {
   changed_.insert(key);
   MountedVolume& v = volumes_[key];
-  v.key = key;
   v.plugin_dir_ = InternPluginDir(plugin_dir);
   v.uncertain = true;
   SetTmpfsBytes(key, tmpfs_bytes, tmpfs_version);

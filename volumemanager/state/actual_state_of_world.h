@@ -24,8 +24,8 @@
 
 namespace volumemanager {
 
+// Its key is the map's (ActualStateOfWorld::volumes()), not kept again here.
 struct MountedVolume {
-  VolumeKey key;
   // The escaped plugin name, e.g. "kubernetes.io~configmap": held once by the actual state for
   // all its volumes. The volume dir is not kept: VolumeDir(root, pod UID, plugin_dir(), name).
   const std::string& plugin_dir() const { return *plugin_dir_; }

@@ -4,12 +4,11 @@
 
 namespace volumemanager {
 
-void DesiredStateOfWorld::Set(DesiredVolume volume) {
-  Remove(volume.key);
-  changed_.insert(volume.key);
-  for (const kube::ObjectRef& ref : volume.objects) readers_[ref].insert(volume.key);
-  VolumeKey key = volume.key;
-  volumes_.emplace(std::move(key), std::move(volume));
+void DesiredStateOfWorld::Set(const VolumeKey& key, DesiredVolume volume) {
+  Remove(key);
+  changed_.insert(key);
+  for (const kube::ObjectRef& ref : volume.objects) readers_[ref].insert(key);
+  volumes_.emplace(key, std::move(volume));
 }
 
 void DesiredStateOfWorld::Remove(const VolumeKey& key) {

@@ -21,8 +21,8 @@
 
 namespace volumemanager {
 
+// Its key is the map's (DesiredStateOfWorld::volumes()), not kept again here.
 struct DesiredVolume {
-  VolumeKey key;
   std::shared_ptr<const kube::Pod> pod;  // the newest pod object (replaced on every update)
   const kube::Volume* spec = nullptr;    // the volume, inside *pod (kept alive by `pod`)
   const plugins::VolumePlugin* plugin = nullptr;
@@ -32,7 +32,7 @@ struct DesiredVolume {
   const kube::Volume& volume() const { return *spec; }
   // "<plugin>/<pod uid>-<volume>", made when asked (log lines and /debug/state only): not kept
   // per volume.
-  std::string unique_name() const {
+  std::string unique_name(const VolumeKey& key) const {
     return plugins::UniqueVolumeName(*plugin, key.pod_uid, key.volume_name);
   }
 };
@@ -40,7 +40,7 @@ struct DesiredVolume {
 class DesiredStateOfWorld {
  public:
   // Adds or replaces the volume.
-  void Set(DesiredVolume volume);
+  void Set(const VolumeKey& key, DesiredVolume volume);
   void Remove(const VolumeKey& key);
 
   const DesiredVolume* Find(const VolumeKey& key) const;
