@@ -302,7 +302,7 @@ base::Result<VolumeDirWatcher::Arming> VolumeDirWatcher::Rearm(const VolumeKey& 
   if (impl_ == nullptr) return base::Status::Error("volume dir watcher: not running");
   auto it = impl_->ids.find(id);
   if (it == impl_->ids.end()) {
-    return base::Status::Error("volume dir watcher: rearm of pod " + id.pod_uid + " volume " +
+    return base::Status::Error("volume dir watcher: rearm of pod " + id.pod_uid.str() + " volume " +
                                id.volume_name + ", which is not watched");
   }
   return impl_->Arm(id, it->second);

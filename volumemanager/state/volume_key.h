@@ -26,7 +26,6 @@ class PodUid {
   const std::string& str() const { return uid_ != nullptr ? *uid_ : Empty(); }
   operator const std::string&() const { return str(); }  // NOLINT(google-explicit-constructor)
   bool empty() const { return str().empty(); }
-  size_t size() const { return str().size(); }
 
   bool operator==(const PodUid& other) const { return uid_ == other.uid_ || str() == other.str(); }
   std::strong_ordering operator<=>(const PodUid& other) const {
@@ -45,11 +44,6 @@ class PodUid {
   }
   std::shared_ptr<const std::string> uid_;  // null: ""
 };
-
-inline std::string operator+(const PodUid& uid, const std::string& s) { return uid.str() + s; }
-inline std::string operator+(const std::string& s, const PodUid& uid) { return s + uid.str(); }
-inline std::string operator+(const PodUid& uid, const char* s) { return uid.str() + s; }
-inline std::string operator+(const char* s, const PodUid& uid) { return s + uid.str(); }
 
 struct VolumeKey {
   PodUid pod_uid;
