@@ -12,7 +12,8 @@ mounted and --settle seconds have passed, RSS, PSS and anonymous memory come fro
 ConfigMap N times (a different one each time), waits for each edit to reach its volumes, and
 takes them once more. `--uuid-uids` gives the pods UIDs of 36 characters, as the API server
 does (by default a pod's UID is its name, pod-00000, short enough to be held inline in a
-std::string: the daemon keeps a pod's UID in several per-volume keys). `--mappings` also sums Rss from /proc/<pid>/smaps by what is mapped (each
+std::string: the daemon keeps a pod's UID in several per-volume keys). `--mappings` also sums
+Rss from /proc/<pid>/smaps by what is mapped (each
 file: the binary, each shared library; [heap]; [anon] for the other anonymous mappings) at each
 point, into the JSON, and prints that table for the last point.
 

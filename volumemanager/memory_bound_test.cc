@@ -158,8 +158,8 @@ TEST_F(MemoryBoundTest, TenThousandPodsAddedAndRemovedLeaveNothingBehind) {
 }
 
 // A pod's UID (36 characters, past std::string's inline capacity) is held once: the desired
-// state (its key and the volume's), the object index and the actual state share one string, not a
-// heap copy each.
+// state's key, its index by object and the actual state's key share one string, not a heap copy
+// each.
 TEST_F(MemoryBoundTest, APodsUidIsOneStringSharedByEveryKeyOfItsVolume) {
   ASSERT_NO_FATAL_FAILURE(StartManager(dirs.Options()));
   VolumeManager& manager = *manager_;
@@ -175,6 +175,10 @@ TEST_F(MemoryBoundTest, APodsUidIsOneStringSharedByEveryKeyOfItsVolume) {
   const std::string* held = &desired_key.pod_uid.str();
   EXPECT_EQ(*held, uid);
   EXPECT_EQ(&actual_key.pod_uid.str(), held);
+  const std::vector<VolumeKey> readers = manager.desired().VolumesReading(
+      kube::ObjectRef{kube::ObjectKind::kConfigMap, "default", "app"});
+  ASSERT_EQ(readers.size(), 1u);
+  EXPECT_EQ(&readers.front().pod_uid.str(), held);
 }
 
 // Beside the kubelet (--volume-ownership kubelet), pods come and go, twice over: a third

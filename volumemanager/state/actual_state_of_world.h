@@ -29,7 +29,6 @@ struct MountedVolume {
   // The escaped plugin name, e.g. "kubernetes.io~configmap": held once by the actual state for
   // all its volumes. The volume dir is not kept: VolumeDir(root, pod UID, plugin_dir(), name).
   const std::string& plugin_dir() const { return *plugin_dir_; }
-  const std::string* plugin_dir_ = nullptr;  // set by MarkMounted and AddUncertain
   bool uncertain = false;
   bool remount_required = false;
   std::optional<std::chrono::steady_clock::time_point> remount_requested_at;  // earliest unserved
@@ -44,6 +43,10 @@ struct MountedVolume {
   // version `tmpfs_version`, or 0.
   uint64_t tmpfs_bytes = 0;
   std::string tmpfs_version;
+
+ private:
+  friend class ActualStateOfWorld;
+  const std::string* plugin_dir_ = nullptr;  // set by MarkMounted and AddUncertain
 };
 
 class ActualStateOfWorld {
