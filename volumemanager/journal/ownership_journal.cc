@@ -6,6 +6,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -493,7 +494,7 @@ OwnershipJournal::OwnershipJournal(atomicwriter::Env& env, std::string state_dir
     auto in = inodes.find(path);
     const uint64_t inode = in == inodes.end() ? 0 : in->second;
     if (inode != 0) ++inodes_;
-    owned_.emplace_hint(owned_.end(), path, Owned{kind, inode});
+    owned_.Emplace(path, Owned{kind, inode});
   }
 }
 
@@ -519,9 +520,9 @@ Status OwnershipJournal::Add(const std::vector<OwnedPath>& paths) {
   if (adds_in_flight_ == 0) flushed_.notify_all();  // SetIdentity may wait for it
   if (!s.ok()) return s;
   for (const OwnedPath& p : paths) {
-    Owned& entry = owned_[p.path];
-    if (entry.inode != 0) --inodes_;
-    entry = Owned{p.kind, 0};  // a new set-up: its identity follows
+    Owned* entry = owned_.Emplace(p.path, Owned{p.kind, 0}).first;  // checked: ValidPath
+    if (entry->inode != 0) --inodes_;
+    *entry = Owned{p.kind, 0};  // a new set-up: its identity follows
   }
   return Status::OK();
 }
@@ -540,17 +541,17 @@ Status OwnershipJournal::SetVolumeInode(const std::string& path, uint64_t inode)
   --adds_in_flight_;
   if (adds_in_flight_ == 0) flushed_.notify_all();
   if (!s.ok()) return s;
-  if (auto it = owned_.find(path); it != owned_.end()) {
-    if (it->second.inode == 0) ++inodes_;
-    it->second.inode = inode;
+  if (Owned* entry = owned_.Find(path); entry != nullptr) {
+    if (entry->inode == 0) ++inodes_;
+    entry->inode = inode;
   }
   return Status::OK();
 }
 
 uint64_t OwnershipJournal::VolumeInode(const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = owned_.find(path);
-  return it == owned_.end() ? 0 : it->second.inode;
+  const Owned* entry = owned_.Find(path);
+  return entry == nullptr ? 0 : entry->inode;
 }
 
 void OwnershipJournal::NoteForeignVolumeDir(const std::string& path, const std::string& reason) {
@@ -572,11 +573,11 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const OwnedPath& p : paths) {
-      auto it = owned_.find(p.path);
-      if (it == owned_.end() || it->second.kind != p.kind) continue;
-      if (it->second.inode != 0) --inodes_;
-      released_inodes.push_back(it->second.inode);
-      owned_.erase(it);
+      const Owned* entry = owned_.Find(p.path);
+      if (entry == nullptr || entry->kind != p.kind) continue;
+      if (entry->inode != 0) --inodes_;
+      released_inodes.push_back(entry->inode);
+      owned_.Erase(p.path);
       lines += EncodeRecord('-', p);
       released.push_back(p);
     }
@@ -588,7 +589,7 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
     // above them) instead of taking the volume for one this daemon never set up.
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < released.size(); ++i) {
-      if (owned_.emplace(released[i].path, Owned{released[i].kind, released_inodes[i]}).second &&
+      if (owned_.Emplace(released[i].path, Owned{released[i].kind, released_inodes[i]}).second &&
           released_inodes[i] != 0) {
         ++inodes_;
       }
@@ -599,31 +600,28 @@ Status OwnershipJournal::Remove(const std::vector<OwnedPath>& paths) {
 
 bool OwnershipJournal::Owns(OwnedKind kind, const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = owned_.find(path);
-  return it != owned_.end() && it->second.kind == kind;
+  const Owned* entry = owned_.Find(path);
+  return entry != nullptr && entry->kind == kind;
 }
 
 std::vector<OwnedPath> OwnershipJournal::Entries() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<OwnedPath> out;
   out.reserve(owned_.size());
-  for (const auto& [path, entry] : owned_) out.push_back(OwnedPath{entry.kind, path});
+  owned_.ForEach(
+      [&](const std::string& path, const Owned& entry) { out.push_back({entry.kind, path}); });
+  // In path order, as the file lists them (OwnedPaths keeps a pod's entries together).
+  std::sort(out.begin(), out.end(),
+            [](const OwnedPath& a, const OwnedPath& b) { return a.path < b.path; });
   return out;
 }
 
 std::vector<OwnedPath> OwnershipJournal::EntriesOfPod(const std::string& pod_uid) const {
-  const std::string pod = PodPath(pod_uid);
-  const std::string below = pod + "/";
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<OwnedPath> out;
-  if (auto it = owned_.find(pod); it != owned_.end()) {
-    out.push_back(OwnedPath{it->second.kind, pod});
-  }
-  // "pods/<uid>-x" sorts between "pods/<uid>" and "pods/<uid>/": start below the slash.
-  for (auto it = owned_.lower_bound(below); it != owned_.end() && it->first.starts_with(below);
-       ++it) {
-    out.push_back(OwnedPath{it->second.kind, it->first});
-  }
+  owned_.ForEachOfPod(pod_uid, [&](const std::string& path, const Owned& entry) {
+    out.push_back({entry.kind, path});
+  });
   return out;
 }
 
@@ -709,7 +707,9 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
 
 Status OwnershipJournal::CompactLocked() {
   Status s = WriteJournal(state_dir_, root_dir_, identity_, [this](const auto& emit) {
-    for (const auto& [path, entry] : owned_) emit(entry.kind, path, entry.inode);
+    owned_.ForEach([&](const std::string& path, const Owned& entry) {
+      emit(entry.kind, path, entry.inode);
+    });
   });
   if (!s.ok()) return s;
   const int fd = env_.OpenAt(AT_FDCWD, file_, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);

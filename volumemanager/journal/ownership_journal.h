@@ -70,10 +70,9 @@
 
 #include "atomicwriter/env.h"
 #include "base/status.h"
+#include "volumemanager/journal/owned_paths.h"
 
 namespace volumemanager {
-
-enum class OwnedKind { kDir, kVolume };
 
 struct OwnedPath {
   OwnedKind kind;
@@ -214,13 +213,11 @@ class OwnershipJournal {
   std::condition_variable flushed_;
   atomicwriter::Env& env_;
   int fd_;
-  // Path -> kind and, for an owned volume, its dir's inode when known (0: not known). One map,
-  // not one per field: the paths are the bulk of the journal's memory.
-  struct Owned {
-    OwnedKind kind{};
-    uint64_t inode = 0;
-  };
-  std::map<std::string, Owned> owned_;
+  // Path -> kind and, for an owned volume, its dir's inode when known (0: not known). One
+  // structure, not one per field, holding each pod's UID once: the paths are the bulk of the
+  // journal's memory.
+  using Owned = OwnedPaths::Owned;
+  OwnedPaths owned_;
   size_t inodes_ = 0;  // entries of owned_ with an inode (records in a compacted file)
   std::vector<ForeignVolumeDir> foreign_;
   size_t records_;  // records in the file (for compaction)
