@@ -147,6 +147,12 @@ template <typename Meta>
 Value KObj(const Meta& meta) {
   return Value::Path(meta.namespace_, meta.name);
 }
+// The same for an object that may be missing (a pointer, shared or plain): absent for none.
+template <typename Object>
+requires requires(const Object& o) { KObj(o->metadata); }
+Value KObjOf(const Object& object) {
+  return object != nullptr ? KObj(object->metadata) : Value::Absent();
+}
 inline Value KObj(std::string_view namespace_, std::string_view name) {
   return Value::Path(namespace_, name);
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <sstream>
 #include <string>
@@ -77,6 +78,15 @@ TEST(StructuredLogTest, TextFormIsKlogs) {
   // A name that is not known is left out rather than written empty.
   EXPECT_EQ(FormatStructuredLine("m", {{"pod", Value::IfSet("")}, {"volume", Value::IfSet("v")}}),
             R"("m" volume="v")");
+  // An object that may be missing (KObjOf): its name, or nothing.
+  struct Object {
+    Meta metadata;
+  };
+  const auto object = std::make_shared<const Object>(Object{pod});
+  EXPECT_EQ(FormatStructuredLine("m", {{"pod", KObjOf(object)}}), R"("m" pod="default/web")");
+  EXPECT_EQ(FormatStructuredLine("m", {{"pod", KObjOf(std::shared_ptr<const Object>())}}),
+            R"("m")");
+  EXPECT_EQ(FormatStructuredLine("m", {{"pod", KObjOf(object.get())}}), R"("m" pod="default/web")");
   // An API Kind is written in lower case, as kubectl names objects; names are kept as they are.
   EXPECT_EQ(FormatStructuredLine("m", {{"object", KRef("ConfigMap", "NS", "App")}}),
             R"("m" object="configmap/NS/App")");

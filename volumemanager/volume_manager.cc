@@ -529,7 +529,7 @@ void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir)
   if (!armed.ok()) {
     const MountedVolume* m = asw_.Find(key);
     logging::Warn("Cannot watch the volume dir; swaps by the kubelet are noticed at its resync",
-                  {{"pod", m != nullptr ? logging::Value::IfSet(m->pod) : logging::Value::Absent()},
+                  {{"pod", m != nullptr ? logging::KObjOf(m->pod()) : logging::Value::Absent()},
                    {"podUID", key.pod_uid.str()},
                    {"volume", key.volume_name},
                    {"err", armed.status()}});

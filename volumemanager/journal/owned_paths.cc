@@ -23,7 +23,7 @@ bool OwnedPaths::Split(std::string_view path, std::string_view* uid, std::string
 }
 
 OwnedPaths::Entries::const_iterator OwnedPaths::LowerBound(const Entries& entries,
-                                                         std::string_view rest) {
+                                                           std::string_view rest) {
   return std::lower_bound(entries.begin(), entries.end(), rest,
                           [](const Entry& e, std::string_view r) { return *e.rest < r; });
 }
@@ -104,9 +104,8 @@ void OwnedPaths::ForEach(const std::function<void(const std::string&, const Owne
   for (const auto& [uid, entries] : pods_) Visit(uid, entries, f);
 }
 
-void OwnedPaths::ForEachOfPod(std::string_view uid,
-                              const std::function<void(const std::string&, const Owned&)>& f)
-    const {
+void OwnedPaths::ForEachOfPod(
+    std::string_view uid, const std::function<void(const std::string&, const Owned&)>& f) const {
   auto pod = pods_.find(uid);
   if (pod != pods_.end()) Visit(pod->first, pod->second, f);
 }

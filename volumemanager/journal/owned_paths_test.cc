@@ -26,7 +26,8 @@ std::vector<std::string> OfPod(const OwnedPaths& paths, const std::string& uid) 
 TEST(OwnedPathsTest, FindsWhatWasPutAndNothingElse) {
   OwnedPaths p;
   EXPECT_TRUE(p.Emplace("pods/u1", {OwnedKind::kDir, 0}).second);
-  EXPECT_TRUE(p.Emplace("pods/u1/volumes/kubernetes.io~secret/tls", {OwnedKind::kVolume, 7}).second);
+  EXPECT_TRUE(
+      p.Emplace("pods/u1/volumes/kubernetes.io~secret/tls", {OwnedKind::kVolume, 7}).second);
   ASSERT_NE(p.Find("pods/u1"), nullptr);
   EXPECT_EQ(p.Find("pods/u1")->kind, OwnedKind::kDir);
   ASSERT_NE(p.Find("pods/u1/volumes/kubernetes.io~secret/tls"), nullptr);
@@ -69,10 +70,10 @@ TEST(OwnedPathsTest, ListsEachPodsEntriesInPathOrderAndErasesThem) {
   p.Emplace("pods/u1/volumes", {OwnedKind::kDir, 0});
   p.Emplace("pods/u1", {OwnedKind::kDir, 0});
   p.Emplace("pods/u1/volumes/kubernetes.io~configmap/a", {OwnedKind::kVolume, 1});
-  EXPECT_EQ(OfPod(p, "u1"), (std::vector<std::string>{
-                                "pods/u1", "pods/u1/volumes",
-                                "pods/u1/volumes/kubernetes.io~configmap/a",
-                                "pods/u1/volumes/kubernetes.io~configmap/b"}));
+  EXPECT_EQ(OfPod(p, "u1"),
+            (std::vector<std::string>{"pods/u1", "pods/u1/volumes",
+                                      "pods/u1/volumes/kubernetes.io~configmap/a",
+                                      "pods/u1/volumes/kubernetes.io~configmap/b"}));
   EXPECT_EQ(OfPod(p, "u1-x"), std::vector<std::string>{"pods/u1-x"});
   EXPECT_TRUE(OfPod(p, "u").empty());
   EXPECT_EQ(All(p).size(), 5u);
@@ -80,11 +81,11 @@ TEST(OwnedPathsTest, ListsEachPodsEntriesInPathOrderAndErasesThem) {
   EXPECT_TRUE(p.Erase("pods/u1/volumes/kubernetes.io~configmap/a"));
   EXPECT_FALSE(p.Erase("pods/u1/volumes/kubernetes.io~configmap/a"));
   EXPECT_FALSE(p.Erase("pods/u2"));
-  EXPECT_EQ(OfPod(p, "u1"), (std::vector<std::string>{
-                                "pods/u1", "pods/u1/volumes",
-                                "pods/u1/volumes/kubernetes.io~configmap/b"}));
-  for (const char* path : {"pods/u1", "pods/u1/volumes",
-                           "pods/u1/volumes/kubernetes.io~configmap/b", "pods/u1-x"}) {
+  EXPECT_EQ(OfPod(p, "u1"),
+            (std::vector<std::string>{"pods/u1", "pods/u1/volumes",
+                                      "pods/u1/volumes/kubernetes.io~configmap/b"}));
+  for (const char* path :
+       {"pods/u1", "pods/u1/volumes", "pods/u1/volumes/kubernetes.io~configmap/b", "pods/u1-x"}) {
     EXPECT_TRUE(p.Erase(path)) << path;
   }
   EXPECT_EQ(p.size(), 0u);

@@ -608,8 +608,9 @@ std::vector<OwnedPath> OwnershipJournal::Entries() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<OwnedPath> out;
   out.reserve(owned_.size());
-  owned_.ForEach(
-      [&](const std::string& path, const Owned& entry) { out.push_back({entry.kind, path}); });
+  owned_.ForEach([&](const std::string& path, const Owned& entry) {
+    out.push_back({entry.kind, path});
+  });
   // In path order, as the file lists them (OwnedPaths keeps a pod's entries together).
   std::sort(out.begin(), out.end(),
             [](const OwnedPath& a, const OwnedPath& b) { return a.path < b.path; });
@@ -707,9 +708,8 @@ Status OwnershipJournal::SetIdentity(const RootIdentity& identity) {
 
 Status OwnershipJournal::CompactLocked() {
   Status s = WriteJournal(state_dir_, root_dir_, identity_, [this](const auto& emit) {
-    owned_.ForEach([&](const std::string& path, const Owned& entry) {
-      emit(entry.kind, path, entry.inode);
-    });
+    owned_.ForEach(
+        [&](const std::string& path, const Owned& entry) { emit(entry.kind, path, entry.inode); });
   });
   if (!s.ok()) return s;
   const int fd = env_.OpenAt(AT_FDCWD, file_, O_WRONLY | O_APPEND | O_NOFOLLOW, 0);

@@ -307,7 +307,7 @@ void Reconciler::RecordSubPathCopies(const VolumeKey& key, const SubPathPlan& pl
 
 logging::Value Reconciler::PodName(const VolumeKey& key) const {
   if (const DesiredVolume* d = dsw_->Find(key)) return logging::KObj(d->pod->metadata);
-  if (const MountedVolume* m = asw_->Find(key)) return logging::Value::IfSet(m->pod);
+  if (const MountedVolume* m = asw_->Find(key)) return logging::KObjOf(m->pod());
   return logging::Value::Absent();
 }
 
@@ -634,7 +634,6 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     const bool recovered = before != nullptr && !before->last_error.empty();
     RecordMount(key, plugin_dir, published, start.started_at);
     asw_->MarkMounted(key, plugin_dir, w.ts_dir, options_.env->WallNow(), start.started_at);
-    if (d != nullptr) asw_->SetPod(key, d->pod->metadata.namespace_, d->pod->metadata.name);
     const auto done_at = Now();
     // The tmpfs pages the daemon holds: in a volume of its own, the live version, written
     // or found current; beside the kubelet, a version it published, until another
@@ -726,7 +725,7 @@ void Reconciler::StartTearDown(VolumeKey key, const MountedVolume& mounted, Volu
         if (r.ok()) *outcome = *r;
         return r.status();
       },
-      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir(), pod = mounted.pod,
+      [this, key, outcome, dir = loc.dir(), plugin_dir = mounted.plugin_dir(), pod = mounted.pod(),
        started = Now()](const base::Status& s) {
         if (IsCancelled(s)) return AfterOperation(key, s);
         if (s.ok()) {
@@ -740,7 +739,7 @@ void Reconciler::StartTearDown(VolumeKey key, const MountedVolume& mounted, Volu
           }
           if (options_.observe) {
             // The disk reported it (ObservingDisk): nothing was removed.
-            logging::Debug("Observe: teardown looked at", {{"pod", logging::Value::IfSet(pod)},
+            logging::Debug("Observe: teardown looked at", {{"pod", logging::KObjOf(pod)},
                                                            {"podUID", key.pod_uid.str()},
                                                            {"volume", key.volume_name},
                                                            {"dir", dir}});
@@ -748,13 +747,13 @@ void Reconciler::StartTearDown(VolumeKey key, const MountedVolume& mounted, Volu
             ++stats_.teardowns_not_owned;
             logging::Info(
                 "Volume no longer refreshed; left in place: this daemon did not set it up",
-                {{"pod", logging::Value::IfSet(pod)},
+                {{"pod", logging::KObjOf(pod)},
                  {"podUID", key.pod_uid.str()},
                  {"volume", key.volume_name},
                  {"dir", dir}});
           } else {
             ++stats_.teardowns_ok;
-            logging::Info("UnmountVolume.TearDown succeeded", {{"pod", logging::Value::IfSet(pod)},
+            logging::Info("UnmountVolume.TearDown succeeded", {{"pod", logging::KObjOf(pod)},
                                                                {"podUID", key.pod_uid.str()},
                                                                {"volume", key.volume_name},
                                                                {"dir", dir}});
@@ -762,7 +761,7 @@ void Reconciler::StartTearDown(VolumeKey key, const MountedVolume& mounted, Volu
         } else {
           ++stats_.teardowns_failed;
           RecordFailure(kOperationUnmount, nullptr, plugin_dir, s, started);
-          logging::Warn("UnmountVolume.TearDown failed", {{"pod", logging::Value::IfSet(pod)},
+          logging::Warn("UnmountVolume.TearDown failed", {{"pod", logging::KObjOf(pod)},
                                                           {"podUID", key.pod_uid.str()},
                                                           {"volume", key.volume_name},
                                                           {"err", s}});

@@ -68,15 +68,6 @@ void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& e
   if (it != volumes_.end()) it->second.last_error = error;
 }
 
-void ActualStateOfWorld::SetPod(const VolumeKey& key, const std::string& namespace_,
-                                const std::string& name) {
-  auto it = volumes_.find(key);
-  if (it == volumes_.end()) return;
-  std::string& pod = it->second.pod;
-  // Set once per pod: the names of a pod never change for its UID.
-  if (pod.empty()) pod = namespace_ + "/" + name;
-}
-
 void ActualStateOfWorld::SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when) {
   auto it = volumes_.find(key);
   if (it == volumes_.end()) return;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +30,10 @@ struct MountedVolume {
   // The escaped plugin name, e.g. "kubernetes.io~configmap": held once by the actual state for
   // all its volumes. The volume dir is not kept: VolumeDir(root, pod UID, plugin_dir(), name).
   const std::string& plugin_dir() const { return *plugin_dir_; }
+  // The pod object the content on disk was last built from, for log lines about the volume
+  // (`logging::KObjOf`), also after the pod is gone; nullptr before the first write or check,
+  // as for a volume found on disk at start.
+  const std::shared_ptr<const kube::Pod>& pod() const { return inputs.pod; }
   bool uncertain = false;
   bool remount_required = false;
   std::optional<std::chrono::steady_clock::time_point> remount_requested_at;  // earliest unserved
@@ -37,7 +42,6 @@ struct MountedVolume {
   std::chrono::system_clock::time_point last_sync;  // last successful write or verification
   std::string last_error;                           // of the last failed attempt, "" after success
   VolumeInputs inputs;  // what the content last written or verified on disk was built from
-  std::string pod;      // "namespace/name" for log lines, once a mount for the pod succeeded
   std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
   // The memory the daemon holds in the volume (SetTmpfsBytes): the tmpfs pages of the live
   // version `tmpfs_version`, or 0.
@@ -69,8 +73,6 @@ class ActualStateOfWorld {
   // Remount requests remembered for volumes not mounted yet (bounded memory, tests).
   size_t early_request_count() const { return early_requests_.size(); }
   void SetLastError(const VolumeKey& key, const std::string& error);
-  // The pod's namespace/name (for log lines about the volume after the pod is gone).
-  void SetPod(const VolumeKey& key, const std::string& namespace_, const std::string& name);
   // After a write or verification on disk of content built from `inputs`.
   void SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when);
   // Inputs found to give the content on disk without reading it (the disk is not verified).
