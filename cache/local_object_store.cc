@@ -329,17 +329,24 @@ base::Result<std::shared_ptr<const kube::Secret>> LocalObjectStore::GetSecret(
 void LocalObjectStore::RegisterPod(const std::string& pod_uid,
                                    const std::vector<kube::ObjectRef>& refs) {
   std::set<kube::ObjectRef> next(refs.begin(), refs.end());
-  std::vector<kube::ObjectRef>& current = pods_[pod_uid];
-  std::set<kube::ObjectRef> old(current.begin(), current.end());
+  std::set<kube::ObjectRef> old;
+  if (auto it = pods_.find(pod_uid); it != pods_.end()) {
+    for (const kube::ObjectRef* ref : it->second) old.insert(*ref);
+  }
+  std::vector<const kube::ObjectRef*> held;
+  held.reserve(next.size());
   for (const kube::ObjectRef& ref : next) {
+    auto [entry, added] = references_.try_emplace(ref, 0);
+    held.push_back(&entry->first);
     if (old.count(ref)) continue;
-    ++references_[ref];
+    ++entry->second;
     if (options_.strategy == ChangeDetectionStrategy::kCache) invalidated_.insert(ref);
   }
   for (const kube::ObjectRef& ref : old) {
     if (next.count(ref)) continue;
-    if (--references_[ref] <= 0) {
-      references_.erase(ref);
+    auto entry = references_.find(ref);
+    if (entry != references_.end() && --entry->second <= 0) {
+      references_.erase(entry);
       invalidated_.erase(ref);
       fetched_.erase(ref);
     }
@@ -347,7 +354,7 @@ void LocalObjectStore::RegisterPod(const std::string& pod_uid,
   if (next.empty()) {
     pods_.erase(pod_uid);
   } else {
-    current.assign(next.begin(), next.end());
+    pods_[pod_uid] = std::move(held);
   }
 }
 

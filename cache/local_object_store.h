@@ -181,7 +181,9 @@ class LocalObjectStore : public ObjectManager {
   std::map<kube::ObjectRef, Served> view_;
   std::set<std::pair<kube::ObjectRef, std::string>> logged_duplicates_;
   std::map<kube::ObjectRef, int> references_;
-  std::map<std::string, std::vector<kube::ObjectRef>> pods_;  // pod UID -> its references
+  // Pod UID -> its references: keys of references_, which stay while a pod refers to them (a
+  // ref is held once, however many pods name it).
+  std::map<std::string, std::vector<const kube::ObjectRef*>> pods_;
   std::set<kube::ObjectRef> invalidated_;                     // Cache: newly referenced
   std::map<kube::ObjectRef, Fetched> fetched_;                // Cache: referenced objects only
   std::string dir_error_;  // why the last listing failed; empty when it worked
