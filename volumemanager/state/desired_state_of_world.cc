@@ -7,8 +7,8 @@ namespace volumemanager {
 void DesiredStateOfWorld::Set(const VolumeKey& key, DesiredVolume volume) {
   Remove(key);
   changed_.insert(key);
-  for (const kube::ObjectRef& ref : volume.objects) readers_[ref].insert(key);
-  volumes_.emplace(key, std::move(volume));
+  auto it = volumes_.emplace(key, std::move(volume)).first;
+  for (const kube::ObjectRef& ref : it->second.objects) readers_[ref].insert(&it->first);
 }
 
 void DesiredStateOfWorld::Remove(const VolumeKey& key) {
@@ -18,7 +18,7 @@ void DesiredStateOfWorld::Remove(const VolumeKey& key) {
   for (const kube::ObjectRef& ref : it->second.objects) {
     auto r = readers_.find(ref);
     if (r == readers_.end()) continue;
-    r->second.erase(key);
+    r->second.erase(&it->first);
     if (r->second.empty()) readers_.erase(r);
   }
   volumes_.erase(it);
@@ -41,7 +41,10 @@ std::vector<VolumeKey> DesiredStateOfWorld::VolumesOfPod(const std::string& pod_
 std::vector<VolumeKey> DesiredStateOfWorld::VolumesReading(const kube::ObjectRef& object) const {
   auto it = readers_.find(object);
   if (it == readers_.end()) return {};
-  return {it->second.begin(), it->second.end()};
+  std::vector<VolumeKey> out;
+  out.reserve(it->second.size());
+  for (const VolumeKey* key : it->second) out.push_back(*key);
+  return out;
 }
 
 }  // namespace volumemanager

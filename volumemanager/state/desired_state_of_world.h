@@ -60,7 +60,12 @@ class DesiredStateOfWorld {
  private:
   std::map<VolumeKey, DesiredVolume> volumes_;
   std::set<VolumeKey> changed_;
-  std::map<kube::ObjectRef, std::set<VolumeKey>> readers_;
+  // Ordered by the keys they point at (keys of volumes_: a reader is removed before its volume).
+  struct KeyPointerLess {
+    bool operator()(const VolumeKey* a, const VolumeKey* b) const { return *a < *b; }
+  };
+  // Object -> the volumes reading it: pointers to the keys of volumes_, not copies.
+  std::map<kube::ObjectRef, std::set<const VolumeKey*, KeyPointerLess>> readers_;
 };
 
 }  // namespace volumemanager
