@@ -2,9 +2,9 @@
 //
 // Every path the journal records is "pods/<uid>" or below it ("pods/<uid>/volumes/<plugin>/
 // <name>"). Kept as full strings, each path was a heap block of 50-80 bytes in a map node of its
-// own: about 1.1 KiB a pod of three volumes. Here a pod's UID is held once, with a vector of its
-// entries; the rest of each path (after "pods/<uid>/") is interned, so "volumes/kubernetes.io~
-// configmap/config" is one string for every pod that has such a volume.
+// own: about 860 bytes a pod of three volumes. Here a pod's UID is held once, with a vector of its
+// entries (about 270 bytes a pod); the rest of each path (after "pods/<uid>/") is interned, so
+// "volumes/kubernetes.io~configmap/config" is one string for every pod that has such a volume.
 //
 // Not thread-safe (the journal holds its lock around every call).
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_JOURNAL_OWNED_PATHS_H_
