@@ -519,10 +519,10 @@ void Reconciler::StartWrite(VolumeKey key, const DesiredVolume& desired,
       tokens.emplace_back(ref, options_.tokens->Get(ref));
     }
   }
-  const std::string objects_digest = digests_.Digest(objects);
+  const InputsDigest objects_digest = digests_.Digest(objects);
   // Without tokens the digest before them is the digest itself: not kept twice.
   VolumeInputs inputs{WithTokens(objects_digest, tokens), desired.pod,
-                      tokens.empty() ? std::string() : objects_digest};
+                      tokens.empty() ? InputsDigest() : objects_digest};
   // Everything but its tokens as on disk: a renewal, which is no change for reload actions (an
   // application re-reads its token file, as beside the kubelet's silent renewals).
   const bool tokens_only =

@@ -1,34 +1,42 @@
 #include "volumemanager/state/volume_inputs.h"
 
+#include <cstdlib>
+
 #include "base/sha256.h"
 
 namespace volumemanager {
 
-std::string ObjectsDigest(const ObjectSnapshot& snapshot) {
+InputsDigest::InputsDigest(std::string_view bytes) {
+  if (bytes.size() > kMaxBytes) std::abort();
+  bytes.copy(bytes_.data(), bytes.size());
+  size_ = static_cast<uint8_t>(bytes.size());
+}
+
+InputsDigest ObjectsDigest(const ObjectSnapshot& snapshot) {
   base::Sha256 h;
   h.AddNumber(snapshot.size());
   for (const auto& [ref, revision] : snapshot) {
-    if (!revision.ok()) return "";
+    if (!revision.ok()) return {};
     h.AddNumber(static_cast<uint64_t>(ref.kind)).AddField(ref.namespace_).AddField(ref.name);
     h.AddNumber(revision->exists() ? 1 : 0).AddField(revision->digest);
   }
-  return h.Finish();
+  return InputsDigest(h.Finish());
 }
 
-std::string WithTokens(const std::string& objects_digest, const TokenSnapshot& tokens) {
+InputsDigest WithTokens(const InputsDigest& objects_digest, const TokenSnapshot& tokens) {
   if (tokens.empty() || objects_digest.empty()) return objects_digest;
   base::Sha256 h;
-  h.AddField(objects_digest).AddNumber(tokens.size());
+  h.AddField(objects_digest.bytes()).AddNumber(tokens.size());
   for (const auto& [ref, revision] : tokens) {
-    if (!revision.ok()) return "";
+    if (!revision.ok()) return {};
     h.AddField(ref.namespace_).AddField(ref.service_account).AddField(ref.audience);
     h.AddNumber(static_cast<uint64_t>(ref.expiration_seconds)).AddField(ref.pod_uid);
     h.AddNumber(revision->serial);
   }
-  return h.Finish();
+  return InputsDigest(h.Finish());
 }
 
-std::string ObjectsDigestMemo::Digest(const ObjectSnapshot& snapshot) {
+InputsDigest ObjectsDigestMemo::Digest(const ObjectSnapshot& snapshot) {
   if (valid_ && Matches(snapshot)) return last_digest_;
   last_digest_ = ObjectsDigest(snapshot);
   // A snapshot with a failed get has no digest to remember.

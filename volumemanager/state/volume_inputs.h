@@ -9,8 +9,12 @@
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_STATE_VOLUME_INPUTS_H_
 #define VOLUMEMANAGER_VOLUMEMANAGER_STATE_VOLUME_INPUTS_H_
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,16 +32,38 @@ using ObjectSnapshot = std::vector<std::pair<kube::ObjectRef, base::Result<cache
 // The service account tokens a volume includes, each as a get returned it.
 using TokenSnapshot = std::vector<std::pair<kube::TokenRef, base::Result<cache::TokenRevision>>>;
 
+// A digest of a volume's inputs (ObjectsDigest, WithTokens): the 32 bytes of a SHA-256 held
+// inline (no allocation: the actual state keeps one or two per volume), or none (unknown). Only
+// compared, never shown.
+class InputsDigest {
+ public:
+  static constexpr size_t kMaxBytes = 32;
+
+  InputsDigest() = default;
+  // `bytes`: a SHA-256 (tests give shorter strings); empty: none. Longer than kMaxBytes is a
+  // programming error: the process aborts rather than compare a truncated digest.
+  InputsDigest(std::string_view bytes);  // NOLINT: implicit, a digest is its bytes
+  InputsDigest(const char* bytes) : InputsDigest(std::string_view(bytes)) {}  // NOLINT
+
+  bool empty() const { return size_ == 0; }
+  std::string_view bytes() const { return {bytes_.data(), size_}; }
+  bool operator==(const InputsDigest& o) const { return bytes() == o.bytes(); }
+
+ private:
+  std::array<char, kMaxBytes> bytes_{};
+  uint8_t size_ = 0;
+};
+
 struct VolumeInputs {
-  std::string objects_digest;  // ObjectsDigest, WithTokens; empty: unknown (some get failed)
+  InputsDigest objects_digest;  // ObjectsDigest, WithTokens; empty: unknown (some get failed)
   std::shared_ptr<const kube::Pod> pod;
   // ObjectsDigest alone, before the tokens: a write whose inputs differ in their tokens only (a
   // renewal) is told apart, so that it is no change for reload actions. Empty when the volume
   // has no tokens (it equals objects_digest then; one copy per volume instead of two): read it
   // through digest_before_tokens().
-  std::string objects_digest_before_tokens = {};
+  InputsDigest objects_digest_before_tokens = {};
 
-  const std::string& digest_before_tokens() const {
+  const InputsDigest& digest_before_tokens() const {
     return objects_digest_before_tokens.empty() ? objects_digest : objects_digest_before_tokens;
   }
 };
@@ -51,18 +77,18 @@ std::string ObjectVersion(const kube::ObjectRef& ref,
 
 // 32 bytes over the snapshot's refs and content digests, in order; empty when a get failed (an
 // error is not an input the content can be compared on).
-std::string ObjectsDigest(const ObjectSnapshot& snapshot);
+InputsDigest ObjectsDigest(const ObjectSnapshot& snapshot);
 
 // `objects_digest` extended by the tokens' refs and serials (unchanged without tokens); empty when
 // it is empty or a token get failed.
-std::string WithTokens(const std::string& objects_digest, const TokenSnapshot& tokens);
+InputsDigest WithTokens(const InputsDigest& objects_digest, const TokenSnapshot& tokens);
 
 // ObjectsDigest with the last snapshot remembered: a fan-out (1,000 volumes reading one object)
 // hashes once per object revision, and every other volume only compares refs and content
 // digests. Not thread-safe (the reconciler's, on the loop thread).
 class ObjectsDigestMemo {
  public:
-  std::string Digest(const ObjectSnapshot& snapshot);
+  InputsDigest Digest(const ObjectSnapshot& snapshot);
 
  private:
   bool Matches(const ObjectSnapshot& snapshot) const;
@@ -74,7 +100,7 @@ class ObjectsDigestMemo {
   };
   bool valid_ = false;
   std::vector<Seen> last_;
-  std::string last_digest_;
+  InputsDigest last_digest_;
 };
 
 // True when content built from `a` equals content built from `b` for the volume `volume_name`:

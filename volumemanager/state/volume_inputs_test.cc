@@ -113,7 +113,7 @@ TEST(VolumeInputsTest, UnknownOrDifferentObjectsAreNeverTheSame) {
 }
 
 TEST(VolumeInputsTest, TokensChangeTheDigestByTheirSerialAndAFailedOneMakesItUnknown) {
-  const std::string objects = ObjectsDigest(Snapshot("v"));
+  const InputsDigest objects = ObjectsDigest(Snapshot("v"));
   kube::TokenRef ref{"shop", "web", "", 3600, "web-0", "uid-1"};
   auto token = [&](uint64_t serial, const std::string& value) {
     cache::TokenRevision r;
@@ -122,7 +122,7 @@ TEST(VolumeInputsTest, TokensChangeTheDigestByTheirSerialAndAFailedOneMakesItUnk
     return TokenSnapshot{{ref, base::Result<cache::TokenRevision>(r)}};
   };
   EXPECT_EQ(WithTokens(objects, {}), objects);  // no tokens: as before
-  const std::string one = WithTokens(objects, token(1, "a"));
+  const InputsDigest one = WithTokens(objects, token(1, "a"));
   EXPECT_NE(one, objects);
   EXPECT_EQ(WithTokens(objects, token(1, "other bytes, same serial")), one);  // never hashed
   EXPECT_NE(WithTokens(objects, token(2, "a")), one);
@@ -138,6 +138,19 @@ TEST(VolumeInputsTest, TheDigestBeforeTokensIsTheDigestItselfWhenNotKeptApart) {
   EXPECT_EQ(with_tokens.digest_before_tokens(), "objects-only");
   VolumeInputs unknown{"", nullptr};
   EXPECT_EQ(unknown.digest_before_tokens(), "");
+}
+
+TEST(VolumeInputsTest, ADigestIsItsBytesHeldInline) {
+  const InputsDigest d = ObjectsDigest(Snapshot("v"));
+  EXPECT_EQ(d.bytes().size(), InputsDigest::kMaxBytes) << "a SHA-256";
+  EXPECT_EQ(InputsDigest(d.bytes()), d);
+  EXPECT_NE(InputsDigest(d.bytes().substr(0, 31)), d) << "a prefix is another digest";
+  EXPECT_TRUE(InputsDigest().empty());
+  EXPECT_TRUE(InputsDigest("").empty());
+  EXPECT_EQ(InputsDigest(), InputsDigest(""));
+  EXPECT_FALSE(InputsDigest(std::string_view("\0", 1)).empty()) << "a zero byte is a byte";
+  // Longer than a SHA-256 is a programming error: never compared truncated.
+  EXPECT_DEATH(InputsDigest(std::string(InputsDigest::kMaxBytes + 1, 'x')), "");
 }
 
 TEST(VolumeInputsTest, ObjectVersionNamesTheObjectAndItsResourceVersionOnly) {
