@@ -336,7 +336,7 @@ void LocalObjectStore::RegisterPod(const std::string& pod_uid,
   std::vector<const kube::ObjectRef*> held;
   held.reserve(next.size());
   for (const kube::ObjectRef& ref : next) {
-    auto [entry, added] = references_.try_emplace(ref, 0);
+    auto entry = references_.try_emplace(ref, 0).first;
     held.push_back(&entry->first);
     if (old.count(ref)) continue;
     ++entry->second;

@@ -1,5 +1,6 @@
 #include "volumemanager/state/volume_inputs.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "base/sha256.h"
@@ -7,7 +8,11 @@
 namespace volumemanager {
 
 InputsDigest::InputsDigest(std::string_view bytes) {
-  if (bytes.size() > kMaxBytes) std::abort();
+  if (bytes.size() > kMaxBytes) {
+    std::fprintf(stderr, "InputsDigest: %zu bytes, more than a SHA-256's %zu\n", bytes.size(),
+                 kMaxBytes);
+    std::abort();
+  }
   bytes.copy(bytes_.data(), bytes.size());
   size_ = static_cast<uint8_t>(bytes.size());
 }
