@@ -416,7 +416,11 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
   // marked it already: a look now would find the inputs of the content on disk again. What no
   // announcement covers is the disk itself, verified once disk_verify_interval has passed; a pod
   // whose volumes are all current is next looked at when the first of them is due for that.
-  const bool announced = !options_.kubelet_owns_volumes && objects_->AnnouncesEveryChange();
+  // Beside the kubelet, its swaps of `..data` too, which the volume's inotify watch reports as
+  // long as the dir's path leads to the watched inode: checked here (a few system calls on the
+  // loop instead of a verification on the pool and a remount), and at every sync period, since a
+  // tmpfs mounted over the dir or gone from under it says nothing.
+  const bool announced = objects_->AnnouncesEveryChange();
   const auto verify_interval = reconciler_.disk_verify_interval();
   while (!resync_queue_.empty() && resync_queue_.begin()->first <= now) {
     const std::string uid = resync_queue_.begin()->second;
@@ -429,7 +433,8 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
       if (announced) {
         const MountedVolume* m = asw_.Find(key);
         if (m != nullptr && !m->uncertain && !m->remount_required &&
-            now - m->verified_at < verify_interval) {
+            now - m->verified_at < verify_interval &&
+            (!options_.kubelet_owns_volumes || dir_watcher_.StillWatching(key))) {
           ++resync_stats_.volumes_current;
           const SteadyTime due = m->verified_at + verify_interval;
           if (!verify_due || due < *verify_due) verify_due = due;
@@ -439,12 +444,13 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
       all_current = false;
       ++resync_stats_.volumes_marked;
       asw_.MarkRemountRequired(key, now);
-      // The net under the watch: beyond the inotify watch limit, or a watch left on a tmpfs the
-      // kubelet has since replaced (no event says so), the resync is when a swap is noticed.
+      // The net under the watch: beyond the inotify watch limit, a watch left on a tmpfs the
+      // kubelet has since replaced (no event says so), or no announcements, the resync is when a
+      // swap is noticed.
       if (options_.kubelet_owns_volumes) reconciler_.RequestVerify(key);
     }
     SteadyTime next = NextResync(now);
-    if (all_current && verify_due && *verify_due > next) {
+    if (all_current && verify_due && *verify_due > next && !options_.kubelet_owns_volumes) {
       // The regular resync that would first find a volume due for its disk check (still jittered,
       // so that pods mounted together are not all checked in one pass).
       next = NextResync(*verify_due - options_.sync_frequency);

@@ -12,11 +12,13 @@
 //    (between reconcile_period and 2 s): the pods due within one step are resynced in one pass,
 //    so 1,000 pods at the default 1 min cost one wake-up every 2 s, not one per pod.
 //    A resync marks each of the pod's volumes for a remount, except, under a strategy that
-//    announces every change (ObjectManager::AnnouncesEveryChange: Watch) in self ownership, a
-//    volume whose objects announced nothing and whose disk was verified within the reconciler's
-//    disk_verify_interval: its remount would find the same inputs, so it is not visited at all,
-//    and a pod with every volume so is next resynced when the first is due for its disk check
-//    (10 min by default) rather than after sync_frequency.
+//    announces every change (ObjectManager::AnnouncesEveryChange: Watch), a volume whose objects
+//    announced nothing and whose disk was verified within the reconciler's disk_verify_interval
+//    (beside the kubelet: and whose dir's watch still covers it, VolumeDirWatcher::StillWatching):
+//    its remount would find the same inputs, so it is not visited at all. In self ownership a pod
+//    with every volume so is next resynced when the first is due for its disk check (10 min by
+//    default) rather than after sync_frequency; beside the kubelet, after sync_frequency, for the
+//    watch's check.
 //  * OnObjectChanged: every mounted volume reading the object is marked for remount and a
 //    reconciler pass is scheduled at once (not at the next pod sync as in the kubelet).
 //    OnTokenChanged does the same for the volumes including a service account token that was
@@ -27,7 +29,8 @@
 //  * Kubelet ownership: every volume the daemon refreshes is watched (VolumeDirWatcher) for
 //    `..data` swaps; a swap it did not make is re-verified at once and, when the content differs,
 //    decided by a fresh read of the objects (Reconciler::RequestVerify). Volumes beyond the
-//    inotify watch limit are verified at each periodic resync instead.
+//    inotify watch limit, or whose dir's path no longer leads to the watched inode (a tmpfs
+//    mounted over it or gone from under it), are verified at the periodic resync instead.
 //  * Stop: no new operations; `done` runs once in-flight writes have finished.
 //
 // Loop-thread only; the object manager and the registry must outlive it.

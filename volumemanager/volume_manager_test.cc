@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "cache/read_policy.h"
 #include "reload/reload_spec.h"
 #include "tests/support/http_listener.h"
+#include "tests/support/skip.h"
 #include "tests/support/test_loop.h"
 #include "volumemanager/disk/volume_setup.h"
 #include "volumemanager/journal/ownership_journal.h"
@@ -619,6 +621,55 @@ TEST_F(VolumeManagerTest, BesideTheKubeletASwapItDidNotMakeIsDecidedByAFreshRead
   EXPECT_EQ(manager_->dir_watcher().state({"u1", "cfg"}), VolumeDirWatcher::State::kUnknown);
   RunFor(200);
   EXPECT_FALSE(fs::exists(Dir("u1")));
+}
+
+// Beside the kubelet under Watch, a resync of a watched volume whose objects announced nothing
+// only checks that the dir's path still leads to the watched inode: no verification, no remount.
+// A tmpfs the kubelet mounts over the dir says nothing to inotify; the next resync's check finds
+// it, and the kubelet's older content in it is corrected.
+TEST_F(VolumeManagerTest, BesideTheKubeletAResyncChecksTheWatchAndFindsATmpfsMountedOver) {
+  Put("default", "app", {{"k", "v1"}});
+  KubeletSetsUp(Dir("u1"), {{"k", {"v1", 0644, std::nullopt}}});
+  objects_.SetAnnouncesEveryChange(true);
+  sync_frequency_ = std::chrono::milliseconds(200);
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app")});
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->dir_watcher().state({"u1", "cfg"}) == VolumeDirWatcher::State::kArmed &&
+           manager_->resync_stats().volumes_current >= 1;
+  }));
+  const long verified = manager_->stats().swaps_verified;
+  const long marked = manager_->resync_stats().volumes_marked;
+  const long current = manager_->resync_stats().volumes_current;
+  const size_t fetches = objects_.fetches().size();
+  RunFor(700);  // two resyncs or more, at the sync period (the check is the net)
+  EXPECT_GE(manager_->resync_stats().volumes_current, current + 2);
+  EXPECT_EQ(manager_->resync_stats().volumes_marked, marked);
+  EXPECT_EQ(manager_->stats().swaps_verified, verified);
+  EXPECT_EQ(objects_.fetches().size(), fetches);
+
+  const std::string dir = Dir("u1");
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    VM_SKIP_NEEDS_ROOT(std::string("mount tmpfs: ") + std::strerror(errno));
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{dir};
+  KubeletSetsUp(dir, {{"k", {"v0", 0644, std::nullopt}}});
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->stats().foreign_swaps == 1 && Content("u1") == Files{{"k", "v1"}};
+  }));
+  EXPECT_GT(manager_->resync_stats().volumes_marked, marked);
+  // Watched again, on the tmpfs (re-armed as the rewrite completed): with no resync for an hour,
+  // the kubelet's next swap there is reported by the watch.
+  manager_->SetSyncFrequency(std::chrono::hours(1));
+  RunFor(400);  // the rewrite's completion, and the resync already due at the old period
+  ASSERT_EQ(manager_->dir_watcher().state({"u1", "cfg"}), VolumeDirWatcher::State::kArmed);
+  KubeletSetsUp(dir, {{"k", {"v0", 0644, std::nullopt}}});
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->stats().foreign_swaps == 2 && Content("u1") == Files{{"k", "v1"}};
+  }));
 }
 
 TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {

@@ -106,6 +106,17 @@ struct VolumeDirWatcher::Impl {
     id.wd = -1;
   }
 
+  bool StillWatching(const Id& id) {
+    if (id.state != State::kArmed) return false;
+    const int wd = AddWatch(id.dir);
+    if (wd < 0) return false;
+    if (wd == id.wd) return true;
+    // Another inode at the path: the watch just added there goes again, unless another id holds
+    // it (then inotify_add_watch set the mask it has already).
+    if (!watches.contains(wd)) ::inotify_rm_watch(fd, wd);
+    return false;
+  }
+
   base::Result<Arming> Arm(const VolumeKey& key, Id& id) {
     id.generation = next_generation++;
     // Added before the old watch is released: when it is the same inode the kernel returns the
@@ -306,6 +317,12 @@ base::Result<VolumeDirWatcher::Arming> VolumeDirWatcher::Rearm(const VolumeKey& 
                                id.volume_name + ", which is not watched");
   }
   return impl_->Arm(id, it->second);
+}
+
+bool VolumeDirWatcher::StillWatching(const VolumeKey& id) {
+  if (impl_ == nullptr) return false;
+  auto it = impl_->ids.find(id);
+  return it != impl_->ids.end() && impl_->StillWatching(it->second);
 }
 
 void VolumeDirWatcher::Unwatch(const VolumeKey& id) {

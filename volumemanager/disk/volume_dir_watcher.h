@@ -24,7 +24,8 @@
 //     of its id but not yet delivered (the handler re-armed it while the burst was delivered) is
 //     dropped for the same reason.
 //
-// What inotify cannot see, so the caller's periodic resync (which checks `..data`) remains the net:
+// What inotify cannot see, so the caller's periodic resync remains the net (StillWatching tells
+// whether the path still leads to the watched inode):
 //   * A filesystem mounted on a watched dir after Watch (the kubelet's tmpfs for secret,
 //     projected and downwardAPI volumes) hides the watched inode: no event says so and nothing
 //     inside the mount is reported until the caller calls Rearm (or Watch), which watches the
@@ -126,6 +127,16 @@ class VolumeDirWatcher {
   base::Result<Arming> Watch(const VolumeKey& id, const std::string& dir);
   // Watch(id, the dir it was last given). Fails for an id never watched or unwatched since.
   base::Result<Arming> Rearm(const VolumeKey& id);
+  // True when `id` is armed and its dir's path still leads to the inode its kernel watch is on:
+  // every swap there has been or will be reported, so the caller's resync need not look at the
+  // volume. The path walk of a Watch (the root, then the dir opened beneath it) and
+  // inotify_add_watch, which for the watched inode returns its watch and changes nothing (no
+  // report is dropped, unlike a Rearm). False when the id is unknown,
+  // polled or unarmed, when the walk fails, and when the path leads to another inode (a tmpfs
+  // mounted over the dir, or the mount under it gone while a bind mount keeps it alive): the
+  // watch the check added there is released again, the id's own left as it was, and the caller
+  // verifies the volume and calls Rearm.
+  bool StillWatching(const VolumeKey& id);
   // Forgets `id`: no report for it after this returns. Unknown ids are ignored.
   void Unwatch(const VolumeKey& id);
 

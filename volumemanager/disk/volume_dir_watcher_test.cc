@@ -39,6 +39,18 @@ int InotifyFds() {
   return n;
 }
 
+// Kernel watches held by this process's inotify instances (fdinfo lists one line per watch).
+int KernelWatches() {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (fs::read_symlink(e.path(), ec).string() != "anon_inode:inotify") continue;
+    std::ifstream info("/proc/self/fdinfo/" + e.path().filename().string());
+    for (std::string line; std::getline(info, line);) n += line.starts_with("inotify wd:");
+  }
+  return n;
+}
+
 class VolumeDirWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -343,6 +355,53 @@ TEST_F(VolumeDirWatcherTest, ATmpfsMountedOverTheDirNeedsARearmAndItsUnmountIsAL
   Swap(dir);
   Drain();
   EXPECT_EQ(swapped_, std::vector<VolumeKey>{kA});
+}
+
+// StillWatching: true while the path leads to the watched inode, and then it drops no report; false
+// for an id not armed and for a path that leads elsewhere, leaving no kernel watch of its own.
+TEST_F(VolumeDirWatcherTest, StillWatchingTellsWhetherThePathLeadsToTheWatchedInode) {
+  const std::string dir = Volume("a");
+  EXPECT_FALSE(watcher_.StillWatching(kA));  // never watched
+  ASSERT_EQ(*watcher_.Watch(kA, dir), Arming::kArmed);
+  const int kernel_watches = KernelWatches();
+  EXPECT_TRUE(watcher_.StillWatching(kA));
+  Swap(dir);  // queued, not yet read
+  EXPECT_TRUE(watcher_.StillWatching(kA));
+  Drain();
+  EXPECT_EQ(swapped_, std::vector<VolumeKey>{kA});
+  EXPECT_EQ(KernelWatches(), kernel_watches);
+
+  // Another dir at the path (the loss not read yet): no, and the watch of the new dir goes again.
+  fs::rename(dir, dir + ".old");
+  Volume("a");
+  EXPECT_FALSE(watcher_.StillWatching(kA));
+  EXPECT_EQ(KernelWatches(), kernel_watches);
+  Drain();
+  EXPECT_EQ(lost_, std::vector<VolumeKey>{kA});
+  EXPECT_FALSE(watcher_.StillWatching(kA));  // unarmed
+  ASSERT_EQ(*watcher_.Rearm(kA), Arming::kArmed);
+  EXPECT_TRUE(watcher_.StillWatching(kA));
+
+  // Gone: no.
+  fs::remove_all(root_ + "/pods/a");
+  EXPECT_FALSE(watcher_.StillWatching(kA));
+
+  // A tmpfs mounted over the dir: no event, and the check finds it.
+  const std::string secret = Volume("secret");
+  ASSERT_EQ(*watcher_.Watch(kB, secret), Arming::kArmed);
+  const int before_mount = KernelWatches();
+  if (!Mount(secret)) VM_SKIP_NEEDS_ROOT(std::string("mount tmpfs: ") + std::strerror(errno));
+  EXPECT_FALSE(watcher_.StillWatching(kB));
+  EXPECT_EQ(KernelWatches(), before_mount);
+  ASSERT_EQ(*watcher_.Rearm(kB), Arming::kArmed);
+  EXPECT_TRUE(watcher_.StillWatching(kB));
+}
+
+// Polled (the watch limit): never "still watching".
+TEST_F(VolumeDirWatcherTest, APolledVolumeIsNotStillWatched) {
+  refused_ = Volume("a");
+  ASSERT_EQ(*watcher_.Watch(kA, refused_), Arming::kPolled);
+  EXPECT_FALSE(watcher_.StillWatching(kA));
 }
 
 TEST_F(VolumeDirWatcherTest, AQueueOverflowIsReportedAndRearmFindsWhatItHid) {
