@@ -54,6 +54,9 @@ namespace http2_internal {
 struct PolledSocket {
   uv_poll_t poll;
   int fd;
+  // The events the handle polls for (0: stopped). uv_poll_start takes the fd out of epoll and puts
+  // it back even for the events it has: not called again for those (two system calls a frame).
+  int started_events = 0;
 };
 }  // namespace http2_internal
 using http2_internal::PolledSocket;
@@ -590,7 +593,7 @@ void Http2Transport::ConnectNext(Connection* c) {
     c->socket = socket;
     c->state = Connection::State::kConnecting;
     c->poll_events = UV_WRITABLE;
-    uv_poll_start(&socket->poll, UV_WRITABLE, &Http2Callbacks::OnPoll);
+    UpdatePoll(c);
     return;
   }
   Fail(c, "cannot connect to " + Where() + ": " + c->last_error);
@@ -598,6 +601,8 @@ void Http2Transport::ConnectNext(Connection* c) {
 
 void Http2Transport::OnEvents(Connection* c, int status, int events) {
   if (c->dead) return;
+  // An error status comes from a handle libuv has stopped: the next UpdatePoll starts it again.
+  if (status < 0 && c->socket != nullptr) c->socket->started_events = 0;
   switch (c->state) {
     case Connection::State::kResolving:
       return;
@@ -833,7 +838,8 @@ bool Http2Transport::Flush(Connection* c) {
 }
 
 void Http2Transport::UpdatePoll(Connection* c) {
-  if (c->socket == nullptr) return;
+  if (c->socket == nullptr || c->socket->started_events == c->poll_events) return;
+  c->socket->started_events = c->poll_events;
   uv_poll_start(&c->socket->poll, c->poll_events, &Http2Callbacks::OnPoll);
 }
 
