@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +43,8 @@ struct VolumeDirWatcher::Impl {
     std::string dir;
     State state = State::kUnarmed;
     int wd = -1;              // while kArmed
+    dev_t dev = 0;            // the inode watched, while kArmed
+    ino_t ino = 0;
     uint64_t generation = 0;  // unique per arming: stale reports are dropped
     uint64_t swapped_burst = 0;
   };
@@ -66,7 +69,8 @@ struct VolumeDirWatcher::Impl {
   VolumeDirWatcherStats counters;  // the event counters; the sizes are computed in stats()
   std::unique_ptr<char[]> buffer{new char[kReadBufferSize]};
 
-  int AddWatch(const std::string& dir) {
+  // Watches `dir` and puts the identity of the inode watched in `st`.
+  int AddWatch(const std::string& dir, struct stat* st) {
     atomicwriter::Env& env = *options.env;
     const std::string& root = options.root_dir;
     if (!root.empty() && dir.size() > root.size() + 1 && dir.starts_with(root) &&
@@ -80,11 +84,14 @@ struct VolumeDirWatcher::Impl {
       const base::UniqueFd dir_fd(atomicwriter::OpenBeneath(
           env, root_fd.get(), std::string_view(dir).substr(root.size() + 1),
           O_RDONLY | O_DIRECTORY));
-      if (!dir_fd.valid()) return -1;
+      if (!dir_fd.valid() || env.Fstat(dir_fd.get(), st) != 0) return -1;
       // The magic link must be followed to reach the checked dir: no IN_DONT_FOLLOW here.
       const std::string path = atomicwriter::FdPath(dir_fd.get());
       return env.InotifyAddWatch(fd, path, kWatchMask & ~IN_DONT_FOLLOW);
     }
+    // Another dir at the path between the two calls makes a later StillWatching say no: the
+    // caller then verifies and re-arms.
+    if (env.FstatAt(AT_FDCWD, dir, st, AT_SYMLINK_NOFOLLOW) != 0) return -1;
     return env.InotifyAddWatch(fd, dir, kWatchMask);
   }
 
@@ -106,23 +113,24 @@ struct VolumeDirWatcher::Impl {
     id.wd = -1;
   }
 
-  bool StillWatching(const Id& id) {
+  bool StillWatching(const Id& id) const {
     if (id.state != State::kArmed) return false;
-    const int wd = AddWatch(id.dir);
-    if (wd < 0) return false;
-    if (wd == id.wd) return true;
-    // Another inode at the path: the watch just added there goes again, unless another id holds
-    // it (then inotify_add_watch set the mask it has already).
-    if (!watches.contains(wd)) ::inotify_rm_watch(fd, wd);
-    return false;
+    struct stat st {};
+    if (options.env->FstatAt(AT_FDCWD, id.dir, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    return S_ISDIR(st.st_mode) && st.st_dev == id.dev && st.st_ino == id.ino;
   }
 
   base::Result<Arming> Arm(const VolumeKey& key, Id& id) {
     id.generation = next_generation++;
     // Added before the old watch is released: when it is the same inode the kernel returns the
     // same wd, which must not be removed in between.
-    const int wd = AddWatch(id.dir);
+    struct stat st {};
+    const int wd = AddWatch(id.dir, &st);
     const int err = errno;
+    if (wd >= 0) {
+      id.dev = st.st_dev;
+      id.ino = st.st_ino;
+    }
     if (wd >= 0 && id.state == State::kArmed && id.wd == wd) return Arming::kArmed;
     const bool was_polled = id.state == State::kPolled;
     Detach(key, id);
@@ -319,7 +327,7 @@ base::Result<VolumeDirWatcher::Arming> VolumeDirWatcher::Rearm(const VolumeKey& 
   return impl_->Arm(id, it->second);
 }
 
-bool VolumeDirWatcher::StillWatching(const VolumeKey& id) {
+bool VolumeDirWatcher::StillWatching(const VolumeKey& id) const {
   if (impl_ == nullptr) return false;
   auto it = impl_->ids.find(id);
   return it != impl_->ids.end() && impl_->StillWatching(it->second);

@@ -358,7 +358,7 @@ TEST_F(VolumeDirWatcherTest, ATmpfsMountedOverTheDirNeedsARearmAndItsUnmountIsAL
 }
 
 // StillWatching: true while the path leads to the watched inode, and then it drops no report; false
-// for an id not armed and for a path that leads elsewhere, leaving no kernel watch of its own.
+// for an id not armed and for a path that leads elsewhere; it adds no kernel watch.
 TEST_F(VolumeDirWatcherTest, StillWatchingTellsWhetherThePathLeadsToTheWatchedInode) {
   const std::string dir = Volume("a");
   EXPECT_FALSE(watcher_.StillWatching(kA));  // never watched
@@ -371,7 +371,7 @@ TEST_F(VolumeDirWatcherTest, StillWatchingTellsWhetherThePathLeadsToTheWatchedIn
   EXPECT_EQ(swapped_, std::vector<VolumeKey>{kA});
   EXPECT_EQ(KernelWatches(), kernel_watches);
 
-  // Another dir at the path (the loss not read yet): no, and the watch of the new dir goes again.
+  // Another dir at the path (the loss not read yet): no, and nothing is watched there.
   fs::rename(dir, dir + ".old");
   Volume("a");
   EXPECT_FALSE(watcher_.StillWatching(kA));
