@@ -42,8 +42,8 @@ struct VolumeDirWatcher::Impl {
   struct Id {
     std::string dir;
     State state = State::kUnarmed;
-    int wd = -1;              // while kArmed
-    dev_t dev = 0;            // the inode watched, while kArmed
+    int wd = -1;    // while kArmed
+    dev_t dev = 0;  // the inode watched, while kArmed
     ino_t ino = 0;
     uint64_t generation = 0;  // unique per arming: stale reports are dropped
     uint64_t swapped_burst = 0;

@@ -46,9 +46,9 @@
 //
 // Cost: reading and filtering events makes no filesystem call. Watch and Rearm make one
 // inotify_add_watch each (a path walk) and one fstat, cheap enough to call from the loop per
-// completed verification, so no thread-pool variant is offered; StillWatching one fstatat. Stop closes the fd, which drops every watch.
-// The kernel charges each watch against a per-user limit shared with the user's other processes.
-// Measured figures: BENCHMARKS.md, "Volume-dir watcher".
+// completed verification, so no thread-pool variant is offered; StillWatching one fstatat. Stop
+// closes the fd, which drops every watch. The kernel charges each watch against a per-user limit
+// shared with the user's other processes. Measured figures: BENCHMARKS.md, "Volume-dir watcher".
 //
 // Thread model: a loop-thread object. Start, Stop, Watch, Unwatch, Rearm, the queries, the
 // destructor and the handler all run on the loop thread; the handler may call any of them
