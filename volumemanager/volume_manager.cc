@@ -417,8 +417,8 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
   // announcement covers is the disk itself, verified once disk_verify_interval has passed; a pod
   // whose volumes are all current is next looked at when the first of them is due for that.
   // Beside the kubelet, its swaps of `..data` too, which the volume's inotify watch reports as
-  // long as the dir's path leads to the watched inode: checked here (one fstatat on the loop
-  // instead of a verification on the pool and a remount), and at every sync period, since a
+  // long as the dir's path leads to the watched inode: checked here (a walk and an fstat on the
+  // loop instead of a verification on the pool and a remount), and at every sync period, since a
   // tmpfs mounted over the dir or gone from under it says nothing.
   const bool announced = objects_->AnnouncesEveryChange();
   const auto verify_interval = reconciler_.disk_verify_interval();

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "base/catch_all.h"
 #include "base/errno_error.h"
 #include "base/unique_fd.h"
+#include "volumemanager/disk/volume_setup.h"
 
 namespace volumemanager {
 namespace {
@@ -69,21 +71,36 @@ struct VolumeDirWatcher::Impl {
   VolumeDirWatcherStats counters;  // the event counters; the sizes are computed in stats()
   std::unique_ptr<char[]> buffer{new char[kReadBufferSize]};
 
+  RootDirCache roots;  // the root dir's descriptor, kept across walks
+
+  // `dir` below the root dir (the daemon's volume dirs), or nullopt for a dir outside it (tests
+  // watch plain dirs: a path the caller trusts, given to the kernel whole).
+  std::optional<std::string_view> BeneathRoot(const std::string& dir) const {
+    const std::string& root = options.root_dir;
+    if (root.empty() || dir.size() <= root.size() + 1 || !dir.starts_with(root) ||
+        dir[root.size()] != '/') {
+      return std::nullopt;
+    }
+    return std::string_view(dir).substr(root.size() + 1);
+  }
+
+  // `rel` opened beneath the root dir, following no link on the way; invalid, with errno, when
+  // it cannot be.
+  base::UniqueFd OpenBeneathRoot(std::string_view rel, int flags) {
+    atomicwriter::Env& env = *options.env;
+    auto root = roots.Get(env, options.root_dir);
+    if (!root.ok()) {
+      errno = root.status().sys_errno();
+      return base::UniqueFd();
+    }
+    return base::UniqueFd(atomicwriter::OpenBeneath(env, (*root)->fd.get(), rel, flags));
+  }
+
   // Watches `dir` and puts the identity of the inode watched in `st`.
   int AddWatch(const std::string& dir, struct stat* st) {
     atomicwriter::Env& env = *options.env;
-    const std::string& root = options.root_dir;
-    if (!root.empty() && dir.size() > root.size() + 1 && dir.starts_with(root) &&
-        dir[root.size()] == '/') {
-      auto opened_root = atomicwriter::OpenRootDir(env, root);
-      if (!opened_root.ok()) {
-        errno = opened_root.status().sys_errno();
-        return -1;
-      }
-      const base::UniqueFd root_fd(*opened_root);
-      const base::UniqueFd dir_fd(atomicwriter::OpenBeneath(
-          env, root_fd.get(), std::string_view(dir).substr(root.size() + 1),
-          O_RDONLY | O_DIRECTORY));
+    if (const auto rel = BeneathRoot(dir)) {
+      const base::UniqueFd dir_fd = OpenBeneathRoot(*rel, O_RDONLY | O_DIRECTORY);
       if (!dir_fd.valid() || env.Fstat(dir_fd.get(), st) != 0) return -1;
       // The magic link must be followed to reach the checked dir: no IN_DONT_FOLLOW here.
       const std::string path = atomicwriter::FdPath(dir_fd.get());
@@ -113,11 +130,17 @@ struct VolumeDirWatcher::Impl {
     id.wd = -1;
   }
 
-  bool StillWatching(const Id& id) const {
+  // The dir walked to as AddWatch walks to it, and its identity compared with the watched one.
+  bool StillWatching(const Id& id) {
     if (id.state != State::kArmed) return false;
     struct stat st {};
-    if (options.env->FstatAt(AT_FDCWD, id.dir, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
-    return S_ISDIR(st.st_mode) && st.st_dev == id.dev && st.st_ino == id.ino;
+    if (const auto rel = BeneathRoot(id.dir)) {
+      const base::UniqueFd dir_fd = OpenBeneathRoot(*rel, O_PATH | O_DIRECTORY);
+      if (!dir_fd.valid() || options.env->Fstat(dir_fd.get(), &st) != 0) return false;
+    } else if (options.env->FstatAt(AT_FDCWD, id.dir, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return false;
+    }
+    return st.st_dev == id.dev && st.st_ino == id.ino;
   }
 
   base::Result<Arming> Arm(const VolumeKey& key, Id& id) {

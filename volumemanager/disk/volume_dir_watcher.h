@@ -46,9 +46,10 @@
 //
 // Cost: reading and filtering events makes no filesystem call. Watch and Rearm make one
 // inotify_add_watch each (a path walk) and one fstat, cheap enough to call from the loop per
-// completed verification, so no thread-pool variant is offered; StillWatching one fstatat. Stop
-// closes the fd, which drops every watch. The kernel charges each watch against a per-user limit
-// shared with the user's other processes. Measured figures: BENCHMARKS.md, "Volume-dir watcher".
+// completed verification, so no thread-pool variant is offered; StillWatching a statx of the
+// root, the walk beneath it and an fstat. Stop closes the fd, which drops every watch. The kernel
+// charges each watch against a per-user limit shared with the user's other processes. Measured
+// figures: BENCHMARKS.md, "Volume-dir watcher".
 //
 // Thread model: a loop-thread object. Start, Stop, Watch, Unwatch, Rearm, the queries, the
 // destructor and the handler all run on the loop thread; the handler may call any of them
@@ -129,12 +130,13 @@ class VolumeDirWatcher {
   base::Result<Arming> Rearm(const VolumeKey& id);
   // True when `id` is armed and its dir's path still leads to the inode its kernel watch is on:
   // every swap there has been or will be reported, so the caller's resync need not look at the
-  // volume. One fstatat of the path (no link followed at its end), compared with the device and
-  // inode the watch was put on; nothing is watched, released or dropped. False when the id is
-  // unknown, polled or unarmed, when the path cannot be stat'ed, and when it leads to another
-  // inode (a tmpfs mounted over the dir, or the mount under it gone while a bind mount keeps it
-  // alive): the caller then verifies the volume and calls Rearm. A loss not yet read (the dir
-  // removed, and a new one with the same inode number made) is reported when it is read.
+  // volume. The dir is walked to as Watch walks to it (beneath the root dir, no link followed on
+  // the way, the root's descriptor kept across calls) and its device and inode compared with the
+  // ones the watch was put on; nothing is watched, released or dropped. False when the id is
+  // unknown, polled or unarmed, when the walk fails (a symlink on the way too), and when it leads
+  // to another inode (a tmpfs mounted over the dir, or the mount under it gone while a bind mount
+  // keeps it alive): the caller then verifies the volume and calls Rearm. A loss not yet read (the
+  // dir removed, and a new one with the same inode number made) is reported when it is read.
   bool StillWatching(const VolumeKey& id) const;
   // Forgets `id`: no report for it after this returns. Unknown ids are ignored.
   void Unwatch(const VolumeKey& id);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,23 +30,25 @@ const VolumeKey kSentinel{"sentinel-uid", "sentinel"};
 const VolumeKey kA{"uid-a", "config"};
 const VolumeKey kB{"uid-b", "config"};
 
-// Open inotify instances of this process.
-int InotifyFds() {
-  int n = 0;
+// The descriptor numbers of this process's open inotify instances.
+std::vector<std::string> InotifyFdNumbers() {
+  std::vector<std::string> fds;
   for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
     std::error_code ec;
-    if (fs::read_symlink(e.path(), ec).string() == "anon_inode:inotify") ++n;
+    if (fs::read_symlink(e.path(), ec).string() == "anon_inode:inotify") {
+      fds.push_back(e.path().filename().string());
+    }
   }
-  return n;
+  return fds;
 }
+
+int InotifyFds() { return static_cast<int>(InotifyFdNumbers().size()); }
 
 // Kernel watches held by this process's inotify instances (fdinfo lists one line per watch).
 int KernelWatches() {
   int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    if (fs::read_symlink(e.path(), ec).string() != "anon_inode:inotify") continue;
-    std::ifstream info("/proc/self/fdinfo/" + e.path().filename().string());
+  for (const std::string& fd : InotifyFdNumbers()) {
+    std::ifstream info("/proc/self/fdinfo/" + fd);
     for (std::string line; std::getline(info, line);) n += line.starts_with("inotify wd:");
   }
   return n;
@@ -395,6 +398,36 @@ TEST_F(VolumeDirWatcherTest, StillWatchingTellsWhetherThePathLeadsToTheWatchedIn
   EXPECT_EQ(KernelWatches(), before_mount);
   ASSERT_EQ(*watcher_.Rearm(kB), Arming::kArmed);
   EXPECT_TRUE(watcher_.StillWatching(kB));
+}
+
+// Beneath the root dir, StillWatching walks as Watch does: a symlink planted on the way is not
+// followed, even one that leads back to the watched dir itself.
+TEST_F(VolumeDirWatcherTest, StillWatchingFollowsNoLinkBeneathTheRoot) {
+  VolumeDirWatcher beneath;
+  VolumeDirWatcherOptions options;
+  options.env = &env_;
+  options.root_dir = root_;
+  ASSERT_TRUE(beneath.Start(loop_.get(), Handler(), options).ok());
+  const std::string dir = Volume("a");
+  ASSERT_EQ(*beneath.Watch(kA, dir), Arming::kArmed);
+  EXPECT_TRUE(beneath.StillWatching(kA));
+  struct stat watched {};
+  ASSERT_EQ(::stat(dir.c_str(), &watched), 0);
+  // pods/a/volumes becomes a link to where it was moved: the path string still leads to the
+  // watched inode, the walk refuses the link.
+  const std::string volumes = root_ + "/pods/a/volumes";
+  fs::rename(volumes, volumes + ".moved");
+  fs::create_directory_symlink("volumes.moved", volumes);
+  struct stat through_link {};
+  ASSERT_EQ(::stat(dir.c_str(), &through_link), 0);
+  ASSERT_EQ(through_link.st_ino, watched.st_ino);
+  EXPECT_FALSE(beneath.StillWatching(kA));
+  EXPECT_FALSE(beneath.Rearm(kA).ok());  // Watch refuses it alike
+  fs::remove(volumes);
+  fs::rename(volumes + ".moved", volumes);
+  ASSERT_EQ(*beneath.Rearm(kA), Arming::kArmed);
+  EXPECT_TRUE(beneath.StillWatching(kA));
+  beneath.Stop();
 }
 
 // Polled (the watch limit): never "still watching".
