@@ -109,7 +109,11 @@ class Http2Test : public ::testing::TestWithParam<bool> {
     }
   }
 
-  std::pair<std::set<int>, long> Fetch(int server_streams, long client_streams, int n) {
+  // `at_least_connections`: after the last response, the loop runs on (up to its limit) until
+  // that many connections were opened: one opened because the others were full may still be in
+  // its handshake when the requests it was opened for ended elsewhere.
+  std::pair<std::set<int>, long> Fetch(int server_streams, long client_streams, int n,
+                                       long at_least_connections = 0) {
     Nghttpd server(pki_, htdocs_, server_streams);
     Credentials creds;
     creds.server = "https://127.0.0.1:" + std::to_string(server.port());
@@ -131,6 +135,9 @@ class Http2Test : public ::testing::TestWithParam<bool> {
       });
     }
     EXPECT_TRUE(runner_.RunUntil([&] { return finished == n; }));
+    if (at_least_connections > 0) {
+      runner_.RunUntil([&] { return (*http)->stats().connections_opened >= at_least_connections; });
+    }
     return {versions, (*http)->stats().connections_opened};
   }
 
@@ -152,8 +159,14 @@ TEST_P(Http2Test, StreamLimitOpensMoreConnections) {
   EXPECT_LT(connections, 30);
 }
 
+// The server's SETTINGS allow 5 streams: the 25 other requests wait, and another connection is
+// opened for them. The 30 transfers may all end on the first connection before the second's
+// handshake does (seen in about one run of four with the project's transport on a 2-core VM), so
+// the check waits for the second connection instead of racing it; none is opened if the
+// transport queued everything on the first.
 TEST_P(Http2Test, ServerStreamLimitIsHonouredToo) {
-  auto [versions, connections] = Fetch(/*server_streams=*/5, /*client_streams=*/100, 30);
+  auto [versions, connections] = Fetch(/*server_streams=*/5, /*client_streams=*/100, 30,
+                                       /*at_least_connections=*/2);
   EXPECT_EQ(versions, std::set<int>{2});
   EXPECT_GE(connections, 2);
 }
