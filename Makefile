@@ -273,10 +273,12 @@ test: test-build chart-tools image real-kube
 # Unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, built in $(ASAN_DIR):
 # the executables labelled `unit` (CMake's vm_unit_tests) and the daemon, nothing else. No unity
 # batches here: CI then compiles every source file of the library and the daemon on its own, so
-# a file that compiles only thanks to its batch neighbour's #include fails somewhere.
+# a file that compiles only thanks to its batch neighbour's #include fails somewhere. Debug with
+# line tables only (-g1, not CMake's -g): the sanitizers' reports still name function, file and
+# line, and the compile takes less time (BENCHMARKS.md, "CI time").
 test-asan: deps-test
-	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DVM_SANITIZE=address,undefined -DVM_WERROR=ON \
-	  -DVM_UNITY_BUILD=OFF
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+	  -DVM_SANITIZE=address,undefined -DVM_WERROR=ON -DVM_UNITY_BUILD=OFF
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target vm_unit_tests volumemanager
 	$(call ctest_with_skip_report,$(ASAN_DIR),-L unit)
 
