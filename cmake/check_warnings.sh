@@ -3,7 +3,7 @@
 # warnings-are-errors check of `make test`, over every object of the build dir, not only the ones
 # compiled by this run.
 dir="${1:?usage: check_warnings.sh <build dir>}"
-found=$(find "$dir" -name '*.warnings' -size +0 | sort)
+found=$(find "$dir" -name '*.o.warnings' -size +0 | sort)
 if [ -n "$found" ]; then
   for f in $found; do
     echo "== warnings compiling ${f%.warnings}:" >&2
