@@ -33,10 +33,11 @@ JOBS       ?= $(shell nproc)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian packages by purpose; each target installs the lists it uses, and only what is missing.
-# Building and running the daemon:
+# Building and running the daemon (lld: the daemon's link puts the functions it runs together,
+# cmd/volumemanager/hot_functions.txt):
 BUILD_PACKAGES := cmake ninja-build g++ make pkg-config libuv1-dev nlohmann-json3-dev libspdlog-dev \
                   libyaml-cpp-dev libcurl4-openssl-dev libcli11-dev libssl-dev libgnutls28-dev \
-                  libnghttp2-dev
+                  libnghttp2-dev lld
 # The tests: GoogleTest, the test API server (Python, openssl for its PKI), its fidelity proof
 # (python3-kubernetes, kubectl), nghttpd for the HTTP/2 tests, nghttpx (an HTTP/2 TLS front) for the
 # cluster end-to-end tests, the HTTP/2 client test and the cluster benchmark. A kubectl already on
