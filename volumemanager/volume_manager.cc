@@ -124,7 +124,7 @@ VolumeManager::VolumeManager(uv_loop_t* loop, VolumeManagerOptions options,
   reconciler_.SetOnSettled([this](const VolumeKey& key) {
     if (!stopping_) reload_->OnVolumeActivity(key.pod_uid);
   });
-  reconciler_.SetOnFetched([this] { SchedulePassSoon(); });
+  reconciler_.SetOnReadyToStart([this] { SchedulePassSoon(); });
   reconciler_.SetOnWorkAdded([this] { WorkArrived(); });
   writes_allowed_ = options_.writes_allowed_at_start;
 }

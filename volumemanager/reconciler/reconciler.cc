@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <climits>
 #include <ctime>
+#include <set>
 #include <utility>
 
 #include "atomicwriter/open_beneath.h"
@@ -164,7 +165,17 @@ void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
   }
   // Records made due while this pass runs (a fetch that completes at once goes on in the same
   // call) are looked at by the next pass.
-  for (const VolumeKey& key : records_.TakeDue()) {
+  std::set<VolumeKey> due = records_.TakeDue();
+  while (!due.empty()) {
+    if (WriteWindowFull()) {
+      // The rest stays due, in order, for the pass the next write's completion asks for.
+      ++pass_stats_.write_window_full;
+      write_place_wanted_ = true;
+      records_.ReturnDue(std::move(due));
+      break;
+    }
+    const auto node = due.extract(due.begin());
+    const VolumeKey& key = node.value();
     VolumeRecord* found = records_.Find(key);
     if (found == nullptr) continue;
     VolumeRecord& record = *found;
@@ -357,7 +368,7 @@ void Reconciler::StartSetUpCheck(VolumeKey key, const DesiredVolume& desired,
             current->kubelet_set_up_seen = true;  // fetch and write in the next pass
           }
           AfterOperation(key, s);
-          if (on_fetched_) on_fetched_();
+          if (on_ready_to_start_) on_ready_to_start_();
         } else {
           AwaitKubeletSetUp(key, /*was_mounted=*/false);
           if (on_done_) on_done_(key);
@@ -478,7 +489,7 @@ void Reconciler::StartFetch(VolumeKey key, const DesiredVolume& desired, VolumeR
     if (alive.expired()) return;
     if (--state->pending > 0 || state->in_call) return;
     FetchDone(key, id);
-    if (on_fetched_) on_fetched_();
+    if (on_ready_to_start_) on_ready_to_start_();
   };
   state->pending = (desired.objects.empty() ? 0 : 1) + (fetches_tokens ? 1 : 0);
   if (!desired.objects.empty()) objects_->Fetch(desired.objects, mode, one_done);
@@ -588,14 +599,21 @@ void Reconciler::StartWrite(VolumeKey key, const DesiredVolume& desired,
                    .started_at = now,
                    .versions = std::move(versions),
                    .inputs = std::move(inputs)};
+  ++writes_in_flight_;  // before the executor may call the completion
   const bool started = RunOperation(
       key, [op, disk = options_.disk] { return RunWrite(*op, *disk); },
       [this, key, op, start = std::move(start)](const base::Status& s) mutable {
+        --writes_in_flight_;
         WriteDone(key, *op, std::move(start), s);
+        if (write_place_wanted_ && !WriteWindowFull()) {
+          write_place_wanted_ = false;
+          if (on_ready_to_start_) on_ready_to_start_();
+        }
       });
   if (started) {
     Enter(key, record, VolumePhase::kWriting);
   } else {
+    --writes_in_flight_;
     logging::Error(
         "Could not queue the mount operation",
         {{"pod", PodName(key)}, {"podUID", key.pod_uid.str()}, {"volume", key.volume_name}});

@@ -112,6 +112,15 @@ struct ReconcilerOptions {
   // the disk, unless the disk was last read longer ago than this; then the writer verifies it
   // (and repairs links or debris). Keeps the periodic resync cheap.
   std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
+  // At most this many writes queued or running on the thread pool at once (0: no limit). The
+  // volumes due beyond it wait, due, for the pass that a write's completion asks for
+  // (SetOnReadyToStart). A burst (1,000 pods at start, a fan-out) then holds the temporaries of
+  // this many writes at a time instead of all of them, so the state that stays (records, actual
+  // state, ledgers), allocated meanwhile, is not scattered between them: the holes that 3,000
+  // queued writes left behind kept 2.5 MiB of heap resident that glibc could not give back
+  // (BENCHMARKS.md, "Memory against pod count"). The pool runs four at a time; the rest of the
+  // window keeps it fed between passes.
+  size_t max_writes_in_flight = 64;
   kube::ResourceList node_allocatable;
   // What the daemon owns under the root dir; required (unless `disk` is a fake). Not owned.
   OwnershipJournal* journal = nullptr;
@@ -199,6 +208,8 @@ struct ReconcilerPassStats {
   // Operations cancelled before their first filesystem call (writes revoked: the node lock was
   // lost): not failures; the volume is due again once writes are allowed.
   long operations_cancelled = 0;
+  // Passes that left volumes due because `max_writes_in_flight` writes were in flight.
+  long write_window_full = 0;
 };
 
 class Reconciler {
@@ -254,10 +265,10 @@ class Reconciler {
   // operation ends: a remount that finds the inputs it last wrote, or a pass that finds nothing to
   // do, ends on the loop. Called from inside a pass too; it must not change the reconciler.
   void SetOnSettled(std::function<void(const VolumeKey&)> cb) { on_settled_ = std::move(cb); }
-  // Called (loop thread) when an asynchronous step before an operation (an object fetch, the
-  // check that the kubelet has set a volume up) completed: the operation can start in the next
-  // pass.
-  void SetOnFetched(std::function<void()> cb) { on_fetched_ = std::move(cb); }
+  // Called (loop thread) when an operation can start in the next pass: an asynchronous step
+  // before it (an object fetch, the check that the kubelet has set a volume up) completed, or a
+  // write ended while volumes waited for a place among `max_writes_in_flight`.
+  void SetOnReadyToStart(std::function<void()> cb) { on_ready_to_start_ = std::move(cb); }
   // Called (loop thread) when, outside a pass, a volume became due or got a timer (a completion,
   // a request, a change seen by Poke): the caller runs a pass in time (a pass itself reports
   // nothing: its caller looks at pending_count() and NextTimer() after it).
@@ -276,6 +287,8 @@ class Reconciler {
   size_t count_in(VolumePhase phase) const { return records_.count_in(phase); }
   // Volumes to look at in the next pass (bounded memory, tests).
   size_t pending_count() const { return records_.due_count(); }
+  // Writes queued or running on the pool (at most `max_writes_in_flight`).
+  size_t writes_in_flight() const { return writes_in_flight_; }
   size_t ledger_count() const { return records_.ledger_count(); }
   size_t cleanup_due_count() const { return records_.cleanup_due_count(); }
   // Volumes waiting for the kubelet to set them up (kubelet ownership).
@@ -361,9 +374,14 @@ class Reconciler {
   cache::ObjectManager* objects_;
   std::function<void(const VolumeKey&)> on_done_;
   std::function<void(const VolumeKey&)> on_settled_;
-  std::function<void()> on_fetched_;
+  std::function<void()> on_ready_to_start_;
   std::function<void()> on_work_added_;
   bool in_pass_ = false;
+  bool WriteWindowFull() const {
+    return options_.max_writes_in_flight != 0 && writes_in_flight_ >= options_.max_writes_in_flight;
+  }
+  size_t writes_in_flight_ = 0;
+  bool write_place_wanted_ = false;  // a pass left volumes due with the window full
   ReconcilerStats stats_;
   ReconcilerPassStats pass_stats_;
   SubPathReporter subpaths_;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <deque>
@@ -1039,8 +1040,15 @@ TEST(ReconcilerIdleTest, APassWithNothingDueVisitsNoVolumeAndAllocatesNothing) {
   h.objects_.DeferFetches(false);
   constexpr int kVolumes = 3000;
   for (int i = 0; i < kVolumes; ++i) h.AddPod(i);
-  h.Pass();
-  for (int i = 0; i < kVolumes; ++i) h.runner_.Complete(h.Key(i));
+  // Mounted a window of writes at a time (ReconcilerOptions::max_writes_in_flight).
+  for (int round = 0;
+       round < 100 && h.reconciler_->count_in(VolumePhase::kIdle) < static_cast<size_t>(kVolumes);
+       ++round) {
+    h.Pass();
+    for (int i = 0; i < kVolumes; ++i) {
+      if (h.runner_.Queued(h.Key(i))) h.runner_.Complete(h.Key(i));
+    }
+  }
   h.Pass();
   ASSERT_EQ(h.reconciler_->count_in(VolumePhase::kIdle), static_cast<size_t>(kVolumes));
   // One volume failing: its backoff is a timer, not a visit per pass.
@@ -1066,6 +1074,59 @@ TEST(ReconcilerIdleTest, APassWithNothingDueVisitsNoVolumeAndAllocatesNothing) {
   h.Advance(milliseconds(100));
   h.Pass();
   EXPECT_EQ(h.reconciler_->pass_stats().volumes_visited, before.volumes_visited + 1);
+}
+
+// A burst of writes goes to the pool a window at a time: beyond max_writes_in_flight the volumes
+// stay due, in order, and each completion that opens a place asks for the pass that starts the
+// next; every volume is mounted in the end, none skipped or started twice.
+TEST(ReconcilerWriteWindowTest, ABurstGoesToThePoolAWindowAtATime) {
+  Harness h;
+  h.objects_.DeferFetches(false);
+  int ready_to_start = 0;
+  h.reconciler_->SetOnReadyToStart([&] { ++ready_to_start; });
+  constexpr int kVolumes = 150;
+  const size_t window = ReconcilerOptions{}.max_writes_in_flight;
+  ASSERT_GT(window, 0u);
+  ASSERT_LT(window, static_cast<size_t>(kVolumes));
+  for (int i = 0; i < kVolumes; ++i) h.AddPod(i);
+  h.Pass();
+  EXPECT_EQ(h.reconciler_->writes_in_flight(), window);
+  EXPECT_EQ(h.runner_.runs(), static_cast<int>(window));
+  EXPECT_EQ(h.reconciler_->pending_count(), kVolumes - window);
+  EXPECT_EQ(h.reconciler_->pass_stats().write_window_full, 1);
+  // The first `window` volumes in key order were started; the rest wait, due.
+  std::vector<VolumeKey> keys;
+  for (int i = 0; i < kVolumes; ++i) keys.push_back(h.Key(i));
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(h.runner_.Queued(keys[i]), i < window) << keys[i].pod_uid.str();
+  }
+  // A pass with the window still full starts nothing.
+  h.Pass();
+  EXPECT_EQ(h.runner_.runs(), static_cast<int>(window));
+  EXPECT_EQ(ready_to_start, 0);
+  // One completion opens one place, and says so once.
+  h.runner_.Complete(keys[0]);
+  EXPECT_EQ(ready_to_start, 1);
+  EXPECT_EQ(h.reconciler_->writes_in_flight(), window - 1);
+  h.Pass();
+  EXPECT_EQ(h.runner_.runs(), static_cast<int>(window) + 1);
+  EXPECT_TRUE(h.runner_.Queued(keys[window]));
+  // Completing what is queued and passing again mounts every volume, each once.
+  for (int round = 0; round < 10 && h.runner_.runs() < kVolumes + 1; ++round) {
+    for (const VolumeKey& key : keys) {
+      if (h.runner_.Queued(key)) h.runner_.Complete(key);
+    }
+    h.Pass();
+  }
+  for (const VolumeKey& key : keys) {
+    if (h.runner_.Queued(key)) h.runner_.Complete(key);
+  }
+  h.Pass();
+  EXPECT_EQ(h.runner_.runs(), kVolumes);
+  EXPECT_EQ(h.reconciler_->writes_in_flight(), 0u);
+  EXPECT_EQ(h.reconciler_->count_in(VolumePhase::kIdle), static_cast<size_t>(kVolumes));
+  EXPECT_EQ(h.reconciler_->stats().mounts_ok, kVolumes);
 }
 
 // The tmpfs pages the daemon holds (ActualStateOfWorld::tmpfs_bytes), kept by the writes: in a

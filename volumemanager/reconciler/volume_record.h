@@ -129,6 +129,12 @@ class VolumeRecords {
   // looks at (KeepDue) until Enter moves it on, and what becomes due meanwhile waits for the next.
   std::set<VolumeKey> TakeDue();
   void KeepDue(const VolumeKey& key) { due_now_.insert(key); }
+  // What is left of the set TakeDue returned stays due, with the keys made due since (no node
+  // of `rest` is copied).
+  void ReturnDue(std::set<VolumeKey> rest) {
+    rest.merge(due_now_);
+    due_now_.swap(rest);
+  }
   // The records waiting for every pod source to be seen (kAwaitingSources).
   const std::set<VolumeKey>& awaiting_sources() const { return awaiting_sources_; }
 
