@@ -848,7 +848,7 @@ TEST_F(VolumeManagerTest, DeletedObjectKeepsTheLastGoodContent) {
   EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
   const MountedVolume* m = manager_->actual().Find(VolumeKey{"u1", "cfg"});
   ASSERT_NE(m, nullptr);
-  EXPECT_NE(m->last_error.find("not found"), std::string::npos) << m->last_error;
+  EXPECT_NE(m->last_error().find("not found"), std::string::npos) << m->last_error();
 }
 
 // Issue 42, item 1: a volume whose object was deleted after its pod started fails, and keeps

@@ -179,9 +179,11 @@ TEST(VolumeManagerGateTest, LosingTheLockWithHundredsOfMountsQueuedStopsTheWrite
       }
       return n;
     };
-    // A pass queued every mount; some have been written.
+    // A pass queued a window of mounts (ReconcilerOptions::max_writes_in_flight, 64), the rest
+    // due; some have been written.
     ASSERT_TRUE(loop.RunUntil([&] { return manager.stats().mounts_ok >= 20; }));
-    ASSERT_GE(manager.executor().in_flight(), 400);
+    const int queued = manager.executor().in_flight();
+    ASSERT_GE(queued, 32);
 
     // The lock is lost and the loop is late to hear of it: only the gate is closed.
     gate.Close();
@@ -192,7 +194,9 @@ TEST(VolumeManagerGateTest, LosingTheLockWithHundredsOfMountsQueuedStopsTheWrite
     ASSERT_TRUE(loop.RunUntil([&] { return manager.executor().in_flight() == 0; }));
     const int after = published();
     EXPECT_LE(after - before, PoolSize()) << "writes completed after the lock was lost";
-    EXPECT_GE(static_cast<int>(manager.executor().cancelled()), kPods - after - PoolSize());
+    // What was queued and not yet running was cancelled (and the window refilled meanwhile, and
+    // cancelled too), never written.
+    EXPECT_GE(static_cast<int>(manager.executor().cancelled()), queued - PoolSize());
     // Cancelled is no failure: no FailedMount, no backoff.
     EXPECT_EQ(manager.stats().mounts_failed, 0u);
     const std::string text = log.text();

@@ -511,8 +511,9 @@ void Reconciler::StartWrite(VolumeKey key, const DesiredVolume& desired,
                             const MountedVolume* mounted, VolumeRecord& record, SteadyTime now) {
   const bool first_mount = mounted == nullptr;
   // When the change this write serves was asked for (reload actions measure from it).
-  const SteadyTime changed_at =
-      mounted != nullptr && mounted->remount_requested_at ? *mounted->remount_requested_at : now;
+  const SteadyTime changed_at = mounted != nullptr && mounted->remount_requested_at()
+                                    ? *mounted->remount_requested_at()
+                                    : now;
   // The read this write follows: a fresh one serves the fresh requests it covers, once written.
   const bool fresh = record.fetch_mode == cache::ObjectManager::FetchMode::kFresh;
   const uint64_t covers = record.fetch_covers;
@@ -649,7 +650,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     const atomicwriter::WriteResult& w = *op.result;
     const bool published = w.published;
     const MountedVolume* before = asw_->Find(key);
-    const bool recovered = before != nullptr && !before->last_error.empty();
+    const bool recovered = before != nullptr && !before->last_error().empty();
     RecordMount(key, plugin_dir, published, start.started_at);
     asw_->MarkMounted(key, plugin_dir, w.ts_dir, options_.env->WallNow(), start.started_at);
     const auto done_at = Now();
@@ -659,7 +660,7 @@ void Reconciler::WriteDone(const VolumeKey& key, WriteOperation& op, WriteStart 
     if (published || !policy_.kubelet_owned) {
       asw_->SetTmpfsBytes(key, op.tmpfs_bytes, w.ts_dir);
     } else if (const MountedVolume* live = asw_->Find(key);
-               live != nullptr && live->tmpfs_version != w.ts_dir) {
+               live != nullptr && live->tmpfs_version() != w.ts_dir) {
       asw_->SetTmpfsBytes(key, 0, "");
     }
     const bool leftovers = !w.cleanup_error.empty() || w.awaiting_grace > 0;
@@ -799,8 +800,10 @@ void Reconciler::RecordMount(const VolumeKey& key, const std::string& plugin_dir
   metrics_.ObserveOperation(kOperationMount, plugin, true, done - started);
   const MountedVolume* m = asw_->Find(key);
   // Served: requested before the operation read its objects.
-  if (published && m != nullptr && m->remount_requested_at && *m->remount_requested_at <= started) {
-    metrics_.ObservePropagation(plugin, done - *m->remount_requested_at);
+  const std::optional<SteadyTime> requested =
+      m != nullptr ? m->remount_requested_at() : std::nullopt;
+  if (published && requested && *requested <= started) {
+    metrics_.ObservePropagation(plugin, done - *requested);
   }
 }
 

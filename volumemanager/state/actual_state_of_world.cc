@@ -13,23 +13,26 @@ void ActualStateOfWorld::MarkMounted(const VolumeKey& key, const std::string& pl
   v.plugin_dir_ = InternPluginDir(plugin_dir);
   v.uncertain = false;
   if (auto early = early_requests_.find(key); early != early_requests_.end()) {
-    if (!v.last_remount_request || *v.last_remount_request < early->second) {
-      v.last_remount_request = early->second;
+    if (!v.last_remount_request() || *v.last_remount_request() < early->second) {
+      v.rare().last_remount_request = early->second;
     }
     early_requests_.erase(early);
   }
-  if (v.last_remount_request && *v.last_remount_request > op_started) {
+  if (v.last_remount_request() && *v.last_remount_request() > op_started) {
     // A change arrived after the operation read its objects: it is not served yet.
     v.remount_required = true;
-    v.remount_requested_at = v.last_remount_request;
+    v.rare().remount_requested_at = v.last_remount_request();
   } else {
     v.remount_required = false;
-    v.remount_requested_at.reset();
-    v.last_remount_request.reset();
+    if (v.rare_) {
+      v.rare_->remount_requested_at.reset();
+      v.rare_->last_remount_request.reset();
+    }
   }
   v.ts_dir = ts_dir;
   v.last_sync = when;
-  v.last_error.clear();
+  if (v.rare_) v.rare_->last_error.clear();
+  v.TrimRare();
 }
 
 void ActualStateOfWorld::AddUncertain(const VolumeKey& key, const std::string& plugin_dir,
@@ -45,9 +48,12 @@ void ActualStateOfWorld::SetTmpfsBytes(const VolumeKey& key, uint64_t bytes,
                                        const std::string& version) {
   auto it = volumes_.find(key);
   if (it == volumes_.end()) return;
-  tmpfs_bytes_ = tmpfs_bytes_ - it->second.tmpfs_bytes + bytes;
-  it->second.tmpfs_bytes = bytes;
-  it->second.tmpfs_version = bytes == 0 ? "" : version;
+  MountedVolume& v = it->second;
+  tmpfs_bytes_ = tmpfs_bytes_ - v.tmpfs_bytes() + bytes;
+  if (bytes == 0 && !v.rare_) return;
+  v.rare().tmpfs_bytes = bytes;
+  v.rare().tmpfs_version = bytes == 0 ? "" : version;
+  v.TrimRare();
 }
 
 bool ActualStateOfWorld::MarkRemountRequired(const VolumeKey& key, SteadyTime when) {
@@ -57,15 +63,18 @@ bool ActualStateOfWorld::MarkRemountRequired(const VolumeKey& key, SteadyTime wh
     return false;
   }
   changed_.insert(key);
-  it->second.remount_required = true;
-  if (!it->second.remount_requested_at) it->second.remount_requested_at = when;
-  it->second.last_remount_request = when;
+  MountedVolume& v = it->second;
+  v.remount_required = true;
+  if (!v.remount_requested_at()) v.rare().remount_requested_at = when;
+  v.rare().last_remount_request = when;
   return true;
 }
 
 void ActualStateOfWorld::SetLastError(const VolumeKey& key, const std::string& error) {
   auto it = volumes_.find(key);
-  if (it != volumes_.end()) it->second.last_error = error;
+  if (it == volumes_.end()) return;
+  it->second.rare().last_error = error;
+  it->second.TrimRare();
 }
 
 void ActualStateOfWorld::SetVerified(const VolumeKey& key, VolumeInputs inputs, SteadyTime when) {
@@ -83,7 +92,7 @@ void ActualStateOfWorld::SetInputs(const VolumeKey& key, VolumeInputs inputs) {
 void ActualStateOfWorld::Remove(const VolumeKey& key) {
   auto it = volumes_.find(key);
   if (it == volumes_.end()) return;
-  tmpfs_bytes_ -= it->second.tmpfs_bytes;
+  tmpfs_bytes_ -= it->second.tmpfs_bytes();
   volumes_.erase(it);
   changed_.insert(key);
 }

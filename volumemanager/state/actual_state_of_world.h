@@ -4,7 +4,7 @@
 // A volume is "uncertain" when found by the start-up scan (content unknown: the next mount
 // verifies and repairs it without a new version when the bytes match). "remount required" is
 // set by an object change, a pod change that the content depends on, or the periodic resync;
-// `remount_requested_at` keeps the earliest unserved request, for the propagation latency.
+// `remount_requested_at()` keeps the earliest unserved request, for the propagation latency.
 //
 // Loop-thread only.
 #ifndef VOLUMEMANAGER_VOLUMEMANAGER_STATE_ACTUAL_STATE_OF_WORLD_H_
@@ -25,8 +25,12 @@
 
 namespace volumemanager {
 
-// Its key is the map's (ActualStateOfWorld::volumes()), not kept again here.
+// Its key is the map's (ActualStateOfWorld::volumes()), not kept again here. What most volumes
+// never hold (a remount request not yet served, a failure, tmpfs pages) is kept apart, allocated
+// only while held: 3,000 volumes at rest keep 96 bytes each less.
 struct MountedVolume {
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
   // The escaped plugin name, e.g. "kubernetes.io~configmap": held once by the actual state for
   // all its volumes. The volume dir is not kept: VolumeDir(root, pod UID, plugin_dir(), name).
   const std::string& plugin_dir() const { return *plugin_dir_; }
@@ -34,23 +38,54 @@ struct MountedVolume {
   // (`logging::KObjOf`), also after the pod is gone; nullptr before the first write or check,
   // as for a volume found on disk at start.
   const std::shared_ptr<const kube::Pod>& pod() const { return inputs.pod; }
+  // The earliest remount request not yet served (for the propagation latency), and the latest.
+  std::optional<SteadyTime> remount_requested_at() const {
+    return rare_ ? rare_->remount_requested_at : std::nullopt;
+  }
+  std::optional<SteadyTime> last_remount_request() const {
+    return rare_ ? rare_->last_remount_request : std::nullopt;
+  }
+  // Of the last failed attempt, "" after a success.
+  const std::string& last_error() const { return rare_ ? rare_->last_error : Empty(); }
+  // The memory the daemon holds in the volume (SetTmpfsBytes): the tmpfs pages of the live
+  // version `tmpfs_version()`, or 0.
+  uint64_t tmpfs_bytes() const { return rare_ ? rare_->tmpfs_bytes : 0; }
+  const std::string& tmpfs_version() const { return rare_ ? rare_->tmpfs_version : Empty(); }
+
   bool uncertain = false;
   bool remount_required = false;
-  std::optional<std::chrono::steady_clock::time_point> remount_requested_at;  // earliest unserved
-  std::optional<std::chrono::steady_clock::time_point> last_remount_request;
   std::string ts_dir;                               // the published version's dir name
   std::chrono::system_clock::time_point last_sync;  // last successful write or verification
-  std::string last_error;                           // of the last failed attempt, "" after success
-  VolumeInputs inputs;  // what the content last written or verified on disk was built from
-  std::chrono::steady_clock::time_point verified_at;  // when the disk was last read or written
-  // The memory the daemon holds in the volume (SetTmpfsBytes): the tmpfs pages of the live
-  // version `tmpfs_version`, or 0.
-  uint64_t tmpfs_bytes = 0;
-  std::string tmpfs_version;
+  VolumeInputs inputs;     // what the content last written or verified on disk was built from
+  SteadyTime verified_at;  // when the disk was last read or written
 
  private:
   friend class ActualStateOfWorld;
+  struct Rare {
+    std::optional<SteadyTime> remount_requested_at;
+    std::optional<SteadyTime> last_remount_request;
+    std::string last_error;
+    uint64_t tmpfs_bytes = 0;
+    std::string tmpfs_version;
+    bool empty() const {
+      return !remount_requested_at && !last_remount_request && last_error.empty() &&
+             tmpfs_bytes == 0 && tmpfs_version.empty();
+    }
+  };
+  static const std::string& Empty() {
+    static const std::string empty;
+    return empty;
+  }
+  Rare& rare() {
+    if (!rare_) rare_ = std::make_unique<Rare>();
+    return *rare_;
+  }
+  // Dropped once nothing in it is held any more.
+  void TrimRare() {
+    if (rare_ && rare_->empty()) rare_.reset();
+  }
   const std::string* plugin_dir_ = nullptr;  // set by MarkMounted and AddUncertain
+  std::unique_ptr<Rare> rare_;
 };
 
 class ActualStateOfWorld {

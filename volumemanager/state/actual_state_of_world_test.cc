@@ -66,7 +66,7 @@ TEST(ActualStateOfWorldTest, TmpfsBytesAreARunningSumOfTheVolumesLiveVersions) {
   EXPECT_EQ(asw.tmpfs_bytes(), 12288u);
   asw.SetTmpfsBytes(a, 4096, "..v2");  // an update replaced a's version
   EXPECT_EQ(asw.tmpfs_bytes(), 8192u);
-  EXPECT_EQ(asw.Find(a)->tmpfs_version, "..v2");
+  EXPECT_EQ(asw.Find(a)->tmpfs_version(), "..v2");
   asw.SetTmpfsBytes(c, 4096, "..v1");  // not in the actual state: nothing
   EXPECT_EQ(asw.tmpfs_bytes(), 8192u);
   asw.AddUncertain(c, "kubernetes.io~projected", 16384, "..v9");
@@ -76,7 +76,7 @@ TEST(ActualStateOfWorldTest, TmpfsBytesAreARunningSumOfTheVolumesLiveVersions) {
   asw.Remove(a);  // gone already
   EXPECT_EQ(asw.tmpfs_bytes(), 20480u);
   asw.SetTmpfsBytes(b, 0, "..v1");  // another writer's version is live
-  EXPECT_EQ(asw.Find(b)->tmpfs_version, "");
+  EXPECT_EQ(asw.Find(b)->tmpfs_version(), "");
   asw.Remove(c);
   EXPECT_EQ(asw.tmpfs_bytes(), 0u);
 }
