@@ -147,19 +147,24 @@ class MountTable {
       return false;
     }
     ++reads_;
+    // Straight into text_ (its capacity kept from the last read), no bounce buffer on the stack
+    // of the pool thread that reads.
     text_.clear();
-    char buf[65536];
+    size_t len = 0;
     for (;;) {
-      const ssize_t n = ::read(fd_, buf, sizeof(buf));
+      if (text_.size() - len < 4096) text_.resize(std::max<size_t>(2 * text_.size(), 16384));
+      const ssize_t n = ::read(fd_, text_.data() + len, text_.size() - len);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         ::close(fd_);
         fd_ = -1;
+        text_.clear();
         return false;
       }
       if (n == 0) break;
-      text_.append(buf, static_cast<size_t>(n));
+      len += static_cast<size_t>(n);
     }
+    text_.resize(len);
     index_.clear();
     for (size_t at = 0; at < text_.size();) {
       const size_t end = text_.find('\n', at);
@@ -401,7 +406,9 @@ class Posix final : public Env {
     entries->clear();
     // getdents64 on the descriptor itself: no second descriptor, no fdopendir bookkeeping.
     if (::lseek(dirfd, 0, SEEK_SET) < 0) return -1;
-    alignas(struct dirent64) char buf[32 * 1024];
+    // 8 KiB: a dir of 1,000 entries takes a few calls more, and the pool thread's stack stays
+    // small (its pages, once touched, stay resident).
+    alignas(struct dirent64) char buf[8 * 1024];
     for (;;) {
       const ssize_t n = ::getdents64(dirfd, buf, sizeof(buf));
       if (n < 0) {

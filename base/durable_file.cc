@@ -73,13 +73,18 @@ Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
     ::close(fd);
     return Status::Error(path + ": not a regular file (" + FileTypeName(st.st_mode) + ")");
   }
+  // Read straight into the string, sized as fstat says plus the byte that shows the end (no
+  // bounce buffer on the stack: each pool thread that reads manifests would keep it resident),
+  // doubled when the file is larger than it said; never more than one byte past the limit,
+  // whatever the file claims or grows to.
+  const bool size_known = st.st_size > 0;
   std::string data;
-  if (st.st_size > 0) data.reserve(std::min(static_cast<size_t>(st.st_size), max_bytes) + 1);
-  char buf[65536];
+  data.resize(size_known ? std::min(static_cast<size_t>(st.st_size), max_bytes) + 1
+                         : std::min<size_t>(4096, max_bytes + 1));
+  size_t len = 0;
   for (;;) {
-    // Never more than one byte past the limit, whatever the file claims or grows to.
-    const size_t want = std::min(sizeof(buf), max_bytes + 1 - data.size());
-    const ssize_t n = ::read(fd, buf, want);
+    if (len == data.size()) data.resize(std::min(data.size() * 2, max_bytes + 1));
+    const ssize_t n = ::read(fd, data.data() + len, data.size() - len);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -87,14 +92,16 @@ Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes,
       return ReadError(path, err);
     }
     if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-    if (data.size() > max_bytes) {
+    len += static_cast<size_t>(n);
+    if (len > max_bytes) {
       ::close(fd);
       return Status::Error(path + ": larger than the limit of " + std::to_string(max_bytes) +
                            " bytes");
     }
   }
   ::close(fd);
+  data.resize(len);
+  if (!size_known || data.capacity() > 2 * len + 64) data.shrink_to_fit();
   return data;
 }
 

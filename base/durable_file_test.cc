@@ -47,6 +47,41 @@ TEST_F(DurableFileTest, FileStampChangesWithTheFileAndIsEmptyWhenMissing) {
   EXPECT_NE(FileStamp(dir_ + "/f"), first);
 }
 
+// ReadRegularFile reads what the file holds, whatever size it has or claims: empty, one byte
+// short of the limit, exactly at it, one past it (refused), larger than its first read, and a
+// /proc file whose stat says 0 bytes; anything but a regular file is refused by name.
+TEST_F(DurableFileTest, ReadRegularFileReadsEverySizeUpToTheLimit) {
+  for (const size_t size : {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{4097},
+                            size_t{70000}, size_t{200000}}) {
+    std::string content(size, 'x');
+    for (size_t i = 0; i < size; ++i) content[i] = static_cast<char>('a' + i % 26);
+    ASSERT_TRUE(WriteFileDurably(dir_, "f", content).ok());
+    auto read = ReadRegularFile(dir_ + "/f", 200000, false);
+    ASSERT_TRUE(read.ok()) << size << ": " << read.status().message();
+    EXPECT_EQ(*read, content) << size;
+    if (size > 0) {
+      auto at_limit = ReadRegularFile(dir_ + "/f", size, false);
+      ASSERT_TRUE(at_limit.ok()) << size;
+      EXPECT_EQ(at_limit->size(), size);
+      auto over = ReadRegularFile(dir_ + "/f", size - 1, false);
+      ASSERT_FALSE(over.ok()) << size;
+      EXPECT_NE(over.status().message().find("larger than the limit of " +
+                                             std::to_string(size - 1) + " bytes"),
+                std::string::npos)
+          << over.status().message();
+    }
+  }
+  // stat says 0 bytes; the content is read in full all the same.
+  auto status = ReadRegularFile("/proc/self/status", 1 << 20, true);
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  EXPECT_EQ(status->rfind("Name:", 0), 0u) << status->substr(0, 40);
+  EXPECT_NE(status->find("\nVmRSS:"), std::string::npos);
+  auto dir = ReadRegularFile(dir_, 1 << 20, false);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("not a regular file (a directory)"), std::string::npos)
+      << dir.status().message();
+}
+
 // Two writers replacing one file at once (two daemons' compaction and rewrite, or the threads of
 // one): each rename installs one writer's whole content, and no temporary file is left.
 TEST_F(DurableFileTest, ConcurrentReplacementsNeverMixOrFail) {
