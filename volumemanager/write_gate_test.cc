@@ -179,8 +179,8 @@ TEST(VolumeManagerGateTest, LosingTheLockWithHundredsOfMountsQueuedStopsTheWrite
       }
       return n;
     };
-    // A pass queued a window of mounts (ReconcilerOptions::max_writes_in_flight, 64), the rest
-    // due; some have been written.
+    // A pass queued a window of first mounts (ReconcilerOptions::max_first_mounts_in_flight, 64),
+    // the rest due; some have been written.
     ASSERT_TRUE(loop.RunUntil([&] { return manager.stats().mounts_ok >= 20; }));
     const int queued = manager.executor().in_flight();
     ASSERT_GE(queued, 32);

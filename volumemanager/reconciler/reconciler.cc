@@ -166,22 +166,26 @@ void Reconciler::Reconcile(SteadyTime now, bool ready_to_unmount,
   // Records made due while this pass runs (a fetch that completes at once goes on in the same
   // call) are looked at by the next pass.
   std::set<VolumeKey> due = records_.TakeDue();
+  std::set<VolumeKey> held;  // first mounts beyond the window, due again at a later pass
   while (!due.empty()) {
-    if (WriteWindowFull()) {
-      // The rest stays due, in order, for the pass the next write's completion asks for.
-      ++pass_stats_.write_window_full;
-      write_place_wanted_ = true;
-      records_.ReturnDue(std::move(due));
-      break;
-    }
-    const auto node = due.extract(due.begin());
+    auto node = due.extract(due.begin());
     const VolumeKey& key = node.value();
     VolumeRecord* found = records_.Find(key);
     if (found == nullptr) continue;
     VolumeRecord& record = *found;
     if (record.phase != VolumePhase::kDue && record.phase != VolumePhase::kFetched) continue;
+    if (FirstMountWindowFull() && asw_->Find(key) == nullptr) {
+      held.insert(held.end(), std::move(node));  // ascending: no allocation, no search
+      continue;
+    }
     records_.KeepDue(key);  // the index holds it until Evaluate moves it on
     Evaluate(key, record, now, ready_to_unmount, is_terminating);
+  }
+  if (!held.empty()) {
+    // The pass a first mount's completion asks for looks at them again.
+    ++pass_stats_.first_mount_window_full;
+    first_mount_place_wanted_ = true;
+    records_.ReturnDue(std::move(held));
   }
 }
 
@@ -600,21 +604,21 @@ void Reconciler::StartWrite(VolumeKey key, const DesiredVolume& desired,
                    .started_at = now,
                    .versions = std::move(versions),
                    .inputs = std::move(inputs)};
-  ++writes_in_flight_;  // before the executor may call the completion
+  if (first_mount) ++first_mounts_in_flight_;  // before the executor may call the completion
   const bool started = RunOperation(
       key, [op, disk = options_.disk] { return RunWrite(*op, *disk); },
-      [this, key, op, start = std::move(start)](const base::Status& s) mutable {
-        --writes_in_flight_;
+      [this, key, op, first_mount, start = std::move(start)](const base::Status& s) mutable {
+        if (first_mount) --first_mounts_in_flight_;
         WriteDone(key, *op, std::move(start), s);
-        if (write_place_wanted_ && !WriteWindowFull()) {
-          write_place_wanted_ = false;
+        if (first_mount_place_wanted_ && !FirstMountWindowFull()) {
+          first_mount_place_wanted_ = false;
           if (on_ready_to_start_) on_ready_to_start_();
         }
       });
   if (started) {
     Enter(key, record, VolumePhase::kWriting);
   } else {
-    --writes_in_flight_;
+    if (first_mount) --first_mounts_in_flight_;
     logging::Error(
         "Could not queue the mount operation",
         {{"pod", PodName(key)}, {"podUID", key.pod_uid.str()}, {"volume", key.volume_name}});

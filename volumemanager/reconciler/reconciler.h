@@ -112,15 +112,16 @@ struct ReconcilerOptions {
   // the disk, unless the disk was last read longer ago than this; then the writer verifies it
   // (and repairs links or debris). Keeps the periodic resync cheap.
   std::chrono::milliseconds disk_verify_interval = std::chrono::minutes(10);
-  // At most this many writes queued or running on the thread pool at once (0: no limit). The
-  // volumes due beyond it wait, due, for the pass that a write's completion asks for
-  // (SetOnReadyToStart). A burst (1,000 pods at start, a fan-out) then holds the temporaries of
-  // this many writes at a time instead of all of them, so the state that stays (records, actual
-  // state, ledgers), allocated meanwhile, is not scattered between them: the holes that 3,000
-  // queued writes left behind kept 2.5 MiB of heap resident that glibc could not give back
-  // (BENCHMARKS.md, "Memory against pod count"). The pool runs four at a time; the rest of the
-  // window keeps it fed between passes.
-  size_t max_writes_in_flight = 64;
+  // At most this many first mounts queued or running on the thread pool at once (0: no limit).
+  // The volumes to mount beyond it wait, due, for the pass that a first mount's completion asks
+  // for (SetOnReadyToStart). A burst of first mounts (1,000 pods at start) then holds the
+  // temporaries of this many writes at a time instead of all of them, so the state that stays
+  // (records, actual state, ledgers), allocated meanwhile, is not scattered between them: the
+  // holes that 3,000 queued writes left behind kept 2.5 MiB of heap resident that glibc could not
+  // give back (BENCHMARKS.md, "Memory against pod count"). Remounts are not held back: they create
+  // no lasting state, and a change reaches its last pod soonest with all of them queued at once
+  // (the loop's reload calls between completions would leave the pool waiting for a pass).
+  size_t max_first_mounts_in_flight = 64;
   kube::ResourceList node_allocatable;
   // What the daemon owns under the root dir; required (unless `disk` is a fake). Not owned.
   OwnershipJournal* journal = nullptr;
@@ -208,8 +209,8 @@ struct ReconcilerPassStats {
   // Operations cancelled before their first filesystem call (writes revoked: the node lock was
   // lost): not failures; the volume is due again once writes are allowed.
   long operations_cancelled = 0;
-  // Passes that left volumes due because `max_writes_in_flight` writes were in flight.
-  long write_window_full = 0;
+  // Passes that left volumes to mount due because `max_first_mounts_in_flight` were in flight.
+  long first_mount_window_full = 0;
 };
 
 class Reconciler {
@@ -267,7 +268,7 @@ class Reconciler {
   void SetOnSettled(std::function<void(const VolumeKey&)> cb) { on_settled_ = std::move(cb); }
   // Called (loop thread) when an operation can start in the next pass: an asynchronous step
   // before it (an object fetch, the check that the kubelet has set a volume up) completed, or a
-  // write ended while volumes waited for a place among `max_writes_in_flight`.
+  // first mount ended while volumes waited for a place among `max_first_mounts_in_flight`.
   void SetOnReadyToStart(std::function<void()> cb) { on_ready_to_start_ = std::move(cb); }
   // Called (loop thread) when, outside a pass, a volume became due or got a timer (a completion,
   // a request, a change seen by Poke): the caller runs a pass in time (a pass itself reports
@@ -287,8 +288,8 @@ class Reconciler {
   size_t count_in(VolumePhase phase) const { return records_.count_in(phase); }
   // Volumes to look at in the next pass (bounded memory, tests).
   size_t pending_count() const { return records_.due_count(); }
-  // Writes queued or running on the pool (at most `max_writes_in_flight`).
-  size_t writes_in_flight() const { return writes_in_flight_; }
+  // First mounts queued or running on the pool (at most `max_first_mounts_in_flight`).
+  size_t first_mounts_in_flight() const { return first_mounts_in_flight_; }
   size_t ledger_count() const { return records_.ledger_count(); }
   size_t cleanup_due_count() const { return records_.cleanup_due_count(); }
   // Volumes waiting for the kubelet to set them up (kubelet ownership).
@@ -377,11 +378,12 @@ class Reconciler {
   std::function<void()> on_ready_to_start_;
   std::function<void()> on_work_added_;
   bool in_pass_ = false;
-  bool WriteWindowFull() const {
-    return options_.max_writes_in_flight != 0 && writes_in_flight_ >= options_.max_writes_in_flight;
+  bool FirstMountWindowFull() const {
+    return options_.max_first_mounts_in_flight != 0 &&
+           first_mounts_in_flight_ >= options_.max_first_mounts_in_flight;
   }
-  size_t writes_in_flight_ = 0;
-  bool write_place_wanted_ = false;  // a pass left volumes due with the window full
+  size_t first_mounts_in_flight_ = 0;
+  bool first_mount_place_wanted_ = false;  // a pass left volumes due with the window full
   ReconcilerStats stats_;
   ReconcilerPassStats pass_stats_;
   SubPathReporter subpaths_;

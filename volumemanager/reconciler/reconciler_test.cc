@@ -1040,7 +1040,7 @@ TEST(ReconcilerIdleTest, APassWithNothingDueVisitsNoVolumeAndAllocatesNothing) {
   h.objects_.DeferFetches(false);
   constexpr int kVolumes = 3000;
   for (int i = 0; i < kVolumes; ++i) h.AddPod(i);
-  // Mounted a window of writes at a time (ReconcilerOptions::max_writes_in_flight).
+  // Mounted a window of first mounts at a time (ReconcilerOptions::max_first_mounts_in_flight).
   for (int round = 0;
        round < 100 && h.reconciler_->count_in(VolumePhase::kIdle) < static_cast<size_t>(kVolumes);
        ++round) {
@@ -1076,24 +1076,25 @@ TEST(ReconcilerIdleTest, APassWithNothingDueVisitsNoVolumeAndAllocatesNothing) {
   EXPECT_EQ(h.reconciler_->pass_stats().volumes_visited, before.volumes_visited + 1);
 }
 
-// A burst of writes goes to the pool a window at a time: beyond max_writes_in_flight the volumes
-// stay due, in order, and each completion that opens a place asks for the pass that starts the
-// next; every volume is mounted in the end, none skipped or started twice.
-TEST(ReconcilerWriteWindowTest, ABurstGoesToThePoolAWindowAtATime) {
+// A burst of first mounts goes to the pool a window at a time: beyond max_first_mounts_in_flight
+// the volumes stay due, in order, and each completion that opens a place asks for the pass that
+// starts the next; every volume is mounted in the end, none skipped or started twice. Remounts
+// are not held back: a change's fan-out queues every one at once.
+TEST(ReconcilerWriteWindowTest, FirstMountsGoToThePoolAWindowAtATimeRemountsAllAtOnce) {
   Harness h;
   h.objects_.DeferFetches(false);
   int ready_to_start = 0;
   h.reconciler_->SetOnReadyToStart([&] { ++ready_to_start; });
   constexpr int kVolumes = 150;
-  const size_t window = ReconcilerOptions{}.max_writes_in_flight;
+  const size_t window = ReconcilerOptions{}.max_first_mounts_in_flight;
   ASSERT_GT(window, 0u);
   ASSERT_LT(window, static_cast<size_t>(kVolumes));
   for (int i = 0; i < kVolumes; ++i) h.AddPod(i);
   h.Pass();
-  EXPECT_EQ(h.reconciler_->writes_in_flight(), window);
+  EXPECT_EQ(h.reconciler_->first_mounts_in_flight(), window);
   EXPECT_EQ(h.runner_.runs(), static_cast<int>(window));
   EXPECT_EQ(h.reconciler_->pending_count(), kVolumes - window);
-  EXPECT_EQ(h.reconciler_->pass_stats().write_window_full, 1);
+  EXPECT_EQ(h.reconciler_->pass_stats().first_mount_window_full, 1);
   // The first `window` volumes in key order were started; the rest wait, due.
   std::vector<VolumeKey> keys;
   for (int i = 0; i < kVolumes; ++i) keys.push_back(h.Key(i));
@@ -1108,7 +1109,7 @@ TEST(ReconcilerWriteWindowTest, ABurstGoesToThePoolAWindowAtATime) {
   // One completion opens one place, and says so once.
   h.runner_.Complete(keys[0]);
   EXPECT_EQ(ready_to_start, 1);
-  EXPECT_EQ(h.reconciler_->writes_in_flight(), window - 1);
+  EXPECT_EQ(h.reconciler_->first_mounts_in_flight(), window - 1);
   h.Pass();
   EXPECT_EQ(h.runner_.runs(), static_cast<int>(window) + 1);
   EXPECT_TRUE(h.runner_.Queued(keys[window]));
@@ -1124,9 +1125,20 @@ TEST(ReconcilerWriteWindowTest, ABurstGoesToThePoolAWindowAtATime) {
   }
   h.Pass();
   EXPECT_EQ(h.runner_.runs(), kVolumes);
-  EXPECT_EQ(h.reconciler_->writes_in_flight(), 0u);
+  EXPECT_EQ(h.reconciler_->first_mounts_in_flight(), 0u);
   EXPECT_EQ(h.reconciler_->count_in(VolumePhase::kIdle), static_cast<size_t>(kVolumes));
   EXPECT_EQ(h.reconciler_->stats().mounts_ok, kVolumes);
+
+  // A change of the ConfigMap every volume reads: all remounts are queued by one pass.
+  const long held_before = h.reconciler_->pass_stats().first_mount_window_full;
+  h.objects_.SetConfigMap(ConfigMap("cm", "v2"));
+  for (const VolumeKey& key : keys) h.asw_.MarkRemountRequired(key, h.now_);
+  h.Pass();
+  int queued = 0;
+  for (const VolumeKey& key : keys) queued += h.runner_.Queued(key) ? 1 : 0;
+  EXPECT_EQ(queued, kVolumes);
+  EXPECT_EQ(h.reconciler_->first_mounts_in_flight(), 0u);
+  EXPECT_EQ(h.reconciler_->pass_stats().first_mount_window_full, held_before);
 }
 
 // The tmpfs pages the daemon holds (ActualStateOfWorld::tmpfs_bytes), kept by the writes: in a
