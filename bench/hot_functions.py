@@ -22,7 +22,7 @@ functions fault outside the listed ones).
 
 Usage: bench/hot_functions.py [--daemon PATH] [--out FILE] [--keep DIR]
 Needs valgrind (apt-get install valgrind), the build's benchmarks and test tooling (make test's
-packages: nghttpx, python3-yaml); about 10 minutes on 2 cores.
+packages: nghttpx, python3-yaml); about 5 minutes on 2 cores.
 """
 import argparse
 import os
