@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,8 +62,10 @@ HEADER = """\
 
 
 def functions_run(callgrind_out, binary):
-    """Self cost by function of `binary` in one callgrind output file (compressed names)."""
-    cost = Counter()
+    """The functions of `binary` that ran, from one callgrind output file (compressed names):
+    those with a cost line of their own (a call's inclusive cost, after `calls=`, is the
+    caller's)."""
+    ran = set()
     objects, functions = {}, {}
     current_object = current_function = None
     after_calls = False
@@ -89,10 +90,8 @@ def functions_run(callgrind_out, binary):
                 after_calls = False
                 continue
             if current_function and current_object == binary:
-                fields = line.split()
-                if len(fields) >= 2:
-                    cost[current_function] += int(fields[1])
-    return cost
+                ran.add(current_function)
+    return ran
 
 
 def main():
