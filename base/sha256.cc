@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace base {
@@ -119,5 +121,14 @@ std::string Sha256::Finish() {
 }
 
 std::string Sha256Of(std::string_view bytes) { return Sha256().Add(bytes).Finish(); }
+
+Digest::Digest(std::string_view bytes) {
+  if (bytes.size() > kMaxBytes) {
+    std::fprintf(stderr, "Digest: %zu bytes, more than a SHA-256's %zu\n", bytes.size(), kMaxBytes);
+    std::abort();
+  }
+  bytes.copy(bytes_.data(), bytes.size());
+  size_ = static_cast<uint8_t>(bytes.size());
+}
 
 }  // namespace base

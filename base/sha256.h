@@ -7,6 +7,8 @@
 #ifndef VOLUMEMANAGER_BASE_SHA256_H_
 #define VOLUMEMANAGER_BASE_SHA256_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +39,28 @@ class Sha256 {
 
 // SHA-256 of `bytes`, 32 raw bytes.
 std::string Sha256Of(std::string_view bytes);
+
+// A digest held inline: the 32 bytes of a SHA-256 and no allocation (one is kept per object
+// revision and one or two per volume), or none (empty). Only compared, never shown.
+class Digest {
+ public:
+  static constexpr size_t kMaxBytes = 32;
+
+  Digest() = default;
+  // `bytes`: a SHA-256 (tests give shorter strings); empty: none. Longer than kMaxBytes is a
+  // programming error: the process aborts rather than compare a truncated digest.
+  Digest(std::string_view bytes);  // NOLINT: a digest is its bytes
+  Digest(const std::string& bytes) : Digest(std::string_view(bytes)) {}  // NOLINT
+  Digest(const char* bytes) : Digest(std::string_view(bytes)) {}         // NOLINT
+
+  bool empty() const { return size_ == 0; }
+  std::string_view bytes() const { return {bytes_.data(), size_}; }
+  bool operator==(const Digest& o) const { return bytes() == o.bytes(); }
+
+ private:
+  std::array<char, kMaxBytes> bytes_{};
+  uint8_t size_ = 0;
+};
 
 }  // namespace base
 

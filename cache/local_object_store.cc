@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
+#include <string_view>
 #include <utility>
 
+#include "base/sha256.h"
 #include "kube/manifest_decoder.h"
 #include "logging/structured_log.h"
 
@@ -19,38 +22,147 @@ LocalObjectStore::Clock::time_point LocalObjectStore::Now() const {
 }
 
 // Pool thread: uses only its arguments.
-LocalObjectStore::DecodedFile LocalObjectStore::Decode(const std::string& path,
-                                                       const std::string& bytes) {
+void LocalObjectStore::AddObjects(std::vector<kube::ManifestObject>* decoded, uint32_t document,
+                                  const FileObjects* previous, FileObjects* out) {
+  for (kube::ManifestObject& object : *decoded) {
+    ObjectRevision revision;
+    kube::ObjectRef ref;
+    if (auto* cm = std::get_if<kube::ConfigMap>(&object)) {
+      ref = {kube::ObjectKind::kConfigMap, cm->metadata.namespace_, cm->metadata.name};
+      revision.digest = ContentDigest(*cm);
+    } else if (auto* secret = std::get_if<kube::Secret>(&object)) {
+      ref = {kube::ObjectKind::kSecret, secret->metadata.namespace_, secret->metadata.name};
+      revision.digest = ContentDigest(*secret);
+    } else {
+      out->ignored.emplace_back(
+          document, std::string(kube::KindOf(object)) + " " + kube::MetadataOf(object).name);
+      continue;
+    }
+    // The revision already served, when it is equal: the new copy goes at once, and the
+    // long-lived objects stay where they are in the heap. Looked for where it was in the file
+    // first: an edit seldom moves the objects around it.
+    const ObjectRevision* before = nullptr;
+    if (previous != nullptr) {
+      const size_t at = out->objects.size();
+      auto same_ref = [&](const std::pair<kube::ObjectRef, ObjectRevision>& o) {
+        return o.first == ref;
+      };
+      if (at < previous->objects.size() && same_ref(previous->objects[at])) {
+        before = &previous->objects[at].second;
+      } else if (auto it =
+                     std::find_if(previous->objects.begin(), previous->objects.end(), same_ref);
+                 it != previous->objects.end()) {
+        before = &it->second;
+      }
+    }
+    if (before != nullptr && before->digest == revision.digest &&
+        (ref.kind == kube::ObjectKind::kConfigMap
+             ? before->config_map != nullptr &&
+                   *before->config_map == std::get<kube::ConfigMap>(object)
+             : before->secret != nullptr && *before->secret == std::get<kube::Secret>(object))) {
+      revision = *before;
+    } else if (auto* cm = std::get_if<kube::ConfigMap>(&object)) {
+      revision.config_map = std::make_shared<const kube::ConfigMap>(std::move(*cm));
+    } else {
+      revision.secret =
+          std::make_shared<const kube::Secret>(std::move(std::get<kube::Secret>(object)));
+    }
+    out->objects.emplace_back(std::move(ref), std::move(revision));
+  }
+}
+
+// Pool thread.
+LocalObjectStore::DecodedFile LocalObjectStore::DecodeWhole(const std::string& path,
+                                                            const std::string& bytes,
+                                                            const FileObjects* previous,
+                                                            DecodeMemo* memo) {
+  ++memo->decodes;
   DecodedFile out;
+  base::Result<std::vector<kube::ManifestObject>> decoded = kube::DecodeManifest(bytes, path);
+  if (!decoded.ok()) {
+    out.status = decoded.status();
+    return out;
+  }
+  auto objects = std::make_shared<FileObjects>();
+  AddObjects(&*decoded, 0, previous, objects.get());
+  out.objects = std::move(objects);
+  return out;
+}
+
+// Pool thread.
+std::shared_ptr<const LocalObjectStore::FileObjects> LocalObjectStore::DecodeDocuments(
+    const std::string& path, const std::vector<std::string_view>& pieces,
+    const FileObjects* previous, DecodeMemo* memo) {
+  auto next = std::make_shared<FileObjects>();
+  next->documents.reserve(pieces.size());
+  kube::YamlCost total;
+  // The previous documents by text, made only when an edit moved them.
+  std::map<std::array<char, 16>, size_t> moved;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    FileObjects::Document document;
+    const std::string digest = base::Sha256Of(kube::WithoutBareMarker(pieces[i]));
+    std::copy_n(digest.begin(), document.text_digest.size(), document.text_digest.begin());
+    size_t same = 0;  // the previous document with the same text; none when past the end
+    if (previous != nullptr && !previous->documents.empty()) {
+      const auto& docs = previous->documents;
+      if (i < docs.size() && docs[i].text_digest == document.text_digest) {
+        same = i;
+      } else {
+        if (moved.empty()) {
+          for (size_t d = 0; d < docs.size(); ++d) moved.try_emplace(docs[d].text_digest, d);
+        }
+        auto it = moved.find(document.text_digest);
+        same = it == moved.end() ? docs.size() : it->second;
+      }
+    }
+    if (previous != nullptr && same < previous->documents.size()) {
+      const auto& docs = previous->documents;
+      const size_t begin = same == 0 ? 0 : docs[same - 1].objects_end;
+      next->objects.insert(next->objects.end(), previous->objects.begin() + begin,
+                           previous->objects.begin() + docs[same].objects_end);
+      for (const auto& [d, what] : previous->ignored) {
+        if (d == same) next->ignored.emplace_back(static_cast<uint32_t>(i), what);
+      }
+      document.cost = docs[same].cost;
+    } else {
+      ++memo->decodes;
+      base::Result<std::vector<kube::ManifestObject>> decoded =
+          kube::DecodeManifest(pieces[i], path, &document.cost);
+      if (!decoded.ok()) return nullptr;
+      AddObjects(&*decoded, static_cast<uint32_t>(i), previous, next.get());
+    }
+    // The limits hold for the whole stream: beyond them the whole file fails, as it should.
+    total.nodes += document.cost.nodes;
+    total.scalar_bytes += document.cost.scalar_bytes;
+    if (total.nodes > kube::kMaxNodes || total.scalar_bytes > kube::kMaxScalarBytes) {
+      return nullptr;
+    }
+    document.objects_end = static_cast<uint32_t>(next->objects.size());
+    next->documents.push_back(document);
+  }
+  return next;
+}
+
+// Pool thread: uses only its arguments (the memo is the decodes' own).
+LocalObjectStore::DecodedFile LocalObjectStore::Decode(const std::string& path,
+                                                       const std::string& bytes, DecodeMemo* memo) {
   if (bytes.empty()) {
+    DecodedFile out;
     out.empty = true;
     return out;
   }
-  base::Result<std::vector<kube::ManifestObject>> decoded = kube::DecodeManifest(bytes, path);
-  if (!decoded.ok()) {
-    out.objects = decoded.status();
-    return out;
+  std::shared_ptr<const FileObjects> previous;
+  for (auto it = memo->files.begin(); it != memo->files.end();) {
+    if (it->first == path) previous = it->second.lock();
+    it = it->second.expired() ? memo->files.erase(it) : std::next(it);
   }
-  std::vector<std::pair<kube::ObjectRef, ObjectRevision>> objects;
-  for (kube::ManifestObject& object : *decoded) {
-    ObjectRevision revision;
-    if (auto* cm = std::get_if<kube::ConfigMap>(&object)) {
-      kube::ObjectRef ref{kube::ObjectKind::kConfigMap, cm->metadata.namespace_, cm->metadata.name};
-      revision.digest = ContentDigest(*cm);
-      revision.config_map = std::make_shared<const kube::ConfigMap>(std::move(*cm));
-      objects.emplace_back(std::move(ref), std::move(revision));
-    } else if (auto* secret = std::get_if<kube::Secret>(&object)) {
-      kube::ObjectRef ref{kube::ObjectKind::kSecret, secret->metadata.namespace_,
-                          secret->metadata.name};
-      revision.digest = ContentDigest(*secret);
-      revision.secret = std::make_shared<const kube::Secret>(std::move(*secret));
-      objects.emplace_back(std::move(ref), std::move(revision));
-    } else {
-      out.ignored.push_back(std::string(kube::KindOf(object)) + " " +
-                            kube::MetadataOf(object).name);
-    }
-  }
-  out.objects = std::move(objects);
+  DecodedFile out;
+  const std::vector<std::string_view> pieces = kube::SplitManifestDocuments(bytes);
+  if (!pieces.empty()) out.objects = DecodeDocuments(path, pieces, previous.get(), memo);
+  // Not cut into documents (JSON, a directive), or a document failed: what is wrong, and where
+  // in the file, is the whole file's to say.
+  if (!out.objects) out = DecodeWhole(path, bytes, previous.get(), memo);
+  if (out.objects) memo->files[path] = out.objects;
   return out;
 }
 
@@ -59,7 +171,12 @@ base::Status LocalObjectStore::Start(uv_loop_t* loop, LocalObjectStoreOptions op
   if (options.dir.empty()) return base::Status::Error("object store: empty object manifest path");
   options_ = std::move(options);
   started_ = true;
-  scanner_ = std::make_unique<Scanner>(manifestdir::ManifestDirOptions{options_.dir}, &Decode);
+  memo_ = std::make_shared<DecodeMemo>();
+  scanner_ =
+      std::make_unique<Scanner>(manifestdir::ManifestDirOptions{options_.dir},
+                                [memo = memo_](const std::string& path, const std::string& bytes) {
+                                  return Decode(path, bytes, memo.get());
+                                });
   // The first read reports at once: what is broken at start is not caught mid-write.
   Apply(scanner_->ScanNow(manifestdir::ManifestScanScope::kReadAll), false);
   grace_.Start(loop, options_.settle,
@@ -106,18 +223,25 @@ void LocalObjectStore::Apply(Scanner::Outcome outcome, bool notify) {
   }
   if (outcome.listing != Listing::kNotListed) dir_error_.clear();
 
-  bool changed = false;  // some file's objects were replaced, or a file with objects went away
+  bool everything = false;            // a file with objects went away, or a file's documents moved
+  std::vector<kube::ObjectRef> refs;  // else: the objects whose served revision may change
   for (const std::string& name : outcome.removed) {
     // Most likely the first half of an unlink and create (a checkout): the objects stay until
     // the settle time passes without the file coming back, so no volume sees them deleted.
     if (grace_.Gone(name)) continue;
-    changed |= Remove(name);
+    everything |= Remove(name);
   }
   for (Scanner::File& read : outcome.files) {
     grace_.Present(read.name);
-    changed |= TakeRead(read, &files_[read.name]);
+    TakeRead(read, &files_[read.name], &refs, &everything);
   }
-  if (changed) RebuildView(notify);
+  // Each object named is looked for in every file: past a few, one pass over all is cheaper.
+  constexpr size_t kMaxObjectsUpdated = 64;
+  if (everything || refs.size() > kMaxObjectsUpdated) {
+    RebuildView(notify);
+  } else if (!refs.empty()) {
+    UpdateView(std::move(refs), notify);
+  }
 }
 
 bool LocalObjectStore::Remove(const std::string& name) {
@@ -125,11 +249,11 @@ bool LocalObjectStore::Remove(const std::string& name) {
   reported_.erase(name);
   auto it = files_.find(name);
   if (it == files_.end()) return false;
-  const bool had_objects = !it->second.objects.empty();
+  const bool had_objects = it->second.size() > 0;
   if (had_objects) {
-    logging::Info("Object manifest removed: its objects are gone",
-                  {{"file", logging::Value::Path(options_.dir, name)},
-                   {"objects", it->second.objects.size()}});
+    logging::Info(
+        "Object manifest removed: its objects are gone",
+        {{"file", logging::Value::Path(options_.dir, name)}, {"objects", it->second.size()}});
   }
   files_.erase(it);
   return had_objects;
@@ -157,7 +281,7 @@ void LocalObjectStore::Report(const std::string& name) {
   if (logged.reason == reason) return;
   logged = {f->second.file, reason};
   auto file = files_.find(name);
-  const size_t objects = file == files_.end() ? 0 : file->second.objects.size();
+  const size_t objects = file == files_.end() ? 0 : file->second.size();
   if (f->second.error.ok()) {  // emptied
     logging::Warn(f->second.what, {{"file", f->second.file}, {"objects", objects}});
   } else {
@@ -172,13 +296,14 @@ std::vector<manifestdir::RejectedManifest> LocalObjectStore::Rejected() const {
   return out;
 }
 
-bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
+void LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file,
+                                std::vector<kube::ObjectRef>* refs, bool* everything) {
   const std::string& path = read.path;
   if (!read.status.ok()) {
     // kUnavailable marks a failed read (as against an invalid or emptied file): see below.
     Fail(read.name, path, "Cannot read object manifest; keeping its objects as last read",
          read.status.WithCode(base::StatusCode::kUnavailable));
-    return false;
+    return;
   }
   if (!read.decoded) {
     // The same bytes as the last good read: a failed read in between is over.
@@ -188,66 +313,64 @@ bool LocalObjectStore::TakeRead(Scanner::File& read, ManifestFile* file) {
       failing_.erase(f);
       reported_.erase(read.name);
     }
-    return false;
+    return;
   }
   DecodedFile& decoded = *read.decoded;
   const bool first_read = !file->read;
   file->read = true;
   // An in-place rewrite truncates before it writes: an empty file that had objects keeps them.
-  if (decoded.empty && !first_read && !file->objects.empty()) {
+  if (decoded.empty && !first_read && file->size() > 0) {
     Fail(read.name, path,
          "Object manifest is empty; keeping its objects until it has content or is deleted",
          base::Status::OK());
-    return false;
+    return;
   }
-  if (!decoded.objects.ok()) {
+  if (!decoded.status.ok()) {
     Fail(read.name, path, "Invalid object manifest, keeping its objects as last read",
-         decoded.objects.status());
-    return false;
+         decoded.status);
+    return;
   }
   grace_.Valid(read.name);
   failing_.erase(read.name);
   if (reported_.erase(read.name) > 0) {
     logging::Info("Object manifest is valid again", {{"file", path}});
   }
-  for (const std::string& what : decoded.ignored) {
-    logging::Warn("Object manifest: ignoring a pod: pods belong in the pod manifest path",
-                  {{"file", path}, {"ignored", what}});
+  std::shared_ptr<const FileObjects> next = std::move(decoded.objects);  // null: emptied
+  if (next != nullptr) {
+    for (const auto& [document, what] : next->ignored) {
+      logging::Warn("Object manifest: ignoring a pod: pods belong in the pod manifest path",
+                    {{"file", path}, {"ignored", what}});
+    }
   }
-  auto& objects = *decoded.objects;
-  logging::Debug("Object manifest read", {{"file", path}, {"objects", objects.size()}});
-  const bool changed = !file->objects.empty() || !objects.empty();
-  KeepUnchanged(file->objects, &objects);
-  file->objects = std::move(objects);
-  return changed;
-}
-
-void LocalObjectStore::KeepUnchanged(
-    const std::vector<std::pair<kube::ObjectRef, ObjectRevision>>& old,
-    std::vector<std::pair<kube::ObjectRef, ObjectRevision>>* next) {
-  if (old.empty()) return;
-  std::map<kube::ObjectRef, const ObjectRevision*> by_ref;
-  for (const auto& [ref, revision] : old) by_ref.try_emplace(ref, &revision);
-  for (auto& [ref, revision] : *next) {
-    auto it = by_ref.find(ref);
-    if (it == by_ref.end()) continue;
-    const ObjectRevision& before = *it->second;
-    if (before.digest != revision.digest) continue;
-    const bool same =
-        revision.config_map != nullptr
-            ? before.config_map != nullptr && *before.config_map == *revision.config_map
-            : revision.secret != nullptr && before.secret != nullptr &&
-                  *before.secret == *revision.secret;
-    // The revision already served: the new copy goes at once, and the long-lived objects stay
-    // where they are in the heap instead of being replaced by copies on every edit of the file.
-    if (same) revision = before;
+  logging::Debug("Object manifest read",
+                 {{"file", path}, {"objects", next ? next->objects.size() : 0}});
+  std::shared_ptr<const FileObjects> old = std::move(file->objects);
+  file->objects = std::move(next);
+  const FileObjects* now = file->objects.get();
+  if (old == nullptr || now == nullptr || old->documents.empty() ||
+      old->documents.size() != now->documents.size()) {
+    // Objects came or went, or the documents no longer line up: compare everything.
+    *everything |=
+        (old != nullptr && !old->objects.empty()) || (now != nullptr && !now->objects.empty());
+    return;
+  }
+  // The documents line up: only those whose text changed can change what is served.
+  for (size_t d = 0; d < now->documents.size(); ++d) {
+    if (old->documents[d].text_digest == now->documents[d].text_digest) continue;
+    for (const FileObjects* f : {old.get(), now}) {
+      const size_t begin = d == 0 ? 0 : f->documents[d - 1].objects_end;
+      for (size_t o = begin; o < f->documents[d].objects_end; ++o) {
+        refs->push_back(f->objects[o].first);
+      }
+    }
   }
 }
 
 void LocalObjectStore::RebuildView(bool notify) {
   std::map<kube::ObjectRef, Served> next;
   for (const auto& [name, file] : files_) {
-    for (const auto& [ref, revision] : file.objects) {
+    if (file.objects == nullptr) continue;
+    for (const auto& [ref, revision] : file.objects->objects) {
       auto [it, inserted] = next.try_emplace(ref, Served{revision, name});
       if (!inserted && logged_duplicates_.insert({ref, name}).second) {
         logging::Warn("Object is defined in two manifests; serving the one from the first",
@@ -277,6 +400,51 @@ void LocalObjectStore::RebuildView(bool notify) {
     }
   }
   view_ = std::move(next);
+  Announce(changed, notify);
+}
+
+void LocalObjectStore::UpdateView(std::vector<kube::ObjectRef> refs, bool notify) {
+  std::sort(refs.begin(), refs.end());
+  refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+  std::vector<std::pair<kube::ObjectRef, const char*>> changed;  // with what happened
+  for (const kube::ObjectRef& ref : refs) {
+    // The first definition in file-name order, then document order, as RebuildView serves it.
+    const ObjectRevision* first = nullptr;
+    const std::string* first_file = nullptr;
+    for (const auto& [name, file] : files_) {
+      if (file.objects == nullptr) continue;
+      for (const auto& [r, revision] : file.objects->objects) {
+        if (!(r == ref)) continue;
+        if (first == nullptr) {
+          first = &revision;
+          first_file = &name;
+        } else if (logged_duplicates_.insert({ref, name}).second) {
+          logging::Warn("Object is defined in two manifests; serving the one from the first",
+                        {{"object", logging::KRef(ref)},
+                         {"file", logging::Value::Path(options_.dir, *first_file)},
+                         {"alsoIn", logging::Value::Path(options_.dir, name)}});
+        }
+      }
+    }
+    auto it = view_.find(ref);
+    if (first == nullptr) {
+      if (it == view_.end()) continue;
+      view_.erase(it);
+      changed.emplace_back(ref, "deleted");
+    } else if (it == view_.end()) {
+      view_.try_emplace(ref, Served{*first, *first_file});
+      changed.emplace_back(ref, "created");
+    } else {
+      if (it->second.revision.digest != first->digest) changed.emplace_back(ref, "updated");
+      it->second.revision = *first;
+      if (it->second.file != *first_file) it->second.file = *first_file;
+    }
+  }
+  Announce(changed, notify);
+}
+
+void LocalObjectStore::Announce(const std::vector<std::pair<kube::ObjectRef, const char*>>& changed,
+                                bool notify) {
   for (const auto& [ref, what] : changed) {
     const bool referenced = references_.count(ref) > 0;
     logging::Log(referenced ? spdlog::level::info : spdlog::level::debug,

@@ -35,9 +35,10 @@
 //   * Get: a get returns the object as last read.
 //   Get and Cache never call the change handler: as with the kubelet, changes reach volumes at the
 //   next periodic pod resync.
-// A changed file is recognised by its bytes: a rewrite with identical bytes changes nothing. Each
-// object revision carries the ContentDigest of its data (GetRevision), computed where it is
-// decoded.
+// A changed file is recognised by its bytes: a rewrite with identical bytes changes nothing. In a
+// YAML file, a changed document is recognised by its text: an edit decodes the documents it
+// changed, and the others keep the objects they had (FileObjects). Each object revision carries
+// the ContentDigest of its data (GetRevision), computed where it is decoded.
 //
 // Thread model: a loop-thread object. Start reads the directory on the calling thread (before the
 // loop runs); every later read, decode and digest runs on the libuv thread pool
@@ -48,7 +49,10 @@
 
 #include <uv.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -61,6 +65,7 @@
 #include "base/status.h"
 #include "cache/change_detection_strategy.h"
 #include "cache/object_manager.h"
+#include "kube/manifest_decoder.h"
 #include "manifestdir/manifest_dir.h"
 #include "manifestdir/manifest_dir_scanner.h"
 #include "manifestdir/manifest_dir_watcher.h"
@@ -120,6 +125,9 @@ class LocalObjectStore : public ObjectManager {
     return references_.size() + invalidated_.size() + fetched_.size();
   }
   uint64_t FileReads() const { return scanner_ ? scanner_->reads() : 0; }
+  // Decodes so far: one per YAML document decoded alone (an edit decodes only the documents it
+  // changed), one per file decoded whole.
+  uint64_t Decodes() const { return memo_ ? memo_->decodes.load() : 0; }
   // The files that are there but rejected (cannot be read or decoded, or emptied while they held
   // objects) and have stayed so for the settle time, in name order.
   std::vector<manifestdir::RejectedManifest> Rejected() const;
@@ -127,18 +135,41 @@ class LocalObjectStore : public ObjectManager {
  private:
   using Clock = std::chrono::steady_clock;
 
+  using Objects = std::vector<std::pair<kube::ObjectRef, ObjectRevision>>;
+  // A file's objects as one decode made them: immutable, shared by the loop thread (which serves
+  // them) and the pool (whose next decode of the file takes from them the documents that an edit
+  // left alone, instead of decoding all of them again).
+  struct FileObjects {
+    struct Document {  // a YAML document (kube::SplitManifestDocuments)
+      // The first 16 bytes of the SHA-256 of its text (kube::WithoutBareMarker).
+      std::array<char, 16> text_digest{};
+      uint32_t objects_end = 0;  // its objects: from the previous document's end to here
+      kube::YamlCost cost;       // against yaml_to_json.h's limits, for the whole file
+    };
+    Objects objects;                  // in file order
+    std::vector<Document> documents;  // empty when the file was decoded whole (JSON, ...)
+    // The objects that are not ours: their document (0 when decoded whole), "<Kind> <name>".
+    std::vector<std::pair<uint32_t, std::string>> ignored;
+  };
+  // The pool's side: the objects of each file as its last decode made them, while the loop
+  // thread holds them. Touched by one decode at a time (the scanner runs one scan at a time).
+  struct DecodeMemo {
+    std::map<std::string, std::weak_ptr<const FileObjects>> files;  // by path
+    // Decodes run: one per document decoded alone, one per file decoded whole. Read by the loop.
+    std::atomic<uint64_t> decodes{0};
+  };
   // One file's decoding, done on a pool thread.
   struct DecodedFile {
-    bool empty = false;  // the file had 0 bytes (nothing decoded)
-    base::Result<std::vector<std::pair<kube::ObjectRef, ObjectRevision>>> objects =
-        std::vector<std::pair<kube::ObjectRef, ObjectRevision>>{};
-    std::vector<std::string> ignored;  // "<Kind> <name>" of objects that are not ours
+    bool empty = false;                          // the file had 0 bytes (nothing decoded)
+    base::Status status;                         // not OK: the file does not decode
+    std::shared_ptr<const FileObjects> objects;  // when it does
   };
   using Scanner = manifestdir::ManifestDirScanner<DecodedFile>;
 
   struct ManifestFile {
-    std::vector<std::pair<kube::ObjectRef, ObjectRevision>> objects;  // as last decoded well
-    bool read = false;                                                // read well at least once
+    std::shared_ptr<const FileObjects> objects;  // as last decoded well; null before
+    bool read = false;                           // read well at least once
+    size_t size() const { return objects ? objects->objects.size() : 0; }
   };
   struct Served {
     ObjectRevision revision;
@@ -148,18 +179,37 @@ class LocalObjectStore : public ObjectManager {
     std::optional<ObjectRevision> revision;  // nullopt: the object did not exist
     Clock::time_point at;
   };
-  static DecodedFile Decode(const std::string& path, const std::string& bytes);
+  // Decodes a file's bytes; `memo` gives the file's objects as last decoded, whose unchanged
+  // documents (by the digest of their text) are taken as they are.
+  static DecodedFile Decode(const std::string& path, const std::string& bytes, DecodeMemo* memo);
+  // Document by document, each unchanged one taken from `previous`; null when a document fails
+  // alone or the limits are passed (the whole file's decode then says why).
+  static std::shared_ptr<const FileObjects> DecodeDocuments(
+      const std::string& path, const std::vector<std::string_view>& pieces,
+      const FileObjects* previous, DecodeMemo* memo);
+  // The whole file at once (JSON, a directive, or a document that fails alone).
+  static DecodedFile DecodeWhole(const std::string& path, const std::string& bytes,
+                                 const FileObjects* previous, DecodeMemo* memo);
+  // Appends `decoded` (document `document`'s objects) to `out`: ConfigMaps and Secrets with
+  // their digests, in `previous`'s revision when it holds an equal one of the same object (one
+  // copy per object revision, kept across reads), other kinds to `ignored`.
+  static void AddObjects(std::vector<kube::ManifestObject>* decoded, uint32_t document,
+                         const FileObjects* previous, FileObjects* out);
   Clock::time_point Now() const;
   // Takes in a scan's outcome: if any file's objects changed, updates the served objects and,
   // when `notify`, calls the change handler for referenced objects that changed.
   void Apply(Scanner::Outcome outcome, bool notify);
-  // Takes in one file's new read; true when its objects were replaced.
-  bool TakeRead(Scanner::File& read, ManifestFile* file);
-  // In `next`, a file's objects as read again, puts the revision of `old` (its objects as last
-  // read) in place of each object equal to it: one copy per object revision, kept across reads.
-  static void KeepUnchanged(const std::vector<std::pair<kube::ObjectRef, ObjectRevision>>& old,
-                            std::vector<std::pair<kube::ObjectRef, ObjectRevision>>* next);
+  // Takes in one file's new read. When its objects were replaced, appends the objects whose
+  // served revision that may change to `refs`, or sets `everything` when that takes comparing
+  // all of them (its documents no longer line up).
+  void TakeRead(Scanner::File& read, ManifestFile* file, std::vector<kube::ObjectRef>* refs,
+                bool* everything);
+  // Serves, from every file, the first definition of each object; `Update` for the objects
+  // named only. Both log and notify as `Announce` says.
   void RebuildView(bool notify);
+  void UpdateView(std::vector<kube::ObjectRef> refs, bool notify);
+  // Logs each change and, when `notify`, calls the change handler for the referenced ones.
+  void Announce(const std::vector<std::pair<kube::ObjectRef, const char*>>& changed, bool notify);
   // Drops a file that is gone; true when it held objects.
   bool Remove(const std::string& name);
   // A file's read or decode failed (`error` OK: it was emptied; code kUnavailable: its read
@@ -174,6 +224,7 @@ class LocalObjectStore : public ObjectManager {
 
   LocalObjectStoreOptions options_;
   bool started_ = false;
+  std::shared_ptr<DecodeMemo> memo_;  // the decodes'; the loop thread reads its count only
   std::unique_ptr<Scanner> scanner_;
   manifestdir::ManifestDirWatcher watcher_;
   std::function<void(const kube::ObjectRef&)> on_change_;
@@ -184,9 +235,9 @@ class LocalObjectStore : public ObjectManager {
   // Pod UID -> its references: keys of references_, which stay while a pod refers to them (a
   // ref is held once, however many pods name it).
   std::map<std::string, std::vector<const kube::ObjectRef*>> pods_;
-  std::set<kube::ObjectRef> invalidated_;                     // Cache: newly referenced
-  std::map<kube::ObjectRef, Fetched> fetched_;                // Cache: referenced objects only
-  std::string dir_error_;  // why the last listing failed; empty when it worked
+  std::set<kube::ObjectRef> invalidated_;       // Cache: newly referenced
+  std::map<kube::ObjectRef, Fetched> fetched_;  // Cache: referenced objects only
+  std::string dir_error_;                       // why the last listing failed; empty when it worked
   manifestdir::ManifestGrace grace_;
   struct Failure {
     std::string file;  // its path

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kube/manifest_decoder.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/test_loop.h"
 
@@ -163,6 +164,124 @@ TEST_F(LocalObjectStoreTest, AnEditKeepsTheRevisionsOfTheFilesUnchangedObjects) 
   EXPECT_THAT(changes_, ElementsAre(Cm("two")));
 }
 
+TEST_F(LocalObjectStoreTest, AnEditDecodesOnlyTheDocumentsItChanged) {
+  const std::string one = ConfigMapYaml("one", "1");
+  const std::string secret = SecretYaml("s", "pw");
+  WriteFile(dir_.File("a.yaml"), one + "---\n" + ConfigMapYaml("two", "2") + "---\n" + secret);
+  Start();
+  EXPECT_EQ(store_.Decodes(), 3u) << "one per document";
+  store_.RegisterPod("pod-1", {Cm("zero"), Cm("one"), Cm("two"), Sec("s")});
+  auto one_before = *store_.GetConfigMap("default", "one");
+  auto secret_before = *store_.GetSecret("default", "s");
+
+  WriteFile(dir_.File("a.yaml"), one + "---\n" + ConfigMapYaml("two", "3") + "---\n" + secret);
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("two")));
+  EXPECT_EQ(Value("two"), "3");
+  EXPECT_EQ(store_.Decodes(), 4u) << "the edited document only";
+  EXPECT_EQ(*store_.GetConfigMap("default", "one"), one_before);
+  EXPECT_EQ(*store_.GetSecret("default", "s"), secret_before);
+
+  // A document put in front moves the others: they are found by their text, not decoded again.
+  changes_.clear();
+  WriteFile(dir_.File("a.yaml"), ConfigMapYaml("zero", "0") + "---\n" + one + "---\n" +
+                                     ConfigMapYaml("two", "3") + "---\n" + secret);
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("zero")));
+  EXPECT_EQ(Value("zero"), "0");
+  EXPECT_EQ(store_.Decodes(), 5u);
+  EXPECT_EQ(*store_.GetConfigMap("default", "one"), one_before);
+
+  // A document taken out: its object is gone, and nothing is decoded.
+  changes_.clear();
+  WriteFile(dir_.File("a.yaml"),
+            ConfigMapYaml("zero", "0") + "---\n" + ConfigMapYaml("two", "3") + "---\n" + secret);
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("one")));
+  EXPECT_EQ(Value("one"), "<none>");
+  EXPECT_EQ(Value("two"), "3");
+  EXPECT_EQ(store_.Decodes(), 5u);
+  EXPECT_EQ(store_.ObjectCount(), 3u);
+}
+
+TEST_F(LocalObjectStoreTest, AnObjectDefinedTwiceInOneFileIsServedFromItsFirstDocument) {
+  const std::string other = ConfigMapYaml("other", "o");
+  WriteFile(dir_.File("a.yaml"),
+            ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("one", "2") + "---\n" + other);
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one")});
+  EXPECT_EQ(Value("one"), "1");
+  // The second definition edited: nothing served changes.
+  WriteFile(dir_.File("a.yaml"),
+            ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("one", "2b") + "---\n" + other);
+  const uint64_t decodes = store_.Decodes();
+  ASSERT_TRUE(loop_.RunUntil([&] { return store_.Decodes() > decodes; }));
+  loop_.RunFor(std::chrono::milliseconds(20));
+  EXPECT_THAT(changes_, IsEmpty());
+  EXPECT_EQ(Value("one"), "1");
+  // The first one edited: served.
+  WriteFile(dir_.File("a.yaml"),
+            ConfigMapYaml("one", "1b") + "---\n" + ConfigMapYaml("one", "2b") + "---\n" + other);
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_EQ(Value("one"), "1b");
+  // The first one made another object: the second is served.
+  changes_.clear();
+  WriteFile(dir_.File("a.yaml"),
+            ConfigMapYaml("uno", "1b") + "---\n" + ConfigMapYaml("one", "2b") + "---\n" + other);
+  ASSERT_TRUE(loop_.RunUntil([&] { return !changes_.empty(); }));
+  EXPECT_THAT(changes_, ElementsAre(Cm("one")));
+  EXPECT_EQ(Value("one"), "2b");
+}
+
+TEST_F(LocalObjectStoreTest, ADocumentThatFailsIsReportedAsTheWholeFileSaysIt) {
+  const std::string path = dir_.File("a.yaml");
+  WriteFile(path, ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "2") + "---\n" +
+                      ConfigMapYaml("three", "3"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two"), Cm("three")});
+  for (const std::string& broken :
+       {ConfigMapYaml("one", "1") + "---\n" +
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: two}\ndata: {key: [1]}\n---\n" +
+            ConfigMapYaml("three", "3"),
+        ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "2") + "---\n" +
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: three\n"}) {
+    auto whole = kube::DecodeManifest(broken, path);
+    ASSERT_FALSE(whole.ok());
+    WriteFile(path, broken);
+    ASSERT_TRUE(loop_.RunUntil([&] { return !store_.Rejected().empty(); }));
+    // The document's number and the line in the file, as a decode of the whole file gives them.
+    EXPECT_EQ(store_.Rejected()[0].reason, whole.status().message());
+    EXPECT_EQ(Value("two"), "2") << "as last read";
+    EXPECT_EQ(Value("three"), "3");
+    WriteFile(path, ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "2") + "---\n" +
+                        ConfigMapYaml("three", "3"));
+    ASSERT_TRUE(loop_.RunUntil([&] { return store_.Rejected().empty(); }));
+  }
+  EXPECT_THAT(changes_, IsEmpty());
+}
+
+TEST_F(LocalObjectStoreTest, TheStreamsLimitsHoldOverDocumentsDecodedApart) {
+  // A document of about 511,000 nodes after alias expansion: one is within the stream's limit of
+  // 1,000,000 (kube/yaml_to_json.h), two are not, even when the first was decoded on an earlier
+  // read.
+  std::string list = "[";
+  for (int i = 0; i < 1000; ++i) list += (i ? ",0" : "0");
+  std::string aliases = "[";
+  for (int i = 0; i < 510; ++i) aliases += (i ? ",*l" : "*l");
+  auto big = [&](const std::string& name) {
+    return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\nx: &l " + list +
+           "]\ny: " + aliases + "]\ndata: {key: v}\n";
+  };
+  WriteFile(dir_.File("a.yaml"), big("one") + "---\n" + ConfigMapYaml("two", "2"));
+  Start();
+  store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});
+  EXPECT_EQ(Value("one"), "v");
+  WriteFile(dir_.File("a.yaml"), big("one") + "---\n" + big("two"));
+  ASSERT_TRUE(loop_.RunUntil([&] { return !store_.Rejected().empty(); }));
+  EXPECT_THAT(store_.Rejected()[0].reason, HasSubstr("more than 1000000 nodes"));
+  EXPECT_EQ(Value("two"), "2") << "as last read";
+}
+
 TEST_F(LocalObjectStoreTest, WatchFollowsCreateRenameIntoPlaceAndDelete) {
   Start();
   store_.RegisterPod("pod-1", {Cm("one"), Cm("two")});
@@ -280,10 +399,24 @@ TEST_F(LocalObjectStoreTest, FirstFileInNameOrderWins) {
 }
 
 TEST_F(LocalObjectStoreTest, PodsInTheObjectDirectoryAreIgnored) {
+  vmtest::LogCapture logs;
   WriteFile(dir_.File("a.yaml"),
             "kind: Pod\nmetadata: {name: p}\n---\n" + ConfigMapYaml("one", "1"));
   Start();
   EXPECT_EQ(store_.ObjectCount(), 1u);
+  // Said again on every read of the file, also when the pod's document was not decoded again.
+  WriteFile(dir_.File("a.yaml"),
+            "kind: Pod\nmetadata: {name: p}\n---\n" + ConfigMapYaml("one", "2"));
+  store_.RegisterPod("pod-1", {Cm("one")});
+  ASSERT_TRUE(loop_.RunUntil([&] { return Value("one") == "2"; }));
+  const std::string text = logs.text();
+  size_t said = 0;
+  for (size_t at = text.find("ignoring a pod"); at != std::string::npos;
+       at = text.find("ignoring a pod", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 2u) << text;
+  EXPECT_THAT(text, HasSubstr("Pod p"));
 }
 
 TEST_F(LocalObjectStoreTest, MissingDirectoryHoldsNothingUntilTheRelistFindsIt) {

@@ -14,7 +14,7 @@ void AddMap(base::Sha256* h, const std::map<std::string, std::string>& m) {
 
 }  // namespace
 
-std::string ContentDigest(const kube::ConfigMap& config_map) {
+base::Digest ContentDigest(const kube::ConfigMap& config_map) {
   base::Sha256 h;
   h.AddField("ConfigMap");
   AddMap(&h, config_map.data);
@@ -22,7 +22,7 @@ std::string ContentDigest(const kube::ConfigMap& config_map) {
   return h.Finish();
 }
 
-std::string ContentDigest(const kube::Secret& secret) {
+base::Digest ContentDigest(const kube::Secret& secret) {
   base::Sha256 h;
   h.AddField("Secret");
   AddMap(&h, secret.data);

@@ -8,14 +8,15 @@
 
 #include <string>
 
+#include "base/sha256.h"
 #include "kube/config_map.h"
 #include "kube/secret.h"
 
 namespace cache {
 
-// 32 raw bytes; a ConfigMap and a Secret never share one.
-std::string ContentDigest(const kube::ConfigMap& config_map);
-std::string ContentDigest(const kube::Secret& secret);
+// 32 bytes, held inline; a ConfigMap and a Secret never share one.
+base::Digest ContentDigest(const kube::ConfigMap& config_map);
+base::Digest ContentDigest(const kube::Secret& secret);
 
 }  // namespace cache
 

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "base/sha256.h"
 #include "base/status.h"
 #include "cache/object_digest.h"
 #include "kube/config_map.h"
@@ -45,7 +46,7 @@ namespace cache {
 struct ObjectRevision {
   std::shared_ptr<const kube::ConfigMap> config_map;
   std::shared_ptr<const kube::Secret> secret;
-  std::string digest;
+  base::Digest digest;
 
   bool exists() const { return config_map != nullptr || secret != nullptr; }
 };

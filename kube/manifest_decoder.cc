@@ -91,7 +91,7 @@ const ObjectMeta& MetadataOf(const ManifestObject& object) {
 }
 
 base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
-                                                         std::string_view source) {
+                                                         std::string_view source, YamlCost* cost) {
   const std::string prefix = std::string(source) + ": ";
   std::vector<json> docs;
   if (LooksLikeJson(bytes)) {
@@ -132,7 +132,7 @@ base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
     }
     docs.push_back(std::move(doc));
   } else {
-    auto parsed = YamlToJson(bytes);
+    auto parsed = YamlToJson(bytes, cost);
     if (!parsed.ok()) return parsed.status().WithContext(source);
     docs = std::move(parsed).value();
   }
@@ -146,6 +146,39 @@ base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
     }
   }
   return out;
+}
+
+std::vector<std::string_view> SplitManifestDocuments(std::string_view bytes) {
+  if (LooksLikeJson(bytes)) return {};
+  std::vector<std::string_view> pieces;
+  size_t piece = 0;  // where the current piece starts
+  for (size_t line = 0; line < bytes.size();) {
+    size_t end = bytes.find('\n', line);
+    end = end == std::string_view::npos ? bytes.size() : end + 1;  // the next line's start
+    if (bytes[line] == '%') return {};
+    // "---" ended as YAML ends a marker: a space, a tab, a line break or the end of the input.
+    const std::string_view rest = bytes.substr(line, end - line);
+    if (line > piece && rest.substr(0, 3) == "---" &&
+        (rest.size() == 3 || rest[3] == ' ' || rest[3] == '\t' || rest[3] == '\n' ||
+         rest.substr(3, 2) == "\r\n")) {
+      pieces.push_back(bytes.substr(piece, line - piece));
+      piece = line;
+    }
+    line = end;
+  }
+  pieces.push_back(bytes.substr(piece));
+  return pieces;
+}
+
+std::string_view WithoutBareMarker(std::string_view piece) {
+  std::string_view rest = piece;
+  if (piece.substr(0, 4) == "---\n") {
+    rest = piece.substr(4);
+  } else if (piece.substr(0, 5) == "---\r\n") {
+    rest = piece.substr(5);
+  }
+  // Alone, text that opens with '{' would be read as JSON.
+  return LooksLikeJson(rest) ? piece : rest;
 }
 
 }  // namespace kube

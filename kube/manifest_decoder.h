@@ -26,6 +26,7 @@
 #include "kube/config_map.h"
 #include "kube/pod.h"
 #include "kube/secret.h"
+#include "kube/yaml_to_json.h"
 
 namespace kube {
 
@@ -35,9 +36,29 @@ using ManifestObject = std::variant<Pod, ConfigMap, Secret>;
 const char* KindOf(const ManifestObject& object);
 const ObjectMeta& MetadataOf(const ManifestObject& object);
 
-// `source` names the input in errors (a file path, "stdin", ...).
+// `source` names the input in errors (a file path, "stdin", ...). `cost`, when given, receives
+// what a YAML stream cost against yaml_to_json.h's limits (nothing for JSON), on success.
 base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
-                                                         std::string_view source);
+                                                         std::string_view source,
+                                                         YamlCost* cost = nullptr);
+
+// A YAML manifest cut into its documents, so that a reader can decode again only the documents
+// an edit changed. The cuts are where YAML itself starts a document whatever comes before: before
+// each line (but the first) that starts with "---" followed by a space, a tab, a line break or the
+// end of the input (a scalar cannot run past such a line: a quoted one fails there, any other
+// ends). The pieces cover the input in order, every one after the first starts with "---" (so
+// none reads as JSON), and a piece may hold no document (comments only) or several (after a
+// "..." line). When every piece decodes, the objects are the whole's, in order, and the costs add
+// up to the whole's; when a piece fails, only the whole's decode says what is wrong (and where,
+// in the file's lines). Empty (not cut) for JSON and for a stream with a directive (a line
+// starting with '%', which belongs to the document after it).
+std::vector<std::string_view> SplitManifestDocuments(std::string_view bytes);
+
+// A piece of SplitManifestDocuments without its marker line when that line is a bare "---" (and
+// what is left does not open with '{', which alone would read as JSON): the piece decodes as
+// what is left does, so a document that became the first of the stream (or stopped being it) is
+// still the same text to a reader that compares documents by their text.
+std::string_view WithoutBareMarker(std::string_view piece);
 
 }  // namespace kube
 

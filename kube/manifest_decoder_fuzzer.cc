@@ -3,6 +3,10 @@
 //  * fail with a Status that says why (a non-empty message), or decode to objects that pass
 //    validation again (the decoder validates every object it returns);
 //  * decode the same way twice (a pure function of its input);
+//  * decode document by document as it decodes whole (kube::SplitManifestDocuments): the pieces
+//    cover the input, and when every piece decodes alone and their summed cost is within the
+//    limits, the whole decodes to their objects, in order, at that cost (a reader that decodes
+//    again only the documents an edit changed relies on it);
 //  * decode the same way as YAML and as JSON: a single-document YAML stream whose document is an
 //    object decodes to exactly what the JSON rendering of that object decodes to (both paths share
 //    one object mapping, so any difference is a converter bug).
@@ -41,7 +45,8 @@ bool ReadAsJson(std::string_view bytes) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  auto result = kube::DecodeManifest(bytes, "fuzz");
+  kube::YamlCost cost;
+  auto result = kube::DecodeManifest(bytes, "fuzz", &cost);
   if (!result.ok()) {
     if (result.status().message().empty()) __builtin_trap();  // errors must say why
   } else {
@@ -54,6 +59,47 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (again.ok() != result.ok()) __builtin_trap();
   if (again.ok() && *again != *result) __builtin_trap();
   if (!again.ok() && again.status().message() != result.status().message()) __builtin_trap();
+
+  const std::vector<std::string_view> pieces = kube::SplitManifestDocuments(bytes);
+  if (!pieces.empty()) {
+    std::string joined;
+    for (std::string_view piece : pieces) joined += piece;
+    if (joined != bytes) __builtin_trap();
+    std::vector<kube::ManifestObject> objects;
+    kube::YamlCost total;
+    bool all_decode = true;
+    for (std::string_view piece : pieces) {
+      kube::YamlCost piece_cost;
+      auto decoded = kube::DecodeManifest(piece, "fuzz", &piece_cost);
+      if (!decoded.ok()) {
+        all_decode = false;
+        break;
+      }
+      objects.insert(objects.end(), decoded->begin(), decoded->end());
+      total.nodes += piece_cost.nodes;
+      total.scalar_bytes += piece_cost.scalar_bytes;
+    }
+    // A piece and the piece without its bare marker line decode alike (a reader takes one for
+    // the other).
+    for (std::string_view piece : pieces) {
+      const std::string_view bare = kube::WithoutBareMarker(piece);
+      if (bare.size() == piece.size()) continue;
+      kube::YamlCost piece_cost;
+      kube::YamlCost bare_cost;
+      auto a = kube::DecodeManifest(piece, "fuzz", &piece_cost);
+      auto b = kube::DecodeManifest(bare, "fuzz", &bare_cost);
+      if (a.ok() != b.ok()) __builtin_trap();
+      if (a.ok() && (*a != *b || piece_cost.nodes != bare_cost.nodes ||
+                     piece_cost.scalar_bytes != bare_cost.scalar_bytes)) {
+        __builtin_trap();
+      }
+    }
+    if (all_decode && total.nodes <= kube::kMaxNodes &&
+        total.scalar_bytes <= kube::kMaxScalarBytes) {
+      if (!result.ok() || *result != objects) __builtin_trap();
+      if (cost.nodes != total.nodes || cost.scalar_bytes != total.scalar_bytes) __builtin_trap();
+    }
+  }
 
   // The YAML path against the JSON path. Non-finite numbers have no JSON form, so a document
   // holding one is skipped (nlohmann would render it as null).

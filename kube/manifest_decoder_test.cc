@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
+#include <vector>
 
 namespace kube {
 namespace {
@@ -212,6 +216,123 @@ TEST(ManifestDecoderTest, SecretValuesNeverAppearInErrors) {
   auto j = DecodeManifest(R"({"kind":"Secret","data":{"k":"topsecretvalue"} x})", "s.json");
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.status().message().find("topsecretvalue"), std::string::npos) << j.status().message();
+}
+
+// Decodes each piece alone and concatenates: nullopt when a piece fails.
+std::optional<std::pair<std::vector<ManifestObject>, YamlCost>> DecodePieces(
+    const std::vector<std::string_view>& pieces) {
+  std::vector<ManifestObject> objects;
+  YamlCost total;
+  for (std::string_view piece : pieces) {
+    YamlCost cost;
+    auto decoded = DecodeManifest(piece, "m.yaml", &cost);
+    if (!decoded.ok()) return std::nullopt;
+    objects.insert(objects.end(), decoded->begin(), decoded->end());
+    total.nodes += cost.nodes;
+    total.scalar_bytes += cost.scalar_bytes;
+  }
+  return std::make_pair(std::move(objects), total);
+}
+
+std::string Joined(const std::vector<std::string_view>& pieces) {
+  std::string all;
+  for (std::string_view piece : pieces) all += piece;
+  return all;
+}
+
+TEST(ManifestDecoderTest, SplitCutsBeforeEachDocumentStartOnly) {
+  const std::string yaml =
+      "# leading comment\n"
+      "---\n"
+      "a: 1\n"
+      "b: |\n"
+      "  --- not a marker: indented\n"
+      "----\n"        // four dashes: a plain scalar line, no marker
+      "---x\n"        // no blank after the dashes: no marker
+      "--- {c: 2}\n"  // content on the marker's line
+      "...\n"         // an end marker: the next document stays in this piece
+      "d: 3\n"
+      "---\r\n"  // CRLF
+      "e: 4\n"
+      "---\t# tab\n"
+      "---";  // the end of the input ends a marker too
+  const std::vector<std::string_view> pieces = SplitManifestDocuments(yaml);
+  ASSERT_EQ(pieces.size(), 6u);
+  EXPECT_EQ(pieces[0], "# leading comment\n");
+  EXPECT_EQ(pieces[1], "---\na: 1\nb: |\n  --- not a marker: indented\n----\n---x\n");
+  EXPECT_EQ(pieces[2], "--- {c: 2}\n...\nd: 3\n");
+  EXPECT_EQ(pieces[3], "---\r\ne: 4\n");
+  EXPECT_EQ(pieces[4], "---\t# tab\n");
+  EXPECT_EQ(pieces[5], "---");
+  EXPECT_EQ(Joined(pieces), yaml) << "the pieces cover the input, in order";
+  // A bare marker line is not part of the document's text; a marker with content is.
+  EXPECT_EQ(WithoutBareMarker(pieces[1]), "a: 1\nb: |\n  --- not a marker: indented\n----\n---x\n");
+  EXPECT_EQ(WithoutBareMarker(pieces[2]), pieces[2]);
+  EXPECT_EQ(WithoutBareMarker(pieces[3]), "e: 4\n");
+  EXPECT_EQ(WithoutBareMarker("---\n{\"kind\": \"List\"}\n"), "---\n{\"kind\": \"List\"}\n")
+      << "alone, the rest would read as JSON";
+  // A stream that starts with its marker has no empty first piece.
+  EXPECT_EQ(SplitManifestDocuments("---\na: 1\n---\nb: 2\n").size(), 2u);
+  EXPECT_EQ(SplitManifestDocuments("a: 1\n").size(), 1u);
+  // Not cut: JSON, and a stream with a directive (it belongs to the document after it).
+  EXPECT_TRUE(SplitManifestDocuments("  {\"kind\": \"List\"}\n---\n").empty());
+  EXPECT_TRUE(SplitManifestDocuments("a: 1\n...\n%YAML 1.2\n---\nb: 2\n").empty());
+}
+
+TEST(ManifestDecoderTest, PiecesDecodeToTheWholesObjectsAndCost) {
+  const std::string yaml = std::string(kPodYaml) +
+                           "---\n# only a comment\n---\n"
+                           "apiVersion: v1\nkind: ConfigMapList\nitems:\n"
+                           "- metadata: {name: listed}\n  data: &d {k: v}\n"
+                           "- metadata: {name: aliased}\n  data: *d\n"
+                           "...\n"
+                           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: after-end}\n";
+  YamlCost whole_cost;
+  auto whole = DecodeManifest(yaml, "m.yaml", &whole_cost);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_EQ(whole->size(), 6u);
+  const std::vector<std::string_view> pieces = SplitManifestDocuments(yaml);
+  EXPECT_EQ(pieces.size(), 5u);
+  auto by_piece = DecodePieces(pieces);
+  ASSERT_TRUE(by_piece.has_value());
+  EXPECT_EQ(by_piece->first, *whole);
+  EXPECT_GT(whole_cost.nodes, 0u);
+  EXPECT_EQ(by_piece->second.nodes, whole_cost.nodes);
+  EXPECT_EQ(by_piece->second.scalar_bytes, whole_cost.scalar_bytes);
+}
+
+TEST(ManifestDecoderTest, AMarkerInsideAQuotedScalarFailsAPieceNotTheRule) {
+  // A "---" line inside a quoted scalar: a piece that ends inside the quote fails alone, so a
+  // reader falls back to the whole, which alone says what it makes of it.
+  const std::string yaml =
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: q}\ndata: {k: \"a\n---\nb\"}\n";
+  const std::vector<std::string_view> pieces = SplitManifestDocuments(yaml);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_FALSE(DecodePieces(pieces).has_value());
+}
+
+TEST(ManifestDecoderTest, CostIsCountedOverTheWholeStream) {
+  // Each document alone is under the node limit; the stream is not.
+  std::string list = "[";
+  for (int i = 0; i < 1000; ++i) list += (i ? ",0" : "0");
+  list += "]";
+  std::string aliases = "[";
+  for (int i = 0; i < 510; ++i) aliases += (i ? ",*l" : "*l");
+  aliases += "]";
+  const std::string doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\nx: &l " + list +
+                          "\ny: " + aliases + "\n";
+  YamlCost cost;
+  ASSERT_TRUE(DecodeManifest(doc, "m.yaml", &cost).ok());
+  EXPECT_GT(cost.nodes, kMaxNodes / 2);
+  EXPECT_LE(cost.nodes, kMaxNodes);
+  const std::string two = doc + "---\n" + doc;
+  auto whole = DecodeManifest(two, "m.yaml");
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("more than 1000000 nodes"), std::string::npos)
+      << whole.status().message();
+  auto by_piece = DecodePieces(SplitManifestDocuments(two));
+  ASSERT_TRUE(by_piece.has_value()) << "each piece alone passes: the reader must add the costs";
+  EXPECT_GT(by_piece->second.nodes, kMaxNodes);
 }
 
 }  // namespace

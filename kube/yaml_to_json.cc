@@ -9,10 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <istream>
 #include <limits>
 #include <map>
 #include <regex>
-#include <sstream>
+#include <streambuf>
 #include <string>
 #include <utility>
 
@@ -149,6 +150,7 @@ json ResolveScalar(const std::string& tag, const std::string& s, const YAML::Mar
 class JsonBuilder : public YAML::EventHandler {
  public:
   std::vector<json> TakeDocuments() { return std::move(docs_); }
+  YamlCost Cost() const { return {nodes_, bytes_}; }
 
   void OnDocumentStart(const YAML::Mark& mark) override {
     // yaml-cpp 0.7 loops forever on a document that starts with a token it cannot place (a
@@ -327,6 +329,16 @@ class JsonBuilder : public YAML::EventHandler {
   size_t bytes_ = 0;
 };
 
+// The parser reads the caller's bytes where they are: a manifest may be 10 MiB, and a copy of it
+// would be one more large allocation per read.
+class ViewStreamBuf : public std::streambuf {
+ public:
+  explicit ViewStreamBuf(std::string_view bytes) {
+    char* begin = const_cast<char*>(bytes.data());  // read only: no put area is set
+    setg(begin, begin, begin + bytes.size());
+  }
+};
+
 std::string Where(const YAML::Mark& mark) {
   if (mark.is_null()) return "";
   return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
@@ -367,13 +379,14 @@ std::string FindControlCharacter(std::string_view yaml) {
 
 }  // namespace
 
-base::Result<std::vector<json>> YamlToJson(std::string_view yaml) {
+base::Result<std::vector<json>> YamlToJson(std::string_view yaml, YamlCost* cost) {
   if (std::string bad = FindControlCharacter(yaml); !bad.empty()) {
     return base::Status::Error("invalid YAML: " + bad);
   }
   JsonBuilder builder;
   try {
-    std::istringstream in{std::string(yaml)};
+    ViewStreamBuf view(yaml);
+    std::istream in(&view);
     YAML::Parser parser(in);
     while (parser.HandleNextDocument(builder)) {
     }
@@ -384,6 +397,7 @@ base::Result<std::vector<json>> YamlToJson(std::string_view yaml) {
   } catch (const std::exception& e) {
     return base::Status::Error(std::string("invalid YAML: ") + e.what());
   }
+  if (cost != nullptr) *cost = builder.Cost();
   return builder.TakeDocuments();
 }
 

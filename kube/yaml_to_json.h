@@ -26,9 +26,19 @@ inline constexpr int kMaxDepth = 512;
 inline constexpr size_t kMaxNodes = 1'000'000;
 inline constexpr size_t kMaxScalarBytes = 64u << 20;
 
+// What a stream cost against the limits above, after alias expansion. The counts run over the
+// whole stream, document after document (no anchor reaches into another document), so a stream's
+// cost is the sum of its documents' costs.
+struct YamlCost {
+  size_t nodes = 0;
+  size_t scalar_bytes = 0;
+};
+
 // One JSON value per document; empty documents (e.g. a trailing "---") are skipped. Errors carry
-// "line L, column C" (1-based) when the parser knows them.
-base::Result<std::vector<nlohmann::json>> YamlToJson(std::string_view yaml);
+// "line L, column C" (1-based) when the parser knows them. `cost`, when given, receives the
+// stream's cost (on success).
+base::Result<std::vector<nlohmann::json>> YamlToJson(std::string_view yaml,
+                                                     YamlCost* cost = nullptr);
 
 // Deepest nesting of [ and { in a JSON text, ignoring brackets inside strings: a cheap guard run
 // before parsing untrusted JSON.

@@ -1,21 +1,8 @@
 #include "volumemanager/state/volume_inputs.h"
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "base/sha256.h"
 
 namespace volumemanager {
-
-InputsDigest::InputsDigest(std::string_view bytes) {
-  if (bytes.size() > kMaxBytes) {
-    std::fprintf(stderr, "InputsDigest: %zu bytes, more than a SHA-256's %zu\n", bytes.size(),
-                 kMaxBytes);
-    std::abort();
-  }
-  bytes.copy(bytes_.data(), bytes.size());
-  size_ = static_cast<uint8_t>(bytes.size());
-}
 
 InputsDigest ObjectsDigest(const ObjectSnapshot& snapshot) {
   base::Sha256 h;
@@ -23,7 +10,7 @@ InputsDigest ObjectsDigest(const ObjectSnapshot& snapshot) {
   for (const auto& [ref, revision] : snapshot) {
     if (!revision.ok()) return {};
     h.AddNumber(static_cast<uint64_t>(ref.kind)).AddField(ref.namespace_).AddField(ref.name);
-    h.AddNumber(revision->exists() ? 1 : 0).AddField(revision->digest);
+    h.AddNumber(revision->exists() ? 1 : 0).AddField(revision->digest.bytes());
   }
   return InputsDigest(h.Finish());
 }

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/sha256.h"
 #include "base/status.h"
 #include "cache/object_manager.h"
 #include "cache/token_manager.h"
@@ -35,24 +36,7 @@ using TokenSnapshot = std::vector<std::pair<kube::TokenRef, base::Result<cache::
 // A digest of a volume's inputs (ObjectsDigest, WithTokens): the 32 bytes of a SHA-256 held
 // inline (no allocation: the actual state keeps one or two per volume), or none (unknown). Only
 // compared, never shown.
-class InputsDigest {
- public:
-  static constexpr size_t kMaxBytes = 32;
-
-  InputsDigest() = default;
-  // `bytes`: a SHA-256 (tests give shorter strings); empty: none. Longer than kMaxBytes is a
-  // programming error: the process aborts rather than compare a truncated digest.
-  InputsDigest(std::string_view bytes);  // NOLINT: implicit, a digest is its bytes
-  InputsDigest(const char* bytes) : InputsDigest(std::string_view(bytes)) {}  // NOLINT
-
-  bool empty() const { return size_ == 0; }
-  std::string_view bytes() const { return {bytes_.data(), size_}; }
-  bool operator==(const InputsDigest& o) const { return bytes() == o.bytes(); }
-
- private:
-  std::array<char, kMaxBytes> bytes_{};
-  uint8_t size_ = 0;
-};
+using InputsDigest = base::Digest;
 
 struct VolumeInputs {
   InputsDigest objects_digest;  // ObjectsDigest, WithTokens; empty: unknown (some get failed)
@@ -96,7 +80,7 @@ class ObjectsDigestMemo {
   struct Seen {
     kube::ObjectRef ref;
     bool exists;
-    std::string digest;
+    base::Digest digest;
   };
   bool valid_ = false;
   std::vector<Seen> last_;
