@@ -31,6 +31,7 @@ QUICK_ARGS = {
     "bench_local_object_store": ["--changes", "50"],
     "bench_propagation": ["--quick", "--sync-frequency", "1m"],  # one idle run, not two
     "bench_watch": ["--quick"],
+    "bench_wakeup": ["--messages", "200", "--rounds", "3"],
 }
 
 

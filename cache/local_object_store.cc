@@ -372,12 +372,7 @@ void LocalObjectStore::RebuildView(bool notify) {
     if (file.objects == nullptr) continue;
     for (const auto& [ref, revision] : file.objects->objects) {
       auto [it, inserted] = next.try_emplace(ref, Served{revision, name});
-      if (!inserted && logged_duplicates_.insert({ref, name}).second) {
-        logging::Warn("Object is defined in two manifests; serving the one from the first",
-                      {{"object", logging::KRef(ref)},
-                       {"file", logging::Value::Path(options_.dir, it->second.file)},
-                       {"alsoIn", logging::Value::Path(options_.dir, name)}});
-      }
+      if (!inserted) Duplicate(ref, it->second.file, name);
     }
   }
   std::vector<std::pair<kube::ObjectRef, const char*>> changed;  // with what happened
@@ -418,11 +413,8 @@ void LocalObjectStore::UpdateView(std::vector<kube::ObjectRef> refs, bool notify
         if (first == nullptr) {
           first = &revision;
           first_file = &name;
-        } else if (logged_duplicates_.insert({ref, name}).second) {
-          logging::Warn("Object is defined in two manifests; serving the one from the first",
-                        {{"object", logging::KRef(ref)},
-                         {"file", logging::Value::Path(options_.dir, *first_file)},
-                         {"alsoIn", logging::Value::Path(options_.dir, name)}});
+        } else {
+          Duplicate(ref, *first_file, name);
         }
       }
     }
@@ -441,6 +433,15 @@ void LocalObjectStore::UpdateView(std::vector<kube::ObjectRef> refs, bool notify
     }
   }
   Announce(changed, notify);
+}
+
+void LocalObjectStore::Duplicate(const kube::ObjectRef& ref, const std::string& served_from,
+                                 const std::string& also_in) {
+  if (!logged_duplicates_.insert({ref, also_in}).second) return;
+  logging::Warn("Object is defined in two manifests; serving the one from the first",
+                {{"object", logging::KRef(ref)},
+                 {"file", logging::Value::Path(options_.dir, served_from)},
+                 {"alsoIn", logging::Value::Path(options_.dir, also_in)}});
 }
 
 void LocalObjectStore::Announce(const std::vector<std::pair<kube::ObjectRef, const char*>>& changed,

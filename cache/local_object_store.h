@@ -208,6 +208,9 @@ class LocalObjectStore : public ObjectManager {
   // named only. Both log and notify as `Announce` says.
   void RebuildView(bool notify);
   void UpdateView(std::vector<kube::ObjectRef> refs, bool notify);
+  // A second definition of `ref`, in file `also_in`: logged once per file.
+  void Duplicate(const kube::ObjectRef& ref, const std::string& served_from,
+                 const std::string& also_in);
   // Logs each change and, when `notify`, calls the change handler for the referenced ones.
   void Announce(const std::vector<std::pair<kube::ObjectRef, const char*>>& changed, bool notify);
   // Drops a file that is gone; true when it held objects.

@@ -177,8 +177,14 @@ std::string_view WithoutBareMarker(std::string_view piece) {
   } else if (piece.substr(0, 5) == "---\r\n") {
     rest = piece.substr(5);
   }
-  // Alone, text that opens with '{' would be read as JSON.
-  return LooksLikeJson(rest) ? piece : rest;
+  // Only when the document's content starts on the next line: a marker before nothing but blank
+  // lines, comments or a "..." starts an empty document (a null node to the stream's limits) where
+  // the same text alone holds none; and alone, text that opens with '{' would be read as JSON.
+  if (rest.size() == piece.size() || rest.empty() || rest.substr(0, 3) == "..." ||
+      std::string_view(" \t\r\n#{").find(rest[0]) != std::string_view::npos) {
+    return piece;
+  }
+  return rest;
 }
 
 }  // namespace kube

@@ -54,10 +54,11 @@ base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
 // starting with '%', which belongs to the document after it).
 std::vector<std::string_view> SplitManifestDocuments(std::string_view bytes);
 
-// A piece of SplitManifestDocuments without its marker line when that line is a bare "---" (and
-// what is left does not open with '{', which alone would read as JSON): the piece decodes as
-// what is left does, so a document that became the first of the stream (or stopped being it) is
-// still the same text to a reader that compares documents by their text.
+// A piece of SplitManifestDocuments without its marker line when that line is a bare "---" and
+// the document's content starts on the next line (not a blank line, a comment, "..." or '{',
+// which alone would read as JSON): the piece then decodes as what is left does, objects and cost,
+// so a document that became the first of the stream (or stopped being it) is still the same text
+// to a reader that compares documents by their text.
 std::string_view WithoutBareMarker(std::string_view piece);
 
 }  // namespace kube

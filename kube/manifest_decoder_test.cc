@@ -271,6 +271,10 @@ TEST(ManifestDecoderTest, SplitCutsBeforeEachDocumentStartOnly) {
   EXPECT_EQ(WithoutBareMarker(pieces[3]), "e: 4\n");
   EXPECT_EQ(WithoutBareMarker("---\n{\"kind\": \"List\"}\n"), "---\n{\"kind\": \"List\"}\n")
       << "alone, the rest would read as JSON";
+  // An empty document is a null node after a marker and nothing alone: not the same text.
+  for (const char* kept : {"---\n", "---\n\n2: x\n", "---\n# c\na: 1\n", "---\n...\n"}) {
+    EXPECT_EQ(WithoutBareMarker(kept), kept);
+  }
   // A stream that starts with its marker has no empty first piece.
   EXPECT_EQ(SplitManifestDocuments("---\na: 1\n---\nb: 2\n").size(), 2u);
   EXPECT_EQ(SplitManifestDocuments("a: 1\n").size(), 1u);
