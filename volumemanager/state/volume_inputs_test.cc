@@ -151,7 +151,7 @@ TEST(VolumeInputsTest, ADigestIsItsBytesHeldInline) {
   EXPECT_FALSE(InputsDigest(std::string_view("\0", 1)).empty()) << "a zero byte is a byte";
   // Longer than a SHA-256 is a programming error: never compared truncated.
   EXPECT_DEATH(InputsDigest(std::string(InputsDigest::kMaxBytes + 1, 'x')),
-               "InputsDigest: 33 bytes, more than a SHA-256's 32");
+               "Digest: 33 bytes, more than a SHA-256's 32");
 }
 
 TEST(VolumeInputsTest, ObjectVersionNamesTheObjectAndItsResourceVersionOnly) {
