@@ -100,7 +100,13 @@ std::shared_ptr<const LocalObjectStore::FileObjects> LocalObjectStore::DecodeDoc
   std::map<std::array<char, 16>, size_t> moved;
   for (size_t i = 0; i < pieces.size(); ++i) {
     FileObjects::Document document;
-    const std::string digest = base::Sha256Of(kube::WithoutBareMarker(pieces[i]));
+    // A piece reads alike as the stream's last and before another only when it is whole: the
+    // two are told apart.
+    const bool followed = i + 1 < pieces.size();
+    const std::string digest = base::Sha256()
+                                   .AddNumber(followed ? 1 : 0)
+                                   .AddField(kube::WithoutBareMarker(pieces[i]))
+                                   .Finish();
     std::copy_n(digest.begin(), document.text_digest.size(), document.text_digest.begin());
     size_t same = 0;  // the previous document with the same text; none when past the end
     if (previous != nullptr && !previous->documents.empty()) {
@@ -127,7 +133,7 @@ std::shared_ptr<const LocalObjectStore::FileObjects> LocalObjectStore::DecodeDoc
     } else {
       ++memo->decodes;
       base::Result<std::vector<kube::ManifestObject>> decoded =
-          kube::DecodeManifest(pieces[i], path, &document.cost);
+          kube::DecodeManifestPiece(pieces[i], followed, path, &document.cost);
       if (!decoded.ok()) return nullptr;
       AddObjects(&*decoded, static_cast<uint32_t>(i), previous, next.get());
     }

@@ -244,7 +244,10 @@ TEST_F(LocalObjectStoreTest, ADocumentThatFailsIsReportedAsTheWholeFileSaysIt) {
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: two}\ndata: {key: [1]}\n---\n" +
             ConfigMapYaml("three", "3"),
         ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "2") + "---\n" +
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: three\n"}) {
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: three\n",
+        // A quote left open before a marker: alone, the end of the document would close it.
+        ConfigMapYaml("one", "1") + "---\n" + ConfigMapYaml("two", "2") + "x: \"open\n---\n" +
+            ConfigMapYaml("three", "3")}) {
     auto whole = kube::DecodeManifest(broken, path);
     ASSERT_FALSE(whole.ok());
     WriteFile(path, broken);

@@ -170,6 +170,22 @@ std::vector<std::string_view> SplitManifestDocuments(std::string_view bytes) {
   return pieces;
 }
 
+base::Result<std::vector<ManifestObject>> DecodeManifestPiece(std::string_view piece, bool followed,
+                                                              std::string_view source,
+                                                              YamlCost* cost) {
+  if (!followed) return DecodeManifest(piece, source, cost);
+  // The next piece's marker, bare: it ends what that marker ends, and starts an empty document,
+  // whose one null node is not the piece's.
+  std::string text(piece);
+  text += "---\n";
+  YamlCost with_marker;
+  base::Result<std::vector<ManifestObject>> decoded = DecodeManifest(text, source, &with_marker);
+  if (decoded.ok() && cost != nullptr) {
+    *cost = {with_marker.nodes - (with_marker.nodes > 0 ? 1 : 0), with_marker.scalar_bytes};
+  }
+  return decoded;
+}
+
 std::string_view WithoutBareMarker(std::string_view piece) {
   std::string_view rest = piece;
   if (piece.substr(0, 4) == "---\n") {

@@ -48,11 +48,19 @@ base::Result<std::vector<ManifestObject>> DecodeManifest(std::string_view bytes,
 // end of the input (a scalar cannot run past such a line: a quoted one fails there, any other
 // ends). The pieces cover the input in order, every one after the first starts with "---" (so
 // none reads as JSON), and a piece may hold no document (comments only) or several (after a
-// "..." line). When every piece decodes, the objects are the whole's, in order, and the costs add
-// up to the whole's; when a piece fails, only the whole's decode says what is wrong (and where,
-// in the file's lines). Empty (not cut) for JSON and for a stream with a directive (a line
-// starting with '%', which belongs to the document after it).
+// "..." line). When every piece decodes with DecodeManifestPiece, the objects are the whole's, in
+// order, and the costs add up to the whole's; when a piece fails, only the whole's decode says
+// what is wrong (and where, in the file's lines). Empty (not cut) for JSON and for a stream with a
+// directive (a line starting with '%', which belongs to the document after it).
 std::vector<std::string_view> SplitManifestDocuments(std::string_view bytes);
+
+// Decodes one piece of SplitManifestDocuments as the whole stream reads it: a piece that another
+// `followed` is read up to that one's marker line, so that what the marker ends in the stream
+// ends there too (a quoted scalar left open fails, where alone the end of the input would close
+// it). `cost` as DecodeManifest's, the piece's share of the stream's.
+base::Result<std::vector<ManifestObject>> DecodeManifestPiece(std::string_view piece, bool followed,
+                                                              std::string_view source,
+                                                              YamlCost* cost);
 
 // A piece of SplitManifestDocuments without its marker line when that line is a bare "---" and
 // the document's content starts on the next line (not a blank line, a comment, "..." or '{',

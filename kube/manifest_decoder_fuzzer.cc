@@ -3,10 +3,11 @@
 //  * fail with a Status that says why (a non-empty message), or decode to objects that pass
 //    validation again (the decoder validates every object it returns);
 //  * decode the same way twice (a pure function of its input);
-//  * decode document by document as it decodes whole (kube::SplitManifestDocuments): the pieces
-//    cover the input, and when every piece decodes alone and their summed cost is within the
-//    limits, the whole decodes to their objects, in order, at that cost (a reader that decodes
-//    again only the documents an edit changed relies on it);
+//  * decode document by document as it decodes whole (kube::SplitManifestDocuments and
+//    DecodeManifestPiece): the pieces cover the input, and when every piece decodes and their
+//    summed cost is within the limits, the whole decodes to their objects, in order, at that cost
+//    (a reader that decodes again only the documents an edit changed relies on it); a piece
+//    without its bare marker line (WithoutBareMarker) decodes as the piece does;
 //  * decode the same way as YAML and as JSON: a single-document YAML stream whose document is an
 //    object decodes to exactly what the JSON rendering of that object decodes to (both paths share
 //    one object mapping, so any difference is a converter bug).
@@ -68,31 +69,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<kube::ManifestObject> objects;
     kube::YamlCost total;
     bool all_decode = true;
-    for (std::string_view piece : pieces) {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const bool followed = i + 1 < pieces.size();
       kube::YamlCost piece_cost;
-      auto decoded = kube::DecodeManifest(piece, "fuzz", &piece_cost);
+      auto decoded = kube::DecodeManifestPiece(pieces[i], followed, "fuzz", &piece_cost);
+      // The piece without its bare marker line decodes alike (a reader takes one for the other).
+      const std::string_view bare = kube::WithoutBareMarker(pieces[i]);
+      if (bare.size() != pieces[i].size()) {
+        kube::YamlCost bare_cost;
+        auto b = kube::DecodeManifestPiece(bare, followed, "fuzz", &bare_cost);
+        if (decoded.ok() != b.ok()) __builtin_trap();
+        if (decoded.ok() && (*decoded != *b || piece_cost.nodes != bare_cost.nodes ||
+                             piece_cost.scalar_bytes != bare_cost.scalar_bytes)) {
+          __builtin_trap();
+        }
+      }
       if (!decoded.ok()) {
         all_decode = false;
-        break;
+        continue;
       }
       objects.insert(objects.end(), decoded->begin(), decoded->end());
       total.nodes += piece_cost.nodes;
       total.scalar_bytes += piece_cost.scalar_bytes;
-    }
-    // A piece and the piece without its bare marker line decode alike (a reader takes one for
-    // the other).
-    for (std::string_view piece : pieces) {
-      const std::string_view bare = kube::WithoutBareMarker(piece);
-      if (bare.size() == piece.size()) continue;
-      kube::YamlCost piece_cost;
-      kube::YamlCost bare_cost;
-      auto a = kube::DecodeManifest(piece, "fuzz", &piece_cost);
-      auto b = kube::DecodeManifest(bare, "fuzz", &bare_cost);
-      if (a.ok() != b.ok()) __builtin_trap();
-      if (a.ok() && (*a != *b || piece_cost.nodes != bare_cost.nodes ||
-                     piece_cost.scalar_bytes != bare_cost.scalar_bytes)) {
-        __builtin_trap();
-      }
     }
     if (all_decode && total.nodes <= kube::kMaxNodes &&
         total.scalar_bytes <= kube::kMaxScalarBytes) {

@@ -225,7 +225,9 @@ std::optional<std::pair<std::vector<ManifestObject>, YamlCost>> DecodePieces(
   YamlCost total;
   for (std::string_view piece : pieces) {
     YamlCost cost;
-    auto decoded = DecodeManifest(piece, "m.yaml", &cost);
+    const bool followed =
+        piece.data() + piece.size() != pieces.back().data() + pieces.back().size();
+    auto decoded = DecodeManifestPiece(piece, followed, "m.yaml", &cost);
     if (!decoded.ok()) return std::nullopt;
     objects.insert(objects.end(), decoded->begin(), decoded->end());
     total.nodes += cost.nodes;
@@ -305,14 +307,20 @@ TEST(ManifestDecoderTest, PiecesDecodeToTheWholesObjectsAndCost) {
   EXPECT_EQ(by_piece->second.scalar_bytes, whole_cost.scalar_bytes);
 }
 
-TEST(ManifestDecoderTest, AMarkerInsideAQuotedScalarFailsAPieceNotTheRule) {
-  // A "---" line inside a quoted scalar: a piece that ends inside the quote fails alone, so a
-  // reader falls back to the whole, which alone says what it makes of it.
-  const std::string yaml =
-      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: q}\ndata: {k: \"a\n---\nb\"}\n";
-  const std::vector<std::string_view> pieces = SplitManifestDocuments(yaml);
-  ASSERT_EQ(pieces.size(), 2u);
-  EXPECT_FALSE(DecodePieces(pieces).has_value());
+TEST(ManifestDecoderTest, AQuotedScalarOpenAtACutFailsItsPieceAsTheStreamFails) {
+  // A "---" line inside a quoted scalar fails the stream. Alone, the end of the input would close
+  // a quote left open ("k2: \"b" is a string): the piece is read up to the next marker instead.
+  for (const std::string yaml : std::vector<std::string>{
+           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: q}\ndata: {k: \"a\n---\nb\"}\n",
+           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: q}\nx: \"open\n---\n"
+           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: r}\n"}) {
+    ASSERT_FALSE(DecodeManifest(yaml, "m.yaml").ok());
+    const std::vector<std::string_view> pieces = SplitManifestDocuments(yaml);
+    ASSERT_EQ(pieces.size(), 2u);
+    EXPECT_TRUE(DecodeManifest(pieces[0], "m.yaml").ok() || yaml.find("{k:") != std::string::npos)
+        << "alone, the end of the input closes the quote";
+    EXPECT_FALSE(DecodePieces(pieces).has_value()) << yaml;
+  }
 }
 
 TEST(ManifestDecoderTest, CostIsCountedOverTheWholeStream) {
