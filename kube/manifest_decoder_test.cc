@@ -310,7 +310,7 @@ TEST(ManifestDecoderTest, PiecesDecodeToTheWholesObjectsAndCost) {
 TEST(ManifestDecoderTest, AQuotedScalarOpenAtACutFailsItsPieceAsTheStreamFails) {
   // A "---" line inside a quoted scalar fails the stream. Alone, the end of the input would close
   // a quote left open ("k2: \"b" is a string): the piece is read up to the next marker instead.
-  for (const std::string yaml : std::vector<std::string>{
+  for (const std::string& yaml : std::vector<std::string>{
            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: q}\ndata: {k: \"a\n---\nb\"}\n",
            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: q}\nx: \"open\n---\n"
            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: r}\n"}) {
