@@ -158,10 +158,7 @@ LocalObjectStore::DecodedFile LocalObjectStore::Decode(const std::string& path,
     return out;
   }
   std::shared_ptr<const FileObjects> previous;
-  for (auto it = memo->files.begin(); it != memo->files.end();) {
-    if (it->first == path) previous = it->second.lock();
-    it = it->second.expired() ? memo->files.erase(it) : std::next(it);
-  }
+  if (auto it = memo->files.find(path); it != memo->files.end()) previous = it->second.lock();
   DecodedFile out;
   const std::vector<std::string_view> pieces = kube::SplitManifestDocuments(bytes);
   if (!pieces.empty()) out.objects = DecodeDocuments(path, pieces, previous.get(), memo);
@@ -169,6 +166,12 @@ LocalObjectStore::DecodedFile LocalObjectStore::Decode(const std::string& path,
   // in the file, is the whole file's to say.
   if (!out.objects) out = DecodeWhole(path, bytes, previous.get(), memo);
   if (out.objects) memo->files[path] = out.objects;
+  // Entries of files the loop no longer holds go when the map has doubled since the last sweep:
+  // a start-up read of 1,000 files is not 1,000 walks of it.
+  if (memo->files.size() >= memo->sweep_at) {
+    std::erase_if(memo->files, [](const auto& entry) { return entry.second.expired(); });
+    memo->sweep_at = std::max<size_t>(64, 2 * memo->files.size());
+  }
   return out;
 }
 

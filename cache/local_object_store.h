@@ -155,6 +155,7 @@ class LocalObjectStore : public ObjectManager {
   // thread holds them. Touched by one decode at a time (the scanner runs one scan at a time).
   struct DecodeMemo {
     std::map<std::string, std::weak_ptr<const FileObjects>> files;  // by path
+    size_t sweep_at = 64;  // the size at which entries whose files are gone are dropped
     // Decodes run: one per document decoded alone, one per file decoded whole. Read by the loop.
     std::atomic<uint64_t> decodes{0};
   };
@@ -199,13 +200,13 @@ class LocalObjectStore : public ObjectManager {
   // Takes in a scan's outcome: if any file's objects changed, updates the served objects and,
   // when `notify`, calls the change handler for referenced objects that changed.
   void Apply(Scanner::Outcome outcome, bool notify);
-  // Takes in one file's new read. When its objects were replaced, appends the objects whose
-  // served revision that may change to `refs`, or sets `everything` when that takes comparing
-  // all of them (its documents no longer line up).
+  // Takes in one file's new read. When its objects were replaced, appends to `refs` the objects
+  // whose served revision may change, or sets `everything` when that takes comparing all of them
+  // (its documents no longer line up).
   void TakeRead(Scanner::File& read, ManifestFile* file, std::vector<kube::ObjectRef>* refs,
                 bool* everything);
-  // Serves, from every file, the first definition of each object; `Update` for the objects
-  // named only. Both log and notify as `Announce` says.
+  // Serves, from every file, the first definition of each object (UpdateView: of the objects
+  // named only). Both log and notify as `Announce` says.
   void RebuildView(bool notify);
   void UpdateView(std::vector<kube::ObjectRef> refs, bool notify);
   // A second definition of `ref`, in file `also_in`: logged once per file.
