@@ -40,6 +40,16 @@ class Sha256 {
 // SHA-256 of `bytes`, 32 raw bytes.
 std::string Sha256Of(std::string_view bytes);
 
+// The compression function, for the tests that hold its two implementations to each other: it
+// folds `blocks` 64-byte blocks into the state `h`. Sha256 takes the x86 SHA extensions' where
+// the CPU has them (several times faster: every manifest read, object revision and volume write
+// hashes its bytes), the portable one otherwise.
+namespace sha256_internal {
+using BlocksFn = void (*)(uint32_t h[8], const unsigned char* data, size_t blocks);
+BlocksFn PortableBlocksFn();
+BlocksFn ShaExtensionBlocksFn();  // null: not x86-64, or the CPU lacks the SHA extensions
+}  // namespace sha256_internal
+
 // A digest held inline: the 32 bytes of a SHA-256 and no allocation (one is kept per object
 // revision and one or two per volume), or none (empty). Only compared, never shown.
 class Digest {
