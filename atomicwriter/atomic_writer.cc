@@ -563,10 +563,10 @@ class WriteOperation {
                                    now_ - placed_ >= kPlaceAgainAfter);
     const std::optional<int> restore = place ? MarkTopOfHierarchy() : std::nullopt;
     Result<std::string> made = MakeTimestampDir(now);
-    if (restore) {
-      fs_.SetInodeFlags(dir_fd_, *restore);
-      if (made.ok()) placed_ = now_;
-    }
+    if (restore) fs_.SetInodeFlags(dir_fd_, *restore);
+    // Tried, whether or not the mark could be set: where the filesystem refuses it, the next try
+    // waits as a placement would (not an ioctl that fails on every write).
+    if (place && made.ok()) placed_ = now_;
     return made;
   }
 

@@ -140,8 +140,14 @@ def test_endpoints_metrics_and_debug_state(env):
     assert SECRET_VALUE not in text
     assert sample(families, "volumemanager_ready") == 1  # as /readyz above
     assert sample(families, "volumemanager_leader_election_leader") == 1  # holds the node's lock
-    # --no-tmpfs: the secret volume is on the disk, so no tmpfs memory is held.
-    assert sample(families, "volumemanager_tmpfs_bytes") == 0
+    # --no-tmpfs: the secret volume is on the root dir's filesystem. On a disk no tmpfs memory is
+    # held; where the root dir is itself on a tmpfs (/tmp here is one), its volumes' pages are.
+    root_fs = subprocess.run(["stat", "-f", "-c", "%T", str(cfg_dir)], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    if root_fs == "tmpfs":
+        assert sample(families, "volumemanager_tmpfs_bytes") > 0
+    else:
+        assert sample(families, "volumemanager_tmpfs_bytes") == 0
 
     status, body, ctype = get(debug + "/debug/state")
     assert status == 200 and ctype == "application/json"
@@ -238,7 +244,8 @@ def tmpfs_bytes(probe):
 def test_tmpfs_bytes_follow_writes_removals_and_restarts(env):
     # The daemon mounts a tmpfs per secret volume (root): what it holds there is each file's
     # size rounded up to 4 KiB pages, kept as it writes, removes and restarts; a configMap
-    # volume (on the disk) holds none.
+    # volume holds none on a disk, and its own pages where the root dir is on a tmpfs (/tmp here
+    # is one).
     skip_unless_root("tmpfs volumes")
     page = os.sysconf("SC_PAGESIZE")
     env.put_object(secret("creds", string_data={"a": "SECRET-MARKER-" + "x" * 5000,
@@ -252,12 +259,16 @@ def test_tmpfs_bytes_follow_writes_removals_and_restarts(env):
     wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready")
     assert "tmpfs" in subprocess.run(["stat", "-f", "-c", "%T", str(creds)], capture_output=True,
                                      text=True).stdout
-    assert tmpfs_bytes(probe) == 2 * page + page  # 5014 bytes: two pages; 19 bytes: one
+    cfg_on_tmpfs = "tmpfs" in subprocess.run(
+        ["stat", "-f", "-c", "%T", str(env.volume_dir("u1", CM, "cfg"))], capture_output=True,
+        text=True).stdout
+    cfg = -(-100000 // page) * page if cfg_on_tmpfs else 0
+    assert tmpfs_bytes(probe) == 2 * page + page + cfg  # 5014 bytes: two pages; 19 bytes: one
 
     # An update: the new version's pages replace the old one's.
     env.put_object(secret("creds", string_data={"a": "SECRET-MARKER-" + "x" * 9000}))
     wait_for(lambda: sorted(visible_files(creds)) == ["a"], what="the update")
-    wait_for(lambda: tmpfs_bytes(probe) == 3 * page, what="three pages after the update")
+    wait_for(lambda: tmpfs_bytes(probe) == 3 * page + cfg, what="three pages after the update")
 
     # A restart: re-established from the volume found on disk.
     assert env.stop() == 0
@@ -266,7 +277,7 @@ def test_tmpfs_bytes_follow_writes_removals_and_restarts(env):
              what="the restarted daemon's addresses")
     probe, _ = env.admin_addresses()
     wait_for(lambda: get(probe + "/readyz")[0] == 200, what="ready again")
-    assert tmpfs_bytes(probe) == 3 * page
+    assert tmpfs_bytes(probe) == 3 * page + cfg
     assert sample(metrics(probe)[0], "volumemanager_reconciler_outcomes_total",
                   outcome="version_published") == 0  # found current: nothing rewritten
 
