@@ -31,6 +31,9 @@ constexpr auto kBatchWindow = std::chrono::milliseconds(10);
 // recent; past it the notes are dropped (those writes read their dir in full).
 constexpr size_t kMaxDirChanges = 100000;
 
+// The expired notes are looked for at most this often (a walk of every note).
+constexpr auto kDirChangeSweep = std::chrono::seconds(1);
+
 bool SameCtime(const struct timespec& a, const struct timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
 }
@@ -221,14 +224,14 @@ size_t RemovalQueue::RunDue(Clock::time_point now) {
         DropExpiredDirChanges(noted);
         if (dir_changes_.size() >= kMaxDirChanges) {  // a full read, no more
           dir_changes_.clear();
-          dir_change_expiry_.clear();
+          dir_changes_expire_ = Clock::time_point::max();
         }
         auto [it, inserted] =
             dir_changes_.try_emplace(key.volume_dir, DirChange{from, to, expires});
         if (!inserted) {
           it->second = {it->second.to == from ? it->second.from : from, to, expires};
         }
-        dir_change_expiry_.emplace_back(expires, key.volume_dir);
+        dir_changes_expire_ = std::min(dir_changes_expire_, expires);
         dir_st = after;
       }
     }
@@ -478,18 +481,22 @@ bool RemovalQueue::TookDirFromTo(const std::string& shown, uint64_t from, uint64
   auto it = dir_changes_.find(shown);
   if (it == dir_changes_.end()) return false;
   const bool took = it->second.from == from && it->second.to == to;
-  dir_changes_.erase(it);  // its line in dir_change_expiry_ goes when it expires
+  dir_changes_.erase(it);
   return took;
 }
 
 void RemovalQueue::DropExpiredDirChanges(Clock::time_point now) {
-  // Noted in time order, each with its entry's grace: nearly in expiry order. A line not yet
-  // expired stops the walk; one behind it with a shorter grace waits for it.
-  while (!dir_change_expiry_.empty() && dir_change_expiry_.front().first <= now) {
-    auto it = dir_changes_.find(dir_change_expiry_.front().second);
-    // Unless noted again since (a later expiry): that note has its own line further on.
-    if (it != dir_changes_.end() && it->second.expires <= now) dir_changes_.erase(it);
-    dir_change_expiry_.pop_front();
+  if (now < dir_changes_expire_) return;
+  if (dir_changes_swept_ && now < *dir_changes_swept_ + kDirChangeSweep) return;
+  dir_changes_swept_ = now;
+  dir_changes_expire_ = Clock::time_point::max();
+  for (auto it = dir_changes_.begin(); it != dir_changes_.end();) {
+    if (it->second.expires <= now) {
+      it = dir_changes_.erase(it);
+    } else {
+      dir_changes_expire_ = std::min(dir_changes_expire_, it->second.expires);
+      ++it;
+    }
   }
 }
 

@@ -37,7 +37,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -206,9 +205,10 @@ class RemovalQueue {
   // By volume dir: the dir state before the queue's first removal there since a write last asked
   // (TookDirFromTo), and after its last; and until when a write may still ask (the removal's
   // time plus the entry's grace period: a write takes its shortcut only within a grace period of
-  // its last full read, which came before the removal). `dir_change_expiry_` lists the notes in
-  // the order they were made, for dropping the expired ones: a note of a volume no write asks
-  // about again (its pod deleted) does not stay.
+  // its last full read, which came before the removal). One note per volume dir, however many
+  // removals: the expired ones are dropped by a walk of the map once the earliest has expired,
+  // at most every kDirChangeSweep, so a note of a volume no write asks about again (its pod
+  // deleted) does not stay, and a burst of removals keeps no line per removal.
   struct DirChange {
     uint64_t from;
     uint64_t to;
@@ -216,8 +216,10 @@ class RemovalQueue {
   };
   void DropExpiredDirChanges(Clock::time_point now);  // mu_ held
   std::map<std::string, DirChange> dir_changes_;
-  std::deque<std::pair<Clock::time_point, std::string>> dir_change_expiry_;
-  std::set<Key> in_progress_;  // renamed and being removed by RunDue
+  // No note expires before this (a lower bound: a note taken since may have been the earliest).
+  Clock::time_point dir_changes_expire_ = Clock::time_point::max();
+  std::optional<Clock::time_point> dir_changes_swept_;  // the last walk
+  std::set<Key> in_progress_;                           // renamed and being removed by RunDue
   Stats stats_;
   bool stopping_ = false;
   // Stop() was called: a batch in progress ends after the entry being removed.

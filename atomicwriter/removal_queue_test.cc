@@ -565,6 +565,28 @@ TEST_F(QueuedWriterTest, NotesOfRemovalsNoWriteAsksAboutExpire) {
   EXPECT_EQ(queue_.noted_dirs(), 0u) << "no write can use it any more";
 }
 
+// A volume dir written again and again keeps one note, whatever the number of removals, and it
+// goes once its last removal's grace period is over, not its first's.
+TEST_F(QueuedWriterTest, ManyRemovalsOfOneVolumeDirKeepOneNote) {
+  Options o = Queued();
+  o.replaced_version = ReplacedVersion::kAtOnce;
+  auto w = OpenWriter(o);
+  ASSERT_TRUE(w->Write(MakePayload({{"a", "0"}})).ok());
+  for (int i = 1; i <= 5; ++i) {
+    ASSERT_TRUE(w->Write(MakePayload({{"a", std::to_string(i)}})).ok());
+    EXPECT_EQ(queue_.RunDue(now_), 1u) << "write " << i;
+    EXPECT_EQ(queue_.noted_dirs(), 1u) << "write " << i;
+    now_ += seconds(10);
+  }
+  // The first removal's grace period is long over; the last one's is not.
+  now_ += o.unpublished_grace - seconds(11);
+  queue_.RunDue(now_);
+  EXPECT_EQ(queue_.noted_dirs(), 1u) << "the last removal may still be asked about";
+  now_ += seconds(2);
+  queue_.RunDue(now_);
+  EXPECT_EQ(queue_.noted_dirs(), 0u);
+}
+
 // The worker runs 10 nice steps below the thread that started it (19 at most), so removals yield
 // to the writes when the cores are busy. Found among this process's threads by its nice value,
 // before and after Start.
