@@ -319,6 +319,13 @@ class RealApiServer:
             if "namespaces" in parts and parts.index("namespaces") + 2 < len(parts):
                 self.ensure_namespace(parts[parts.index("namespaces") + 1])
         status, headers, data = self.raw_request(method, path, body, **kwargs)
+        # The namespace exists (created, or 409), but the server's admission may not see it for a
+        # moment after its start (the NamespaceLifecycle plugin's cache): asked again briefly.
+        deadline = time.monotonic() + 10
+        while (method == "POST" and status == 404 and b"namespaces" in data
+               and b"not found" in data and time.monotonic() < deadline):
+            time.sleep(0.2)
+            status, headers, data = self.raw_request(method, path, body, **kwargs)
         try:
             return status, json.loads(data)
         except ValueError:
