@@ -93,8 +93,13 @@ class PlacementRecorder : public FaultInjectionEnv {
   }
   int SetInodeFlags(int fd, int flags) override {
     Record("setflags " + DirOf(fd) + " " + Hex(flags));
+    if (refuse_flags) {  // as a filesystem without FS_TOPDIR_FL
+      errno = EOPNOTSUPP;
+      return -1;
+    }
     return FaultInjectionEnv::SetInodeFlags(fd, flags);
   }
+  bool refuse_flags = false;
 
   std::vector<std::string> TakeCalls() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -316,6 +321,31 @@ TEST_F(SpreadVersionsTest, AVersionIsPlacedAfreshOnlyFirstAfterNewLinksAndAfterA
   EXPECT_FALSE(placed(Version(7)));
   EXPECT_EQ(VisibleContent(vol_), ExpectedContent(Version(7)));
   EXPECT_EQ(DescribeDebris(vol_, Version(7)), "");
+}
+
+// Where the filesystem refuses the mark, a try counts as a placement: the next waits as long,
+// rather than an ioctl that fails on every write.
+TEST_F(SpreadVersionsTest, AMarkTheFilesystemRefusesIsTriedAgainOnlyAfterAWhile) {
+  auto now = std::chrono::steady_clock::now();
+  RemovalQueue queue(nullptr, [&] { return now; });
+  Options o = Owned();
+  recorder_.refuse_flags = true;
+  o.fs = &recorder_;
+  o.removals = &queue;
+  o.steady_now = [&] { return now; };
+  auto w = OpenWriter(o);
+  ASSERT_NE(w, nullptr);
+  auto tried = [&](const Payload& p) {
+    auto r = w->Write(p);
+    EXPECT_TRUE(r.ok() && r->published) << "a refused mark fails no write";
+    queue.RunAll();
+    return PlacementRecorder::Only("getflags ", recorder_.TakeCalls()).size() == 1;
+  };
+  EXPECT_TRUE(tried(Version(1)));
+  EXPECT_FALSE(tried(Version(2))) << "tried again on the next write";
+  now += std::chrono::seconds(31);
+  EXPECT_TRUE(tried(Version(3)));
+  EXPECT_EQ(VisibleContent(vol_), ExpectedContent(Version(3)));
 }
 
 TEST_F(SpreadVersionsTest, TheStagingLinkIsMadeInTheNewVersionAndMovedOntoData) {

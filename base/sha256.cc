@@ -145,10 +145,8 @@ namespace {
 
 // Chosen once: the CPU's instructions where it has them.
 sha256_internal::BlocksFn Blocks() {
-  static const sha256_internal::BlocksFn fn = sha256_internal::ShaExtensionBlocksFn() != nullptr
-                                                  ? sha256_internal::ShaExtensionBlocksFn()
-                                                  : sha256_internal::PortableBlocksFn();
-  return fn;
+  static const sha256_internal::BlocksFn fast = sha256_internal::ShaExtensionBlocksFn();
+  return fast != nullptr ? fast : sha256_internal::PortableBlocksFn();
 }
 
 }  // namespace
