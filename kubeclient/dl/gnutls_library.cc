@@ -46,6 +46,12 @@ base::Result<const GnutlsLibrary*> OpenGnutls() {
       FindGnutls(handle, "gnutls_session_get_verify_cert_status",
                  &lib.session_get_verify_cert_status, &error) &&
       FindGnutls(handle, "gnutls_transport_set_int2", &lib.transport_set_int2, &error) &&
+      FindGnutls(handle, "gnutls_transport_set_ptr2", &lib.transport_set_ptr2, &error) &&
+      FindGnutls(handle, "gnutls_transport_set_pull_function", &lib.transport_set_pull_function,
+                 &error) &&
+      FindGnutls(handle, "gnutls_transport_set_pull_timeout_function",
+                 &lib.transport_set_pull_timeout_function, &error) &&
+      FindGnutls(handle, "gnutls_transport_set_errno", &lib.transport_set_errno, &error) &&
       FindGnutls(handle, "gnutls_handshake", &lib.handshake, &error) &&
       FindGnutls(handle, "gnutls_record_get_direction", &lib.record_get_direction, &error) &&
       FindGnutls(handle, "gnutls_record_recv", &lib.record_recv, &error) &&

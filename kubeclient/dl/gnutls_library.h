@@ -36,6 +36,11 @@ struct GnutlsLibrary {
   decltype(&gnutls_session_set_verify_cert) session_set_verify_cert;
   decltype(&gnutls_session_get_verify_cert_status) session_get_verify_cert_status;
   decltype(&gnutls_transport_set_int2) transport_set_int2;
+  // The transport's own read side (http2_transport.cc: one recv serves several records).
+  decltype(&gnutls_transport_set_ptr2) transport_set_ptr2;
+  decltype(&gnutls_transport_set_pull_function) transport_set_pull_function;
+  decltype(&gnutls_transport_set_pull_timeout_function) transport_set_pull_timeout_function;
+  decltype(&gnutls_transport_set_errno) transport_set_errno;
   decltype(&gnutls_handshake) handshake;
   decltype(&gnutls_record_get_direction) record_get_direction;
   decltype(&gnutls_record_recv) record_recv;

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "base/catch_all.h"
 #include "base/uv_timer.h"
@@ -32,6 +34,9 @@ constexpr int32_t kStreamWindow = 1 << 20;
 constexpr int32_t kConnectionWindow = 16 << 20;
 // Frames gathered from nghttp2 before one TLS write.
 constexpr size_t kSendGather = 64 * 1024;
+// Bytes one recv may bring for TLS (Http2Callbacks::TlsPull): a TLS record's largest size, so
+// that a burst of records takes a recv per 16 KiB instead of two per record.
+constexpr size_t kReadAhead = 16 * 1024 + 256;
 
 bool IsIpAddress(const std::string& host) {
   in_addr v4{};
@@ -126,6 +131,33 @@ struct Http2Transport::Connection {
   size_t active = 0;  // streams submitted and not yet closed by nghttp2
   int poll_events = 0;
   std::string last_error;
+  // TLS's read side (Http2Callbacks::TlsPull): what the last recv brought that GnuTLS has not
+  // taken yet. GnuTLS asks for a record's 5-byte header, then its body, then the next header:
+  // read from the socket one by one, that is two system calls a record and a third that finds
+  // nothing. Here one recv serves them, and one that came back short means the socket had no
+  // more then: the next ask gets EAGAIN without a system call, and the poll (level-triggered)
+  // reports what arrives since. Allocated for a read, freed when drained (ReadFrom, Handshake):
+  // an idle connection holds no buffer.
+  std::unique_ptr<uint8_t[]> in;
+  size_t in_pos = 0;
+  size_t in_len = 0;
+  bool in_short = false;  // the last recv came back short: the socket held no more then
+
+  // Before a read that readiness (or a new state) calls for: the socket is asked again.
+  void StartRead() { in_short = false; }
+  bool HasReadAhead() const { return in_pos < in_len; }
+  // Whether GnuTLS, having answered EAGAIN with bytes read ahead, is worth calling again: it took
+  // some since `before`, or has not yet answered so kIdleTlsCalls times in a row (it handles
+  // the messages of one record one per call, taking nothing new). Not a spin on a stuck library.
+  static constexpr int kIdleTlsCalls = 64;
+  bool StillReading(size_t before, int* idle_calls) const {
+    *idle_calls = in_pos == before ? *idle_calls + 1 : 0;
+    return *idle_calls < kIdleTlsCalls;
+  }
+  // After it: the buffer goes once GnuTLS has taken every byte of it.
+  void EndRead() {
+    if (in_pos == in_len) in.reset();
+  }
 
   ~Connection() {
     if (h2 != nullptr) H2().session_del(h2);
@@ -256,6 +288,53 @@ struct Http2Callbacks {
     auto* conn = static_cast<Connection*>(h->data);
     conn->owner->Guard("http2 connection timer", [&] { conn->owner->OnConnectionTimer(conn); });
   }
+  // GnuTLS's pull function (the transport pointer is the connection): see Connection::in.
+  static ssize_t TlsPull(gnutls_transport_ptr_t ptr, void* data, size_t size) {
+    auto* c = static_cast<Connection*>(ptr);
+    if (c->in_pos == c->in_len) {
+      if (c->in_short || c->socket == nullptr) {
+        Gnutls().transport_set_errno(c->tls, EAGAIN);
+        return -1;
+      }
+      if (c->in == nullptr) c->in.reset(new uint8_t[kReadAhead]);
+      ssize_t n;
+      do {
+        n = ::recv(c->socket->fd, c->in.get(), kReadAhead, 0);
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) {
+        const int err = errno == EWOULDBLOCK ? EAGAIN : errno;
+        if (err == EAGAIN) c->in_short = true;
+        Gnutls().transport_set_errno(c->tls, err);
+        return -1;
+      }
+      if (n == 0) return 0;  // the peer's end of the stream
+      c->in_pos = 0;
+      c->in_len = static_cast<size_t>(n);
+      c->in_short = c->in_len < kReadAhead;
+    }
+    const size_t k = std::min(size, c->in_len - c->in_pos);
+    std::memcpy(data, c->in.get() + c->in_pos, k);
+    c->in_pos += k;
+    return static_cast<ssize_t>(k);
+  }
+  // Whether there is something to read, for GnuTLS: never waits (the loop thread must not
+  // block; the transport sets no TLS timeout, so GnuTLS asks only with 0).
+  static int TlsPullTimeout(gnutls_transport_ptr_t ptr, unsigned int /*ms*/) {
+    auto* c = static_cast<Connection*>(ptr);
+    if (c->in_pos < c->in_len) return 1;
+    if (c->socket == nullptr) return 0;
+    pollfd p{c->socket->fd, POLLIN, 0};
+    int rc;
+    do {
+      rc = ::poll(&p, 1, 0);
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0) {
+      const int err = errno;
+      Gnutls().transport_set_errno(c->tls, err);
+    }
+    return rc;
+  }
+
   static void OnPoll(uv_poll_t* h, int status, int events) {
     auto* conn = static_cast<Connection*>(h->data);
     conn->owner->Guard("http2 poll callback", [&] { conn->owner->OnEvents(conn, status, events); });
@@ -712,12 +791,30 @@ void Http2Transport::StartTls(Connection* c) {
   }
   if (!verify_name_.empty()) Gnutls().session_set_verify_cert(c->tls, verify_name_.c_str(), 0);
   Gnutls().transport_set_int2(c->tls, c->socket->fd, c->socket->fd);
+  // Reads through TlsPull (the connection as its pointer); writes stay GnuTLS's own, on the fd.
+  Gnutls().transport_set_ptr2(c->tls, c, reinterpret_cast<gnutls_transport_ptr_t>(static_cast<intptr_t>(c->socket->fd)));
+  Gnutls().transport_set_pull_function(c->tls, &Http2Callbacks::TlsPull);
+  Gnutls().transport_set_pull_timeout_function(c->tls, &Http2Callbacks::TlsPullTimeout);
   c->state = Connection::State::kHandshake;
   Handshake(c);
 }
 
 void Http2Transport::Handshake(Connection* c) {
-  int rc = Gnutls().handshake(c->tls);
+  c->StartRead();
+  int rc;
+  for (int idle_calls = 0;;) {
+    const size_t before = c->in_pos;
+    rc = Gnutls().handshake(c->tls);
+    if (rc != GNUTLS_E_AGAIN && rc != GNUTLS_E_INTERRUPTED) break;
+    // GnuTLS may answer EAGAIN with bytes still read ahead (a message handled, call again): the
+    // poll would not report them.
+    if (!c->HasReadAhead()) break;
+    if (!c->StillReading(before, &idle_calls)) {
+      Fail(c, "TLS handshake with " + Where() + ": the TLS library stopped reading");
+      return;
+    }
+  }
+  c->EndRead();  // what the handshake left is the server's first frames: ReadFrom takes them
   if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) {
     c->poll_events = Gnutls().record_get_direction(c->tls) == 1 ? UV_WRITABLE : UV_READABLE;
     UpdatePoll(c);
@@ -776,9 +873,24 @@ void Http2Transport::Handshake(Connection* c) {
 
 void Http2Transport::ReadFrom(Connection* c) {
   uint8_t buffer[16384];
-  for (;;) {
+  c->StartRead();
+  for (int idle_calls = 0;;) {
+    const size_t before = c->in_pos;
     ssize_t n = Gnutls().record_recv(c->tls, buffer, sizeof(buffer));
-    if (n == GNUTLS_E_AGAIN) break;
+    if (n == GNUTLS_E_AGAIN) {
+      // After a TLS 1.3 post-handshake message (a session ticket) GnuTLS answers EAGAIN, asking
+      // to be called again: with bytes still read ahead, it is, here (the poll would not report
+      // them).
+      if (!c->HasReadAhead()) {
+        c->EndRead();
+        break;
+      }
+      if (!c->StillReading(before, &idle_calls)) {
+        Fail(c, "reading from " + Where() + ": the TLS library stopped reading");
+        return;
+      }
+      continue;
+    }
     if (n == GNUTLS_E_INTERRUPTED) continue;
     if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
       Fail(c, "the server closed the connection");
