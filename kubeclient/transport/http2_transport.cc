@@ -792,7 +792,8 @@ void Http2Transport::StartTls(Connection* c) {
   if (!verify_name_.empty()) Gnutls().session_set_verify_cert(c->tls, verify_name_.c_str(), 0);
   Gnutls().transport_set_int2(c->tls, c->socket->fd, c->socket->fd);
   // Reads through TlsPull (the connection as its pointer); writes stay GnuTLS's own, on the fd.
-  Gnutls().transport_set_ptr2(c->tls, c, reinterpret_cast<gnutls_transport_ptr_t>(static_cast<intptr_t>(c->socket->fd)));
+  Gnutls().transport_set_ptr2(
+      c->tls, c, reinterpret_cast<gnutls_transport_ptr_t>(static_cast<intptr_t>(c->socket->fd)));
   Gnutls().transport_set_pull_function(c->tls, &Http2Callbacks::TlsPull);
   Gnutls().transport_set_pull_timeout_function(c->tls, &Http2Callbacks::TlsPullTimeout);
   c->state = Connection::State::kHandshake;
