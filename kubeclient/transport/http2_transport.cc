@@ -136,8 +136,9 @@ struct Http2Transport::Connection {
   // read from the socket one by one, that is two system calls a record and a third that finds
   // nothing. Here one recv serves them, and one that came back short means the socket had no
   // more then: the next ask gets EAGAIN without a system call, and the poll (level-triggered)
-  // reports what arrives since. Allocated for a read, freed when drained (ReadFrom, Handshake):
-  // an idle connection holds no buffer.
+  // reports what arrives since. Allocated at the connection's first read and kept with it: an
+  // allocation and a free at every wake-up would cost more than the calls saved; only the pages
+  // a read reaches are touched.
   std::unique_ptr<uint8_t[]> in;
   size_t in_pos = 0;
   size_t in_len = 0;
@@ -153,10 +154,6 @@ struct Http2Transport::Connection {
   bool StillReading(size_t before, int* idle_calls) const {
     *idle_calls = in_pos == before ? *idle_calls + 1 : 0;
     return *idle_calls < kIdleTlsCalls;
-  }
-  // After it: the buffer goes once GnuTLS has taken every byte of it.
-  void EndRead() {
-    if (in_pos == in_len) in.reset();
   }
 
   ~Connection() {
@@ -815,7 +812,7 @@ void Http2Transport::Handshake(Connection* c) {
       return;
     }
   }
-  c->EndRead();  // what the handshake left is the server's first frames: ReadFrom takes them
+  // What the handshake left read ahead is the server's first frames: ReadFrom takes them.
   if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED) {
     c->poll_events = Gnutls().record_get_direction(c->tls) == 1 ? UV_WRITABLE : UV_READABLE;
     UpdatePoll(c);
@@ -882,10 +879,7 @@ void Http2Transport::ReadFrom(Connection* c) {
       // After a TLS 1.3 post-handshake message (a session ticket) GnuTLS answers EAGAIN, asking
       // to be called again: with bytes still read ahead, it is, here (the poll would not report
       // them).
-      if (!c->HasReadAhead()) {
-        c->EndRead();
-        break;
-      }
+      if (!c->HasReadAhead()) break;
       if (!c->StillReading(before, &idle_calls)) {
         Fail(c, "reading from " + Where() + ": the TLS library stopped reading");
         return;

@@ -9,14 +9,13 @@ import re
 import stat
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import (SECRET_MARKER, configmap, killed_after, mounts_under, pod, secret,
-                      visible_files, wait_for)
+from conftest import (SECRET_MARKER, configmap, killed_after, mounts_under, pod, readyz,
+                      secret, visible_files, wait_for)
 import kubelet_writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,17 +60,6 @@ def get_json(url):
 def get_text(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return r.read().decode()
-
-
-def ready(probe_url):
-    """Whether /readyz answers 200; a 503 (not ready yet) is False, so a wait goes on polling."""
-    try:
-        with urllib.request.urlopen(probe_url + "/readyz", timeout=10) as r:
-            return r.status == 200
-    except urllib.error.HTTPError as e:
-        if e.code == 503:
-            return False
-        raise
 
 
 def observed(debug_url):
@@ -180,8 +168,7 @@ def test_standalone_self_ownership_changes_nothing_and_reports_what_a_normal_run
              what="the teardown")
     wait_for(lambda: visible_files(env.volume_dir("u-web", CM, "cfg")).get("c") == b"3",
              timeout=30, what="the update")
-    probe, _ = addresses_since(env, log_start)
-    wait_for(lambda: ready(probe), timeout=30, what="ready")
+    wait_for(lambda: readyz(env)[0] == 200, timeout=30, what="ready")
     assert env.stop() == 0
     targets_after = data_targets(env.root)
     written = {k for k in set(targets_before) | set(targets_after)
@@ -268,10 +255,9 @@ def test_cluster_kubelet_ownership_changes_nothing_and_reports_what_a_normal_run
     # The same set-up run normally.
     log_start = len(c.log())
     c.start()
-    probe, _ = addresses_since(c, log_start)
     wait_for(lambda: visible_files(c.volume_dir(web, CM, "cfg")) == {"level": b"2", "new": b"n"},
              timeout=30, what="the normal run's refresh")
-    wait_for(lambda: ready(probe), timeout=30, what="ready")
+    wait_for(lambda: readyz(c)[0] == 200, timeout=30, what="ready")
     assert c.stop() == 0
     targets_after = data_targets(c.root)
     written = {k for k in set(targets_before) | set(targets_after)
