@@ -15,8 +15,10 @@ namespace {
 
 std::atomic<bool> force_walk{false};
 
-// Splits `rel` into its names; false for an empty, absolute, ".", ".." or NUL-holding path.
-bool SplitPlain(std::string_view rel, std::vector<std::string>* names) {
+// Calls fn(name) for each name of `rel`; false for an empty, absolute, ".", ".." or NUL-holding
+// path (fn may have been called for the names before the bad one).
+template <typename Fn>
+bool ForEachPlainName(std::string_view rel, Fn&& fn) {
   if (rel.empty() || rel.front() == '/' || rel.find('\0') != std::string_view::npos) return false;
   size_t start = 0;
   for (;;) {
@@ -24,10 +26,21 @@ bool SplitPlain(std::string_view rel, std::vector<std::string>* names) {
     const std::string_view name =
         rel.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (name.empty() || name == "." || name == "..") return false;
-    names->emplace_back(name);
+    fn(name);
     if (slash == std::string_view::npos) return true;
     start = slash + 1;
   }
+}
+
+// Whether `rel` is a plain relative path, checked without copying it (the common case never
+// walks).
+bool IsPlain(std::string_view rel) {
+  return ForEachPlainName(rel, [](std::string_view) {});
+}
+
+// Splits `rel` into its names; false when it is not plain.
+bool SplitPlain(std::string_view rel, std::vector<std::string>* names) {
+  return ForEachPlainName(rel, [names](std::string_view name) { names->emplace_back(name); });
 }
 
 // The errno for a failed open of `name` in `dir`: ENOTDIR is what the kernel says for a symlink
@@ -63,8 +76,7 @@ int Walk(Env& env, int dirfd, const std::vector<std::string>& names, int flags, 
 }  // namespace
 
 int OpenBeneath(Env& env, int dirfd, std::string_view rel, int flags, mode_t mode) {
-  std::vector<std::string> names;
-  if (!SplitPlain(rel, &names)) {
+  if (!IsPlain(rel)) {
     errno = EINVAL;
     return -1;
   }
@@ -75,6 +87,8 @@ int OpenBeneath(Env& env, int dirfd, std::string_view rel, int flags, mode_t mod
     // failure either way). ENOSYS: no openat2 here; the walk gives the same answers.
     if (errno != ENOTDIR && errno != ENOSYS) return -1;
   }
+  std::vector<std::string> names;
+  SplitPlain(rel, &names);
   return Walk(env, dirfd, names, flags, mode);
 }
 

@@ -264,13 +264,17 @@ void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
     std::shared_ptr<const kube::Pod> current = populator_.FindPod(uid);
     if (current == nullptr) {
       if (entry != resync_entry_.end()) {
-        resync_queue_.erase(entry->second);
+        resync_queue_.erase(entry->second.at);
         resync_entry_.erase(entry);
       }
       reload_->OnPodRemoved(uid);
     } else {
       if (entry == resync_entry_.end()) {
-        resync_entry_[uid] = resync_queue_.emplace(NextResync(now), uid);
+        // The UID its volumes' keys hold (one string for all of them), or a new one.
+        const std::vector<VolumeKey> keys = dsw_.VolumesOfPod(uid);
+        entry = resync_entry_.emplace(keys.empty() ? PodUid(uid) : keys.front().pod_uid,
+                                      ResyncEntry{}).first;
+        entry->second.at = resync_queue_.emplace(NextResync(now), *entry);
       }
       reload_->OnPod(std::move(current));
     }
@@ -423,24 +427,27 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
   const bool announced = objects_->AnnouncesEveryChange();
   const auto verify_interval = reconciler_.disk_verify_interval();
   while (!resync_queue_.empty() && resync_queue_.begin()->first <= now) {
-    const std::string uid = resync_queue_.begin()->second;
-    resync_queue_.erase(resync_queue_.begin());
+    auto& [uid, entry] = resync_queue_.begin()->second.get();
+    auto node = resync_queue_.extract(entry.at);  // moved to its next time below
     ++resync_stats_.pods;
     bool all_current = announced;
     std::optional<SteadyTime> verify_due;
-    for (const VolumeKey& key : asw_.VolumesOfPod(uid)) {
-      if (dsw_.Find(key) == nullptr) continue;
-      if (announced) {
-        const MountedVolume* m = asw_.Find(key);
-        if (m != nullptr && !m->uncertain && !m->remount_required &&
-            now - m->verified_at < verify_interval &&
-            (!options_.kubelet_owns_volumes || dir_watcher_.StillWatching(key))) {
-          ++resync_stats_.volumes_current;
-          const SteadyTime due = m->verified_at + verify_interval;
-          if (!verify_due || due < *verify_due) verify_due = due;
-          continue;
-        }
+    // One walk of the pod's volumes in the actual state; the few not current are marked after
+    // it (marking changes the state walked).
+    to_mark_.clear();
+    asw_.ForEachVolumeOfPod(uid, [&](const VolumeKey& key, const MountedVolume& m) {
+      if (dsw_.Find(key) == nullptr) return;
+      if (announced && !m.uncertain && !m.remount_required &&
+          now - m.verified_at < verify_interval &&
+          (!options_.kubelet_owns_volumes || dir_watcher_.StillWatching(key))) {
+        ++resync_stats_.volumes_current;
+        const SteadyTime due = m.verified_at + verify_interval;
+        if (!verify_due || due < *verify_due) verify_due = due;
+        return;
       }
+      to_mark_.push_back(key);
+    });
+    for (const VolumeKey& key : to_mark_) {
       all_current = false;
       ++resync_stats_.volumes_marked;
       asw_.MarkRemountRequired(key, now);
@@ -449,13 +456,15 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
       // swap is noticed.
       if (options_.kubelet_owns_volumes) reconciler_.RequestVerify(key);
     }
+    to_mark_.clear();
     SteadyTime next = NextResync(now);
     if (all_current && verify_due && *verify_due > next && !options_.kubelet_owns_volumes) {
       // The regular resync that would first find a volume due for its disk check (still jittered,
       // so that pods mounted together are not all checked in one pass).
       next = NextResync(*verify_due - options_.sync_frequency);
     }
-    resync_entry_[uid] = resync_queue_.emplace(next, uid);
+    node.key() = next;
+    entry.at = resync_queue_.insert(std::move(node));
   }
 }
 
@@ -504,7 +513,7 @@ void VolumeManager::CleanUpOrphanPodDirs() {
 
 std::vector<VolumeManager::SteadyTime> VolumeManager::resync_times() const {
   std::vector<SteadyTime> times;
-  for (const auto& [when, uid] : resync_queue_) {
+  for (const auto& [when, entry] : resync_queue_) {
     if (times.empty() || times.back() != when) times.push_back(when);
   }
   return times;

@@ -236,12 +236,21 @@ class VolumeManager : private ::reload::ReloadHost {
   std::chrono::seconds scan_retry_delay_{1};
   bool orphans_cleaned_ = false;
   std::vector<std::string> scanned_pod_uids_;
-  // Periodic resync schedule: due time -> pod UID, and each pod's entry in it. A pass looks only
-  // at the front, so an idle tick costs one comparison whatever the number of pods.
-  std::multimap<SteadyTime, std::string> resync_queue_;
-  std::map<std::string, std::multimap<SteadyTime, std::string>::iterator> resync_entry_;
+  // Periodic resync schedule: due time -> the pod's entry, and each pod's entry (its UID, shared
+  // with its volumes' keys when it has any) with its place in the schedule. A pass looks only at
+  // the front, so an idle tick costs one comparison whatever the number of pods; a pod resynced
+  // moves its node to its next time, allocating nothing.
+  struct ResyncEntry;
+  using ResyncQueue =
+      std::multimap<SteadyTime, std::reference_wrapper<std::pair<const PodUid, ResyncEntry>>>;
+  struct ResyncEntry {
+    ResyncQueue::iterator at;
+  };
+  ResyncQueue resync_queue_;
+  std::map<PodUid, ResyncEntry, std::less<>> resync_entry_;
   std::mt19937 rng_{std::random_device{}()};
   ResyncStats resync_stats_;
+  std::vector<VolumeKey> to_mark_;  // ResyncDuePods' volumes to mark, kept for its capacity
 
   bool writes_allowed_ = true;
   bool scan_in_flight_ = false;

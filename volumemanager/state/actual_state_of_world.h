@@ -122,6 +122,15 @@ class ActualStateOfWorld {
 
   const MountedVolume* Find(const VolumeKey& key) const;
   std::vector<VolumeKey> VolumesOfPod(const std::string& pod_uid) const;
+  // fn(key, volume) for each volume of the pod, in name order, copying nothing; fn must not
+  // change this state.
+  template <typename Fn>
+  void ForEachVolumeOfPod(const PodUid& pod_uid, Fn&& fn) const {
+    for (auto it = volumes_.lower_bound(VolumeKey{pod_uid, ""});
+         it != volumes_.end() && it->first.pod_uid == pod_uid; ++it) {
+      fn(it->first, it->second);
+    }
+  }
   bool HasPod(const std::string& pod_uid) const;
   const std::map<VolumeKey, MountedVolume>& volumes() const { return volumes_; }
 

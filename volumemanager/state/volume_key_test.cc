@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace volumemanager {
 namespace {
@@ -23,6 +24,56 @@ TEST(PodUidTest, CopiesShareOneStringAndCompareAsTheString) {
   EXPECT_TRUE(PodUid().empty());
   EXPECT_EQ(PodUid(), PodUid(""));
   EXPECT_EQ(PodUid().str(), "");
+}
+
+// The inline prefix decides most comparisons; every pair must still order as its strings do:
+// prefixes that differ, that are equal with the strings differing later, shorter than 8 bytes,
+// NUL bytes and bytes above 0x7f (a string's bytes compare as unsigned char).
+TEST(PodUidTest, OrdersEveryPairAsItsStrings) {
+  const std::vector<std::string> uids = {
+      "",
+      std::string(1, '\0'),
+      std::string("abc\0", 4),
+      std::string("abc\0x", 5),
+      "abc",
+      "abcdefgh",
+      "abcdefgh0",
+      "abcdefgh1",
+      "abcdefgi",
+      "abcdefg\x80",
+      "abcdefg\xff",
+      "\xff",
+      "0a1b2c3d-0000-4000-8000-000000000001",
+      "0a1b2c3d-0000-4000-8000-000000000002",
+      "0a1b2c3e-0000-4000-8000-000000000001",
+  };
+  for (const std::string& a : uids) {
+    for (const std::string& b : uids) {
+      const PodUid ka(a), kb(b);
+      EXPECT_EQ(ka <=> kb, a.compare(b) <=> 0) << testing::PrintToString(a) << " vs "
+                                               << testing::PrintToString(b);
+      EXPECT_EQ(ka == kb, a == b);
+      EXPECT_EQ(ka <=> b, a.compare(b) <=> 0);
+    }
+  }
+}
+
+// Copies, moves and assignments keep the one string alive exactly as long as a key holds it
+// (ASan reports a use after free or a leak otherwise).
+TEST(PodUidTest, CopiesAndMovesKeepTheStringAlive) {
+  PodUid a(std::string(36, 'x'));
+  PodUid b = a;
+  PodUid c = std::move(a);
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty, by design
+  EXPECT_EQ(b, c);
+  a = c;
+  c = PodUid("other");
+  b = std::move(c);
+  EXPECT_EQ(a, std::string(36, 'x'));
+  EXPECT_EQ(b, std::string("other"));
+  const PodUid& same = a;
+  a = same;  // self-assignment keeps the string
+  EXPECT_EQ(a.str(), std::string(36, 'x'));
 }
 
 TEST(VolumeKeyTest, OrdersByPodUidThenVolumeName) {
