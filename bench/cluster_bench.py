@@ -543,14 +543,32 @@ def scenario_latency(args, kind, pods, workroot, idle_seconds=0):
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def idle(pid, daemon, seconds, label):
+def server_traffic(server):
+    """The server's request and watch-event counts, summed over its clients."""
+    total = {}
+    for c in server.admin("GET", "clients")["clients"].values():
+        for group in ("requests", "watch_events"):
+            for k, v in c[group].items():
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def idle(pid, daemon, seconds, label, server=None):
     # Let delayed work settle: cleanup writes come --unpublished-grace (30 s) after a change.
     time.sleep(35)
     load_before = load()
+    traffic0 = server_traffic(server) if server else {}
     cpu0, t0, sw0 = proc_run_seconds(pid), time.monotonic(), proc_switches(pid)
     time.sleep(seconds)
     daemon.alive()
     cpu1, t1, sw1 = proc_run_seconds(pid), time.monotonic(), proc_switches(pid)
+    if server:
+        # What the window held (a watch ends after 5-10 min: windows past 5 min hold re-watches).
+        traffic1 = server_traffic(server)
+        delta = {k: v - traffic0.get(k, 0) for k, v in traffic1.items()
+                 if v - traffic0.get(k, 0)}
+        print(f"#   in the window, at the server: "
+              f"{', '.join(f'{k} {v}' for k, v in sorted(delta.items()))}", flush=True)
     rss, pss, anon = proc_memory_kib(pid)
     print(f"| idle, {label} | {t1 - t0:.0f} s | {cpu1 - cpu0:.3f} CPU s (schedstat) | "
           f"{100 * (cpu1 - cpu0) / (t1 - t0):.4f} % of a core | "
@@ -607,7 +625,7 @@ def scenario_scale(args, n, workroot, qps, burst):
                 if not args.no_starvation:
                     starvation(api, daemon, vols, n)
                 if args.scale_idle:
-                    idle(pid, daemon, args.idle_seconds, f"N={n} via nghttpx")
+                    idle(pid, daemon, args.idle_seconds, f"N={n} via nghttpx", server)
             finally:
                 daemon.stop()
         finally:

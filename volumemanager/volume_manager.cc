@@ -421,9 +421,10 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
   // announcement covers is the disk itself, verified once disk_verify_interval has passed; a pod
   // whose volumes are all current is next looked at when the first of them is due for that.
   // Beside the kubelet, its swaps of `..data` too, which the volume's inotify watch reports as
-  // long as the dir's path leads to the watched inode: checked here (a walk and an fstat on the
-  // loop instead of a verification on the pool and a remount), and at every sync period, since a
-  // tmpfs mounted over the dir or gone from under it says nothing.
+  // long as the dir's path leads to the watched inode: checked here at every sync period (instead
+  // of a verification on the pool and a remount), since a tmpfs mounted over the dir or gone from
+  // under it says nothing; a walk and an fstat on the loop when the mount table has changed since
+  // the last check, nothing otherwise (VolumeDirWatcher::WatchHolds).
   const bool announced = objects_->AnnouncesEveryChange();
   const auto verify_interval = reconciler_.disk_verify_interval();
   while (!resync_queue_.empty() && resync_queue_.begin()->first <= now) {
@@ -439,7 +440,7 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
       if (dsw_.Find(key) == nullptr) return;
       if (announced && !m.uncertain && !m.remount_required &&
           now - m.verified_at < verify_interval &&
-          (!options_.kubelet_owns_volumes || dir_watcher_.StillWatching(key))) {
+          (!options_.kubelet_owns_volumes || dir_watcher_.WatchHolds(key))) {
         ++resync_stats_.volumes_current;
         const SteadyTime due = m.verified_at + verify_interval;
         if (!verify_due || due < *verify_due) verify_due = due;

@@ -49,6 +49,9 @@ struct VolumeDirWatcher::Impl {
     ino_t ino = 0;
     uint64_t generation = 0;  // unique per arming: stale reports are dropped
     uint64_t swapped_burst = 0;
+    // The mount table's generation (mount_generation) when the id was armed or last found
+    // watching; 0: never.
+    uint64_t mounts_seen = 0;
   };
   struct Report {
     VolumeKey id;
@@ -56,6 +59,14 @@ struct VolumeDirWatcher::Impl {
   };
 
   uv_poll_t poll{};
+  // /proc/self/mountinfo, polled for a change of this mount namespace's table (the kernel wakes
+  // its pollers with POLLPRI at every mount and unmount, propagated ones too); -1 when it cannot
+  // be, and then WatchHolds always walks.
+  int mounts_fd = -1;
+  uv_poll_t mounts_poll{};
+  uint64_t mount_generation = 1;  // counts the changes read, from 1
+  bool mounts_polled = false;      // mount_generation follows the table
+  int open_handles = 0;           // the poll handles not yet closed; the last close frees this
   int fd = -1;
   bool closing = false;
   VolumeDirWatcherHandler handler;
@@ -130,6 +141,60 @@ struct VolumeDirWatcher::Impl {
     id.wd = -1;
   }
 
+  // Starts polling the mount table; a failure leaves WatchHolds walking every time.
+  void WatchMountTable(uv_loop_t* loop) {
+    mounts_fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (mounts_fd < 0) {
+      spdlog::debug("volume dir watcher: open /proc/self/mountinfo: {}; every resync walks",
+                    std::strerror(errno));
+      return;
+    }
+    if (int rc = uv_poll_init(loop, &mounts_poll, mounts_fd); rc != 0) {
+      spdlog::debug("volume dir watcher: poll /proc/self/mountinfo: {}; every resync walks",
+                    uv_strerror(rc));
+      ::close(mounts_fd);
+      mounts_fd = -1;
+      return;
+    }
+    ++open_handles;
+    mounts_poll.data = this;
+    const int rc = uv_poll_start(&mounts_poll, UV_PRIORITIZED, [](uv_poll_t* p, int status, int) {
+      auto* self = static_cast<Impl*>(p->data);
+      if (self->closing) return;
+      // Any wake-up counts as a change (one too many only costs walks); a failed poll, stopped
+      // by libuv, leaves every later WatchHolds walking.
+      ++self->mount_generation;
+      ++self->counters.mount_table_changes;
+      if (status < 0) {
+        spdlog::warn(
+            "volume dir watcher: poll of /proc/self/mountinfo: {}; each volume's watch is "
+            "checked by a walk at every resync from now on",
+            uv_strerror(status));
+        self->mounts_polled = false;
+      }
+    });
+    if (rc != 0) {
+      spdlog::debug("volume dir watcher: poll /proc/self/mountinfo: {}; every resync walks",
+                    uv_strerror(rc));
+      return;  // the handle is closed with the other at Stop
+    }
+    mounts_polled = true;
+  }
+
+  // StillWatching, without the walk when no change of the mount table was read since the id was
+  // armed or last found watching.
+  bool WatchHolds(Id& id) {
+    if (id.state != State::kArmed) return false;
+    if (mounts_polled && id.mounts_seen == mount_generation) {
+      ++counters.checks_without_walk;
+      return true;
+    }
+    const uint64_t generation = mount_generation;
+    if (!StillWatching(id)) return false;
+    id.mounts_seen = generation;
+    return true;
+  }
+
   // The dir walked to as AddWatch walks to it, and its identity compared with the watched one.
   bool StillWatching(const Id& id) {
     if (id.state != State::kArmed) return false;
@@ -145,6 +210,7 @@ struct VolumeDirWatcher::Impl {
 
   base::Result<Arming> Arm(const VolumeKey& key, Id& id) {
     id.generation = next_generation++;
+    id.mounts_seen = mount_generation;
     // Added before the old watch is released: when it is the same inode the kernel returns the
     // same wd, which must not be removed in between.
     struct stat st {};
@@ -313,6 +379,8 @@ base::Status VolumeDirWatcher::Start(uv_loop_t* loop, VolumeDirWatcherHandler ha
     self->OnReadable();
   });
   impl_ = impl.release();
+  ++impl_->open_handles;
+  if (rc == 0) impl_->WatchMountTable(loop);
   if (rc != 0) {
     Stop();
     return base::Status::Error(std::string("volume dir watcher: uv_poll_start: ") +
@@ -324,11 +392,17 @@ base::Status VolumeDirWatcher::Start(uv_loop_t* loop, VolumeDirWatcherHandler ha
 void VolumeDirWatcher::Stop() {
   if (impl_ == nullptr) return;
   impl_->closing = true;
-  uv_close(reinterpret_cast<uv_handle_t*>(&impl_->poll), [](uv_handle_t* h) {
+  const auto closed = [](uv_handle_t* h) {
     auto* self = static_cast<Impl*>(h->data);
+    if (--self->open_handles > 0) return;
     ::close(self->fd);  // drops every kernel watch with it
+    if (self->mounts_fd >= 0) ::close(self->mounts_fd);
     delete self;
-  });
+  };
+  if (impl_->mounts_fd >= 0) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&impl_->mounts_poll), closed);
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&impl_->poll), closed);
   impl_ = nullptr;
 }
 
@@ -354,6 +428,12 @@ bool VolumeDirWatcher::StillWatching(const VolumeKey& id) const {
   if (impl_ == nullptr) return false;
   auto it = impl_->ids.find(id);
   return it != impl_->ids.end() && impl_->StillWatching(it->second);
+}
+
+bool VolumeDirWatcher::WatchHolds(const VolumeKey& id) {
+  if (impl_ == nullptr) return false;
+  auto it = impl_->ids.find(id);
+  return it != impl_->ids.end() && impl_->WatchHolds(it->second);
 }
 
 void VolumeDirWatcher::Unwatch(const VolumeKey& id) {

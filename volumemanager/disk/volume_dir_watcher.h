@@ -47,7 +47,8 @@
 // Cost: reading and filtering events makes no filesystem call. Watch and Rearm make one
 // inotify_add_watch each (a path walk) and one fstat, cheap enough to call from the loop per
 // completed verification, so no thread-pool variant is offered; StillWatching a statx of the
-// root, the walk beneath it and an fstat. Stop closes the fd, which drops every watch. The kernel
+// root, the walk beneath it and an fstat; WatchHolds nothing while the mount table is unchanged
+// (the table's poll handle wakes the loop once per mount or unmount on the node's namespace). Stop closes the fd, which drops every watch. The kernel
 // charges each watch against a per-user limit shared with the user's other processes. Measured
 // figures: BENCHMARKS.md, "Volume-dir watcher".
 //
@@ -100,6 +101,8 @@ struct VolumeDirWatcherStats {
   uint64_t events_read = 0;   // inotify events read, of any kind
   uint64_t swaps_reported = 0;
   uint64_t losses_reported = 0;
+  uint64_t mount_table_changes = 0;  // wake-ups of the mount table's poll
+  uint64_t checks_without_walk = 0;  // WatchHolds answered from the mount table's generation
 };
 
 class VolumeDirWatcher {
@@ -138,6 +141,16 @@ class VolumeDirWatcher {
   // keeps it alive): the caller then verifies the volume and calls Rearm. A loss not yet read (the
   // dir removed, and a new one with the same inode number made) is reported when it is read.
   bool StillWatching(const VolumeKey& id) const;
+  // StillWatching for the periodic resync, without the walk when nothing inotify misses can have
+  // happened: what StillWatching finds that no event reports is a mount (above), and the watcher
+  // polls this mount namespace's table (/proc/self/mountinfo, POLLPRI at every mount and unmount,
+  // propagated ones too). True without a filesystem call while the id is armed and no change of
+  // the table was read since it was armed or last found watching; otherwise StillWatching, a true
+  // answer remembered. A change not yet read (the loop has not polled since) is read before the
+  // next resync, which then walks. A dir renamed or removed is reported as lost by inotify; a
+  // parent dir renamed away and another put at its path, which no event and no mount tells, is
+  // found by StillWatching only. Walks every time when the table cannot be polled.
+  bool WatchHolds(const VolumeKey& id);
   // Forgets `id`: no report for it after this returns. Unknown ids are ignored.
   void Unwatch(const VolumeKey& id);
 

@@ -400,6 +400,45 @@ TEST_F(VolumeDirWatcherTest, StillWatchingTellsWhetherThePathLeadsToTheWatchedIn
   EXPECT_TRUE(watcher_.StillWatching(kB));
 }
 
+// WatchHolds: true without a filesystem call until a change of the mount table is read; then one
+// walk, which finds a tmpfs mounted over the dir, and whose true answer holds again without one.
+// A dir renamed away is told by its loss event, not by WatchHolds.
+TEST_F(VolumeDirWatcherTest, WatchHoldsWalksOnlyAfterTheMountTableChanged) {
+  const std::string dir = Volume("a");
+  EXPECT_FALSE(watcher_.WatchHolds(kA));  // never watched
+  ASSERT_EQ(*watcher_.Watch(kA, dir), Arming::kArmed);
+  // The loop does not run in between: no change of the table can be read.
+  const uint64_t without_walk = watcher_.stats().checks_without_walk;
+  EXPECT_TRUE(watcher_.WatchHolds(kA));
+  EXPECT_TRUE(watcher_.WatchHolds(kA));
+  EXPECT_EQ(watcher_.stats().checks_without_walk, without_walk + 2);
+
+  // Renamed away, another dir at the path: the loss is read and reported; then no.
+  fs::rename(dir, dir + ".old");
+  Volume("a");
+  Drain();
+  EXPECT_EQ(lost_, std::vector<VolumeKey>{kA});
+  EXPECT_FALSE(watcher_.WatchHolds(kA));
+  ASSERT_EQ(*watcher_.Rearm(kA), Arming::kArmed);
+  EXPECT_TRUE(watcher_.WatchHolds(kA));
+
+  // A tmpfs mounted over another volume's dir: once the change is read, each id walks once.
+  const std::string secret = Volume("secret");
+  ASSERT_EQ(*watcher_.Watch(kB, secret), Arming::kArmed);
+  const uint64_t changes = watcher_.stats().mount_table_changes;
+  if (!Mount(secret)) VM_SKIP_NEEDS_ROOT(std::string("mount tmpfs: ") + std::strerror(errno));
+  ASSERT_TRUE(loop_.RunUntil([&] { return watcher_.stats().mount_table_changes > changes; }));
+  const uint64_t before_walks = watcher_.stats().checks_without_walk;
+  EXPECT_FALSE(watcher_.WatchHolds(kB));  // walked: the path leads into the mount
+  EXPECT_TRUE(watcher_.WatchHolds(kA));   // walked: still the watched inode
+  EXPECT_EQ(watcher_.stats().checks_without_walk, before_walks);
+  EXPECT_TRUE(watcher_.WatchHolds(kA));  // remembered
+  EXPECT_EQ(watcher_.stats().checks_without_walk, before_walks + 1);
+  ASSERT_EQ(*watcher_.Rearm(kB), Arming::kArmed);  // now on the mount's root
+  EXPECT_TRUE(watcher_.WatchHolds(kB));
+  EXPECT_EQ(watcher_.stats().checks_without_walk, before_walks + 2);
+}
+
 // Beneath the root dir, StillWatching walks as Watch does: a symlink planted on the way is not
 // followed, even one that leads back to the watched dir itself.
 TEST_F(VolumeDirWatcherTest, StillWatchingFollowsNoLinkBeneathTheRoot) {
