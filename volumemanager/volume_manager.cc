@@ -272,8 +272,9 @@ void VolumeManager::OnPodUpdate(const podconfig::PodUpdate& update) {
       if (entry == resync_entry_.end()) {
         // The UID its volumes' keys hold (one string for all of them), or a new one.
         const std::vector<VolumeKey> keys = dsw_.VolumesOfPod(uid);
-        entry = resync_entry_.emplace(keys.empty() ? PodUid(uid) : keys.front().pod_uid,
-                                      ResyncEntry{}).first;
+        entry =
+            resync_entry_.emplace(keys.empty() ? PodUid(uid) : keys.front().pod_uid, ResyncEntry{})
+                .first;
         entry->second.at = resync_queue_.emplace(NextResync(now), *entry);
       }
       reload_->OnPod(std::move(current));

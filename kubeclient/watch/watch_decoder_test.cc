@@ -49,6 +49,87 @@ TEST(WatchDecoderTest, PartialEventStaysBuffered) {
   EXPECT_EQ(decoder.buffered_bytes(), 30u);
 }
 
+// A BOOKMARK is read without building its document: what a reader takes from it (the type and
+// object.metadata.resourceVersion) is what the full parse gives, for the API server's spelling,
+// the test server's (spaces), extra fields and a resourceVersion deeper down; anything unusual
+// (a repeated key, a value of another type) goes to the full parse, which words its errors.
+TEST(WatchDecoderTest, BookmarksDecodeAsTheFullParseDoes) {
+  struct Case {
+    std::string name;
+    std::string input;
+    std::string rv;  // "": none
+  };
+  const std::vector<Case> cases = {
+      {"API server",
+       R"({"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":)"
+       R"({"resourceVersion":"12","creationTimestamp":null,"annotations":)"
+       R"({"k8s.io/initial-events-end":"true"}}}})",
+       "12"},
+      {"spaces", R"({ "type" : "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}})",
+       "7"},
+      {"object first", R"({"object":{"metadata":{"resourceVersion":"8"}},"type":"BOOKMARK"})", "8"},
+      {"deeper resourceVersion ignored",
+       R"({"type":"BOOKMARK","object":{"spec":{"metadata":{"resourceVersion":"9"}},)"
+       R"("metadata":{"resourceVersion":"3"}}})",
+       "3"},
+      {"no resourceVersion", R"({"type":"BOOKMARK","object":{"metadata":{}}})", ""},
+      {"no metadata", R"({"type":"BOOKMARK","object":{}})", ""},
+      {"repeated object",
+       R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}},)"
+       R"("object":{"metadata":{"resourceVersion":"2"}}})",
+       ""},
+      {"repeated resourceVersion",
+       R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1","resourceVersion":"2"}}})",
+       ""},
+      {"numeric resourceVersion",
+       R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":5}}})", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    WatchDecoder decoder;
+    std::vector<WatchEvent> events;
+    ASSERT_TRUE(decoder.Feed(c.input, events).ok());
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].type, WatchEventType::kBookmark);
+    // The reference: the document the full parse builds.
+    const nlohmann::json full = nlohmann::json::parse(c.input)["object"];
+    const auto meta = full.find("metadata");
+    std::string want;
+    if (meta != full.end() && meta->is_object()) {
+      const auto rv = meta->find("resourceVersion");
+      if (rv != meta->end() && rv->is_string()) want = *rv;
+    }
+    if (!c.rv.empty()) {
+      EXPECT_EQ(want, c.rv);
+    }
+    const nlohmann::json& got = events[0].object;
+    ASSERT_TRUE(got.is_object());
+    const auto got_meta = got.find("metadata");
+    std::string have;
+    if (got_meta != got.end() && got_meta->is_object()) {
+      const auto rv = got_meta->find("resourceVersion");
+      if (rv != got_meta->end() && rv->is_string()) have = *rv;
+    }
+    EXPECT_EQ(have, want);
+  }
+  // Errors are the full parse's.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"type":"BOOKMARK","object":{"metadata":]})", "invalid JSON"},
+      {R"({"type":"BOOKMARK","object":"x"})", "not an object"},
+      {R"({"type":"BOOKMARK","object":[]})", "not an object"},
+      {R"({"type":"BOOKMARK"})", "not an object"},
+      {R"({"type":"BOOKMARK","type":"SURPRISE","object":{}})", "unknown event type"},
+  };
+  for (const auto& [input, error] : bad) {
+    SCOPED_TRACE(input);
+    WatchDecoder decoder;
+    std::vector<WatchEvent> events;
+    const base::Status s = decoder.Feed(input, events);
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr(error));
+  }
+}
+
 struct BadCase {
   std::string name;
   std::string input;

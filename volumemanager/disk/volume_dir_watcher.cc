@@ -65,7 +65,7 @@ struct VolumeDirWatcher::Impl {
   int mounts_fd = -1;
   uv_poll_t mounts_poll{};
   uint64_t mount_generation = 1;  // counts the changes read, from 1
-  bool mounts_polled = false;      // mount_generation follows the table
+  bool mounts_polled = false;     // mount_generation follows the table
   int open_handles = 0;           // the poll handles not yet closed; the last close frees this
   int fd = -1;
   bool closing = false;

@@ -50,8 +50,8 @@ TEST(PodUidTest, OrdersEveryPairAsItsStrings) {
   for (const std::string& a : uids) {
     for (const std::string& b : uids) {
       const PodUid ka(a), kb(b);
-      EXPECT_EQ(ka <=> kb, a.compare(b) <=> 0) << testing::PrintToString(a) << " vs "
-                                               << testing::PrintToString(b);
+      EXPECT_EQ(ka <=> kb, a.compare(b) <=> 0)
+          << testing::PrintToString(a) << " vs " << testing::PrintToString(b);
       EXPECT_EQ(ka == kb, a == b);
       EXPECT_EQ(ka <=> b, a.compare(b) <=> 0);
     }
