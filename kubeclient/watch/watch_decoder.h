@@ -7,6 +7,11 @@
 // a non-object `object`, a top-level value that is not an object) or an event larger than
 // `max_event_bytes` (client-go: 16 MiB) is a decode error: Feed returns it and the decoder is
 // spent. Memory stays bounded by the cap plus one feed. Single-threaded value type.
+//
+// A BOOKMARK event's `object` is cut to `metadata.resourceVersion` (when it has one, a string):
+// the rest of a bookmark is no use to a reader, and building its document was most of the cost of
+// an idle watch. An unusual bookmark (a repeated key, or a value of another type on that path) is
+// parsed in full; errors are worded as the full parse words them.
 #ifndef VOLUMEMANAGER_KUBECLIENT_WATCH_WATCH_DECODER_H_
 #define VOLUMEMANAGER_KUBECLIENT_WATCH_WATCH_DECODER_H_
 

@@ -166,7 +166,8 @@ struct VolumeDirWatcher::Impl {
       ++self->mount_generation;
       ++self->counters.mount_table_changes;
       if (status < 0) {
-        spdlog::warn(
+        // Nothing for a user to do: the checks cost a walk each again, as before this poll.
+        spdlog::info(
             "volume dir watcher: poll of /proc/self/mountinfo: {}; each volume's watch is "
             "checked by a walk at every resync from now on",
             uv_strerror(status));
