@@ -143,7 +143,7 @@ struct VolumeDirWatcher::Impl {
 
   // Starts polling the mount table; a failure leaves WatchHolds walking every time.
   void WatchMountTable(uv_loop_t* loop) {
-    mounts_fd = ::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    mounts_fd = options.env->OpenAt(AT_FDCWD, "/proc/self/mountinfo", O_RDONLY, 0);
     if (mounts_fd < 0) {
       spdlog::debug("volume dir watcher: open /proc/self/mountinfo: {}; every resync walks",
                     std::strerror(errno));
@@ -152,7 +152,7 @@ struct VolumeDirWatcher::Impl {
     if (int rc = uv_poll_init(loop, &mounts_poll, mounts_fd); rc != 0) {
       spdlog::debug("volume dir watcher: poll /proc/self/mountinfo: {}; every resync walks",
                     uv_strerror(rc));
-      ::close(mounts_fd);
+      options.env->Close(mounts_fd);
       mounts_fd = -1;
       return;
     }
@@ -397,7 +397,7 @@ void VolumeDirWatcher::Stop() {
     auto* self = static_cast<Impl*>(h->data);
     if (--self->open_handles > 0) return;
     ::close(self->fd);  // drops every kernel watch with it
-    if (self->mounts_fd >= 0) ::close(self->mounts_fd);
+    if (self->mounts_fd >= 0) self->options.env->Close(self->mounts_fd);
     delete self;
   };
   if (impl_->mounts_fd >= 0) {
