@@ -563,7 +563,8 @@ def idle(pid, daemon, seconds, label, server=None):
     daemon.alive()
     cpu1, t1, sw1 = proc_run_seconds(pid), time.monotonic(), proc_switches(pid)
     if server:
-        # What the window held (a watch ends after 5-10 min: windows past 5 min hold re-watches).
+        # What the window held (object watches last 30-60 min, the pod watch 5-10 min: a long
+        # window holds re-watches).
         traffic1 = server_traffic(server)
         delta = {k: v - traffic0.get(k, 0) for k, v in traffic1.items()
                  if v - traffic0.get(k, 0)}
