@@ -160,8 +160,10 @@ void VolumeManager::Start() {
       SchedulePassSoon();
     };
     handler.lost = [this](const VolumeKey& key) {
-      // Torn down, unmounted or re-mounted: the check finds out which, and re-arms.
+      // Torn down, unmounted or re-mounted: the check finds out which, and re-arms. Until it
+      // has, the pod's resync is the net again.
       reconciler_.RequestVerify(key);
+      ResyncDeferredPodsAgain(&key.pod_uid);
       SchedulePassSoon();
     };
     handler.overflow = [this] {
@@ -169,8 +171,12 @@ void VolumeManager::Start() {
       for (const auto& [key, mounted] : asw_.volumes()) {
         if (dir_watcher_.Rearm(key).ok()) reconciler_.RequestVerify(key);
       }
+      ResyncDeferredPodsAgain(nullptr);
       SchedulePassSoon();
     };
+    // A mount may have put a tmpfs over a watched dir (no event says so): every pod whose
+    // resync waits for its disk check is looked at again within a sync period.
+    handler.mount_table_changed = [this] { ResyncDeferredPodsAgain(nullptr); };
     VolumeDirWatcherOptions watcher_options;
     watcher_options.root_dir = options_.root_dir;
     watcher_options.env = options_.env;
@@ -460,14 +466,53 @@ void VolumeManager::ResyncDuePods(SteadyTime now) {
     }
     to_mark_.clear();
     SteadyTime next = NextResync(now);
-    if (all_current && verify_due && *verify_due > next && !options_.kubelet_owns_volumes) {
+    if (all_current && verify_due && *verify_due > next &&
+        (!options_.kubelet_owns_volumes || dir_watcher_.FollowsMountTable())) {
       // The regular resync that would first find a volume due for its disk check (still jittered,
-      // so that pods mounted together are not all checked in one pass).
+      // so that pods mounted together are not all checked in one pass). Beside the kubelet, only
+      // while the watcher follows the mount table: until a mount (mount_table_changed) or a
+      // watch's trouble (lost, overflow, a failed re-arm) brings the pod back to the regular
+      // schedule, each of its watches holds as the check just found (WatchHolds would answer
+      // from the table's generation without a walk).
       next = NextResync(*verify_due - options_.sync_frequency);
+      ++resync_stats_.pods_deferred;
     }
     node.key() = next;
     entry.at = resync_queue_.insert(std::move(node));
   }
+}
+
+void VolumeManager::ResyncDeferredPodsAgain(const PodUid* pod_uid) {
+  // Deferred resyncs lie beyond the latest regular one (NextResync: before now + 1.5 x
+  // sync_frequency + one grid step); each moves back to a regular time, which a move never
+  // passes again. One pod's by its entry; all by the schedule's tail, empty at once when the
+  // table changes again before any pod is deferred anew.
+  const SteadyTime now = options_.env->SteadyNow();
+  const SteadyTime latest_regular =
+      now + options_.sync_frequency + options_.sync_frequency / 2 +
+      std::chrono::duration_cast<SteadyTime::duration>(ResyncGrid());
+  long moved = 0;
+  auto move = [&](ResyncQueue::iterator it) {
+    ResyncEntry& entry = it->second.get().second;
+    auto node = resync_queue_.extract(it);
+    if (node.empty()) return;
+    node.key() = NextResync(now);
+    entry.at = resync_queue_.insert(std::move(node));
+    ++moved;
+  };
+  if (pod_uid != nullptr) {
+    auto entry = resync_entry_.find(*pod_uid);
+    if (entry != resync_entry_.end() && entry->second.at->first > latest_regular) {
+      move(entry->second.at);
+    }
+  } else {
+    for (auto it = resync_queue_.upper_bound(latest_regular); it != resync_queue_.end();) {
+      move(it++);
+    }
+  }
+  if (moved == 0) return;
+  resync_stats_.pods_brought_back += moved;
+  WorkArrived();  // the tick may be armed for a deferred resync, later than these
 }
 
 void VolumeManager::CleanUpOrphanPodDirs() {
@@ -543,6 +588,9 @@ void VolumeManager::WatchVolumeDir(const VolumeKey& key, const std::string& dir)
   // dir as it is now.
   auto armed = state == VolumeDirWatcher::State::kUnknown ? dir_watcher_.Watch(key, dir)
                                                           : dir_watcher_.Rearm(key);
+  if (!armed.ok() || *armed != VolumeDirWatcher::Arming::kArmed) {
+    ResyncDeferredPodsAgain(&key.pod_uid);  // the resync checks the volume from now on
+  }
   if (!armed.ok()) {
     const MountedVolume* m = asw_.Find(key);
     logging::Warn("Cannot watch the volume dir; swaps by the kubelet are noticed at its resync",

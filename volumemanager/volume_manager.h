@@ -15,10 +15,13 @@
 //    announces every change (ObjectManager::AnnouncesEveryChange: Watch), a volume whose objects
 //    announced nothing and whose disk was verified within the reconciler's disk_verify_interval
 //    (beside the kubelet: and whose dir's watch still covers it, VolumeDirWatcher::StillWatching):
-//    its remount would find the same inputs, so it is not visited at all. In self ownership a pod
-//    with every volume so is next resynced when the first is due for its disk check (10 min by
-//    default) rather than after sync_frequency; beside the kubelet, after sync_frequency, for the
-//    watch's check.
+//    its remount would find the same inputs, so it is not visited at all. A pod with every volume
+//    so is next resynced when the first is due for its disk check (10 min by default) rather than
+//    after sync_frequency. Beside the kubelet only while the dir watcher follows the mount table
+//    (VolumeDirWatcher::FollowsMountTable), since the watch's check can then change its answer
+//    only after a mount or a reported trouble: a change of the table brings every deferred pod
+//    back to the regular schedule, a lost watch or one that cannot be re-armed its own pod, an
+//    inotify overflow all (ResyncStats::pods_brought_back).
 //  * OnObjectChanged: every mounted volume reading the object is marked for remount and a
 //    reconciler pass is scheduled at once (not at the next pod sync as in the kubelet).
 //    OnTokenChanged does the same for the volumes including a service account token that was
@@ -164,6 +167,11 @@ class VolumeManager : private ::reload::ReloadHost {
     long pods = 0;
     long volumes_marked = 0;
     long volumes_current = 0;
+    // Resyncs that put the pod's next one at its first disk check (every volume current), and
+    // deferred resyncs brought back to the regular schedule (beside the kubelet: a mount, or a
+    // watch's trouble).
+    long pods_deferred = 0;
+    long pods_brought_back = 0;
   };
   const ResyncStats& resync_stats() const { return resync_stats_; }
   bool reconstructed() const { return reconstructed_; }
@@ -197,6 +205,9 @@ class VolumeManager : private ::reload::ReloadHost {
   // The reconciler has new work (a volume due, a timer): a pass within a tick.
   void WorkArrived();
   void ResyncDuePods(SteadyTime now);
+  // Moves the deferred resync (beyond any regular one) of `pod_uid`, or of every pod when null,
+  // back to the regular schedule (NextResync from now).
+  void ResyncDeferredPodsAgain(const PodUid* pod_uid);
   void CleanUpOrphanPodDirs();
   // A pod's next resync: sync_frequency x (1 + U[0, 0.5)) from `now`, rounded up to the resync
   // grid (ResyncGrid).

@@ -625,8 +625,10 @@ TEST_F(VolumeManagerTest, BesideTheKubeletASwapItDidNotMakeIsDecidedByAFreshRead
 
 // Beside the kubelet under Watch, a resync of a watched volume whose objects announced nothing
 // only checks that the dir's path still leads to the watched inode: no verification, no remount.
-// A tmpfs the kubelet mounts over the dir says nothing to inotify; the next resync's check finds
-// it, and the kubelet's older content in it is corrected.
+// While the mount table is unchanged that check cannot fail, so the pod's next resync is its disk
+// check. A tmpfs the kubelet mounts over the dir says nothing to inotify, but the mount brings
+// the pod back to the sync period; that resync's check finds the tmpfs, and the kubelet's older
+// content in it is corrected.
 TEST_F(VolumeManagerTest, BesideTheKubeletAResyncChecksTheWatchAndFindsATmpfsMountedOver) {
   Put("default", "app", {{"k", "v1"}});
   KubeletSetsUp(Dir("u1"), {{"k", {"v1", 0644, std::nullopt}}});
@@ -642,11 +644,16 @@ TEST_F(VolumeManagerTest, BesideTheKubeletAResyncChecksTheWatchAndFindsATmpfsMou
   const long marked = manager_->resync_stats().volumes_marked;
   const long current = manager_->resync_stats().volumes_current;
   const size_t fetches = objects_.fetches().size();
-  RunFor(700);  // two resyncs or more, at the sync period (the check is the net)
-  EXPECT_GE(manager_->resync_stats().volumes_current, current + 2);
+  ASSERT_TRUE(manager_->dir_watcher().FollowsMountTable()) << "/proc/self/mountinfo is polled";
+  EXPECT_EQ(manager_->resync_stats().pods_deferred, 1);
+  RunFor(700);  // more than three sync periods: no resync, no check, no verification
+  EXPECT_EQ(manager_->resync_stats().volumes_current, current);
   EXPECT_EQ(manager_->resync_stats().volumes_marked, marked);
   EXPECT_EQ(manager_->stats().swaps_verified, verified);
   EXPECT_EQ(objects_.fetches().size(), fetches);
+  ASSERT_FALSE(manager_->resync_times().empty());
+  EXPECT_GT(manager_->resync_times().front(),
+            std::chrono::steady_clock::now() + std::chrono::minutes(9));
 
   const std::string dir = Dir("u1");
   if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {
@@ -660,6 +667,7 @@ TEST_F(VolumeManagerTest, BesideTheKubeletAResyncChecksTheWatchAndFindsATmpfsMou
   ASSERT_TRUE(RunUntil([&] {
     return manager_->stats().foreign_swaps == 1 && Content("u1") == Files{{"k", "v1"}};
   }));
+  EXPECT_GE(manager_->resync_stats().pods_brought_back, 1);
   EXPECT_GT(manager_->resync_stats().volumes_marked, marked);
   // Watched again, on the tmpfs (re-armed as the rewrite completed): with no resync for an hour,
   // the kubelet's next swap there is reported by the watch.
@@ -670,6 +678,43 @@ TEST_F(VolumeManagerTest, BesideTheKubeletAResyncChecksTheWatchAndFindsATmpfsMou
   ASSERT_TRUE(RunUntil([&] {
     return manager_->stats().foreign_swaps == 2 && Content("u1") == Files{{"k", "v1"}};
   }));
+}
+
+// A pod waiting for its disk check comes back to the sync period when one of its watches is lost
+// (the dir moved away: the watch no longer covers the path until the verification re-arms it),
+// and is deferred again once its next resync finds every watch holding.
+TEST_F(VolumeManagerTest, BesideTheKubeletALostWatchBringsItsPodBackToTheSyncPeriod) {
+  Put("default", "app", {{"k", "v1"}});
+  KubeletSetsUp(Dir("u1"), {{"k", {"v1", 0644, std::nullopt}}});
+  KubeletSetsUp(Dir("u2"), {{"k", {"v1", 0644, std::nullopt}}});
+  objects_.SetAnnouncesEveryChange(true);
+  sync_frequency_ = std::chrono::milliseconds(200);
+  StartManager(/*kubelet_owns_volumes=*/true);
+  Send(podconfig::PodOp::kAdd, {MakePod("u1", "app"), MakePod("u2", "app")});
+  ASSERT_TRUE(RunUntil([&] { return manager_->resync_stats().pods_deferred >= 2; }));
+  ASSERT_TRUE(manager_->dir_watcher().FollowsMountTable());
+  const auto later = std::chrono::steady_clock::now() + std::chrono::minutes(9);
+  ASSERT_FALSE(manager_->resync_times().empty());
+  EXPECT_GT(manager_->resync_times().front(), later);
+  const long current = manager_->resync_stats().volumes_current;
+
+  const std::string away = Dir("u1") + ".away";
+  fs::rename(Dir("u1"), away);
+  fs::rename(away, Dir("u1"));
+  ASSERT_TRUE(RunUntil([&] { return manager_->resync_stats().pods_brought_back == 1; }));
+  // Only u1's resync is back at the sync period; u2's still waits.
+  ASSERT_EQ(manager_->resync_times().size(), 2u);  // one pod's time each
+  EXPECT_LT(manager_->resync_times().front(), later);
+  EXPECT_GT(manager_->resync_times().back(), later);
+  // Verified and watched again; the next resync finds the watch holding and defers u1 again.
+  ASSERT_TRUE(RunUntil([&] {
+    return manager_->dir_watcher().state({"u1", "cfg"}) == VolumeDirWatcher::State::kArmed &&
+           manager_->resync_stats().pods_deferred >= 3;
+  }));
+  EXPECT_EQ(manager_->resync_stats().volumes_current, current + 1);
+  ASSERT_FALSE(manager_->resync_times().empty());
+  EXPECT_GT(manager_->resync_times().front(), later);
+  EXPECT_EQ(Content("u1"), (Files{{"k", "v1"}}));
 }
 
 TEST_F(VolumeManagerTest, BesideTheKubeletPodDerivedContentStaysTheKubelets) {

@@ -173,6 +173,9 @@ struct VolumeDirWatcher::Impl {
             uv_strerror(status));
         self->mounts_polled = false;
       }
+      if (self->handler.mount_table_changed) {
+        self->Call("mount table changed", [&] { self->handler.mount_table_changed(); });
+      }
     });
     if (rc != 0) {
       spdlog::debug("volume dir watcher: poll /proc/self/mountinfo: {}; every resync walks",
@@ -435,6 +438,10 @@ bool VolumeDirWatcher::WatchHolds(const VolumeKey& id) {
   if (impl_ == nullptr) return false;
   auto it = impl_->ids.find(id);
   return it != impl_->ids.end() && impl_->WatchHolds(it->second);
+}
+
+bool VolumeDirWatcher::FollowsMountTable() const {
+  return impl_ != nullptr && impl_->mounts_polled && !impl_->closing;
 }
 
 void VolumeDirWatcher::Unwatch(const VolumeKey& id) {

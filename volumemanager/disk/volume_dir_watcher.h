@@ -49,7 +49,7 @@
 // completed verification, so no thread-pool variant is offered; StillWatching a statx of the
 // root, the walk beneath it and an fstat; WatchHolds nothing while the mount table is unchanged
 // (the table's poll handle wakes the loop once per mount or unmount in the daemon's mount
-// namespace). Stop closes the fds, which drops every watch. The kernel charges each watch
+// namespace, and calls the optional `mount_table_changed`). Stop closes the fds, which drops every watch. The kernel charges each watch
 // against a per-user limit shared with the user's other processes. Measured figures:
 // BENCHMARKS.md, "Volume-dir watcher".
 //
@@ -79,6 +79,9 @@ struct VolumeDirWatcherHandler {
   std::function<void(const VolumeKey& id)> swapped;
   std::function<void(const VolumeKey& id)> lost;
   std::function<void()> overflow;
+  // Optional: a change of the mount table was read, or its poll failed (FollowsMountTable turns
+  // false). WatchHolds may now walk, and answer otherwise, for any id.
+  std::function<void()> mount_table_changed;
 };
 
 struct VolumeDirWatcherOptions {
@@ -152,6 +155,10 @@ class VolumeDirWatcher {
   // parent dir renamed away and another put at its path, which no event and no mount tells, is
   // found by StillWatching only. Walks every time when the table cannot be polled.
   bool WatchHolds(const VolumeKey& id);
+  // Whether the mount table is polled: while it is, WatchHolds of an armed id that answered true
+  // answers true again, without a walk, until `mount_table_changed` is called or the id is
+  // reported lost, re-armed or unwatched.
+  bool FollowsMountTable() const;
   // Forgets `id`: no report for it after this returns. Unknown ids are ignored.
   void Unwatch(const VolumeKey& id);
 

@@ -90,6 +90,7 @@ class VolumeDirWatcherTest : public ::testing::Test {
         },
         [this](const VolumeKey& id) { lost_.push_back(id); },
         [this] { ++overflows_; },
+        [this] { ++mount_table_changed_; },
     };
   }
 
@@ -157,6 +158,7 @@ class VolumeDirWatcherTest : public ::testing::Test {
   std::vector<VolumeKey> swapped_;
   std::vector<VolumeKey> lost_;
   int overflows_ = 0;
+  uint64_t mount_table_changed_ = 0;  // the handler's calls
   std::function<void(const VolumeKey&)> on_swapped_;
 };
 
@@ -406,6 +408,7 @@ TEST_F(VolumeDirWatcherTest, StillWatchingTellsWhetherThePathLeadsToTheWatchedIn
 // A dir renamed away is told by its loss event, not by WatchHolds.
 TEST_F(VolumeDirWatcherTest, WatchHoldsWalksOnlyAfterTheMountTableChanged) {
   const std::string dir = Volume("a");
+  EXPECT_TRUE(watcher_.FollowsMountTable());
   EXPECT_FALSE(watcher_.WatchHolds(kA));  // never watched
   ASSERT_EQ(*watcher_.Watch(kA, dir), Arming::kArmed);
   // The loop does not run in between: no change of the table can be read.
@@ -433,6 +436,9 @@ TEST_F(VolumeDirWatcherTest, WatchHoldsWalksOnlyAfterTheMountTableChanged) {
   const uint64_t after_mount = watcher_.stats().mount_table_changes;
   loop_.RunFor(std::chrono::milliseconds(100));
   EXPECT_LE(watcher_.stats().mount_table_changes, after_mount + 5);
+  // Each change read is told to the handler, and the table is still followed.
+  EXPECT_EQ(mount_table_changed_, watcher_.stats().mount_table_changes);
+  EXPECT_TRUE(watcher_.FollowsMountTable());
   const uint64_t before_walks = watcher_.stats().checks_without_walk;
   EXPECT_FALSE(watcher_.WatchHolds(kB));  // walked: the path leads into the mount
   EXPECT_TRUE(watcher_.WatchHolds(kA));   // walked: still the watched inode
