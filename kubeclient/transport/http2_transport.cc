@@ -459,6 +459,7 @@ bool Http2Transport::Cancel(RequestId id) {
   if (s->waiting) waiting_.erase(s->waiting_at);
   if (s->has_deadline) deadlines_.erase(s->deadline_at);
   streams_.erase(it);  // completed_ may still name it: DeliverCompletions skips it
+  ++streams_erased_;
   if (in_io_ == 0) AfterIo(/*deliver=*/false);
   return true;
 }
@@ -1007,6 +1008,7 @@ void Http2Transport::HandWaitingToFallback() {
     if (it == streams_.end()) continue;
     std::unique_ptr<Stream> s = std::move(it->second);
     streams_.erase(it);
+    ++streams_erased_;
     if (s->has_deadline) deadlines_.erase(s->deadline_at);
     fallback_(s->id, std::move(s->request), std::move(s->done), std::move(s->callbacks));
   }
@@ -1035,11 +1037,12 @@ bool Http2Transport::DeliverHeaders(Stream* s) {
   s->buffer_body = !s->request.stream || code < 200 || code >= 300;
   const RequestId id = s->id;
   if (s->callbacks.on_headers) {
+    const uint64_t erased = streams_erased_;
     base::Status st = base::CatchAll("on_headers", [&] {
       Fault("header");
       s->callbacks.on_headers(s->response);
     });
-    s = Find(id);  // the callback may have cancelled it
+    s = FindAfterCallback(s, id, erased);  // the callback may have cancelled it
     if (s == nullptr) return false;
     if (!st.ok()) {
       Abort(s, st.message());
@@ -1066,12 +1069,13 @@ void Http2Transport::Data(Stream* s, const uint8_t* data, size_t len) {
   }
   if (!s->callbacks.on_data) return;
   const RequestId id = s->id;
+  const uint64_t erased = streams_erased_;
   bool more = true;
   base::Status st = base::CatchAll("stream callback", [&] {
     Fault("write");
     more = s->callbacks.on_data(chunk);
   });
-  s = Find(id);  // the callback may have cancelled it
+  s = FindAfterCallback(s, id, erased);  // the callback may have cancelled it
   if (s == nullptr) return;
   if (!st.ok()) {
     Abort(s, st.message());
@@ -1132,6 +1136,7 @@ void Http2Transport::DeliverCompletions() {
       auto it = streams_.find(batch[i]);
       std::unique_ptr<Stream> s = std::move(it->second);
       streams_.erase(it);
+      ++streams_erased_;
       if (!s->done) continue;
       const std::string where = s->request.method + " " + s->request.path;
       base::Status st = base::CatchAll("http completion callback", [&] {

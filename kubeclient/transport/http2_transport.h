@@ -141,6 +141,11 @@ class Http2Transport : public Transport {
   void Fault(const char* callback);
   std::shared_ptr<TlsCredentials> Tls(std::string* error, TransportFault* fault);
   Stream* Find(RequestId id);
+  // `s` (request `id`) after a callback, or null when it is gone: looked up again only when a
+  // stream was erased since `erased` (streams_erased_ before the callback).
+  Stream* FindAfterCallback(Stream* s, RequestId id, uint64_t erased) {
+    return erased == streams_erased_ ? s : Find(id);
+  }
   bool DeliverHeaders(Stream* s);
   void Data(Stream* s, const uint8_t* data, size_t len);
   std::string Where() const;
@@ -159,6 +164,7 @@ class Http2Transport : public Transport {
 
   Mode mode_ = Mode::kUnknown;
   std::unordered_map<RequestId, std::unique_ptr<Stream>> streams_;
+  uint64_t streams_erased_ = 0;  // erasures from streams_ so far (FindAfterCallback)
   std::list<RequestId> waiting_;
   std::list<std::unique_ptr<Connection>> connections_;
   std::vector<RequestId> completed_;

@@ -364,12 +364,12 @@ bool Reflector::ApplyEvent(WatchEvent& event) {
     watch_error_ = std::make_unique<ApiError>(ApiErrorFromStatusObject(500, object.dump()));
     return false;
   }
-  const std::string rv = ObjectStore::ResourceVersionOf(object);
   if (event.type == WatchEventType::kBookmark) {
     ++stats_.bookmarks;
-    SetSyncedRv(rv);
+    SetSyncedRv(event.resource_version);
     return true;
   }
+  const std::string rv = ObjectStore::ResourceVersionOf(object);
   if (!options_.kind.empty()) {
     auto kind = object.find("kind");
     if (kind != object.end() && kind->is_string() &&

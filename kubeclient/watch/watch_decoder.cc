@@ -209,11 +209,8 @@ base::Status WatchDecoder::Decode(std::string_view text, std::vector<WatchEvent>
                                                   /*strict=*/true);
     if (!parsed) return base::Status::Error("watch stream: invalid JSON");
     if (!sax.unusual && sax.objects == 1 && sax.type == "BOOKMARK") {
-      WatchEvent decoded{WatchEventType::kBookmark, nlohmann::json::object()};
-      if (!sax.resource_version.empty()) {
-        decoded.object["metadata"]["resourceVersion"] = std::move(sax.resource_version);
-      }
-      out.push_back(std::move(decoded));
+      out.push_back(
+          WatchEvent{WatchEventType::kBookmark, nullptr, std::move(sax.resource_version)});
       return base::Status::OK();
     }
     // Otherwise the full parse below judges it (and words any error as it would).
@@ -244,7 +241,18 @@ base::Status WatchDecoder::Decode(std::string_view text, std::vector<WatchEvent>
     return base::Status::Error(std::string("watch stream: ") + WatchEventTypeName(decoded.type) +
                                " event whose object is not an object");
   }
-  decoded.object = std::move(*object);
+  if (decoded.type == WatchEventType::kBookmark) {
+    // As the SAX pass above reads it.
+    const auto meta = object->find("metadata");
+    if (meta != object->end() && meta->is_object()) {
+      const auto rv = meta->find("resourceVersion");
+      if (rv != meta->end() && rv->is_string()) {
+        decoded.resource_version = rv->get_ref<const std::string&>();
+      }
+    }
+  } else {
+    decoded.object = std::move(*object);
+  }
   out.push_back(std::move(decoded));
   return base::Status::OK();
 }

@@ -31,7 +31,11 @@ const char* WatchEventTypeName(WatchEventType type);
 
 struct WatchEvent {
   WatchEventType type;
+  // Null for a BOOKMARK, whose one field of use is in `resource_version`.
   nlohmann::json object;
+  // A BOOKMARK's object.metadata.resourceVersion ("" when it has none, or one that is not a
+  // string); empty for the other types.
+  std::string resource_version;
 };
 
 class WatchDecoder {

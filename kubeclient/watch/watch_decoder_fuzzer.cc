@@ -22,7 +22,10 @@ bool SameEvents(const std::vector<kubeclient::WatchEvent>& a,
                 const std::vector<kubeclient::WatchEvent>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].type != b[i].type || a[i].object != b[i].object) return false;
+    if (a[i].type != b[i].type || a[i].object != b[i].object ||
+        a[i].resource_version != b[i].resource_version) {
+      return false;
+    }
   }
   return true;
 }

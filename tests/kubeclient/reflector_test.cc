@@ -659,6 +659,29 @@ TEST_F(ReflectorTest, FieldSelectorsForPodsOnANodeAndOneNamedObject) {
                                              "add default/app-config"}));
 }
 
+// BOOKMARKs are counted and deliver nothing; the synced resourceVersion is the one they carry
+// (the test server's: the watch's last, as its filter saw no other change), never moved back.
+TEST_F(ReflectorTest, BookmarksDeliverNothingAndKeepTheSyncedVersion) {
+  server_.Admin("POST", "settings", nlohmann::json{{"bookmark_period", 0.1}});
+  Create("app-config", "1");
+  ReflectorOptions options = FastOptions();
+  options.field_selector = "metadata.name=app-config";
+  StartReflector(options);
+  ASSERT_EQ(deliveries_.size(), 1u);
+  const std::string own_rv = reflector_->last_sync_resource_version();
+  ASSERT_FALSE(own_rv.empty());
+  Create("other-config", "1");
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().bookmarks >= 3; }));
+  EXPECT_EQ(reflector_->last_sync_resource_version(), own_rv);
+  EXPECT_EQ(deliveries_.size(), 1u);
+  Modify("app-config", "2");
+  ASSERT_TRUE(runner_.RunUntil([&] { return deliveries_.size() == 2; }));
+  const int bookmarks = reflector_->stats().bookmarks;
+  ASSERT_TRUE(runner_.RunUntil([&] { return reflector_->stats().bookmarks >= bookmarks + 2; }));
+  EXPECT_EQ(reflector_->last_sync_resource_version(), deliveries_.back().rv);
+  EXPECT_TRUE(ResourceVersionOlder(own_rv, reflector_->last_sync_resource_version()));
+}
+
 // client-go's two backoffs: watch set-ups that get no answer grow the reconnect backoff; the 410
 // that follows once the server answers is relisted after the relist backoff's first delay, not
 // after one the outage grew. The relist's line says 410 Expired.
