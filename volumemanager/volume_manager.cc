@@ -488,9 +488,8 @@ void VolumeManager::ResyncDeferredPodsAgain(const PodUid* pod_uid) {
   // passes again. One pod's by its entry; all by the schedule's tail, empty at once when the
   // table changes again before any pod is deferred anew.
   const SteadyTime now = options_.env->SteadyNow();
-  const SteadyTime latest_regular =
-      now + options_.sync_frequency + options_.sync_frequency / 2 +
-      std::chrono::duration_cast<SteadyTime::duration>(ResyncGrid());
+  const SteadyTime latest_regular = now + options_.sync_frequency + options_.sync_frequency / 2 +
+                                    std::chrono::duration_cast<SteadyTime::duration>(ResyncGrid());
   long moved = 0;
   auto move = [&](ResyncQueue::iterator it) {
     ResyncEntry& entry = it->second.get().second;
