@@ -160,6 +160,12 @@ class VolumeManager : private ::reload::ReloadHost {
   const OperationExecutor& executor() const { return executor_; }
   const DesiredStateOfWorldPopulator& populator() const { return populator_; }
   const Reconciler& reconciler() const { return reconciler_; }
+  // The pod's next periodic resync; nullopt for a pod not known.
+  std::optional<SteadyTime> next_resync(const std::string& pod_uid) const {
+    auto it = resync_entry_.find(pod_uid);
+    if (it == resync_entry_.end()) return std::nullopt;
+    return it->second.at->first;
+  }
   size_t resync_schedule_size() const { return resync_entry_.size() + resync_queue_.size(); }
   // The periodic resyncs so far: pods resynced, and their volumes marked for a remount or left
   // alone (announced objects, disk verified within disk_verify_interval: current by construction).
