@@ -49,9 +49,9 @@
 // completed verification, so no thread-pool variant is offered; StillWatching a statx of the
 // root, the walk beneath it and an fstat; WatchHolds nothing while the mount table is unchanged
 // (the table's poll handle wakes the loop once per mount or unmount in the daemon's mount
-// namespace, and calls the optional `mount_table_changed`). Stop closes the fds, which drops every watch. The kernel charges each watch
-// against a per-user limit shared with the user's other processes. Measured figures:
-// BENCHMARKS.md, "Volume-dir watcher".
+// namespace, and calls the optional `mount_table_changed`). Stop closes the fds, which drops
+// every watch. The kernel charges each watch against a per-user limit shared with the user's
+// other processes. Measured figures: BENCHMARKS.md, "Volume-dir watcher".
 //
 // Thread model: a loop-thread object. Start, Stop, Watch, Unwatch, Rearm, the queries, the
 // destructor and the handler all run on the loop thread; the handler may call any of them
